@@ -1,0 +1,6 @@
+//! The pure model shared by the SPANK plugin and the `gpudirect` launcher.
+//!
+//! Nothing in this crate does I/O beyond what its callers hand it: the admin TOML arrives
+//! as text, node facts (NICs, CPUs, sysfs locality) arrive as data. That keeps every rule
+//! (profile resolution, templates, precedence, pinning, hostlists) unit-testable and lets
+//! `gpudirect profiles explain` show exactly what the plugin computes.

@@ -1,0 +1,2 @@
+//! `gpudirect`: the launcher CLI. Parses arguments and dispatches; the work lives in modules.
+fn main() {}
