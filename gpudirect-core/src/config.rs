@@ -1,0 +1,1069 @@
+//! The admin's TOML config: profiles and node sets, read once into checked types.
+//!
+//! ```toml
+//! default_mode = "auto"               # optional; steps without --gpudirect use it
+//!
+//! [profiles.tcpx]
+//! description = "GCP a3-highgpu-8g, GPUDirect-TCPX"
+//! transport = "GPUDirectTCPX"         # the NET/<name> NCCL must use between nodes
+//! control_nic = "eth0"
+//! data_nics = ["eth1", "eth2", "eth3", "eth4"]
+//! gpu_nics = ["eth1", "eth1", "eth2", "eth2", "eth3", "eth3", "eth4", "eth4"]
+//! library_dirs = ["/var/lib/tcpx/lib64"]
+//! pin_cpus = true
+//! forced = ["NCCL_NET"]               # set even where the user set it
+//! [profiles.tcpx.nic_cpus]
+//! eth1 = "8-21,112-125"
+//! [profiles.tcpx.env]
+//! NCCL_NET = "GPUDirectTCPX_v7"
+//! NCCL_GPUDIRECTTCPX_UNIX_CLIENT_PREFIX = "/run/tcpx-{job_id}"
+//! [profiles.tcpx.checks]
+//! nics = true
+//! libraries = ["libnccl-net.so"]
+//! rxdm_socket_dir = "/run/tcpx-{job_id}"
+//!
+//! [[node_set]]
+//! name = "a3-high"
+//! hosts = "a3h-[0001-0512]"
+//! profile = "tcpx"                    # what `--gpudirect=auto` picks here
+//! skip_checks = []                    # e.g. ["libraries", "rxdm_socket_dir"] on staging
+//! nic_names = { eth0 = "enp0s12", eth1 = "enp6s0" }   # the image's real NIC names
+//! ```
+//!
+//! Every key is checked: an unknown key, a template with an unknown placeholder, a NIC
+//! that the profile does not declare, a relative path, each is an error that names the
+//! file, line and key.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::ops::Range;
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use crate::cpulist::CpuList;
+use crate::hostlist::HostlistPattern;
+use crate::template::{is_nic_name, Placeholder, Template};
+
+/// Modes that are not profile names.
+pub const RESERVED_MODES: [&str; 2] = ["none", "auto"];
+
+/// What `--gpudirect=MODE` (or a default) asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Mode {
+    /// Touch nothing.
+    None,
+    /// The profile of the node set this node belongs to.
+    Auto,
+    /// A named profile.
+    Profile(String),
+}
+
+impl fmt::Display for Mode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Mode::None => f.write_str("none"),
+            Mode::Auto => f.write_str("auto"),
+            Mode::Profile(name) => f.write_str(name),
+        }
+    }
+}
+
+/// A check a profile can require on a node before it is applied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum CheckKind {
+    /// The control and data NICs exist and are up.
+    Nics,
+    /// The transport library files exist in the library directories.
+    Libraries,
+    /// The topology file is readable.
+    TopologyFile,
+    /// The TCPX receive daemon's socket directory exists.
+    RxdmSocketDir,
+}
+
+impl CheckKind {
+    /// Every check, in the order they run.
+    pub const ALL: [CheckKind; 4] = [
+        CheckKind::Nics,
+        CheckKind::Libraries,
+        CheckKind::TopologyFile,
+        CheckKind::RxdmSocketDir,
+    ];
+
+    /// The name used in the config (`skip_checks`) and in messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            CheckKind::Nics => "nics",
+            CheckKind::Libraries => "libraries",
+            CheckKind::TopologyFile => "topology_file",
+            CheckKind::RxdmSocketDir => "rxdm_socket_dir",
+        }
+    }
+
+    fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.name() == name)
+    }
+}
+
+/// The checks a profile requires.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Checks {
+    /// Control and data NICs present and up.
+    pub nics: bool,
+    /// File names that must exist in one of the library directories.
+    pub libraries: Vec<String>,
+    /// The topology file must be readable.
+    pub topology_file: bool,
+    /// A directory that must exist (the RxDM socket directory), as a template.
+    pub rxdm_socket_dir: Option<Template>,
+}
+
+impl Checks {
+    /// The checks this profile requires, by kind.
+    pub fn required(&self) -> Vec<CheckKind> {
+        let mut kinds = Vec::new();
+        if self.nics {
+            kinds.push(CheckKind::Nics);
+        }
+        if !self.libraries.is_empty() {
+            kinds.push(CheckKind::Libraries);
+        }
+        if self.topology_file {
+            kinds.push(CheckKind::TopologyFile);
+        }
+        if self.rxdm_socket_dir.is_some() {
+            kinds.push(CheckKind::RxdmSocketDir);
+        }
+        kinds
+    }
+}
+
+/// One variable a profile sets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EnvVar {
+    /// The variable's name.
+    pub name: String,
+    /// Its value, as a template.
+    pub value: Template,
+    /// Set even when the task already has it (the user's value is replaced).
+    pub forced: bool,
+}
+
+/// A checked profile.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Profile {
+    /// The profile's name (`--gpudirect=NAME`).
+    pub name: String,
+    /// What it is for, shown by `gpudirect profiles list`.
+    pub description: String,
+    /// A failed check fails the step (instead of running it without the profile).
+    pub strict: bool,
+    /// The network transport NCCL should use between nodes (`NET/<name>`), if any.
+    pub transport: Option<String>,
+    /// The control NIC (logical name; a node set may rename it).
+    pub control_nic: Option<String>,
+    /// The data NICs (logical names).
+    pub data_nics: Vec<String>,
+    /// The data NIC of each GPU index.
+    pub gpu_nics: Vec<String>,
+    /// CPUs close to each data NIC.
+    pub nic_cpus: BTreeMap<String, CpuList>,
+    /// Pin each task to the CPUs of its NIC.
+    pub pin_cpus: bool,
+    /// Directories prepended to `LD_LIBRARY_PATH`.
+    pub library_dirs: Vec<String>,
+    /// Exported as `NCCL_TOPO_FILE`.
+    pub topology_file: Option<String>,
+    /// The variables, in name order.
+    pub env: Vec<EnvVar>,
+    /// What must hold on a node before the profile is applied.
+    pub checks: Checks,
+}
+
+/// A set of nodes and what applies to them.
+#[derive(Debug, Clone)]
+pub struct NodeSet {
+    /// The set's name, for messages.
+    pub name: String,
+    /// The hostlist expression as written.
+    pub hosts_expr: String,
+    /// The compiled expression.
+    pub hosts: HostlistPattern,
+    /// The profile `auto` picks on these nodes.
+    pub profile: Option<String>,
+    /// The mode of steps that ask for none.
+    pub default_mode: Option<Mode>,
+    /// Checks not run on these nodes (hardware they do not have).
+    pub skip_checks: Vec<CheckKind>,
+    /// Real NIC names on these nodes, by the profiles' logical names.
+    pub nic_names: BTreeMap<String, String>,
+}
+
+/// The whole checked config.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Where it was read from, for messages.
+    pub source: String,
+    /// The mode of steps that ask for none, where no node set says.
+    pub default_mode: Option<Mode>,
+    /// Profiles by name.
+    pub profiles: BTreeMap<String, Profile>,
+    /// Node sets, first match wins.
+    pub node_sets: Vec<NodeSet>,
+}
+
+impl Config {
+    /// The profile names, sorted, for messages ("profiles that exist: ...").
+    pub fn profile_names(&self) -> Vec<&str> {
+        self.profiles.keys().map(String::as_str).collect()
+    }
+
+    /// The first node set whose hosts include `node`.
+    pub fn node_set_for(&self, node: &str) -> Option<&NodeSet> {
+        self.node_sets.iter().find(|set| set.hosts.matches(node))
+    }
+
+    /// Parses a mode as a user wrote it, checking it names something that exists.
+    pub fn parse_mode(&self, text: &str) -> Result<Mode, UnknownMode> {
+        match text {
+            "none" => Ok(Mode::None),
+            "auto" => Ok(Mode::Auto),
+            name if self.profiles.contains_key(name) => Ok(Mode::Profile(name.to_string())),
+            _ => Err(UnknownMode {
+                mode: sanitize_for_message(text),
+                known: self.profile_names().join(", "),
+            }),
+        }
+    }
+}
+
+/// A mode that names no profile.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown --gpudirect mode `{mode}`: use `auto`, `none` or a profile ({known})")]
+pub struct UnknownMode {
+    /// The mode as written (shortened and made printable).
+    pub mode: String,
+    /// The profiles that exist.
+    pub known: String,
+}
+
+/// Makes user text safe to print in one log line: printable ASCII, at most 64 chars.
+pub fn sanitize_for_message(text: &str) -> String {
+    let mut out: String = text
+        .chars()
+        .take(64)
+        .map(|c| {
+            if c.is_ascii_graphic() || c == ' ' {
+                c
+            } else {
+                '?'
+            }
+        })
+        .collect();
+    if text.chars().count() > 64 {
+        out.push_str("...");
+    }
+    out
+}
+
+/// A config error, with where it is.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub struct ConfigError {
+    /// The file.
+    pub file: String,
+    /// 1-based line, when known.
+    pub line: Option<usize>,
+    /// The key (dotted path), when known.
+    pub key: Option<String>,
+    /// What is wrong and how to fix it.
+    pub message: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.file)?;
+        if let Some(line) = self.line {
+            write!(f, ":{line}")?;
+        }
+        if let Some(key) = &self.key {
+            write!(f, ": {key}")?;
+        }
+        write!(f, ": {}", self.message)
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    #[serde(default)]
+    default_mode: Option<Spanned<String>>,
+    #[serde(default)]
+    profiles: BTreeMap<Spanned<String>, RawProfile>,
+    #[serde(default)]
+    node_set: Vec<Spanned<RawNodeSet>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawProfile {
+    #[serde(default)]
+    description: String,
+    #[serde(default)]
+    strict: bool,
+    #[serde(default)]
+    transport: Option<Spanned<String>>,
+    #[serde(default)]
+    control_nic: Option<Spanned<String>>,
+    #[serde(default)]
+    data_nics: Vec<Spanned<String>>,
+    #[serde(default)]
+    gpu_nics: Vec<Spanned<String>>,
+    #[serde(default)]
+    nic_cpus: BTreeMap<Spanned<String>, Spanned<String>>,
+    #[serde(default)]
+    pin_cpus: Option<Spanned<bool>>,
+    #[serde(default)]
+    library_dirs: Vec<Spanned<String>>,
+    #[serde(default)]
+    topology_file: Option<Spanned<String>>,
+    #[serde(default)]
+    env: BTreeMap<Spanned<String>, Spanned<String>>,
+    #[serde(default)]
+    forced: Vec<Spanned<String>>,
+    #[serde(default)]
+    checks: RawChecks,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawChecks {
+    #[serde(default)]
+    nics: bool,
+    #[serde(default)]
+    libraries: Vec<Spanned<String>>,
+    #[serde(default)]
+    topology_file: Option<Spanned<bool>>,
+    #[serde(default)]
+    rxdm_socket_dir: Option<Spanned<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawNodeSet {
+    name: String,
+    hosts: Spanned<String>,
+    #[serde(default)]
+    profile: Option<Spanned<String>>,
+    #[serde(default)]
+    default_mode: Option<Spanned<String>>,
+    #[serde(default)]
+    skip_checks: Vec<Spanned<String>>,
+    #[serde(default)]
+    nic_names: BTreeMap<Spanned<String>, Spanned<String>>,
+}
+
+/// Reads a config from its text; `source` names the file in errors.
+pub fn parse_config(text: &str, source: &str) -> Result<Config, ConfigError> {
+    let raw: RawConfig = toml::from_str(text).map_err(|e| ConfigError {
+        file: source.to_string(),
+        line: e.span().map(|s| line_of(text, s.start)),
+        key: None,
+        message: e.message().trim().to_string(),
+    })?;
+    Checker { text, source }.check(raw)
+}
+
+fn line_of(text: &str, offset: usize) -> usize {
+    let end = offset.min(text.len());
+    text.as_bytes()[..end]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count()
+        + 1
+}
+
+/// Turns raw values into checked ones, building errors that point into the text.
+struct Checker<'a> {
+    text: &'a str,
+    source: &'a str,
+}
+
+type Checked<T> = Result<T, ConfigError>;
+
+impl Checker<'_> {
+    fn error(
+        &self,
+        span: Range<usize>,
+        key: impl Into<String>,
+        message: impl Into<String>,
+    ) -> ConfigError {
+        ConfigError {
+            file: self.source.to_string(),
+            line: Some(line_of(self.text, span.start)),
+            key: Some(key.into()),
+            message: message.into(),
+        }
+    }
+
+    fn check(&self, raw: RawConfig) -> Checked<Config> {
+        let mut profiles = BTreeMap::new();
+        for (name, raw_profile) in raw.profiles {
+            let key = format!("profiles.{}", name.get_ref());
+            if !is_profile_name(name.get_ref()) {
+                return Err(self.error(
+                    name.span(),
+                    key,
+                    "a profile name is lowercase letters, digits, `-` and `_`, at most 32 characters",
+                ));
+            }
+            if RESERVED_MODES.contains(&name.get_ref().as_str()) {
+                return Err(self.error(
+                    name.span(),
+                    key,
+                    "`none` and `auto` are built-in modes; give this profile another name",
+                ));
+            }
+            let profile = self.check_profile(name.get_ref(), name.span(), &key, raw_profile)?;
+            profiles.insert(name.into_inner(), profile);
+        }
+        let mut config = Config {
+            source: self.source.to_string(),
+            default_mode: None,
+            profiles,
+            node_sets: Vec::new(),
+        };
+        if let Some(mode) = &raw.default_mode {
+            config.default_mode = Some(self.check_mode(&config, mode, "default_mode")?);
+        }
+        for (index, raw_set) in raw.node_set.into_iter().enumerate() {
+            let set = self.check_node_set(&config, index, raw_set)?;
+            config.node_sets.push(set);
+        }
+        Ok(config)
+    }
+
+    fn check_mode(&self, config: &Config, mode: &Spanned<String>, key: &str) -> Checked<Mode> {
+        config
+            .parse_mode(mode.get_ref())
+            .map_err(|e| self.error(mode.span(), key, e.to_string()))
+    }
+
+    fn check_nic(&self, nic: &Spanned<String>, key: &str) -> Checked<String> {
+        if is_nic_name(nic.get_ref()) {
+            Ok(nic.get_ref().clone())
+        } else {
+            Err(self.error(
+                nic.span(),
+                key,
+                format!(
+                    "`{}` is not an interface name (letters, digits, `-_.`, at most 15)",
+                    sanitize_for_message(nic.get_ref())
+                ),
+            ))
+        }
+    }
+
+    fn check_absolute_path(&self, path: &Spanned<String>, key: &str) -> Checked<String> {
+        let p = path.get_ref();
+        let clean = p.starts_with('/')
+            && !p.split('/').any(|c| c == "..")
+            && !p.contains(['{', '}', '\0', '\n']);
+        if clean {
+            Ok(p.clone())
+        } else {
+            Err(self.error(
+                path.span(),
+                key,
+                "must be an absolute path without `..` or placeholders",
+            ))
+        }
+    }
+
+    fn check_profile(
+        &self,
+        name: &str,
+        name_span: Range<usize>,
+        key: &str,
+        raw: RawProfile,
+    ) -> Checked<Profile> {
+        let control_nic = raw
+            .control_nic
+            .as_ref()
+            .map(|n| self.check_nic(n, &format!("{key}.control_nic")))
+            .transpose()?;
+        let mut data_nics = Vec::new();
+        for nic in &raw.data_nics {
+            let nic_name = self.check_nic(nic, &format!("{key}.data_nics"))?;
+            if data_nics.contains(&nic_name) {
+                return Err(self.error(nic.span(), format!("{key}.data_nics"), "listed twice"));
+            }
+            data_nics.push(nic_name);
+        }
+        let declared: BTreeSet<&str> = control_nic
+            .iter()
+            .chain(data_nics.iter())
+            .map(String::as_str)
+            .collect();
+        let mut gpu_nics = Vec::new();
+        for nic in &raw.gpu_nics {
+            if !data_nics.contains(nic.get_ref()) {
+                return Err(self.error(
+                    nic.span(),
+                    format!("{key}.gpu_nics"),
+                    format!(
+                        "`{}` is not one of data_nics ({})",
+                        sanitize_for_message(nic.get_ref()),
+                        data_nics.join(", ")
+                    ),
+                ));
+            }
+            gpu_nics.push(nic.get_ref().clone());
+        }
+        let mut nic_cpus = BTreeMap::new();
+        for (nic, cpus) in &raw.nic_cpus {
+            let nic_key = format!("{key}.nic_cpus.{}", nic.get_ref());
+            if !data_nics.contains(nic.get_ref()) {
+                return Err(self.error(
+                    nic.span(),
+                    nic_key,
+                    "CPU lists are given for data NICs only; add it to data_nics or remove it",
+                ));
+            }
+            let list = CpuList::parse(cpus.get_ref())
+                .map_err(|e| self.error(cpus.span(), nic_key, e.to_string()))?;
+            nic_cpus.insert(nic.get_ref().clone(), list);
+        }
+        let pin_cpus = match &raw.pin_cpus {
+            Some(pin) if *pin.get_ref() && (nic_cpus.is_empty() || gpu_nics.is_empty()) => {
+                return Err(self.error(
+                    pin.span(),
+                    format!("{key}.pin_cpus"),
+                    "pinning needs gpu_nics and nic_cpus: a task's CPUs are its NIC's CPUs",
+                ))
+            }
+            Some(pin) => *pin.get_ref(),
+            None => false,
+        };
+        let library_dirs = raw
+            .library_dirs
+            .iter()
+            .map(|d| self.check_absolute_path(d, &format!("{key}.library_dirs")))
+            .collect::<Checked<Vec<_>>>()?;
+        let topology_file = raw
+            .topology_file
+            .as_ref()
+            .map(|f| self.check_absolute_path(f, &format!("{key}.topology_file")))
+            .transpose()?;
+
+        let forced: BTreeSet<&str> = raw.forced.iter().map(|f| f.get_ref().as_str()).collect();
+        for f in &raw.forced {
+            if !raw.env.keys().any(|k| k.get_ref() == f.get_ref()) {
+                return Err(self.error(
+                    f.span(),
+                    format!("{key}.forced"),
+                    format!(
+                        "`{}` is not a variable of this profile's [env]",
+                        sanitize_for_message(f.get_ref())
+                    ),
+                ));
+            }
+        }
+        let mut env = Vec::new();
+        for (var, value) in &raw.env {
+            let var_key = format!("{key}.env.{}", var.get_ref());
+            if let Some(problem) = env_name_problem(var.get_ref(), topology_file.is_some()) {
+                return Err(self.error(var.span(), var_key, problem));
+            }
+            let template = self.check_template(value, &var_key, &declared)?;
+            env.push(EnvVar {
+                name: var.get_ref().clone(),
+                value: template,
+                forced: forced.contains(var.get_ref().as_str()),
+            });
+        }
+
+        let checks =
+            self.check_checks(key, &raw.checks, &declared, &library_dirs, &topology_file)?;
+        if checks.nics && declared.is_empty() {
+            return Err(self.error(
+                name_span,
+                format!("{key}.checks.nics"),
+                "the profile declares no NICs to check (set control_nic/data_nics)",
+            ));
+        }
+        Ok(Profile {
+            name: name.to_string(),
+            description: raw.description,
+            strict: raw.strict,
+            transport: raw.transport.map(Spanned::into_inner),
+            control_nic,
+            data_nics,
+            gpu_nics,
+            nic_cpus,
+            pin_cpus,
+            library_dirs,
+            topology_file,
+            env,
+            checks,
+        })
+    }
+
+    fn check_template(
+        &self,
+        value: &Spanned<String>,
+        key: &str,
+        declared_nics: &BTreeSet<&str>,
+    ) -> Checked<Template> {
+        let template = Template::parse(value.get_ref())
+            .map_err(|e| self.error(value.span(), key, e.to_string()))?;
+        for placeholder in template.placeholders() {
+            if let Placeholder::NicNamed(nic) = placeholder {
+                if !declared_nics.contains(nic.as_str()) {
+                    return Err(self.error(
+                        value.span(),
+                        key,
+                        format!("`{{nic:{nic}}}` names a NIC the profile does not declare"),
+                    ));
+                }
+            }
+        }
+        Ok(template)
+    }
+
+    fn check_checks(
+        &self,
+        key: &str,
+        raw: &RawChecks,
+        declared: &BTreeSet<&str>,
+        library_dirs: &[String],
+        topology_file: &Option<String>,
+    ) -> Checked<Checks> {
+        let mut libraries = Vec::new();
+        for lib in &raw.libraries {
+            let l = lib.get_ref();
+            if l.is_empty() || l.contains('/') || l == "." || l == ".." {
+                return Err(self.error(
+                    lib.span(),
+                    format!("{key}.checks.libraries"),
+                    "a library is a file name (no `/`), looked up in library_dirs",
+                ));
+            }
+            if library_dirs.is_empty() {
+                return Err(self.error(
+                    lib.span(),
+                    format!("{key}.checks.libraries"),
+                    "libraries are looked up in library_dirs, which is empty",
+                ));
+            }
+            libraries.push(l.clone());
+        }
+        let topology = match &raw.topology_file {
+            Some(t) if *t.get_ref() && topology_file.is_none() => {
+                return Err(self.error(
+                    t.span(),
+                    format!("{key}.checks.topology_file"),
+                    "the profile has no topology_file to check",
+                ))
+            }
+            Some(t) => *t.get_ref(),
+            None => false,
+        };
+        let rxdm_socket_dir = match &raw.rxdm_socket_dir {
+            Some(dir) => {
+                let dir_key = format!("{key}.checks.rxdm_socket_dir");
+                if !dir.get_ref().starts_with('/') || dir.get_ref().split('/').any(|c| c == "..") {
+                    return Err(self.error(
+                        dir.span(),
+                        dir_key,
+                        "must be an absolute path without `..`",
+                    ));
+                }
+                Some(self.check_template(dir, &dir_key, declared)?)
+            }
+            None => None,
+        };
+        Ok(Checks {
+            nics: raw.nics,
+            libraries,
+            topology_file: topology,
+            rxdm_socket_dir,
+        })
+    }
+
+    fn check_node_set(
+        &self,
+        config: &Config,
+        index: usize,
+        raw: Spanned<RawNodeSet>,
+    ) -> Checked<NodeSet> {
+        let span = raw.span();
+        let raw = raw.into_inner();
+        let key = format!("node_set[{index}] ({})", sanitize_for_message(&raw.name));
+        let hosts = HostlistPattern::parse(raw.hosts.get_ref())
+            .map_err(|e| self.error(raw.hosts.span(), format!("{key}.hosts"), e.to_string()))?;
+        let profile = match &raw.profile {
+            Some(p) if !config.profiles.contains_key(p.get_ref()) => {
+                return Err(self.error(
+                    p.span(),
+                    format!("{key}.profile"),
+                    format!(
+                        "no profile `{}` (profiles: {})",
+                        sanitize_for_message(p.get_ref()),
+                        config.profile_names().join(", ")
+                    ),
+                ))
+            }
+            Some(p) => Some(p.get_ref().clone()),
+            None => None,
+        };
+        let default_mode = raw
+            .default_mode
+            .as_ref()
+            .map(|m| self.check_mode(config, m, &format!("{key}.default_mode")))
+            .transpose()?;
+        if default_mode == Some(Mode::Auto) && profile.is_none() {
+            return Err(self.error(
+                span.clone(),
+                format!("{key}.default_mode"),
+                "`auto` needs this node set's `profile`",
+            ));
+        }
+        let mut skip_checks = Vec::new();
+        for check in &raw.skip_checks {
+            let kind = CheckKind::from_name(check.get_ref()).ok_or_else(|| {
+                self.error(
+                    check.span(),
+                    format!("{key}.skip_checks"),
+                    format!(
+                        "unknown check `{}` (checks: nics, libraries, topology_file, rxdm_socket_dir)",
+                        sanitize_for_message(check.get_ref())
+                    ),
+                )
+            })?;
+            skip_checks.push(kind);
+        }
+        let mut nic_names = BTreeMap::new();
+        for (logical, real) in &raw.nic_names {
+            let nic_key = format!("{key}.nic_names");
+            let logical = self.check_nic(logical, &nic_key)?;
+            let real = self.check_nic(real, &nic_key)?;
+            nic_names.insert(logical, real);
+        }
+        Ok(NodeSet {
+            name: raw.name,
+            hosts_expr: raw.hosts.into_inner(),
+            hosts,
+            profile,
+            default_mode,
+            skip_checks,
+            nic_names,
+        })
+    }
+}
+
+fn is_profile_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 32
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
+}
+
+/// Why a variable name may not appear in a profile's `[env]`, if it may not.
+fn env_name_problem(name: &str, has_topology_file: bool) -> Option<String> {
+    let valid = !name.is_empty()
+        && !name.as_bytes()[0].is_ascii_digit()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_');
+    if !valid {
+        return Some("a variable name is uppercase letters, digits and `_`".into());
+    }
+    if name == "LD_LIBRARY_PATH" {
+        return Some("use library_dirs: the plugin prepends them to LD_LIBRARY_PATH".into());
+    }
+    if name.starts_with("GPUDIRECT_") {
+        return Some("GPUDIRECT_* variables are set by the plugin itself".into());
+    }
+    if name == "NCCL_TOPO_FILE" && has_topology_file {
+        return Some("set either topology_file or NCCL_TOPO_FILE in [env], not both".into());
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    pub(crate) const SAMPLE: &str = r#"
+[profiles.tcpx]
+description = "test"
+transport = "GPUDirectTCPX"
+control_nic = "eth0"
+data_nics = ["eth1", "eth2"]
+gpu_nics = ["eth1", "eth1", "eth2", "eth2"]
+library_dirs = ["/var/lib/tcpx/lib64"]
+pin_cpus = true
+forced = ["NCCL_NET"]
+[profiles.tcpx.nic_cpus]
+eth1 = "0-3"
+eth2 = "4-7"
+[profiles.tcpx.env]
+NCCL_NET = "GPUDirectTCPX_v7"
+NCCL_SOCKET_IFNAME = "{control_nic}"
+PREFIX = "/run/tcpx-{job_id}"
+[profiles.tcpx.checks]
+nics = true
+libraries = ["libnccl-net.so"]
+rxdm_socket_dir = "/run/tcpx-{job_id}"
+
+[[node_set]]
+name = "a3"
+hosts = "a3h-[001-008]"
+profile = "tcpx"
+nic_names = { eth0 = "enp0s12" }
+"#;
+
+    fn err(text: &str) -> ConfigError {
+        match parse_config(text, "/etc/slurm/gpudirect.toml") {
+            Err(e) => e,
+            Ok(_) => panic!("config was accepted:\n{text}"),
+        }
+    }
+
+    #[test]
+    fn reads_a_full_profile() {
+        let config = parse_config(SAMPLE, "t.toml").unwrap();
+        let tcpx = &config.profiles["tcpx"];
+        assert_eq!(tcpx.data_nics, ["eth1", "eth2"]);
+        assert!(tcpx.pin_cpus);
+        assert_eq!(tcpx.nic_cpus["eth2"].to_string(), "4-7");
+        let net = tcpx.env.iter().find(|v| v.name == "NCCL_NET").unwrap();
+        assert!(net.forced);
+        assert_eq!(
+            tcpx.checks.required(),
+            vec![
+                CheckKind::Nics,
+                CheckKind::Libraries,
+                CheckKind::RxdmSocketDir
+            ]
+        );
+        let set = config.node_set_for("a3h-005").unwrap();
+        assert_eq!(set.profile.as_deref(), Some("tcpx"));
+        assert!(config.node_set_for("a3h-009").is_none());
+    }
+
+    #[test]
+    fn parses_modes() {
+        let config = parse_config(SAMPLE, "t.toml").unwrap();
+        assert_eq!(config.parse_mode("none"), Ok(Mode::None));
+        assert_eq!(config.parse_mode("auto"), Ok(Mode::Auto));
+        assert_eq!(config.parse_mode("tcpx"), Ok(Mode::Profile("tcpx".into())));
+        let e = config.parse_mode("tcpxo").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "unknown --gpudirect mode `tcpxo`: use `auto`, `none` or a profile (tcpx)"
+        );
+        let long = "x".repeat(10_000);
+        assert!(config.parse_mode(&long).unwrap_err().mode.len() < 80);
+        assert_eq!(config.parse_mode("a;$(id)\n").unwrap_err().mode, "a;$(id)?");
+    }
+
+    #[test]
+    fn syntax_errors_name_file_and_line() {
+        let e = err("[profiles.x]\nstrict = tru\n");
+        assert_eq!(e.file, "/etc/slurm/gpudirect.toml");
+        assert_eq!(e.line, Some(2));
+    }
+
+    #[test]
+    fn unknown_keys_are_errors() {
+        let e = err("[profiles.x]\nstrictt = true\n");
+        assert_eq!(e.line, Some(2));
+        assert!(e.message.contains("strictt"), "{e}");
+        let e = err("defaults_mode = \"auto\"\n");
+        assert!(e.message.contains("defaults_mode"), "{e}");
+    }
+
+    #[test]
+    fn semantic_errors_name_line_and_key() {
+        let cases: &[(&str, usize, &str, &str)] = &[
+            (
+                "[profiles.x.env]\nA = \"{jobid}\"\n",
+                2,
+                "profiles.x.env.A",
+                "unknown placeholder",
+            ),
+            (
+                "[profiles.x]\ngpu_nics = [\"eth9\"]\n",
+                2,
+                "profiles.x.gpu_nics",
+                "not one of data_nics",
+            ),
+            (
+                "[profiles.x]\nlibrary_dirs = [\"lib\"]\n",
+                2,
+                "profiles.x.library_dirs",
+                "absolute",
+            ),
+            (
+                "[profiles.x]\nlibrary_dirs = [\"/a/../b\"]\n",
+                2,
+                "profiles.x.library_dirs",
+                "absolute",
+            ),
+            (
+                "[profiles.x]\nforced = [\"B\"]\n",
+                2,
+                "profiles.x.forced",
+                "not a variable",
+            ),
+            (
+                "[profiles.x.env]\nLD_LIBRARY_PATH = \"/x\"\n",
+                2,
+                "profiles.x.env.LD_LIBRARY_PATH",
+                "library_dirs",
+            ),
+            (
+                "[profiles.x.env]\nGPUDIRECT_NIC = \"x\"\n",
+                2,
+                "profiles.x.env.GPUDIRECT_NIC",
+                "plugin itself",
+            ),
+            (
+                "[profiles.x.env]\nlower = \"x\"\n",
+                2,
+                "profiles.x.env.lower",
+                "uppercase",
+            ),
+            ("[profiles.none]\n", 1, "profiles.none", "built-in"),
+            ("[profiles.X]\n", 1, "profiles.X", "lowercase"),
+            (
+                "\n[profiles.x.checks]\nnics = true\n",
+                2,
+                "profiles.x.checks.nics",
+                "no NICs",
+            ),
+            (
+                "[profiles.x]\npin_cpus = true\n",
+                2,
+                "profiles.x.pin_cpus",
+                "needs gpu_nics",
+            ),
+            (
+                "[profiles.x]\ndata_nics = [\"eth1\"]\n[profiles.x.nic_cpus]\neth1 = \"3-1\"\n",
+                4,
+                "profiles.x.nic_cpus.eth1",
+                "backwards",
+            ),
+            (
+                "[profiles.x]\ncontrol_nic = \"eth0;rm\"\n",
+                2,
+                "profiles.x.control_nic",
+                "interface name",
+            ),
+            (
+                "[profiles.x.checks]\nlibraries = [\"../x.so\"]\n",
+                2,
+                "profiles.x.checks.libraries",
+                "file name",
+            ),
+            (
+                "[profiles.x.checks]\nlibraries = [\"x.so\"]\n",
+                2,
+                "profiles.x.checks.libraries",
+                "library_dirs",
+            ),
+            (
+                "[profiles.x.checks]\ntopology_file = true\n",
+                2,
+                "profiles.x.checks.topology_file",
+                "no topology_file",
+            ),
+            (
+                "[profiles.x.checks]\nrxdm_socket_dir = \"run/x\"\n",
+                2,
+                "profiles.x.checks.rxdm_socket_dir",
+                "absolute",
+            ),
+            (
+                "[profiles.x.env]\nA = \"{nic:eth1}\"\n",
+                2,
+                "profiles.x.env.A",
+                "does not declare",
+            ),
+            (
+                "default_mode = \"tcpx\"\n",
+                1,
+                "default_mode",
+                "unknown --gpudirect mode",
+            ),
+            (
+                "[[node_set]]\nname = \"a\"\nhosts = \"n[1-\"\n",
+                3,
+                "node_set[0] (a).hosts",
+                "",
+            ),
+            (
+                "[[node_set]]\nname = \"a\"\nhosts = \"n1\"\nprofile = \"zz\"\n",
+                4,
+                "node_set[0] (a).profile",
+                "no profile",
+            ),
+            (
+                "[[node_set]]\nname = \"a\"\nhosts = \"n1\"\nskip_checks = [\"nic\"]\n",
+                4,
+                "node_set[0] (a).skip_checks",
+                "unknown check",
+            ),
+        ];
+        for (text, line, key, needle) in cases {
+            let e = err(text);
+            assert_eq!(e.line, Some(*line), "{text}: {e}");
+            assert_eq!(e.key.as_deref(), Some(*key), "{text}: {e}");
+            assert!(e.message.contains(needle), "{text}: {e}");
+        }
+    }
+
+    #[test]
+    fn error_display_is_one_line_with_location() {
+        let e = err("[profiles.x]\ngpu_nics = [\"eth9\"]\n");
+        let shown = e.to_string();
+        assert!(
+            shown.starts_with("/etc/slurm/gpudirect.toml:2: profiles.x.gpu_nics: "),
+            "{shown}"
+        );
+        assert!(!shown.contains('\n'));
+    }
+
+    #[test]
+    fn shipped_configs_parse() {
+        let shipped = include_str!("../../slurm-conf/gpudirect.toml");
+        let local = include_str!("../../slurm-conf/local-cluster.toml");
+        let config = parse_config(&format!("{shipped}{local}"), "shipped").unwrap();
+        let tcpx = &config.profiles["tcpx"];
+        assert_eq!(tcpx.transport.as_deref(), Some("GPUDirectTCPX"));
+        assert_eq!(tcpx.env.len(), 20);
+        assert_eq!(
+            config.node_set_for("a3h-0007").unwrap().nic_names["eth1"],
+            "enp6s0"
+        );
+        assert_eq!(
+            config.node_set_for("cpu-042").unwrap().default_mode,
+            Some(Mode::None)
+        );
+        let local_set = config.node_set_for("node2").unwrap();
+        assert_eq!(
+            local_set.skip_checks,
+            [CheckKind::Libraries, CheckKind::RxdmSocketDir]
+        );
+    }
+
+    #[test]
+    fn empty_config_is_valid() {
+        let config = parse_config("", "t.toml").unwrap();
+        assert!(config.profiles.is_empty());
+        assert!(config.default_mode.is_none());
+    }
+}

@@ -1,0 +1,933 @@
+//! From a config and the facts of one step, node and task to the exact environment and
+//! pinning a task gets. The SPANK plugin and `gpudirect profiles explain` both call this
+//! code, so what an admin sees is what a job gets.
+//!
+//! Three stages, each pure:
+//! 1. [`choose_mode`]: which mode applies (precedence: the step's `--gpudirect` option,
+//!    which carries sbatch/salloc's when srun has none, then `SLURM_GPUDIRECT`, then the
+//!    node set's default, then the config's default);
+//! 2. [`plan_node`]: once per node, which profile, the node's real NIC names, and the
+//!    profile's checks against a [`NodeProbe`];
+//! 3. [`plan_task`]: per task, the variables to set, the NIC and CPUs by local rank.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+
+use crate::config::{CheckKind, Config, Mode, NodeSet, Profile, UnknownMode};
+use crate::cpulist::CpuList;
+use crate::template::{Placeholder, Template};
+
+/// Variables the plugin itself sets (contract: a job reads them to see what was applied).
+pub mod vars {
+    /// The profile applied to the task.
+    pub const PROFILE: &str = "GPUDIRECT_PROFILE";
+    /// The task's data NIC (real name on this node).
+    pub const NIC: &str = "GPUDIRECT_NIC";
+    /// The CPUs the task was pinned to.
+    pub const CPUS: &str = "GPUDIRECT_CPUS";
+    /// Comma-separated names of the variables the plugin set, so that a step inside a
+    /// batch step does not take them for the user's.
+    pub const SET: &str = "GPUDIRECT_SET";
+    /// The checks skipped on this node because its node set says so.
+    pub const SKIPPED_CHECKS: &str = "GPUDIRECT_SKIPPED_CHECKS";
+    /// The submitting environment's default mode.
+    pub const MODE_ENV: &str = "SLURM_GPUDIRECT";
+}
+
+/// Where the chosen mode came from, for messages.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ModeSource {
+    /// `--gpudirect` on srun, or on the sbatch/salloc that made the allocation.
+    Option,
+    /// `SLURM_GPUDIRECT` in the submitting environment.
+    Environment,
+    /// The node set's `default_mode`.
+    NodeSet(String),
+    /// The config's `default_mode`.
+    ConfigDefault,
+}
+
+impl fmt::Display for ModeSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ModeSource::Option => f.write_str("--gpudirect"),
+            ModeSource::Environment => f.write_str(vars::MODE_ENV),
+            ModeSource::NodeSet(name) => write!(f, "node set {name}"),
+            ModeSource::ConfigDefault => f.write_str("the config's default_mode"),
+        }
+    }
+}
+
+/// The mode that applies to a step on a node, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChosenMode {
+    /// The mode.
+    pub mode: Mode,
+    /// Where it came from.
+    pub source: ModeSource,
+}
+
+/// Picks the mode by precedence. `None` when nothing asks for one: the step is untouched.
+pub fn choose_mode(
+    config: &Config,
+    node: &str,
+    option: Option<&str>,
+    env_mode: Option<&str>,
+) -> Result<Option<ChosenMode>, UnknownMode> {
+    let explicit = [
+        (option, ModeSource::Option),
+        (env_mode, ModeSource::Environment),
+    ];
+    for (text, source) in explicit {
+        if let Some(text) = text.map(str::trim).filter(|t| !t.is_empty()) {
+            let mode = config.parse_mode(text)?;
+            return Ok(Some(ChosenMode { mode, source }));
+        }
+    }
+    if let Some(set) = config.node_set_for(node) {
+        if let Some(mode) = &set.default_mode {
+            return Ok(Some(ChosenMode {
+                mode: mode.clone(),
+                source: ModeSource::NodeSet(set.name.clone()),
+            }));
+        }
+    }
+    Ok(config.default_mode.clone().map(|mode| ChosenMode {
+        mode,
+        source: ModeSource::ConfigDefault,
+    }))
+}
+
+/// Why a mode could not be turned into a profile on a node.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ResolveError {
+    /// `auto` on a node no node set covers.
+    #[error("--gpudirect=auto: node {node} is in no node set of {config}; add it to a [[node_set]] or name a profile")]
+    NoNodeSet {
+        /// The node.
+        node: String,
+        /// The config file.
+        config: String,
+    },
+    /// `auto` on a node whose node set names no profile.
+    #[error("--gpudirect=auto: node set {set} (node {node}) names no profile; set its `profile` or name a profile")]
+    NoProfile {
+        /// The node.
+        node: String,
+        /// The node set.
+        set: String,
+    },
+}
+
+/// The profile that applies on a node, with its node set.
+#[derive(Debug, Clone, Copy)]
+pub struct Resolved<'c> {
+    /// The profile.
+    pub profile: &'c Profile,
+    /// The node's set, if it has one (for NIC names and skipped checks).
+    pub node_set: Option<&'c NodeSet>,
+}
+
+/// Turns a mode into the profile for `node`; `Ok(None)` for `none`.
+pub fn resolve_profile<'c>(
+    config: &'c Config,
+    node: &str,
+    mode: &Mode,
+) -> Result<Option<Resolved<'c>>, ResolveError> {
+    let node_set = config.node_set_for(node);
+    let name = match mode {
+        Mode::None => return Ok(None),
+        Mode::Profile(name) => name.as_str(),
+        Mode::Auto => {
+            let set = node_set.ok_or_else(|| ResolveError::NoNodeSet {
+                node: node.to_string(),
+                config: config.source.clone(),
+            })?;
+            set.profile
+                .as_deref()
+                .ok_or_else(|| ResolveError::NoProfile {
+                    node: node.to_string(),
+                    set: set.name.clone(),
+                })?
+        }
+    };
+    // Modes were checked against the config when parsed, and node-set profiles when
+    // the config was read; a miss here means the caller mixed two configs.
+    Ok(config
+        .profiles
+        .get(name)
+        .map(|profile| Resolved { profile, node_set }))
+}
+
+/// What the plugin can ask a node: one implementation reads sysfs and the filesystem,
+/// tests give data.
+pub trait NodeProbe {
+    /// `None` if the NIC does not exist, else whether it is up.
+    fn nic_up(&self, name: &str) -> Option<bool>;
+    /// Whether a regular file exists at `path`.
+    fn file_exists(&self, path: &str) -> bool;
+    /// Whether the file at `path` can be opened for reading.
+    fn file_readable(&self, path: &str) -> bool;
+    /// Whether a directory exists at `path`.
+    fn dir_exists(&self, path: &str) -> bool;
+}
+
+/// Facts of the step on this node.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StepFacts {
+    /// Slurm job id.
+    pub job_id: u32,
+    /// Slurm step id.
+    pub step_id: u32,
+    /// This node's Slurm name.
+    pub node: String,
+    /// Nodes in the step.
+    pub nnodes: u32,
+    /// Tasks of the step on this node.
+    pub local_size: u32,
+}
+
+/// A check that failed on a node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckFailure {
+    /// Which check.
+    pub kind: CheckKind,
+    /// What was found.
+    pub problem: String,
+    /// What the admin or user can do.
+    pub fix: String,
+}
+
+impl fmt::Display for CheckFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ({})", self.problem, self.fix)
+    }
+}
+
+/// The profile as it applies to one node.
+#[derive(Debug, Clone)]
+pub struct NodePlan<'c> {
+    /// The profile.
+    pub profile: &'c Profile,
+    /// The node set, if any.
+    pub node_set: Option<String>,
+    /// Logical NIC name to real name on this node.
+    pub nic_names: BTreeMap<String, String>,
+    /// Checks the node set skips here.
+    pub skipped: Vec<CheckKind>,
+    /// Checks that failed here; empty means the profile applies.
+    pub failures: Vec<CheckFailure>,
+    /// The step's facts.
+    pub step: StepFacts,
+}
+
+impl NodePlan<'_> {
+    /// The real name on this node of a NIC the profile names.
+    pub fn real_nic<'a>(&'a self, logical: &'a str) -> &'a str {
+        self.nic_names
+            .get(logical)
+            .map(String::as_str)
+            .unwrap_or(logical)
+    }
+
+    /// One line for the user: which node, what failed, how to fix it.
+    pub fn failure_summary(&self) -> Option<String> {
+        if self.failures.is_empty() {
+            return None;
+        }
+        let problems: Vec<String> = self.failures.iter().map(ToString::to_string).collect();
+        Some(format!(
+            "node {}: profile {} not usable: {}",
+            self.step.node,
+            self.profile.name,
+            problems.join("; ")
+        ))
+    }
+}
+
+/// Applies a profile to a node: NIC names from the node set, then the checks.
+pub fn plan_node<'c>(
+    resolved: Resolved<'c>,
+    step: StepFacts,
+    probe: &dyn NodeProbe,
+) -> NodePlan<'c> {
+    let profile = resolved.profile;
+    let set = resolved.node_set;
+    let nic_names: BTreeMap<String, String> = profile
+        .control_nic
+        .iter()
+        .chain(profile.data_nics.iter())
+        .map(|logical| {
+            let real = set
+                .and_then(|s| s.nic_names.get(logical))
+                .unwrap_or(logical);
+            (logical.clone(), real.clone())
+        })
+        .collect();
+    let skipped_by_set: BTreeSet<CheckKind> = set
+        .map(|s| s.skip_checks.iter().copied().collect())
+        .unwrap_or_default();
+    let mut plan = NodePlan {
+        profile,
+        node_set: set.map(|s| s.name.clone()),
+        nic_names,
+        skipped: Vec::new(),
+        failures: Vec::new(),
+        step,
+    };
+    for kind in profile.checks.required() {
+        if skipped_by_set.contains(&kind) {
+            plan.skipped.push(kind);
+            continue;
+        }
+        let failures = run_check(&plan, kind, probe);
+        plan.failures.extend(failures);
+    }
+    plan
+}
+
+fn run_check(plan: &NodePlan<'_>, kind: CheckKind, probe: &dyn NodeProbe) -> Vec<CheckFailure> {
+    let profile = plan.profile;
+    let mut failures = Vec::new();
+    match kind {
+        CheckKind::Nics => {
+            for logical in profile.control_nic.iter().chain(profile.data_nics.iter()) {
+                let real = plan.real_nic(logical);
+                match probe.nic_up(real) {
+                    Some(true) => {}
+                    Some(false) => failures.push(CheckFailure {
+                        kind,
+                        problem: format!("NIC {real} is down"),
+                        fix: format!("bring it up (`ip link set {real} up`) or drain the node"),
+                    }),
+                    None => failures.push(CheckFailure {
+                        kind,
+                        problem: format!("NIC {real} is missing"),
+                        fix:
+                            "fix the node's network, or map the name with the node set's nic_names"
+                                .into(),
+                    }),
+                }
+            }
+        }
+        CheckKind::Libraries => {
+            for lib in &profile.checks.libraries {
+                let found = profile
+                    .library_dirs
+                    .iter()
+                    .any(|dir| probe.file_exists(&format!("{dir}/{lib}")));
+                if !found {
+                    failures.push(CheckFailure {
+                        kind,
+                        problem: format!(
+                            "transport library {lib} not found in {}",
+                            profile.library_dirs.join(":")
+                        ),
+                        fix: "install the transport plugin on this node".into(),
+                    });
+                }
+            }
+        }
+        CheckKind::TopologyFile => {
+            if let Some(file) = &profile.topology_file {
+                if !probe.file_readable(file) {
+                    failures.push(CheckFailure {
+                        kind,
+                        problem: format!("topology file {file} is not readable"),
+                        fix: "install it or fix its permissions".into(),
+                    });
+                }
+            }
+        }
+        CheckKind::RxdmSocketDir => {
+            if let Some(template) = &profile.checks.rxdm_socket_dir {
+                let dir = expand(template, plan, None);
+                if !probe.dir_exists(&dir) {
+                    failures.push(CheckFailure {
+                        kind,
+                        problem: format!("RxDM socket directory {dir} is missing"),
+                        fix: "the TCPX receive daemon is not running for this job: start it in the prolog (see slurm-conf/)".into(),
+                    });
+                }
+            }
+        }
+    }
+    failures
+}
+
+/// Facts of one task.
+#[derive(Debug, Clone, Default)]
+pub struct TaskFacts {
+    /// Global rank in the step.
+    pub rank: u32,
+    /// Rank on this node.
+    pub local_rank: u32,
+    /// The task's `CUDA_VISIBLE_DEVICES`, if set.
+    pub cuda_visible_devices: Option<String>,
+    /// The CPUs the task may run on now (its affinity mask), if known.
+    pub allowed_cpus: Option<CpuList>,
+}
+
+/// What the plugin does to one task.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TaskPlan {
+    /// Variables to set, in order (overwriting).
+    pub set: Vec<(String, String)>,
+    /// Variables to remove: ones an enclosing step's profile set that this one does not.
+    pub unset: Vec<String>,
+    /// The profile's variables the user had set and that were kept.
+    pub kept_user: Vec<String>,
+    /// The task's GPU, as used for `{gpu}`.
+    pub gpu: String,
+    /// The task's data NIC (real name), if the profile maps one.
+    pub nic: Option<String>,
+    /// The CPUs to pin the task to, if pinning applies.
+    pub cpus: Option<CpuList>,
+    /// Why pinning or NIC mapping did not apply, for the log.
+    pub notes: Vec<String>,
+}
+
+/// The task's GPU entry: its `CUDA_VISIBLE_DEVICES` entry, else its local rank.
+fn task_gpu(task: &TaskFacts) -> String {
+    let entries: Vec<&str> = task
+        .cuda_visible_devices
+        .as_deref()
+        .unwrap_or("")
+        .split(',')
+        .map(str::trim)
+        .filter(|e| !e.is_empty())
+        .collect();
+    match entries.len() {
+        0 => task.local_rank.to_string(),
+        1 => entries[0].to_string(),
+        n => entries[task.local_rank as usize % n].to_string(),
+    }
+}
+
+fn names_in(list: Option<String>) -> BTreeSet<String> {
+    list.unwrap_or_default()
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+/// Plans one task. `env` reads the task's current environment.
+pub fn plan_task(
+    node: &NodePlan<'_>,
+    task: &TaskFacts,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> TaskPlan {
+    let profile = node.profile;
+    let mut plan = TaskPlan {
+        gpu: task_gpu(task),
+        ..TaskPlan::default()
+    };
+    // A UUID or MIG entry has no index into gpu_nics: the local rank stands in.
+    let gpu_index = plan
+        .gpu
+        .parse::<usize>()
+        .unwrap_or(task.local_rank as usize);
+    let logical_nic = profile.gpu_nics.get(gpu_index);
+    if logical_nic.is_none() && !profile.gpu_nics.is_empty() {
+        plan.notes.push(format!(
+            "GPU {gpu_index} is beyond gpu_nics ({} entries): no NIC pinned",
+            profile.gpu_nics.len()
+        ));
+    }
+    plan.nic = logical_nic.map(|l| node.real_nic(l).to_string());
+    if profile.pin_cpus {
+        if let Some(cpus) = logical_nic.and_then(|l| profile.nic_cpus.get(l)) {
+            let usable = match &task.allowed_cpus {
+                Some(allowed) => cpus.intersection(allowed),
+                None => cpus.clone(),
+            };
+            if usable.is_empty() {
+                plan.notes.push(format!(
+                    "none of the NIC's CPUs ({cpus}) are available to the task: not pinned"
+                ));
+            } else {
+                plan.cpus = Some(usable);
+            }
+        }
+    }
+
+    let ours_before = names_in(env(vars::SET));
+    let mut ours_now = BTreeSet::new();
+    let mut set = |plan: &mut TaskPlan, name: &str, value: String, forced: bool| {
+        let user_has_it = env(name).is_some() && !ours_before.contains(name);
+        if user_has_it && !forced {
+            plan.kept_user.push(name.to_string());
+        } else {
+            ours_now.insert(name.to_string());
+            plan.set.push((name.to_string(), value));
+        }
+    };
+    for var in &profile.env {
+        let value = expand(&var.value, node, Some((task, &plan)));
+        set(&mut plan, &var.name, value, var.forced);
+    }
+    if let Some(file) = &profile.topology_file {
+        set(&mut plan, "NCCL_TOPO_FILE", file.clone(), false);
+    }
+    plan.unset = ours_before
+        .iter()
+        .filter(|name| !ours_now.contains(*name))
+        .cloned()
+        .collect();
+
+    if !profile.library_dirs.is_empty() {
+        let current = env("LD_LIBRARY_PATH").unwrap_or_default();
+        let present: BTreeSet<&str> = current.split(':').collect();
+        let mut parts: Vec<&str> = profile
+            .library_dirs
+            .iter()
+            .map(String::as_str)
+            .filter(|d| !present.contains(d))
+            .collect();
+        parts.extend(current.split(':').filter(|p| !p.is_empty()));
+        plan.set.push(("LD_LIBRARY_PATH".into(), parts.join(":")));
+    }
+    plan.set.push((vars::PROFILE.into(), profile.name.clone()));
+    match &plan.nic {
+        Some(nic) => plan.set.push((vars::NIC.into(), nic.clone())),
+        None => plan.unset.push(vars::NIC.into()),
+    }
+    match &plan.cpus {
+        Some(cpus) => plan.set.push((vars::CPUS.into(), cpus.to_string())),
+        None => plan.unset.push(vars::CPUS.into()),
+    }
+    if node.skipped.is_empty() {
+        plan.unset.push(vars::SKIPPED_CHECKS.into());
+    } else {
+        let names: Vec<&str> = node.skipped.iter().map(|k| k.name()).collect();
+        plan.set
+            .push((vars::SKIPPED_CHECKS.into(), names.join(",")));
+    }
+    let names: Vec<&str> = ours_now.iter().map(String::as_str).collect();
+    plan.set.push((vars::SET.into(), names.join(",")));
+    plan
+}
+
+/// For `--gpudirect=none` inside a step whose enclosing step had a profile: the
+/// variables that profile set, and ours, are removed so that `none` means none.
+pub fn plan_none(env: &dyn Fn(&str) -> Option<String>) -> Vec<String> {
+    let mut unset: Vec<String> = names_in(env(vars::SET)).into_iter().collect();
+    if unset.is_empty() && env(vars::PROFILE).is_none() {
+        return Vec::new();
+    }
+    unset.extend(
+        [
+            vars::PROFILE,
+            vars::NIC,
+            vars::CPUS,
+            vars::SET,
+            vars::SKIPPED_CHECKS,
+        ]
+        .iter()
+        .map(|s| s.to_string()),
+    );
+    unset
+}
+
+fn expand(
+    template: &Template,
+    node: &NodePlan<'_>,
+    task: Option<(&TaskFacts, &TaskPlan)>,
+) -> String {
+    let profile = node.profile;
+    template.expand(|placeholder| match placeholder {
+        Placeholder::JobId => node.step.job_id.to_string(),
+        Placeholder::StepId => node.step.step_id.to_string(),
+        Placeholder::Node => node.step.node.clone(),
+        Placeholder::NNodes => node.step.nnodes.to_string(),
+        Placeholder::LocalSize => node.step.local_size.to_string(),
+        Placeholder::Rank => task.map(|(t, _)| t.rank.to_string()).unwrap_or_default(),
+        Placeholder::LocalRank => task
+            .map(|(t, _)| t.local_rank.to_string())
+            .unwrap_or_default(),
+        Placeholder::Gpu => task.map(|(_, p)| p.gpu.clone()).unwrap_or_default(),
+        Placeholder::Nic => task.and_then(|(_, p)| p.nic.clone()).unwrap_or_default(),
+        Placeholder::Cpus => task
+            .and_then(|(_, p)| p.cpus.as_ref().map(ToString::to_string))
+            .unwrap_or_default(),
+        Placeholder::ControlNic => profile
+            .control_nic
+            .as_deref()
+            .map(|n| node.real_nic(n).to_string())
+            .unwrap_or_default(),
+        Placeholder::DataNics => profile
+            .data_nics
+            .iter()
+            .map(|n| node.real_nic(n))
+            .collect::<Vec<_>>()
+            .join(","),
+        Placeholder::NicNamed(name) => node.real_nic(name).to_string(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::parse_config;
+
+    const CONFIG: &str = r#"
+[profiles.tcpx]
+transport = "GPUDirectTCPX"
+control_nic = "eth0"
+data_nics = ["eth1", "eth2", "eth3", "eth4"]
+gpu_nics = ["eth1", "eth1", "eth2", "eth2", "eth3", "eth3", "eth4", "eth4"]
+library_dirs = ["/var/lib/tcpx/lib64"]
+pin_cpus = true
+forced = ["NCCL_NET"]
+[profiles.tcpx.nic_cpus]
+eth1 = "0-1"
+eth2 = "2-3"
+eth3 = "4-5"
+eth4 = "6-7"
+[profiles.tcpx.env]
+NCCL_NET = "GPUDirectTCPX_v7"
+NCCL_SOCKET_IFNAME = "{control_nic}"
+NCCL_GPUDIRECTTCPX_SOCKET_IFNAME = "{data_nics}"
+NCCL_GPUDIRECTTCPX_UNIX_CLIENT_PREFIX = "/run/tcpx-{job_id}"
+TX_BINDINGS = "{nic:eth1}:8-21;{nic:eth2}:8-21"
+MY_RANK = "{node}/{rank}/{local_rank}/{gpu}/{nic}/{cpus}"
+[profiles.tcpx.checks]
+nics = true
+libraries = ["libnccl-net.so"]
+rxdm_socket_dir = "/run/tcpx-{job_id}"
+
+[profiles.plain]
+[profiles.plain.env]
+NCCL_DEBUG = "INFO"
+
+[[node_set]]
+name = "slurm-image"
+hosts = "a3h-[001-004]"
+profile = "tcpx"
+nic_names = { eth0 = "enp0s12", eth1 = "enp6s0", eth2 = "enp12s0", eth3 = "enp134s0", eth4 = "enp140s0" }
+
+[[node_set]]
+name = "staging"
+hosts = "stage[1-2]"
+profile = "tcpx"
+default_mode = "auto"
+skip_checks = ["libraries", "rxdm_socket_dir"]
+"#;
+
+    struct Probe {
+        nics: Vec<(&'static str, bool)>,
+        files: Vec<&'static str>,
+        dirs: Vec<&'static str>,
+    }
+
+    impl NodeProbe for Probe {
+        fn nic_up(&self, name: &str) -> Option<bool> {
+            self.nics
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, up)| *up)
+        }
+        fn file_exists(&self, path: &str) -> bool {
+            self.files.contains(&path)
+        }
+        fn file_readable(&self, path: &str) -> bool {
+            self.files.contains(&path)
+        }
+        fn dir_exists(&self, path: &str) -> bool {
+            self.dirs.contains(&path)
+        }
+    }
+
+    fn eth_probe() -> Probe {
+        Probe {
+            nics: ["eth0", "eth1", "eth2", "eth3", "eth4"]
+                .into_iter()
+                .map(|n| (n, true))
+                .collect(),
+            files: vec![],
+            dirs: vec![],
+        }
+    }
+
+    fn step(node: &str) -> StepFacts {
+        StepFacts {
+            job_id: 77,
+            step_id: 0,
+            node: node.into(),
+            nnodes: 2,
+            local_size: 8,
+        }
+    }
+
+    fn config() -> Config {
+        parse_config(CONFIG, "test.toml").unwrap()
+    }
+
+    fn node_plan<'c>(config: &'c Config, node: &str, mode: &str, probe: &Probe) -> NodePlan<'c> {
+        let mode = config.parse_mode(mode).unwrap();
+        let resolved = resolve_profile(config, node, &mode).unwrap().unwrap();
+        plan_node(resolved, step(node), probe)
+    }
+
+    fn get<'a>(plan: &'a TaskPlan, name: &str) -> Option<&'a str> {
+        plan.set
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    #[test]
+    fn precedence_option_env_nodeset_config() {
+        let c = config();
+        let pick = |node, opt, env| choose_mode(&c, node, opt, env).unwrap();
+        assert_eq!(
+            pick("x", Some("plain"), Some("tcpx")).unwrap().mode,
+            Mode::Profile("plain".into())
+        );
+        let env = pick("x", None, Some("tcpx")).unwrap();
+        assert_eq!(env.source, ModeSource::Environment);
+        let set = pick("stage1", None, None).unwrap();
+        assert_eq!(set.mode, Mode::Auto);
+        assert_eq!(set.source, ModeSource::NodeSet("staging".into()));
+        assert_eq!(
+            pick("x", None, None),
+            None,
+            "no default anywhere: untouched"
+        );
+        assert_eq!(pick("stage1", Some("none"), None).unwrap().mode, Mode::None);
+        assert!(choose_mode(&c, "x", Some("bogus"), None).is_err());
+        assert!(choose_mode(&c, "x", None, Some("bogus")).is_err());
+        let with_default = parse_config("default_mode = \"none\"\n", "t").unwrap();
+        let chosen = choose_mode(&with_default, "x", None, None)
+            .unwrap()
+            .unwrap();
+        assert_eq!(chosen.source, ModeSource::ConfigDefault);
+    }
+
+    #[test]
+    fn auto_needs_a_node_set() {
+        let c = config();
+        let r = resolve_profile(&c, "stage2", &Mode::Auto).unwrap().unwrap();
+        assert_eq!(r.profile.name, "tcpx");
+        let e = resolve_profile(&c, "lonely", &Mode::Auto).unwrap_err();
+        assert!(
+            e.to_string().contains("node lonely is in no node set"),
+            "{e}"
+        );
+        assert!(resolve_profile(&c, "x", &Mode::None).unwrap().is_none());
+    }
+
+    #[test]
+    fn tcpx_task_gets_variables_nic_and_cpus_by_local_rank() {
+        let c = config();
+        let mut probe = eth_probe();
+        probe.files.push("/var/lib/tcpx/lib64/libnccl-net.so");
+        probe.dirs.push("/run/tcpx-77");
+        let node = node_plan(&c, "n1", "tcpx", &probe);
+        assert!(node.failures.is_empty(), "{:?}", node.failures);
+        let nics: Vec<Option<String>> = (0..8)
+            .map(|r| {
+                let task = TaskFacts {
+                    rank: 8 + r,
+                    local_rank: r,
+                    ..Default::default()
+                };
+                plan_task(&node, &task, &|_| None).nic
+            })
+            .collect();
+        assert_eq!(nics[0].as_deref(), Some("eth1"));
+        assert_eq!(nics[1].as_deref(), Some("eth1"));
+        assert_eq!(nics[2].as_deref(), Some("eth2"));
+        assert_eq!(nics[7].as_deref(), Some("eth4"));
+
+        let task = TaskFacts {
+            rank: 13,
+            local_rank: 5,
+            ..Default::default()
+        };
+        let plan = plan_task(&node, &task, &|_| None);
+        assert_eq!(get(&plan, "NCCL_NET"), Some("GPUDirectTCPX_v7"));
+        assert_eq!(get(&plan, "NCCL_SOCKET_IFNAME"), Some("eth0"));
+        assert_eq!(
+            get(&plan, "NCCL_GPUDIRECTTCPX_SOCKET_IFNAME"),
+            Some("eth1,eth2,eth3,eth4")
+        );
+        assert_eq!(
+            get(&plan, "NCCL_GPUDIRECTTCPX_UNIX_CLIENT_PREFIX"),
+            Some("/run/tcpx-77")
+        );
+        assert_eq!(get(&plan, "MY_RANK"), Some("n1/13/5/5/eth3/4-5"));
+        assert_eq!(get(&plan, "GPUDIRECT_PROFILE"), Some("tcpx"));
+        assert_eq!(get(&plan, "GPUDIRECT_NIC"), Some("eth3"));
+        assert_eq!(get(&plan, "GPUDIRECT_CPUS"), Some("4-5"));
+        assert_eq!(get(&plan, "LD_LIBRARY_PATH"), Some("/var/lib/tcpx/lib64"));
+        assert_eq!(
+            plan.cpus.as_ref().map(ToString::to_string).as_deref(),
+            Some("4-5")
+        );
+        let set_list = get(&plan, "GPUDIRECT_SET").unwrap();
+        assert!(set_list.contains("NCCL_NET") && !set_list.contains("GPUDIRECT_PROFILE"));
+    }
+
+    #[test]
+    fn node_set_renames_nics_everywhere() {
+        let c = config();
+        let probe = Probe {
+            nics: ["enp0s12", "enp6s0", "enp12s0", "enp134s0", "enp140s0"]
+                .into_iter()
+                .map(|n| (n, true))
+                .collect(),
+            files: vec!["/var/lib/tcpx/lib64/libnccl-net.so"],
+            dirs: vec!["/run/tcpx-77"],
+        };
+        let node = node_plan(&c, "a3h-002", "auto", &probe);
+        assert!(node.failures.is_empty(), "{:?}", node.failures);
+        let task = TaskFacts {
+            local_rank: 2,
+            ..Default::default()
+        };
+        let plan = plan_task(&node, &task, &|_| None);
+        assert_eq!(get(&plan, "NCCL_SOCKET_IFNAME"), Some("enp0s12"));
+        assert_eq!(get(&plan, "TX_BINDINGS"), Some("enp6s0:8-21;enp12s0:8-21"));
+        assert_eq!(get(&plan, "GPUDIRECT_NIC"), Some("enp12s0"));
+    }
+
+    #[test]
+    fn gpu_comes_from_cuda_visible_devices() {
+        let c = config();
+        let node = node_plan(&c, "stage1", "tcpx", &eth_probe());
+        let nic_of = |cvd: &str, local_rank| {
+            let task = TaskFacts {
+                local_rank,
+                cuda_visible_devices: Some(cvd.into()),
+                ..Default::default()
+            };
+            let plan = plan_task(&node, &task, &|_| None);
+            (plan.gpu.clone(), plan.nic.clone())
+        };
+        assert_eq!(nic_of("6", 0), ("6".into(), Some("eth4".into())));
+        assert_eq!(
+            nic_of("0,1,2,3,4,5,6,7", 3),
+            ("3".into(), Some("eth2".into()))
+        );
+        assert_eq!(
+            nic_of("GPU-3f2a", 4),
+            ("GPU-3f2a".into(), Some("eth3".into()))
+        );
+    }
+
+    #[test]
+    fn user_values_survive_unless_forced() {
+        let c = config();
+        let node = node_plan(&c, "stage1", "tcpx", &eth_probe());
+        let env = |name: &str| match name {
+            "NCCL_SOCKET_IFNAME" => Some("=eth9".to_string()),
+            "NCCL_NET" => Some("Socket".to_string()),
+            "LD_LIBRARY_PATH" => Some("/usr/local/cuda/lib64".to_string()),
+            _ => None,
+        };
+        let plan = plan_task(&node, &TaskFacts::default(), &env);
+        assert_eq!(get(&plan, "NCCL_SOCKET_IFNAME"), None);
+        assert_eq!(plan.kept_user, ["NCCL_SOCKET_IFNAME"]);
+        assert_eq!(get(&plan, "NCCL_NET"), Some("GPUDirectTCPX_v7"), "forced");
+        assert_eq!(
+            get(&plan, "LD_LIBRARY_PATH"),
+            Some("/var/lib/tcpx/lib64:/usr/local/cuda/lib64")
+        );
+    }
+
+    #[test]
+    fn variables_set_by_an_enclosing_step_are_ours_not_the_users() {
+        let c = config();
+        let node = node_plan(&c, "stage1", "plain", &eth_probe());
+        let env = |name: &str| match name {
+            "GPUDIRECT_SET" => Some("NCCL_NET,NCCL_DEBUG".to_string()),
+            "NCCL_NET" => Some("GPUDirectTCPX_v7".to_string()),
+            "NCCL_DEBUG" => Some("WARN".to_string()),
+            _ => None,
+        };
+        let plan = plan_task(&node, &TaskFacts::default(), &env);
+        assert_eq!(
+            get(&plan, "NCCL_DEBUG"),
+            Some("INFO"),
+            "ours before: replaced"
+        );
+        assert!(
+            plan.unset.contains(&"NCCL_NET".to_string()),
+            "not in this profile: removed"
+        );
+        assert!(plan.kept_user.is_empty());
+        let none = plan_none(&env);
+        assert!(
+            none.contains(&"NCCL_NET".to_string())
+                && none.contains(&"GPUDIRECT_PROFILE".to_string())
+        );
+        assert!(plan_none(&|_| None).is_empty());
+    }
+
+    #[test]
+    fn checks_fail_with_node_and_fix_and_node_sets_skip_them() {
+        let c = config();
+        let mut probe = eth_probe();
+        probe.nics.retain(|(n, _)| *n != "eth4");
+        probe.nics.push(("eth4", false));
+        let node = node_plan(&c, "n7", "tcpx", &probe);
+        let kinds: Vec<CheckKind> = node.failures.iter().map(|f| f.kind).collect();
+        assert_eq!(
+            kinds,
+            [
+                CheckKind::Nics,
+                CheckKind::Libraries,
+                CheckKind::RxdmSocketDir
+            ]
+        );
+        let summary = node.failure_summary().unwrap();
+        assert!(
+            summary.starts_with("node n7: profile tcpx not usable: NIC eth4 is down"),
+            "{summary}"
+        );
+        assert!(summary.contains("/run/tcpx-77"), "{summary}");
+
+        probe.nics.retain(|(n, _)| *n != "eth4");
+        let staging = node_plan(&c, "stage1", "tcpx", &probe);
+        assert_eq!(
+            staging.skipped,
+            [CheckKind::Libraries, CheckKind::RxdmSocketDir]
+        );
+        assert_eq!(staging.failures.len(), 1);
+        assert_eq!(staging.failures[0].problem, "NIC eth4 is missing");
+        let plan = plan_task(
+            &node_plan(&c, "stage1", "tcpx", &eth_probe()),
+            &TaskFacts::default(),
+            &|_| None,
+        );
+        assert_eq!(
+            get(&plan, "GPUDIRECT_SKIPPED_CHECKS"),
+            Some("libraries,rxdm_socket_dir")
+        );
+    }
+
+    #[test]
+    fn pinning_skips_cpus_the_node_lacks() {
+        let c = config();
+        let node = node_plan(&c, "stage1", "tcpx", &eth_probe());
+        let task = TaskFacts {
+            local_rank: 6,
+            allowed_cpus: Some(CpuList::parse("0-1").unwrap()),
+            ..Default::default()
+        };
+        let plan = plan_task(&node, &task, &|_| None);
+        assert_eq!(plan.cpus, None);
+        assert!(plan.unset.contains(&"GPUDIRECT_CPUS".to_string()));
+        assert!(plan.notes[0].contains("not pinned"), "{:?}", plan.notes);
+        let task = TaskFacts {
+            local_rank: 9,
+            ..Default::default()
+        };
+        let plan = plan_task(&node, &task, &|_| None);
+        assert_eq!(plan.nic, None);
+        assert!(plan.notes[0].contains("beyond gpu_nics"));
+    }
+}

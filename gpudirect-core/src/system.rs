@@ -1,0 +1,248 @@
+//! The only part of this crate that touches the machine: reading the admin config with
+//! sshd-style ownership checks, and the [`NodeProbe`] that reads sysfs. Both the plugin
+//! and `gpudirect profiles` use these, so the launcher reports what the plugin would see.
+
+use std::fs::File;
+use std::io::Read;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+use crate::config::{parse_config, Config, ConfigError};
+use crate::cpulist::CpuList;
+use crate::resolve::NodeProbe;
+
+/// A config larger than this is not an admin's profile file.
+pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
+
+/// Why the config file was not read.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// The file or a directory above it could be changed by someone other than root.
+    #[error("{path}: refusing the config: {problem} (it must be owned by root and writable by root only, as must every directory above it: chown root and chmod go-w)")]
+    Insecure {
+        /// The file or directory at fault.
+        path: String,
+        /// What is wrong with it.
+        problem: String,
+    },
+    /// The file could not be read.
+    #[error("{path}: cannot read the config: {source}")]
+    Io {
+        /// The file.
+        path: String,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// Too large, not a regular file, not UTF-8.
+    #[error("{path}: {problem}")]
+    Invalid {
+        /// The file.
+        path: String,
+        /// What is wrong.
+        problem: String,
+    },
+    /// The text is not a valid config.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+}
+
+/// How strictly to check who may change the config.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ownership {
+    /// Root must own the file and every directory above it, none writable by others
+    /// (what the plugin, running as root, requires).
+    RootOnly,
+    /// No ownership check (the launcher linting a draft).
+    Any,
+}
+
+fn insecure(path: &Path, problem: String) -> LoadError {
+    LoadError::Insecure {
+        path: path.display().to_string(),
+        problem,
+    }
+}
+
+fn check_owner(path: &Path, meta: &std::fs::Metadata) -> Result<(), LoadError> {
+    if meta.uid() != 0 {
+        return Err(insecure(path, format!("owned by uid {}", meta.uid())));
+    }
+    if meta.mode() & 0o022 != 0 {
+        return Err(insecure(
+            path,
+            format!("mode {:o} lets others write it", meta.mode() & 0o7777),
+        ));
+    }
+    Ok(())
+}
+
+/// Reads and checks the admin config at `path`.
+pub fn load_config(path: &Path, ownership: Ownership) -> Result<Config, LoadError> {
+    let display = path.display().to_string();
+    let io = |source| LoadError::Io {
+        path: display.clone(),
+        source,
+    };
+    if !path.is_absolute() {
+        return Err(LoadError::Invalid {
+            path: display,
+            problem: "the config path must be absolute".into(),
+        });
+    }
+    // Resolve symlinks first, then check every directory of the real path.
+    let real: PathBuf = path.canonicalize().map_err(io)?;
+    if ownership == Ownership::RootOnly {
+        for dir in real.ancestors().skip(1) {
+            let meta = std::fs::metadata(dir).map_err(io)?;
+            check_owner(dir, &meta)?;
+        }
+    }
+    let file = File::open(&real).map_err(io)?;
+    // Check the file we opened, not the name, so a swap after the check cannot win.
+    let meta = file.metadata().map_err(io)?;
+    if !meta.is_file() {
+        return Err(LoadError::Invalid {
+            path: display,
+            problem: "not a regular file".into(),
+        });
+    }
+    if ownership == Ownership::RootOnly {
+        check_owner(&real, &meta)?;
+    }
+    if meta.len() > MAX_CONFIG_BYTES {
+        return Err(LoadError::Invalid {
+            path: display,
+            problem: format!("larger than {MAX_CONFIG_BYTES} bytes"),
+        });
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_CONFIG_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(io)?;
+    let text = String::from_utf8(bytes).map_err(|e| LoadError::Invalid {
+        path: display.clone(),
+        problem: format!("not UTF-8 (byte {})", e.utf8_error().valid_up_to()),
+    })?;
+    Ok(parse_config(&text, &display)?)
+}
+
+/// Reads the node from `/sys/class/net` and the filesystem.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct SystemProbe;
+
+impl NodeProbe for SystemProbe {
+    fn nic_up(&self, name: &str) -> Option<bool> {
+        // Names come from the admin's config and were checked to be plain names.
+        if name.contains('/') || name.starts_with('.') {
+            return None;
+        }
+        let dir = Path::new("/sys/class/net").join(name);
+        if !dir.exists() {
+            return None;
+        }
+        let state = std::fs::read_to_string(dir.join("operstate")).unwrap_or_default();
+        // Virtual NICs (veth, bridges) may report "unknown" while carrying traffic;
+        // the IFF_UP flag is the admin's intent.
+        let flags = std::fs::read_to_string(dir.join("flags")).unwrap_or_default();
+        let flag_up = u32::from_str_radix(flags.trim().trim_start_matches("0x"), 16)
+            .map(|f| f & 1 == 1)
+            .unwrap_or(false);
+        Some(state.trim() == "up" || (state.trim() == "unknown" && flag_up))
+    }
+
+    fn file_exists(&self, path: &str) -> bool {
+        Path::new(path).is_file()
+    }
+
+    fn file_readable(&self, path: &str) -> bool {
+        File::open(path)
+            .map(|f| f.metadata().map(|m| m.is_file()).unwrap_or(false))
+            .unwrap_or(false)
+    }
+
+    fn dir_exists(&self, path: &str) -> bool {
+        Path::new(path).is_dir()
+    }
+}
+
+/// The CPUs this process may run on.
+pub fn current_affinity() -> Option<CpuList> {
+    // SAFETY: cpu_set_t is plain data; sched_getaffinity fills it for pid 0 (us).
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return None;
+        }
+        let ids = (0..libc::CPU_SETSIZE as u32).filter(|&i| libc::CPU_ISSET(i as usize, &set));
+        Some(CpuList::from_ids(ids))
+    }
+}
+
+/// Pins this process to `cpus`.
+pub fn set_affinity(cpus: &CpuList) -> std::io::Result<()> {
+    // SAFETY: as above; ids beyond CPU_SETSIZE are skipped, never written out of bounds.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        for id in cpus.ids().filter(|&i| i < libc::CPU_SETSIZE as u32) {
+            libc::CPU_SET(id as usize, &mut set);
+        }
+        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn temp_dir(tag: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("gpudirect-core-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    #[test]
+    fn refuses_world_writable_and_accepts_lint_mode() {
+        let dir = temp_dir("perm");
+        let file = dir.join("gpudirect.toml");
+        std::fs::write(&file, "[profiles.a]\n").unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o666)).unwrap();
+        // /tmp itself is world-writable, so RootOnly refuses for that reason or the file's.
+        let err = load_config(&file, Ownership::RootOnly).unwrap_err();
+        assert!(matches!(err, LoadError::Insecure { .. }), "{err}");
+        assert!(err.to_string().contains("chmod go-w"), "{err}");
+        let config = load_config(&file, Ownership::Any).unwrap();
+        assert!(config.profiles.contains_key("a"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn rejects_relative_missing_and_non_utf8() {
+        assert!(matches!(
+            load_config(Path::new("rel.toml"), Ownership::Any),
+            Err(LoadError::Invalid { .. })
+        ));
+        assert!(matches!(
+            load_config(Path::new("/nonexistent/x.toml"), Ownership::Any),
+            Err(LoadError::Io { .. })
+        ));
+        let dir = temp_dir("utf8");
+        let file = dir.join("bad.toml");
+        std::fs::write(&file, b"a = \"\xff\"").unwrap();
+        let err = load_config(&file, Ownership::Any).unwrap_err();
+        assert!(err.to_string().contains("not UTF-8"), "{err}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn probe_sees_loopback() {
+        assert!(SystemProbe.nic_up("lo").is_some());
+        assert_eq!(SystemProbe.nic_up("no-such-nic0"), None);
+        assert_eq!(SystemProbe.nic_up("../etc"), None);
+        assert!(current_affinity().is_some_and(|c| !c.is_empty()));
+    }
+}

@@ -1,0 +1,181 @@
+//! Helpers for the integration tests that run against the real local Slurm cluster
+//! (`scripts/local-cluster up`). Nothing here imitates Slurm: every test runs the real
+//! `srun`/`sbatch`, and the real plugin inside the real slurmstepd.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// The cluster's state folder (`GPUDIRECT_CLUSTER_DIR`, as the script reads it).
+pub fn state_dir() -> PathBuf {
+    std::env::var_os("GPUDIRECT_CLUSTER_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/var/lib/gpudirect-local-cluster"))
+}
+
+/// The cluster's slurm.conf; fails the test with the fix when the cluster is not up.
+pub fn slurm_conf() -> PathBuf {
+    let conf = state_dir().join("etc/slurm.conf");
+    assert!(
+        conf.is_file(),
+        "no local cluster at {}: run `scripts/local-cluster up` first (scripts/test does)",
+        conf.display()
+    );
+    conf
+}
+
+/// The admin config the cluster's plugstack.conf names.
+pub fn plugin_config() -> PathBuf {
+    state_dir().join("etc/gpudirect.toml")
+}
+
+/// A command with a clean environment: only what the test gives reaches the job, so a
+/// variable in the test runner's own environment cannot make a test pass.
+pub fn slurm_command(program: &str) -> Command {
+    let mut cmd = Command::new("timeout");
+    cmd.arg("120").arg(program);
+    cmd.env_clear()
+        .env(
+            "PATH",
+            "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        )
+        .env("SLURM_CONF", slurm_conf())
+        .env(
+            "HOME",
+            std::env::var_os("HOME").unwrap_or_else(|| "/root".into()),
+        );
+    cmd
+}
+
+/// Runs a command and returns its output, with stdout/stderr in the panic message on failure
+/// to start.
+pub fn run(cmd: &mut Command) -> Output {
+    match cmd.output() {
+        Ok(output) => output,
+        Err(e) => panic!("could not run {cmd:?}: {e}"),
+    }
+}
+
+/// stdout as text.
+pub fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// stderr as text.
+pub fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// Asserts success, showing everything when it is not.
+pub fn assert_ok(output: &Output, what: &str) {
+    assert!(
+        output.status.success(),
+        "{what} failed ({}):\nstdout:\n{}\nstderr:\n{}",
+        output.status,
+        stdout(output),
+        stderr(output)
+    );
+}
+
+/// One task's environment, from `srun -l env` output (`RANK: NAME=VALUE` lines).
+pub type TaskEnv = BTreeMap<String, String>;
+
+/// Splits `srun -l env` output into each task's environment, by global rank.
+pub fn parse_labelled_env(text: &str) -> BTreeMap<u32, TaskEnv> {
+    let mut tasks: BTreeMap<u32, TaskEnv> = BTreeMap::new();
+    for line in text.lines() {
+        let Some((label, rest)) = line.split_once(": ") else {
+            continue;
+        };
+        let Ok(rank) = label.trim().parse::<u32>() else {
+            continue;
+        };
+        if let Some((name, value)) = rest.split_once('=') {
+            tasks
+                .entry(rank)
+                .or_default()
+                .insert(name.to_string(), value.to_string());
+        }
+    }
+    tasks
+}
+
+/// Runs `srun ARGS -l env` and returns each task's environment.
+pub fn srun_env(args: &[&str], extra_env: &[(&str, &str)]) -> (Output, BTreeMap<u32, TaskEnv>) {
+    let mut cmd = slurm_command("srun");
+    cmd.args(args).args(["-l", "env"]);
+    for (k, v) in extra_env {
+        cmd.env(k, v);
+    }
+    let output = run(&mut cmd);
+    let tasks = parse_labelled_env(&stdout(&output));
+    (output, tasks)
+}
+
+/// Swaps the cluster's admin config for the test's duration and restores it, bytes and
+/// mode, when dropped (also when the test panics).
+pub struct ConfigSwap {
+    path: PathBuf,
+    original: Vec<u8>,
+    mode: u32,
+}
+
+impl ConfigSwap {
+    /// Saves the current config.
+    pub fn new() -> Self {
+        use std::os::unix::fs::PermissionsExt;
+        let path = plugin_config();
+        let original = std::fs::read(&path).expect("read the cluster's gpudirect.toml");
+        let mode = std::fs::metadata(&path)
+            .expect("stat gpudirect.toml")
+            .permissions()
+            .mode();
+        ConfigSwap {
+            path,
+            original,
+            mode,
+        }
+    }
+
+    /// The config text as it was.
+    pub fn original_text(&self) -> String {
+        String::from_utf8_lossy(&self.original).into_owned()
+    }
+
+    /// Writes new content.
+    pub fn write(&self, text: &str) {
+        std::fs::write(&self.path, text).expect("write gpudirect.toml");
+    }
+
+    /// Sets the file's mode.
+    pub fn chmod(&self, mode: u32) {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&self.path, std::fs::Permissions::from_mode(mode))
+            .expect("chmod gpudirect.toml");
+    }
+
+    /// The config's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Default for ConfigSwap {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Drop for ConfigSwap {
+    fn drop(&mut self) {
+        use std::os::unix::fs::PermissionsExt;
+        let _ = std::fs::write(&self.path, &self.original);
+        let _ = std::fs::set_permissions(&self.path, std::fs::Permissions::from_mode(self.mode));
+    }
+}
+
+/// Runs `ip` inside a node's network namespace (`gdnodeN`), e.g. to take a NIC down.
+pub fn ip_in_node(node: &str, args: &[&str]) -> Output {
+    let ns = format!("gd{node}");
+    run(Command::new("ip").arg("-n").arg(ns).args(args))
+}

@@ -1,0 +1,352 @@
+//! The SPANK plugin inside the real local cluster: `srun`/`sbatch --gpudirect=...`.
+//!
+//! Every test takes `cluster()` first: some of them change the cluster's config or a
+//! node's NIC, so they run one at a time whatever the test harness's thread count.
+
+use std::collections::BTreeMap;
+use std::sync::{Mutex, MutexGuard};
+
+use cluster_tests::*;
+use gpudirect_core::config::parse_config;
+use gpudirect_core::resolve::{
+    plan_node, plan_task, resolve_profile, NodeProbe, StepFacts, TaskFacts,
+};
+
+static CLUSTER: Mutex<()> = Mutex::new(());
+
+fn cluster() -> MutexGuard<'static, ()> {
+    CLUSTER
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// The variables the shipped tcpx profile gives a task, computed by the shared crate from
+/// the cluster's own config file (the literal checks below pin the important ones).
+fn expected_tcpx(node: &str, job_id: u32, local_rank: u32, rank: u32) -> BTreeMap<String, String> {
+    struct AllUp;
+    impl NodeProbe for AllUp {
+        fn nic_up(&self, _: &str) -> Option<bool> {
+            Some(true)
+        }
+        fn file_exists(&self, _: &str) -> bool {
+            true
+        }
+        fn file_readable(&self, _: &str) -> bool {
+            true
+        }
+        fn dir_exists(&self, _: &str) -> bool {
+            true
+        }
+    }
+    let text = std::fs::read_to_string(plugin_config()).expect("read cluster config");
+    let config = parse_config(&text, "cluster").expect("cluster config parses");
+    let mode = config.parse_mode("tcpx").expect("tcpx exists");
+    let resolved = resolve_profile(&config, node, &mode).unwrap().unwrap();
+    let step = StepFacts {
+        job_id,
+        node: node.into(),
+        ..Default::default()
+    };
+    let node_plan = plan_node(resolved, step, &AllUp);
+    let task = TaskFacts {
+        rank,
+        local_rank,
+        ..Default::default()
+    };
+    let plan = plan_task(&node_plan, &task, &|_| None);
+    plan.set
+        .into_iter()
+        .filter(|(name, _)| name.starts_with("NCCL_"))
+        .collect()
+}
+
+#[test]
+fn srun_tcpx_gives_every_task_on_every_node_the_profile() {
+    let _guard = cluster();
+    let (output, tasks) = srun_env(&["-N3", "--ntasks-per-node=8", "--gpudirect=tcpx"], &[]);
+    assert_ok(&output, "srun -N3 --ntasks-per-node=8 --gpudirect=tcpx");
+    assert_eq!(
+        tasks.len(),
+        24,
+        "one environment per task:\n{}",
+        stdout(&output)
+    );
+    let mut nodes = std::collections::BTreeSet::new();
+    for (rank, env) in &tasks {
+        let node = &env["SLURMD_NODENAME"];
+        nodes.insert(node.clone());
+        let local_rank: u32 = env["SLURM_LOCALID"].parse().unwrap();
+        let job_id: u32 = env["SLURM_JOB_ID"].parse().unwrap();
+        assert_eq!(
+            env.get("GPUDIRECT_PROFILE").map(String::as_str),
+            Some("tcpx"),
+            "rank {rank}"
+        );
+        assert_eq!(env["NCCL_NET"], "GPUDirectTCPX_v7");
+        assert_eq!(env["NCCL_SOCKET_IFNAME"], "eth0");
+        assert_eq!(
+            env["NCCL_GPUDIRECTTCPX_SOCKET_IFNAME"],
+            "eth1,eth2,eth3,eth4"
+        );
+        assert_eq!(
+            env["NCCL_GPUDIRECTTCPX_UNIX_CLIENT_PREFIX"],
+            format!("/run/tcpx-{job_id}")
+        );
+        assert!(
+            env["LD_LIBRARY_PATH"].starts_with("/var/lib/tcpx/lib64"),
+            "rank {rank}"
+        );
+        assert_eq!(env["GPUDIRECT_SKIPPED_CHECKS"], "libraries,rxdm_socket_dir");
+        // GPUs 0,1 -> eth1; 2,3 -> eth2; 4,5 -> eth3; 6,7 -> eth4.
+        let nic = format!("eth{}", local_rank / 2 + 1);
+        assert_eq!(env["GPUDIRECT_NIC"], nic, "rank {rank} local {local_rank}");
+        for (name, value) in expected_tcpx(node, job_id, local_rank, *rank) {
+            assert_eq!(env.get(&name), Some(&value), "rank {rank}: {name}");
+        }
+    }
+    assert_eq!(nodes.len(), 3, "tasks ran on three nodes: {nodes:?}");
+}
+
+#[test]
+fn tcpx_pins_tasks_to_their_nics_cpus_where_the_node_has_them() {
+    let _guard = cluster();
+    // The profile's eth1/eth2 CPUs (0-51,...) include this machine's CPU 0; eth3/eth4's
+    // (52-103,...) exist only on a real A3 VM, so those tasks are left unpinned.
+    let mut cmd = slurm_command("srun");
+    cmd.args(["-N1", "--ntasks-per-node=8", "--gpudirect=tcpx", "-l", "sh", "-c"])
+        .arg("echo cpus=$(grep Cpus_allowed_list /proc/self/status | cut -f2) env=${GPUDIRECT_CPUS:-unset}");
+    let output = run(&mut cmd);
+    assert_ok(&output, "srun pinning");
+    let text = stdout(&output);
+    let online = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
+    let online = gpudirect_core::cpulist::CpuList::parse(online.trim()).unwrap();
+    let near = gpudirect_core::cpulist::CpuList::parse("0-51,104-155").unwrap();
+    let expected = online.intersection(&near).to_string();
+    for line in text.lines() {
+        let (label, rest) = line.split_once(": ").unwrap();
+        let rank: u32 = label.trim().parse().unwrap();
+        if rank < 4 {
+            assert_eq!(
+                rest,
+                format!("cpus={expected} env={expected}"),
+                "rank {rank}"
+            );
+        } else {
+            assert!(rest.ends_with("env=unset"), "rank {rank}: {rest}");
+        }
+    }
+    assert_eq!(text.lines().count(), 8);
+}
+
+#[test]
+fn srun_without_the_option_is_untouched() {
+    let _guard = cluster();
+    let (output, tasks) = srun_env(&["-N3"], &[]);
+    assert_ok(&output, "srun -N3 env");
+    assert_eq!(tasks.len(), 3);
+    for env in tasks.values() {
+        let ours: Vec<&String> = env
+            .keys()
+            .filter(|k| k.starts_with("GPUDIRECT_") || k.starts_with("NCCL_"))
+            .collect();
+        assert!(ours.is_empty(), "untouched step got {ours:?}");
+    }
+}
+
+#[test]
+fn user_values_survive_and_forced_ones_are_replaced() {
+    let _guard = cluster();
+    let user = [
+        ("NCCL_ALGO", "Tree"),
+        ("NCCL_GPUDIRECTTCPX_UNIX_CLIENT_PREFIX", "/tmp/mine"),
+    ];
+    let (output, tasks) = srun_env(&["-N2", "--gpudirect=tcpx"], &user);
+    assert_ok(&output, "srun with user variables");
+    assert_eq!(tasks.len(), 2);
+    for env in tasks.values() {
+        assert_eq!(env["NCCL_ALGO"], "Tree", "the user's value is kept");
+        assert!(!env["GPUDIRECT_SET"].split(',').any(|n| n == "NCCL_ALGO"));
+        let job = &env["SLURM_JOB_ID"];
+        assert_eq!(
+            env["NCCL_GPUDIRECTTCPX_UNIX_CLIENT_PREFIX"],
+            format!("/run/tcpx-{job}"),
+            "forced"
+        );
+        assert_eq!(env["NCCL_PROTO"], "Simple", "the rest still applies");
+    }
+}
+
+#[test]
+fn slurm_gpudirect_in_the_environment_selects_and_the_option_overrides() {
+    let _guard = cluster();
+    let (output, tasks) = srun_env(&["-N1"], &[("SLURM_GPUDIRECT", "tcpx")]);
+    assert_ok(&output, "SLURM_GPUDIRECT=tcpx srun");
+    assert_eq!(
+        tasks[&0].get("GPUDIRECT_PROFILE").map(String::as_str),
+        Some("tcpx")
+    );
+    let (output, tasks) = srun_env(&["-N1", "--gpudirect=none"], &[("SLURM_GPUDIRECT", "tcpx")]);
+    assert_ok(&output, "srun --gpudirect=none");
+    assert!(!tasks[&0].contains_key("GPUDIRECT_PROFILE"));
+    assert!(!tasks[&0].contains_key("NCCL_NET"));
+}
+
+#[test]
+fn sbatch_option_reaches_the_batch_script_and_its_steps() {
+    let _guard = cluster();
+    let dir = std::env::temp_dir().join(format!("gd-sbatch-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join("out.txt");
+    let mut cmd = slurm_command("sbatch");
+    cmd.args(["--wait", "-N2", "--gpudirect=tcpx", "-o"])
+        .arg(&out)
+        .arg("--wrap")
+        .arg("echo batch: ${GPUDIRECT_PROFILE:-unset} ${NCCL_NET:-unset}; srun -l sh -c 'echo step: $GPUDIRECT_PROFILE $NCCL_NET $GPUDIRECT_NIC'; srun -l --gpudirect=none sh -c 'echo none: ${GPUDIRECT_PROFILE:-unset} ${NCCL_NET:-unset}'");
+    let output = run(&mut cmd);
+    assert_ok(&output, "sbatch --wait --gpudirect=tcpx");
+    let text = std::fs::read_to_string(&out).unwrap();
+    assert!(text.contains("batch: tcpx GPUDirectTCPX_v7"), "{text}");
+    let steps: Vec<&str> = text.lines().filter(|l| l.contains("step:")).collect();
+    assert_eq!(steps.len(), 2, "{text}");
+    for line in steps {
+        assert!(line.ends_with("step: tcpx GPUDirectTCPX_v7 eth1"), "{line}");
+    }
+    let none: Vec<&str> = text.lines().filter(|l| l.contains("none:")).collect();
+    assert_eq!(none.len(), 2, "{text}");
+    for line in none {
+        assert!(
+            line.ends_with("none: unset unset"),
+            "explicit none clears what the batch step set: {line}"
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn unknown_mode_is_refused_before_anything_runs() {
+    let _guard = cluster();
+    for program in ["srun", "sbatch"] {
+        let mut cmd = slurm_command(program);
+        cmd.args(["-N1", "--gpudirect=tcpxx"]);
+        if program == "sbatch" {
+            cmd.args(["--wrap", "true"]);
+        } else {
+            cmd.arg("true");
+        }
+        let output = run(&mut cmd);
+        assert!(!output.status.success(), "{program} accepted a bad mode");
+        let err = stderr(&output);
+        assert!(
+            err.contains(
+                "unknown --gpudirect mode `tcpxx`: use `auto`, `none` or a profile (tcpx)"
+            ),
+            "{program}: {err}"
+        );
+        assert!(
+            !stdout(&output).contains("Submitted batch job"),
+            "{program} submitted"
+        );
+    }
+    let mut cmd = slurm_command("srun");
+    cmd.args(["-N1", "true"]).env("SLURM_GPUDIRECT", "bogus");
+    let output = run(&mut cmd);
+    assert!(!output.status.success(), "SLURM_GPUDIRECT=bogus accepted");
+    assert!(
+        stderr(&output).contains("SLURM_GPUDIRECT: unknown --gpudirect mode `bogus`"),
+        "{}",
+        stderr(&output)
+    );
+}
+
+#[test]
+fn oversized_or_hostile_mode_values_are_refused() {
+    let _guard = cluster();
+    let long = format!("--gpudirect={}", "a".repeat(10_000));
+    for arg in [
+        long.as_str(),
+        "--gpudirect=tcpx;id",
+        "--gpudirect=$(touch /tmp/gd-pwned)",
+    ] {
+        let mut cmd = slurm_command("srun");
+        cmd.args(["-N1", arg, "true"]);
+        let output = run(&mut cmd);
+        assert!(
+            !output.status.success(),
+            "accepted {}",
+            &arg[..arg.len().min(40)]
+        );
+        assert!(stderr(&output).contains("gpudirect"), "{}", stderr(&output));
+    }
+    assert!(!std::path::Path::new("/tmp/gd-pwned").exists());
+}
+
+#[test]
+fn a_broken_config_says_where_and_the_step_runs_without_the_profile() {
+    let _guard = cluster();
+    let swap = ConfigSwap::new();
+    let original = swap.original_text();
+    let broken_line = original.lines().count() + 3;
+    swap.write(&format!(
+        "{original}\n[profiles.broken.env]\nNCCL_X = \"{{jobid}}\"\n"
+    ));
+    let (output, tasks) = srun_env(&["-N2", "--gpudirect=tcpx"], &[]);
+    let err = stderr(&output);
+    let expected = format!(
+        "{}:{broken_line}: profiles.broken.env.NCCL_X: unknown placeholder `{{jobid}}`",
+        swap.path().display()
+    );
+    assert!(err.contains(&expected), "want {expected}\ngot {err}");
+    assert_ok(&output, "optional plugin: the step still runs");
+    assert_eq!(tasks.len(), 2);
+    assert!(tasks
+        .values()
+        .all(|env| !env.contains_key("GPUDIRECT_PROFILE")));
+}
+
+#[test]
+fn a_world_writable_config_is_refused() {
+    let _guard = cluster();
+    let swap = ConfigSwap::new();
+    swap.chmod(0o666);
+    let (output, tasks) = srun_env(&["-N1", "--gpudirect=tcpx"], &[]);
+    let err = stderr(&output);
+    assert!(
+        err.contains("refusing the config") && err.contains("chmod go-w"),
+        "{err}"
+    );
+    assert_ok(&output, "optional plugin: the step still runs");
+    assert!(!tasks[&0].contains_key("GPUDIRECT_PROFILE"));
+}
+
+#[test]
+fn a_missing_nic_on_one_node_names_the_node_and_spares_the_others() {
+    let _guard = cluster();
+    struct Restore;
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            ip_in_node("node3", &["link", "set", "eth4", "up"]);
+        }
+    }
+    let down = ip_in_node("node3", &["link", "set", "eth4", "down"]);
+    assert_ok(&down, "ip link set eth4 down in node3");
+    let _restore = Restore;
+    let (output, tasks) = srun_env(&["-N3", "--gpudirect=tcpx"], &[]);
+    assert_ok(
+        &output,
+        "optional plugin, non-strict profile: the step runs",
+    );
+    let err = stderr(&output);
+    assert!(
+        err.contains("gpudirect: node node3: profile tcpx not usable: NIC eth4 is down"),
+        "{err}"
+    );
+    assert_eq!(
+        err.matches("not usable").count(),
+        1,
+        "one line for the node: {err}"
+    );
+    for env in tasks.values() {
+        let applied = env.contains_key("GPUDIRECT_PROFILE");
+        assert_eq!(applied, env["SLURMD_NODENAME"] != "node3", "{env:?}");
+    }
+}
