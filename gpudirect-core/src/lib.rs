@@ -4,3 +4,5 @@
 //! as text, node facts (NICs, CPUs, sysfs locality) arrive as data. That keeps every rule
 //! (profile resolution, templates, precedence, pinning, hostlists) unit-testable and lets
 //! `gpudirect profiles explain` show exactly what the plugin computes.
+
+pub mod hostlist;
