@@ -700,7 +700,7 @@ impl Checker<'_> {
         let span = raw.span();
         let raw = raw.into_inner();
         let key = format!("node_set[{index}] ({})", sanitize_for_message(&raw.name));
-        let hosts = HostlistPattern::parse(raw.hosts.get_ref())
+        let hosts = HostlistPattern::new(raw.hosts.get_ref())
             .map_err(|e| self.error(raw.hosts.span(), format!("{key}.hosts"), e.to_string()))?;
         let profile = match &raw.profile {
             Some(p) if !config.profiles.contains_key(p.get_ref()) => {
