@@ -304,9 +304,11 @@ unsafe impl Plugin for GpuDirect {
                 if option.is_none() {
                     if let Some(mode) = &env_mode {
                         if let Err(e) = config.parse_mode(mode) {
-                            let message = format!("{}: {e}", vars::MODE_ENV);
-                            log_error(&message);
-                            return Err(message.into());
+                            log_error(&format!("{}: {e}", vars::MODE_ENV));
+                            // Slurm ignores an optional plugin's errors here, but a mode
+                            // that names nothing must stop srun/sbatch as `--gpudirect=typo`
+                            // does. Nothing is allocated yet: exiting is clean.
+                            std::process::exit(1);
                         }
                     }
                 }

@@ -112,61 +112,64 @@ pub fn srun_env(args: &[&str], extra_env: &[(&str, &str)]) -> (Output, BTreeMap<
     (output, tasks)
 }
 
-/// Swaps the cluster's admin config for the test's duration and restores it, bytes and
-/// mode, when dropped (also when the test panics).
-pub struct ConfigSwap {
+/// Swaps one of the cluster's files (the admin config, plugstack.conf) for the test's
+/// duration and restores it, bytes and mode, when dropped (also when the test panics).
+pub struct FileSwap {
     path: PathBuf,
     original: Vec<u8>,
     mode: u32,
 }
 
-impl ConfigSwap {
-    /// Saves the current config.
-    pub fn new() -> Self {
+impl FileSwap {
+    /// Saves the cluster's admin config.
+    pub fn config() -> Self {
+        Self::new(plugin_config())
+    }
+
+    /// Saves the cluster's plugstack.conf.
+    pub fn plugstack() -> Self {
+        Self::new(state_dir().join("etc/plugstack.conf"))
+    }
+
+    /// Saves the file at `path`.
+    pub fn new(path: PathBuf) -> Self {
         use std::os::unix::fs::PermissionsExt;
-        let path = plugin_config();
-        let original = std::fs::read(&path).expect("read the cluster's gpudirect.toml");
+        let original = std::fs::read(&path).expect("read the cluster file to swap");
         let mode = std::fs::metadata(&path)
-            .expect("stat gpudirect.toml")
+            .expect("stat the cluster file to swap")
             .permissions()
             .mode();
-        ConfigSwap {
+        FileSwap {
             path,
             original,
             mode,
         }
     }
 
-    /// The config text as it was.
+    /// The text as it was.
     pub fn original_text(&self) -> String {
         String::from_utf8_lossy(&self.original).into_owned()
     }
 
     /// Writes new content.
     pub fn write(&self, text: &str) {
-        std::fs::write(&self.path, text).expect("write gpudirect.toml");
+        std::fs::write(&self.path, text).expect("write the swapped file");
     }
 
     /// Sets the file's mode.
     pub fn chmod(&self, mode: u32) {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&self.path, std::fs::Permissions::from_mode(mode))
-            .expect("chmod gpudirect.toml");
+            .expect("chmod the swapped file");
     }
 
-    /// The config's path.
+    /// The file's path.
     pub fn path(&self) -> &Path {
         &self.path
     }
 }
 
-impl Default for ConfigSwap {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl Drop for ConfigSwap {
+impl Drop for FileSwap {
     fn drop(&mut self) {
         use std::os::unix::fs::PermissionsExt;
         let _ = std::fs::write(&self.path, &self.original);

@@ -283,7 +283,7 @@ fn oversized_or_hostile_mode_values_are_refused() {
 #[test]
 fn a_broken_config_says_where_and_the_step_runs_without_the_profile() {
     let _guard = cluster();
-    let swap = ConfigSwap::new();
+    let swap = FileSwap::config();
     let original = swap.original_text();
     let broken_line = original.lines().count() + 3;
     swap.write(&format!(
@@ -306,7 +306,7 @@ fn a_broken_config_says_where_and_the_step_runs_without_the_profile() {
 #[test]
 fn a_world_writable_config_is_refused() {
     let _guard = cluster();
-    let swap = ConfigSwap::new();
+    let swap = FileSwap::config();
     swap.chmod(0o666);
     let (output, tasks) = srun_env(&["-N1", "--gpudirect=tcpx"], &[]);
     let err = stderr(&output);
@@ -318,18 +318,27 @@ fn a_world_writable_config_is_refused() {
     assert!(!tasks[&0].contains_key("GPUDIRECT_PROFILE"));
 }
 
+/// Takes a node's NIC down for the test's duration.
+struct NicDown(&'static str, &'static str);
+
+impl NicDown {
+    fn new(node: &'static str, nic: &'static str) -> Self {
+        let down = ip_in_node(node, &["link", "set", nic, "down"]);
+        assert_ok(&down, "ip link set down in the node");
+        NicDown(node, nic)
+    }
+}
+
+impl Drop for NicDown {
+    fn drop(&mut self) {
+        ip_in_node(self.0, &["link", "set", self.1, "up"]);
+    }
+}
+
 #[test]
 fn a_missing_nic_on_one_node_names_the_node_and_spares_the_others() {
     let _guard = cluster();
-    struct Restore;
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            ip_in_node("node3", &["link", "set", "eth4", "up"]);
-        }
-    }
-    let down = ip_in_node("node3", &["link", "set", "eth4", "down"]);
-    assert_ok(&down, "ip link set eth4 down in node3");
-    let _restore = Restore;
+    let _down = NicDown::new("node3", "eth4");
     let (output, tasks) = srun_env(&["-N3", "--gpudirect=tcpx"], &[]);
     assert_ok(
         &output,
@@ -349,4 +358,62 @@ fn a_missing_nic_on_one_node_names_the_node_and_spares_the_others() {
         let applied = env.contains_key("GPUDIRECT_PROFILE");
         assert_eq!(applied, env["SLURMD_NODENAME"] != "node3", "{env:?}");
     }
+}
+
+#[test]
+fn a_failed_check_fails_the_step_when_the_profile_is_strict() {
+    let _guard = cluster();
+    let swap = FileSwap::config();
+    let strict =
+        swap.original_text()
+            .replacen("[profiles.tcpx]\n", "[profiles.tcpx]\nstrict = true\n", 1);
+    assert_ne!(
+        strict,
+        swap.original_text(),
+        "the tcpx profile header was found"
+    );
+    swap.write(&strict);
+    let _down = NicDown::new("node2", "eth1");
+    let mut cmd = slurm_command("srun");
+    cmd.args(["-N2", "--gpudirect=tcpx", "true"]);
+    let output = run(&mut cmd);
+    assert!(
+        !output.status.success(),
+        "a strict profile ran without its NIC"
+    );
+    let err = stderr(&output);
+    assert!(
+        err.contains("node node2: profile tcpx not usable: NIC eth1 is down")
+            && err.contains("the profile is strict: the step fails"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_failed_check_fails_the_step_when_the_plugin_is_required() {
+    let _guard = cluster();
+    let plugstack = FileSwap::plugstack();
+    let required = plugstack
+        .original_text()
+        .replacen("optional ", "required ", 1);
+    assert!(required.starts_with("required "), "{required}");
+    plugstack.write(&required);
+    let _down = NicDown::new("node1", "eth2");
+    let mut cmd = slurm_command("srun");
+    cmd.args(["-N2", "--gpudirect=tcpx", "true"]);
+    let output = run(&mut cmd);
+    assert!(
+        !output.status.success(),
+        "required plugin: the step ran although a check failed"
+    );
+    assert!(
+        stderr(&output).contains("node node1: profile tcpx not usable: NIC eth2 is down"),
+        "{}",
+        stderr(&output)
+    );
+    drop(_down);
+    // With every NIC up the same required plugin runs the step.
+    let (output, tasks) = srun_env(&["-N2", "--gpudirect=tcpx"], &[]);
+    assert_ok(&output, "required plugin, all checks pass");
+    assert!(tasks.values().all(|env| env["GPUDIRECT_PROFILE"] == "tcpx"));
 }
