@@ -223,6 +223,20 @@ pub fn entries(request: &Request, hosts: Vec<String>) -> Result<Vec<Entry>> {
         .collect()
 }
 
+/// Refuse a `slurm`-format file (one line per task) of more than [`hostlist::MAX_HOSTS`]
+/// lines: `--slots 4000000000` would otherwise try to build gigabytes of text.
+pub fn check_size(format: Format, entries: &[Entry]) -> Result<()> {
+    let tasks: u64 = entries.iter().map(|e| u64::from(e.slots)).sum();
+    if format == Format::Slurm && tasks > hostlist::MAX_HOSTS as u64 {
+        bail!(
+            "the slurm format writes one line per task and {tasks} tasks is more than {}: \
+             check --slots or $SLURM_TASKS_PER_NODE",
+            hostlist::MAX_HOSTS
+        );
+    }
+    Ok(())
+}
+
 /// Write `entries` in `format`; every line ends with a newline.
 pub fn render(format: Format, entries: &[Entry]) -> String {
     let mut out = String::new();
@@ -346,6 +360,7 @@ pub fn run(args: &HostfileArgs, _globals: &Globals) -> Result<()> {
         })?
     };
     let entries = entries(&request, hosts)?;
+    check_size(args.format, &entries)?;
     let text = render(args.format, &entries);
     match &args.output {
         Some(path) => write_atomically(path, text.as_bytes()),
@@ -490,6 +505,11 @@ mod tests {
         assert_eq!(render(Format::Hosts, &entries), "gpu01\ngpu02\n");
         assert_eq!(render(Format::Slurm, &entries), "gpu01\ngpu01\ngpu02\n");
         assert_eq!(render(Format::Openmpi, &[]), "");
+        let huge = [e("n1", 600_000), e("n2", 600_000)];
+        let msg = check_size(Format::Slurm, &huge).unwrap_err().to_string();
+        assert!(msg.contains("1200000 tasks"), "{msg}");
+        assert!(check_size(Format::Openmpi, &huge).is_ok());
+        assert!(check_size(Format::Slurm, &entries).is_ok());
     }
 
     #[test]
