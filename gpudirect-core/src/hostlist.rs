@@ -200,8 +200,49 @@ impl Range {
 /// A bracket group and the literal text that follows it up to the next group.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Group {
+    /// As written: the expansion order.
     ranges: Vec<Range>,
+    /// The same ranges sorted by `lo`, with the running maximum of `hi`, so that membership
+    /// is a binary search even for groups of thousands of ranges (`n[1,3,5,...]`).
+    sorted: Vec<Range>,
+    max_hi: Vec<u64>,
     tail: String,
+}
+
+impl Group {
+    fn new(ranges: Vec<Range>) -> Self {
+        let mut sorted = ranges.clone();
+        sorted.sort_by_key(|r| r.lo);
+        let max_hi = sorted
+            .iter()
+            .scan(0u64, |m, r| {
+                *m = (*m).max(r.hi);
+                Some(*m)
+            })
+            .collect();
+        Self {
+            ranges,
+            sorted,
+            max_hi,
+            tail: String::new(),
+        }
+    }
+
+    /// Whether some range of the group writes `v` as `digits`.
+    fn contains(&self, v: u64, digits: &str) -> bool {
+        let end = self.sorted.partition_point(|r| r.lo <= v);
+        // Walk back over the ranges starting at or before `v` while one may still reach it;
+        // overlapping ranges (`[1-9,01-09]`) are all candidates, disjoint ones give one step.
+        for j in (0..end).rev() {
+            if self.max_hi[j] < v {
+                break;
+            }
+            if self.sorted[j].renders(v, digits) {
+                return true;
+            }
+        }
+        false
+    }
 }
 
 /// One top-level element: `head` then the groups, e.g. `rack` `[1-2]` `-node` `[01-04]` ``.
@@ -282,7 +323,7 @@ fn match_groups(s: &str, groups: &[Group]) -> bool {
         let Some(v) = parse_u64(digits) else {
             break; // longer prefixes overflow too
         };
-        if !group.ranges.iter().any(|r| r.renders(v, digits)) {
+        if !group.contains(v, digits) {
             continue;
         }
         if let Some(rest) = s[k..].strip_prefix(group.tail.as_str()) {
@@ -458,10 +499,7 @@ fn parse_element(expr: &str, start: usize, end: usize) -> Result<Element, Hostli
             return Err(HostlistError::EmptyRange { offset: close });
         }
         let ranges = parse_ranges(expr, i + 1, close)?;
-        element.groups.push(Group {
-            ranges,
-            tail: String::new(),
-        });
+        element.groups.push(Group::new(ranges));
         i = close + 1;
         lit_start = i;
     }
@@ -1203,6 +1241,14 @@ mod tests {
         assert!(contains("n[1-4", "n3").is_err());
         assert!(HostlistPattern::new("").unwrap().is_empty());
         assert!(!HostlistPattern::new("").unwrap().matches(""));
+        // Overlapping and unsorted ranges with different paddings.
+        let p = HostlistPattern::new("n[20-30,1-9,01-05,7]").unwrap();
+        for h in ["n20", "n30", "n1", "n9", "n01", "n05", "n7", "n25"] {
+            assert!(p.matches(h), "{h}");
+        }
+        for h in ["n0", "n06", "n10", "n19", "n31", "n00", "n020"] {
+            assert!(!p.matches(h), "{h}");
+        }
         // A number too long for u64 never matches and never panics.
         assert!(!p.matches("gpu999999999999999999999999-ib"));
     }

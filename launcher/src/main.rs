@@ -1,2 +1,69 @@
-//! `gpudirect`: the launcher CLI. Parses arguments and dispatches; the work lives in modules.
-fn main() {}
+//! `gpudirect`: the launcher CLI. Parses arguments and dispatches; the work lives in modules,
+//! one per subcommand (`hostfile`, ...), each with its pure logic unit-tested beside it.
+
+mod cli;
+mod hostfile;
+
+use std::io::{self, IsTerminal};
+use std::process::ExitCode;
+
+use clap::Parser;
+use tracing_subscriber::EnvFilter;
+
+use crate::cli::{Cli, Command, Globals};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_tracing(cli.verbose);
+    let globals = Globals {
+        db: cli.db,
+        verbose: cli.verbose,
+    };
+    match dispatch(cli.command, &globals) {
+        Ok(()) => ExitCode::SUCCESS,
+        // `gpudirect hostfile | head -1`: the reader left, which is not our failure.
+        Err(err) if is_broken_pipe(&err) => ExitCode::SUCCESS,
+        Err(err) => {
+            print_error_chain(&err);
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// One arm per subcommand; each calls that module's `run`.
+fn dispatch(command: Command, globals: &Globals) -> anyhow::Result<()> {
+    match command {
+        Command::Hostfile(args) => hostfile::run(&args, globals),
+    }
+}
+
+/// Logs go to stderr so that stdout stays clean for hostfiles and `--json` output.
+fn init_tracing(verbose: u8) {
+    let filter = match verbose {
+        0 => EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn")),
+        1 => EnvFilter::new("info"),
+        2 => EnvFilter::new("debug"),
+        _ => EnvFilter::new("trace"),
+    };
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(io::stderr)
+        .with_ansi(io::stderr().is_terminal())
+        .with_target(false)
+        .init();
+}
+
+fn print_error_chain(err: &anyhow::Error) {
+    eprintln!("error: {err}");
+    for cause in err.chain().skip(1) {
+        eprintln!("  caused by: {cause}");
+    }
+}
+
+fn is_broken_pipe(err: &anyhow::Error) -> bool {
+    err.chain().any(|cause| {
+        cause
+            .downcast_ref::<io::Error>()
+            .is_some_and(|e| e.kind() == io::ErrorKind::BrokenPipe)
+    })
+}
