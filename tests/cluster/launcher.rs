@@ -51,5 +51,10 @@ fn hostfile_via_the_real_scontrol() {
     bad.args(["hostfile", "--nodelist", "node[3-", "--via-scontrol"]);
     let output = run(&mut bad);
     assert!(!output.status.success(), "a bad hostlist was accepted");
-    assert!(stderr(&output).contains("scontrol"), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("invalid node list")
+            && stderr(&output).contains("not passed to scontrol"),
+        "{}",
+        stderr(&output)
+    );
 }
