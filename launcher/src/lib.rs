@@ -1,0 +1,10 @@
+//! `gpudirect`: runs, checks and records nccl-tests on Slurm allocations.
+//!
+//! The binary (`src/main.rs`) parses arguments and dispatches; the logic lives in this
+//! library so that it can be tested without a GPU, a cluster or a terminal:
+//!
+//! - [`nccl_output`]: one parser for every form of nccl-tests output (text tables of every
+//!   version, `-J` JSON, interleaved `NCCL_DEBUG` lines and launcher banners), the transport
+//!   evidence in the debug lines, and the bus-bandwidth arithmetic.
+
+pub mod nccl_output;
