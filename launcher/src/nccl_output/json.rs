@@ -548,7 +548,9 @@ fn salvage(s: &str) -> Option<(Value, usize)> {
             _ => {}
         }
     }
-    for (cut, open) in cuts.into_iter().rev() {
+    // Prefer the shallowest cut (a whole result rather than half of one), latest first.
+    cuts.sort_by(|a, b| a.1.len().cmp(&b.1.len()).then(b.0.cmp(&a.0)));
+    for (cut, open) in cuts {
         let mut doc = String::with_capacity(cut + open.len());
         doc.push_str(s.get(..cut)?);
         for o in open.iter().rev() {

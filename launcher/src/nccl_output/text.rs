@@ -104,6 +104,10 @@ fn strip_launcher_prefix(line: &str) -> &str {
     line
 }
 
+/// Headers wider than this are not aligned value by value (the alignment is quadratic);
+/// real headers have at most 24 columns.
+const MAX_ALIGN_COLUMNS: usize = 128;
+
 #[derive(Default)]
 struct TextParser {
     out: ParsedOutput,
@@ -112,6 +116,10 @@ struct TextParser {
     pending_groups: Vec<PlacementKind>,
     debug: DebugCollector,
     last_mpi_abort: Option<usize>,
+    /// Hosts named in `# Rank` lines.
+    hosts: Vec<String>,
+    /// A row's first part cut off by an interleaved debug line, with its line number.
+    fragment: Option<(String, usize)>,
 }
 
 pub(crate) fn parse_text_str(input: &str) -> ParsedOutput {
@@ -131,7 +139,22 @@ impl TextParser {
         });
     }
 
+    fn flush_fragment(&mut self) {
+        if let Some((frag, at)) = self.fragment.take() {
+            self.row(&frag, at);
+        }
+    }
+
+    /// Whether `line` has exactly one value per column of the current table.
+    fn is_complete_row(&self, line: &str) -> bool {
+        let Some(layout) = self.layout.as_ref() else {
+            return false;
+        };
+        merge_timestamp(line, tokenize(line), layout).len() == layout.cols.len()
+    }
+
     fn finish(mut self) -> ParsedOutput {
+        self.flush_fragment();
         self.out.debug = self.debug.finish();
         self.out
     }
@@ -139,15 +162,47 @@ impl TextParser {
     fn line(&mut self, raw: &str, n: usize) {
         let raw = raw.strip_suffix('\r').unwrap_or(raw);
         let line = strip_launcher_prefix(raw);
-        if let Some(d) = parse_debug_line(line) {
-            self.debug.add(&d, n);
-            // A row glued to a debug line by interleaved output: keep the row part.
-            if let Some(first) = d.prefix.split_whitespace().next() {
-                if first.parse::<u64>().is_ok() && self.layout.is_some() {
-                    self.row(d.prefix, n);
+        if let Some(mut d) = parse_debug_line(line) {
+            // Interleaved output can glue the start of a row to another process's debug
+            // line ("...  15.97    7.9" + "vm2:12:12 [0] NCCL INFO ..."); the rest of the
+            // row then follows on the next line. A known host name tells where the row
+            // fragment ends when nothing separates it from the host.
+            let mut fragment = d.prefix.to_string();
+            let starts_like_row = fragment
+                .split_whitespace()
+                .next()
+                .is_some_and(|t| t.bytes().all(|b| b.is_ascii_digit()));
+            if let Some(h) = d.host.filter(|_| starts_like_row) {
+                if !self.hosts.iter().any(|k| k == h) {
+                    if let Some(k) = self
+                        .hosts
+                        .iter()
+                        .filter(|k| h.len() > k.len() && h.ends_with(k.as_str()))
+                        .max_by_key(|k| k.len())
+                    {
+                        fragment.push_str(&h[..h.len() - k.len()]);
+                        d.host = Some(&h[h.len() - k.len()..]);
+                    }
                 }
             }
+            self.debug.add(&d, n);
+            let first_is_uint = fragment
+                .split_whitespace()
+                .next()
+                .is_some_and(|t| t.bytes().all(|b| b.is_ascii_digit()));
+            if first_is_uint && self.layout.is_some() {
+                self.flush_fragment();
+                self.fragment = Some((fragment, n));
+            }
             return;
+        }
+        if let Some((frag, at)) = self.fragment.take() {
+            let joined = format!("{frag}{line}");
+            if self.is_complete_row(&joined) {
+                self.row(&joined, at);
+                return;
+            }
+            self.row(&frag, at);
         }
         let trimmed = line.trim();
         if trimmed.is_empty() {
@@ -296,6 +351,11 @@ impl TextParser {
             gpu_name: None,
             line: n,
         };
+        if let Some(h) = &info.host {
+            if !self.hosts.contains(h) {
+                self.hosts.push(h.clone());
+            }
+        }
         if let Some(tail) = tail {
             match tail.find(']') {
                 Some(j) => {
@@ -456,11 +516,11 @@ impl TextParser {
         let ncols = layout.cols.len();
         let cells: Vec<Option<&str>> = if toks.len() == ncols {
             toks.iter().map(|t| Some(t.text)).collect()
-        } else if toks.len() < ncols {
+        } else if toks.len() < ncols && ncols <= MAX_ALIGN_COLUMNS {
             align(&toks, &layout.cols)
         } else {
             let reason = format!(
-                "a row with {} values under a header of {} columns; ignored",
+                "a row with {} values does not fit a header of {} columns; ignored",
                 toks.len(),
                 ncols
             );
@@ -600,9 +660,7 @@ fn align<'a>(toks: &[Tok<'a>], cols: &[Col]) -> Vec<Option<&'a str>> {
     let inf = usize::MAX / 4;
     let mut cost = vec![vec![inf; c + 1]; t + 1];
     let mut took = vec![vec![false; c + 1]; t + 1];
-    for j in 0..=c {
-        cost[0][j] = 0;
-    }
+    cost[0].fill(0);
     for i in 1..=t {
         for j in i..=c {
             let skip = cost[i][j - 1];
@@ -730,5 +788,115 @@ fn cell_value(cell: &str) -> serde_json::Value {
             .map(serde_json::Value::Number)
             .unwrap_or_else(|| serde_json::Value::String(cell.to_string())),
         _ => serde_json::Value::String(cell.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Header and rows as nccl-tests 2.19.6 prints them (from the recorded hypercube run).
+    const HYPERCUBE: &str = "\
+#                                                              out-of-place                       in-place          
+#       size         count      type   redop    root     time   algbw   busbw  #wrong     time   algbw   busbw  #wrong 
+#        (B)    (elements)                               (us)  (GB/s)  (GB/s)             (us)  (GB/s)  (GB/s)         
+         512            64     float              -1    31.67    0.01    0.01       0    17.07    0.01    0.01       0
+";
+
+    #[test]
+    fn empty_redop_is_skipped_by_alignment() {
+        let out = parse_text_str(HYPERCUBE);
+        assert!(out.diagnostics.is_empty(), "{:?}", out.diagnostics);
+        let r = &out.rows[0];
+        assert_eq!(r.size_bytes, 512);
+        assert_eq!(r.dtype.as_deref(), Some("float"));
+        assert_eq!(r.redop, None);
+        assert_eq!(r.root, Some(-1));
+        assert_eq!(r.out_of_place.as_ref().unwrap().time_us, Some(31.67));
+        assert_eq!(r.in_place.as_ref().unwrap().time_us, Some(17.07));
+    }
+
+    #[test]
+    fn group_line_decides_which_block_is_in_place() {
+        // A header whose groups are swapped must be read by the labels, not the order.
+        let text = HYPERCUBE.replace(
+            "out-of-place                       in-place",
+            "in-place                       out-of-place",
+        );
+        let out = parse_text_str(&text);
+        let r = &out.rows[0];
+        assert_eq!(r.in_place.as_ref().unwrap().time_us, Some(31.67));
+        assert_eq!(r.out_of_place.as_ref().unwrap().time_us, Some(17.07));
+    }
+
+    #[test]
+    fn launcher_prefixes_are_removed() {
+        assert_eq!(
+            strip_launcher_prefix("[1,0]<stdout>:# nThread 1"),
+            "# nThread 1"
+        );
+        assert_eq!(strip_launcher_prefix("[1,12]<stderr>: oops"), "oops");
+        assert_eq!(strip_launcher_prefix("  3: # Rank  3"), "# Rank  3");
+        let row = "           8             2     float";
+        assert_eq!(strip_launcher_prefix(row), row);
+    }
+
+    #[test]
+    fn params_keep_unknown_keys_and_step_kinds() {
+        let out = parse_text_str(
+            "# nThread 2 nGpus 4 minBytes 1024 maxBytes 4096 step: 1024(bytes) warmup iters: 5 iters: 20 agg iters: 1 validation: 1 graph: 3 unalign: 0 future knob: 7 flag\n",
+        );
+        let p = out.params.unwrap();
+        assert_eq!(
+            (p.n_threads, p.n_gpus, p.graph),
+            (Some(2), Some(4), Some(3))
+        );
+        assert_eq!(
+            p.step,
+            Some(Step {
+                value: 1024,
+                kind: StepKind::Increment
+            })
+        );
+        assert_eq!(p.other.get("future knob").map(String::as_str), Some("7"));
+        assert_eq!(p.other.get("flag").map(String::as_str), Some(""));
+    }
+
+    #[test]
+    fn bad_numbers_are_diagnosed_not_fatal() {
+        let text = format!(
+            "{HYPERCUBE}         abc            64     float    sum      -1    x    0.01    0.01       0    17.07    0.01    0.01       0\n\
+             1024  64  float  sum  -1  1.0  2.0  3.0  -4  1.0  2.0  3.0  0\n"
+        );
+        let out = parse_text_str(&text);
+        assert_eq!(out.rows.len(), 2, "{:?}", out.rows);
+        assert_eq!(out.rows[1].out_of_place.as_ref().unwrap().wrong, None);
+        assert_eq!(out.diagnostics.len(), 1, "{:?}", out.diagnostics);
+        assert!(out.diagnostics[0].reason.contains("#wrong"));
+        assert_eq!(out.diagnostics[0].line, 6);
+    }
+
+    #[test]
+    fn wrong_counts_accept_g_format_only_for_integers() {
+        assert_eq!(wrong_count(1e6), Ok(1_000_000));
+        assert!(wrong_count(-1.0).is_err());
+        assert!(wrong_count(0.5).is_err());
+        assert!(wrong_count(1e30).is_err());
+        assert_eq!(parse_f64("N/A"), Ok(None));
+        assert!(parse_f64("1e999").is_err());
+        assert!(parse_u64("99999999999999999999")
+            .unwrap_err()
+            .contains("2^64"));
+    }
+
+    #[test]
+    fn rows_before_a_header_and_overlong_rows_are_diagnosed() {
+        let out = parse_text_str("   8   2  float  sum  -1  1.0 2.0 3.0 0\n");
+        assert!(out.rows.is_empty());
+        assert_eq!(out.diagnostics.len(), 1);
+        let text = format!("{HYPERCUBE}  8 2 float sum -1 1 2 3 0 1 2 3 0 9 9 9\n");
+        let out = parse_text_str(&text);
+        assert_eq!(out.rows.len(), 1);
+        assert!(out.diagnostics[0].reason.contains("does not fit"));
     }
 }

@@ -139,8 +139,8 @@ pub enum TransportMatch {
 /// One parsed `host:pid:tid [dev] NCCL LEVEL message` line.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct DebugLine<'a> {
-    /// Whatever came before the `host:pid:tid` token (normally empty; a row fragment when
-    /// outputs interleaved within a line).
+    /// Whatever came before the `host:pid:tid` token, untrimmed (normally empty; a row
+    /// fragment when outputs interleaved within a line).
     pub prefix: &'a str,
     pub host: Option<&'a str>,
     pub level: &'a str,
@@ -163,7 +163,7 @@ pub(crate) fn parse_debug_line(line: &str) -> Option<DebugLine<'_>> {
     };
     let before = before.trim_end();
     let token = before.split_whitespace().next_back().unwrap_or("");
-    let prefix = before.strip_suffix(token).unwrap_or("").trim_end();
+    let prefix = before.strip_suffix(token).unwrap_or("");
     let mut parts = token.rsplitn(3, ':');
     let (tid, pid, host) = (parts.next(), parts.next(), parts.next());
     let numeric =
@@ -315,7 +315,7 @@ impl DebugCollector {
     /// Finish: move the maps into the result.
     pub fn finish(mut self) -> NcclDebugInfo {
         let mut transports: Vec<TransportUse> = self.transports.into_values().collect();
-        transports.sort_by(|a, b| a.first_line.cmp(&b.first_line));
+        transports.sort_by_key(|t| t.first_line);
         self.info.transports = transports;
         self.info.networks = self.networks.into_values().collect();
         self.info.env = self.env.into_values().collect();
@@ -399,9 +399,7 @@ impl NcclDebugInfo {
                 };
                 let nl = n.to_ascii_lowercase();
                 let m = nl == exp_l
-                    || (nl.starts_with(&exp_l)
-                        && nl[exp_l.len()..]
-                            .starts_with(|c: char| c == '_' || c == '-' || c == ' '));
+                    || (nl.starts_with(&exp_l) && nl[exp_l.len()..].starts_with(['_', '-', ' ']));
                 (n.to_string(), m)
             };
             if matches {
