@@ -596,11 +596,14 @@ fn handmade_truncated_json() {
     assert!(meta.truncated);
     assert_eq!(meta.end_time, None);
     assert_eq!(out.rows.len(), 5);
-    assert_eq!(
-        out.rows[0].out_of_place.as_ref().unwrap().busbw_gbps,
-        Some(f64::INFINITY)
-    );
-    assert_eq!(out.diagnostics.len(), 1, "{:?}", out.diagnostics);
+    // The bare `inf` busbw is read, reported, and not kept as a number.
+    let first = out.rows[0].out_of_place.as_ref().unwrap();
+    assert_eq!((first.busbw_gbps, first.algbw_gbps), (None, Some(0.000681)));
+    assert_eq!(out.diagnostics.len(), 2, "{:?}", out.diagnostics);
+    assert!(out
+        .diagnostics
+        .iter()
+        .any(|d| d.reason.contains("infinite")));
     assert!(out.avg_busbw.is_none());
     assert!(!out.completed());
     assert_eq!(out.collective.as_deref(), Some("all_reduce"));
@@ -707,4 +710,48 @@ fn huge_numbers_become_diagnostics() {
         out.diagnostics
     );
     assert_eq!(out.rows.len(), 31);
+}
+
+#[test]
+fn adversarial_shapes_stay_fast_and_quiet() {
+    let start = std::time::Instant::now();
+    // A names line with 20 000 columns and rows of 10 000 values.
+    let mut text = String::from("#");
+    for _ in 0..10_000 {
+        text.push_str(" size time");
+    }
+    text.push('\n');
+    for _ in 0..20 {
+        text.push_str(&"1 ".repeat(10_000));
+        text.push('\n');
+    }
+    let out = nccl_output::parse(text.as_bytes());
+    assert_eq!(out.tables.len(), 1);
+    // One for the header's surplus time columns, one per row that does not fit.
+    assert_eq!(out.diagnostics.len(), 21, "{:?}", &out.diagnostics[..2]);
+    // Deep JSON nesting and a long run of closings.
+    let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(50_000));
+    let out = nccl_output::parse(format!("{{\"results\": {deep}").as_bytes());
+    assert!(out.rows.is_empty() && !out.diagnostics.is_empty());
+    let out = nccl_output::parse(format!("{{\"a\": [{}", "[], ".repeat(200_000)).as_bytes());
+    assert!(out.json_meta.unwrap().truncated);
+    // Many debug lines from hosts the rank lines never named.
+    let dbg =
+        "   12  3 x9h:1:1 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] via NET/IB/0\n".repeat(50_000);
+    let out = nccl_output::parse(dbg.as_bytes());
+    assert_eq!(out.debug.transports[0].count, 50_000);
+    assert!(start.elapsed().as_secs() < 20, "{:?}", start.elapsed());
+}
+
+#[test]
+fn several_independent_runs_are_flagged() {
+    let one =
+        std::fs::read_to_string(fixtures().join("nccl-tests/h200x2-nvlink/all_reduce_g2.txt"))
+            .unwrap();
+    let out = nccl_output::parse(format!("{one}{one}").as_bytes());
+    assert_eq!(out.tables.len(), 2);
+    assert_eq!(out.rows.len(), 62);
+    assert_eq!(out.rows[61].table, 1);
+    assert_eq!(out.diagnostics.len(), 1);
+    assert!(out.diagnostics[0].reason.contains("independently"));
 }

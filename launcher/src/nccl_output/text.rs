@@ -120,6 +120,8 @@ struct TextParser {
     hosts: Vec<String>,
     /// A row's first part cut off by an interleaved debug line, with its line number.
     fragment: Option<(String, usize)>,
+    /// `Collective test starting` lines seen.
+    runs: u32,
 }
 
 pub(crate) fn parse_text_str(input: &str) -> ParsedOutput {
@@ -249,6 +251,15 @@ impl TextParser {
         if let Some(rest) = body.strip_prefix("nccl-tests version ") {
             self.version_line(rest);
         } else if let Some(rest) = body.strip_prefix("Collective test starting:") {
+            self.runs += 1;
+            if self.runs == 2 {
+                self.diag(
+                    n,
+                    "a second `Collective test starting` line: several processes ran the test \
+                     independently (a non-MPI binary launched as several tasks?), so the \
+                     tables below are not one run",
+                );
+            }
             let prog = rest.trim();
             if !prog.is_empty() {
                 self.out.program = Some(prog.to_string());
@@ -387,6 +398,7 @@ impl TextParser {
         let mut placement: Option<PlacementKind> = None;
         let mut used: Vec<PlacementKind> = Vec::new();
         let mut time_kind = TimeKind::Latency;
+        let mut extra_time_seen = false;
         for t in &toks {
             let name = t.text;
             let role = match name {
@@ -413,12 +425,16 @@ impl TextParser {
                         };
                     }
                     if used.contains(&kind) {
-                        self.diag(
-                            n,
-                            format!(
-                                "a third `{name}` column in the header; read as an extra column"
-                            ),
-                        );
+                        if !extra_time_seen {
+                            extra_time_seen = true;
+                            self.diag(
+                                n,
+                                format!(
+                                    "more than two `{name}` columns in the header; the extra \
+                                     ones are read as extra columns"
+                                ),
+                            );
+                        }
                         placement = None;
                         cols.push(Col {
                             name: name.to_string(),
@@ -733,9 +749,11 @@ pub(crate) fn parse_f64(s: &str) -> Result<Option<f64>, String> {
     }
     match s.parse::<f64>() {
         Ok(v) if v.is_nan() => Ok(None),
+        // An infinite time or bandwidth is not a measurement (and JSON cannot store it).
         Ok(v) if v.is_infinite() && !s.to_ascii_lowercase().contains("inf") => {
             Err(format!("`{}` overflows a 64-bit float", clip(s)))
         }
+        Ok(v) if v.is_infinite() => Err(format!("`{}` is infinite", clip(s))),
         Ok(v) => Ok(Some(v)),
         Err(_) => Err(format!("`{}` is not a number", clip(s))),
     }
