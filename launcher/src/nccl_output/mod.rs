@@ -425,12 +425,14 @@ pub fn parse(input: &[u8]) -> ParsedOutput {
 /// [`parse`] with a collective supplied by the caller for outputs that do not name one.
 pub fn parse_with(input: &[u8], opts: &ParseOptions) -> ParsedOutput {
     let text = String::from_utf8_lossy(input);
+    // A byte-order mark is not whitespace to `trim_start`; drop it before sniffing.
+    let text = text.trim_start_matches('\u{feff}');
     let mut out = if text.trim_start().starts_with('{') {
-        json::parse_json_str(&text)
+        json::parse_json_str(text)
     } else if text.trim().is_empty() {
         ParsedOutput::default()
     } else {
-        text::parse_text_str(&text)
+        text::parse_text_str(text)
     };
     apply_options(&mut out, opts);
     out
@@ -504,6 +506,13 @@ mod tests {
     fn formats_version_codes() {
         assert_eq!(nccl_version_string(22809), "2.28.9");
         assert_eq!(nccl_version_string(2708), "2.7.8");
+    }
+
+    #[test]
+    fn byte_order_mark_does_not_hide_json() {
+        let out = parse("\u{feff}{\"results\": [{\"size\": 8}]}".as_bytes());
+        assert_eq!(out.format, Some(SourceFormat::Json));
+        assert_eq!(out.rows.len(), 1);
     }
 
     #[test]

@@ -487,9 +487,11 @@ impl TextParser {
         };
         let ok = status != Some("FAILED") && count == 0;
         if !ok {
-            self.out
-                .failures
-                .push(Failure::new(FailureKind::OutOfBounds, rest_line(rest), n));
+            self.out.failures.push(Failure::new(
+                FailureKind::OutOfBounds,
+                &format!("Out of bounds values : {}", rest.trim()),
+                n,
+            ));
         }
         self.out.out_of_bounds = Some(OutOfBounds { count, ok, line: n });
     }
@@ -602,10 +604,6 @@ impl TextParser {
         row.in_place = has_inp.then_some(inp);
         self.out.rows.push(row);
     }
-}
-
-fn rest_line(rest: &str) -> &str {
-    rest.trim()
 }
 
 fn clip(s: &str) -> String {
