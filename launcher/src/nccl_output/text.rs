@@ -243,8 +243,7 @@ impl TextParser {
     }
 
     fn comment(&mut self, line: &str, n: usize) {
-        let hash = line.find('#').unwrap_or(0);
-        let body = line[hash + 1..].trim();
+        let body = line.find('#').map_or(line, |h| &line[h + 1..]).trim();
         if body.is_empty() {
             return;
         }
