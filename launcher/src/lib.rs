@@ -1,6 +1,12 @@
-//! The `gpudirect` launcher's library: everything the CLI does that is worth testing on its
-//! own. The binary (`main.rs`) parses arguments and calls into these modules.
+//! `gpudirect`: runs, checks and records nccl-tests on Slurm allocations.
 //!
+//! The binary (`src/main.rs`) parses arguments and dispatches; the logic lives in this
+//! library so that it can be tested without a GPU, a cluster or a terminal:
+//!
+//! - [`nccl_output`]: one parser for every form of nccl-tests output (text tables of every
+//!   version, `-J` JSON, interleaved `NCCL_DEBUG` lines and launcher banners), the transport
+//!   evidence in the debug lines, and the bus-bandwidth arithmetic.
 //! - [`runner`]: runs srun/mpirun/nccl-tests in a process group with timeouts and Ctrl-C.
 
+pub mod nccl_output;
 pub mod runner;
