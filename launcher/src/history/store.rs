@@ -420,30 +420,7 @@ impl History {
                 st.execute(params![id, node])
                     .map_err(err("recording the run's nodes"))?;
             }
-            let mut st = tx
-                .prepare_cached(
-                    "INSERT INTO results (run_id, seq, size_bytes, count, dtype, redop, root,
-                        placement, time_us, algbw, busbw, wrong)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
-                )
-                .map_err(err("recording the results"))?;
-            for (seq, r) in run.rows.iter().enumerate() {
-                st.execute(params![
-                    id,
-                    seq as i64,
-                    r.size_bytes as i64,
-                    r.count as i64,
-                    r.dtype,
-                    r.redop,
-                    r.root,
-                    r.placement.as_str(),
-                    finite(r.time_us),
-                    finite(r.algbw),
-                    finite(r.busbw),
-                    r.wrong.map(|w| w as i64),
-                ])
-                .map_err(err("recording the results"))?;
-            }
+            insert_rows(&tx, id, &run.rows).map_err(err("recording the results"))?;
             let mut st = tx
                 .prepare_cached(
                     "INSERT INTO node_results (run_id, seq, node, role, partner, size_bytes, busbw, verdict)
@@ -583,6 +560,56 @@ impl History {
                 e,
             )),
         }
+    }
+
+    /// Runs whose rows came from a parser older than `current`: the ones a re-parse of
+    /// the stored raw output ([`History::raw_output`]) would improve. Oldest first.
+    pub fn runs_parsed_before(&self, current: u32) -> Result<Vec<RunId>, HistoryError> {
+        let mut st = self
+            .conn
+            .prepare_cached("SELECT id FROM runs WHERE parser_version < ?1 ORDER BY id")
+            .map_err(self.err("finding runs to re-parse"))?;
+        st.query_map([current], |r| r.get(0))
+            .and_then(|rows| rows.collect())
+            .map_err(self.err("finding runs to re-parse"))
+    }
+
+    /// Replaces a run's table with rows re-parsed from its raw output, in one transaction,
+    /// and records the parser version that produced them.
+    pub fn replace_rows(
+        &mut self,
+        id: RunId,
+        rows: &[NewRow],
+        parser_version: u32,
+    ) -> Result<(), HistoryError> {
+        let probe = NewRun {
+            collective: "-".into(),
+            rows: rows.to_vec(),
+            ..NewRun::default()
+        };
+        validate(&probe)?;
+        let path = self.path.clone();
+        let err = move |e| classify(&path, format!("replacing run {id}'s rows"), e);
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(err.clone())?;
+        let changed = tx
+            .execute(
+                "UPDATE runs SET parser_version = ?2 WHERE id = ?1",
+                params![id, parser_version],
+            )
+            .map_err(err.clone())?;
+        if changed == 0 {
+            return Err(HistoryError::NoSuchRun {
+                path: self.path.clone(),
+                id,
+            });
+        }
+        tx.execute("DELETE FROM results WHERE run_id = ?1", [id])
+            .map_err(err.clone())?;
+        insert_rows(&tx, id, rows).map_err(err.clone())?;
+        tx.commit().map_err(err)
     }
 
     /// A node's numbers over time, oldest first: for every run that included it, the
@@ -814,6 +841,33 @@ impl History {
             result,
         })
     }
+}
+
+/// Inserts a run's table rows, numbered in output order.
+fn insert_rows(conn: &Connection, id: RunId, rows: &[NewRow]) -> rusqlite::Result<()> {
+    let mut st = conn.prepare_cached(
+        "INSERT INTO results (run_id, seq, size_bytes, count, dtype, redop, root,
+            placement, time_us, algbw, busbw, wrong)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+    )?;
+    for (seq, r) in rows.iter().enumerate() {
+        // Sizes and counts were checked to fit in i64 by `validate`.
+        st.execute(params![
+            id,
+            seq as i64,
+            r.size_bytes as i64,
+            r.count as i64,
+            r.dtype,
+            r.redop,
+            r.root,
+            r.placement.as_str(),
+            finite(r.time_us),
+            finite(r.algbw),
+            finite(r.busbw),
+            r.wrong.map(|w| w as i64),
+        ])?;
+    }
+    Ok(())
 }
 
 fn node_result_from_row(r: &Row<'_>) -> rusqlite::Result<NodeResult> {

@@ -759,3 +759,92 @@ fn concurrent_first_open_migrates_once() {
         .unwrap();
     assert_eq!(tables, 4);
 }
+
+/// Child side of `concurrent_processes`: imports 50 runs into the file named by
+/// `GPUDIRECT_TEST_DB`. Ignored so that it runs only when the parent starts it.
+#[test]
+#[ignore = "started by concurrent_processes in a child process"]
+fn child_process_writer() {
+    let (Some(path), Some(tag)) = (
+        std::env::var_os("GPUDIRECT_TEST_DB"),
+        std::env::var_os("GPUDIRECT_TEST_WRITER"),
+    ) else {
+        return;
+    };
+    let mut db = History::open(Path::new(&path)).unwrap();
+    let template = nvlink();
+    for i in 0..50 {
+        let mut run = template.clone();
+        run.source_path = Some(format!("/{}/{i}", tag.to_string_lossy()));
+        assert!(!db.import_run(&run, false).unwrap().is_duplicate());
+    }
+}
+
+/// Two processes writing at once (SQLite's cross-process locks, not just its in-process
+/// ones) while this one reads: nothing lost, no "database is locked".
+#[test]
+fn concurrent_processes() {
+    let dir = scratch("processes");
+    let path = dir.join("h.sqlite");
+    let db = History::open(&path).unwrap();
+    let exe = std::env::current_exe().unwrap();
+    let children: Vec<_> = ["p1", "p2"]
+        .into_iter()
+        .map(|tag| {
+            std::process::Command::new(&exe)
+                .args([
+                    "--exact",
+                    "history::store::tests::child_process_writer",
+                    "--ignored",
+                    "--quiet",
+                ])
+                .env("GPUDIRECT_TEST_DB", &path)
+                .env("GPUDIRECT_TEST_WRITER", tag)
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let per_run = nvlink().rows.len() as u64;
+    let mut children = children;
+    let mut reads = 0;
+    // Read while either child still writes (their output is small: the pipes cannot fill).
+    while children.iter_mut().any(|c| c.try_wait().unwrap().is_none()) {
+        let runs = db.list_runs(&RunFilter::default()).unwrap();
+        assert!(runs.iter().all(|r| r.row_count == per_run));
+        reads += 1;
+    }
+    assert!(reads > 0);
+    for child in children {
+        let out = child.wait_with_output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "child failed: {text}");
+        assert!(text.contains("1 passed"), "child ran no test: {text}");
+    }
+    assert_eq!(db.list_runs(&RunFilter::default()).unwrap().len(), 100);
+}
+
+#[test]
+fn rows_can_be_replaced_after_a_reparse() {
+    let dir = scratch("reparse");
+    let mut db = History::open(&dir.join("h.sqlite")).unwrap();
+    let old = db.import_run(&nvlink(), false).unwrap().run_id();
+    let mut newer = socket();
+    newer.parser_version = 2;
+    let new = db.import_run(&newer, false).unwrap().run_id();
+    assert_eq!(db.runs_parsed_before(2).unwrap(), [old]);
+    let (raw, _) = db.raw_output(old).unwrap();
+    assert_eq!(raw, nvlink().raw_output);
+    let rows = &nvlink().rows[..4];
+    db.replace_rows(old, rows, 2).unwrap();
+    let d = db.get_run(old).unwrap();
+    assert_eq!((d.rows.len(), d.parser_version), (4, 2));
+    assert!(db.runs_parsed_before(2).unwrap().is_empty());
+    assert_eq!(db.get_run(new).unwrap().rows.len(), socket().rows.len());
+    assert!(matches!(
+        db.replace_rows(4242, rows, 2),
+        Err(HistoryError::NoSuchRun { .. })
+    ));
+}
