@@ -257,10 +257,10 @@ impl History {
             let action = action.to_string();
             move |e| classify(path, action, e)
         };
+        // No SQLITE_OPEN_URI: a path is a path, `file:` names included.
         let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
             | OpenFlags::SQLITE_OPEN_CREATE
-            | OpenFlags::SQLITE_OPEN_NO_MUTEX
-            | OpenFlags::SQLITE_OPEN_URI;
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX;
         let mut conn = Connection::open_with_flags(path, flags).map_err(err("opening"))?;
         // Connection settings only: nothing here writes to the file.
         conn.busy_timeout(BUSY_TIMEOUT)
