@@ -6,7 +6,10 @@
 //! - [`nccl_output`]: one parser for every form of nccl-tests output (text tables of every
 //!   version, `-J` JSON, interleaved `NCCL_DEBUG` lines and launcher banners), the transport
 //!   evidence in the debug lines, and the bus-bandwidth arithmetic.
+//! - [`history`]: the SQLite history of runs (schema migrations, import with dedupe,
+//!   queries, comparison against runs and baselines, export).
 //! - [`runner`]: runs srun/mpirun/nccl-tests in a process group with timeouts and Ctrl-C.
 
+pub mod history;
 pub mod nccl_output;
 pub mod runner;
