@@ -9,7 +9,11 @@
 //! - [`history`]: the SQLite history of runs (schema migrations, import with dedupe,
 //!   queries, comparison against runs and baselines, export).
 //! - [`runner`]: runs srun/mpirun/nccl-tests in a process group with timeouts and Ctrl-C.
+//! - [`checks`]: the verdict on a run (exit code, `#wrong`, rows, transport used).
+//! - [`record`]: a parsed output plus how it ran, as a history record.
 
+pub mod checks;
 pub mod history;
 pub mod nccl_output;
+pub mod record;
 pub mod runner;
