@@ -1,7 +1,7 @@
 //! `gpudirect import FILE...`: records existing nccl-tests outputs (text or `-J` JSON) as
 //! runs in the history, judged by the same checks as `gpudirect run`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use clap::Args;
@@ -70,7 +70,7 @@ struct Imported {
     error: Option<String>,
 }
 
-fn import_one(history: &mut History, args: &ImportArgs, file: &PathBuf) -> Result<Imported> {
+fn import_one(history: &mut History, args: &ImportArgs, file: &Path) -> Result<Imported> {
     let path = file
         .canonicalize()
         .with_context(|| format!("cannot read `{}`", file.display()))?;
