@@ -196,20 +196,29 @@ pub fn judge(
             message: "no result rows in the output".into(),
         });
     } else if !expect.sizes.is_empty() {
+        // nccl-tests rounds each size down to whole, 16-byte-aligned per-rank chunks: a
+        // small size may vanish (all_gather on 2 ranks starts at 32 B) and a large one may
+        // print a little smaller (1008 B for 1 KiB on 3 ranks). Only sizes well above the
+        // rounding must appear, within 10%.
+        let ranks = u64::from(parsed.nranks().unwrap_or(1).max(1));
         let missing: Vec<u64> = expect
             .sizes
             .iter()
             .copied()
-            .filter(|s| !parsed.rows.iter().any(|r| r.size_bytes == *s))
+            .filter(|&s| s >= 256 * ranks)
+            .filter(|&s| {
+                !parsed.rows.iter().any(|r| {
+                    r.size_bytes <= s && r.size_bytes.saturating_mul(10) >= s.saturating_mul(9)
+                })
+            })
             .collect();
         if !missing.is_empty() {
             worse(RunStatus::Failed, &mut status);
             findings.push(Finding {
                 check: "rows",
                 message: format!(
-                    "{} of {} expected sizes missing, first {} B",
+                    "{} expected sizes missing from the table, first {} B",
                     missing.len(),
-                    expect.sizes.len(),
                     missing[0]
                 ),
             });
@@ -348,12 +357,19 @@ mod tests {
         };
         let v = judge(&parsed, None, Some(0), &more);
         assert_eq!(v.status, RunStatus::Failed);
-        assert!(
-            v.findings[0]
-                .message
-                .starts_with("1 of 32 expected sizes missing"),
-            "{:?}",
-            v.findings
+        assert_eq!(
+            v.findings[0].message,
+            "1 expected sizes missing from the table, first 17179869184 B"
+        );
+        let twohost = fixture("h200x2-twohost/all_gather_2host_socket.txt");
+        let sizes = Expectations {
+            sizes: expected_sizes(8, 1 << 30, Some(2), None),
+            ..Default::default()
+        };
+        assert_eq!(
+            judge(&twohost, None, Some(0), &sizes).status,
+            RunStatus::Ok,
+            "small sizes may vanish"
         );
     }
 

@@ -11,6 +11,7 @@ use clap::{ArgAction, Parser, Subcommand};
 
 use crate::hostfile::HostfileArgs;
 use crate::import::ImportArgs;
+use crate::run_cmd::RunArgs;
 
 /// Runs, checks and records nccl-tests on Slurm allocations.
 #[derive(Debug, Parser)]
@@ -49,6 +50,9 @@ pub enum Command {
     Hostfile(HostfileArgs),
     /// Record existing nccl-tests outputs (text or -J JSON) in the history.
     Import(ImportArgs),
+    /// Run the nccl-tests matrix (collectives x node counts x GPUs x variants), check every
+    /// cell (exit code, #wrong, rows, transport used) and record it in the history.
+    Run(Box<RunArgs>),
 }
 
 /// Options every subcommand receives, whether it uses them or not.

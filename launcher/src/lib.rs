@@ -9,11 +9,15 @@
 //! - [`history`]: the SQLite history of runs (schema migrations, import with dedupe,
 //!   queries, comparison against runs and baselines, export).
 //! - [`runner`]: runs srun/mpirun/nccl-tests in a process group with timeouts and Ctrl-C.
+//! - [`matrix`]: the nccl-tests matrix (flags or TOML) and its plan of cells.
+//! - [`launch`]: the srun/mpirun/local command line of one cell.
 //! - [`checks`]: the verdict on a run (exit code, `#wrong`, rows, transport used).
 //! - [`record`]: a parsed output plus how it ran, as a history record.
 
 pub mod checks;
 pub mod history;
+pub mod launch;
+pub mod matrix;
 pub mod nccl_output;
 pub mod record;
 pub mod runner;

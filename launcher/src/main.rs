@@ -4,6 +4,7 @@
 mod cli;
 mod hostfile;
 mod import;
+mod run_cmd;
 
 use std::io::{self, IsTerminal};
 use std::process::ExitCode;
@@ -21,7 +22,7 @@ fn main() -> ExitCode {
         verbose: cli.verbose,
     };
     match dispatch(cli.command, &globals) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => ExitCode::from(code),
         // `gpudirect hostfile | head -1`: the reader left, which is not our failure.
         Err(err) if is_broken_pipe(&err) => ExitCode::SUCCESS,
         Err(err) => {
@@ -31,11 +32,16 @@ fn main() -> ExitCode {
     }
 }
 
-/// One arm per subcommand; each calls that module's `run`.
-fn dispatch(command: Command, globals: &Globals) -> anyhow::Result<()> {
+/// One arm per subcommand; each calls that module's `run`. The value is the exit status
+/// (most commands: 0; `run` and `compare` say more through it).
+fn dispatch(command: Command, globals: &Globals) -> anyhow::Result<u8> {
+    let ok = |()| 0;
     match command {
-        Command::Hostfile(args) => hostfile::run(&args, globals),
-        Command::Import(args) => import::run(&args, globals),
+        Command::Hostfile(args) => hostfile::run(&args, globals).map(ok),
+        Command::Import(args) => import::run(&args, globals).map(ok),
+        Command::Run(args) => {
+            run_cmd::run(&args, globals).map(|code| u8::try_from(code).unwrap_or(1))
+        }
     }
 }
 

@@ -201,3 +201,52 @@ pub fn workspace_bin(name: &str) -> PathBuf {
     );
     bin
 }
+
+/// A folder of nccl-tests STAND-INs: `<collective>_perf` links to the replaying
+/// `nccl-tests-standin` binary (no GPU here; see launcher/src/bin/nccl-tests-standin.rs).
+pub fn standin_dir(tag: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("gd-standin-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("create the stand-in folder");
+    let standin = workspace_bin("nccl-tests-standin");
+    for collective in [
+        "all_reduce",
+        "all_gather",
+        "reduce_scatter",
+        "alltoall",
+        "sendrecv",
+    ] {
+        std::os::unix::fs::symlink(&standin, dir.join(format!("{collective}_perf")))
+            .expect("link a stand-in");
+    }
+    dir
+}
+
+/// A fresh history file path in a fresh folder.
+pub fn temp_db(tag: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("gd-db-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("create the history folder");
+    dir.join("history.sqlite")
+}
+
+/// `salloc -N<nodes> gpudirect ARGS` with the history at `db`.
+pub fn gpudirect_in_allocation(
+    nodes: u32,
+    db: &Path,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> Output {
+    let mut cmd = slurm_command("salloc");
+    cmd.arg(format!("-N{nodes}"))
+        .arg("--quiet")
+        .arg(workspace_bin("gpudirect"))
+        .arg("--db")
+        .arg(db)
+        .args(args)
+        .env("GPUDIRECT_CONFIG", plugin_config());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    run(&mut cmd)
+}

@@ -58,3 +58,134 @@ fn hostfile_via_the_real_scontrol() {
         stderr(&output)
     );
 }
+
+#[test]
+fn run_checks_the_transport_of_every_cell_and_records_it() {
+    let _guard = cluster();
+    let standin = standin_dir("run");
+    let db = temp_db("run");
+    let dir = standin.to_str().unwrap();
+    let output = gpudirect_in_allocation(
+        2,
+        &db,
+        &[
+            "run",
+            "-c",
+            "all_reduce,all_gather",
+            "-N",
+            "2",
+            "-b",
+            "8",
+            "-e",
+            "1G",
+            "--variants",
+            "tcpx,none",
+            "--mpi",
+            "none",
+            "--nccl-tests-dir",
+            dir,
+        ],
+        &[],
+    );
+    let out = stdout(&output);
+    assert_eq!(
+        output.status.code(),
+        Some(1),
+        "a tcpx cell over sockets must fail the run:\n{out}\n{}",
+        stderr(&output)
+    );
+    let line = |label: &str| {
+        out.lines()
+            .find(|l| l.contains(label))
+            .unwrap_or_else(|| panic!("no summary line for {label}:\n{out}"))
+            .to_string()
+    };
+    assert!(line("all_reduce N=2 G=1 tcpx").contains("failed"), "{out}");
+    assert!(line("all_reduce N=2 G=1 none").contains(" ok "), "{out}");
+    assert!(line("all_gather N=2 G=1 none").contains(" ok "), "{out}");
+    assert!(out.contains("expected NET/GPUDirectTCPX between nodes, but NCCL used Socket: the fast transport did not load"), "{out}");
+    assert!(out.contains("2 of 4 cells passed"), "{out}");
+    assert!(out.contains("not measurements of this machine"), "{out}");
+    // Every cell is in the history, as a replay, with the nodes it ran on.
+    let history = gpudirect::history::History::open_existing(&db).expect("history written");
+    let runs = history.list_runs(&Default::default()).expect("list runs");
+    assert_eq!(runs.len(), 4);
+    for summary in &runs {
+        let detail = history.get_run(summary.id).expect("run detail");
+        assert_eq!(
+            summary.nodelist.as_deref(),
+            Some("node[1-2]"),
+            "where the step ran"
+        );
+        assert_eq!(summary.launcher, gpudirect::history::LaunchKind::Srun);
+        assert!(
+            detail.env.contains_key("GPUDIRECT_STANDIN_REPLAY"),
+            "replays are marked"
+        );
+        let expected = if summary.variant.as_deref() == Some("tcpx") {
+            "failed"
+        } else {
+            "ok"
+        };
+        assert_eq!(summary.status.to_string(), expected, "{summary:?}");
+        assert!(detail.rows.len() > 20);
+    }
+}
+
+#[test]
+fn a_hung_rank_times_out_the_cell_kills_the_step_and_the_matrix_goes_on() {
+    let _guard = cluster();
+    let standin = standin_dir("hang");
+    let db = temp_db("hang");
+    let dir = standin.to_str().unwrap();
+    let started = std::time::Instant::now();
+    let output = gpudirect_in_allocation(
+        2,
+        &db,
+        &[
+            "run",
+            "-c",
+            "all_reduce,all_gather",
+            "-N",
+            "2",
+            "-b",
+            "8",
+            "-e",
+            "1G",
+            "--mpi",
+            "none",
+            "--timeout",
+            "3s",
+            "--grace",
+            "2s",
+            "--nccl-tests-dir",
+            dir,
+        ],
+        &[("STANDIN_HANG_RANKS", "1")],
+    );
+    let out = stdout(&output);
+    assert_eq!(output.status.code(), Some(1), "{out}\n{}", stderr(&output));
+    assert_eq!(
+        out.matches(" timeout ").count(),
+        2,
+        "both cells time out, the second still runs:\n{out}"
+    );
+    assert!(out.contains("ran past its timeout"), "{out}");
+    assert!(out.contains("node2"), "the hung node is named:\n{out}");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(40),
+        "{:?}",
+        started.elapsed()
+    );
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let strays = run(std::process::Command::new("pgrep").args(["-f", "gd-standin-hang"]));
+    assert!(
+        !strays.status.success(),
+        "stray stand-in processes: {}",
+        stdout(&strays)
+    );
+    let mut squeue = slurm_command("squeue");
+    squeue.args(["-h", "-s"]);
+    let steps = run(&mut squeue);
+    assert_eq!(stdout(&steps).trim(), "", "job steps left behind");
+}

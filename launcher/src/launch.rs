@@ -1,0 +1,407 @@
+//! How one cell of the matrix is started: the srun, mpirun or direct command line, its
+//! environment, and where its JSON report goes. Pure apart from finding the binary and
+//! writing an mpirun hostfile.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::matrix::{Cell, Matrix};
+use crate::runner::Job;
+
+/// Variables every cell gets so that the transport NCCL used is in its output.
+pub const DEBUG_ENV: [(&str, &str); 2] =
+    [("NCCL_DEBUG", "INFO"), ("NCCL_DEBUG_SUBSYS", "INIT,NET")];
+
+/// How ranks are started.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Launcher {
+    /// One job step per cell (`srun --nodes=N --ntasks-per-node=G`), inside an allocation.
+    Srun,
+    /// `mpirun` with a hostfile made from the allocation's nodes.
+    Mpirun,
+    /// The binary alone on this host, one process driving G GPUs (`-g G`); no Slurm.
+    Local,
+}
+
+/// Everything about launching that is the same for every cell.
+#[derive(Debug, Clone)]
+pub struct LaunchOptions {
+    /// srun, mpirun or local.
+    pub launcher: Launcher,
+    /// Where the `*_perf` binaries are.
+    pub nccl_tests_dir: PathBuf,
+    /// `srun --mpi=...` (e.g. `pmix`); `None` leaves Slurm's default.
+    pub mpi: Option<String>,
+    /// The allocation's nodes, in order (mpirun's hostfile takes the first N).
+    pub nodes: Vec<String>,
+    /// Folder for JSON reports and hostfiles; `None` runs without `-J`.
+    pub work_dir: Option<PathBuf>,
+    /// Per-cell limit.
+    pub timeout: Duration,
+    /// SIGTERM to SIGKILL.
+    pub grace: Duration,
+    /// Whether we run as root (mpirun then needs Open MPI's consent variables).
+    pub as_root: bool,
+}
+
+/// A cell that cannot be launched as asked.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LaunchError {
+    /// No binary for the collective.
+    #[error("no {collective}_perf in {dir} (looked for {tried}); build nccl-tests there (`make MPI=1`) or pass --nccl-tests-dir")]
+    NoBinary {
+        /// The collective.
+        collective: String,
+        /// The folder.
+        dir: String,
+        /// The names tried.
+        tried: String,
+    },
+    /// The cell needs more nodes than there are.
+    #[error("cell needs {needed} nodes but the allocation has {have}")]
+    TooFewNodes {
+        /// Nodes the cell needs.
+        needed: u32,
+        /// Nodes we have.
+        have: usize,
+    },
+    /// `--launcher local` with more than one node.
+    #[error("--launcher local runs on this host only: use -N 1 (the cell asks for {0} nodes)")]
+    LocalMultiNode(u32),
+    /// The hostfile could not be written.
+    #[error("cannot write the hostfile {path}: {message}")]
+    Hostfile {
+        /// The file.
+        path: String,
+        /// The cause.
+        message: String,
+    },
+}
+
+/// The binary for a collective: `<dir>/<c>_perf`, `<c>_perf_mpi`, or under `build/`.
+pub fn find_binary(dir: &Path, collective: &str) -> Result<PathBuf, LaunchError> {
+    let names = [
+        format!("{collective}_perf"),
+        format!("{collective}_perf_mpi"),
+        format!("build/{collective}_perf"),
+        format!("build/{collective}_perf_mpi"),
+    ];
+    names
+        .iter()
+        .map(|n| dir.join(n))
+        .find(|p| p.is_file())
+        .ok_or_else(|| LaunchError::NoBinary {
+            collective: collective.to_string(),
+            dir: dir.display().to_string(),
+            tried: names.join(", "),
+        })
+}
+
+/// A prepared cell: the job and where its JSON report will be.
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    /// What to run.
+    pub job: Job,
+    /// The `-J` file, when asked for.
+    pub json_path: Option<PathBuf>,
+    /// The binary.
+    pub binary: PathBuf,
+}
+
+fn os(s: impl Into<OsString>) -> OsString {
+    s.into()
+}
+
+/// Builds the command for `cell`. `json` asks for a `-J` report.
+pub fn prepare(
+    cell: &Cell,
+    matrix: &Matrix,
+    opts: &LaunchOptions,
+    json: bool,
+) -> Result<Prepared, LaunchError> {
+    let binary = find_binary(&opts.nccl_tests_dir, &cell.collective)?;
+    let json_path = match (&opts.work_dir, json) {
+        (Some(dir), true) => Some(dir.join(format!("cell-{:03}.json", cell.index))),
+        _ => None,
+    };
+    let mut test_args: Vec<OsString> = matrix.size_args().into_iter().map(os).collect();
+    let gpus_per_process = match opts.launcher {
+        Launcher::Local => cell.gpus_per_node,
+        Launcher::Srun | Launcher::Mpirun => 1,
+    };
+    test_args.extend([os("-g"), os(gpus_per_process.to_string())]);
+    test_args.extend(matrix.extra_args.iter().map(os));
+    if let Some(path) = &json_path {
+        test_args.extend([os("-J"), os(path.clone())]);
+    }
+
+    let mut env: Vec<(OsString, OsString)> =
+        DEBUG_ENV.iter().map(|(k, v)| (os(*k), os(*v))).collect();
+    env.extend(cell.variant.env.iter().map(|(k, v)| (os(k), os(v))));
+
+    let (program, args) = match opts.launcher {
+        Launcher::Local => {
+            if cell.nodes != 1 {
+                return Err(LaunchError::LocalMultiNode(cell.nodes));
+            }
+            (os(binary.clone()), test_args)
+        }
+        Launcher::Srun => {
+            let mut args = vec![
+                os(format!("--nodes={}", cell.nodes)),
+                os(format!("--ntasks-per-node={}", cell.gpus_per_node)),
+                os("--kill-on-bad-exit=1"),
+            ];
+            // Name the nodes, so the history knows where each cell ran.
+            if let Some(nodes) = cell_nodes(opts, cell) {
+                args.push(os(format!(
+                    "--nodelist={}",
+                    gpudirect_core::hostlist::compress(nodes)
+                )));
+            }
+            if let Some(mpi) = &opts.mpi {
+                args.push(os(format!("--mpi={mpi}")));
+            }
+            if let Some(mode) = &cell.variant.gpudirect {
+                args.push(os(format!("--gpudirect={mode}")));
+            }
+            args.push(os(binary.clone()));
+            args.extend(test_args);
+            (os("srun"), args)
+        }
+        Launcher::Mpirun => {
+            let needed = cell.nodes as usize;
+            if opts.nodes.len() < needed {
+                return Err(LaunchError::TooFewNodes {
+                    needed: cell.nodes,
+                    have: opts.nodes.len(),
+                });
+            }
+            let hostfile = write_hostfile(opts, cell)?;
+            let mut args = vec![
+                os("-np"),
+                os((cell.nodes * cell.gpus_per_node).to_string()),
+                os("--hostfile"),
+                os(hostfile),
+                os("--map-by"),
+                os(format!("ppr:{}:node", cell.gpus_per_node)),
+            ];
+            for (k, _) in DEBUG_ENV.iter().copied().chain(
+                cell.variant
+                    .env
+                    .iter()
+                    .map(|(k, v)| (k.as_str(), v.as_str())),
+            ) {
+                args.extend([os("-x"), os(k)]);
+            }
+            args.push(os(binary.clone()));
+            args.extend(test_args);
+            if let Some(mode) = &cell.variant.gpudirect {
+                // mpirun starts its daemons with srun inside the allocation: the plugin
+                // applies the mode to them, and the ranks inherit their environment.
+                env.push((os("SLURM_GPUDIRECT"), os(mode)));
+            }
+            if opts.as_root {
+                env.push((os("OMPI_ALLOW_RUN_AS_ROOT"), os("1")));
+                env.push((os("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"), os("1")));
+            }
+            (os("mpirun"), args)
+        }
+    };
+    Ok(Prepared {
+        job: Job {
+            program,
+            args,
+            env,
+            cwd: None,
+            timeout: opts.timeout,
+            grace: opts.grace,
+        },
+        json_path,
+        binary,
+    })
+}
+
+/// The nodes a cell runs on: the first N of the allocation, when it is known and large
+/// enough.
+pub fn cell_nodes<'a>(opts: &'a LaunchOptions, cell: &Cell) -> Option<&'a [String]> {
+    opts.nodes.get(..cell.nodes as usize)
+}
+
+fn write_hostfile(opts: &LaunchOptions, cell: &Cell) -> Result<PathBuf, LaunchError> {
+    let dir = opts.work_dir.clone().unwrap_or_else(std::env::temp_dir);
+    let path = dir.join(format!("hostfile-{:03}", cell.index));
+    let text: String = opts
+        .nodes
+        .iter()
+        .take(cell.nodes as usize)
+        .map(|n| format!("{n} slots={}\n", cell.gpus_per_node))
+        .collect();
+    std::fs::write(&path, text).map_err(|e| LaunchError::Hostfile {
+        path: path.display().to_string(),
+        message: e.to_string(),
+    })?;
+    Ok(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::matrix::{variants_from_flags, Matrix};
+
+    fn setup(launcher: Launcher) -> (Matrix, LaunchOptions, tempdir::TempDir) {
+        let dir = tempdir::TempDir::new();
+        std::fs::write(dir.path().join("all_reduce_perf"), "").unwrap();
+        let matrix = Matrix {
+            collectives: vec!["all_reduce".into()],
+            nodes: vec![2],
+            gpus_per_node: vec![8],
+            min_bytes: 8,
+            max_bytes: 1 << 30,
+            factor: 2,
+            timeout: Duration::from_secs(60),
+            extra_args: vec!["-n".into(), "20".into()],
+            variants: variants_from_flags(&["ring:tcpx:NCCL_ALGO=Ring".into()]).unwrap(),
+        };
+        let opts = LaunchOptions {
+            launcher,
+            nccl_tests_dir: dir.path().to_path_buf(),
+            mpi: Some("pmix".into()),
+            nodes: vec!["node1".into(), "node2".into(), "node3".into()],
+            work_dir: Some(dir.path().to_path_buf()),
+            timeout: Duration::from_secs(60),
+            grace: Duration::from_secs(5),
+            as_root: true,
+        };
+        (matrix, opts, dir)
+    }
+
+    fn words(job: &Job) -> Vec<String> {
+        job.args
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect()
+    }
+
+    #[test]
+    fn srun_cells_are_job_steps_with_the_variant_mode() {
+        let (m, opts, dir) = setup(Launcher::Srun);
+        let cell = &m.plan()[0];
+        let p = prepare(cell, &m, &opts, true).unwrap();
+        assert_eq!(p.job.program, "srun");
+        let bin = dir.path().join("all_reduce_perf").display().to_string();
+        let json = dir.path().join("cell-001.json").display().to_string();
+        assert_eq!(
+            words(&p.job),
+            [
+                "--nodes=2",
+                "--ntasks-per-node=8",
+                "--kill-on-bad-exit=1",
+                "--nodelist=node[1-2]",
+                "--mpi=pmix",
+                "--gpudirect=tcpx",
+                &bin,
+                "-b",
+                "8",
+                "-e",
+                "1G",
+                "-f",
+                "2",
+                "-g",
+                "1",
+                "-n",
+                "20",
+                "-J",
+                &json
+            ]
+        );
+        let env: Vec<(String, String)> = p
+            .job
+            .env
+            .iter()
+            .map(|(k, v)| (k.to_string_lossy().into(), v.to_string_lossy().into()))
+            .collect();
+        assert!(env.contains(&("NCCL_DEBUG".into(), "INFO".into())));
+        assert!(env.contains(&("NCCL_ALGO".into(), "Ring".into())));
+    }
+
+    #[test]
+    fn mpirun_cells_get_a_hostfile_and_forward_variables() {
+        let (m, opts, dir) = setup(Launcher::Mpirun);
+        let p = prepare(&m.plan()[0], &m, &opts, false).unwrap();
+        let w = words(&p.job);
+        assert_eq!(
+            &w[..6],
+            [
+                "-np",
+                "16",
+                "--hostfile",
+                &dir.path().join("hostfile-001").display().to_string(),
+                "--map-by",
+                "ppr:8:node"
+            ]
+        );
+        assert!(w.windows(2).any(|x| x == ["-x", "NCCL_ALGO"]));
+        let hostfile = std::fs::read_to_string(dir.path().join("hostfile-001")).unwrap();
+        assert_eq!(hostfile, "node1 slots=8\nnode2 slots=8\n");
+        assert!(p
+            .job
+            .env
+            .iter()
+            .any(|(k, v)| k == "SLURM_GPUDIRECT" && v == "tcpx"));
+        assert!(p.job.env.iter().any(|(k, _)| k == "OMPI_ALLOW_RUN_AS_ROOT"));
+        let mut few = opts.clone();
+        few.nodes.truncate(1);
+        assert_eq!(
+            prepare(&m.plan()[0], &m, &few, false).unwrap_err(),
+            LaunchError::TooFewNodes { needed: 2, have: 1 }
+        );
+    }
+
+    #[test]
+    fn local_runs_one_process_driving_every_gpu() {
+        let (mut m, opts, _dir) = setup(Launcher::Local);
+        assert_eq!(
+            prepare(&m.plan()[0], &m, &opts, false).unwrap_err(),
+            LaunchError::LocalMultiNode(2)
+        );
+        m.nodes = vec![1];
+        let p = prepare(&m.plan()[0], &m, &opts, false).unwrap();
+        assert!(words(&p.job).windows(2).any(|x| x == ["-g", "8"]));
+    }
+
+    #[test]
+    fn missing_binaries_say_where_to_build_them() {
+        let (mut m, opts, _dir) = setup(Launcher::Srun);
+        m.collectives = vec!["all_gather".into()];
+        let e = prepare(&m.plan()[0], &m, &opts, false).unwrap_err();
+        assert!(
+            e.to_string().contains("no all_gather_perf in") && e.to_string().contains("make MPI=1"),
+            "{e}"
+        );
+    }
+
+    /// A tiny self-deleting temp folder (tests only).
+    mod tempdir {
+        pub struct TempDir(std::path::PathBuf);
+        impl TempDir {
+            pub fn new() -> Self {
+                static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+                let n = N.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let p = std::env::temp_dir().join(format!("gd-launch-{}-{n}", std::process::id()));
+                std::fs::create_dir_all(&p).unwrap();
+                TempDir(p)
+            }
+            pub fn path(&self) -> &std::path::Path {
+                &self.0
+            }
+        }
+        impl Drop for TempDir {
+            fn drop(&mut self) {
+                let _ = std::fs::remove_dir_all(&self.0);
+            }
+        }
+    }
+}

@@ -1,0 +1,790 @@
+//! `gpudirect run`: runs the nccl-tests matrix, checks every cell, records each in the
+//! history, and says whether everything passed.
+
+use std::collections::BTreeMap;
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use gpudirect::checks::{expected_sizes, judge, Expectations, Verdict};
+use gpudirect::history::{db_path_from_env, History, LaunchKind, RunFilter, RunStatus};
+use gpudirect::launch::{prepare, LaunchOptions, Launcher};
+use gpudirect::matrix::{parse_duration, parse_size, variants_from_flags, Cell, Matrix};
+use gpudirect::nccl_output::{parse_with, ParseOptions, ParsedOutput};
+use gpudirect::record::{new_run, RunContext};
+use gpudirect::runner::{self, Finished, INTERRUPTED};
+use gpudirect_core::config::Config;
+use gpudirect_core::system::{load_config, Ownership};
+use serde::Serialize;
+
+use crate::cli::Globals;
+
+/// Arguments of `gpudirect run`.
+#[derive(Debug, Args, Clone)]
+#[command(after_help = "Examples:\n  \
+    salloc -N4 --ntasks-per-node=8 \\\n    \
+      gpudirect run -c all_reduce,all_gather -N 2,4 -G 8 --variants tcpx,none -b 8 -e 8G\n  \
+    gpudirect run --matrix weekly.toml --submit        # one salloc per node count\n  \
+    gpudirect run --launcher local -G 8 -c all_reduce  # one host, no Slurm\n  \
+    gpudirect run --dry-run --matrix weekly.toml       # the plan, nothing runs\n\n\
+Variants: `NAME` runs with --gpudirect=NAME; `NAME:MODE:VAR=V,VAR=V` names a mode (empty for\n\
+no --gpudirect) and extra variables, e.g. `ring:tcpx:NCCL_ALGO=Ring` or `tree::NCCL_ALGO=Tree`.\n\n\
+Every cell runs with NCCL_DEBUG=INFO so the transport NCCL used is known; a cell whose\n\
+profile names a transport (tcpx: GPUDirectTCPX) fails when its inter-node channels used\n\
+another (e.g. NET/Socket). Exit status: 0 all cells passed, 1 a check failed, 130 interrupted.")]
+pub struct RunArgs {
+    /// A matrix file (TOML); flags below then only fill what it leaves out.
+    #[arg(long, value_name = "FILE")]
+    pub matrix: Option<PathBuf>,
+
+    /// Collectives, comma-separated (all_reduce, all_gather, reduce_scatter, alltoall, ...).
+    #[arg(short = 'c', long, value_delimiter = ',', default_value = "all_reduce")]
+    pub collectives: Vec<String>,
+
+    /// Node counts, comma-separated. Default: every node of the allocation (1 outside one).
+    #[arg(short = 'N', long, value_delimiter = ',')]
+    pub nodes: Vec<u32>,
+
+    /// GPUs (ranks) per node, comma-separated. Default: SLURM_NTASKS_PER_NODE, else 1.
+    #[arg(short = 'G', long, value_delimiter = ',')]
+    pub gpus_per_node: Vec<u32>,
+
+    /// Smallest message size (K/M/G suffixes).
+    #[arg(short = 'b', long, default_value = "8")]
+    pub min_bytes: String,
+
+    /// Largest message size.
+    #[arg(short = 'e', long, default_value = "8G")]
+    pub max_bytes: String,
+
+    /// Size factor between steps.
+    #[arg(short = 'f', long, default_value_t = 2)]
+    pub factor: u64,
+
+    /// Environment variants, comma-separated (see below). Default: one, untouched.
+    #[arg(long, value_delimiter = ',')]
+    pub variants: Vec<String>,
+
+    /// How ranks start. Default: srun inside an allocation, local outside.
+    #[arg(long, value_enum)]
+    pub launcher: Option<Launcher>,
+
+    /// srun's --mpi plugin for MPI builds of nccl-tests (`none` for non-MPI builds).
+    #[arg(long, default_value = "pmix")]
+    pub mpi: String,
+
+    /// Folder with the nccl-tests binaries (all_reduce_perf, ...).
+    #[arg(long, env = "NCCL_TESTS_DIR", value_name = "DIR")]
+    pub nccl_tests_dir: Option<PathBuf>,
+
+    /// Per-cell time limit (90s, 10m, 1h): the whole process group is stopped after it.
+    #[arg(long, default_value = "10m")]
+    pub timeout: String,
+
+    /// Time between SIGTERM and SIGKILL when stopping a cell.
+    #[arg(long, default_value = "10s")]
+    pub grace: String,
+
+    /// Stop at the first cell that fails a check.
+    #[arg(long)]
+    pub fail_fast: bool,
+
+    /// Print the plan (cells, commands, expected duration) and run nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+
+    /// Outside an allocation: make one (salloc) per node count, run that part of the matrix
+    /// in it, and wait; each part records into the same history.
+    #[arg(long)]
+    pub submit: bool,
+
+    /// Run only the cells with this node count (used by --submit for each allocation).
+    #[arg(long, hide = true)]
+    pub only_nodes: Option<u32>,
+
+    /// Do not ask nccl-tests for a -J JSON report (for builds older than late 2025).
+    #[arg(long)]
+    pub no_json: bool,
+
+    /// Cluster name recorded with each run.
+    #[arg(long, env = "GPUDIRECT_CLUSTER")]
+    pub cluster: Option<String>,
+
+    /// The admin config, to learn which transport each profile must use.
+    #[arg(
+        long,
+        env = "GPUDIRECT_CONFIG",
+        default_value = "/etc/slurm/gpudirect.toml"
+    )]
+    pub config: PathBuf,
+
+    /// Print the summary as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+
+    /// Extra nccl-tests arguments for every cell, after `--` (e.g. `-- -n 50 -w 10`).
+    #[arg(last = true, value_name = "NCCL_TESTS_ARGS")]
+    pub extra: Vec<String>,
+}
+
+fn env_var(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.is_empty())
+}
+
+fn allocation_nodes() -> Result<Vec<String>> {
+    match env_var("SLURM_JOB_NODELIST") {
+        Some(list) => gpudirect_core::hostlist::expand(&list)
+            .with_context(|| format!("SLURM_JOB_NODELIST `{list}` is not a hostlist")),
+        None => Ok(Vec::new()),
+    }
+}
+
+/// The matrix from the file or the flags.
+fn build_matrix(args: &RunArgs, nodes_in_allocation: usize) -> Result<Matrix> {
+    let mut matrix = match &args.matrix {
+        Some(file) => {
+            let text = std::fs::read_to_string(file)
+                .with_context(|| format!("cannot read the matrix file `{}`", file.display()))?;
+            Matrix::from_toml(&text, &file.display().to_string())?
+        }
+        None => {
+            let nodes = if args.nodes.is_empty() {
+                vec![u32::try_from(nodes_in_allocation.max(1)).unwrap_or(1)]
+            } else {
+                args.nodes.clone()
+            };
+            let gpus = if args.gpus_per_node.is_empty() {
+                let per_node = env_var("SLURM_NTASKS_PER_NODE")
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(1);
+                vec![per_node]
+            } else {
+                args.gpus_per_node.clone()
+            };
+            let matrix = Matrix {
+                collectives: args.collectives.clone(),
+                nodes,
+                gpus_per_node: gpus,
+                min_bytes: parse_size(&args.min_bytes)?,
+                max_bytes: parse_size(&args.max_bytes)?,
+                factor: args.factor,
+                timeout: parse_duration(&args.timeout)?,
+                extra_args: Vec::new(),
+                variants: variants_from_flags(&args.variants)?,
+            };
+            matrix.check()?;
+            matrix
+        }
+    };
+    matrix.extra_args.extend(args.extra.iter().cloned());
+    if let Some(n) = args.only_nodes {
+        matrix.nodes.retain(|&x| x == n);
+    }
+    Ok(matrix)
+}
+
+/// The transport a cell must use between nodes, from its profile in the admin config.
+fn expected_transport(
+    cell: &Cell,
+    config: Option<&Config>,
+    first_node: Option<&str>,
+) -> Option<String> {
+    let config = config?;
+    let mode = cell.variant.gpudirect.as_deref()?;
+    let profile = match mode {
+        "none" => return None,
+        "auto" => config
+            .node_set_for(first_node?)?
+            .profile
+            .as_ref()
+            .and_then(|p| config.profiles.get(p))?,
+        name => config.profiles.get(name)?,
+    };
+    profile.transport.clone()
+}
+
+/// One finished cell, for the summary.
+#[derive(Debug, Serialize)]
+struct CellResult {
+    cell: usize,
+    label: String,
+    status: RunStatus,
+    avg_busbw: Option<f64>,
+    busbw_at_max_size: Option<f64>,
+    transport: Option<String>,
+    run_id: Option<i64>,
+    findings: Vec<String>,
+    seconds: f64,
+    replay: bool,
+}
+
+/// What the progress line shows.
+#[derive(Default)]
+struct ProgressState {
+    done: usize,
+    total: usize,
+    current: String,
+    started: Option<Instant>,
+    cell_started: Option<Instant>,
+    last_busbw: Option<f64>,
+    seconds_per_cell: Option<f64>,
+}
+
+fn fmt_secs(s: f64) -> String {
+    let s = s.max(0.0) as u64;
+    format!("{}:{:02}", s / 60, s % 60)
+}
+
+impl ProgressState {
+    fn line(&self) -> String {
+        let elapsed = self
+            .started
+            .map(|s| s.elapsed().as_secs_f64())
+            .unwrap_or(0.0);
+        let eta = self
+            .seconds_per_cell
+            .map(|per| fmt_secs(per * (self.total - self.done) as f64))
+            .unwrap_or_else(|| "?".into());
+        let last = self
+            .last_busbw
+            .map(|b| format!(" | last busbw {b:.2} GB/s"))
+            .unwrap_or_default();
+        format!(
+            "[{}/{}] {} | {} elapsed, ~{} left{}",
+            self.done,
+            self.total,
+            self.current,
+            fmt_secs(elapsed),
+            eta,
+            last
+        )
+    }
+}
+
+/// A status line redrawn every second on a terminal; plain log lines otherwise.
+struct Progress {
+    state: Arc<Mutex<ProgressState>>,
+    tty: bool,
+    ticker: Option<std::thread::JoinHandle<()>>,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Progress {
+    fn new(total: usize) -> Self {
+        let tty = std::io::stderr().is_terminal();
+        let state = Arc::new(Mutex::new(ProgressState {
+            total,
+            started: Some(Instant::now()),
+            ..Default::default()
+        }));
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let ticker = tty.then(|| {
+            let (state, stop) = (state.clone(), stop.clone());
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::SeqCst) {
+                    if let Ok(s) = state.lock() {
+                        eprint!("\r\x1b[2K{}", s.line());
+                    }
+                    std::thread::sleep(Duration::from_millis(500));
+                }
+            })
+        });
+        Progress {
+            state,
+            tty,
+            ticker,
+            stop,
+        }
+    }
+
+    fn start(&self, cell: &Cell, command: &str) {
+        if let Ok(mut s) = self.state.lock() {
+            s.current = cell.label();
+            s.cell_started = Some(Instant::now());
+            if !self.tty {
+                eprintln!(
+                    "gpudirect run: [{}/{}] {}: {command}",
+                    cell.index, s.total, s.current
+                );
+            }
+        }
+    }
+
+    fn finish(&self, result: &CellResult) {
+        if let Ok(mut s) = self.state.lock() {
+            s.done += 1;
+            if result.avg_busbw.is_some() {
+                s.last_busbw = result.busbw_at_max_size.or(result.avg_busbw);
+            }
+            let elapsed = s.started.map(|t| t.elapsed().as_secs_f64()).unwrap_or(0.0);
+            s.seconds_per_cell = Some(elapsed / s.done as f64);
+            let line = format!(
+                "[{}/{}] {}: {}{}{}",
+                result.cell,
+                s.total,
+                result.label,
+                result.status,
+                result
+                    .busbw_at_max_size
+                    .map(|b| format!(", busbw {b:.2} GB/s at max size"))
+                    .unwrap_or_default(),
+                result
+                    .findings
+                    .first()
+                    .map(|f| format!(" ({f})"))
+                    .unwrap_or_default()
+            );
+            if self.tty {
+                eprint!("\r\x1b[2K");
+            }
+            eprintln!("gpudirect run: {line}");
+        }
+    }
+
+    fn close(mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(t) = self.ticker.take() {
+            let _ = t.join();
+            eprint!("\r\x1b[2K");
+        }
+    }
+}
+
+/// Parses the cell's output: the text (with the debug lines) always, the JSON report's
+/// rows when it has them.
+fn parse_cell(
+    finished: &Finished,
+    json_path: Option<&PathBuf>,
+    collective: &str,
+) -> (ParsedOutput, Vec<u8>) {
+    let mut raw = finished.stdout.clone();
+    if !finished.stderr.is_empty() {
+        raw.extend_from_slice(b"\n");
+        raw.extend_from_slice(&finished.stderr);
+    }
+    let opts = ParseOptions {
+        collective: Some(collective.to_string()),
+    };
+    let mut parsed = parse_with(&raw, &opts);
+    if let Some(json) = json_path.and_then(|p| std::fs::read(p).ok()) {
+        let from_json = parse_with(&json, &opts);
+        if !from_json.rows.is_empty() && parsed.rows.is_empty() {
+            parsed.rows = from_json.rows;
+            parsed.avg_busbw = parsed.avg_busbw.or(from_json.avg_busbw);
+        }
+    }
+    (parsed, raw)
+}
+
+fn now_unix() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0)
+}
+
+/// Median seconds of earlier runs like this cell, for --dry-run.
+fn estimate_seconds(history: Option<&History>, cell: &Cell) -> Option<f64> {
+    let runs = history?
+        .list_runs(&RunFilter {
+            collective: Some(cell.collective.clone()),
+            variant: Some(cell.variant.name.clone()),
+            limit: Some(20),
+            ..RunFilter::default()
+        })
+        .ok()?;
+    let mut secs: Vec<f64> = runs
+        .iter()
+        .filter(|r| r.node_count == Some(cell.nodes))
+        .filter_map(|r| {
+            let start = gpudirect::history::time::parse_rfc3339(r.started_at.as_deref()?).ok()?;
+            let end = gpudirect::history::time::parse_rfc3339(r.finished_at.as_deref()?).ok()?;
+            Some((end - start) as f64)
+        })
+        .collect();
+    if secs.is_empty() {
+        return None;
+    }
+    secs.sort_by(f64::total_cmp);
+    Some(secs[secs.len() / 2])
+}
+
+fn submit(args: &RunArgs, matrix: &Matrix) -> Result<i32> {
+    let exe = std::env::current_exe().context("cannot find the gpudirect executable")?;
+    let passthrough: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| a != "--submit")
+        .collect();
+    let mut worst = 0;
+    for &n in &matrix.nodes {
+        let mut cmd = std::process::Command::new("salloc");
+        cmd.arg(format!("--nodes={n}")).arg("--quiet").arg(&exe);
+        cmd.args(&passthrough).arg(format!("--only-nodes={n}"));
+        let shown = format!(
+            "salloc --nodes={n} --quiet gpudirect {} --only-nodes={n}",
+            passthrough.join(" ")
+        );
+        eprintln!("gpudirect run: allocation for N={n}: {shown}");
+        tracing::info!(command = %shown, "running");
+        if args.dry_run {
+            continue;
+        }
+        let status = cmd
+            .status()
+            .with_context(|| format!("could not start `{shown}`: is Slurm's salloc on PATH?"))?;
+        let code = status.code().unwrap_or(1);
+        if code != 0 {
+            eprintln!("gpudirect run: allocation for N={n} ended with exit status {code}");
+        }
+        worst = worst.max(code);
+    }
+    Ok(worst)
+}
+
+/// `gpudirect run`. Returns the process exit code.
+pub fn run(args: &RunArgs, globals: &Globals) -> Result<i32> {
+    let nodes = allocation_nodes()?;
+    let in_allocation = env_var("SLURM_JOB_ID").is_some();
+    let matrix = build_matrix(args, nodes.len())?;
+    if args.submit {
+        if in_allocation {
+            bail!("--submit makes its own allocations: run it outside salloc/sbatch");
+        }
+        return submit(args, &matrix);
+    }
+    let launcher = args.launcher.unwrap_or(if in_allocation {
+        Launcher::Srun
+    } else {
+        Launcher::Local
+    });
+    if launcher != Launcher::Local && !in_allocation {
+        bail!(
+            "--launcher {:?} needs an allocation: run inside salloc/sbatch, or add --submit",
+            launcher
+        );
+    }
+    let Some(dir) = args.nccl_tests_dir.clone() else {
+        bail!("where are the nccl-tests binaries? pass --nccl-tests-dir DIR or set NCCL_TESTS_DIR");
+    };
+    if in_allocation {
+        let most = matrix.nodes.iter().max().copied().unwrap_or(1) as usize;
+        if most > nodes.len() {
+            bail!(
+                "the matrix asks for {most} nodes but the allocation has {} ({}): use -N or a larger allocation",
+                nodes.len(),
+                gpudirect_core::hostlist::compress(&nodes)
+            );
+        }
+    }
+    let config = match load_config(&args.config, Ownership::Any) {
+        Ok(c) => Some(c),
+        Err(e) => {
+            if matrix
+                .variants
+                .iter()
+                .any(|v| v.gpudirect.as_deref().is_some_and(|m| m != "none"))
+            {
+                eprintln!("gpudirect run: warning: cannot read {} ({e}); transports of --gpudirect variants are not checked", args.config.display());
+            }
+            None
+        }
+    };
+    let work_dir = std::env::temp_dir().join(format!("gpudirect-run-{}", std::process::id()));
+    std::fs::create_dir_all(&work_dir)
+        .with_context(|| format!("cannot create {}", work_dir.display()))?;
+    // SAFETY: geteuid has no preconditions.
+    let as_root = unsafe { libc::geteuid() } == 0;
+    let opts = LaunchOptions {
+        launcher,
+        nccl_tests_dir: dir,
+        mpi: (launcher == Launcher::Srun).then(|| args.mpi.clone()),
+        nodes: nodes.clone(),
+        work_dir: Some(work_dir.clone()),
+        timeout: matrix.timeout,
+        grace: parse_duration(&args.grace)?,
+        as_root,
+    };
+    let cells = matrix.plan();
+    let db = db_path_from_env(globals.db.as_deref())?;
+    if args.dry_run {
+        let history = History::open_existing(&db).ok();
+        println!(
+            "{} cells, launcher {:?}, timeout {}s each:",
+            cells.len(),
+            launcher,
+            matrix.timeout.as_secs()
+        );
+        let mut total = 0.0;
+        let mut known = 0;
+        for cell in &cells {
+            let prepared = prepare(cell, &matrix, &opts, !args.no_json)?;
+            let estimate = estimate_seconds(history.as_ref(), cell);
+            if let Some(s) = estimate {
+                total += s;
+                known += 1;
+            }
+            println!(
+                "  {:>3}. {:<40} expected {}\n       {}",
+                cell.index,
+                cell.label(),
+                estimate
+                    .map(|s| format!("~{s:.0}s (history)"))
+                    .unwrap_or_else(|| "unknown (no history)".into()),
+                prepared.job.command_line()
+            );
+        }
+        println!(
+            "expected duration: ~{:.0}s for {known} cells with history; at most {}s per cell without",
+            total,
+            matrix.timeout.as_secs()
+        );
+        let _ = std::fs::remove_dir_all(&work_dir);
+        return Ok(0);
+    }
+    let mut history = History::open(&db)?;
+    runner::install_interrupt_handler();
+    let progress = Progress::new(cells.len());
+    let mut results = Vec::new();
+    for cell in &cells {
+        if INTERRUPTED.load(Ordering::SeqCst) {
+            break;
+        }
+        let prepared = match prepare(cell, &matrix, &opts, !args.no_json) {
+            Ok(p) => p,
+            Err(e) => {
+                let result = CellResult {
+                    cell: cell.index,
+                    label: cell.label(),
+                    status: RunStatus::Failed,
+                    avg_busbw: None,
+                    busbw_at_max_size: None,
+                    transport: None,
+                    run_id: None,
+                    findings: vec![e.to_string()],
+                    seconds: 0.0,
+                    replay: false,
+                };
+                progress.finish(&result);
+                results.push(result);
+                if args.fail_fast {
+                    break;
+                }
+                continue;
+            }
+        };
+        let command = prepared.job.command_line();
+        progress.start(cell, &command);
+        let started_at = now_unix();
+        let finished = runner::run(&prepared.job, &INTERRUPTED)?;
+        let (parsed, raw) = parse_cell(&finished, prepared.json_path.as_ref(), &cell.collective);
+        let expect = Expectations {
+            transport: expected_transport(cell, config.as_ref(), nodes.first().map(String::as_str)),
+            nodes: cell.nodes,
+            sizes: expected_sizes(
+                matrix.min_bytes,
+                matrix.max_bytes,
+                Some(matrix.factor),
+                None,
+            ),
+        };
+        let verdict: Verdict = judge(&parsed, Some(finished.outcome), None, &expect);
+        let mut env: BTreeMap<String, String> = cell.variant.env.clone();
+        if let Some(mode) = &cell.variant.gpudirect {
+            env.insert("GPUDIRECT_MODE".into(), mode.clone());
+        }
+        let ctx = RunContext {
+            started_at: Some(started_at),
+            finished_at: Some(now_unix()),
+            cluster: args
+                .cluster
+                .clone()
+                .or_else(|| env_var("SLURM_CLUSTER_NAME")),
+            job_id: env_var("SLURM_JOB_ID"),
+            gpus_per_node: Some(cell.gpus_per_node),
+            nodes: gpudirect::launch::cell_nodes(&opts, cell)
+                .map(<[String]>::to_vec)
+                .unwrap_or_default(),
+            launcher: match launcher {
+                Launcher::Srun => LaunchKind::Srun,
+                Launcher::Mpirun => LaunchKind::Mpirun,
+                Launcher::Local => LaunchKind::Local,
+            },
+            command_line: Some(command),
+            binary_path: Some(prepared.binary.display().to_string()),
+            variant: Some(cell.variant.name.clone()),
+            env,
+            exit_code: finished.outcome.exit_code(),
+            collective: Some(cell.collective.clone()),
+            ..RunContext::default()
+        };
+        let record = new_run(&parsed, &raw, ctx, &verdict);
+        let replay = record.env.contains_key("GPUDIRECT_STANDIN_REPLAY");
+        let run_id = match history.import_run(&record, true) {
+            Ok(outcome) => Some(outcome.run_id()),
+            Err(e) => {
+                eprintln!("gpudirect run: could not record cell {}: {e}", cell.index);
+                None
+            }
+        };
+        let result = CellResult {
+            cell: cell.index,
+            label: cell.label(),
+            status: verdict.status,
+            avg_busbw: record.avg_busbw,
+            busbw_at_max_size: parsed.busbw_at_max_size(),
+            transport: verdict.transport.clone(),
+            run_id,
+            findings: verdict.findings.iter().map(|f| f.message.clone()).collect(),
+            seconds: finished.elapsed.as_secs_f64(),
+            replay,
+        };
+        progress.finish(&result);
+        let failed = result.status != RunStatus::Ok;
+        results.push(result);
+        if failed && args.fail_fast {
+            eprintln!(
+                "gpudirect run: --fail-fast: stopping after cell {}",
+                cell.index
+            );
+            break;
+        }
+    }
+    progress.close();
+    let _ = std::fs::remove_dir_all(&work_dir);
+    print_summary(&results, cells.len(), args.json, &db)?;
+    let interrupted = INTERRUPTED.load(Ordering::SeqCst);
+    Ok(if interrupted {
+        130
+    } else if results.iter().all(|r| r.status == RunStatus::Ok) && results.len() == cells.len() {
+        0
+    } else {
+        1
+    })
+}
+
+fn print_summary(
+    results: &[CellResult],
+    planned: usize,
+    json: bool,
+    db: &std::path::Path,
+) -> Result<()> {
+    if json {
+        println!("{}", serde_json::to_string_pretty(results)?);
+        return Ok(());
+    }
+    let mut out = std::io::stdout().lock();
+    writeln!(
+        out,
+        "\n{:>4}  {:<38} {:<11} {:>12} {:>14}  {:<14} {:>6}",
+        "cell",
+        "collective/nodes/gpus/variant",
+        "status",
+        "avg busbw",
+        "busbw@max",
+        "transport",
+        "run"
+    )?;
+    for r in results {
+        writeln!(
+            out,
+            "{:>4}  {:<38} {:<11} {:>12} {:>14}  {:<14} {:>6}",
+            r.cell,
+            r.label,
+            r.status.to_string(),
+            r.avg_busbw
+                .map(|b| format!("{b:.2}"))
+                .unwrap_or_else(|| "-".into()),
+            r.busbw_at_max_size
+                .map(|b| format!("{b:.2}"))
+                .unwrap_or_else(|| "-".into()),
+            r.transport.as_deref().unwrap_or("-"),
+            r.run_id
+                .map(|i| i.to_string())
+                .unwrap_or_else(|| "-".into())
+        )?;
+        for f in &r.findings {
+            writeln!(out, "        {f}")?;
+        }
+    }
+    let ok = results.iter().filter(|r| r.status == RunStatus::Ok).count();
+    writeln!(
+        out,
+        "\n{ok} of {planned} cells passed; {} ran. History: {}",
+        results.len(),
+        db.display()
+    )?;
+    if results.iter().any(|r| r.replay) {
+        writeln!(out, "NOTE: these outputs were replayed by the nccl-tests STAND-IN (recorded on 2xH200): they are not measurements of this machine.")?;
+    }
+    if let (Some(first), Some(last)) = (
+        results.iter().find_map(|r| r.run_id),
+        results.iter().rev().find_map(|r| r.run_id),
+    ) {
+        writeln!(out, "Details: gpudirect show {first} .. gpudirect show {last}; compare runs with gpudirect compare A B")?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gpudirect::matrix::Variant;
+
+    #[test]
+    fn expected_transport_comes_from_the_profile() {
+        let config = gpudirect_core::config::parse_config(
+            "[profiles.tcpx]\ntransport = \"GPUDirectTCPX\"\n[[node_set]]\nname = \"a\"\nhosts = \"n[1-2]\"\nprofile = \"tcpx\"\n",
+            "t",
+        )
+        .unwrap();
+        let cell = |mode: Option<&str>| Cell {
+            index: 1,
+            collective: "all_reduce".into(),
+            nodes: 2,
+            gpus_per_node: 1,
+            variant: Variant {
+                name: "v".into(),
+                gpudirect: mode.map(str::to_string),
+                env: BTreeMap::new(),
+            },
+        };
+        assert_eq!(
+            expected_transport(&cell(Some("tcpx")), Some(&config), None).as_deref(),
+            Some("GPUDirectTCPX")
+        );
+        assert_eq!(
+            expected_transport(&cell(Some("auto")), Some(&config), Some("n1")).as_deref(),
+            Some("GPUDirectTCPX")
+        );
+        assert_eq!(
+            expected_transport(&cell(Some("none")), Some(&config), None),
+            None
+        );
+        assert_eq!(expected_transport(&cell(None), Some(&config), None), None);
+        assert_eq!(expected_transport(&cell(Some("tcpx")), None, None), None);
+    }
+
+    #[test]
+    fn progress_line_shows_counts_and_eta() {
+        let s = ProgressState {
+            done: 2,
+            total: 5,
+            current: "all_reduce N=2 G=8 tcpx".into(),
+            started: Some(Instant::now()),
+            last_busbw: Some(65.25),
+            seconds_per_cell: Some(30.0),
+            ..Default::default()
+        };
+        let line = s.line();
+        assert!(
+            line.starts_with(
+                "[2/5] all_reduce N=2 G=8 tcpx | 0:00 elapsed, ~1:30 left | last busbw 65.25 GB/s"
+            ),
+            "{line}"
+        );
+    }
+}
