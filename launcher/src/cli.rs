@@ -11,6 +11,7 @@ use clap::{ArgAction, Parser, Subcommand};
 
 use crate::hostfile::HostfileArgs;
 use crate::import::ImportArgs;
+use crate::probe_cmd::ProbeArgs;
 use crate::run_cmd::RunArgs;
 
 /// Runs, checks and records nccl-tests on Slurm allocations.
@@ -53,6 +54,9 @@ pub enum Command {
     /// Run the nccl-tests matrix (collectives x node counts x GPUs x variants), check every
     /// cell (exit code, #wrong, rows, transport used) and record it in the history.
     Run(Box<RunArgs>),
+    /// Show what every task of the allocation really gets (variables, CPUs, GPUs, NICs)
+    /// and name the nodes and ranks that differ from the profile or from each other.
+    Probe(ProbeArgs),
 }
 
 /// Options every subcommand receives, whether it uses them or not.

@@ -11,6 +11,7 @@
 //! - [`runner`]: runs srun/mpirun/nccl-tests in a process group with timeouts and Ctrl-C.
 //! - [`matrix`]: the nccl-tests matrix (flags or TOML) and its plan of cells.
 //! - [`launch`]: the srun/mpirun/local command line of one cell.
+//! - [`probe`]: what each task sees, and where tasks and nodes differ.
 //! - [`checks`]: the verdict on a run (exit code, `#wrong`, rows, transport used).
 //! - [`record`]: a parsed output plus how it ran, as a history record.
 
@@ -19,5 +20,6 @@ pub mod history;
 pub mod launch;
 pub mod matrix;
 pub mod nccl_output;
+pub mod probe;
 pub mod record;
 pub mod runner;

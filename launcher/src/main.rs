@@ -4,6 +4,7 @@
 mod cli;
 mod hostfile;
 mod import;
+mod probe_cmd;
 mod run_cmd;
 
 use std::io::{self, IsTerminal};
@@ -39,6 +40,7 @@ fn dispatch(command: Command, globals: &Globals) -> anyhow::Result<u8> {
     match command {
         Command::Hostfile(args) => hostfile::run(&args, globals).map(ok),
         Command::Import(args) => import::run(&args, globals).map(ok),
+        Command::Probe(args) => probe_cmd::run(&args, globals),
         Command::Run(args) => {
             run_cmd::run(&args, globals).map(|code| u8::try_from(code).unwrap_or(1))
         }

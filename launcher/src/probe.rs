@@ -1,0 +1,580 @@
+//! `gpudirect probe`: what each task of a step really sees, and where tasks and nodes
+//! differ from each other and from the profile. "The settings did not reach the workers"
+//! is answered here.
+//!
+//! Two halves: [`TaskReport::collect`] runs inside every task (launched by srun over the
+//! allocation) and prints one JSON line; [`analyse`] (pure) reads all the lines and names
+//! every node or rank that differs.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use gpudirect_core::config::Config;
+use gpudirect_core::resolve::{plan_node, plan_task, resolve_profile, vars, StepFacts, TaskFacts};
+use gpudirect_core::system::{current_affinity, SystemProbe};
+use serde::{Deserialize, Serialize};
+
+/// The key that marks a probe line among other output.
+pub const LINE_KEY: &str = "gpudirect_probe";
+
+/// One NIC as sysfs shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NicInfo {
+    /// Interface name.
+    pub name: String,
+    /// `operstate`.
+    pub state: String,
+    /// Link speed in Mb/s, when the driver reports one.
+    pub speed_mbps: Option<i64>,
+    /// MTU.
+    pub mtu: Option<u32>,
+}
+
+/// A difference between what the profile gives this task and what it has.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Mismatch {
+    /// The variable, or `cpus`.
+    pub name: String,
+    /// What the profile gives.
+    pub expected: Option<String>,
+    /// What the task has.
+    pub actual: Option<String>,
+    /// Whether the user's own value explains it (kept on purpose, not an error).
+    pub user_kept: bool,
+}
+
+/// What one task sees.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskReport {
+    /// Always 1: marks the line.
+    pub gpudirect_probe: u32,
+    /// The Slurm node name.
+    pub node: String,
+    /// Global rank.
+    pub rank: u32,
+    /// Rank on the node.
+    pub local_rank: u32,
+    /// NCCL_*, FI_*, GPUDIRECT_*, LD_LIBRARY_PATH, CUDA_VISIBLE_DEVICES.
+    pub vars: BTreeMap<String, String>,
+    /// The task's CPU affinity.
+    pub cpus: String,
+    /// NVIDIA GPUs the node has (PCI addresses under /proc/driver/nvidia/gpus).
+    pub gpus: Vec<String>,
+    /// The node's NICs (loopback left out).
+    pub nics: Vec<NicInfo>,
+    /// The profile's checks that fail here (library files, RxDM socket dir, NICs).
+    pub check_failures: Vec<String>,
+    /// Where the task differs from the profile.
+    pub mismatches: Vec<Mismatch>,
+}
+
+fn interesting(name: &str) -> bool {
+    name.starts_with("NCCL_")
+        || name.starts_with("FI_")
+        || name.starts_with("GPUDIRECT_")
+        || name == "LD_LIBRARY_PATH"
+        || name == "CUDA_VISIBLE_DEVICES"
+}
+
+fn read_trim(path: &std::path::Path) -> Option<String> {
+    std::fs::read_to_string(path)
+        .ok()
+        .map(|s| s.trim().to_string())
+}
+
+fn nics() -> Vec<NicInfo> {
+    let mut out = Vec::new();
+    let Ok(dir) = std::fs::read_dir("/sys/class/net") else {
+        return out;
+    };
+    for entry in dir.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name == "lo" {
+            continue;
+        }
+        let path = entry.path();
+        out.push(NicInfo {
+            state: read_trim(&path.join("operstate")).unwrap_or_default(),
+            // Virtual NICs answer "Invalid argument" or -1: no speed.
+            speed_mbps: read_trim(&path.join("speed"))
+                .and_then(|s| s.parse().ok())
+                .filter(|&s: &i64| s > 0),
+            mtu: read_trim(&path.join("mtu")).and_then(|s| s.parse().ok()),
+            name,
+        });
+    }
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    out
+}
+
+fn gpus() -> Vec<String> {
+    let mut out: Vec<String> = std::fs::read_dir("/proc/driver/nvidia/gpus")
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    out.sort();
+    out
+}
+
+impl TaskReport {
+    /// Collects this task's view. `config` and `mode` (what was asked for) give the
+    /// expected environment; without them only what is seen is reported.
+    pub fn collect(config: Option<&Config>, mode: Option<&str>) -> TaskReport {
+        let env = |name: &str| std::env::var(name).ok();
+        let node = env("SLURMD_NODENAME")
+            .or_else(|| read_trim(std::path::Path::new("/proc/sys/kernel/hostname")))
+            .unwrap_or_default();
+        let number = |name: &str| env(name).and_then(|v| v.parse().ok()).unwrap_or(0);
+        let vars: BTreeMap<String, String> =
+            std::env::vars().filter(|(k, _)| interesting(k)).collect();
+        let affinity = current_affinity();
+        let mut report = TaskReport {
+            gpudirect_probe: 1,
+            node: node.clone(),
+            rank: number("SLURM_PROCID"),
+            local_rank: number("SLURM_LOCALID"),
+            vars,
+            cpus: affinity
+                .as_ref()
+                .map(ToString::to_string)
+                .unwrap_or_default(),
+            gpus: gpus(),
+            nics: nics(),
+            check_failures: Vec::new(),
+            mismatches: Vec::new(),
+        };
+        let (Some(config), Some(mode)) = (config, mode) else {
+            return report;
+        };
+        let Ok(mode) = config.parse_mode(mode) else {
+            return report;
+        };
+        let Ok(Some(resolved)) = resolve_profile(config, &node, &mode) else {
+            return report;
+        };
+        let step = StepFacts {
+            job_id: number("SLURM_JOB_ID"),
+            step_id: number("SLURM_STEP_ID"),
+            node,
+            nnodes: number("SLURM_STEP_NUM_NODES"),
+            local_size: env("SLURM_STEP_TASKS_PER_NODE")
+                .and_then(|v| v.split(['(', ',']).next().and_then(|n| n.parse().ok()))
+                .unwrap_or(1),
+        };
+        let node_plan = plan_node(resolved, step, &SystemProbe);
+        report.check_failures = node_plan.failures.iter().map(ToString::to_string).collect();
+        let facts = TaskFacts {
+            rank: report.rank,
+            local_rank: report.local_rank,
+            cuda_visible_devices: env("CUDA_VISIBLE_DEVICES"),
+            allowed_cpus: affinity,
+        };
+        // Plan as if the task had nothing: every profile variable is expected.
+        let plan = plan_task(&node_plan, &facts, &|_| None);
+        report.mismatches = compare_to_plan(
+            &report.vars,
+            &plan.set,
+            plan.cpus.as_ref().map(ToString::to_string),
+            &report.cpus,
+        );
+        report
+    }
+}
+
+/// Compares a task's variables and CPUs with the plan's. Variables the plugin did not set
+/// (absent from `GPUDIRECT_SET`) but the task has are the user's, kept on purpose.
+pub fn compare_to_plan(
+    actual: &BTreeMap<String, String>,
+    planned: &[(String, String)],
+    planned_cpus: Option<String>,
+    actual_cpus: &str,
+) -> Vec<Mismatch> {
+    let set_by_plugin: BTreeSet<&str> = actual
+        .get(vars::SET)
+        .map(|s| s.split(',').collect())
+        .unwrap_or_default();
+    let mut out = Vec::new();
+    for (name, expected) in planned {
+        // Bookkeeping variables depend on what the task had; LD_LIBRARY_PATH is checked
+        // for the prefix only.
+        if name == vars::SET || name == vars::SKIPPED_CHECKS {
+            continue;
+        }
+        let have = actual.get(name);
+        let matches = match (name.as_str(), have) {
+            ("LD_LIBRARY_PATH", Some(v)) => {
+                expected.split(':').all(|d| v.split(':').any(|x| x == d))
+            }
+            (_, Some(v)) => v == expected,
+            (_, None) => false,
+        };
+        if !matches {
+            out.push(Mismatch {
+                name: name.clone(),
+                expected: Some(expected.clone()),
+                actual: have.cloned(),
+                user_kept: have.is_some()
+                    && !set_by_plugin.contains(name.as_str())
+                    && actual.contains_key(vars::PROFILE),
+            });
+        }
+    }
+    if let Some(cpus) = planned_cpus {
+        if cpus != actual_cpus {
+            out.push(Mismatch {
+                name: "cpus".into(),
+                expected: Some(cpus),
+                actual: Some(actual_cpus.to_string()),
+                user_kept: false,
+            });
+        }
+    }
+    out
+}
+
+/// One thing that differs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Finding {
+    /// `error` (the job will not get what the profile says) or `warning`.
+    pub level: &'static str,
+    /// Node(s) concerned.
+    pub nodes: String,
+    /// What differs.
+    pub message: String,
+}
+
+/// The whole picture.
+#[derive(Debug, Clone, Serialize)]
+pub struct Analysis {
+    /// Tasks that answered.
+    pub tasks: usize,
+    /// Nodes that answered.
+    pub nodes: Vec<String>,
+    /// Every difference.
+    pub findings: Vec<Finding>,
+}
+
+impl Analysis {
+    /// Whether anything is an error.
+    pub fn has_errors(&self) -> bool {
+        self.findings.iter().any(|f| f.level == "error")
+    }
+}
+
+/// Reads the task reports out of `srun --label` output. srun cuts a labelled line every
+/// 1024 bytes, so each task's fragments are joined again, in order, by label; each task
+/// prints exactly one report. Unlabelled lines are read one by one.
+pub fn read_reports(stdout: &str) -> (Vec<TaskReport>, Vec<String>) {
+    let mut by_label: BTreeMap<u32, String> = BTreeMap::new();
+    let mut unlabelled = Vec::new();
+    for line in stdout.lines() {
+        let labelled = line
+            .split_once(": ")
+            .and_then(|(label, rest)| label.trim().parse::<u32>().ok().map(|n| (n, rest)));
+        match labelled {
+            Some((n, rest)) => by_label.entry(n).or_default().push_str(rest),
+            None => unlabelled.push(line.to_string()),
+        }
+    }
+    let candidates = by_label.into_values().chain(unlabelled);
+    let mut reports = Vec::new();
+    let mut bad = Vec::new();
+    for text in candidates.filter(|t| t.contains(LINE_KEY)) {
+        let json = text.find('{').map(|i| &text[i..]).unwrap_or(&text);
+        match serde_json::from_str::<TaskReport>(json.trim()) {
+            Ok(r) => reports.push(r),
+            Err(e) => bad.push(format!("{e}: {}", &text[..text.len().min(80)])),
+        }
+    }
+    reports.sort_by_key(|r| r.rank);
+    (reports, bad)
+}
+
+fn hostlist(nodes: &BTreeSet<&str>) -> String {
+    let v: Vec<&str> = nodes.iter().copied().collect();
+    gpudirect_core::hostlist::compress(&v)
+}
+
+/// Compares tasks with the profile and nodes with each other.
+pub fn analyse(reports: &[TaskReport], expected_tasks: Option<usize>) -> Analysis {
+    let mut findings = Vec::new();
+    let nodes: BTreeSet<&str> = reports.iter().map(|r| r.node.as_str()).collect();
+    if let Some(n) = expected_tasks.filter(|&n| n != reports.len()) {
+        findings.push(Finding {
+            level: "error",
+            nodes: hostlist(&nodes),
+            message: format!("{} of {n} tasks answered", reports.len()),
+        });
+    }
+    // Against the profile, per task (grouped by node and variable).
+    let mut by_issue: BTreeMap<(String, bool, String), (BTreeSet<&str>, Vec<u32>)> =
+        BTreeMap::new();
+    for r in reports {
+        for m in &r.mismatches {
+            let what = match (&m.actual, &m.expected) {
+                (None, Some(e)) => format!("{} missing (profile: {e})", m.name),
+                (Some(a), Some(e)) => format!("{}={a} (profile: {e})", m.name),
+                _ => m.name.clone(),
+            };
+            let entry = by_issue
+                .entry((m.name.clone(), m.user_kept, what))
+                .or_default();
+            entry.0.insert(&r.node);
+            entry.1.push(r.rank);
+        }
+        for f in &r.check_failures {
+            let entry = by_issue
+                .entry(("check".into(), false, f.clone()))
+                .or_default();
+            entry.0.insert(&r.node);
+            entry.1.push(r.rank);
+        }
+    }
+    for ((_, user_kept, what), (issue_nodes, ranks)) in by_issue {
+        let suffix = if user_kept {
+            " - the user's own value, kept"
+        } else {
+            ""
+        };
+        findings.push(Finding {
+            level: if user_kept { "warning" } else { "error" },
+            nodes: hostlist(&issue_nodes),
+            message: format!(
+                "{what} on {} task(s), ranks {}{suffix}",
+                ranks.len(),
+                compact_ranks(&ranks)
+            ),
+        });
+    }
+    // Variables present on some nodes only, or with node-dependent values, that the
+    // profile does not explain (per-task ones like GPUDIRECT_NIC are expected to vary).
+    let per_task = ["GPUDIRECT_NIC", "GPUDIRECT_CPUS", "CUDA_VISIBLE_DEVICES"];
+    let names: BTreeSet<&String> = reports.iter().flat_map(|r| r.vars.keys()).collect();
+    for name in names {
+        if per_task.contains(&name.as_str()) {
+            continue;
+        }
+        let mut values: BTreeMap<Option<&str>, BTreeSet<&str>> = BTreeMap::new();
+        for r in reports {
+            values
+                .entry(r.vars.get(name).map(String::as_str))
+                .or_default()
+                .insert(&r.node);
+        }
+        if values.len() > 1 {
+            let parts: Vec<String> = values
+                .iter()
+                .map(|(v, n)| {
+                    format!(
+                        "{}: {}",
+                        v.map(|v| format!("`{v}`"))
+                            .unwrap_or_else(|| "unset".into()),
+                        hostlist(n)
+                    )
+                })
+                .collect();
+            findings.push(Finding {
+                level: "warning",
+                nodes: hostlist(&nodes),
+                message: format!("{name} differs between tasks: {}", parts.join("; ")),
+            });
+        }
+    }
+    // NICs across nodes: presence, state, MTU, speed.
+    let mut per_nic: BTreeMap<&str, BTreeMap<String, BTreeSet<&str>>> = BTreeMap::new();
+    let mut seen_nodes: BTreeSet<&str> = BTreeSet::new();
+    for r in reports {
+        if !seen_nodes.insert(&r.node) {
+            continue;
+        }
+        for nic in &r.nics {
+            let desc = format!(
+                "{}, mtu {}, speed {}",
+                nic.state,
+                nic.mtu.map(|m| m.to_string()).unwrap_or_else(|| "?".into()),
+                nic.speed_mbps
+                    .map(|s| format!("{s} Mb/s"))
+                    .unwrap_or_else(|| "n/a".into())
+            );
+            per_nic
+                .entry(&nic.name)
+                .or_default()
+                .entry(desc)
+                .or_default()
+                .insert(&r.node);
+        }
+    }
+    for (nic, descs) in per_nic {
+        let present: BTreeSet<&str> = descs.values().flatten().copied().collect();
+        let missing: BTreeSet<&str> = seen_nodes.difference(&present).copied().collect();
+        if !missing.is_empty() {
+            findings.push(Finding {
+                level: "warning",
+                nodes: hostlist(&missing),
+                message: format!("NIC {nic} missing (present on {})", hostlist(&present)),
+            });
+        }
+        if descs.len() > 1 {
+            let parts: Vec<String> = descs
+                .iter()
+                .map(|(d, n)| format!("{d} on {}", hostlist(n)))
+                .collect();
+            findings.push(Finding {
+                level: "warning",
+                nodes: hostlist(&present),
+                message: format!("NIC {nic} differs: {}", parts.join("; ")),
+            });
+        }
+    }
+    Analysis {
+        tasks: reports.len(),
+        nodes: nodes.iter().map(|s| s.to_string()).collect(),
+        findings,
+    }
+}
+
+fn compact_ranks(ranks: &[u32]) -> String {
+    let mut sorted = ranks.to_vec();
+    sorted.sort_unstable();
+    gpudirect_core::cpulist::CpuList::from_ids(sorted).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(
+        node: &str,
+        rank: u32,
+        vars: &[(&str, &str)],
+        nics: &[(&str, &str, u32)],
+    ) -> TaskReport {
+        TaskReport {
+            gpudirect_probe: 1,
+            node: node.into(),
+            rank,
+            local_rank: rank % 2,
+            vars: vars
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            cpus: "0-1".into(),
+            gpus: vec![],
+            nics: nics
+                .iter()
+                .map(|(n, s, m)| NicInfo {
+                    name: n.to_string(),
+                    state: s.to_string(),
+                    speed_mbps: None,
+                    mtu: Some(*m),
+                })
+                .collect(),
+            check_failures: vec![],
+            mismatches: vec![],
+        }
+    }
+
+    #[test]
+    fn plan_comparison_finds_missing_wrong_and_user_values() {
+        let planned = vec![
+            ("NCCL_NET".to_string(), "GPUDirectTCPX_v7".to_string()),
+            ("NCCL_ALGO".to_string(), "Ring".to_string()),
+            ("NCCL_PROTO".to_string(), "Simple".to_string()),
+            (
+                "LD_LIBRARY_PATH".to_string(),
+                "/var/lib/tcpx/lib64".to_string(),
+            ),
+            ("GPUDIRECT_SET".to_string(), "x".to_string()),
+        ];
+        let actual: BTreeMap<String, String> = [
+            ("NCCL_ALGO", "Tree"),
+            ("NCCL_PROTO", "LL"),
+            ("LD_LIBRARY_PATH", "/usr/lib:/var/lib/tcpx/lib64"),
+            ("GPUDIRECT_PROFILE", "tcpx"),
+            ("GPUDIRECT_SET", "NCCL_PROTO"),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let m = compare_to_plan(&actual, &planned, Some("0-1".into()), "0-7");
+        let names: Vec<(&str, bool)> = m.iter().map(|m| (m.name.as_str(), m.user_kept)).collect();
+        assert_eq!(
+            names,
+            [
+                ("NCCL_NET", false),
+                ("NCCL_ALGO", true),
+                ("NCCL_PROTO", false),
+                ("cpus", false)
+            ]
+        );
+    }
+
+    #[test]
+    fn analysis_names_the_nodes_that_differ() {
+        let good = [
+            ("NCCL_NET", "GPUDirectTCPX_v7"),
+            ("GPUDIRECT_PROFILE", "tcpx"),
+        ];
+        let nics = [("eth0", "up", 1500), ("eth1", "up", 1500)];
+        let mut reports = vec![
+            report("node1", 0, &good, &nics),
+            report("node1", 1, &good, &nics),
+            report(
+                "node2",
+                2,
+                &good,
+                &[("eth0", "up", 1500), ("eth1", "up", 9000)],
+            ),
+            report("node3", 3, &[], &[("eth0", "up", 1500)]),
+        ];
+        reports[3].mismatches.push(Mismatch {
+            name: "NCCL_NET".into(),
+            expected: Some("GPUDirectTCPX_v7".into()),
+            actual: None,
+            user_kept: false,
+        });
+        let a = analyse(&reports, Some(4));
+        assert!(a.has_errors());
+        let text: Vec<String> = a
+            .findings
+            .iter()
+            .map(|f| format!("{} {}: {}", f.level, f.nodes, f.message))
+            .collect();
+        assert!(
+            text.contains(
+                &"error node3: NCCL_NET missing (profile: GPUDirectTCPX_v7) on 1 task(s), ranks 3"
+                    .to_string()
+            ),
+            "{text:#?}"
+        );
+        assert!(
+            text.iter().any(
+                |t| t.starts_with("warning node[1-3]: NCCL_NET differs between tasks")
+                    && t.contains("unset: node3")
+            ),
+            "{text:#?}"
+        );
+        assert!(
+            text.contains(&"warning node3: NIC eth1 missing (present on node[1-2])".to_string()),
+            "{text:#?}"
+        );
+        assert!(text.iter().any(|t| t.contains("NIC eth1 differs: up, mtu 1500, speed n/a on node1; up, mtu 9000, speed n/a on node2")), "{text:#?}");
+        let short = analyse(&reports[..2], Some(4));
+        assert_eq!(short.findings[0].message, "2 of 4 tasks answered");
+    }
+
+    #[test]
+    fn reads_probe_lines_among_other_output() {
+        let r = report("node1", 0, &[], &[]);
+        let json = serde_json::to_string(&r).unwrap();
+        let (a, b) = json.split_at(30);
+        let text = format!("srun: warning\n 0: {a}\nnoise\n 0: {b}\n");
+        let (reports, bad) = read_reports(&text);
+        assert_eq!(reports, vec![r]);
+        assert!(bad.is_empty());
+        let (_, bad) = read_reports("{\"gpudirect_probe\": 1, broken");
+        assert_eq!(bad.len(), 1);
+    }
+}

@@ -1,0 +1,182 @@
+//! `gpudirect probe`: launches itself on every task of the allocation and reports where
+//! tasks and nodes differ from each other and from the profile.
+
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use gpudirect::probe::{analyse, read_reports, TaskReport};
+use gpudirect::runner::{self, Job, Outcome};
+use gpudirect_core::system::{load_config, Ownership};
+
+use crate::cli::Globals;
+
+/// Arguments of `gpudirect probe`.
+#[derive(Debug, Args)]
+#[command(after_help = "Examples:\n  \
+    salloc -N4 --ntasks-per-node=8 gpudirect probe --gpudirect tcpx\n  \
+    gpudirect probe --gpudirect auto --json > probe.json\n\n\
+Each task reports its NCCL_*/FI_*/GPUDIRECT_* variables, LD_LIBRARY_PATH, CPU affinity, the\n\
+node's GPUs and NICs (state, speed, MTU) and the profile's checks (library files, RxDM\n\
+socket directory). The report names every node or rank that differs from the profile\n\
+or from the others. Exit status: 0 consistent, 1 a task does not get what the profile\n\
+says (or did not answer).")]
+pub struct ProbeArgs {
+    /// The --gpudirect mode to launch the tasks with and to check them against.
+    #[arg(long, value_name = "MODE")]
+    pub gpudirect: Option<String>,
+
+    /// Nodes to probe (default: the whole allocation).
+    #[arg(short = 'N', long)]
+    pub nodes: Option<u32>,
+
+    /// Tasks per node (default: the allocation's).
+    #[arg(long)]
+    pub ntasks_per_node: Option<u32>,
+
+    /// The admin config the expected environment comes from.
+    #[arg(
+        long,
+        env = "GPUDIRECT_CONFIG",
+        default_value = "/etc/slurm/gpudirect.toml"
+    )]
+    pub config: PathBuf,
+
+    /// Give up on the tasks after this many seconds.
+    #[arg(long, default_value_t = 120)]
+    pub timeout: u64,
+
+    /// Print the tasks' reports and the analysis as JSON.
+    #[arg(long)]
+    pub json: bool,
+
+    /// Inside a task: print this task's report (what the srun step runs).
+    #[arg(long, hide = true)]
+    pub task: bool,
+}
+
+/// `gpudirect probe`. Returns the exit status.
+pub fn run(args: &ProbeArgs, _globals: &Globals) -> Result<u8> {
+    let config = load_config(&args.config, Ownership::Any).ok();
+    if args.task {
+        let report = TaskReport::collect(config.as_ref(), args.gpudirect.as_deref());
+        let mut line = serde_json::to_string(&report)?;
+        line.push('\n');
+        let mut out = std::io::stdout().lock();
+        std::io::Write::write_all(&mut out, line.as_bytes())?;
+        std::io::Write::flush(&mut out)?;
+        return Ok(0);
+    }
+    if std::env::var_os("SLURM_JOB_ID").is_none() {
+        bail!("gpudirect probe runs over an allocation: use it inside salloc or sbatch");
+    }
+    if config.is_none() && args.gpudirect.is_some() {
+        eprintln!(
+            "gpudirect probe: warning: cannot read {}: tasks are compared with each other only",
+            args.config.display()
+        );
+    }
+    let exe = std::env::current_exe().context("cannot find the gpudirect executable")?;
+    // --label makes srun keep each task's lines whole (a long line from one task is
+    // otherwise cut by another's output).
+    let mut srun_args: Vec<std::ffi::OsString> =
+        vec!["--kill-on-bad-exit=0".into(), "--label".into()];
+    if let Some(n) = args.nodes {
+        srun_args.push(format!("--nodes={n}").into());
+    }
+    if let Some(n) = args.ntasks_per_node {
+        srun_args.push(format!("--ntasks-per-node={n}").into());
+    }
+    if let Some(mode) = &args.gpudirect {
+        srun_args.push(format!("--gpudirect={mode}").into());
+    }
+    srun_args.push(exe.into());
+    srun_args.extend([
+        "probe".into(),
+        "--task".into(),
+        "--config".into(),
+        args.config.clone().into(),
+    ]);
+    if let Some(mode) = &args.gpudirect {
+        srun_args.extend(["--gpudirect".into(), mode.into()]);
+    }
+    let job = Job {
+        program: "srun".into(),
+        args: srun_args,
+        env: Vec::new(),
+        cwd: None,
+        timeout: Duration::from_secs(args.timeout),
+        grace: Duration::from_secs(5),
+    };
+    tracing::info!(command = %job.command_line(), "running");
+    let finished = runner::run(&job, &AtomicBool::new(false))?;
+    let stdout = String::from_utf8_lossy(&finished.stdout);
+    let (reports, unreadable) = read_reports(&stdout);
+    for line in &unreadable {
+        eprintln!("gpudirect probe: unreadable task line: {line}");
+    }
+    let expected = std::env::var("SLURM_NTASKS")
+        .ok()
+        .and_then(|n| n.parse().ok());
+    let expected = match (args.nodes, args.ntasks_per_node) {
+        (Some(n), Some(t)) => Some((n * t) as usize),
+        (None, None) => expected,
+        _ => None,
+    };
+    let analysis = analyse(&reports, expected);
+    let stderr = String::from_utf8_lossy(&finished.stderr);
+    if args.json {
+        let out =
+            serde_json::json!({ "tasks": reports, "analysis": analysis, "srun_stderr": stderr });
+        println!("{}", serde_json::to_string_pretty(&out)?);
+    } else {
+        println!(
+            "{} tasks on {} nodes ({})",
+            analysis.tasks,
+            analysis.nodes.len(),
+            gpudirect_core::hostlist::compress(&analysis.nodes)
+        );
+        let mut seen = std::collections::BTreeSet::new();
+        for r in &reports {
+            if !seen.insert(&r.node) {
+                continue;
+            }
+            let on_node: Vec<&TaskReport> = reports.iter().filter(|x| x.node == r.node).collect();
+            let nics: Vec<String> = r
+                .nics
+                .iter()
+                .map(|n| format!("{}:{}", n.name, n.state))
+                .collect();
+            println!(
+                "  {:<12} tasks {:<3} profile {:<10} gpus {:<2} nics {}",
+                r.node,
+                on_node.len(),
+                r.vars
+                    .get("GPUDIRECT_PROFILE")
+                    .map(String::as_str)
+                    .unwrap_or("-"),
+                r.gpus.len(),
+                nics.join(" ")
+            );
+        }
+        if analysis.findings.is_empty() {
+            println!("every task has what the profile gives, and the nodes agree");
+        }
+        for f in &analysis.findings {
+            println!("{}: {}: {}", f.level, f.nodes, f.message);
+        }
+        if !stderr.trim().is_empty() {
+            eprintln!("{}", stderr.trim_end());
+        }
+    }
+    if matches!(finished.outcome, Outcome::TimedOut) {
+        eprintln!(
+            "gpudirect probe: the tasks did not all answer within {}s",
+            args.timeout
+        );
+        return Ok(1);
+    }
+    Ok(u8::from(analysis.has_errors() || reports.is_empty()))
+}
