@@ -46,6 +46,8 @@ pub struct Cli {
 pub enum Command {
     /// Write a hostfile (Open MPI, MPICH, plain or SLURM_HOSTFILE) for an allocation.
     Hostfile(HostfileArgs),
+    /// Admin tools for the plugin's config: list, show, check, explain.
+    Profiles(crate::profiles::ProfilesArgs),
 }
 
 /// Options every subcommand receives, whether it uses them or not.
