@@ -580,10 +580,20 @@ pub struct Finding {
 
 impl fmt::Display for Finding {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // One line per finding, whatever the parser's message looks like.
+        let message: Vec<&str> = self
+            .message
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .collect();
         write!(
             f,
             "{}:{}: {}: {}",
-            self.file, self.line, self.level, self.message
+            self.file,
+            self.line,
+            self.level,
+            message.join("; ")
         )
     }
 }
@@ -639,7 +649,9 @@ impl KeyLines<'_> {
         self.text
             .lines()
             .enumerate()
-            .filter(|(_, l)| Self::normalize(l.trim()) == "[node_set]" || l.trim() == "[[node_set]]")
+            .filter(|(_, l)| {
+                Self::normalize(l.trim()) == "[node_set]" || l.trim() == "[[node_set]]"
+            })
             .nth(index)
             .map(|(i, _)| i + 1)
     }
@@ -1085,7 +1097,9 @@ impl fmt::Display for Explanation {
             self.local_size,
             task.gpu,
             task.nic.as_deref().unwrap_or("-"),
-            task.cpus.as_ref().map_or("- (not pinned)".into(), ToString::to_string)
+            task.cpus
+                .as_ref()
+                .map_or("- (not pinned)".into(), ToString::to_string)
         )?;
         let list = |v: &[&str]| {
             if v.is_empty() {
@@ -1109,7 +1123,10 @@ impl fmt::Display for Explanation {
             list(&self.checks_skipped)
         )?;
         for failure in &self.failures {
-            writeln!(f, "check failed: {failure}: the profile would not be applied")?;
+            writeln!(
+                f,
+                "check failed: {failure}: the profile would not be applied"
+            )?;
         }
         writeln!(
             f,
@@ -1220,7 +1237,16 @@ mod tests {
 
     #[test]
     fn explain_uses_the_node_sets_names_and_marks_forced_variables() {
-        let e = explain(&["--profile", "tcpx", "--node", "a3h-0001", "--local-rank", "2", "--job-id", "42"]);
+        let e = explain(&[
+            "--profile",
+            "tcpx",
+            "--node",
+            "a3h-0001",
+            "--local-rank",
+            "2",
+            "--job-id",
+            "42",
+        ]);
         let task = e.task.as_ref().unwrap();
         assert_eq!(task.nic.as_deref(), Some("enp12s0"));
         let find = |name: &str| {
@@ -1234,7 +1260,10 @@ mod tests {
             find("NCCL_GPUDIRECTTCPX_UNIX_CLIENT_PREFIX"),
             Some(("/run/tcpx-42".into(), "forced"))
         );
-        assert_eq!(find("NCCL_SOCKET_IFNAME"), Some(("enp0s12".into(), "keepable")));
+        assert_eq!(
+            find("NCCL_SOCKET_IFNAME"),
+            Some(("enp0s12".into(), "keepable"))
+        );
         assert_eq!(find("GPUDIRECT_NIC"), Some(("enp12s0".into(), "plugin")));
         assert_eq!(e.checks_run, ["nics", "libraries", "rxdm_socket_dir"]);
     }
