@@ -12,9 +12,10 @@
 //!   *is* the chain of upstream bridges;
 //! - a GPU is an NVIDIA function (`vendor` 0x10de) of class 3D or VGA controller
 //!   (`class` 0x0302xx or 0x0300xx; NVSwitches, also 0x10de, are bridges and are skipped),
-//!   numbered in PCI bus order. That is CUDA's `PCI_BUS_ID` order and, for the identical
-//!   GPUs of one node, also its default `FASTEST_FIRST` order (ties are broken by bus id),
-//!   so GPU `i` here is `CUDA_VISIBLE_DEVICES` entry `i`;
+//!   numbered in PCI bus order. That is CUDA's `CUDA_DEVICE_ORDER=PCI_BUS_ID` order and
+//!   nvidia-smi's (hence Slurm's GRES) numbering; CUDA's default `FASTEST_FIRST` gives the
+//!   same order on nodes of identical GPUs in practice, but only `PCI_BUS_ID` promises
+//!   it. GPU `i` here is device `i` of `CUDA_VISIBLE_DEVICES`;
 //! - a NIC is any function with a `net/<ifname>` or `infiniband/<hca>` child; its
 //!   `numa_node` names `/sys/devices/system/node/node<N>/cpulist`;
 //! - a GPU's NICs are those whose chain shares the longest prefix with the GPU's chain
