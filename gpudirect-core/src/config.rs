@@ -30,6 +30,18 @@
 //! nic_names = { eth0 = "enp0s12", eth1 = "enp6s0" }   # the image's real NIC names
 //! ```
 //!
+//! Two keys change where per-GPU NICs come from and what a NIC name means:
+//!
+//! ```toml
+//! [profiles.ib]
+//! data_nic_class = "infiniband"       # data_nics are RDMA devices (/sys/class/infiniband),
+//!                                     # as NCCL_IB_HCA names them; default "net" (netdevs)
+//! data_nics = ["mlx5_0", "mlx5_1"]
+//! nic_locality = "sysfs"              # each GPU's NIC and CPUs from the PCIe layout;
+//!                                     # default "config" (gpu_nics and nic_cpus)
+//! gpu_nics = ["mlx5_0", "mlx5_1"]     # with "sysfs": the fallback where sysfs is unreadable
+//! ```
+//!
 //! Every key is checked: an unknown key, a template with an unknown placeholder, a NIC
 //! that the profile does not declare, a relative path, each is an error that names the
 //! file, line and key.
@@ -65,6 +77,50 @@ impl fmt::Display for Mode {
             Mode::None => f.write_str("none"),
             Mode::Auto => f.write_str("auto"),
             Mode::Profile(name) => f.write_str(name),
+        }
+    }
+}
+
+/// What the names in a profile's `data_nics` are.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum NicClass {
+    /// Network interfaces (`/sys/class/net`: `eth1`, `enp6s0`), as
+    /// `NCCL_SOCKET_IFNAME` and the TCPX/FasTrak plugins take them.
+    #[default]
+    Net,
+    /// RDMA devices (`/sys/class/infiniband`: `mlx5_0`, EFA's `rdmap79s0`), as
+    /// `NCCL_IB_HCA` takes them. They are not interface names: `mlx5_0` has no netdev
+    /// of that name.
+    Infiniband,
+}
+
+impl NicClass {
+    /// The name used in the config.
+    pub fn name(self) -> &'static str {
+        match self {
+            NicClass::Net => "net",
+            NicClass::Infiniband => "infiniband",
+        }
+    }
+}
+
+/// Where a task's NIC and CPUs come from.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum NicLocality {
+    /// From the profile's `gpu_nics` and `nic_cpus`.
+    #[default]
+    Config,
+    /// From the node's PCIe layout in sysfs ([`crate::locality`]): the NIC under the
+    /// GPU's switch and its NUMA node's CPUs; `gpu_nics`/`nic_cpus` are the fallback.
+    Sysfs,
+}
+
+impl NicLocality {
+    /// The name used in the config.
+    pub fn name(self) -> &'static str {
+        match self {
+            NicLocality::Config => "config",
+            NicLocality::Sysfs => "sysfs",
         }
     }
 }
@@ -165,7 +221,11 @@ pub struct Profile {
     pub control_nic: Option<String>,
     /// The data NICs (logical names).
     pub data_nics: Vec<String>,
-    /// The data NIC of each GPU index.
+    /// What the data NIC names are: netdevs or RDMA devices.
+    pub data_nic_class: NicClass,
+    /// Where each task's NIC and CPUs come from.
+    pub nic_locality: NicLocality,
+    /// The data NIC of each GPU index (with `nic_locality = "sysfs"`, the fallback).
     pub gpu_nics: Vec<String>,
     /// CPUs close to each data NIC.
     pub nic_cpus: BTreeMap<String, CpuList>,
@@ -317,6 +377,10 @@ struct RawProfile {
     control_nic: Option<Spanned<String>>,
     #[serde(default)]
     data_nics: Vec<Spanned<String>>,
+    #[serde(default)]
+    data_nic_class: Option<Spanned<String>>,
+    #[serde(default)]
+    nic_locality: Option<Spanned<String>>,
     #[serde(default)]
     gpu_nics: Vec<Spanned<String>>,
     #[serde(default)]
@@ -534,12 +598,50 @@ impl Checker<'_> {
                 .map_err(|e| self.error(cpus.span(), nic_key, e.to_string()))?;
             nic_cpus.insert(nic.get_ref().clone(), list);
         }
+        let data_nic_class = match &raw.data_nic_class {
+            None => NicClass::Net,
+            Some(c) => match c.get_ref().as_str() {
+                "net" => NicClass::Net,
+                "infiniband" => NicClass::Infiniband,
+                other => {
+                    return Err(self.error(
+                        c.span(),
+                        format!("{key}.data_nic_class"),
+                        format!(
+                            "`{}` is not a NIC class: use \"net\" (interfaces, /sys/class/net) or \"infiniband\" (RDMA devices, /sys/class/infiniband)",
+                            sanitize_for_message(other)
+                        ),
+                    ))
+                }
+            },
+        };
+        let nic_locality = match &raw.nic_locality {
+            None => NicLocality::Config,
+            Some(l) => match l.get_ref().as_str() {
+                "config" => NicLocality::Config,
+                "sysfs" => NicLocality::Sysfs,
+                other => {
+                    return Err(self.error(
+                        l.span(),
+                        format!("{key}.nic_locality"),
+                        format!(
+                            "`{}` is not a locality source: use \"config\" (gpu_nics, nic_cpus) or \"sysfs\" (the node's PCIe layout)",
+                            sanitize_for_message(other)
+                        ),
+                    ))
+                }
+            },
+        };
         let pin_cpus = match &raw.pin_cpus {
-            Some(pin) if *pin.get_ref() && (nic_cpus.is_empty() || gpu_nics.is_empty()) => {
+            Some(pin)
+                if *pin.get_ref()
+                    && nic_locality == NicLocality::Config
+                    && (nic_cpus.is_empty() || gpu_nics.is_empty()) =>
+            {
                 return Err(self.error(
                     pin.span(),
                     format!("{key}.pin_cpus"),
-                    "pinning needs gpu_nics and nic_cpus: a task's CPUs are its NIC's CPUs",
+                    "pinning needs gpu_nics and nic_cpus (a task's CPUs are its NIC's CPUs), or nic_locality = \"sysfs\"",
                 ))
             }
             Some(pin) => *pin.get_ref(),
@@ -599,6 +701,8 @@ impl Checker<'_> {
             transport: raw.transport.map(Spanned::into_inner),
             control_nic,
             data_nics,
+            data_nic_class,
+            nic_locality,
             gpu_nics,
             nic_cpus,
             pin_cpus,
@@ -1058,6 +1162,67 @@ nic_names = { eth0 = "enp0s12" }
             local_set.skip_checks,
             [CheckKind::Libraries, CheckKind::RxdmSocketDir]
         );
+        assert_eq!(
+            config.profile_names(),
+            ["azure-ndv5", "efa", "gib", "gib-a4", "ib", "tcpx", "tcpxo"]
+        );
+        let tcpxo = &config.profiles["tcpxo"];
+        assert_eq!(tcpxo.transport.as_deref(), Some("FasTrak"));
+        assert_eq!(tcpxo.data_nics.len(), 8);
+        assert_eq!(tcpxo.env.len(), 22);
+        assert_eq!(tcpxo.nic_locality, NicLocality::Sysfs);
+        assert_eq!(tcpxo.library_dirs, ["/var/lib/tcpxo/lib64"]);
+        let mega = config.node_set_for("a3m-0042").unwrap();
+        assert_eq!(mega.profile.as_deref(), Some("tcpxo"));
+        assert_eq!(mega.nic_names["eth8"], "enp142s0");
+        assert_eq!(
+            config.node_set_for("a3m-cos-0042").unwrap().name,
+            "a3-mega-cos"
+        );
+        for name in ["gib", "gib-a4"] {
+            let gib = &config.profiles[name];
+            assert_eq!(gib.transport.as_deref(), Some("gIB"));
+            assert_eq!(gib.data_nic_class, NicClass::Infiniband);
+            assert_eq!(gib.library_dirs, ["/usr/local/gib/lib64"]);
+        }
+        let efa = &config.profiles["efa"];
+        assert_eq!(efa.transport.as_deref(), Some("Libfabric"));
+        assert!(efa.env.iter().any(|v| v.name == "FI_PROVIDER"));
+        let ib = &config.profiles["ib"];
+        assert_eq!(ib.data_nic_class, NicClass::Infiniband);
+        assert_eq!(ib.data_nics[0], "mlx5_0");
+        let azure = &config.profiles["azure-ndv5"];
+        assert_eq!(
+            azure.topology_file.as_deref(),
+            Some("/opt/microsoft/ndv5-topo.xml")
+        );
+        assert!(azure.checks.topology_file);
+        // The local cluster's node set still comes last and still parses.
+        assert_eq!(config.node_sets.last().unwrap().name, "local");
+    }
+
+    #[test]
+    fn nic_class_and_locality_are_checked() {
+        let config = parse_config(
+            "[profiles.ib]\ndata_nic_class = \"infiniband\"\ndata_nics = [\"mlx5_0\"]\nnic_locality = \"sysfs\"\npin_cpus = true\n",
+            "t.toml",
+        )
+        .unwrap();
+        let ib = &config.profiles["ib"];
+        assert_eq!(ib.data_nic_class, NicClass::Infiniband);
+        assert_eq!(ib.nic_locality, NicLocality::Sysfs);
+        assert!(ib.pin_cpus, "sysfs gives the CPUs: no nic_cpus needed");
+        let defaults = parse_config("[profiles.p]\n", "t.toml").unwrap();
+        assert_eq!(defaults.profiles["p"].data_nic_class, NicClass::Net);
+        assert_eq!(defaults.profiles["p"].nic_locality, NicLocality::Config);
+        let e = err("[profiles.x]\n\ndata_nic_class = \"rdma\"\n");
+        assert_eq!(e.line, Some(3));
+        assert_eq!(e.key.as_deref(), Some("profiles.x.data_nic_class"));
+        assert!(e.message.contains("\"infiniband\""), "{e}");
+        let e = err("[profiles.x]\nnic_locality = \"pci\"\n");
+        assert_eq!(e.line, Some(2));
+        assert_eq!(e.key.as_deref(), Some("profiles.x.nic_locality"));
+        assert!(e.message.contains("\"sysfs\""), "{e}");
     }
 
     #[test]

@@ -8,6 +8,7 @@
 pub mod config;
 pub mod cpulist;
 pub mod hostlist;
+pub mod locality;
 pub mod resolve;
 pub mod system;
 pub mod template;

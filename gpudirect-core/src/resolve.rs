@@ -7,14 +7,19 @@
 //!    which carries sbatch/salloc's when srun has none, then `SLURM_GPUDIRECT`, then the
 //!    node set's default, then the config's default);
 //! 2. [`plan_node`]: once per node, which profile, the node's real NIC names, and the
-//!    profile's checks against a [`NodeProbe`];
+//!    profile's checks against a [`NodeProbe`]; [`plan_node_with_locality`] also takes the
+//!    node's PCI [`Locality`] map (read once per node by the caller) for profiles with
+//!    `nic_locality = "sysfs"`;
 //! 3. [`plan_task`]: per task, the variables to set, the NIC and CPUs by local rank.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
-use crate::config::{CheckKind, Config, Mode, NodeSet, Profile, UnknownMode};
+use crate::config::{
+    CheckKind, Config, Mode, NicClass, NicLocality, NodeSet, Profile, UnknownMode,
+};
 use crate::cpulist::CpuList;
+use crate::locality::{GpuLink, Locality};
 use crate::template::{Placeholder, Template};
 
 /// Variables the plugin itself sets (contract: a job reads them to see what was applied).
@@ -170,6 +175,13 @@ pub trait NodeProbe {
     fn file_readable(&self, path: &str) -> bool;
     /// Whether a directory exists at `path`.
     fn dir_exists(&self, path: &str) -> bool;
+    /// `None` if the RDMA device (`/sys/class/infiniband/<name>`) does not exist, else
+    /// whether one of its ports is active. The default knows no RDMA device: a probe for
+    /// nodes with `data_nic_class = "infiniband"` profiles must override it.
+    fn rdma_port_active(&self, name: &str) -> Option<bool> {
+        let _ = name;
+        None
+    }
 }
 
 /// Facts of the step on this node.
@@ -219,6 +231,11 @@ pub struct NodePlan<'c> {
     pub failures: Vec<CheckFailure>,
     /// The step's facts.
     pub step: StepFacts,
+    /// Each GPU's nearest data NICs (real names) and CPUs from sysfs, when the profile
+    /// says `nic_locality = "sysfs"` and the map was given.
+    pub links: Option<Vec<GpuLink>>,
+    /// Why the sysfs locality is not used, for the log.
+    pub notes: Vec<String>,
 }
 
 impl NodePlan<'_> {
@@ -246,10 +263,22 @@ impl NodePlan<'_> {
 }
 
 /// Applies a profile to a node: NIC names from the node set, then the checks.
+/// The same as [`plan_node_with_locality`] without a locality map.
 pub fn plan_node<'c>(
     resolved: Resolved<'c>,
     step: StepFacts,
     probe: &dyn NodeProbe,
+) -> NodePlan<'c> {
+    plan_node_with_locality(resolved, step, probe, None)
+}
+
+/// Applies a profile to a node: NIC names from the node set, each GPU's NIC and CPUs
+/// from `locality` when the profile says `nic_locality = "sysfs"`, then the checks.
+pub fn plan_node_with_locality<'c>(
+    resolved: Resolved<'c>,
+    step: StepFacts,
+    probe: &dyn NodeProbe,
+    locality: Option<&Locality>,
 ) -> NodePlan<'c> {
     let profile = resolved.profile;
     let set = resolved.node_set;
@@ -274,7 +303,32 @@ pub fn plan_node<'c>(
         skipped: Vec::new(),
         failures: Vec::new(),
         step,
+        links: None,
+        notes: Vec::new(),
     };
+    if profile.nic_locality == NicLocality::Sysfs {
+        match locality {
+            Some(map) => {
+                // Declared data NICs restrict the choice (and keep the control NIC out);
+                // with none declared, every NIC of the class is a candidate.
+                let declared: BTreeSet<&str> =
+                    profile.data_nics.iter().map(|l| plan.real_nic(l)).collect();
+                let allowed = |name: &str| declared.is_empty() || declared.contains(name);
+                let links = map.links(profile.data_nic_class, &allowed);
+                if links.is_empty() {
+                    plan.notes.push(
+                        "nic_locality = sysfs: no GPU found in sysfs; using gpu_nics/nic_cpus"
+                            .into(),
+                    );
+                } else {
+                    plan.links = Some(links);
+                }
+            }
+            None => plan
+                .notes
+                .push("nic_locality = sysfs: no locality map; using gpu_nics/nic_cpus".into()),
+        }
+    }
     for kind in profile.checks.required() {
         if skipped_by_set.contains(&kind) {
             plan.skipped.push(kind);
@@ -291,8 +345,32 @@ fn run_check(plan: &NodePlan<'_>, kind: CheckKind, probe: &dyn NodeProbe) -> Vec
     let mut failures = Vec::new();
     match kind {
         CheckKind::Nics => {
-            for logical in profile.control_nic.iter().chain(profile.data_nics.iter()) {
+            let control = profile.control_nic.iter().map(|n| (n, NicClass::Net));
+            let data = profile
+                .data_nics
+                .iter()
+                .map(|n| (n, profile.data_nic_class));
+            for (logical, class) in control.chain(data) {
                 let real = plan.real_nic(logical);
+                if class == NicClass::Infiniband {
+                    match probe.rdma_port_active(real) {
+                        Some(true) => {}
+                        Some(false) => failures.push(CheckFailure {
+                            kind,
+                            problem: format!("RDMA device {real} has no active port"),
+                            fix: format!("check the link (`ibstat {real}`) or drain the node"),
+                        }),
+                        None => failures.push(CheckFailure {
+                            kind,
+                            problem: format!(
+                                "RDMA device {real} is missing (/sys/class/infiniband)"
+                            ),
+                            fix: "load the driver, or map the name with the node set's nic_names"
+                                .into(),
+                        }),
+                    }
+                    continue;
+                }
                 match probe.nic_up(real) {
                     Some(true) => {}
                     Some(false) => failures.push(CheckFailure {
@@ -429,16 +507,45 @@ pub fn plan_task(
         .gpu
         .parse::<usize>()
         .unwrap_or(task.local_rank as usize);
-    let logical_nic = profile.gpu_nics.get(gpu_index);
-    if logical_nic.is_none() && !profile.gpu_nics.is_empty() {
+    let link = node.links.as_ref().and_then(|links| links.get(gpu_index));
+    if node.links.is_some() && link.is_none() {
         plan.notes.push(format!(
-            "GPU {gpu_index} is beyond gpu_nics ({} entries): no NIC pinned",
-            profile.gpu_nics.len()
+            "GPU {gpu_index} is not among the {} GPUs sysfs shows: using gpu_nics",
+            node.links.as_ref().map_or(0, Vec::len)
         ));
     }
-    plan.nic = logical_nic.map(|l| node.real_nic(l).to_string());
+    let sysfs_nics = link.filter(|l| !l.nics.is_empty());
+    let logical_nic = profile.gpu_nics.get(gpu_index);
+    if let Some(link) = sysfs_nics {
+        plan.nic = Some(link.nics.join(","));
+        plan.notes.push(format!(
+            "NIC {} and CPUs from sysfs: GPU {} at {}, NUMA node {}",
+            link.nics.join(","),
+            gpu_index,
+            link.pci,
+            link.numa_node.map_or("-".to_string(), |n| n.to_string())
+        ));
+    } else {
+        if logical_nic.is_none() && !profile.gpu_nics.is_empty() {
+            plan.notes.push(format!(
+                "GPU {gpu_index} is beyond gpu_nics ({} entries): no NIC pinned",
+                profile.gpu_nics.len()
+            ));
+        }
+        if let Some(link) = link {
+            plan.notes.push(format!(
+                "no data NIC under the PCIe switch of GPU {gpu_index} ({}): using gpu_nics",
+                link.pci
+            ));
+        }
+        plan.nic = logical_nic.map(|l| node.real_nic(l).to_string());
+    }
     if profile.pin_cpus {
-        if let Some(cpus) = logical_nic.and_then(|l| profile.nic_cpus.get(l)) {
+        // sysfs CPUs (the NIC's NUMA node, else the GPU's) first, then the config's.
+        let near_cpus = link
+            .and_then(|l| l.cpus.as_ref())
+            .or_else(|| logical_nic.and_then(|l| profile.nic_cpus.get(l)));
+        if let Some(cpus) = near_cpus {
             let usable = match &task.allowed_cpus {
                 Some(allowed) => cpus.intersection(allowed),
                 None => cpus.clone(),
@@ -531,6 +638,26 @@ pub fn plan_none(env: &dyn Fn(&str) -> Option<String>) -> Vec<String> {
     unset
 }
 
+/// The data NICs on this node: the profile's, renamed; with none declared, every NIC the
+/// sysfs map found near a GPU, in GPU order.
+fn data_nics<'a>(node: &'a NodePlan<'_>) -> Vec<&'a str> {
+    if !node.profile.data_nics.is_empty() || node.links.is_none() {
+        return node
+            .profile
+            .data_nics
+            .iter()
+            .map(|n| node.real_nic(n))
+            .collect();
+    }
+    let mut seen = BTreeSet::new();
+    node.links
+        .iter()
+        .flatten()
+        .flat_map(|l| l.nics.iter().map(String::as_str))
+        .filter(|n| seen.insert(*n))
+        .collect()
+}
+
 fn expand(
     template: &Template,
     node: &NodePlan<'_>,
@@ -557,12 +684,7 @@ fn expand(
             .as_deref()
             .map(|n| node.real_nic(n).to_string())
             .unwrap_or_default(),
-        Placeholder::DataNics => profile
-            .data_nics
-            .iter()
-            .map(|n| node.real_nic(n))
-            .collect::<Vec<_>>()
-            .join(","),
+        Placeholder::DataNics => data_nics(node).join(","),
         Placeholder::NicNamed(name) => node.real_nic(name).to_string(),
     })
 }
@@ -907,6 +1029,169 @@ skip_checks = ["libraries", "rxdm_socket_dir"]
             get(&plan, "GPUDIRECT_SKIPPED_CHECKS"),
             Some("libraries,rxdm_socket_dir")
         );
+    }
+
+    fn shipped() -> Config {
+        let text = include_str!("../../slurm-conf/gpudirect.toml");
+        parse_config(text, "gpudirect.toml").unwrap()
+    }
+
+    fn sysfs_plan<'c>(
+        config: &'c Config,
+        node: &str,
+        mode: &str,
+        probe: &Probe,
+        fixture: &str,
+    ) -> NodePlan<'c> {
+        let map = Locality::read(&crate::locality::fixture(fixture)).unwrap();
+        let mode = config.parse_mode(mode).unwrap();
+        let resolved = resolve_profile(config, node, &mode).unwrap().unwrap();
+        plan_node_with_locality(resolved, step(node), probe, Some(&map))
+    }
+
+    fn task(local_rank: u32) -> TaskFacts {
+        TaskFacts {
+            local_rank,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn tcpxo_on_a3_mega_takes_each_gpus_nic_and_numa_cpus_from_sysfs() {
+        let c = shipped();
+        let node = sysfs_plan(&c, "a3m-0007", "auto", &eth_probe(), "a3-mega");
+        let links = node.links.as_ref().unwrap();
+        assert_eq!(links.len(), 8);
+        let plan = plan_task(&node, &task(3), &|_| None);
+        assert_eq!(plan.nic.as_deref(), Some("enp14s0"));
+        assert_eq!(get(&plan, "GPUDIRECT_NIC"), Some("enp14s0"));
+        assert_eq!(get(&plan, "GPUDIRECT_CPUS"), Some("0-51,104-155"));
+        assert_eq!(
+            get(&plan, "NCCL_FASTRAK_IFNAME"),
+            Some("enp6s0,enp7s0,enp13s0,enp14s0,enp134s0,enp135s0,enp141s0,enp142s0")
+        );
+        assert_eq!(get(&plan, "NCCL_FASTRAK_CTRL_DEV"), Some("enp0s12"));
+        assert!(plan.notes[0].contains("from sysfs"), "{:?}", plan.notes);
+        let plan = plan_task(&node, &task(6), &|_| None);
+        assert_eq!(plan.nic.as_deref(), Some("enp141s0"));
+        assert_eq!(get(&plan, "GPUDIRECT_CPUS"), Some("52-103,156-207"));
+    }
+
+    #[test]
+    fn sysfs_locality_on_a3_high_matches_the_configured_table() {
+        let mut c = config();
+        let tcpx = c.profiles.get_mut("tcpx").unwrap();
+        tcpx.nic_locality = NicLocality::Sysfs;
+        let from_config: Vec<Option<String>> = (0..8)
+            .map(|r| {
+                plan_task(
+                    &node_plan(&config(), "n1", "tcpx", &eth_probe()),
+                    &task(r),
+                    &|_| None,
+                )
+                .nic
+            })
+            .collect();
+        let node = sysfs_plan(&c, "n1", "tcpx", &eth_probe(), "a3-high");
+        let from_sysfs: Vec<Option<String>> = (0..8)
+            .map(|r| plan_task(&node, &task(r), &|_| None).nic)
+            .collect();
+        assert_eq!(from_sysfs, from_config);
+        // The CPUs are the NUMA node's, not the config's narrower test lists.
+        let plan = plan_task(&node, &task(5), &|_| None);
+        assert_eq!(get(&plan, "GPUDIRECT_CPUS"), Some("52-103,156-207"));
+    }
+
+    #[test]
+    fn efa_on_p5_names_four_devices_per_gpu_without_declaring_any() {
+        let c = shipped();
+        let mut probe = eth_probe();
+        probe.files.push("/opt/amazon/ofi-nccl/lib/libnccl-net.so");
+        let node = sysfs_plan(&c, "p5-001", "efa", &probe, "p5");
+        assert!(node.failures.is_empty(), "{:?}", node.failures);
+        let plan = plan_task(&node, &task(5), &|_| None);
+        assert_eq!(
+            plan.nic.as_deref(),
+            Some("rdmap169s0,rdmap170s0,rdmap171s0,rdmap172s0")
+        );
+        assert_eq!(get(&plan, "GPUDIRECT_CPUS"), Some("48-95,144-191"));
+        assert_eq!(get(&plan, "FI_PROVIDER"), Some("efa"));
+    }
+
+    #[test]
+    fn ib_pins_one_hca_per_rank_and_falls_back_without_sysfs() {
+        let c = shipped();
+        let resolved = resolve_profile(&c, "gpu01", &Mode::Profile("ib".into()))
+            .unwrap()
+            .unwrap();
+        let node = plan_node(resolved, step("gpu01"), &eth_probe());
+        assert!(node.links.is_none());
+        assert!(
+            node.notes[0].contains("no locality map"),
+            "{:?}",
+            node.notes
+        );
+        let plan = plan_task(&node, &task(3), &|_| None);
+        assert_eq!(get(&plan, "NCCL_IB_HCA"), Some("=mlx5_3"));
+        assert_eq!(get(&plan, "NCCL_NET"), Some("IB"));
+        assert_eq!(plan.cpus, None, "no sysfs, no nic_cpus: not pinned");
+        // The HCAs are RDMA devices: the nics check looks in /sys/class/infiniband.
+        let kinds: Vec<&str> = node.failures.iter().map(|f| f.problem.as_str()).collect();
+        assert_eq!(kinds.len(), 8, "{kinds:?}");
+        assert!(
+            kinds[0].starts_with("RDMA device mlx5_0 is missing"),
+            "{kinds:?}"
+        );
+    }
+
+    #[test]
+    fn rdma_devices_are_probed_as_such() {
+        struct Rdma;
+        impl NodeProbe for Rdma {
+            fn nic_up(&self, name: &str) -> Option<bool> {
+                (name == "eth0").then_some(true)
+            }
+            fn file_exists(&self, _: &str) -> bool {
+                true
+            }
+            fn file_readable(&self, _: &str) -> bool {
+                true
+            }
+            fn dir_exists(&self, _: &str) -> bool {
+                true
+            }
+            fn rdma_port_active(&self, name: &str) -> Option<bool> {
+                name.strip_prefix("mlx5_").map(|n| n != "7")
+            }
+        }
+        let c = shipped();
+        let resolved = resolve_profile(&c, "gpu01", &Mode::Profile("ib".into()))
+            .unwrap()
+            .unwrap();
+        let node = plan_node(resolved, step("gpu01"), &Rdma);
+        assert_eq!(node.failures.len(), 1, "{:?}", node.failures);
+        assert_eq!(
+            node.failures[0].problem,
+            "RDMA device mlx5_7 has no active port"
+        );
+    }
+
+    #[test]
+    fn gpu_without_a_near_nic_falls_back_to_gpu_nics() {
+        let c = shipped();
+        // The tcpxo profile's data NICs on the COS node set are eth1..eth8, which the
+        // a3-mega tree (Slurm-image names) does not have: nothing is near.
+        let node = sysfs_plan(&c, "a3m-cos-0001", "auto", &eth_probe(), "a3-mega");
+        let plan = plan_task(&node, &task(2), &|_| None);
+        assert_eq!(plan.nic.as_deref(), Some("eth3"));
+        assert!(
+            plan.notes
+                .iter()
+                .any(|n| n.contains("no data NIC under the PCIe switch")),
+            "{:?}",
+            plan.notes
+        );
+        assert_eq!(get(&plan, "GPUDIRECT_CPUS"), Some("0-51,104-155"));
     }
 
     #[test]

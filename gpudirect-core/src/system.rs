@@ -163,6 +163,27 @@ impl NodeProbe for SystemProbe {
     fn dir_exists(&self, path: &str) -> bool {
         Path::new(path).is_dir()
     }
+
+    fn rdma_port_active(&self, name: &str) -> Option<bool> {
+        rdma_port_active_under(Path::new("/sys"), name)
+    }
+}
+
+/// Whether the RDMA device `name` under a sysfs root exists (`None` if not) and has an
+/// active port (`ports/<n>/state` reads `4: ACTIVE`).
+pub fn rdma_port_active_under(sysfs_root: &Path, name: &str) -> Option<bool> {
+    // Names come from the admin's config and were checked to be plain names.
+    if name.contains('/') || name.starts_with('.') || name.is_empty() {
+        return None;
+    }
+    let ports = sysfs_root.join("class/infiniband").join(name).join("ports");
+    let entries = std::fs::read_dir(&ports).ok()?;
+    let active = entries.filter_map(Result::ok).take(64).any(|port| {
+        std::fs::read_to_string(port.path().join("state"))
+            .map(|state| state.contains("ACTIVE"))
+            .unwrap_or(false)
+    });
+    Some(active)
 }
 
 /// The CPUs this process may run on.
@@ -236,6 +257,22 @@ mod tests {
         let err = load_config(&file, Ownership::Any).unwrap_err();
         assert!(err.to_string().contains("not UTF-8"), "{err}");
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn rdma_ports_are_read_from_sysfs_class_infiniband() {
+        let root = temp_dir("rdma");
+        let port = root.join("class/infiniband/mlx5_0/ports/1");
+        std::fs::create_dir_all(&port).unwrap();
+        std::fs::write(port.join("state"), "4: ACTIVE\n").unwrap();
+        let down = root.join("class/infiniband/mlx5_1/ports/1");
+        std::fs::create_dir_all(&down).unwrap();
+        std::fs::write(down.join("state"), "1: DOWN\n").unwrap();
+        assert_eq!(rdma_port_active_under(&root, "mlx5_0"), Some(true));
+        assert_eq!(rdma_port_active_under(&root, "mlx5_1"), Some(false));
+        assert_eq!(rdma_port_active_under(&root, "mlx5_9"), None);
+        assert_eq!(rdma_port_active_under(&root, "../mlx5_0"), None);
+        std::fs::remove_dir_all(&root).unwrap();
     }
 
     #[test]

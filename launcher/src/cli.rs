@@ -57,6 +57,8 @@ pub enum Command {
     /// Show what every task of the allocation really gets (variables, CPUs, GPUs, NICs)
     /// and name the nodes and ranks that differ from the profile or from each other.
     Probe(ProbeArgs),
+    /// Admin tools for the plugin's config: list, show, check, explain.
+    Profiles(crate::profiles::ProfilesArgs),
 }
 
 /// Options every subcommand receives, whether it uses them or not.

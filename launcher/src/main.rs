@@ -5,6 +5,7 @@ mod cli;
 mod hostfile;
 mod import;
 mod probe_cmd;
+mod profiles;
 mod run_cmd;
 
 use std::io::{self, IsTerminal};
@@ -44,6 +45,7 @@ fn dispatch(command: Command, globals: &Globals) -> anyhow::Result<u8> {
         Command::Run(args) => {
             run_cmd::run(&args, globals).map(|code| u8::try_from(code).unwrap_or(1))
         }
+        Command::Profiles(args) => profiles::run(&args, globals).map(ok),
     }
 }
 

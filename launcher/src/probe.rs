@@ -297,6 +297,9 @@ fn hostlist(nodes: &BTreeSet<&str>) -> String {
     gpudirect_core::hostlist::compress(&v)
 }
 
+/// A finding's identity for grouping: (variable or `check`, user-kept, description).
+type IssueKey = (String, bool, String);
+
 /// Compares tasks with the profile and nodes with each other.
 pub fn analyse(reports: &[TaskReport], expected_tasks: Option<usize>) -> Analysis {
     let mut findings = Vec::new();
@@ -309,8 +312,7 @@ pub fn analyse(reports: &[TaskReport], expected_tasks: Option<usize>) -> Analysi
         });
     }
     // Against the profile, per task (grouped by node and variable).
-    let mut by_issue: BTreeMap<(String, bool, String), (BTreeSet<&str>, Vec<u32>)> =
-        BTreeMap::new();
+    let mut by_issue: BTreeMap<IssueKey, (BTreeSet<&str>, Vec<u32>)> = BTreeMap::new();
     for r in reports {
         for m in &r.mismatches {
             let what = match (&m.actual, &m.expected) {

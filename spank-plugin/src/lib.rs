@@ -24,10 +24,11 @@ use std::ffi::{c_char, c_int, c_uint, CStr, CString};
 use std::path::Path;
 use std::sync::{Mutex, OnceLock};
 
-use gpudirect_core::config::{sanitize_for_message, Config};
+use gpudirect_core::config::{sanitize_for_message, Config, NicLocality};
+use gpudirect_core::locality::Locality;
 use gpudirect_core::resolve::{
-    choose_mode, plan_node, plan_none, plan_task, resolve_profile, vars, NodePlan, StepFacts,
-    TaskFacts,
+    choose_mode, plan_node_with_locality, plan_none, plan_task, resolve_profile, vars, NodePlan,
+    StepFacts, TaskFacts,
 };
 use gpudirect_core::system::{current_affinity, load_config, set_affinity, Ownership, SystemProbe};
 use slurm_spank::{spank_log, spank_sys, Context, LogLevel, Plugin, SpankHandle};
@@ -231,7 +232,18 @@ impl GpuDirect {
             nnodes: spank.job_nnodes().unwrap_or(1),
             local_size: spank.job_local_task_count().unwrap_or(1),
         };
-        let plan = plan_node(resolved, step, &SystemProbe);
+        // Read once per node, and only for profiles that ask: tasks get it as data.
+        let locality = if resolved.profile.nic_locality == NicLocality::Sysfs {
+            Locality::read(Path::new("/sys"))
+                .map_err(|e| log_error(&format!("node {}: {e}; using gpu_nics", step.node)))
+                .ok()
+        } else {
+            None
+        };
+        let plan = plan_node_with_locality(resolved, step, &SystemProbe, locality.as_ref());
+        for note in &plan.notes {
+            log_verbose(&format!("node {}: {note}", plan.step.node));
+        }
         if let Some(summary) = plan.failure_summary() {
             return Ok(NodeDecision::Unusable {
                 message: summary,

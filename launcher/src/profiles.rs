@@ -1,0 +1,1287 @@
+//! `gpudirect profiles`: the admin's view of the config the SPANK plugin reads.
+//!
+//! - `list`: profiles (transport, NICs, checks) and node sets;
+//! - `show NAME`: one profile as the plugin parsed it, and the node sets that use it;
+//! - `check`: lint: parse errors with file:line, the plugin's ownership rule, and the
+//!   node-specific checks (libraries, topology file, NICs), which are errors only with
+//!   `--on-node` (run on that node) and warnings elsewhere;
+//! - `explain`: the exact variables, NIC, CPUs and skipped checks the plugin would give
+//!   one task.
+//!
+//! Everything here calls `gpudirect_core` (config, resolve, system, locality): the same
+//! code the plugin runs, so what an admin sees is what a job gets.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Subcommand};
+use serde_json::{json, Value};
+
+use gpudirect_core::config::{CheckKind, Config, Mode, NicClass, NicLocality, NodeSet, Profile};
+use gpudirect_core::locality::Locality;
+use gpudirect_core::resolve::{
+    choose_mode, plan_node_with_locality, plan_task, resolve_profile, vars, NodePlan, NodeProbe,
+    Resolved, StepFacts, TaskFacts, TaskPlan,
+};
+use gpudirect_core::system::{load_config, LoadError, Ownership, SystemProbe};
+use gpudirect_core::template::{Placeholder, Template};
+
+use crate::cli::Globals;
+
+/// Where a real install keeps the admin config.
+pub const DEFAULT_CONFIG: &str = "/etc/slurm/gpudirect.toml";
+
+/// `gpudirect profiles`.
+#[derive(Debug, Args)]
+#[command(after_help = "Examples:\n  \
+    gpudirect profiles list\n  \
+    gpudirect profiles show tcpx\n  \
+    gpudirect profiles check --config ./gpudirect.toml\n  \
+    gpudirect profiles check --on-node            # on a GPU node: its files and NICs\n  \
+    gpudirect profiles explain --profile tcpx --node a3h-0001 --local-rank 3\n  \
+    gpudirect profiles explain --mode auto --node a3m-0001 --local-rank 5 --sysfs /sys")]
+pub struct ProfilesArgs {
+    /// The admin config: --config, else $GPUDIRECT_CONFIG, else /etc/slurm/gpudirect.toml.
+    #[arg(
+        long,
+        global = true,
+        env = "GPUDIRECT_CONFIG",
+        value_name = "FILE",
+        default_value = DEFAULT_CONFIG
+    )]
+    pub config: PathBuf,
+
+    /// What to do.
+    #[command(subcommand)]
+    pub command: ProfilesCommand,
+}
+
+/// The `profiles` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum ProfilesCommand {
+    /// List profiles (transport, NICs, checks) and node sets.
+    List(ListArgs),
+    /// Show one profile as the plugin sees it, and the node sets that use it.
+    Show(ShowArgs),
+    /// Lint the config; exit 1 on any error. One line per finding: FILE:LINE: LEVEL: MESSAGE.
+    Check(CheckArgs),
+    /// Show what the plugin gives one task: variables, NIC, CPUs, checks.
+    Explain(ExplainArgs),
+}
+
+/// `profiles list`.
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `profiles show`.
+#[derive(Debug, Args)]
+pub struct ShowArgs {
+    /// The profile.
+    pub name: String,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `profiles check`.
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// Run on the node itself: its missing files and NICs are errors (else warnings).
+    #[arg(long)]
+    pub on_node: bool,
+    /// The node's Slurm name, for its node set. Default: this host's short name.
+    #[arg(long, value_name = "NODE")]
+    pub node: Option<String>,
+}
+
+/// `profiles explain`.
+#[derive(Debug, Args)]
+pub struct ExplainArgs {
+    /// The profile, as `--gpudirect=NAME` names it.
+    #[arg(long, value_name = "NAME", conflicts_with = "mode")]
+    pub profile: Option<String>,
+    /// A mode as `--gpudirect` takes it: a profile, `auto` (the node set's) or `none`.
+    /// Without --profile or --mode: SLURM_GPUDIRECT, then the node set's and config's
+    /// default, as for a step without the option.
+    #[arg(long, value_name = "MODE")]
+    pub mode: Option<String>,
+    /// SLURM_GPUDIRECT as the submitting environment had it.
+    #[arg(long, value_name = "MODE")]
+    pub slurm_gpudirect: Option<String>,
+    /// The node's Slurm name (picks the node set: NIC names, skipped checks, `auto`).
+    #[arg(long, value_name = "NODE")]
+    pub node: String,
+    /// The task's rank on the node.
+    #[arg(long, default_value_t = 0, value_name = "R")]
+    pub local_rank: u32,
+    /// The task's global rank. Default: the local rank.
+    #[arg(long, value_name = "N")]
+    pub rank: Option<u32>,
+    /// Tasks of the step on the node ({local_size}).
+    #[arg(long, default_value_t = 8, value_name = "N")]
+    pub ntasks_per_node: u32,
+    /// Nodes in the step ({nnodes}).
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub nnodes: u32,
+    /// Slurm job id ({job_id}).
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub job_id: u32,
+    /// Slurm step id ({step_id}).
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub step_id: u32,
+    /// The task's CUDA_VISIBLE_DEVICES, if Slurm sets one.
+    #[arg(long, value_name = "LIST")]
+    pub cuda_visible_devices: Option<String>,
+    /// A variable already in the task's environment (repeatable): kept unless forced.
+    #[arg(long = "env", value_name = "NAME=VALUE")]
+    pub env: Vec<String>,
+    /// Read PCI locality from this sysfs root (/sys on the node, or a fixture tree) for
+    /// profiles with nic_locality = "sysfs". Default: /sys with --on-node, else none.
+    #[arg(long, value_name = "DIR")]
+    pub sysfs: Option<PathBuf>,
+    /// Probe this machine for the profile's checks, as the plugin does on the node.
+    #[arg(long)]
+    pub on_node: bool,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Runs `gpudirect profiles ...`.
+pub fn run(args: &ProfilesArgs, _globals: &Globals) -> Result<()> {
+    let path = absolute(&args.config)?;
+    match &args.command {
+        ProfilesCommand::List(list) => {
+            let config = load_for_reading(&path)?;
+            print_out(&if list.json {
+                pretty(&list_json(&config))?
+            } else {
+                list_text(&config)
+            })
+        }
+        ProfilesCommand::Show(show) => {
+            let config = load_for_reading(&path)?;
+            let profile = config.profiles.get(&show.name).with_context(|| {
+                format!(
+                    "{}: no profile `{}` (profiles: {})",
+                    path.display(),
+                    show.name,
+                    config.profile_names().join(", ")
+                )
+            })?;
+            print_out(&if show.json {
+                pretty(&profile_json(&config, profile))?
+            } else {
+                show_text(&config, profile)
+            })
+        }
+        ProfilesCommand::Check(check) => {
+            let node = check.node.clone().unwrap_or_else(short_hostname);
+            let findings = check_config(&path, check.on_node, &node);
+            let mut out = String::new();
+            for finding in &findings {
+                out.push_str(&finding.to_string());
+                out.push('\n');
+            }
+            print_out(&out)?;
+            let errors = findings.iter().filter(|f| f.level == Level::Error).count();
+            let warnings = findings.len() - errors;
+            if errors > 0 {
+                bail!(
+                    "{}: {errors} error(s), {warnings} warning(s)",
+                    path.display()
+                );
+            }
+            eprintln!("{}: ok, {warnings} warning(s)", path.display());
+            Ok(())
+        }
+        ProfilesCommand::Explain(explain) => {
+            let config = load_for_reading(&path)?;
+            let report = explain_task(&config, explain)?;
+            print_out(&if explain.json {
+                pretty(&report.to_json())?
+            } else {
+                report.to_string()
+            })
+        }
+    }
+}
+
+fn print_out(text: &str) -> Result<()> {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    stdout.write_all(text.as_bytes())?;
+    stdout.flush()?;
+    Ok(())
+}
+
+fn pretty(value: &Value) -> Result<String> {
+    Ok(serde_json::to_string_pretty(value)? + "\n")
+}
+
+/// The plugin needs an absolute path; a relative `--config` is taken from here.
+fn absolute(path: &Path) -> Result<PathBuf> {
+    if path.is_absolute() {
+        return Ok(path.to_path_buf());
+    }
+    let cwd = std::env::current_dir().context("cannot resolve a relative --config")?;
+    Ok(cwd.join(path))
+}
+
+/// Reads the config for display. The ownership rule is the plugin's business: a file
+/// it would refuse is still shown, with a warning on stderr.
+fn load_for_reading(path: &Path) -> Result<Config> {
+    let config = load_config(path, Ownership::Any)
+        .with_context(|| format!("cannot use the admin config {}", path.display()))?;
+    if let Err(e @ LoadError::Insecure { .. }) = load_config(path, Ownership::RootOnly) {
+        eprintln!("warning: the plugin would refuse this config: {e}");
+    }
+    Ok(config)
+}
+
+fn short_hostname() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: gethostname writes at most buf.len() bytes into buf.
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    if rc != 0 {
+        return "localhost".into();
+    }
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    let host = String::from_utf8_lossy(&buf[..end]).into_owned();
+    host.split('.').next().unwrap_or_default().to_string()
+}
+
+// ---------------------------------------------------------------------------------------
+// list / show
+
+/// A template as the admin wrote it (placeholders back in braces).
+pub fn template_text(template: &Template) -> String {
+    template.expand(|p| match p {
+        Placeholder::JobId => "{job_id}".into(),
+        Placeholder::StepId => "{step_id}".into(),
+        Placeholder::Node => "{node}".into(),
+        Placeholder::Rank => "{rank}".into(),
+        Placeholder::LocalRank => "{local_rank}".into(),
+        Placeholder::LocalSize => "{local_size}".into(),
+        Placeholder::NNodes => "{nnodes}".into(),
+        Placeholder::Gpu => "{gpu}".into(),
+        Placeholder::Nic => "{nic}".into(),
+        Placeholder::ControlNic => "{control_nic}".into(),
+        Placeholder::DataNics => "{data_nics}".into(),
+        Placeholder::Cpus => "{cpus}".into(),
+        Placeholder::NicNamed(name) => format!("{{nic:{name}}}"),
+    })
+}
+
+fn check_names(profile: &Profile) -> Vec<&'static str> {
+    profile
+        .checks
+        .required()
+        .into_iter()
+        .map(CheckKind::name)
+        .collect()
+}
+
+/// "4", "1+4" (control + data), or "sysfs" when the NICs are found on the node.
+fn nic_count(profile: &Profile) -> String {
+    let data = if profile.data_nics.is_empty() && profile.nic_locality == NicLocality::Sysfs {
+        "sysfs".to_string()
+    } else {
+        profile.data_nics.len().to_string()
+    };
+    match &profile.control_nic {
+        Some(_) => format!("1+{data}"),
+        None => data,
+    }
+}
+
+fn mode_text(mode: &Option<Mode>) -> String {
+    mode.as_ref().map_or("-".into(), ToString::to_string)
+}
+
+/// Node sets whose `auto` or default picks this profile.
+fn sets_using<'c>(config: &'c Config, name: &str) -> Vec<&'c NodeSet> {
+    config
+        .node_sets
+        .iter()
+        .filter(|s| {
+            s.profile.as_deref() == Some(name)
+                || s.default_mode == Some(Mode::Profile(name.to_string()))
+        })
+        .collect()
+}
+
+fn table(rows: &[Vec<String>]) -> String {
+    let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..columns)
+        .map(|c| {
+            rows.iter()
+                .filter_map(|r| r.get(c))
+                .map(|s| s.chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut out = String::new();
+    for row in rows {
+        let mut line = String::new();
+        for (c, cell) in row.iter().enumerate() {
+            if c + 1 == row.len() {
+                line.push_str(cell);
+            } else {
+                line.push_str(&format!("{cell:<width$}  ", width = widths[c]));
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+fn list_text(config: &Config) -> String {
+    let mut rows = vec![vec![
+        "PROFILE".to_string(),
+        "TRANSPORT".into(),
+        "NICS".into(),
+        "CHECKS".into(),
+        "DESCRIPTION".into(),
+    ]];
+    for profile in config.profiles.values() {
+        let checks = check_names(profile);
+        rows.push(vec![
+            profile.name.clone(),
+            profile.transport.clone().unwrap_or_else(|| "-".into()),
+            nic_count(profile),
+            if checks.is_empty() {
+                "-".into()
+            } else {
+                checks.join(",")
+            },
+            profile.description.clone(),
+        ]);
+    }
+    let mut out = table(&rows);
+    out.push('\n');
+    let mut rows = vec![vec![
+        "NODE SET".to_string(),
+        "HOSTS".into(),
+        "PROFILE".into(),
+        "DEFAULT".into(),
+        "SKIPPED CHECKS".into(),
+    ]];
+    for set in &config.node_sets {
+        let skipped: Vec<&str> = set.skip_checks.iter().map(|k| k.name()).collect();
+        rows.push(vec![
+            set.name.clone(),
+            set.hosts_expr.clone(),
+            set.profile.clone().unwrap_or_else(|| "-".into()),
+            mode_text(&set.default_mode),
+            if skipped.is_empty() {
+                "-".into()
+            } else {
+                skipped.join(",")
+            },
+        ]);
+    }
+    out.push_str(&table(&rows));
+    out.push_str(&format!(
+        "\nconfig {} (default mode: {})\n",
+        config.source,
+        mode_text(&config.default_mode)
+    ));
+    out
+}
+
+fn node_set_json(set: &NodeSet) -> Value {
+    json!({
+        "name": set.name,
+        "hosts": set.hosts_expr,
+        "profile": set.profile,
+        "default_mode": set.default_mode.as_ref().map(ToString::to_string),
+        "skip_checks": set.skip_checks.iter().map(|k| k.name()).collect::<Vec<_>>(),
+        "nic_names": set.nic_names,
+    })
+}
+
+fn list_json(config: &Config) -> Value {
+    let profiles: Vec<Value> = config
+        .profiles
+        .values()
+        .map(|p| {
+            json!({
+                "name": p.name,
+                "description": p.description,
+                "transport": p.transport,
+                "nics": nic_count(p),
+                "data_nics": p.data_nics.len(),
+                "checks": check_names(p),
+            })
+        })
+        .collect();
+    json!({
+        "config": config.source,
+        "default_mode": config.default_mode.as_ref().map(ToString::to_string),
+        "profiles": profiles,
+        "node_sets": config.node_sets.iter().map(node_set_json).collect::<Vec<_>>(),
+    })
+}
+
+fn profile_json(config: &Config, p: &Profile) -> Value {
+    json!({
+        "name": p.name,
+        "description": p.description,
+        "strict": p.strict,
+        "transport": p.transport,
+        "control_nic": p.control_nic,
+        "data_nics": p.data_nics,
+        "data_nic_class": p.data_nic_class.name(),
+        "nic_locality": p.nic_locality.name(),
+        "gpu_nics": p.gpu_nics,
+        "nic_cpus": p.nic_cpus.iter().map(|(k, v)| (k.clone(), v.to_string())).collect::<std::collections::BTreeMap<_, _>>(),
+        "pin_cpus": p.pin_cpus,
+        "library_dirs": p.library_dirs,
+        "topology_file": p.topology_file,
+        "env": p.env.iter().map(|v| json!({
+            "name": v.name, "value": template_text(&v.value), "forced": v.forced,
+        })).collect::<Vec<_>>(),
+        "checks": {
+            "nics": p.checks.nics,
+            "libraries": p.checks.libraries,
+            "topology_file": p.checks.topology_file,
+            "rxdm_socket_dir": p.checks.rxdm_socket_dir.as_ref().map(template_text),
+        },
+        "node_sets": sets_using(config, &p.name).into_iter().map(node_set_json).collect::<Vec<_>>(),
+    })
+}
+
+fn show_text(config: &Config, p: &Profile) -> String {
+    let or_dash = |v: Option<&str>| v.unwrap_or("-").to_string();
+    let list = |v: &[String]| {
+        if v.is_empty() {
+            "-".to_string()
+        } else {
+            v.join(", ")
+        }
+    };
+    let mut out = format!("profile {}: {}\n", p.name, p.description);
+    let mut field = |k: &str, v: String| out.push_str(&format!("  {k:<15} {v}\n"));
+    field("transport", or_dash(p.transport.as_deref()));
+    field("strict", p.strict.to_string());
+    field("control_nic", or_dash(p.control_nic.as_deref()));
+    field(
+        "data_nics",
+        format!("{} ({})", list(&p.data_nics), p.data_nic_class.name()),
+    );
+    field("nic_locality", p.nic_locality.name().to_string());
+    field("gpu_nics", list(&p.gpu_nics));
+    let cpus: Vec<String> = p.nic_cpus.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    field("nic_cpus", list(&cpus));
+    field("pin_cpus", p.pin_cpus.to_string());
+    field("library_dirs", list(&p.library_dirs));
+    field("topology_file", or_dash(p.topology_file.as_deref()));
+    let checks = check_names(p);
+    field(
+        "checks",
+        if checks.is_empty() {
+            "-".into()
+        } else {
+            checks.join(", ")
+        },
+    );
+    if !p.checks.libraries.is_empty() {
+        field("  libraries", p.checks.libraries.join(", "));
+    }
+    if let Some(dir) = &p.checks.rxdm_socket_dir {
+        field("  rxdm_socket", template_text(dir));
+    }
+    out.push_str("  env (forced: replaces the user's value; else the user's value is kept):\n");
+    for var in &p.env {
+        let tag = if var.forced { "forced" } else { "keepable" };
+        out.push_str(&format!(
+            "    {tag:<9} {}={}\n",
+            var.name,
+            template_text(&var.value)
+        ));
+    }
+    if let Some(file) = &p.topology_file {
+        out.push_str(&format!("    {:<9} NCCL_TOPO_FILE={file}\n", "keepable"));
+    }
+    let sets = sets_using(config, &p.name);
+    if sets.is_empty() {
+        out.push_str("  node sets: none (used only when asked for by name)\n");
+    } else {
+        out.push_str("  node sets:\n");
+        for set in sets {
+            let names: Vec<String> = set
+                .nic_names
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect();
+            let skipped: Vec<&str> = set.skip_checks.iter().map(|k| k.name()).collect();
+            out.push_str(&format!(
+                "    {} ({}): default {}, skips {}, NIC names {}\n",
+                set.name,
+                set.hosts_expr,
+                mode_text(&set.default_mode),
+                if skipped.is_empty() {
+                    "-".into()
+                } else {
+                    skipped.join(",")
+                },
+                if names.is_empty() {
+                    "as in the profile".into()
+                } else {
+                    names.join(" ")
+                }
+            ));
+        }
+    }
+    out
+}
+
+// ---------------------------------------------------------------------------------------
+// check
+
+/// How bad a finding is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Level {
+    /// Worth a look; does not fail `check`.
+    Warning,
+    /// Fails `check` (exit 1).
+    Error,
+}
+
+impl fmt::Display for Level {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Level::Warning => "warning",
+            Level::Error => "error",
+        })
+    }
+}
+
+/// One lint finding, printed `FILE:LINE: LEVEL: MESSAGE` (line 1 for the file as a whole).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    /// The config file.
+    pub file: String,
+    /// 1-based line.
+    pub line: usize,
+    /// How bad.
+    pub level: Level,
+    /// What is wrong and how to fix it.
+    pub message: String,
+}
+
+impl fmt::Display for Finding {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // One line per finding, whatever the parser's message looks like.
+        let message: Vec<&str> = self
+            .message
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .collect();
+        write!(
+            f,
+            "{}:{}: {}: {}",
+            self.file,
+            self.line,
+            self.level,
+            message.join("; ")
+        )
+    }
+}
+
+/// Where keys are in the config text, for findings about checked values (which carry no
+/// spans). Table names are compared without quotes and spaces.
+struct KeyLines<'a> {
+    text: &'a str,
+}
+
+impl KeyLines<'_> {
+    fn normalize(header: &str) -> String {
+        header
+            .trim()
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .chars()
+            .filter(|c| !c.is_whitespace() && *c != '"' && *c != '\'')
+            .collect()
+    }
+
+    /// The line of `[table]`.
+    fn table(&self, table: &str) -> Option<usize> {
+        self.text.lines().enumerate().find_map(|(i, line)| {
+            let t = line.trim();
+            (t.starts_with('[') && !t.starts_with("[[") && Self::normalize(t) == table)
+                .then_some(i + 1)
+        })
+    }
+
+    /// The line of `key = ...` inside `[table]`, else of the table.
+    fn key(&self, table: &str, key: &str) -> Option<usize> {
+        let mut current = String::new();
+        for (i, line) in self.text.lines().enumerate() {
+            let t = line.trim();
+            if t.starts_with('[') {
+                current = Self::normalize(t);
+                continue;
+            }
+            if current == table {
+                if let Some(rest) = t.strip_prefix(key) {
+                    if rest.trim_start().starts_with('=') {
+                        return Some(i + 1);
+                    }
+                }
+            }
+        }
+        self.table(table)
+    }
+
+    /// The line of the n-th `[[node_set]]`.
+    fn node_set(&self, index: usize) -> Option<usize> {
+        self.text
+            .lines()
+            .enumerate()
+            .filter(|(_, l)| {
+                Self::normalize(l.trim()) == "[node_set]" || l.trim() == "[[node_set]]"
+            })
+            .nth(index)
+            .map(|(i, _)| i + 1)
+    }
+}
+
+/// Accepts every check: `explain` without `--on-node` shows the plan of a healthy node.
+struct AssumeHealthy;
+
+impl NodeProbe for AssumeHealthy {
+    fn nic_up(&self, _: &str) -> Option<bool> {
+        Some(true)
+    }
+    fn file_exists(&self, _: &str) -> bool {
+        true
+    }
+    fn file_readable(&self, _: &str) -> bool {
+        true
+    }
+    fn dir_exists(&self, _: &str) -> bool {
+        true
+    }
+    fn rdma_port_active(&self, _: &str) -> Option<bool> {
+        Some(true)
+    }
+}
+
+/// Lints the config at `path`. `on_node`: this machine is `node`, so its missing files
+/// and NICs are errors; elsewhere they are warnings.
+pub fn check_config(path: &Path, on_node: bool, node: &str) -> Vec<Finding> {
+    let file = path.display().to_string();
+    let finding = |line: usize, level: Level, message: String| Finding {
+        file: file.clone(),
+        line,
+        level,
+        message,
+    };
+    let config = match load_config(path, Ownership::Any) {
+        Ok(config) => config,
+        Err(LoadError::Config(e)) => {
+            let message = match &e.key {
+                Some(key) => format!("{key}: {}", e.message),
+                None => e.message.clone(),
+            };
+            return vec![finding(e.line.unwrap_or(1), Level::Error, message)];
+        }
+        Err(e) => return vec![finding(1, Level::Error, e.to_string())],
+    };
+    let mut findings = Vec::new();
+    // The plugin runs as root and refuses a config others could change: always an error,
+    // wherever `check` runs, since it is a property of the file.
+    if let Err(e @ LoadError::Insecure { .. }) = load_config(path, Ownership::RootOnly) {
+        findings.push(finding(1, Level::Error, e.to_string()));
+    }
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let lines = KeyLines { text: &text };
+    findings.extend(
+        structure_findings(&config, &lines)
+            .into_iter()
+            .map(|(line, level, message)| finding(line, level, message)),
+    );
+    findings.extend(
+        node_findings(&config, &lines, on_node, node)
+            .into_iter()
+            .map(|(line, level, message)| finding(line, level, message)),
+    );
+    findings.sort_by_key(|f| f.line);
+    findings
+}
+
+type RawFinding = (usize, Level, String);
+
+/// Lints that hold everywhere: they are about the text, not a node.
+fn structure_findings(config: &Config, lines: &KeyLines<'_>) -> Vec<RawFinding> {
+    let mut out = Vec::new();
+    for p in config.profiles.values() {
+        let table = format!("profiles.{}", p.name);
+        let line = |key: &str| lines.key(&table, key).unwrap_or(1);
+        for nic in &p.data_nics {
+            let looks_rdma = nic.starts_with("mlx") || nic.starts_with("rdmap");
+            let looks_net = ["eth", "enp", "ens", "eno", "ib"]
+                .iter()
+                .any(|p| nic.starts_with(p));
+            match p.data_nic_class {
+                NicClass::Net if looks_rdma => out.push((
+                    line("data_nics"),
+                    Level::Warning,
+                    format!(
+                        "profiles.{}.data_nics: `{nic}` looks like an RDMA device, not an interface: set data_nic_class = \"infiniband\" (checked under /sys/class/infiniband)",
+                        p.name
+                    ),
+                )),
+                NicClass::Infiniband if looks_net && !looks_rdma => out.push((
+                    line("data_nics"),
+                    Level::Warning,
+                    format!(
+                        "profiles.{}.data_nics: `{nic}` looks like an interface name, but data_nic_class = \"infiniband\" wants RDMA device names (ibv_devices)",
+                        p.name
+                    ),
+                )),
+                _ => {}
+            }
+        }
+        for var in &p.env {
+            let uses_nic = var
+                .value
+                .placeholders()
+                .any(|ph| matches!(ph, Placeholder::Nic));
+            if var.name == "NCCL_IB_HCA" && uses_nic && p.data_nic_class == NicClass::Net {
+                out.push((
+                    lines.key(&format!("{table}.env"), "NCCL_IB_HCA").unwrap_or(1),
+                    Level::Warning,
+                    format!(
+                        "profiles.{}.env.NCCL_IB_HCA: {{nic}} gives interface names here, but NCCL_IB_HCA takes RDMA device names: set data_nic_class = \"infiniband\"",
+                        p.name
+                    ),
+                ));
+            }
+            if uses_nic && p.gpu_nics.is_empty() && p.nic_locality == NicLocality::Config {
+                out.push((
+                    lines.key(&format!("{table}.env"), &var.name).unwrap_or(1),
+                    Level::Warning,
+                    format!(
+                        "profiles.{}.env.{}: {{nic}} is empty without gpu_nics or nic_locality = \"sysfs\"",
+                        p.name, var.name
+                    ),
+                ));
+            }
+        }
+    }
+    for (index, set) in config.node_sets.iter().enumerate() {
+        let Some(profile) = set.profile.as_ref().and_then(|p| config.profiles.get(p)) else {
+            continue;
+        };
+        let declared: Vec<&String> = profile
+            .control_nic
+            .iter()
+            .chain(profile.data_nics.iter())
+            .collect();
+        for logical in set.nic_names.keys() {
+            if !declared.contains(&logical) {
+                out.push((
+                    lines.node_set(index).unwrap_or(1),
+                    Level::Warning,
+                    format!(
+                        "node_set[{index}] ({}).nic_names: `{logical}` is not a NIC of profile {} ({}): the mapping is never used",
+                        set.name,
+                        profile.name,
+                        declared.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
+                    ),
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// The profile's checks against this machine, as the plugin runs them on a node.
+fn node_findings(
+    config: &Config,
+    lines: &KeyLines<'_>,
+    on_node: bool,
+    node: &str,
+) -> Vec<RawFinding> {
+    let level = if on_node {
+        Level::Error
+    } else {
+        Level::Warning
+    };
+    let set = if on_node {
+        config.node_set_for(node)
+    } else {
+        None
+    };
+    // On a node, only what can apply there: its set's profile; else every profile.
+    let profiles: Vec<&Profile> = match set.and_then(|s| s.profile.as_ref()) {
+        Some(name) => config.profiles.get(name).into_iter().collect(),
+        None => config.profiles.values().collect(),
+    };
+    let suffix = if on_node {
+        format!(" on node {node}")
+    } else {
+        " (here; an error only with --on-node on the node)".to_string()
+    };
+    let mut out = Vec::new();
+    for profile in profiles {
+        let table = format!("profiles.{}", profile.name);
+        let skipped: Vec<CheckKind> = set.map(|s| s.skip_checks.clone()).unwrap_or_default();
+        let resolved = Resolved {
+            profile,
+            node_set: set,
+        };
+        let step = StepFacts {
+            node: node.to_string(),
+            nnodes: 1,
+            local_size: 1,
+            ..StepFacts::default()
+        };
+        let plan = plan_node_with_locality(resolved, step, &SystemProbe, None);
+        // One finding per check: eight missing NICs are one problem.
+        for kind in CheckKind::ALL {
+            let failures: Vec<_> = plan.failures.iter().filter(|f| f.kind == kind).collect();
+            let Some(first) = failures.first() else {
+                continue;
+            };
+            let line = match kind {
+                CheckKind::Nics => lines.key(&table, "data_nics"),
+                CheckKind::Libraries => lines.key(&format!("{table}.checks"), "libraries"),
+                CheckKind::TopologyFile => lines.key(&table, "topology_file"),
+                // The socket directory exists only while a job runs: not a lint.
+                CheckKind::RxdmSocketDir => continue,
+            };
+            let problems: Vec<&str> = failures.iter().map(|f| f.problem.as_str()).collect();
+            out.push((
+                line.unwrap_or(1),
+                level,
+                format!(
+                    "profile {}: {}: {} ({}){suffix}",
+                    profile.name,
+                    kind.name(),
+                    problems.join("; "),
+                    first.fix
+                ),
+            ));
+        }
+        if !skipped.contains(&CheckKind::Libraries) {
+            for dir in &profile.library_dirs {
+                if !SystemProbe.dir_exists(dir) {
+                    out.push((
+                        lines.key(&table, "library_dirs").unwrap_or(1),
+                        level,
+                        format!(
+                            "profile {}: library_dirs: {dir} does not exist{suffix}",
+                            profile.name
+                        ),
+                    ));
+                }
+            }
+        }
+        // A topology file is exported whether or not the profile asks to check it.
+        if let Some(file) = &profile.topology_file {
+            if !profile.checks.topology_file
+                && !skipped.contains(&CheckKind::TopologyFile)
+                && !SystemProbe.file_readable(file)
+            {
+                out.push((
+                    lines.key(&table, "topology_file").unwrap_or(1),
+                    level,
+                    format!(
+                        "profile {}: topology_file: {file} is not readable{suffix}",
+                        profile.name
+                    ),
+                ));
+            }
+        }
+    }
+    out
+}
+
+// ---------------------------------------------------------------------------------------
+// explain
+
+/// What the plugin would do to one task, with where each piece came from.
+#[derive(Debug, Clone)]
+pub struct Explanation {
+    /// The node.
+    pub node: String,
+    /// Its node set.
+    pub node_set: Option<String>,
+    /// The mode and where it came from; `None`: nothing asked for one.
+    pub mode: Option<(String, String)>,
+    /// The profile, when one applies.
+    pub profile: Option<String>,
+    /// The task's facts.
+    pub rank: u32,
+    /// Rank on the node.
+    pub local_rank: u32,
+    /// Tasks on the node.
+    pub local_size: u32,
+    /// The task plan (when a profile applies).
+    pub task: Option<TaskPlan>,
+    /// Per variable set: "forced", "keepable" or "plugin".
+    pub origins: Vec<&'static str>,
+    /// Checks the plugin runs on this node.
+    pub checks_run: Vec<&'static str>,
+    /// Checks the node set skips.
+    pub checks_skipped: Vec<&'static str>,
+    /// Whether the checks were probed on this machine.
+    pub probed: bool,
+    /// Check failures (only with --on-node).
+    pub failures: Vec<String>,
+    /// What `none` removes, when the mode is `none`.
+    pub none_removes: bool,
+    /// Node-level notes (sysfs locality).
+    pub node_notes: Vec<String>,
+}
+
+fn parse_env(pairs: &[String]) -> Result<Vec<(String, String)>> {
+    pairs
+        .iter()
+        .map(|pair| match pair.split_once('=') {
+            Some((name, value)) if !name.is_empty() => Ok((name.to_string(), value.to_string())),
+            _ => bail!("--env {pair}: write NAME=VALUE"),
+        })
+        .collect()
+}
+
+/// Computes the explanation with the plugin's own functions.
+pub fn explain_task(config: &Config, args: &ExplainArgs) -> Result<Explanation> {
+    if args.ntasks_per_node == 0 || args.local_rank >= args.ntasks_per_node {
+        bail!(
+            "--local-rank {} is not below --ntasks-per-node {}",
+            args.local_rank,
+            args.ntasks_per_node
+        );
+    }
+    let user_env = parse_env(&args.env)?;
+    let option = args.profile.as_deref().or(args.mode.as_deref());
+    let chosen = choose_mode(config, &args.node, option, args.slurm_gpudirect.as_deref())?;
+    let mut out = Explanation {
+        node: args.node.clone(),
+        node_set: config.node_set_for(&args.node).map(|s| s.name.clone()),
+        mode: chosen
+            .as_ref()
+            .map(|c| (c.mode.to_string(), c.source.to_string())),
+        profile: None,
+        rank: args.rank.unwrap_or(args.local_rank),
+        local_rank: args.local_rank,
+        local_size: args.ntasks_per_node,
+        task: None,
+        origins: Vec::new(),
+        checks_run: Vec::new(),
+        checks_skipped: Vec::new(),
+        probed: args.on_node,
+        failures: Vec::new(),
+        none_removes: false,
+        node_notes: Vec::new(),
+    };
+    let Some(chosen) = chosen else {
+        return Ok(out);
+    };
+    let Some(resolved) = resolve_profile(config, &args.node, &chosen.mode)? else {
+        out.none_removes = true;
+        return Ok(out);
+    };
+    let profile = resolved.profile;
+    let sysfs = args
+        .sysfs
+        .clone()
+        .or_else(|| args.on_node.then(|| PathBuf::from("/sys")));
+    let locality = match (&sysfs, profile.nic_locality) {
+        (Some(root), NicLocality::Sysfs) => Some(
+            Locality::read(root)
+                .with_context(|| format!("--sysfs {}: reading PCI locality", root.display()))?,
+        ),
+        _ => None,
+    };
+    let step = StepFacts {
+        job_id: args.job_id,
+        step_id: args.step_id,
+        node: args.node.clone(),
+        nnodes: args.nnodes,
+        local_size: args.ntasks_per_node,
+    };
+    let probe: &dyn NodeProbe = if args.on_node {
+        &SystemProbe
+    } else {
+        &AssumeHealthy
+    };
+    let plan: NodePlan<'_> = plan_node_with_locality(resolved, step, probe, locality.as_ref());
+    out.profile = Some(profile.name.clone());
+    out.checks_skipped = plan.skipped.iter().map(|k| k.name()).collect();
+    out.checks_run = profile
+        .checks
+        .required()
+        .into_iter()
+        .filter(|k| !plan.skipped.contains(k))
+        .map(CheckKind::name)
+        .collect();
+    out.failures = plan.failures.iter().map(ToString::to_string).collect();
+    out.node_notes = plan.notes.clone();
+    let facts = TaskFacts {
+        rank: out.rank,
+        local_rank: args.local_rank,
+        cuda_visible_devices: args.cuda_visible_devices.clone(),
+        allowed_cpus: None,
+    };
+    let env = |name: &str| {
+        user_env
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.clone())
+    };
+    let task = plan_task(&plan, &facts, &env);
+    out.origins = task
+        .set
+        .iter()
+        .map(|(name, _)| {
+            match profile.env.iter().find(|v| &v.name == name) {
+                Some(var) if var.forced => "forced",
+                Some(_) => "keepable",
+                None if name == "NCCL_TOPO_FILE" => "keepable",
+                // LD_LIBRARY_PATH (prepended to the user's) and GPUDIRECT_*.
+                None => "plugin",
+            }
+        })
+        .collect();
+    out.task = Some(task);
+    Ok(out)
+}
+
+impl fmt::Display for Explanation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let set = self.node_set.as_deref().unwrap_or("none");
+        let Some((mode, source)) = &self.mode else {
+            return writeln!(
+                f,
+                "node {} (node set {set}): no mode applies (no --gpudirect, no {}, no default): the plugin leaves the step untouched",
+                self.node,
+                vars::MODE_ENV
+            );
+        };
+        if self.none_removes {
+            return writeln!(
+                f,
+                "node {} (node set {set}): mode none (from {source}): the plugin sets nothing, and removes what an enclosing step's profile set (the names in {})",
+                self.node,
+                vars::SET
+            );
+        }
+        let (Some(profile), Some(task)) = (&self.profile, &self.task) else {
+            return Ok(());
+        };
+        writeln!(
+            f,
+            "node {} (node set {set}): profile {profile} (mode {mode}, from {source})",
+            self.node
+        )?;
+        writeln!(
+            f,
+            "task: rank {}, local rank {} of {}, GPU {}, NIC {}, CPUs {}",
+            self.rank,
+            self.local_rank,
+            self.local_size,
+            task.gpu,
+            task.nic.as_deref().unwrap_or("-"),
+            task.cpus
+                .as_ref()
+                .map_or("- (not pinned)".into(), ToString::to_string)
+        )?;
+        let list = |v: &[&str]| {
+            if v.is_empty() {
+                "-".to_string()
+            } else {
+                v.join(", ")
+            }
+        };
+        if self.probed {
+            writeln!(f, "checks run on this node: {}", list(&self.checks_run))?;
+        } else {
+            writeln!(
+                f,
+                "checks the plugin runs on the node: {} (not probed here: --on-node probes this machine)",
+                list(&self.checks_run)
+            )?;
+        }
+        writeln!(
+            f,
+            "checks skipped by the node set: {}",
+            list(&self.checks_skipped)
+        )?;
+        for failure in &self.failures {
+            writeln!(
+                f,
+                "check failed: {failure}: the profile would not be applied"
+            )?;
+        }
+        writeln!(
+            f,
+            "variables (forced: replaces the user's value; keepable: a value the user set is kept; plugin: set by the plugin itself):"
+        )?;
+        for ((name, value), origin) in task.set.iter().zip(&self.origins) {
+            writeln!(f, "  {origin:<9} {name}={value}")?;
+        }
+        if !task.kept_user.is_empty() {
+            writeln!(f, "kept (the user's value): {}", task.kept_user.join(", "))?;
+        }
+        if !task.unset.is_empty() {
+            writeln!(f, "unset: {}", task.unset.join(", "))?;
+        }
+        for note in self.node_notes.iter().chain(&task.notes) {
+            writeln!(f, "note: {note}")?;
+        }
+        Ok(())
+    }
+}
+
+impl Explanation {
+    /// The explanation as JSON (`--json`).
+    pub fn to_json(&self) -> Value {
+        let variables: Vec<Value> = self
+            .task
+            .iter()
+            .flat_map(|t| t.set.iter())
+            .zip(&self.origins)
+            .map(|((name, value), origin)| json!({"name": name, "value": value, "origin": origin}))
+            .collect();
+        json!({
+            "node": self.node,
+            "node_set": self.node_set,
+            "mode": self.mode.as_ref().map(|(m, _)| m),
+            "mode_source": self.mode.as_ref().map(|(_, s)| s),
+            "profile": self.profile,
+            "untouched": self.mode.is_none(),
+            "none": self.none_removes,
+            "rank": self.rank,
+            "local_rank": self.local_rank,
+            "local_size": self.local_size,
+            "gpu": self.task.as_ref().map(|t| &t.gpu),
+            "nic": self.task.as_ref().and_then(|t| t.nic.as_ref()),
+            "cpus": self.task.as_ref().and_then(|t| t.cpus.as_ref()).map(ToString::to_string),
+            "variables": variables,
+            "kept_user": self.task.as_ref().map(|t| &t.kept_user),
+            "unset": self.task.as_ref().map(|t| &t.unset),
+            "checks_run": self.checks_run,
+            "checks_skipped": self.checks_skipped,
+            "probed": self.probed,
+            "check_failures": self.failures,
+            "notes": self.node_notes.iter().chain(self.task.iter().flat_map(|t| &t.notes)).collect::<Vec<_>>(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gpudirect_core::config::parse_config;
+
+    const SHIPPED: &str = include_str!("../../slurm-conf/gpudirect.toml");
+
+    fn shipped() -> Config {
+        parse_config(SHIPPED, "gpudirect.toml").unwrap()
+    }
+
+    fn explain(args: &[&str]) -> Explanation {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Wrap {
+            #[command(flatten)]
+            args: ExplainArgs,
+        }
+        let mut argv = vec!["explain"];
+        argv.extend_from_slice(args);
+        let wrap = Wrap::try_parse_from(argv).unwrap();
+        explain_task(&shipped(), &wrap.args).unwrap()
+    }
+
+    #[test]
+    fn template_text_round_trips_the_shipped_values() {
+        let config = shipped();
+        let tcpx = &config.profiles["tcpx"];
+        let tx = tcpx
+            .env
+            .iter()
+            .find(|v| v.name == "NCCL_GPUDIRECTTCPX_TX_BINDINGS")
+            .unwrap();
+        assert!(SHIPPED.contains(&template_text(&tx.value)));
+        assert_eq!(
+            template_text(tcpx.checks.rxdm_socket_dir.as_ref().unwrap()),
+            "/run/tcpx-{job_id}"
+        );
+    }
+
+    #[test]
+    fn key_lines_find_keys_in_their_table() {
+        let text = "[profiles.a]\nlibrary_dirs = [\"/x\"]\n[profiles.a.checks]\nlibraries = [\"l\"]\n[[node_set]]\nname = \"n\"\n[[node_set]]\n";
+        let lines = KeyLines { text };
+        assert_eq!(lines.key("profiles.a", "library_dirs"), Some(2));
+        assert_eq!(lines.key("profiles.a.checks", "libraries"), Some(4));
+        assert_eq!(lines.key("profiles.a", "libraries"), Some(1), "table line");
+        assert_eq!(lines.key("profiles.b", "x"), None);
+        assert_eq!(lines.node_set(1), Some(7));
+    }
+
+    #[test]
+    fn explain_uses_the_node_sets_names_and_marks_forced_variables() {
+        let e = explain(&[
+            "--profile",
+            "tcpx",
+            "--node",
+            "a3h-0001",
+            "--local-rank",
+            "2",
+            "--job-id",
+            "42",
+        ]);
+        let task = e.task.as_ref().unwrap();
+        assert_eq!(task.nic.as_deref(), Some("enp12s0"));
+        let find = |name: &str| {
+            task.set
+                .iter()
+                .zip(&e.origins)
+                .find(|((n, _), _)| n == name)
+                .map(|((_, v), o)| (v.clone(), *o))
+        };
+        assert_eq!(
+            find("NCCL_GPUDIRECTTCPX_UNIX_CLIENT_PREFIX"),
+            Some(("/run/tcpx-42".into(), "forced"))
+        );
+        assert_eq!(
+            find("NCCL_SOCKET_IFNAME"),
+            Some(("enp0s12".into(), "keepable"))
+        );
+        assert_eq!(find("GPUDIRECT_NIC"), Some(("enp12s0".into(), "plugin")));
+        assert_eq!(e.checks_run, ["nics", "libraries", "rxdm_socket_dir"]);
+    }
+
+    #[test]
+    fn explain_auto_on_cpu_nodes_is_none_and_elsewhere_untouched() {
+        let e = explain(&["--mode", "auto", "--node", "a3m-0001", "--local-rank", "7"]);
+        assert_eq!(e.profile.as_deref(), Some("tcpxo"));
+        assert_eq!(
+            e.mode,
+            Some(("auto".to_string(), "--gpudirect".to_string()))
+        );
+        // Without --sysfs the fallback table applies, with the node set's names.
+        assert_eq!(e.task.as_ref().unwrap().nic.as_deref(), Some("enp142s0"));
+        let e = explain(&["--node", "cpu-001"]);
+        assert!(e.none_removes, "the cpu node set's default is none");
+        let e = explain(&["--node", "somewhere"]);
+        assert!(e.mode.is_none());
+        assert!(e.to_string().contains("untouched"));
+    }
+}

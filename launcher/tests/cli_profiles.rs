@@ -1,0 +1,486 @@
+//! `gpudirect profiles` end to end: the built binary on the shipped config (copied to a
+//! temporary file) and on broken ones: exit codes, `FILE:LINE: LEVEL: MESSAGE` findings,
+//! and the variables `explain` computes with the plugin's own code.
+
+use std::fs;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const BIN: &str = env!("CARGO_BIN_EXE_gpudirect");
+const SHIPPED: &str = include_str!("../../slurm-conf/gpudirect.toml");
+
+fn sysfs_fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../gpudirect-core/tests/sysfs")
+        .join(name)
+}
+
+/// The binary with no config or log settings from the test runner's environment.
+fn gpudirect() -> Command {
+    let mut cmd = Command::new(BIN);
+    for var in ["GPUDIRECT_CONFIG", "GPUDIRECT_DB", "RUST_LOG"] {
+        cmd.env_remove(var);
+    }
+    cmd
+}
+
+fn run(cmd: &mut Command) -> Output {
+    cmd.output().expect("start gpudirect")
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn ok(cmd: &mut Command) -> String {
+    let out = run(cmd);
+    assert!(out.status.success(), "failed: {}", stderr(&out));
+    stdout(&out)
+}
+
+/// A fresh directory in /tmp (world-writable above it: the plugin would refuse it).
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "gpudirect-cli-profiles-{}-{name}",
+        std::process::id()
+    ));
+    let _ = fs::remove_dir_all(&dir);
+    fs::create_dir_all(&dir).expect("create scratch dir");
+    dir
+}
+
+fn write_config(name: &str, text: &str) -> PathBuf {
+    let file = scratch(name).join("gpudirect.toml");
+    fs::write(&file, text).expect("write config");
+    file
+}
+
+fn profiles(config: &Path, args: &[&str]) -> Command {
+    let mut cmd = gpudirect();
+    cmd.arg("profiles").args(args).arg("--config").arg(config);
+    cmd
+}
+
+#[test]
+fn list_shows_every_shipped_profile_and_node_set() {
+    let config = write_config("list", SHIPPED);
+    let out = ok(&mut profiles(&config, &["list"]));
+    for name in [
+        "tcpx",
+        "tcpxo",
+        "gib",
+        "gib-a4",
+        "efa",
+        "ib",
+        "azure-ndv5",
+        "a3-mega-slurm-image",
+        "cpu",
+    ] {
+        assert!(out.contains(name), "{name} missing from:\n{out}");
+    }
+    let tcpx = out.lines().find(|l| l.starts_with("tcpx ")).unwrap();
+    assert!(
+        tcpx.contains("GPUDirectTCPX") && tcpx.contains("1+4"),
+        "{tcpx}"
+    );
+    assert!(tcpx.contains("nics,libraries,rxdm_socket_dir"), "{tcpx}");
+
+    let json: serde_json::Value =
+        serde_json::from_str(&ok(&mut profiles(&config, &["list", "--json"]))).unwrap();
+    let names: Vec<&str> = json["profiles"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        ["azure-ndv5", "efa", "gib", "gib-a4", "ib", "tcpx", "tcpxo"]
+    );
+    let efa = &json["profiles"][1];
+    assert_eq!(efa["transport"], "Libfabric");
+    assert_eq!(efa["nics"], "sysfs");
+    assert_eq!(json["node_sets"][4]["default_mode"], "none");
+}
+
+#[test]
+fn reading_commands_warn_when_the_plugin_would_refuse_the_file() {
+    let config = write_config("warn", SHIPPED);
+    let out = run(&mut profiles(&config, &["list"]));
+    assert!(out.status.success());
+    assert!(
+        stderr(&out).contains("the plugin would refuse this config"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn config_comes_from_gpudirect_config_then_the_default_path() {
+    let config = write_config("env", SHIPPED);
+    let out = ok(gpudirect()
+        .args(["profiles", "show", "ib"])
+        .env("GPUDIRECT_CONFIG", &config));
+    assert!(out.contains("profile ib:"), "{out}");
+    if !Path::new("/etc/slurm/gpudirect.toml").exists() {
+        let out = run(gpudirect().args(["profiles", "list"]));
+        assert_eq!(out.status.code(), Some(1));
+        assert!(
+            stderr(&out).contains("/etc/slurm/gpudirect.toml"),
+            "{}",
+            stderr(&out)
+        );
+    }
+}
+
+#[test]
+fn show_prints_templates_as_written_and_the_node_sets() {
+    let config = write_config("show", SHIPPED);
+    let out = ok(&mut profiles(&config, &["show", "tcpx"]));
+    assert!(
+        out.contains("forced    NCCL_GPUDIRECTTCPX_UNIX_CLIENT_PREFIX=/run/tcpx-{job_id}"),
+        "{out}"
+    );
+    assert!(
+        out.contains("keepable  NCCL_SOCKET_IFNAME={control_nic}"),
+        "{out}"
+    );
+    assert!(
+        out.contains("a3-high-slurm-image (a3h-[0001-1024])"),
+        "{out}"
+    );
+    assert!(out.contains("eth1=enp6s0"), "{out}");
+    let ib = ok(&mut profiles(&config, &["show", "ib", "--json"]));
+    let ib: serde_json::Value = serde_json::from_str(&ib).unwrap();
+    assert_eq!(ib["data_nic_class"], "infiniband");
+    assert_eq!(ib["nic_locality"], "sysfs");
+    assert_eq!(ib["env"][0]["name"], "NCCL_IB_HCA");
+    assert_eq!(ib["env"][0]["value"], "={nic}");
+
+    let out = run(&mut profiles(&config, &["show", "tcpz"]));
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("no profile `tcpz` (profiles: azure-ndv5, efa"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn check_in_tmp_reports_the_ownership_error_and_fails() {
+    let config = write_config("own", SHIPPED);
+    let out = run(&mut profiles(&config, &["check"]));
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    let text = stdout(&out);
+    let first = text.lines().next().unwrap();
+    // /tmp is world-writable (and, when not run as root, the file is not root's).
+    assert!(
+        first.starts_with(&format!("{}:1: error: ", config.display())),
+        "{text}"
+    );
+    assert!(
+        first.contains("refusing the config") && first.contains("chown root and chmod go-w"),
+        "{first}"
+    );
+    // Off the node, a node's missing files are warnings with the key's line.
+    let lib = text
+        .lines()
+        .find(|l| l.contains("profile tcpx: library_dirs"))
+        .expect("tcpx library dir finding");
+    let line_no = SHIPPED
+        .lines()
+        .position(|l| l.starts_with("library_dirs = [\"/var/lib/tcpx/lib64\"]"))
+        .unwrap()
+        + 1;
+    assert!(
+        lib.starts_with(&format!("{}:{line_no}: warning: ", config.display())),
+        "{lib}"
+    );
+    assert!(stderr(&out).contains("1 error(s)"), "{}", stderr(&out));
+}
+
+/// Whether the plugin's ownership rule holds for `dir`: root-owned, not group- or
+/// world-writable, all the way up.
+fn secure(dir: &Path) -> bool {
+    dir.ancestors()
+        .all(|d| fs::metadata(d).is_ok_and(|m| m.uid() == 0 && m.mode() & 0o022 == 0))
+}
+
+#[test]
+fn check_of_a_secure_clean_file_passes_or_names_the_insecure_directory() {
+    let dir =
+        Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("profiles-{}", std::process::id()));
+    fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("gpudirect.toml");
+    fs::write(
+        &file,
+        "[profiles.plain]\ndescription = \"debug\"\n[profiles.plain.env]\nNCCL_DEBUG = \"INFO\"\n",
+    )
+    .unwrap();
+    let out = run(&mut profiles(&file, &["check"]));
+    if secure(&dir) {
+        assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
+        assert_eq!(stdout(&out), "");
+        assert!(
+            stderr(&out).contains("ok, 0 warning(s)"),
+            "{}",
+            stderr(&out)
+        );
+    } else {
+        assert_eq!(out.status.code(), Some(1));
+        assert!(stdout(&out).contains(":1: error: "), "{}", stdout(&out));
+        assert!(
+            stdout(&out).contains("refusing the config"),
+            "{}",
+            stdout(&out)
+        );
+    }
+    fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn check_reports_broken_configs_with_file_and_line() {
+    let cases: &[(&str, usize, &str)] = &[
+        ("[profiles.x]\nstrict = tru\n", 2, "error: "),
+        (
+            "[profiles.x]\n\n[[node_set]]\nname = \"a\"\nhosts = \"n1\"\nprofile = \"zz\"\n",
+            6,
+            "error: node_set[0] (a).profile: no profile `zz`",
+        ),
+        (
+            "[profiles.x]\npin_cpus = true\n",
+            2,
+            "error: profiles.x.pin_cpus: pinning needs gpu_nics",
+        ),
+        (
+            "[profiles.x]\ndata_nic_class = \"rdma\"\n",
+            2,
+            "error: profiles.x.data_nic_class:",
+        ),
+    ];
+    for (i, (text, line, needle)) in cases.iter().enumerate() {
+        let config = write_config(&format!("broken{i}"), text);
+        let out = run(&mut profiles(&config, &["check"]));
+        assert_eq!(out.status.code(), Some(1), "{text}");
+        let expected = format!("{}:{line}: {needle}", config.display());
+        assert!(
+            stdout(&out).starts_with(&expected),
+            "{text}\nexpected {expected}\ngot {}",
+            stdout(&out)
+        );
+        assert_eq!(
+            stdout(&out).lines().count(),
+            1,
+            "a broken file gives one finding"
+        );
+    }
+}
+
+#[test]
+fn check_lints_rdma_names_used_as_interfaces() {
+    let text = "[profiles.ib]\ndata_nics = [\"mlx5_0\"]\ngpu_nics = [\"mlx5_0\"]\n[profiles.ib.env]\nNCCL_IB_HCA = \"={nic}\"\n";
+    let config = write_config("hca", text);
+    let out = stdout(&run(&mut profiles(&config, &["check"])));
+    let file = config.display().to_string();
+    assert!(
+        out.contains(&format!(
+            "{file}:2: warning: profiles.ib.data_nics: `mlx5_0` looks like an RDMA device"
+        )),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!("{file}:5: warning: profiles.ib.env.NCCL_IB_HCA:")),
+        "{out}"
+    );
+}
+
+#[test]
+fn node_checks_are_warnings_off_the_node_and_errors_on_it() {
+    let text = "[profiles.x]\nlibrary_dirs = [\"/nonexistent/gpudirect/lib\"]\n[profiles.x.checks]\nlibraries = [\"libnccl-net.so\"]\n";
+    let config = write_config("onnode", text);
+    let file = config.display().to_string();
+    let off = stdout(&run(&mut profiles(&config, &["check"])));
+    assert!(
+        off.contains(&format!(
+            "{file}:2: warning: profile x: library_dirs: /nonexistent/gpudirect/lib does not exist"
+        )),
+        "{off}"
+    );
+    assert!(
+        off.contains(&format!(
+            "{file}:4: warning: profile x: libraries: transport library libnccl-net.so not found"
+        )),
+        "{off}"
+    );
+    let on = run(&mut profiles(
+        &config,
+        &["check", "--on-node", "--node", "gpu7"],
+    ));
+    assert_eq!(on.status.code(), Some(1));
+    let on = stdout(&on);
+    assert!(
+        on.contains(&format!("{file}:2: error: profile x: library_dirs: /nonexistent/gpudirect/lib does not exist on node gpu7")),
+        "{on}"
+    );
+    assert!(on.contains(&format!("{file}:4: error: ")), "{on}");
+}
+
+#[test]
+fn explain_gives_the_tasks_variables_nic_and_cpus() {
+    let config = write_config("explain", SHIPPED);
+    let out = ok(&mut profiles(
+        &config,
+        &[
+            "explain",
+            "--profile",
+            "tcpx",
+            "--node",
+            "a3h-0001",
+            "--local-rank",
+            "3",
+            "--job-id",
+            "77",
+            "--env",
+            "NCCL_ALGO=Tree",
+            "--env",
+            "NCCL_SOCKET_IFNAME=eth9",
+        ],
+    ));
+    assert!(
+        out.starts_with("node a3h-0001 (node set a3-high-slurm-image): profile tcpx (mode tcpx, from --gpudirect)\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("task: rank 3, local rank 3 of 8, GPU 3, NIC enp12s0, CPUs 0-51,104-155\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("  forced    NCCL_GPUDIRECTTCPX_UNIX_CLIENT_PREFIX=/run/tcpx-77\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("  keepable  NCCL_NET=GPUDirectTCPX_v7\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("  plugin    LD_LIBRARY_PATH=/var/lib/tcpx/lib64\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("kept (the user's value): NCCL_ALGO, NCCL_SOCKET_IFNAME\n"),
+        "the user's value wins over a keepable one: {out}"
+    );
+    assert!(!out.contains("NCCL_SOCKET_IFNAME=enp0s12"), "{out}");
+    assert!(
+        out.contains("checks the plugin runs on the node: nics, libraries, rxdm_socket_dir"),
+        "{out}"
+    );
+}
+
+#[test]
+fn explain_auto_reads_sysfs_locality_from_a_fixture_tree() {
+    let config = write_config("sysfs", SHIPPED);
+    let a3_mega = sysfs_fixture("a3-mega");
+    let json = ok(profiles(
+        &config,
+        &[
+            "explain",
+            "--mode",
+            "auto",
+            "--node",
+            "a3m-0001",
+            "--local-rank",
+            "5",
+            "--json",
+        ],
+    )
+    .arg("--sysfs")
+    .arg(&a3_mega));
+    let json: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(json["profile"], "tcpxo");
+    assert_eq!(json["mode"], "auto");
+    assert_eq!(json["node_set"], "a3-mega-slurm-image");
+    assert_eq!(json["nic"], "enp135s0");
+    assert_eq!(json["cpus"], "52-103,156-207");
+    let notes = json["notes"].to_string();
+    assert!(
+        notes.contains("from sysfs: GPU 5 at 0000:85:00.0"),
+        "{notes}"
+    );
+
+    let p5 = sysfs_fixture("p5");
+    let out = ok(profiles(
+        &config,
+        &[
+            "explain",
+            "--profile",
+            "efa",
+            "--node",
+            "p5-01",
+            "--local-rank",
+            "0",
+            "--cuda-visible-devices",
+            "7",
+        ],
+    )
+    .arg("--sysfs")
+    .arg(&p5));
+    assert!(
+        out.contains("GPU 7, NIC rdmap203s0,rdmap204s0,rdmap205s0,rdmap206s0, CPUs 48-95,144-191"),
+        "{out}"
+    );
+    assert!(out.contains("  keepable  FI_PROVIDER=efa\n"), "{out}");
+}
+
+#[test]
+fn explain_says_what_happens_without_a_profile_and_refuses_bad_input() {
+    let config = write_config("noprofile", SHIPPED);
+    let out = ok(&mut profiles(&config, &["explain", "--node", "cpu-007"]));
+    assert!(out.contains("mode none (from node set cpu)"), "{out}");
+    let out = ok(&mut profiles(&config, &["explain", "--node", "gpu-x"]));
+    assert!(out.contains("leaves the step untouched"), "{out}");
+
+    let out = run(&mut profiles(
+        &config,
+        &["explain", "--mode", "auto", "--node", "gpu-x"],
+    ));
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("node gpu-x is in no node set"),
+        "{}",
+        stderr(&out)
+    );
+    let out = run(&mut profiles(
+        &config,
+        &["explain", "--profile", "tcpz", "--node", "n"],
+    ));
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("unknown --gpudirect mode `tcpz`"),
+        "{}",
+        stderr(&out)
+    );
+    let out = run(&mut profiles(
+        &config,
+        &[
+            "explain",
+            "--profile",
+            "tcpx",
+            "--node",
+            "n",
+            "--local-rank",
+            "8",
+        ],
+    ));
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("--local-rank 8 is not below --ntasks-per-node 8"),
+        "{}",
+        stderr(&out)
+    );
+}
