@@ -2,6 +2,7 @@
 //! one per subcommand (`hostfile`, ...), each with its pure logic unit-tested beside it.
 
 mod cli;
+mod history_cmd;
 mod hostfile;
 mod import;
 
@@ -36,6 +37,10 @@ fn dispatch(command: Command, globals: &Globals) -> anyhow::Result<()> {
     match command {
         Command::Hostfile(args) => hostfile::run(&args, globals),
         Command::Import(args) => import::run(&args, globals),
+        Command::History(args) => history_cmd::list::run(&args, globals),
+        Command::Show(args) => history_cmd::show::run(&args, globals),
+        Command::Compare(args) => history_cmd::compare::run(&args, globals),
+        Command::Export(args) => history_cmd::export::run(&args, globals),
     }
 }
 
