@@ -347,7 +347,7 @@ fn export_formats_parse_back() {
     );
     assert!(lines[1].starts_with("2,"), "{}", lines[1]);
 
-    let json = s.json(&["export", "--format", "json", "--variant", "socket"]);
+    let json = s.json(&["export", "--json", "--variant", "socket"]);
     let records = json.as_array().unwrap();
     assert_eq!(records.len(), 56);
     assert!(records

@@ -52,6 +52,10 @@ pub struct ExportArgs {
     #[arg(long, value_enum, default_value_t = Format::Csv)]
     pub format: Format,
 
+    /// Same as `--format json` (every read command takes --json).
+    #[arg(long, conflicts_with = "format")]
+    pub json: bool,
+
     /// Write to this file (atomically: temporary file, then rename) instead of stdout.
     #[arg(short, long, value_name = "FILE")]
     pub output: Option<PathBuf>,
@@ -171,10 +175,11 @@ fn temp_path(target: &Path) -> PathBuf {
 pub fn run(args: &ExportArgs, globals: &Globals) -> Result<()> {
     let history = open_for_reading(globals)?;
     let filter = args.filter.to_filter(None);
+    let format = if args.json { Format::Json } else { args.format };
     let Some(target) = &args.output else {
         let stdout = std::io::stdout();
         let mut out = BufWriter::new(stdout.lock());
-        write_export(&history, &filter, args.format, &mut out)?;
+        write_export(&history, &filter, format, &mut out)?;
         return Ok(());
     };
     let tmp = temp_path(target);
@@ -182,7 +187,7 @@ pub fn run(args: &ExportArgs, globals: &Globals) -> Result<()> {
         let file =
             File::create(&tmp).with_context(|| format!("cannot create `{}`", tmp.display()))?;
         let mut out = BufWriter::new(file);
-        let n = write_export(&history, &filter, args.format, &mut out)?;
+        let n = write_export(&history, &filter, format, &mut out)?;
         let file = out
             .into_inner()
             .map_err(|e| e.into_error())

@@ -42,8 +42,9 @@ pub const TREND_MIN_EARLIER: usize = 3;
     gpudirect history --node gpu07 --size 1G           # gpu07's busbw at 1 GiB over time, with trend\n  \
     gpudirect history --json | jq '.[0].avg_busbw'\n\n\
     A run marked `(replay)` came from the nccl-tests stand-in: its numbers are a recording,\n\
-    not a measurement. With --node, the trend is downward when each of the last 3 ok\n\
-    measurements is below the median of at least 3 earlier ones by more than --tolerance %.")]
+    not a measurement. With --node, runs are grouped by collective, variant, node count, size\n\
+    and type; a group's trend is downward when each of its last 3 ok measurements (replays\n\
+    left out) is below the median of at least 3 earlier ones by more than --tolerance %.")]
 pub struct HistoryArgs {
     /// Which runs.
     #[command(flatten)]
