@@ -507,3 +507,30 @@ fn a_missing_history_says_how_to_create_one() {
     // Reading never creates the file.
     assert!(!s.db.exists());
 }
+
+#[test]
+fn a_reader_that_goes_away_is_not_a_crash() {
+    // Regression: `print!` panicked (exit 101) on `gpudirect history | head -1`.
+    let s = two_runs("pipe");
+    for args in [
+        &["history"][..],
+        &["history", "--json"],
+        &["history", "--node", "vm"],
+        &["show", "1"],
+        &["show", "1", "--raw"],
+        &["compare", "2", "1"],
+        &["export"],
+    ] {
+        let mut child = s
+            .cmd(args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Close the read end before the child writes anything.
+        drop(child.stdout.take());
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {}", stderr(&out));
+        assert!(!stderr(&out).contains("panicked"), "{args:?}");
+    }
+}

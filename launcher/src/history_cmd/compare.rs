@@ -11,7 +11,9 @@ use gpudirect::history::{
 };
 use serde::Serialize;
 
-use super::{format_size, gbps, open_for_reading, parse_size, render_table, replay_of, Align};
+use super::{
+    emit, format_size, gbps, open_for_reading, parse_size, render_table, replay_of, Align,
+};
 use crate::cli::Globals;
 
 /// Earlier runs a baseline is made of when `--baseline` has no number (as clap reads it).
@@ -171,9 +173,9 @@ pub fn run(args: &CompareArgs, globals: &Globals) -> Result<()> {
         comparison,
     };
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        emit(&format!("{}\n", serde_json::to_string_pretty(&report)?))?;
     } else {
-        print!("{}", report_text(&report, &reference, &candidate.0));
+        emit(&report_text(&report, &reference, &candidate.0))?;
     }
     let result = &report.comparison.result;
     if result.overall == Verdict::Regression {

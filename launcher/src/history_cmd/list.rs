@@ -19,7 +19,7 @@ use gpudirect::history::{History, NodeHistory, NodeRunPoint, RunId, RunStatus, R
 use serde::Serialize;
 
 use super::{
-    format_size, gbps, open_for_reading, or_dash, parse_size, render_table, replay_footnote,
+    emit, format_size, gbps, open_for_reading, or_dash, parse_size, render_table, replay_footnote,
     replay_of, short_time, Align, FilterArgs,
 };
 use crate::cli::Globals;
@@ -201,7 +201,7 @@ pub fn run(args: &HistoryArgs, globals: &Globals) -> Result<()> {
                 summary,
             })
             .collect();
-        println!("{}", serde_json::to_string_pretty(&listed)?);
+        emit(&format!("{}\n", serde_json::to_string_pretty(&listed)?))?;
         return Ok(());
     }
     if runs.is_empty() {
@@ -211,11 +211,11 @@ pub fn run(args: &HistoryArgs, globals: &Globals) -> Result<()> {
         );
         return Ok(());
     }
-    print!("{}", runs_table(&runs, &replayed));
-    print!(
-        "{}",
-        replay_footnote(replayed.iter().map(|(id, r)| (*id, r.as_str())))
-    );
+    let mut text = runs_table(&runs, &replayed);
+    text.push_str(&replay_footnote(
+        replayed.iter().map(|(id, r)| (*id, r.as_str())),
+    ));
+    emit(&text)?;
     if filter
         .limit
         .is_some_and(|l| runs.len() as u64 >= u64::from(l))
@@ -347,7 +347,7 @@ fn node_view(
         trends,
     };
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        emit(&format!("{}\n", serde_json::to_string_pretty(&report)?))?;
         return Ok(());
     }
     if report.runs.is_empty() && report.checks.is_empty() {
@@ -361,7 +361,7 @@ fn node_view(
         );
         return Ok(());
     }
-    print!("{}", node_text(&report));
+    emit(&node_text(&report))?;
     Ok(())
 }
 

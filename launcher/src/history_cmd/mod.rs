@@ -20,6 +20,7 @@ pub mod list;
 pub mod show;
 
 use std::collections::BTreeMap;
+use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
@@ -112,6 +113,16 @@ impl FilterArgs {
 
 fn parse_since_arg(s: &str) -> Result<i64, String> {
     parse_since(s, now_unix()).map_err(|e| e.to_string())
+}
+
+/// Writes `text` to stdout. Unlike `print!`, which panics, a reader that went away
+/// (`gpudirect history | head`) comes back as an error that `main` recognises and ends on
+/// quietly.
+pub fn emit(text: &str) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())
+        .and_then(|()| out.flush())
+        .context("writing to stdout")
 }
 
 /// Opens the history for reading. Unlike `import`, nothing is created: a missing file

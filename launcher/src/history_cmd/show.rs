@@ -9,7 +9,7 @@ use clap::Args;
 use gpudirect::history::{Placement, ResultRow, RunDetail, RunId};
 use serde::Serialize;
 
-use super::{format_size, gbps, open_for_reading, or_dash, render_table, replay_of, Align};
+use super::{emit, format_size, gbps, open_for_reading, or_dash, render_table, replay_of, Align};
 use crate::cli::Globals;
 
 /// Arguments of `gpudirect show`.
@@ -58,9 +58,9 @@ pub fn run(args: &ShowArgs, globals: &Globals) -> Result<()> {
             detail: &detail,
             replay_of: replay_of(&detail.env),
         };
-        println!("{}", serde_json::to_string_pretty(&shown)?);
+        emit(&format!("{}\n", serde_json::to_string_pretty(&shown)?))?;
     } else {
-        print!("{}", detail_text(&detail));
+        emit(&detail_text(&detail))?;
     }
     Ok(())
 }
