@@ -349,4 +349,61 @@ mod tests {
         assert_eq!(w.args.min_size, 1 << 20);
         assert_eq!(w.args.tolerance, 5.0);
     }
+
+    fn summary(id: RunId, collective: &str, nodes: u32) -> RunSummary {
+        RunSummary {
+            id,
+            at: "2026-11-29T22:32:58Z".into(),
+            started_at: None,
+            finished_at: None,
+            imported_at: "2026-11-29T22:39:48Z".into(),
+            cluster: None,
+            job_id: None,
+            step_id: None,
+            nodelist: Some("vm".into()),
+            node_count: Some(nodes),
+            gpus_per_node: Some(2),
+            total_ranks: Some(2 * nodes),
+            collective: collective.into(),
+            variant: None,
+            launcher: gpudirect::history::LaunchKind::Import,
+            status: gpudirect::history::RunStatus::Ok,
+            exit_code: Some(0),
+            transport: None,
+            avg_busbw: Some(109.175),
+            peak_busbw: Some(343.64),
+            max_size_bytes: Some(8 << 30),
+            row_count: 62,
+            source_path: None,
+            output_sha256: String::new(),
+        }
+    }
+
+    #[test]
+    fn notes_name_replays_and_mismatched_runs() {
+        let same = notes(
+            &[(summary(1, "all_reduce", 1), None)],
+            &(summary(2, "all_reduce", 1), None),
+        );
+        assert!(same.is_empty(), "{same:?}");
+        let n = notes(
+            &[(
+                summary(1, "all_reduce", 1),
+                Some("h200x2-nvlink/all_reduce_g2.txt".into()),
+            )],
+            &(summary(2, "all_gather", 2), None),
+        );
+        assert_eq!(n.len(), 3, "{n:?}");
+        assert!(n[0].starts_with("run 1 is a stand-in replay of h200x2-nvlink/all_reduce_g2.txt"));
+        assert!(
+            n[1].contains("all_reduce but run 2 is all_gather"),
+            "{}",
+            n[1]
+        );
+        assert!(
+            n[2].contains("1 node(s), 2 rank(s) and run 2 on 2 node(s), 4 rank(s)"),
+            "{}",
+            n[2]
+        );
+    }
 }
