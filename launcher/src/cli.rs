@@ -9,6 +9,10 @@ use std::path::PathBuf;
 
 use clap::{ArgAction, Parser, Subcommand};
 
+use crate::history_cmd::compare::CompareArgs;
+use crate::history_cmd::export::ExportArgs;
+use crate::history_cmd::list::HistoryArgs;
+use crate::history_cmd::show::ShowArgs;
 use crate::hostfile::HostfileArgs;
 use crate::import::ImportArgs;
 use crate::probe_cmd::ProbeArgs;
@@ -59,6 +63,14 @@ pub enum Command {
     Probe(ProbeArgs),
     /// Admin tools for the plugin's config: list, show, check, explain.
     Profiles(crate::profiles::ProfilesArgs),
+    /// List recorded runs, or one node's busbw over time (--node) with its trend.
+    History(HistoryArgs),
+    /// Show one run: where, when, versions, findings, environment, every row (--raw: the output).
+    Show(ShowArgs),
+    /// Compare a run with another or with a baseline, size by size; exit 1 on a regression.
+    Compare(CompareArgs),
+    /// Export result rows with their run's metadata as CSV, JSON or JSON Lines.
+    Export(ExportArgs),
 }
 
 /// Options every subcommand receives, whether it uses them or not.

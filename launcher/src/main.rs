@@ -2,6 +2,7 @@
 //! one per subcommand (`hostfile`, ...), each with its pure logic unit-tested beside it.
 
 mod cli;
+mod history_cmd;
 mod hostfile;
 mod import;
 mod probe_cmd;
@@ -46,6 +47,10 @@ fn dispatch(command: Command, globals: &Globals) -> anyhow::Result<u8> {
             run_cmd::run(&args, globals).map(|code| u8::try_from(code).unwrap_or(1))
         }
         Command::Profiles(args) => profiles::run(&args, globals).map(ok),
+        Command::History(args) => history_cmd::list::run(&args, globals).map(ok),
+        Command::Show(args) => history_cmd::show::run(&args, globals).map(ok),
+        Command::Compare(args) => history_cmd::compare::run(&args, globals).map(ok),
+        Command::Export(args) => history_cmd::export::run(&args, globals).map(ok),
     }
 }
 

@@ -1,0 +1,409 @@
+//! `gpudirect compare A B` and `gpudirect compare RUN --baseline [N]`: per-size busbw of
+//! a candidate run against a reference run or a baseline (the per-size median of earlier
+//! good runs of the same kind), each size judged against a tolerance, and one overall
+//! verdict. The exit status is 1 when the overall verdict is a regression, so that a CI job
+//! or a prolog can gate on it. The judging itself is `gpudirect::history::compare`.
+
+use anyhow::{Context, Result};
+use clap::Args;
+use gpudirect::history::{
+    CompareOptions, CompareRow, Comparison, History, Reference, RunId, RunSummary, Verdict,
+};
+use serde::Serialize;
+
+use super::{
+    emit, format_size, gbps, open_for_reading, parse_size, render_table, replay_of, Align,
+};
+use crate::cli::Globals;
+
+/// Earlier runs a baseline is made of when `--baseline` has no number (as clap reads it).
+pub const DEFAULT_BASELINE_RUNS: &str = "5";
+
+/// Arguments of `gpudirect compare`.
+#[derive(Debug, Args)]
+#[command(after_help = "Examples:\n  \
+    gpudirect compare 12 15                     # run 15 judged against run 12\n  \
+    gpudirect compare 15 --baseline             # against the median of the 5 earlier ok runs like it\n  \
+    gpudirect compare 15 --baseline 10 --tolerance 3 --min-size 64M\n  \
+    gpudirect compare 12 15 --json | jq .overall\n\n\
+    Each size's verdict: regression when the candidate's busbw is lower than the reference's\n\
+    by more than --tolerance %, improvement when higher by more, ok within, missing when one\n\
+    side has no value. Overall: regression if any size regressed.\n\n\
+    Exit status: 1 when the overall verdict is regression (or on an error, which stderr\n\
+    names); 0 otherwise, including improvement and missing.")]
+pub struct CompareArgs {
+    /// Run ids: REFERENCE then CANDIDATE (e.g. last week's run, then today's); with
+    /// --baseline only the CANDIDATE.
+    #[arg(value_name = "RUN", required = true, num_args = 1..=2)]
+    pub runs: Vec<RunId>,
+
+    /// Compare RUN with the per-size median of up to N earlier ok runs of the same
+    /// collective, cluster, node count, rank count and variant (N defaults to 5).
+    #[arg(long, value_name = "N", num_args = 0..=1, default_missing_value = DEFAULT_BASELINE_RUNS)]
+    pub baseline: Option<u32>,
+
+    /// Allowed change in percent before a size counts as a regression or improvement.
+    #[arg(long, value_name = "PCT", default_value_t = 5.0)]
+    pub tolerance: f64,
+
+    /// Leave out sizes below this (K/M/G are powers of 1024): small messages measure
+    /// latency, and their busbw is noise. 0 keeps every size.
+    #[arg(long, value_name = "SIZE", default_value = "1M", value_parser = parse_size)]
+    pub min_size: u64,
+
+    /// Print the comparison as JSON (rows, counts, overall verdict, notes).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// What the command decided to compare, from the arguments as written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Plan {
+    Runs { reference: RunId, candidate: RunId },
+    Baseline { candidate: RunId, last_n: u32 },
+}
+
+fn plan(args: &CompareArgs) -> Result<Plan> {
+    match (args.baseline, args.runs.as_slice()) {
+        (Some(0), _) => anyhow::bail!("--baseline 0: a baseline needs at least 1 earlier run"),
+        (Some(last_n), [candidate]) => Ok(Plan::Baseline {
+            candidate: *candidate,
+            last_n,
+        }),
+        (Some(_), _) => anyhow::bail!(
+            "--baseline compares one run with earlier ones: give one run id \
+             (e.g. `gpudirect compare 15 --baseline`), not {}",
+            args.runs.len()
+        ),
+        (None, [reference, candidate]) => Ok(Plan::Runs {
+            reference: *reference,
+            candidate: *candidate,
+        }),
+        (None, _) => anyhow::bail!(
+            "give two run ids, REFERENCE then CANDIDATE (e.g. `gpudirect compare 12 15`), \
+             or one with --baseline"
+        ),
+    }
+}
+
+#[derive(Debug, Serialize)]
+struct Report {
+    #[serde(flatten)]
+    comparison: Comparison,
+    /// Things that make the comparison mean less (replays, different collectives, ...).
+    notes: Vec<String>,
+}
+
+/// Why a comparison says less than it seems to. Pure.
+fn notes(
+    reference: &[(RunSummary, Option<String>)],
+    candidate: &(RunSummary, Option<String>),
+) -> Vec<String> {
+    let mut notes = Vec::new();
+    for (summary, replay) in reference.iter().chain(std::iter::once(candidate)) {
+        if let Some(recording) = replay {
+            notes.push(format!(
+                "run {} is a stand-in replay of {recording}, not a measurement",
+                summary.id
+            ));
+        }
+    }
+    let c = &candidate.0;
+    for (r, _) in reference {
+        if r.collective != c.collective {
+            notes.push(format!(
+                "run {} is {} but run {} is {}: their busbw measure different things",
+                r.id, r.collective, c.id, c.collective
+            ));
+        }
+        if r.node_count != c.node_count || r.total_ranks != c.total_ranks {
+            let shape = |s: &RunSummary| {
+                format!(
+                    "{} node(s), {} rank(s)",
+                    s.node_count.map_or("?".into(), |n| n.to_string()),
+                    s.total_ranks.map_or("?".into(), |n| n.to_string())
+                )
+            };
+            notes.push(format!(
+                "run {} ran on {} and run {} on {}",
+                r.id,
+                shape(r),
+                c.id,
+                shape(c)
+            ));
+        }
+    }
+    notes
+}
+
+fn summary_and_replay(history: &History, id: RunId) -> Result<(RunSummary, Option<String>)> {
+    let detail = history.get_run(id)?;
+    let replay = replay_of(&detail.env).map(str::to_string);
+    Ok((detail.summary, replay))
+}
+
+/// `gpudirect compare`.
+pub fn run(args: &CompareArgs, globals: &Globals) -> Result<()> {
+    let plan = plan(args)?;
+    let options = CompareOptions {
+        tolerance_pct: args.tolerance,
+        min_size_bytes: args.min_size,
+    };
+    let history = open_for_reading(globals)?;
+    let comparison = match plan {
+        Plan::Runs {
+            reference,
+            candidate,
+        } => history.compare_runs(reference, candidate, options)?,
+        Plan::Baseline { candidate, last_n } => history
+            .compare_to_baseline(candidate, last_n, options)
+            .context("comparing with a baseline")?,
+    };
+    let reference_ids = match &comparison.reference {
+        Reference::Run { run_id } => vec![*run_id],
+        Reference::Baseline { run_ids } => run_ids.clone(),
+    };
+    let reference = reference_ids
+        .iter()
+        .map(|id| summary_and_replay(&history, *id))
+        .collect::<Result<Vec<_>>>()?;
+    let candidate = summary_and_replay(&history, comparison.candidate)?;
+    let report = Report {
+        notes: notes(&reference, &candidate),
+        comparison,
+    };
+    if args.json {
+        emit(&format!("{}\n", serde_json::to_string_pretty(&report)?))?;
+    } else {
+        emit(&report_text(&report, &reference, &candidate.0))?;
+    }
+    let result = &report.comparison.result;
+    if result.overall == Verdict::Regression {
+        anyhow::bail!(
+            "regression: run {} is slower than the reference by more than {} % in {} of {} \
+             compared rows (size x placement)",
+            report.comparison.candidate,
+            result.options.tolerance_pct,
+            result.counts.regression,
+            result.counts.ok + result.counts.regression + result.counts.improvement
+        );
+    }
+    Ok(())
+}
+
+fn describe(s: &RunSummary) -> String {
+    format!(
+        "{} {} on {} ({}, {}, {})",
+        s.collective,
+        s.status,
+        s.nodelist.as_deref().unwrap_or("?"),
+        s.at,
+        s.variant
+            .as_deref()
+            .map_or("no variant".into(), |v| format!("variant {v}")),
+        s.transport.as_deref().unwrap_or("transport unknown"),
+    )
+}
+
+fn delta_cell(row: &CompareRow) -> String {
+    row.delta_pct.map_or("-".into(), |d| format!("{d:+.1}%"))
+}
+
+fn report_text(
+    report: &Report,
+    reference: &[(RunSummary, Option<String>)],
+    candidate: &RunSummary,
+) -> String {
+    let c = &report.comparison;
+    let r = &c.result;
+    let mut out = String::new();
+    match &c.reference {
+        Reference::Run { run_id } => {
+            let line = reference
+                .first()
+                .map_or(String::new(), |(s, _)| describe(s));
+            out.push_str(&format!("reference: run {run_id}: {line}\n"));
+        }
+        Reference::Baseline { run_ids } => {
+            let ids: Vec<String> = run_ids.iter().map(ToString::to_string).collect();
+            out.push_str(&format!(
+                "reference: baseline, per-size median of run(s) {}\n",
+                ids.join(", ")
+            ));
+        }
+    }
+    out.push_str(&format!(
+        "candidate: run {}: {}\n",
+        c.candidate,
+        describe(candidate)
+    ));
+    out.push_str(&format!(
+        "tolerance {} %, sizes from {} (busbw in GB/s)\n\n",
+        r.options.tolerance_pct,
+        format_size(r.options.min_size_bytes)
+    ));
+    let show_root = r
+        .rows
+        .iter()
+        .any(|row| row.key.root.is_some_and(|x| x >= 0));
+    let mut columns = vec![
+        ("SIZE", Align::Right),
+        ("PLACE", Align::Left),
+        ("TYPE", Align::Left),
+        ("REDOP", Align::Left),
+    ];
+    if show_root {
+        columns.push(("ROOT", Align::Right));
+    }
+    columns.extend([
+        ("REF BUSBW", Align::Right),
+        ("CAND BUSBW", Align::Right),
+        ("DELTA", Align::Right),
+        ("VERDICT", Align::Left),
+    ]);
+    let rows: Vec<Vec<String>> = r
+        .rows
+        .iter()
+        .map(|row| {
+            let mut cells = vec![
+                format_size(row.key.size_bytes),
+                row.key.placement.to_string(),
+                row.key.dtype.clone(),
+                row.key.redop.clone(),
+            ];
+            if show_root {
+                cells.push(row.key.root.map_or("-".into(), |x| x.to_string()));
+            }
+            cells.extend([
+                gbps(row.reference_busbw),
+                gbps(row.candidate_busbw),
+                delta_cell(row),
+                row.verdict.to_string(),
+            ]);
+            cells
+        })
+        .collect();
+    out.push_str(&render_table(&columns, &rows));
+    out.push('\n');
+    for note in &report.notes {
+        out.push_str(&format!("note: {note}\n"));
+    }
+    out.push_str(&format!(
+        "overall: {} ({} ok, {} regression, {} improvement, {} missing)\n",
+        r.overall.as_str().to_uppercase(),
+        r.counts.ok,
+        r.counts.regression,
+        r.counts.improvement,
+        r.counts.missing
+    ));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Debug, Parser)]
+    struct Wrap {
+        #[command(flatten)]
+        args: CompareArgs,
+    }
+
+    fn parse(argv: &[&str]) -> Result<Plan> {
+        let mut full = vec!["compare"];
+        full.extend_from_slice(argv);
+        let w = Wrap::try_parse_from(full)?;
+        plan(&w.args)
+    }
+
+    #[test]
+    fn arguments_become_a_plan() {
+        assert_eq!(
+            parse(&["3", "7"]).unwrap(),
+            Plan::Runs {
+                reference: 3,
+                candidate: 7
+            }
+        );
+        assert_eq!(
+            parse(&["7", "--baseline"]).unwrap(),
+            Plan::Baseline {
+                candidate: 7,
+                last_n: 5
+            }
+        );
+        assert_eq!(
+            parse(&["7", "--baseline", "3"]).unwrap(),
+            Plan::Baseline {
+                candidate: 7,
+                last_n: 3
+            }
+        );
+        let one = parse(&["7"]).unwrap_err().to_string();
+        assert!(one.contains("two run ids"), "{one}");
+        let two = parse(&["3", "7", "--baseline"]).unwrap_err().to_string();
+        assert!(two.contains("one run id"), "{two}");
+        assert!(parse(&["7", "--baseline", "0"]).is_err());
+        let w = Wrap::try_parse_from(["compare", "1", "2"]).unwrap();
+        assert_eq!(w.args.min_size, 1 << 20);
+        assert_eq!(w.args.tolerance, 5.0);
+    }
+
+    fn summary(id: RunId, collective: &str, nodes: u32) -> RunSummary {
+        RunSummary {
+            id,
+            at: "2026-11-29T22:32:58Z".into(),
+            started_at: None,
+            finished_at: None,
+            imported_at: "2026-11-29T22:39:48Z".into(),
+            cluster: None,
+            job_id: None,
+            step_id: None,
+            nodelist: Some("vm".into()),
+            node_count: Some(nodes),
+            gpus_per_node: Some(2),
+            total_ranks: Some(2 * nodes),
+            collective: collective.into(),
+            variant: None,
+            launcher: gpudirect::history::LaunchKind::Import,
+            status: gpudirect::history::RunStatus::Ok,
+            exit_code: Some(0),
+            transport: None,
+            avg_busbw: Some(109.175),
+            peak_busbw: Some(343.64),
+            max_size_bytes: Some(8 << 30),
+            row_count: 62,
+            source_path: None,
+            output_sha256: String::new(),
+        }
+    }
+
+    #[test]
+    fn notes_name_replays_and_mismatched_runs() {
+        let same = notes(
+            &[(summary(1, "all_reduce", 1), None)],
+            &(summary(2, "all_reduce", 1), None),
+        );
+        assert!(same.is_empty(), "{same:?}");
+        let n = notes(
+            &[(
+                summary(1, "all_reduce", 1),
+                Some("h200x2-nvlink/all_reduce_g2.txt".into()),
+            )],
+            &(summary(2, "all_gather", 2), None),
+        );
+        assert_eq!(n.len(), 3, "{n:?}");
+        assert!(n[0].starts_with("run 1 is a stand-in replay of h200x2-nvlink/all_reduce_g2.txt"));
+        assert!(
+            n[1].contains("all_reduce but run 2 is all_gather"),
+            "{}",
+            n[1]
+        );
+        assert!(
+            n[2].contains("1 node(s), 2 rank(s) and run 2 on 2 node(s), 4 rank(s)"),
+            "{}",
+            n[2]
+        );
+    }
+}

@@ -1,0 +1,231 @@
+//! `gpudirect export`: every result row of the chosen runs with its run's metadata, as
+//! CSV, a JSON array or JSON Lines, for spreadsheets and notebooks.
+//!
+//! The records are the history's `ExportRecord` (same columns as
+//! `gpudirect::history::export`) plus one column, `replay_of`, naming the recording when a
+//! run came from the nccl-tests stand-in, so that an export never passes a replay off as a
+//! measurement. With `-o FILE` the file is written under a temporary name in the same
+//! folder and renamed into place, so a reader never sees half an export and a failed
+//! export leaves any earlier file as it was.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use clap::{Args, ValueEnum};
+use gpudirect::history::export::{csv_field, ExportRecord, CSV_HEADER};
+use gpudirect::history::{History, RunDetail, RunFilter};
+use serde::Serialize;
+
+use super::{open_for_reading, replay_of, FilterArgs};
+use crate::cli::Globals;
+
+/// Output formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    /// Comma-separated values (RFC 4180 quoting, `\n` line ends) with a header line.
+    Csv,
+    /// One JSON array of objects.
+    Json,
+    /// One JSON object per line (JSON Lines).
+    Jsonl,
+}
+
+/// Arguments of `gpudirect export`.
+#[derive(Debug, Args)]
+#[command(after_help = "Examples:\n  \
+    gpudirect export --format csv -o runs.csv           # every run, every row\n  \
+    gpudirect export --collective all_reduce --since 30d --format jsonl | jq .busbw\n  \
+    gpudirect export --node gpu07 --status ok --format json -o gpu07.json\n\n\
+    One record per table row (size x placement), newest run first. Columns: run_id, at,\n\
+    cluster, job_id, nodelist, node_count, gpus_per_node, total_ranks, collective, variant,\n\
+    launcher, status, transport, nccl_tests_version, nccl_version, cuda_version, size_bytes,\n\
+    count, dtype, redop, root, placement, time_us, algbw, busbw (GB/s), wrong, replay_of\n\
+    (set when the run replayed a recording: not a measurement).")]
+pub struct ExportArgs {
+    /// Which runs (all of them unless --limit is given).
+    #[command(flatten)]
+    pub filter: FilterArgs,
+
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Csv)]
+    pub format: Format,
+
+    /// Same as `--format json` (every read command takes --json).
+    #[arg(long, conflicts_with = "format")]
+    pub json: bool,
+
+    /// Write to this file (atomically: temporary file, then rename) instead of stdout.
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+}
+
+/// One exported record: the history's columns plus the replay marking.
+#[derive(Debug, Serialize)]
+struct Line {
+    #[serde(flatten)]
+    record: ExportRecord,
+    /// The recording replayed, when the run came from the nccl-tests stand-in.
+    replay_of: Option<String>,
+}
+
+fn records(detail: &RunDetail) -> Result<Vec<Line>> {
+    let s = &detail.summary;
+    let replay = replay_of(&detail.env).map(str::to_string);
+    detail
+        .rows
+        .iter()
+        .map(|r| {
+            let big = |v: u64, what: &str| {
+                i64::try_from(v).with_context(|| format!("run {}: {what} {v} out of range", s.id))
+            };
+            Ok(Line {
+                record: ExportRecord {
+                    run_id: s.id,
+                    at: s.at.clone(),
+                    cluster: s.cluster.clone(),
+                    job_id: s.job_id.clone(),
+                    nodelist: s.nodelist.clone(),
+                    node_count: s.node_count,
+                    gpus_per_node: s.gpus_per_node,
+                    total_ranks: s.total_ranks,
+                    collective: s.collective.clone(),
+                    variant: s.variant.clone(),
+                    launcher: s.launcher,
+                    status: s.status,
+                    transport: s.transport.clone(),
+                    nccl_tests_version: detail.nccl_tests_version.clone(),
+                    nccl_version: detail.nccl_version.clone(),
+                    cuda_version: detail.cuda_version.clone(),
+                    size_bytes: big(r.size_bytes, "size")?,
+                    count: big(r.count, "count")?,
+                    dtype: r.dtype.clone(),
+                    redop: r.redop.clone(),
+                    root: r.root,
+                    placement: r.placement,
+                    time_us: r.time_us,
+                    algbw: r.algbw,
+                    busbw: r.busbw,
+                    wrong: r.wrong.map(|w| big(w, "#wrong")).transpose()?,
+                },
+                replay_of: replay.clone(),
+            })
+        })
+        .collect()
+}
+
+/// Writes the runs of `filter`, one run at a time (memory does not grow with the history).
+/// Returns the number of records.
+fn write_export(
+    history: &History,
+    filter: &RunFilter,
+    format: Format,
+    out: &mut dyn Write,
+) -> Result<u64> {
+    let runs = history.list_runs(filter)?;
+    if format == Format::Csv {
+        let mut header: Vec<&str> = CSV_HEADER.to_vec();
+        header.push("replay_of");
+        writeln!(out, "{}", header.join(","))?;
+    }
+    if format == Format::Json {
+        out.write_all(b"[")?;
+    }
+    let mut written = 0u64;
+    for run in &runs {
+        let detail = history.get_run(run.id)?;
+        for line in records(&detail)? {
+            match format {
+                Format::Csv => {
+                    let mut values = line.record.csv_values();
+                    values.push(line.replay_of.clone().unwrap_or_default());
+                    let fields: Vec<_> = values.iter().map(|v| csv_field(v)).collect();
+                    writeln!(out, "{}", fields.join(","))?;
+                }
+                Format::Jsonl => {
+                    serde_json::to_writer(&mut *out, &line)?;
+                    out.write_all(b"\n")?;
+                }
+                Format::Json => {
+                    out.write_all(if written == 0 { b"\n" } else { b",\n" })?;
+                    serde_json::to_writer(&mut *out, &line)?;
+                }
+            }
+            written += 1;
+        }
+    }
+    if format == Format::Json {
+        out.write_all(b"\n]\n")?;
+    }
+    out.flush()?;
+    Ok(written)
+}
+
+/// The temporary name beside `target`: same folder (so the rename is atomic), hidden,
+/// and unique to this process.
+fn temp_path(target: &Path) -> PathBuf {
+    let name = target
+        .file_name()
+        .map_or_else(|| "export".into(), |n| n.to_string_lossy().into_owned());
+    target.with_file_name(format!(".{name}.tmp-{}", std::process::id()))
+}
+
+/// `gpudirect export`.
+pub fn run(args: &ExportArgs, globals: &Globals) -> Result<()> {
+    let history = open_for_reading(globals)?;
+    let filter = args.filter.to_filter(None);
+    let format = if args.json { Format::Json } else { args.format };
+    let Some(target) = &args.output else {
+        let stdout = std::io::stdout();
+        let mut out = BufWriter::new(stdout.lock());
+        write_export(&history, &filter, format, &mut out)?;
+        return Ok(());
+    };
+    let tmp = temp_path(target);
+    let result = (|| -> Result<u64> {
+        let file =
+            File::create(&tmp).with_context(|| format!("cannot create `{}`", tmp.display()))?;
+        let mut out = BufWriter::new(file);
+        let n = write_export(&history, &filter, format, &mut out)?;
+        let file = out
+            .into_inner()
+            .map_err(|e| e.into_error())
+            .with_context(|| format!("writing `{}`", tmp.display()))?;
+        file.sync_all()
+            .with_context(|| format!("writing `{}`", tmp.display()))?;
+        std::fs::rename(&tmp, target).with_context(|| {
+            format!("cannot move `{}` to `{}`", tmp.display(), target.display())
+        })?;
+        Ok(n)
+    })();
+    match result {
+        Ok(n) => {
+            eprintln!("wrote {n} records to {}", target.display());
+            Ok(())
+        }
+        Err(e) => {
+            // Best effort: the temporary file is ours and useless now.
+            let _ = std::fs::remove_file(&tmp);
+            Err(e.context(format!(
+                "export to `{}` failed; nothing was replaced",
+                target.display()
+            )))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn temp_file_sits_beside_the_target() {
+        let t = temp_path(Path::new("/data/out/runs.csv"));
+        assert_eq!(t.parent(), Some(Path::new("/data/out")));
+        let name = t.file_name().unwrap().to_string_lossy().into_owned();
+        assert!(name.starts_with(".runs.csv.tmp-"), "{name}");
+        let bare = temp_path(Path::new("runs.csv"));
+        assert_eq!(bare.parent(), Some(Path::new("")));
+    }
+}

@@ -1,0 +1,582 @@
+//! `gpudirect history`: the recorded runs as a compact table, newest first; with
+//! `--node HOST`, that node's busbw over time and whether it is trending down.
+//!
+//! # The downward trend (`--node`)
+//! A node's points are grouped by what makes numbers comparable: collective, variant,
+//! node count, message size and data type. Only measurements count: runs with status
+//! `ok` that are not stand-in replays. In each group, with the points oldest first, the
+//! trend is **downward** when each of the last [`TREND_RECENT`] points is below the median
+//! of all the earlier ones by more than the tolerance (percent, `--tolerance`, default 5).
+//! At least [`TREND_MIN_EARLIER`] earlier points are needed, so one slow outlier or a
+//! short history never raises the flag. See [`trend`].
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use anyhow::Result;
+use clap::Args;
+use gpudirect::history::compare::median;
+use gpudirect::history::{History, NodeHistory, NodeRunPoint, RunId, RunStatus, RunSummary};
+use serde::Serialize;
+
+use super::{
+    emit, format_size, gbps, open_for_reading, or_dash, parse_size, render_table, replay_footnote,
+    replay_of, short_time, Align, FilterArgs,
+};
+use crate::cli::Globals;
+
+/// Runs listed when `--limit` is not given.
+pub const DEFAULT_LIMIT: u32 = 20;
+
+/// How many latest points must all be low for a downward trend.
+pub const TREND_RECENT: usize = 3;
+
+/// How many earlier points the median needs before a trend is judged.
+pub const TREND_MIN_EARLIER: usize = 3;
+
+/// Arguments of `gpudirect history`.
+#[derive(Debug, Args)]
+#[command(after_help = "Examples:\n  \
+    gpudirect history                                  # the 20 newest runs\n  \
+    gpudirect history --collective all_reduce --since 7d --limit 0\n  \
+    gpudirect history --cluster a3-prod --variant tcpx --status failed\n  \
+    gpudirect history --node gpu07 --size 1G           # gpu07's busbw at 1 GiB over time, with trend\n  \
+    gpudirect history --json | jq '.[0].avg_busbw'\n\n\
+    A run marked `(replay)` came from the nccl-tests stand-in: its numbers are a recording,\n\
+    not a measurement. With --node, runs are grouped by collective, variant, node count, size\n\
+    and type; a group's trend is downward when each of its last 3 ok measurements (replays\n\
+    left out) is below the median of at least 3 earlier ones by more than --tolerance %.")]
+pub struct HistoryArgs {
+    /// Which runs.
+    #[command(flatten)]
+    pub filter: FilterArgs,
+
+    /// With --node: read each run's busbw at this size (K/M/G are powers of 1024, as in
+    /// nccl-tests' -b/-e); default: each run's largest size.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size, requires = "node")]
+    pub size: Option<u64>,
+
+    /// With --node: how far (percent) below the earlier median the last 3 points must be
+    /// to call the trend downward.
+    #[arg(long, value_name = "PCT", default_value_t = 5.0, requires = "node")]
+    pub tolerance: f64,
+
+    /// Print JSON instead of a table: an array of runs, or with --node one object with the
+    /// node's points, validation numbers and trends.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// A node's trend in one group of comparable points.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "trend", rename_all = "snake_case")]
+pub enum Trend {
+    /// Not enough points to judge.
+    TooFew {
+        /// Points in the group.
+        points: usize,
+        /// Points needed.
+        needed: usize,
+    },
+    /// The last points are not all below the earlier median by more than the tolerance.
+    Steady {
+        /// Median of the earlier points, GB/s.
+        earlier_median: f64,
+    },
+    /// Each of the last points is below the earlier median by more than the tolerance.
+    Downward {
+        /// Median of the earlier points, GB/s.
+        earlier_median: f64,
+        /// How far below it each of the last points is, percent, oldest first.
+        drops_pct: Vec<f64>,
+    },
+}
+
+/// Judges a series of busbw values, oldest first (see the module docs). Pure.
+pub fn trend(values: &[f64], tolerance_pct: f64) -> Trend {
+    let needed = TREND_RECENT + TREND_MIN_EARLIER;
+    if values.len() < needed {
+        return Trend::TooFew {
+            points: values.len(),
+            needed,
+        };
+    }
+    let (earlier, recent) = values.split_at(values.len() - TREND_RECENT);
+    let Some(m) = median(earlier).filter(|m| *m > 0.0) else {
+        return Trend::TooFew {
+            points: values.len(),
+            needed,
+        };
+    };
+    let drops: Vec<f64> = recent.iter().map(|v| (m - v) / m * 100.0).collect();
+    if drops.iter().all(|d| *d > tolerance_pct) {
+        Trend::Downward {
+            earlier_median: m,
+            drops_pct: drops,
+        }
+    } else {
+        Trend::Steady { earlier_median: m }
+    }
+}
+
+/// A listed run, with its replay marking.
+#[derive(Debug, Serialize)]
+struct Listed {
+    #[serde(flatten)]
+    summary: RunSummary,
+    /// The recording replayed, when the run came from the nccl-tests stand-in.
+    replay_of: Option<String>,
+}
+
+/// A point of a node's history, with its run's launcher and replay marking.
+#[derive(Debug, Serialize)]
+struct Point {
+    #[serde(flatten)]
+    point: NodeRunPoint,
+    launcher: String,
+    replay_of: Option<String>,
+}
+
+/// The key of a group of comparable points.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+struct GroupKey {
+    collective: String,
+    variant: Option<String>,
+    node_count: Option<u32>,
+    size_bytes: u64,
+    dtype: String,
+}
+
+#[derive(Debug, Serialize)]
+struct GroupTrend {
+    #[serde(flatten)]
+    key: GroupKey,
+    /// Runs judged, oldest first.
+    run_ids: Vec<RunId>,
+    #[serde(flatten)]
+    trend: Trend,
+}
+
+#[derive(Debug, Serialize)]
+struct NodeReport {
+    node: String,
+    size_bytes: Option<u64>,
+    tolerance_pct: f64,
+    runs: Vec<Point>,
+    checks: Vec<gpudirect::history::NodeCheckPoint>,
+    trends: Vec<GroupTrend>,
+}
+
+/// Runs' replay markings, by id (reads each run's stored env).
+fn replays(history: &History, ids: &[RunId]) -> Result<HashMap<RunId, String>> {
+    let mut out = HashMap::new();
+    for &id in ids {
+        let detail = history.get_run(id)?;
+        if let Some(r) = replay_of(&detail.env) {
+            out.insert(id, r.to_string());
+        }
+    }
+    Ok(out)
+}
+
+/// `gpudirect history`.
+pub fn run(args: &HistoryArgs, globals: &Globals) -> Result<()> {
+    anyhow::ensure!(
+        args.tolerance.is_finite() && args.tolerance >= 0.0,
+        "--tolerance {}: write a percentage >= 0, e.g. 5",
+        args.tolerance
+    );
+    let history = open_for_reading(globals)?;
+    let filter = args.filter.to_filter(Some(DEFAULT_LIMIT));
+    let runs = history.list_runs(&filter)?;
+    let ids: Vec<RunId> = runs.iter().map(|r| r.id).collect();
+    let replayed = replays(&history, &ids)?;
+    if let Some(node) = &args.filter.node {
+        return node_view(&history, args, node, &runs, &replayed);
+    }
+    if args.json {
+        let listed: Vec<Listed> = runs
+            .into_iter()
+            .map(|summary| Listed {
+                replay_of: replayed.get(&summary.id).cloned(),
+                summary,
+            })
+            .collect();
+        emit(&format!("{}\n", serde_json::to_string_pretty(&listed)?))?;
+        return Ok(());
+    }
+    if runs.is_empty() {
+        eprintln!(
+            "no runs match these filters (history: {})",
+            history.path().display()
+        );
+        return Ok(());
+    }
+    let mut text = runs_table(&runs, &replayed);
+    text.push_str(&replay_footnote(
+        replayed.iter().map(|(id, r)| (*id, r.as_str())),
+    ));
+    emit(&text)?;
+    if filter
+        .limit
+        .is_some_and(|l| runs.len() as u64 >= u64::from(l))
+    {
+        eprintln!("(the {} newest; --limit 0 lists all)", runs.len());
+    }
+    Ok(())
+}
+
+fn launcher_cell(launcher: &str, replay: bool) -> String {
+    if replay {
+        format!("{launcher} (replay)")
+    } else {
+        launcher.to_string()
+    }
+}
+
+fn runs_table(runs: &[RunSummary], replayed: &HashMap<RunId, String>) -> String {
+    let columns = [
+        ("ID", Align::Right),
+        ("WHEN (UTC)", Align::Left),
+        ("CLUSTER", Align::Left),
+        ("N", Align::Right),
+        ("NODES", Align::Left),
+        ("COLLECTIVE", Align::Left),
+        ("VARIANT", Align::Left),
+        ("STATUS", Align::Left),
+        ("TRANSPORT", Align::Left),
+        ("AVG BUSBW", Align::Right),
+        ("PEAK BUSBW", Align::Right),
+        ("MAX SIZE", Align::Right),
+        ("LAUNCHER", Align::Left),
+    ];
+    let rows: Vec<Vec<String>> = runs
+        .iter()
+        .map(|r| {
+            vec![
+                r.id.to_string(),
+                short_time(&r.at),
+                or_dash(r.cluster.as_deref()),
+                r.node_count.map_or("-".into(), |n| n.to_string()),
+                or_dash(r.nodelist.as_deref()),
+                r.collective.clone(),
+                or_dash(r.variant.as_deref()),
+                r.status.to_string(),
+                or_dash(r.transport.as_deref()),
+                gbps(r.avg_busbw),
+                gbps(r.peak_busbw),
+                r.max_size_bytes.map_or("-".into(), format_size),
+                launcher_cell(r.launcher.as_str(), replayed.contains_key(&r.id)),
+            ]
+        })
+        .collect();
+    let mut out = render_table(&columns, &rows);
+    out.push_str("busbw in GB/s (1e9 bytes/s); peak = highest out-of-place busbw of the run\n");
+    out
+}
+
+/// Groups the measured points (ok, not replays) and judges each group's trend.
+fn group_trends(points: &[Point], tolerance_pct: f64) -> Vec<GroupTrend> {
+    let mut groups: BTreeMap<GroupKey, Vec<(RunId, f64)>> = BTreeMap::new();
+    for p in points {
+        let (Some(busbw), RunStatus::Ok, None) = (p.point.busbw, p.point.status, &p.replay_of)
+        else {
+            continue;
+        };
+        let key = GroupKey {
+            collective: p.point.collective.clone(),
+            variant: p.point.variant.clone(),
+            node_count: p.point.node_count,
+            size_bytes: p.point.size_bytes,
+            dtype: p.point.dtype.clone(),
+        };
+        groups.entry(key).or_default().push((p.point.run_id, busbw));
+    }
+    groups
+        .into_iter()
+        .map(|(key, pts)| {
+            let values: Vec<f64> = pts.iter().map(|p| p.1).collect();
+            GroupTrend {
+                key,
+                run_ids: pts.iter().map(|p| p.0).collect(),
+                trend: trend(&values, tolerance_pct),
+            }
+        })
+        .collect()
+}
+
+fn node_view(
+    history: &History,
+    args: &HistoryArgs,
+    node: &str,
+    runs: &[RunSummary],
+    replayed: &HashMap<RunId, String>,
+) -> Result<()> {
+    let NodeHistory {
+        node: _,
+        runs: points,
+        checks,
+    } = history.node_history(node, args.filter.collective.as_deref(), args.size)?;
+    // The listing applied every filter (and the limit); keep the node's points of those runs.
+    let chosen: HashSet<RunId> = runs.iter().map(|r| r.id).collect();
+    let launchers: HashMap<RunId, &str> =
+        runs.iter().map(|r| (r.id, r.launcher.as_str())).collect();
+    let points: Vec<Point> = points
+        .into_iter()
+        .filter(|p| chosen.contains(&p.run_id))
+        .map(|point| Point {
+            launcher: launchers
+                .get(&point.run_id)
+                .copied()
+                .unwrap_or("-")
+                .to_string(),
+            replay_of: replayed.get(&point.run_id).cloned(),
+            point,
+        })
+        .collect();
+    let checks: Vec<_> = checks
+        .into_iter()
+        .filter(|c| chosen.contains(&c.run_id))
+        .collect();
+    let trends = group_trends(&points, args.tolerance);
+    let report = NodeReport {
+        node: node.to_string(),
+        size_bytes: args.size,
+        tolerance_pct: args.tolerance,
+        runs: points,
+        checks,
+        trends,
+    };
+    if args.json {
+        emit(&format!("{}\n", serde_json::to_string_pretty(&report)?))?;
+        return Ok(());
+    }
+    if report.runs.is_empty() && report.checks.is_empty() {
+        eprintln!(
+            "node {node} is in no recorded run matching these filters{}; `gpudirect history` \
+             lists runs with their nodes (history: {})",
+            args.size
+                .map(|s| format!(" with a row at {}", format_size(s)))
+                .unwrap_or_default(),
+            history.path().display()
+        );
+        return Ok(());
+    }
+    emit(&node_text(&report))?;
+    Ok(())
+}
+
+fn node_text(report: &NodeReport) -> String {
+    let mut out = format!(
+        "node {}: out-of-place busbw {}, oldest first\n",
+        report.node,
+        report
+            .size_bytes
+            .map_or("at each run's largest size".into(), |s| format!(
+                "at {}",
+                format_size(s)
+            ))
+    );
+    let columns = [
+        ("RUN", Align::Right),
+        ("WHEN (UTC)", Align::Left),
+        ("COLLECTIVE", Align::Left),
+        ("VARIANT", Align::Left),
+        ("N", Align::Right),
+        ("STATUS", Align::Left),
+        ("SIZE", Align::Right),
+        ("TYPE", Align::Left),
+        ("BUSBW", Align::Right),
+        ("LAUNCHER", Align::Left),
+    ];
+    let rows: Vec<Vec<String>> = report
+        .runs
+        .iter()
+        .map(|p| {
+            vec![
+                p.point.run_id.to_string(),
+                short_time(&p.point.at),
+                p.point.collective.clone(),
+                or_dash(p.point.variant.as_deref()),
+                p.point.node_count.map_or("-".into(), |n| n.to_string()),
+                p.point.status.to_string(),
+                format_size(p.point.size_bytes),
+                p.point.dtype.clone(),
+                gbps(p.point.busbw),
+                launcher_cell(&p.launcher, p.replay_of.is_some()),
+            ]
+        })
+        .collect();
+    out.push_str(&render_table(&columns, &rows));
+    let replays = report
+        .runs
+        .iter()
+        .filter_map(|p| Some((p.point.run_id, p.replay_of.as_deref()?)));
+    let footnote = replay_footnote(replays);
+    if !footnote.is_empty() {
+        out.push_str(&footnote);
+        out.push_str("replays are left out of the trend\n");
+    }
+    if !report.checks.is_empty() {
+        out.push_str("\nvalidation results:\n");
+        let columns = [
+            ("RUN", Align::Right),
+            ("WHEN (UTC)", Align::Left),
+            ("COLLECTIVE", Align::Left),
+            ("ROLE", Align::Left),
+            ("PARTNER", Align::Left),
+            ("SIZE", Align::Right),
+            ("BUSBW", Align::Right),
+            ("VERDICT", Align::Left),
+        ];
+        let rows: Vec<Vec<String>> = report
+            .checks
+            .iter()
+            .map(|c| {
+                vec![
+                    c.run_id.to_string(),
+                    short_time(&c.at),
+                    c.collective.clone(),
+                    or_dash(c.result.role.as_deref()),
+                    or_dash(c.result.partner.as_deref()),
+                    c.result.size_bytes.map_or("-".into(), format_size),
+                    gbps(c.result.busbw),
+                    or_dash(c.result.verdict.as_deref()),
+                ]
+            })
+            .collect();
+        out.push_str(&render_table(&columns, &rows));
+    }
+    out.push('\n');
+    if report.trends.is_empty() {
+        out.push_str("trend: no ok measurements to judge\n");
+    }
+    for g in &report.trends {
+        let what = format!(
+            "{} {} {}, variant {}, {} node(s)",
+            g.key.collective,
+            format_size(g.key.size_bytes),
+            g.key.dtype,
+            g.key.variant.as_deref().unwrap_or("-"),
+            g.key.node_count.map_or("?".into(), |n| n.to_string()),
+        );
+        let verdict = match &g.trend {
+            Trend::TooFew { points, needed } => {
+                format!("not judged ({points} ok measurement(s), {needed} needed)")
+            }
+            Trend::Steady { earlier_median } => format!(
+                "steady (earlier median {earlier_median:.2} GB/s, tolerance {}%)",
+                report.tolerance_pct
+            ),
+            Trend::Downward {
+                earlier_median,
+                drops_pct,
+            } => {
+                let drops: Vec<String> = drops_pct.iter().map(|d| format!("{d:.1}%")).collect();
+                format!(
+                    "DOWNWARD: the last {} runs are {} below the earlier median {earlier_median:.2} GB/s (tolerance {}%)",
+                    drops_pct.len(),
+                    drops.join(", "),
+                    report.tolerance_pct
+                )
+            }
+        };
+        out.push_str(&format!("trend {what}: {verdict}\n"));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Out-of-place busbw at 8 GiB, tests/fixtures/nccl-tests/: healthy runs are
+    // h200x2-nvlink/all_reduce_g2.txt (343.64) and h200x2-degraded/all_reduce_g2_clean.txt
+    // (346.51); the degraded ones ran beside a load on GPU 1 (matmul at 30 % duty, 4 GiB
+    // copies, matmul).
+    const HEALTHY: [f64; 5] = [343.64, 346.51, 343.64, 346.51, 343.64];
+    const DEGRADED: [f64; 3] = [290.45, 164.07, 162.91];
+
+    #[test]
+    fn three_low_points_after_a_healthy_history_trend_down() {
+        let mut v = HEALTHY.to_vec();
+        v.extend(DEGRADED);
+        match trend(&v, 5.0) {
+            Trend::Downward {
+                earlier_median,
+                drops_pct,
+            } => {
+                assert_eq!(earlier_median, 343.64);
+                assert_eq!(drops_pct.len(), 3);
+                assert!((drops_pct[0] - (343.64 - 290.45) / 343.64 * 100.0).abs() < 1e-9);
+            }
+            other => panic!("expected downward, got {other:?}"),
+        }
+        // A drop of 15.5 % is not one at a 20 % tolerance.
+        assert!(matches!(trend(&v, 20.0), Trend::Steady { .. }));
+    }
+
+    #[test]
+    fn one_recovered_point_or_noise_is_steady() {
+        let mut v = HEALTHY.to_vec();
+        v.extend([290.45, 346.51, 162.91]);
+        assert!(matches!(trend(&v, 5.0), Trend::Steady { .. }));
+        // Within the tolerance: 4.3 % lower is noise at 5 %.
+        let mut v = HEALTHY.to_vec();
+        v.extend([329.0, 329.0, 329.0]);
+        assert!(matches!(trend(&v, 5.0), Trend::Steady { .. }));
+        assert!(matches!(trend(&v, 3.0), Trend::Downward { .. }));
+    }
+
+    #[test]
+    fn short_histories_are_not_judged() {
+        assert_eq!(
+            trend(&[343.0, 100.0, 90.0, 80.0, 70.0], 5.0),
+            Trend::TooFew {
+                points: 5,
+                needed: 6
+            }
+        );
+        assert_eq!(
+            trend(&[0.0, 0.0, 0.0, 0.0, 0.0, 0.0], 5.0),
+            Trend::TooFew {
+                points: 6,
+                needed: 6
+            }
+        );
+    }
+
+    #[test]
+    fn groups_leave_out_replays_and_failed_runs() {
+        let point = |id: RunId, busbw: f64, status: RunStatus, replay: bool| Point {
+            point: NodeRunPoint {
+                run_id: id,
+                at: format!("2026-11-2{id}T00:00:00Z"),
+                collective: "all_reduce".into(),
+                cluster: None,
+                variant: None,
+                status,
+                node_count: Some(1),
+                size_bytes: 8 << 30,
+                dtype: "float".into(),
+                busbw: Some(busbw),
+            },
+            launcher: "import".into(),
+            replay_of: replay.then(|| "h200x2-nvlink/all_reduce_g2.txt".into()),
+        };
+        let mut points: Vec<Point> = HEALTHY
+            .iter()
+            .enumerate()
+            .map(|(i, b)| point(i as RunId + 1, *b, RunStatus::Ok, false))
+            .collect();
+        points.push(point(6, 100.0, RunStatus::Ok, false));
+        points.push(point(7, 100.0, RunStatus::Ok, true));
+        points.push(point(8, 100.0, RunStatus::Failed, false));
+        points.push(point(9, 100.0, RunStatus::Ok, false));
+        let groups = group_trends(&points, 5.0);
+        assert_eq!(groups.len(), 1);
+        // 7 (replay) and 8 (failed) are not measurements of the node's health.
+        assert_eq!(groups[0].run_ids, [1, 2, 3, 4, 5, 6, 9]);
+        // Only two low points among the measurements: not yet a trend.
+        assert!(matches!(groups[0].trend, Trend::Steady { .. }));
+    }
+}

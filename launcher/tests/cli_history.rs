@@ -1,0 +1,536 @@
+//! `gpudirect history`, `show`, `compare` and `export` end to end: the built binary on a
+//! history filled by `gpudirect import` from the recorded real outputs in
+//! `tests/fixtures/nccl-tests/` (2xH200: NVLink, forced socket transport, and a GPU slowed
+//! by a second process).
+//!
+//! Fixtures are copied into a scratch folder first: `import` takes a run's time from the
+//! file's modification time, which the tests set to order the runs.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, SystemTime};
+
+use serde_json::Value;
+
+const BIN: &str = env!("CARGO_BIN_EXE_gpudirect");
+
+const NVLINK: &str = "h200x2-nvlink/all_reduce_g2.txt";
+const SOCKET: &str = "h200x2-nvlink/all_reduce_g2_socket.txt";
+const CLEAN: &str = "h200x2-degraded/all_reduce_g2_clean.txt";
+const DEGRADED: [&str; 3] = [
+    "h200x2-degraded/all_reduce_g2_load_matmul_duty0.3_gpu1.txt",
+    "h200x2-degraded/all_reduce_g2_load_copy_gpu1.txt",
+    "h200x2-degraded/all_reduce_g2_load_matmul_gpu1.txt",
+];
+const REPLAY_LINE: &str = "# nccl-tests STAND-IN replaying h200x2-nvlink/all_reduce_g2.txt \
+    (recorded on 2xH200; not a measurement of this machine)";
+
+fn fixture(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/fixtures/nccl-tests")
+        .join(rel)
+}
+
+/// A scratch folder with its own history file.
+struct Scratch {
+    dir: PathBuf,
+    db: PathBuf,
+}
+
+impl Scratch {
+    fn new(name: &str) -> Scratch {
+        let dir = std::env::temp_dir().join(format!(
+            "gpudirect-cli-history-{}-{name}",
+            std::process::id()
+        ));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        let db = dir.join("history.sqlite");
+        Scratch { dir, db }
+    }
+
+    /// The binary with this history and nothing from the test runner's environment.
+    fn cmd(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(BIN);
+        for var in ["GPUDIRECT_DB", "RUST_LOG", "XDG_DATA_HOME"] {
+            cmd.env_remove(var);
+        }
+        cmd.arg("--db").arg(&self.db).args(args);
+        cmd
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.cmd(args).output().expect("start gpudirect")
+    }
+
+    fn ok(&self, args: &[&str]) -> String {
+        let out = self.run(args);
+        assert!(
+            out.status.success(),
+            "{args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    fn json(&self, args: &[&str]) -> Value {
+        serde_json::from_str(&self.ok(args)).unwrap()
+    }
+
+    /// Copies `content` to `name` in the scratch folder, dated `age_days` ago, and imports
+    /// it; returns the new run's id.
+    fn import_bytes(&self, name: &str, content: &[u8], age_days: u64, extra: &[&str]) -> i64 {
+        let path = self.dir.join(name);
+        fs::write(&path, content).unwrap();
+        let when = SystemTime::now() - Duration::from_secs(age_days * 86_400);
+        fs::File::options()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_modified(when)
+            .unwrap();
+        let mut args = vec!["import", "--json"];
+        args.extend_from_slice(extra);
+        let path_text = path.to_str().unwrap().to_string();
+        args.push(&path_text);
+        let out = self.json(&args);
+        assert_eq!(out[0]["duplicate"], false, "{out}");
+        out[0]["run_id"].as_i64().unwrap()
+    }
+
+    fn import(&self, rel: &str, copy_name: &str, age_days: u64, extra: &[&str]) -> i64 {
+        self.import_bytes(copy_name, &fs::read(fixture(rel)).unwrap(), age_days, extra)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// NVLink run (id 1, two days old) and socket run (id 2, variant `socket`, one day old).
+fn two_runs(name: &str) -> Scratch {
+    let s = Scratch::new(name);
+    assert_eq!(s.import(NVLINK, "nvlink.txt", 2, &[]), 1);
+    assert_eq!(
+        s.import(SOCKET, "socket.txt", 1, &["--variant", "socket"]),
+        2
+    );
+    s
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn history_lists_filters_and_prints_json() {
+    let s = two_runs("list");
+    let table = s.ok(&["history"]);
+    let lines: Vec<&str> = table.lines().collect();
+    assert!(lines[0].starts_with("ID  WHEN (UTC)"), "{table}");
+    // Newest first: the socket run, then NVLink with its 8 GiB peak.
+    assert!(lines[1].trim_start().starts_with("2 "), "{table}");
+    assert!(
+        lines[1].contains("socket") && lines[1].contains("Socket"),
+        "{table}"
+    );
+    assert!(
+        lines[2].contains("343.64") && lines[2].contains("8 GiB"),
+        "{table}"
+    );
+    assert!(!table.contains("(replay)"), "{table}");
+
+    let all = s.json(&["history", "--json"]);
+    let ids: Vec<i64> = all
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_i64().unwrap())
+        .collect();
+    assert_eq!(ids, [2, 1]);
+    assert_eq!(all[1]["peak_busbw"], 343.64);
+    assert_eq!(all[1]["replay_of"], Value::Null);
+
+    let ids_of = |args: &[&str]| -> Vec<i64> {
+        let mut full = vec!["history", "--json"];
+        full.extend_from_slice(args);
+        s.json(&full)
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["id"].as_i64().unwrap())
+            .collect()
+    };
+    assert_eq!(ids_of(&["--variant", "socket"]), [2]);
+    // --node switches to the node's view; the other filters still apply.
+    let node = s.json(&["history", "--json", "--node", "vm", "--variant", "socket"]);
+    assert_eq!(node["runs"].as_array().unwrap().len(), 1);
+    assert_eq!(node["runs"][0]["run_id"], 2);
+    let nobody = s.json(&["history", "--json", "--node", "gpu99"]);
+    assert!(nobody["runs"].as_array().unwrap().is_empty());
+    assert!(ids_of(&["--collective", "all_gather"]).is_empty());
+    assert!(ids_of(&["--status", "failed"]).is_empty());
+    assert_eq!(ids_of(&["--limit", "1"]), [2]);
+    assert_eq!(ids_of(&["--since", "36h"]), [2]);
+    assert_eq!(ids_of(&["--since", "2000-01-01"]), [2, 1]);
+
+    // No match is not an error; a bad filter value is, and says what to write.
+    let empty = s.run(&["history", "--cluster", "nowhere"]);
+    assert!(empty.status.success());
+    assert!(
+        stderr(&empty).contains("no runs match"),
+        "{}",
+        stderr(&empty)
+    );
+    let bad = s.run(&["history", "--since", "yesterday"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(stderr(&bad).contains("RFC 3339"), "{}", stderr(&bad));
+    let bad = s.run(&["history", "--status", "great"]);
+    assert!(stderr(&bad).contains("ok, wrong"), "{}", stderr(&bad));
+}
+
+#[test]
+fn show_prints_every_row_and_the_raw_output_unchanged() {
+    let s = two_runs("show");
+    let text = s.ok(&["show", "1"]);
+    assert!(text.starts_with("run 1: all_reduce ok (import)"), "{text}");
+    assert!(text.contains("nccl-tests 2.19.6, NCCL 2.28.9"), "{text}");
+    assert!(text.contains("results (62 rows"), "{text}");
+    // Sizes read as people write them, first and last row of the sweep.
+    assert!(text.contains("\n    8 B "), "{text}");
+    assert!(text.contains("\n  8 GiB "), "{text}");
+    assert!(text.contains("findings:\n  none"), "{text}");
+    assert!(!text.contains("REPLAY"), "{text}");
+
+    let json = s.json(&["show", "2", "--json"]);
+    assert_eq!(json["id"], 2);
+    assert_eq!(json["variant"], "socket");
+    assert_eq!(json["transport"], "Socket");
+    assert_eq!(json["rows"].as_array().unwrap().len(), 56);
+    assert_eq!(json["replay_of"], Value::Null);
+
+    let raw = s.run(&["show", "2", "--raw"]);
+    assert!(raw.status.success());
+    assert_eq!(raw.stdout, fs::read(fixture(SOCKET)).unwrap());
+
+    let missing = s.run(&["show", "99"]);
+    assert_eq!(missing.status.code(), Some(1));
+    assert!(missing.stdout.is_empty());
+    assert!(
+        stderr(&missing).contains("no run 99"),
+        "{}",
+        stderr(&missing)
+    );
+}
+
+#[test]
+fn compare_flags_the_socket_fallback_and_exits_1() {
+    let s = two_runs("compare");
+    let out = s.run(&["compare", "1", "2"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let text = String::from_utf8(out.stdout.clone()).unwrap();
+    assert!(text.contains("overall: REGRESSION"), "{text}");
+    // 1 GiB out-of-place: 321.81 (NVLink) -> 3.17 (socket).
+    let gib = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("1 GiB  out"))
+        .unwrap();
+    assert!(gib.contains("321.81") && gib.contains("3.17") && gib.contains("-99.0%"));
+    assert!(gib.ends_with("regression"), "{gib}");
+    // Sizes below the 1 MiB default are left out.
+    assert!(!text.contains("512 KiB"), "{text}");
+    assert!(
+        stderr(&out).contains("regression: run 2"),
+        "{}",
+        stderr(&out)
+    );
+
+    let json_out = s.run(&["compare", "1", "2", "--json", "--min-size", "0"]);
+    assert_eq!(json_out.status.code(), Some(1));
+    let json: Value = serde_json::from_slice(&json_out.stdout).unwrap();
+    assert_eq!(json["overall"], "regression");
+    assert_eq!(json["reference"]["run_id"], 1);
+    assert_eq!(json["options"]["min_size_bytes"], 0);
+    // 8 B .. 1 GiB in both runs, out and in place; 2 .. 8 GiB only in the NVLink run.
+    assert_eq!(json["rows"].as_array().unwrap().len(), 2 * 31);
+    assert_eq!(json["counts"]["missing"], 6);
+
+    // The same run against itself, and the reverse direction, are not regressions.
+    let same = s.run(&["compare", "1", "1"]);
+    assert_eq!(same.status.code(), Some(0), "{}", stderr(&same));
+    assert!(String::from_utf8_lossy(&same.stdout).contains("overall: OK"));
+    let better = s.run(&["compare", "2", "1"]);
+    assert_eq!(better.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&better.stdout).contains("overall: IMPROVEMENT"));
+
+    let usage = s.run(&["compare", "1"]);
+    assert_eq!(usage.status.code(), Some(1));
+    assert!(stderr(&usage).contains("two run ids"), "{}", stderr(&usage));
+    let unknown = s.run(&["compare", "1", "42"]);
+    assert!(
+        stderr(&unknown).contains("no run 42"),
+        "{}",
+        stderr(&unknown)
+    );
+    let help = s.ok(&["compare", "--help"]);
+    assert!(
+        help.contains("Exit status: 1 when the overall verdict is regression"),
+        "{help}"
+    );
+}
+
+#[test]
+fn compare_with_a_baseline_of_earlier_runs() {
+    let s = Scratch::new("baseline");
+    let first = s.import(NVLINK, "a.txt", 4, &[]);
+    s.import(CLEAN, "b.txt", 3, &[]);
+    s.import(NVLINK, "c.txt", 2, &[]);
+    let socket = s.import(SOCKET, "d.txt", 1, &[]);
+
+    let out = s.run(&["compare", &socket.to_string(), "--baseline", "--json"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["reference"]["kind"], "baseline");
+    assert_eq!(json["reference"]["run_ids"], serde_json::json!([3, 2, 1]));
+    assert_eq!(json["overall"], "regression");
+    // The 1 GiB reference is the median of 321.81, 326.94 and 321.81.
+    let gib = json["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["size_bytes"] == 1 << 30 && r["placement"] == "out")
+        .unwrap();
+    assert_eq!(gib["reference_busbw"], 321.81);
+
+    // Only the last one earlier run.
+    let one = s.json_status(&["compare", "3", "--baseline", "1", "--json"], 0);
+    assert_eq!(one["reference"]["run_ids"], serde_json::json!([2]));
+
+    let none = s.run(&["compare", &first.to_string(), "--baseline"]);
+    assert_eq!(none.status.code(), Some(1));
+    assert!(
+        stderr(&none).contains("no earlier ok run"),
+        "{}",
+        stderr(&none)
+    );
+}
+
+impl Scratch {
+    fn json_status(&self, args: &[&str], code: i32) -> Value {
+        let out = self.run(args);
+        assert_eq!(out.status.code(), Some(code), "{}", stderr(&out));
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+}
+
+#[test]
+fn export_formats_parse_back() {
+    let s = two_runs("export");
+    let csv = s.ok(&["export", "--format", "csv"]);
+    let lines: Vec<&str> = csv.lines().collect();
+    let header: Vec<&str> = lines[0].split(',').collect();
+    assert_eq!(header.len(), 27);
+    assert_eq!(header[0], "run_id");
+    assert_eq!(header[26], "replay_of");
+    // 31 sizes x 2 placements (NVLink) + 28 x 2 (socket), newest run first.
+    assert_eq!(lines.len(), 1 + 62 + 56);
+    let busbw = header.iter().position(|h| *h == "busbw").unwrap();
+    let size = header.iter().position(|h| *h == "size_bytes").unwrap();
+    let last: Vec<&str> = lines.last().unwrap().split(',').collect();
+    assert_eq!(last.len(), 27);
+    assert_eq!(
+        (last[0], last[size], last[busbw]),
+        ("1", "8589934592", "343.09")
+    );
+    assert!(lines[1].starts_with("2,"), "{}", lines[1]);
+
+    let json = s.json(&["export", "--json", "--variant", "socket"]);
+    let records = json.as_array().unwrap();
+    assert_eq!(records.len(), 56);
+    assert!(records
+        .iter()
+        .all(|r| r["run_id"] == 2 && r["replay_of"].is_null()));
+
+    let jsonl = s.ok(&["export", "--format", "jsonl", "--limit", "1"]);
+    let parsed: Vec<Value> = jsonl
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(parsed.len(), 56);
+
+    // -o writes the file whole and leaves no temporary file behind.
+    let target = s.dir.join("out.csv");
+    let out = s.run(&["export", "-o", target.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(out.stdout.is_empty());
+    assert_eq!(fs::read_to_string(&target).unwrap(), csv);
+    let leftovers: Vec<_> = fs::read_dir(&s.dir)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().contains(".tmp-"))
+        .collect();
+    assert!(leftovers.is_empty());
+    // A folder that does not exist: an error naming the file, nothing created.
+    let bad = s.dir.join("no/such/dir/out.csv");
+    let out = s.run(&["export", "-o", bad.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("out.csv"), "{}", stderr(&out));
+}
+
+#[test]
+fn replays_are_marked_everywhere_and_kept_out_of_the_trend() {
+    let s = Scratch::new("replay");
+    let measured = s.import(NVLINK, "nvlink.txt", 2, &[]);
+    let mut replay = format!("{REPLAY_LINE}\n").into_bytes();
+    replay.extend(fs::read(fixture(NVLINK)).unwrap());
+    let replayed = s.import_bytes("replay.txt", &replay, 1, &[]);
+
+    let table = s.ok(&["history"]);
+    let row = |id: i64| {
+        table
+            .lines()
+            .find(|l| l.trim_start().starts_with(&format!("{id} ")))
+            .unwrap()
+            .to_string()
+    };
+    assert!(row(replayed).ends_with("import (replay)"), "{table}");
+    assert!(!row(measured).contains("replay"), "{table}");
+    assert!(
+        table.contains("not a measurement")
+            && table.contains(&format!(
+                "run {replayed} replays h200x2-nvlink/all_reduce_g2.txt"
+            )),
+        "{table}"
+    );
+    let json = s.json(&["history", "--json"]);
+    assert_eq!(json[0]["replay_of"], "h200x2-nvlink/all_reduce_g2.txt");
+    assert_eq!(json[1]["replay_of"], Value::Null);
+
+    let shown = s.ok(&["show", &replayed.to_string()]);
+    assert!(
+        shown.contains("REPLAY: this run is the nccl-tests stand-in"),
+        "{shown}"
+    );
+
+    let node = s.ok(&["history", "--node", "vm", "--size", "1G"]);
+    assert!(node.contains("busbw at 1 GiB"), "{node}");
+    assert!(node.contains("321.81"), "{node}");
+    assert!(node.contains("import (replay)"), "{node}");
+    assert!(node.contains("replays are left out of the trend"), "{node}");
+    // One measurement only (the replay does not count): no trend judged.
+    assert!(node.contains("not judged (1 ok measurement(s)"), "{node}");
+    let node_json = s.json(&["history", "--node", "vm", "--json"]);
+    assert_eq!(node_json["runs"].as_array().unwrap().len(), 2);
+    assert_eq!(
+        node_json["runs"][1]["replay_of"],
+        "h200x2-nvlink/all_reduce_g2.txt"
+    );
+    assert_eq!(
+        node_json["trends"][0]["run_ids"],
+        serde_json::json!([measured])
+    );
+
+    let csv = s.ok(&["export"]);
+    let marked = csv
+        .lines()
+        .filter(|l| l.ends_with(",h200x2-nvlink/all_reduce_g2.txt"))
+        .count();
+    assert_eq!(marked, 62);
+
+    let cmp = s.ok(&["compare", &measured.to_string(), &replayed.to_string()]);
+    assert!(
+        cmp.contains(&format!("note: run {replayed} is a stand-in replay")),
+        "{cmp}"
+    );
+}
+
+#[test]
+fn node_history_flags_a_downward_trend() {
+    let s = Scratch::new("trend");
+    // Three healthy runs, then three with a second process loading GPU 1.
+    s.import(NVLINK, "h1.txt", 6, &[]);
+    s.import(CLEAN, "h2.txt", 5, &[]);
+    s.import(NVLINK, "h3.txt", 4, &[]);
+    for (i, rel) in DEGRADED.iter().enumerate() {
+        s.import(rel, &format!("d{i}.txt"), 3 - i as u64, &[]);
+    }
+    let text = s.ok(&["history", "--node", "vm", "--size", "1G"]);
+    let trend = text.lines().find(|l| l.starts_with("trend ")).unwrap();
+    assert!(trend.starts_with("trend all_reduce 1 GiB float"), "{text}");
+    // 272.69, 152.10 and 149.81 against the median 321.81 of the healthy runs.
+    assert!(
+        trend.contains("DOWNWARD") && trend.contains("15.3%, 52.7%, 53.4%"),
+        "{text}"
+    );
+    // At a 60 % tolerance none of them is a drop.
+    let lenient = s.ok(&[
+        "history",
+        "--node",
+        "vm",
+        "--size",
+        "1G",
+        "--tolerance",
+        "60",
+    ]);
+    assert!(
+        lenient.contains(": steady (earlier median 321.81"),
+        "{lenient}"
+    );
+    let json = s.json(&["history", "--node", "vm", "--size", "1G", "--json"]);
+    assert_eq!(json["trends"][0]["trend"], "downward");
+    assert_eq!(json["trends"][0]["earlier_median"], 321.81);
+    // --size without --node makes no sense and says so.
+    let out = s.run(&["history", "--size", "1G"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("--node"), "{}", stderr(&out));
+}
+
+#[test]
+fn a_missing_history_says_how_to_create_one() {
+    let s = Scratch::new("missing");
+    for args in [
+        &["history"][..],
+        &["show", "1"],
+        &["compare", "1", "2"],
+        &["export"],
+    ] {
+        let out = s.run(args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        let err = stderr(&out);
+        assert!(err.contains("no history at"), "{args:?}: {err}");
+        assert!(err.contains("gpudirect import"), "{args:?}: {err}");
+        assert!(err.contains("gpudirect run"), "{args:?}: {err}");
+    }
+    // Reading never creates the file.
+    assert!(!s.db.exists());
+}
+
+#[test]
+fn a_reader_that_goes_away_is_not_a_crash() {
+    // Regression: `print!` panicked (exit 101) on `gpudirect history | head -1`.
+    let s = two_runs("pipe");
+    for args in [
+        &["history"][..],
+        &["history", "--json"],
+        &["history", "--node", "vm"],
+        &["show", "1"],
+        &["show", "1", "--raw"],
+        &["compare", "2", "1"],
+        &["export"],
+    ] {
+        let mut child = s
+            .cmd(args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Close the read end before the child writes anything.
+        drop(child.stdout.take());
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {}", stderr(&out));
+        assert!(!stderr(&out).contains("panicked"), "{args:?}");
+    }
+}
