@@ -189,3 +189,147 @@ fn a_hung_rank_times_out_the_cell_kills_the_step_and_the_matrix_goes_on() {
     let steps = run(&mut squeue);
     assert_eq!(stdout(&steps).trim(), "", "job steps left behind");
 }
+
+#[test]
+fn probe_shows_the_profile_on_every_task_of_three_nodes() {
+    let _guard = cluster();
+    let db = temp_db("probe");
+    let output = gpudirect_in_allocation(
+        3,
+        &db,
+        &[
+            "probe",
+            "--gpudirect",
+            "tcpx",
+            "--ntasks-per-node",
+            "2",
+            "--nodes",
+            "3",
+            "--json",
+        ],
+        &[],
+    );
+    assert_ok(&output, "gpudirect probe --gpudirect tcpx");
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).expect("probe --json");
+    let tasks = report["tasks"].as_array().expect("tasks");
+    assert_eq!(tasks.len(), 6);
+    for task in tasks {
+        assert_eq!(task["vars"]["GPUDIRECT_PROFILE"], "tcpx", "{task}");
+        assert_eq!(task["vars"]["NCCL_NET"], "GPUDirectTCPX_v7");
+        assert_eq!(
+            task["mismatches"].as_array().map(Vec::len),
+            Some(0),
+            "{task}"
+        );
+        let nics: Vec<&str> = task["nics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| n["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(nics, ["eth0", "eth1", "eth2", "eth3", "eth4"]);
+    }
+    assert_eq!(
+        report["analysis"]["findings"].as_array().map(Vec::len),
+        Some(0),
+        "{}",
+        report["analysis"]
+    );
+}
+
+#[test]
+fn probe_names_the_node_whose_tasks_did_not_get_the_profile() {
+    let _guard = cluster();
+    let db = temp_db("probe-bad");
+    let down = ip_in_node("node2", &["link", "set", "eth3", "mtu", "1400"]);
+    assert_ok(&down, "set an odd MTU on node2");
+    struct Restore;
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            ip_in_node("node2", &["link", "set", "eth3", "mtu", "1500"]);
+            ip_in_node("node3", &["link", "set", "eth1", "up"]);
+        }
+    }
+    let _restore = Restore;
+    assert_ok(
+        &ip_in_node("node3", &["link", "set", "eth1", "down"]),
+        "eth1 down on node3",
+    );
+    let output = gpudirect_in_allocation(
+        3,
+        &db,
+        &[
+            "probe",
+            "--gpudirect",
+            "tcpx",
+            "--nodes",
+            "3",
+            "--ntasks-per-node",
+            "1",
+        ],
+        &[],
+    );
+    let out = stdout(&output);
+    assert_eq!(output.status.code(), Some(1), "{out}\n{}", stderr(&output));
+    assert!(
+        out.contains("error: node3: GPUDIRECT_PROFILE missing (profile: tcpx)"),
+        "{out}"
+    );
+    assert!(
+        out.contains("NIC eth3 differs: up, mtu 1400") && out.contains("on node2"),
+        "{out}"
+    );
+    assert!(
+        out.contains("NIC eth1 differs: down") && out.contains("on node3"),
+        "{out}"
+    );
+}
+
+#[test]
+fn run_through_mpirun_inside_the_allocation() {
+    let _guard = cluster();
+    let standin = standin_dir("mpirun");
+    let db = temp_db("mpirun");
+    let output = gpudirect_in_allocation(
+        2,
+        &db,
+        &[
+            "run",
+            "--launcher",
+            "mpirun",
+            "-c",
+            "all_reduce",
+            "-N",
+            "2",
+            "-b",
+            "8",
+            "-e",
+            "1G",
+            "--variants",
+            "none",
+            "--nccl-tests-dir",
+            standin.to_str().unwrap(),
+        ],
+        &[],
+    );
+    let out = stdout(&output);
+    assert_ok(&output, "gpudirect run --launcher mpirun");
+    assert!(
+        out.contains("all_reduce N=2 G=1 none") && out.contains(" ok "),
+        "{out}"
+    );
+    let history = gpudirect::history::History::open_existing(&db).unwrap();
+    let runs = history.list_runs(&Default::default()).unwrap();
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0].launcher, gpudirect::history::LaunchKind::Mpirun);
+    let detail = history.get_run(runs[0].id).unwrap();
+    assert!(
+        detail
+            .command_line
+            .as_deref()
+            .unwrap_or("")
+            .starts_with("mpirun -np 2 --hostfile"),
+        "{:?}",
+        detail.command_line
+    );
+}
