@@ -114,6 +114,14 @@ pub fn run(args: &ProbeArgs, _globals: &Globals) -> Result<u8> {
     let finished = runner::run(&job, &AtomicBool::new(false))?;
     let stdout = String::from_utf8_lossy(&finished.stdout);
     let (reports, unreadable) = read_reports(&stdout);
+    if reports.is_empty() {
+        bail!(
+            "no task answered: `{}` ended with {:?}: {}",
+            job.command_line(),
+            finished.outcome,
+            String::from_utf8_lossy(&finished.stderr).trim()
+        );
+    }
     for line in &unreadable {
         eprintln!("gpudirect probe: unreadable task line: {line}");
     }

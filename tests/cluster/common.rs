@@ -237,8 +237,18 @@ pub fn gpudirect_in_allocation(
     args: &[&str],
     env: &[(&str, &str)],
 ) -> Output {
+    gpudirect_in_allocation_with(&[&format!("-N{nodes}")], db, args, env)
+}
+
+/// `salloc ALLOC gpudirect ARGS` with the history at `db`.
+pub fn gpudirect_in_allocation_with(
+    alloc: &[&str],
+    db: &Path,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> Output {
     let mut cmd = slurm_command("salloc");
-    cmd.arg(format!("-N{nodes}"))
+    cmd.args(alloc)
         .arg("--quiet")
         .arg(workspace_bin("gpudirect"))
         .arg("--db")

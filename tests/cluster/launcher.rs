@@ -194,19 +194,10 @@ fn a_hung_rank_times_out_the_cell_kills_the_step_and_the_matrix_goes_on() {
 fn probe_shows_the_profile_on_every_task_of_three_nodes() {
     let _guard = cluster();
     let db = temp_db("probe");
-    let output = gpudirect_in_allocation(
-        3,
+    let output = gpudirect_in_allocation_with(
+        &["-N3", "--ntasks-per-node=2"],
         &db,
-        &[
-            "probe",
-            "--gpudirect",
-            "tcpx",
-            "--ntasks-per-node",
-            "2",
-            "--nodes",
-            "3",
-            "--json",
-        ],
+        &["probe", "--gpudirect", "tcpx", "--json"],
         &[],
     );
     assert_ok(&output, "gpudirect probe --gpudirect tcpx");
