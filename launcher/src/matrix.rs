@@ -84,6 +84,11 @@ impl Variant {
     pub fn from_flag(text: &str) -> Result<Variant, MatrixError> {
         let mut parts = text.splitn(3, ':');
         let name = parts.next().unwrap_or_default().trim().to_string();
+        if name.contains('=') {
+            return Err(MatrixError::Invalid(format!(
+                "variant `{name}` looks like a variable: write NAME:MODE:VAR=V,VAR=V (with --variant)"
+            )));
+        }
         if name.is_empty() {
             return Err(MatrixError::Invalid(format!(
                 "variant `{text}`: give a name, e.g. `tcpx` or `ring:tcpx:NCCL_ALGO=Ring`"
@@ -406,6 +411,7 @@ mod tests {
         assert!(Variant::from_flag("x:y:NOEQUALS").is_err());
         assert!(Variant::from_flag("x:y:A-B=1").is_err());
         assert!(Variant::from_flag("").is_err());
+        assert!(Variant::from_flag("NCCL_SHM_DISABLE=1").is_err());
         assert_eq!(variants_from_flags(&[]).unwrap()[0].name, "default");
     }
 

@@ -31,8 +31,10 @@ use crate::cli::Globals;
     gpudirect run --matrix weekly.toml --submit        # one salloc per node count\n  \
     gpudirect run --launcher local -G 8 -c all_reduce  # one host, no Slurm\n  \
     gpudirect run --dry-run --matrix weekly.toml       # the plan, nothing runs\n\n\
-Variants: `NAME` runs with --gpudirect=NAME; `NAME:MODE:VAR=V,VAR=V` names a mode (empty for\n\
-no --gpudirect) and extra variables, e.g. `ring:tcpx:NCCL_ALGO=Ring` or `tree::NCCL_ALGO=Tree`.\n\n\
+Variants: `--variants tcpx,none` runs each cell with --gpudirect=tcpx and with\n\
+--gpudirect=none; `--variant NAME:MODE:VAR=V,VAR=V` adds one with a mode (empty for no\n\
+--gpudirect) and extra variables, e.g. `--variant ring:tcpx:NCCL_ALGO=Ring` or\n\
+`--variant socket::NCCL_P2P_DISABLE=1,NCCL_SHM_DISABLE=1`.\n\n\
 Every cell runs with NCCL_DEBUG=INFO so the transport NCCL used is known; a cell whose\n\
 profile names a transport (tcpx: GPUDirectTCPX) fails when its inter-node channels used\n\
 another (e.g. NET/Socket). Exit status: 0 all cells passed, 1 a check failed, 130 interrupted.")]
@@ -65,9 +67,15 @@ pub struct RunArgs {
     #[arg(short = 'f', long, default_value_t = 2)]
     pub factor: u64,
 
-    /// Environment variants, comma-separated (see below). Default: one, untouched.
+    /// Environment variants by --gpudirect mode, comma-separated (`tcpx,none`).
+    /// Default: one variant, untouched.
     #[arg(long, value_delimiter = ',')]
     pub variants: Vec<String>,
+
+    /// One variant with extra variables, repeatable: `NAME:MODE:VAR=V,VAR=V`
+    /// (empty MODE: no --gpudirect), e.g. `--variant ring:tcpx:NCCL_ALGO=Ring`.
+    #[arg(long = "variant", value_name = "NAME:MODE:VARS")]
+    pub variant: Vec<String>,
 
     /// How ranks start. Default: srun inside an allocation, local outside.
     #[arg(long, value_enum)]
@@ -135,6 +143,13 @@ fn env_var(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.is_empty())
 }
 
+/// This host's short name.
+fn this_host() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().split('.').next().unwrap_or_default().to_string())
+        .unwrap_or_else(|_| "localhost".into())
+}
+
 fn allocation_nodes() -> Result<Vec<String>> {
     match env_var("SLURM_JOB_NODELIST") {
         Some(list) => gpudirect_core::hostlist::expand(&list)
@@ -174,7 +189,14 @@ fn build_matrix(args: &RunArgs, nodes_in_allocation: usize) -> Result<Matrix> {
                 factor: args.factor,
                 timeout: parse_duration(&args.timeout)?,
                 extra_args: Vec::new(),
-                variants: variants_from_flags(&args.variants)?,
+                variants: variants_from_flags(
+                    &args
+                        .variants
+                        .iter()
+                        .chain(&args.variant)
+                        .cloned()
+                        .collect::<Vec<_>>(),
+                )?,
             };
             matrix.check()?;
             matrix
@@ -447,6 +469,7 @@ fn submit(args: &RunArgs, matrix: &Matrix) -> Result<i32> {
 
 /// `gpudirect run`. Returns the process exit code.
 pub fn run(args: &RunArgs, globals: &Globals) -> Result<i32> {
+    let wall = Instant::now();
     let nodes = allocation_nodes()?;
     let in_allocation = env_var("SLURM_JOB_ID").is_some();
     let matrix = build_matrix(args, nodes.len())?;
@@ -461,10 +484,25 @@ pub fn run(args: &RunArgs, globals: &Globals) -> Result<i32> {
     } else {
         Launcher::Local
     });
-    if launcher != Launcher::Local && !in_allocation {
-        bail!(
-            "--launcher {:?} needs an allocation: run inside salloc/sbatch, or add --submit",
-            launcher
+    if launcher == Launcher::Srun && !in_allocation {
+        bail!("--launcher srun needs an allocation: run inside salloc/sbatch, or add --submit");
+    }
+    // mpirun without Slurm: the ranks of a one-node cell run on this host.
+    let nodes = if launcher == Launcher::Mpirun && !in_allocation {
+        vec!["localhost".to_string()]
+    } else {
+        nodes
+    };
+    if launcher != Launcher::Srun
+        && matrix
+            .variants
+            .iter()
+            .any(|v| v.gpudirect.as_deref().is_some_and(|m| m != "none"))
+    {
+        eprintln!(
+            "gpudirect run: warning: --launcher {launcher:?} starts no srun step of its own, so \
+             --gpudirect modes reach the ranks only through SLURM_GPUDIRECT (mpirun inside an \
+             allocation); with local, only the variants' variables apply"
         );
     }
     let Some(dir) = args.nccl_tests_dir.clone() else {
@@ -605,9 +643,13 @@ pub fn run(args: &RunArgs, globals: &Globals) -> Result<i32> {
                 .or_else(|| env_var("SLURM_CLUSTER_NAME")),
             job_id: env_var("SLURM_JOB_ID"),
             gpus_per_node: Some(cell.gpus_per_node),
-            nodes: gpudirect::launch::cell_nodes(&opts, cell)
-                .map(<[String]>::to_vec)
-                .unwrap_or_default(),
+            nodes: if in_allocation {
+                gpudirect::launch::cell_nodes(&opts, cell)
+                    .map(<[String]>::to_vec)
+                    .unwrap_or_default()
+            } else {
+                vec![this_host()]
+            },
             launcher: match launcher {
                 Launcher::Srun => LaunchKind::Srun,
                 Launcher::Mpirun => LaunchKind::Mpirun,
@@ -656,6 +698,14 @@ pub fn run(args: &RunArgs, globals: &Globals) -> Result<i32> {
     progress.close();
     let _ = std::fs::remove_dir_all(&work_dir);
     print_summary(&results, cells.len(), args.json, &db)?;
+    // What the launcher itself cost: everything but the time its children ran.
+    let wall = wall.elapsed().as_secs_f64();
+    let in_children: f64 = results.iter().map(|r| r.seconds).sum();
+    eprintln!(
+        "gpudirect run: wall {wall:.2}s, in the launched commands {in_children:.2}s, launcher overhead {:.3}s ({:.2}%)",
+        wall - in_children,
+        100.0 * (wall - in_children) / wall.max(1e-9)
+    );
     let interrupted = INTERRUPTED.load(Ordering::SeqCst);
     Ok(if interrupted {
         130
