@@ -16,8 +16,11 @@
 
 pub mod checks;
 pub mod history;
+pub mod judging;
 pub mod launch;
 pub mod matrix;
 pub mod nccl_output;
+pub mod pairing;
 pub mod record;
 pub mod runner;
+pub mod simulate;
