@@ -865,7 +865,10 @@ impl Validation {
         let mut links = Vec::new();
         let mut slow_busbw = None;
         let verdict = if a.bad[x] {
-            let values: Vec<f64> = mine.iter().flat_map(|s| s.bad_values.iter().copied()).collect();
+            let values: Vec<f64> = mine
+                .iter()
+                .flat_map(|s| s.bad_values.iter().copied())
+                .collect();
             slow_busbw = median(&values);
             let partners: Vec<usize> = mine
                 .iter()
@@ -930,7 +933,9 @@ impl Validation {
                     }
                     Some(y) if a.fast[y] && s.bad_runs() >= 2 => {
                         let m = median(&s.bad_values);
-                        let level = m.map(|v| self.threshold.describe(v)).unwrap_or_else(|| "failed".into());
+                        let level = m
+                            .map(|v| self.threshold.describe(v))
+                            .unwrap_or_else(|| "failed".into());
                         evidence.push(format!(
                             "link {}-{} only: {level} in {} of {} runs",
                             self.name(x),
@@ -981,7 +986,10 @@ impl Validation {
             }
             if !link_partners.is_empty() {
                 Verdict::BadLink {
-                    partners: link_partners.iter().map(|&y| self.name(y).to_string()).collect(),
+                    partners: link_partners
+                        .iter()
+                        .map(|&y| self.name(y).to_string())
+                        .collect(),
                 }
             } else if group_issue {
                 Verdict::Unknown
@@ -1058,14 +1066,20 @@ mod tests {
         assert_eq!(r.rounds, 1);
         assert!(r.complete);
         assert!(r.nodes.iter().all(|n| n.verdict == Verdict::Healthy));
-        assert!(r.nodes[0].evidence[0].starts_with("passed with node1"), "{:?}", r.nodes[0]);
+        assert!(
+            r.nodes[0].evidence[0].starts_with("passed with node1"),
+            "{:?}",
+            r.nodes[0]
+        );
         assert_eq!(health(&r).exit_code(), 0);
     }
 
     #[test]
     fn one_slow_node_in_eight_is_named_and_confirmed_in_three_rounds() {
         let v = Validation::new(names(8), Mode::Pairs, base()).unwrap();
-        let (r, rounds) = drive(v, |g| Outcome::Busbw(if g.contains(&5) { 41.0 } else { 100.0 }));
+        let (r, rounds) = drive(v, |g| {
+            Outcome::Busbw(if g.contains(&5) { 41.0 } else { 100.0 })
+        });
         assert_eq!(rounds.len(), 3);
         assert_eq!(rounds[1].stage, Stage::Recheck);
         assert_eq!(rounds[2].groups.len(), 1, "only node 5 is confirmed");
@@ -1081,7 +1095,10 @@ mod tests {
         assert_eq!(five.slow_busbw, Some(41.0));
         assert_eq!(r.nodes[4].verdict, Verdict::Healthy);
         assert!(
-            r.nodes[4].evidence.iter().any(|e| e.contains("node5 only because")),
+            r.nodes[4]
+                .evidence
+                .iter()
+                .any(|e| e.contains("node5 only because")),
             "{:?}",
             r.nodes[4].evidence
         );
@@ -1110,7 +1127,10 @@ mod tests {
         );
         assert_eq!(r.nodes[2].verdict.to_string(), "bad link with node3");
         assert!(
-            r.nodes[3].evidence.iter().any(|e| e.starts_with("link node3-node2 only: 60% of baseline in 2 of 2 runs")),
+            r.nodes[3]
+                .evidence
+                .iter()
+                .any(|e| e.starts_with("link node3-node2 only: 60% of baseline in 2 of 2 runs")),
             "{:?}",
             r.nodes[3].evidence
         );
@@ -1138,7 +1158,10 @@ mod tests {
         assert!(r.nodes.iter().all(|n| n.verdict == Verdict::Healthy));
         assert!(r.links.is_empty() && r.suspect_links.is_empty());
         assert!(
-            r.nodes[0].evidence.iter().any(|e| e.contains("passed when run again")),
+            r.nodes[0]
+                .evidence
+                .iter()
+                .any(|e| e.contains("passed when run again")),
             "{:?}",
             r.nodes[0].evidence
         );
@@ -1157,7 +1180,9 @@ mod tests {
 
         // The leftover is the slow one: two partners that passed elsewhere confirm it.
         let v = Validation::new(names(7), Mode::Pairs, base()).unwrap();
-        let (r, rounds) = drive(v, |g| Outcome::Busbw(if g.contains(&6) { 70.0 } else { 100.0 }));
+        let (r, rounds) = drive(v, |g| {
+            Outcome::Busbw(if g.contains(&6) { 70.0 } else { 100.0 })
+        });
         assert_eq!(rounds.len(), 3);
         assert_eq!(r.nodes[6].verdict, Verdict::SlowNode);
         assert!(r.nodes[..6].iter().all(|n| n.verdict == Verdict::Healthy));
@@ -1170,8 +1195,15 @@ mod tests {
         assert_eq!(rounds.len(), 2);
         for n in &r.nodes {
             assert_eq!(n.verdict, Verdict::Failed, "{n:?}");
-            assert!(n.evidence[0].starts_with("failed in every pairing (2/2)"), "{:?}", n.evidence);
-            assert!(n.evidence.iter().any(|e| e.contains("no pair passed anywhere")));
+            assert!(
+                n.evidence[0].starts_with("failed in every pairing (2/2)"),
+                "{:?}",
+                n.evidence
+            );
+            assert!(n
+                .evidence
+                .iter()
+                .any(|e| e.contains("no pair passed anywhere")));
             assert!(n.evidence.iter().any(|e| e == "first failure: exit code 1"));
         }
         assert_eq!(health(&r).exit_code(), 2);
@@ -1181,7 +1213,11 @@ mod tests {
     fn two_slow_nodes_paired_together_get_a_third_partner() {
         let v = Validation::new(names(8), Mode::Pairs, base()).unwrap();
         let (r, rounds) = drive(v, |g| {
-            Outcome::Busbw(if g.contains(&0) || g.contains(&1) { 70.0 } else { 100.0 })
+            Outcome::Busbw(if g.contains(&0) || g.contains(&1) {
+                70.0
+            } else {
+                100.0
+            })
         });
         assert_eq!(rounds.len(), 3);
         assert_eq!(r.nodes[0].verdict, Verdict::SlowNode);
@@ -1202,14 +1238,19 @@ mod tests {
         });
         assert_eq!(r.nodes[1].verdict, Verdict::Failed);
         assert_eq!(r.nodes[0].verdict, Verdict::Healthy);
-        assert!(r.nodes[0].evidence.iter().any(|e| e.starts_with("failed with node1")));
+        assert!(r.nodes[0]
+            .evidence
+            .iter()
+            .any(|e| e.starts_with("failed with node1")));
         assert_eq!(health(&r), Health::Failed);
     }
 
     #[test]
     fn floor_threshold_describes_in_gbps() {
         let v = Validation::new(names(4), Mode::Pairs, Threshold::floor(50.0).unwrap()).unwrap();
-        let (r, _) = drive(v, |g| Outcome::Busbw(if g.contains(&3) { 30.0 } else { 80.0 }));
+        let (r, _) = drive(v, |g| {
+            Outcome::Busbw(if g.contains(&3) { 30.0 } else { 80.0 })
+        });
         assert!(
             r.nodes[3].evidence[0].contains("30.0 GB/s, floor 50.0"),
             "{:?}",
@@ -1222,8 +1263,9 @@ mod tests {
         // Ring's two neighbours are confirmed by a third partner.
         for (mode, want_rounds) in [(Mode::Pairwise, 7), (Mode::Ring, 3)] {
             let v = Validation::new(names(8), mode, base()).unwrap();
-            let (r, rounds) =
-                drive(v, |g| Outcome::Busbw(if g.contains(&3) { 70.0 } else { 100.0 }));
+            let (r, rounds) = drive(v, |g| {
+                Outcome::Busbw(if g.contains(&3) { 70.0 } else { 100.0 })
+            });
             assert_eq!(rounds.len(), want_rounds, "{mode}");
             assert_eq!(r.nodes[3].verdict, Verdict::SlowNode, "{mode}");
             assert_eq!(
@@ -1237,11 +1279,19 @@ mod tests {
     #[test]
     fn all_and_groups_narrow_down_with_pairs() {
         for mode in [Mode::All, Mode::Groups(4)] {
-            let v = Validation::new(names(8), mode, base()).unwrap().with_followups(3);
-            let (r, rounds) =
-                drive(v, |g| Outcome::Busbw(if g.contains(&6) { 70.0 } else { 100.0 }));
+            let v = Validation::new(names(8), mode, base())
+                .unwrap()
+                .with_followups(3);
+            let (r, rounds) = drive(v, |g| {
+                Outcome::Busbw(if g.contains(&6) { 70.0 } else { 100.0 })
+            });
             assert!(rounds.len() <= 4, "{mode}: {rounds:?}");
-            assert_eq!(r.nodes[6].verdict, Verdict::SlowNode, "{mode}: {:?}", r.nodes[6]);
+            assert_eq!(
+                r.nodes[6].verdict,
+                Verdict::SlowNode,
+                "{mode}: {:?}",
+                r.nodes[6]
+            );
             assert_eq!(
                 verdicts(&r).iter().filter(|v| *v == "healthy").count(),
                 7,
@@ -1254,10 +1304,15 @@ mod tests {
     #[test]
     fn blocks_order_the_pairs() {
         let nodes = names(4);
-        let blocks: BTreeMap<String, String> = [("node0", "a"), ("node1", "b"), ("node2", "a"), ("node3", "b")]
-            .into_iter()
-            .map(|(n, b)| (n.to_string(), b.to_string()))
-            .collect();
+        let blocks: BTreeMap<String, String> = [
+            ("node0", "a"),
+            ("node1", "b"),
+            ("node2", "a"),
+            ("node3", "b"),
+        ]
+        .into_iter()
+        .map(|(n, b)| (n.to_string(), b.to_string()))
+        .collect();
         let mut v = Validation::with_blocks(nodes.clone(), Mode::Pairs, base(), &blocks).unwrap();
         let round = v.next_round().unwrap();
         assert_eq!(round.groups, vec![vec![0, 2], vec![1, 3]]);
@@ -1277,7 +1332,10 @@ mod tests {
         ));
         assert!(Threshold::baseline(100.0, 1.5).is_err());
         assert!(Threshold::floor(f64::NAN).is_err());
-        assert!(Threshold::from_history(&[], 0.1).unwrap_err().to_string().contains("floor"));
+        assert!(Threshold::from_history(&[], 0.1)
+            .unwrap_err()
+            .to_string()
+            .contains("floor"));
         assert_eq!(
             Threshold::from_history(&[90.0, 100.0, f64::NAN, 110.0], 0.1).unwrap(),
             Threshold::Baseline {
@@ -1289,17 +1347,33 @@ mod tests {
         let mut v = Validation::new(names(4), Mode::Pairs, base()).unwrap();
         let round = v.next_round().unwrap();
         let err = v.record(&round, vec![Outcome::Busbw(1.0)]).unwrap_err();
-        assert_eq!(err, JudgeError::WrongCount { round: 0, got: 1, want: 2 });
+        assert_eq!(
+            err,
+            JudgeError::WrongCount {
+                round: 0,
+                got: 1,
+                want: 2
+            }
+        );
         let err = v
-            .record(&round, vec![Outcome::Busbw(1.0), Outcome::Busbw(f64::INFINITY)])
+            .record(
+                &round,
+                vec![Outcome::Busbw(1.0), Outcome::Busbw(f64::INFINITY)],
+            )
             .unwrap_err();
         assert!(err.to_string().contains("Outcome::Failed"), "{err}");
         // A failed record keeps the round in progress: the same round comes back.
         assert_eq!(v.next_round(), Some(round.clone()));
-        let wrong = Round { index: 7, ..round.clone() };
+        let wrong = Round {
+            index: 7,
+            ..round.clone()
+        };
         assert!(matches!(
             v.record(&wrong, vec![]),
-            Err(JudgeError::WrongRound { got: 7, expected: Some(0) })
+            Err(JudgeError::WrongRound {
+                got: 7,
+                expected: Some(0)
+            })
         ));
         v.record(&round, vec![Outcome::Busbw(100.0), Outcome::Busbw(100.0)])
             .unwrap();
@@ -1322,7 +1396,9 @@ mod tests {
     #[test]
     fn report_serializes_for_json_output() {
         let v = Validation::new(names(4), Mode::Pairs, base()).unwrap();
-        let (r, _) = drive(v, |g| Outcome::Busbw(if g.contains(&0) { 50.0 } else { 100.0 }));
+        let (r, _) = drive(v, |g| {
+            Outcome::Busbw(if g.contains(&0) { 50.0 } else { 100.0 })
+        });
         let json = serde_json::to_value(&r).unwrap();
         assert_eq!(json["nodes"][0]["verdict"]["kind"], "slow_node");
         assert_eq!(json["threshold"]["kind"], "baseline");

@@ -42,10 +42,14 @@ pub enum PairingError {
     )]
     UnknownMode(String),
     /// `groups:K` with a K that is not a whole number of at least 2.
-    #[error("pairing mode {0:?}: K in groups:K must be a whole number of at least 2, e.g. groups:4")]
+    #[error(
+        "pairing mode {0:?}: K in groups:K must be a whole number of at least 2, e.g. groups:4"
+    )]
     BadGroupSize(String),
     /// A topology line that is not `node block`.
-    #[error("topology line {line}: {why} in {text:?}; each line is `NODE BLOCK` (# starts a comment)")]
+    #[error(
+        "topology line {line}: {why} in {text:?}; each line is `NODE BLOCK` (# starts a comment)"
+    )]
     TopologyLine {
         /// 1-based line number.
         line: usize,
@@ -357,7 +361,7 @@ fn ring(order: &[usize]) -> Vec<RoundGroups> {
             .map(|i| vec![order[i], order[i + 1]])
             .collect()
     };
-    if n % 2 == 0 {
+    if n.is_multiple_of(2) {
         let first = edges(0, n);
         let mut second = edges(1, n);
         second.push(vec![order[n - 1], order[0]]);
@@ -402,9 +406,7 @@ pub fn fill_rounds(
     let mut rounds: Vec<FillRound> = Vec::new();
     for group in fixed {
         let r = (0..)
-            .find(|&r| {
-                r >= rounds.len() || group.iter().all(|&x| !rounds[r].busy[x])
-            })
+            .find(|&r| r >= rounds.len() || group.iter().all(|&x| !rounds[r].busy[x]))
             .unwrap_or(0);
         if r >= rounds.len() {
             rounds.push(FillRound::new(n, passed));
@@ -667,8 +669,14 @@ mod tests {
         for mode in MODES {
             assert_eq!(mode.to_string().parse::<Mode>(), Ok(mode));
         }
-        assert!(matches!("groups:1".parse::<Mode>(), Err(PairingError::BadGroupSize(_))));
-        assert!(matches!("groups:x".parse::<Mode>(), Err(PairingError::BadGroupSize(_))));
+        assert!(matches!(
+            "groups:1".parse::<Mode>(),
+            Err(PairingError::BadGroupSize(_))
+        ));
+        assert!(matches!(
+            "groups:x".parse::<Mode>(),
+            Err(PairingError::BadGroupSize(_))
+        ));
         let err = "pair".parse::<Mode>().unwrap_err().to_string();
         assert!(err.contains("pairwise"), "{err}");
     }
@@ -684,7 +692,12 @@ mod tests {
         let needy: Vec<usize> = (0..7).collect();
         let rounds = fill_rounds(&needy, &[7, 8, 9], &[vec![8, 9]], |_, _| false);
         assert_disjoint(&rounds, 10, "overflow");
-        let placed: Vec<usize> = rounds.iter().flatten().filter(|g| g[0] < 7).map(|g| g[0]).collect();
+        let placed: Vec<usize> = rounds
+            .iter()
+            .flatten()
+            .filter(|g| g[0] < 7)
+            .map(|g| g[0])
+            .collect();
         assert_eq!(placed.len(), 7);
         assert_eq!(rounds.len(), 3, "{rounds:?}");
         assert!(rounds[0].contains(&vec![8, 9]));
@@ -699,7 +712,7 @@ mod tests {
     fn pair_among_avoids_old_partners() {
         let met = |a: usize, b: usize| a / 2 == b / 2;
         let round = pair_among(&[0, 1, 2, 3, 4], met);
-        assert_disjoint(&[round.clone()], 5, "among");
+        assert_disjoint(std::slice::from_ref(&round), 5, "among");
         assert_eq!(round.len(), 2);
         for g in &round {
             assert_ne!(g[0] / 2, g[1] / 2, "{g:?}");

@@ -25,7 +25,9 @@
 
 use std::collections::{HashMap, HashSet};
 
-use crate::judging::{JudgeError, Outcome, Threshold, Validation, Verdict, DEFAULT_FOLLOWUPS, DEFAULT_TOLERANCE};
+use crate::judging::{
+    JudgeError, Outcome, Threshold, Validation, Verdict, DEFAULT_FOLLOWUPS, DEFAULT_TOLERANCE,
+};
 use crate::pairing::{self, Layout, Mode};
 
 /// A small seeded generator (SplitMix64): fast, and good enough for a simulation.
@@ -263,7 +265,8 @@ pub fn run_trial(scenario: &Scenario, model: &Model, seed: u64) -> Result<Trial,
     let cluster = Cluster::draw(scenario, model, &mut rng);
     let names: Vec<String> = (0..scenario.nodes).map(|i| format!("node{i}")).collect();
     let threshold = Threshold::baseline(1.0, scenario.tolerance)?;
-    let mut v = Validation::new(names, scenario.mode, threshold)?.with_followups(scenario.followups);
+    let mut v =
+        Validation::new(names, scenario.mode, threshold)?.with_followups(scenario.followups);
     while let Some(round) = v.next_round() {
         let outcomes = round
             .groups
@@ -274,7 +277,11 @@ pub fn run_trial(scenario: &Scenario, model: &Model, seed: u64) -> Result<Trial,
     }
     let report = v.report();
 
-    let reported: HashSet<(usize, usize)> = report.links.iter().map(|l| key(l.nodes[0], l.nodes[1])).collect();
+    let reported: HashSet<(usize, usize)> = report
+        .links
+        .iter()
+        .map(|l| key(l.nodes[0], l.nodes[1]))
+        .collect();
     let suspected: HashSet<(usize, usize)> = report
         .suspect_links
         .iter()
@@ -283,7 +290,10 @@ pub fn run_trial(scenario: &Scenario, model: &Model, seed: u64) -> Result<Trial,
     let mut t = Trial {
         rounds: report.rounds,
         bad_links: cluster.bad_links.len(),
-        false_links: reported.iter().filter(|l| !cluster.bad_links.contains_key(l)).count(),
+        false_links: reported
+            .iter()
+            .filter(|l| !cluster.bad_links.contains_key(l))
+            .count(),
         ..Trial::default()
     };
     for node in &report.nodes {
@@ -323,7 +333,8 @@ pub fn run_trial(scenario: &Scenario, model: &Model, seed: u64) -> Result<Trial,
         }
     }
     for &(a, b) in cluster.bad_links.keys() {
-        let tested = pairs_run.contains(&(a, b)) || big_groups[a].iter().any(|g| big_groups[b].contains(g));
+        let tested =
+            pairs_run.contains(&(a, b)) || big_groups[a].iter().any(|g| big_groups[b].contains(g));
         if !tested {
             continue;
         }
@@ -368,8 +379,14 @@ impl Summary {
 
 /// Runs `trials` seeded trials of `scenario`; trial `i` uses a seed derived from `seed`,
 /// the node count, the fraction and `i`, so each cell of a table has its own stream.
-pub fn run_trials(scenario: &Scenario, model: &Model, trials: usize, seed: u64) -> Result<Summary, JudgeError> {
-    let mut mix = Rng::new(seed ^ (scenario.nodes as u64).rotate_left(32) ^ scenario.bad_fraction.to_bits());
+pub fn run_trials(
+    scenario: &Scenario,
+    model: &Model,
+    trials: usize,
+    seed: u64,
+) -> Result<Summary, JudgeError> {
+    let mut mix =
+        Rng::new(seed ^ (scenario.nodes as u64).rotate_left(32) ^ scenario.bad_fraction.to_bits());
     let mut s = Summary {
         trials,
         ..Summary::default()
@@ -477,7 +494,10 @@ mod tests {
         assert_eq!(t.links_tested, t.bad_links, "{sum:?}");
         assert_eq!(t.links_missed, 0, "{sum:?}");
         // Most are confirmed; a few rest on one run when a node also had a noisy run.
-        assert!(t.links_suspected * 5 < t.links_tested - t.links_masked, "{sum:?}");
+        assert!(
+            t.links_suspected * 5 < t.links_tested - t.links_masked,
+            "{sum:?}"
+        );
         assert!(t.false_links <= 1, "{sum:?}");
         assert!(t.links_masked < t.links_tested, "{sum:?}");
     }
