@@ -42,7 +42,9 @@
 //!    only when suspects outnumber fast nodes), and a slow pair of two fast nodes is run
 //!    again. The first pass (*recheck*) pairs each suspect with a node that passed; the
 //!    second (*confirm*) gives one more partner to suspects still open and to slow nodes
-//!    resting on exactly two partners, and re-runs the suspected links.
+//!    resting on exactly two partners, and re-runs the suspected links (a link is re-run
+//!    while passes remain, up to three runs, so a long mode such as `pairwise` that found
+//!    it in its screen needs two more slow runs to confirm it).
 //! 4. **Verdicts**: a slow pair of two fast nodes slow in two runs and passing in none is a
 //!    **bad link**; a slow pair with a slow node in it is explained by that node (the other
 //!    one had a *bad partner*); a single slow run never repeated is noted, not judged.
