@@ -1218,6 +1218,28 @@ mod tests {
     }
 
     #[test]
+    fn three_nodes_name_whichever_is_slow_in_three_rounds() {
+        // The local test cluster: 3 nodes, the stand-in slower on one of them.
+        for slow in 0..3 {
+            let v = Validation::new(names(3), Mode::Pairs, base()).unwrap();
+            let (r, rounds) = drive(v, |g| {
+                Outcome::Busbw(if g.contains(&slow) { 60.0 } else { 100.0 })
+            });
+            assert_eq!(rounds.len(), 3, "slow {slow}: {rounds:?}");
+            for n in &r.nodes {
+                let want = if n.index == slow {
+                    Verdict::SlowNode
+                } else {
+                    Verdict::Healthy
+                };
+                assert_eq!(n.verdict, want, "slow {slow}: {n:?}");
+            }
+            assert!(r.nodes[slow].evidence[0]
+                .starts_with("slow in every pairing (2/2), 60% of baseline"));
+        }
+    }
+
+    #[test]
     fn odd_count_pairs_the_leftover_with_a_node_that_passed() {
         let v = Validation::new(names(7), Mode::Pairs, base()).unwrap();
         let (r, rounds) = drive(v, |_| Outcome::Busbw(100.0));
