@@ -14,12 +14,17 @@
 //! - [`probe`]: what each task sees, and where tasks and nodes differ.
 //! - [`checks`]: the verdict on a run (exit code, `#wrong`, rows, transport used).
 //! - [`record`]: a parsed output plus how it ran, as a history record.
+//! - [`pairing`], [`judging`], [`simulate`]: `gpudirect validate`'s rounds of pairs, its
+//!   verdicts on nodes and links, and the simulator that proves them.
 
 pub mod checks;
 pub mod history;
+pub mod judging;
 pub mod launch;
 pub mod matrix;
 pub mod nccl_output;
+pub mod pairing;
 pub mod probe;
 pub mod record;
 pub mod runner;
+pub mod simulate;

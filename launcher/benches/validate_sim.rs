@@ -1,0 +1,135 @@
+//! Simulates `gpudirect validate` on clusters of 16 to 4096 nodes with injected bad nodes
+//! and bad links, through the real pairing and judging code, and prints how many rounds it
+//! took and how often it was wrong.
+//!
+//! `cargo bench -p gpudirect --bench validate_sim` prints markdown tables (the model and
+//! the method are in `docs/validation.md` and `gpudirect::simulate`). 100 seeded trials per
+//! cell; `VALIDATE_SIM_TRIALS=N` changes that. The numbers are the same on every run.
+
+use std::time::Instant;
+
+use gpudirect::judging::DEFAULT_TOLERANCE;
+use gpudirect::pairing::Mode;
+use gpudirect::simulate::{run_trials, LinkPlacement, Model, Scenario, Summary};
+
+const SEED: u64 = 2026;
+const SIZES: [usize; 5] = [16, 64, 256, 1024, 4096];
+const FRACTIONS: [f64; 4] = [0.01, 0.05, 0.10, 0.25];
+
+fn header(first: &str) {
+    println!(
+        "| {first} | bad | bad nodes/trial | rounds mean | rounds max | trials >3 rounds | missed bad nodes | false alarms | unknown | links inj/tested/masked | confirmed | suspected only | missed links | false links | ms/trial |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+}
+
+fn row(first: &str, s: &Scenario, sum: &Summary, ms: f64) {
+    let t = sum.totals;
+    let confirmed = t.links_tested - t.links_masked - t.links_suspected - t.links_missed;
+    println!(
+        "| {first} | {:.0}% | {} | {:.2} | {} | {} | {} / {} | {} ({:.3}%) | {} | {}/{}/{} | {} | {} | {} | {} | {:.2} |",
+        s.bad_fraction * 100.0,
+        s.bad_nodes(),
+        sum.mean_rounds(),
+        sum.rounds_max,
+        sum.over_three,
+        t.missed_nodes,
+        t.bad_nodes,
+        t.false_alarms,
+        sum.false_alarm_pct(),
+        t.unknown,
+        t.bad_links,
+        t.links_tested,
+        t.links_masked,
+        confirmed,
+        t.links_suspected,
+        t.links_missed,
+        t.false_links,
+        ms,
+    );
+}
+
+fn run(s: &Scenario, trials: usize) -> (Summary, f64) {
+    let start = Instant::now();
+    let sum = match run_trials(s, &Model::default(), trials, SEED) {
+        Ok(sum) => sum,
+        Err(e) => {
+            eprintln!("validate_sim: scenario {s:?} could not run: {e}");
+            std::process::exit(1);
+        }
+    };
+    let ms = start.elapsed().as_secs_f64() * 1e3 / trials.max(1) as f64;
+    (sum, ms)
+}
+
+fn grid(title: &str, trials: usize, make: impl Fn(usize, f64) -> Scenario) {
+    println!("\n### {title}\n");
+    header("N");
+    for n in SIZES {
+        for f in FRACTIONS {
+            let s = make(n, f);
+            let (sum, ms) = run(&s, trials);
+            row(&n.to_string(), &s, &sum, ms);
+        }
+    }
+}
+
+fn main() {
+    let trials = std::env::var("VALIDATE_SIM_TRIALS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(100);
+    let model = Model::default();
+    let total = Instant::now();
+    println!(
+        "validate_sim: {trials} seeded trials per row (seed {SEED}); model: node 1.0, bad node {}, bad link x{}, log-normal noise sigma {}; threshold: baseline 1.0, tolerance {DEFAULT_TOLERANCE}",
+        model.bad_node_speed, model.bad_link_factor, model.noise_sigma
+    );
+
+    grid(
+        "`pairs`, bad links uniform over all node pairs",
+        trials,
+        Scenario::new,
+    );
+    grid(
+        "`pairs`, bad links on pairs of the first round (exercised by construction)",
+        trials,
+        |n, f| Scenario {
+            links: LinkPlacement::ScreenPairs,
+            ..Scenario::new(n, f)
+        },
+    );
+
+    println!("\n### Tolerance, N = 1024, `pairs`, uniform links\n");
+    header("tolerance");
+    for tol in [0.05, 0.10, 0.15, 0.20] {
+        for f in FRACTIONS {
+            let s = Scenario {
+                tolerance: tol,
+                ..Scenario::new(1024, f)
+            };
+            let (sum, ms) = run(&s, trials);
+            row(&format!("{tol:.2}"), &s, &sum, ms);
+        }
+    }
+
+    println!("\n### Modes, N = 256, 10% bad, links on first-round pairs\n");
+    header("mode");
+    for mode in [
+        Mode::Pairs,
+        Mode::PairsAcross,
+        Mode::Ring,
+        Mode::Groups(4),
+        Mode::All,
+        Mode::Pairwise,
+    ] {
+        let s = Scenario {
+            mode,
+            links: LinkPlacement::ScreenPairs,
+            ..Scenario::new(256, 0.10)
+        };
+        let (sum, ms) = run(&s, trials);
+        row(&mode.to_string(), &s, &sum, ms);
+    }
+    println!("\ntotal {:.1} s", total.elapsed().as_secs_f64());
+}

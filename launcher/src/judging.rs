@@ -1,0 +1,1477 @@
+//! Judging a validation: which node or link is slow, found in as few rounds as possible.
+//!
+//! [`Validation`] is a planner the caller drives, the same way for the real command and for
+//! the simulator ([`crate::simulate`]):
+//!
+//! ```
+//! use gpudirect::judging::{Outcome, Threshold, Validation};
+//! use gpudirect::pairing::Mode;
+//!
+//! let nodes: Vec<String> = (0..8).map(|i| format!("node{i}")).collect();
+//! let threshold = Threshold::baseline(100.0, 0.10)?;
+//! let mut v = Validation::new(nodes, Mode::Pairs, threshold)?;
+//! while let Some(round) = v.next_round() {
+//!     // Run every group of the round at the same time (one job step each) and give back
+//!     // one outcome per group, in order. Here node 5 is slow.
+//!     let outcomes = round
+//!         .groups
+//!         .iter()
+//!         .map(|g| Outcome::Busbw(if g.contains(&5) { 70.0 } else { 100.0 }))
+//!         .collect();
+//!     v.record(&round, outcomes)?;
+//! }
+//! let report = v.report();
+//! assert_eq!(report.rounds, 3);
+//! assert_eq!(report.nodes[5].verdict.to_string(), "slow node");
+//! # Ok::<(), gpudirect::judging::JudgeError>(())
+//! ```
+//!
+//! ## The method
+//!
+//! 1. **Screen**: the rounds of the pairing mode ([`crate::pairing::schedule`]); for `pairs`
+//!    one round of disjoint pairs. A group is *slow* when its busbw is below the
+//!    [`Threshold`], *failed* when the run failed, else it *passes*.
+//! 2. A node that passed with anyone is *fast*: a pair's busbw is capped by its slower
+//!    member, so a pass vouches for both. A node is a **slow node** when it was slow with at
+//!    least two distinct fast partners and with more than twice as many as it passed with:
+//!    one pass outweighs two slow runs (a slow run may come from the partner, the link or
+//!    noise), yet a slow node that passed once by luck in a long mode such as `pairwise`
+//!    is still caught. Everything else that is not fast is a *suspect*.
+//! 3. **Follow-up passes** (two by default, [`DEFAULT_FOLLOWUPS`]): every suspect gets a
+//!    fast partner it has not met (distinct partners in one concurrent round, more rounds
+//!    only when suspects outnumber fast nodes), and a slow pair of two fast nodes is run
+//!    again. The first pass (*recheck*) pairs each suspect with a node that passed; the
+//!    second (*confirm*) gives one more partner to suspects still open and to slow nodes
+//!    resting on exactly two partners, and re-runs the suspected links (a link is re-run
+//!    while passes remain, up to three runs, so a long mode such as `pairwise` that found
+//!    it in its screen needs two more slow runs to confirm it).
+//! 4. **Verdicts**: a slow pair of two fast nodes slow in two runs and passing in none is a
+//!    **bad link**; a slow pair with a slow node in it is explained by that node (the other
+//!    one had a *bad partner*); a single slow run never repeated is noted, not judged.
+//!
+//! With `pairs` and fewer than a quarter of the nodes bad this takes at most 3 rounds
+//! (fewer when nothing is ambiguous), instead of `N-1` for `pairwise`.
+//! `docs/validation.md` gives the simulated miss and false-alarm rates.
+
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::fmt;
+
+use serde::Serialize;
+
+use crate::history::compare::median;
+use crate::pairing::{self, Layout, Mode, PairingError, RoundGroups};
+
+/// Default tolerance below the baseline: a pair is slow under 90% of it.
+///
+/// With 5% run-to-run noise a healthy pair lands under 90% in about 2% of runs (the
+/// follow-up rounds clear those) and a node at 70% of normal lands over it in about one run
+/// in four million.
+pub const DEFAULT_TOLERANCE: f64 = 0.10;
+
+/// Default number of follow-up passes after the screen rounds (recheck, confirm).
+pub const DEFAULT_FOLLOWUPS: usize = 2;
+
+/// Errors in the inputs of a validation. None of them is a slow node: those are verdicts.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum JudgeError {
+    /// Fewer than two nodes: nothing to pair.
+    #[error("validation needs at least 2 nodes, got {0}; allocate more nodes")]
+    TooFewNodes(usize),
+    /// A node name given twice.
+    #[error("node {0:?} is listed twice; give each node once")]
+    DuplicateNode(String),
+    /// An empty node name.
+    #[error("node {0} has an empty name")]
+    EmptyName(usize),
+    /// A threshold that cannot judge anything.
+    #[error("threshold: {0}")]
+    BadThreshold(String),
+    /// Results for a round other than the one in progress.
+    #[error(
+        "results for round {got}, but the round in progress is {expected:?}; record the round that next_round() returned"
+    )]
+    WrongRound {
+        /// The round index given.
+        got: usize,
+        /// The round in progress, if any.
+        expected: Option<usize>,
+    },
+    /// Not one result per group.
+    #[error("round {round}: {got} results for {want} groups; give one result per group, in order")]
+    WrongCount {
+        /// Round index.
+        round: usize,
+        /// Results given.
+        got: usize,
+        /// Groups in the round.
+        want: usize,
+    },
+    /// A busbw that is not a number >= 0.
+    #[error("round {round}, group {group}: busbw {value} is not a finite number >= 0; report a failed run as Outcome::Failed")]
+    BadBusbw {
+        /// Round index.
+        round: usize,
+        /// Group index within the round.
+        group: usize,
+        /// The value given.
+        value: f64,
+    },
+    /// A bad topology for the layout.
+    #[error(transparent)]
+    Pairing(#[from] PairingError),
+}
+
+/// The line a group's busbw must reach (GB/s, at the size being judged).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Threshold {
+    /// A fixed floor from the config.
+    Floor {
+        /// Slow below this busbw.
+        busbw: f64,
+    },
+    /// The baseline from history (median of recent good runs) less a tolerance.
+    Baseline {
+        /// Median busbw of the recent good runs.
+        median: f64,
+        /// Fraction below the median that is still fine (0.10: slow under 90%).
+        tolerance: f64,
+    },
+}
+
+impl Threshold {
+    /// A fixed floor; must be a finite number above 0.
+    pub fn floor(busbw: f64) -> Result<Self, JudgeError> {
+        let t = Threshold::Floor { busbw };
+        t.check()?;
+        Ok(t)
+    }
+
+    /// A baseline and tolerance; the median must be above 0, the tolerance in [0, 1).
+    pub fn baseline(median: f64, tolerance: f64) -> Result<Self, JudgeError> {
+        let t = Threshold::Baseline { median, tolerance };
+        t.check()?;
+        Ok(t)
+    }
+
+    /// The baseline as the median of earlier good busbw values (non-finite and
+    /// non-positive values are ignored).
+    pub fn from_history(values: &[f64], tolerance: f64) -> Result<Self, JudgeError> {
+        let good: Vec<f64> = values
+            .iter()
+            .copied()
+            .filter(|v| v.is_finite() && *v > 0.0)
+            .collect();
+        let m = median(&good).ok_or_else(|| {
+            JudgeError::BadThreshold(
+                "no earlier good run to take a baseline from; give a floor instead".into(),
+            )
+        })?;
+        Threshold::baseline(m, tolerance)
+    }
+
+    fn check(&self) -> Result<(), JudgeError> {
+        match *self {
+            Threshold::Floor { busbw } if !(busbw.is_finite() && busbw > 0.0) => Err(
+                JudgeError::BadThreshold(format!("floor {busbw} must be a number above 0 (GB/s)")),
+            ),
+            Threshold::Baseline { median, .. } if !(median.is_finite() && median > 0.0) => {
+                Err(JudgeError::BadThreshold(format!(
+                    "baseline {median} must be a number above 0 (GB/s)"
+                )))
+            }
+            Threshold::Baseline { tolerance, .. } if !(0.0..1.0).contains(&tolerance) => {
+                Err(JudgeError::BadThreshold(format!(
+                    "tolerance {tolerance} must be in [0, 1), e.g. 0.10 for 10% below the baseline"
+                )))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// The busbw under which a group is slow.
+    pub fn limit(&self) -> f64 {
+        match *self {
+            Threshold::Floor { busbw } => busbw,
+            Threshold::Baseline { median, tolerance } => median * (1.0 - tolerance),
+        }
+    }
+
+    /// The baseline that percentages are taken of, if there is one.
+    pub fn reference(&self) -> Option<f64> {
+        match *self {
+            Threshold::Floor { .. } => None,
+            Threshold::Baseline { median, .. } => Some(median),
+        }
+    }
+
+    /// Pass, slow or failed.
+    pub fn classify(&self, outcome: &Outcome) -> Class {
+        match outcome {
+            Outcome::Failed(_) => Class::Failed,
+            Outcome::Busbw(v) if *v < self.limit() => Class::Slow,
+            Outcome::Busbw(_) => Class::Pass,
+        }
+    }
+
+    /// "41% of baseline" or "30.1 GB/s, floor 40.0".
+    fn describe(&self, busbw: f64) -> String {
+        match self.reference() {
+            Some(r) => format!("{:.0}% of baseline", 100.0 * busbw / r),
+            None => format!("{busbw:.1} GB/s, floor {:.1}", self.limit()),
+        }
+    }
+}
+
+/// What one group's run gave.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// The run finished and its checks passed: busbw in GB/s at the judged size.
+    Busbw(f64),
+    /// The run failed (exit code, timeout, `#wrong`, wrong transport): why.
+    Failed(String),
+}
+
+/// A run against the threshold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Class {
+    /// At or above the threshold.
+    Pass,
+    /// Below the threshold.
+    Slow,
+    /// The run failed.
+    Failed,
+}
+
+/// Why a round runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Stage {
+    /// The pairing mode's own rounds.
+    Screen,
+    /// First follow-up: each suspect with a node that passed.
+    Recheck,
+    /// Later follow-ups: third partners, suspected links again.
+    Confirm,
+}
+
+/// One round: groups of node indices to run at the same time, one job step each.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Round {
+    /// 0-based round number; [`Validation::record`] checks it.
+    pub index: usize,
+    /// Why this round runs.
+    pub stage: Stage,
+    /// Disjoint groups of node indices (indices into the node list given to `new`).
+    pub groups: RoundGroups,
+}
+
+impl Round {
+    /// The groups as node names, e.g. for `srun --nodelist=a,b`.
+    pub fn named_groups<'a>(&self, nodes: &'a [String]) -> Vec<Vec<&'a str>> {
+        self.groups
+            .iter()
+            .map(|g| {
+                g.iter()
+                    .filter_map(|&i| nodes.get(i).map(String::as_str))
+                    .collect()
+            })
+            .collect()
+    }
+}
+
+/// One group's run as recorded.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Measurement {
+    /// Round index.
+    pub round: usize,
+    /// Node indices of the group.
+    pub nodes: Vec<usize>,
+    /// What the run gave.
+    pub outcome: Outcome,
+    /// The outcome against the threshold.
+    pub class: Class,
+}
+
+/// The verdict on one node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Verdict {
+    /// Passed, and every slow run it was in is explained or was not repeated.
+    Healthy,
+    /// Slow with most partners that passed elsewhere.
+    SlowNode,
+    /// Runs with it failed with most partners.
+    Failed,
+    /// Fast, but slow every time with these partners (also fast): the links between.
+    BadLink {
+        /// The partners' names.
+        partners: Vec<String>,
+    },
+    /// Not enough evidence (not measured, one unconfirmed slow run, or no partner passed).
+    Unknown,
+}
+
+impl fmt::Display for Verdict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Verdict::Healthy => f.write_str("healthy"),
+            Verdict::SlowNode => f.write_str("slow node"),
+            Verdict::Failed => f.write_str("failed"),
+            Verdict::BadLink { partners } => write!(f, "bad link with {}", partners.join(", ")),
+            Verdict::Unknown => f.write_str("unknown"),
+        }
+    }
+}
+
+/// One node's line in the report.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct NodeReport {
+    /// Node name.
+    pub node: String,
+    /// Index in the node list.
+    pub index: usize,
+    /// The verdict.
+    pub verdict: Verdict,
+    /// Why, in words: `slow in every pairing (3/3), 70% of baseline`.
+    pub evidence: Vec<String>,
+    /// Rounds this node ran in.
+    pub rounds: usize,
+    /// Median busbw of its slow runs (slow node) or of the bad link's runs, if any.
+    pub slow_busbw: Option<f64>,
+}
+
+/// A confirmed bad link.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LinkReport {
+    /// Node indices, lower first.
+    pub nodes: [usize; 2],
+    /// Node names, in the same order.
+    pub names: [String; 2],
+    /// Slow runs of this pair.
+    pub slow_runs: usize,
+    /// Median busbw of those runs.
+    pub median_busbw: f64,
+}
+
+/// The outcome of a validation (complete or, while rounds remain, so far).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Report {
+    /// Pairing mode of the screen rounds.
+    pub mode: String,
+    /// The threshold used.
+    pub threshold: Threshold,
+    /// Rounds run.
+    pub rounds: usize,
+    /// False while rounds remain to run.
+    pub complete: bool,
+    /// One entry per node, in the node list's order.
+    pub nodes: Vec<NodeReport>,
+    /// Confirmed bad links: two fast nodes slow together in two runs, passing in none.
+    pub links: Vec<LinkReport>,
+    /// Suspected links: two fast nodes slow together in one run that could not be
+    /// repeated within the rounds allowed (a bad link, or a noisy run).
+    pub suspect_links: Vec<LinkReport>,
+}
+
+/// Health-check result (`--exit-code`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Health {
+    /// Every node healthy: exit 0.
+    Healthy,
+    /// Slow nodes, bad links or nodes that could not be judged: exit 1.
+    Degraded,
+    /// A node whose runs failed: exit 2.
+    Failed,
+    /// Nothing could be measured: exit 3.
+    CouldNotRun,
+}
+
+impl Health {
+    /// 0 healthy, 1 degraded, 2 failed, 3 could not run.
+    pub fn exit_code(self) -> i32 {
+        match self {
+            Health::Healthy => 0,
+            Health::Degraded => 1,
+            Health::Failed => 2,
+            Health::CouldNotRun => 3,
+        }
+    }
+}
+
+/// The health-check reading of a report: could not run when no node was judged at all
+/// (nothing measured, or every node unknown), failed when any node failed, degraded when
+/// any node is slow, on a bad link or unknown, else healthy.
+pub fn health(report: &Report) -> Health {
+    let v = || report.nodes.iter().map(|n| &n.verdict);
+    if report.nodes.is_empty() || v().all(|x| *x == Verdict::Unknown) {
+        Health::CouldNotRun
+    } else if v().any(|x| *x == Verdict::Failed) {
+        Health::Failed
+    } else if v().all(|x| *x == Verdict::Healthy) {
+        Health::Healthy
+    } else {
+        Health::Degraded
+    }
+}
+
+/// All runs of one distinct group (sorted members).
+#[derive(Debug, Clone)]
+struct GroupStat {
+    members: Vec<usize>,
+    pass: usize,
+    slow: usize,
+    failed: usize,
+    bad_values: Vec<f64>,
+    first_failure: Option<String>,
+}
+
+impl GroupStat {
+    fn bad_runs(&self) -> usize {
+        self.slow + self.failed
+    }
+
+    /// More bad runs than passing ones (a tie is noise: the group did pass).
+    fn is_bad(&self) -> bool {
+        self.bad_runs() > self.pass
+    }
+
+    fn other(&self, x: usize) -> Option<usize> {
+        match self.members.as_slice() {
+            [a, b] if *a == x => Some(*b),
+            [a, b] if *b == x => Some(*a),
+            _ => None,
+        }
+    }
+}
+
+/// What the evidence says so far.
+struct Assessment {
+    fast: Vec<bool>,
+    bad: Vec<bool>,
+    /// Distinct fast partners (or passing groups) each node passed with.
+    pass_partners: Vec<usize>,
+    /// Distinct fast partners each node was slow or failed with.
+    bad_partners: Vec<usize>,
+    any_fast: bool,
+}
+
+/// The planner and judge of one validation; see the module docs for the method.
+#[derive(Debug, Clone)]
+pub struct Validation {
+    nodes: Vec<String>,
+    mode: Mode,
+    threshold: Threshold,
+    max_followups: usize,
+    queue: VecDeque<(Stage, RoundGroups)>,
+    pending: Option<Round>,
+    rounds_done: usize,
+    followups_started: usize,
+    finished: bool,
+    measurements: Vec<Measurement>,
+    stats: Vec<GroupStat>,
+    stat_index: HashMap<Vec<usize>, usize>,
+    node_stats: Vec<Vec<usize>>,
+    node_rounds: Vec<usize>,
+    met: HashSet<(usize, usize)>,
+}
+
+impl Validation {
+    /// A validation of `nodes` (in allocation order) with `mode`'s screen rounds.
+    pub fn new(nodes: Vec<String>, mode: Mode, threshold: Threshold) -> Result<Self, JudgeError> {
+        let layout = Layout::flat(nodes.len());
+        Self::with_layout(nodes, mode, threshold, layout)
+    }
+
+    /// As [`Validation::new`], with nodes ordered by placement block (node -> block) so
+    /// that `pairs` tests inside blocks and `pairs-across` across them.
+    pub fn with_blocks(
+        nodes: Vec<String>,
+        mode: Mode,
+        threshold: Threshold,
+        blocks: &BTreeMap<String, String>,
+    ) -> Result<Self, JudgeError> {
+        let layout = Layout::from_blocks(&nodes, blocks)?;
+        Self::with_layout(nodes, mode, threshold, layout)
+    }
+
+    fn with_layout(
+        nodes: Vec<String>,
+        mode: Mode,
+        threshold: Threshold,
+        layout: Layout,
+    ) -> Result<Self, JudgeError> {
+        threshold.check()?;
+        if nodes.len() < 2 {
+            return Err(JudgeError::TooFewNodes(nodes.len()));
+        }
+        let mut seen = HashSet::new();
+        for (i, name) in nodes.iter().enumerate() {
+            if name.is_empty() {
+                return Err(JudgeError::EmptyName(i));
+            }
+            if !seen.insert(name.as_str()) {
+                return Err(JudgeError::DuplicateNode(name.clone()));
+            }
+        }
+        let screen = pairing::schedule(mode, &layout);
+        let n = nodes.len();
+        Ok(Validation {
+            nodes,
+            mode,
+            threshold,
+            max_followups: DEFAULT_FOLLOWUPS,
+            queue: screen
+                .rounds
+                .into_iter()
+                .map(|r| (Stage::Screen, r))
+                .collect(),
+            pending: None,
+            rounds_done: 0,
+            followups_started: 0,
+            finished: false,
+            measurements: Vec::new(),
+            stats: Vec::new(),
+            stat_index: HashMap::new(),
+            node_stats: vec![Vec::new(); n],
+            node_rounds: vec![0; n],
+            met: HashSet::new(),
+        })
+    }
+
+    /// Sets how many follow-up passes may run after the screen rounds (default 2; 0 judges
+    /// on the screen alone). Each pass is one round unless suspects outnumber fast nodes.
+    pub fn with_followups(mut self, passes: usize) -> Self {
+        self.max_followups = passes;
+        self
+    }
+
+    /// The node names, by index.
+    pub fn nodes(&self) -> &[String] {
+        &self.nodes
+    }
+
+    /// Every run recorded so far, in order (for the per-node history).
+    pub fn measurements(&self) -> &[Measurement] {
+        &self.measurements
+    }
+
+    /// Rounds recorded so far.
+    pub fn rounds_done(&self) -> usize {
+        self.rounds_done
+    }
+
+    /// The next round to run, or None when the validation is complete.
+    ///
+    /// A round returned and not yet recorded is returned again, so a caller that lost it
+    /// can ask again. Follow-up rounds are planned from the evidence when the earlier ones
+    /// are all recorded.
+    pub fn next_round(&mut self) -> Option<Round> {
+        if let Some(p) = &self.pending {
+            return Some(p.clone());
+        }
+        loop {
+            if let Some((stage, groups)) = self.queue.pop_front() {
+                let round = Round {
+                    index: self.rounds_done,
+                    stage,
+                    groups,
+                };
+                self.pending = Some(round.clone());
+                return Some(round);
+            }
+            if self.finished || self.followups_started >= self.max_followups {
+                self.finished = true;
+                return None;
+            }
+            let rounds = self.plan_followup(&self.assess());
+            self.followups_started += 1;
+            if rounds.is_empty() {
+                self.finished = true;
+                return None;
+            }
+            let stage = if self.followups_started == 1 {
+                Stage::Recheck
+            } else {
+                Stage::Confirm
+            };
+            self.queue.extend(rounds.into_iter().map(|g| (stage, g)));
+        }
+    }
+
+    /// Records the outcomes of `round`, one per group in the round's order.
+    pub fn record(&mut self, round: &Round, outcomes: Vec<Outcome>) -> Result<(), JudgeError> {
+        let expected = self.pending.as_ref().map(|p| p.index);
+        let Some(pending) = self.pending.take_if(|p| p.index == round.index) else {
+            return Err(JudgeError::WrongRound {
+                got: round.index,
+                expected,
+            });
+        };
+        let check = || {
+            if outcomes.len() != pending.groups.len() {
+                return Err(JudgeError::WrongCount {
+                    round: pending.index,
+                    got: outcomes.len(),
+                    want: pending.groups.len(),
+                });
+            }
+            for (group, o) in outcomes.iter().enumerate() {
+                if let Outcome::Busbw(v) = o {
+                    if !(v.is_finite() && *v >= 0.0) {
+                        return Err(JudgeError::BadBusbw {
+                            round: pending.index,
+                            group,
+                            value: *v,
+                        });
+                    }
+                }
+            }
+            Ok(())
+        };
+        if let Err(e) = check() {
+            self.pending = Some(pending);
+            return Err(e);
+        }
+        for (group, outcome) in pending.groups.into_iter().zip(outcomes) {
+            self.add(pending.index, group, outcome);
+        }
+        self.rounds_done += 1;
+        Ok(())
+    }
+
+    fn add(&mut self, round: usize, group: Vec<usize>, outcome: Outcome) {
+        let class = self.threshold.classify(&outcome);
+        let mut key = group.clone();
+        key.sort_unstable();
+        if let [a, b] = key.as_slice() {
+            self.met.insert((*a, *b));
+        }
+        let idx = match self.stat_index.get(&key) {
+            Some(&i) => i,
+            None => {
+                let i = self.stats.len();
+                for &m in &key {
+                    self.node_stats[m].push(i);
+                }
+                self.stats.push(GroupStat {
+                    members: key.clone(),
+                    pass: 0,
+                    slow: 0,
+                    failed: 0,
+                    bad_values: Vec::new(),
+                    first_failure: None,
+                });
+                self.stat_index.insert(key, i);
+                i
+            }
+        };
+        let stat = &mut self.stats[idx];
+        match (&outcome, class) {
+            (_, Class::Pass) => stat.pass += 1,
+            (Outcome::Busbw(v), Class::Slow) => {
+                stat.slow += 1;
+                stat.bad_values.push(*v);
+            }
+            (Outcome::Failed(why), _) => {
+                stat.failed += 1;
+                stat.first_failure.get_or_insert_with(|| why.clone());
+            }
+            (Outcome::Busbw(_), Class::Failed) => stat.failed += 1,
+        }
+        for &m in &group {
+            self.node_rounds[m] += 1;
+        }
+        self.measurements.push(Measurement {
+            round,
+            nodes: group,
+            outcome,
+            class,
+        });
+    }
+
+    fn met(&self, a: usize, b: usize) -> bool {
+        self.met.contains(&(a.min(b), a.max(b)))
+    }
+
+    /// Per node: distinct fast partners passed with (a passing larger group counts as
+    /// one), distinct fast partners slow or failed with.
+    fn partner_counts(&self, fast: &[bool]) -> (Vec<usize>, Vec<usize>) {
+        let n = self.nodes.len();
+        let (mut pass, mut bad) = (vec![0; n], vec![0; n]);
+        for s in &self.stats {
+            if let [a, b] = s.members.as_slice() {
+                for (x, y) in [(*a, *b), (*b, *a)] {
+                    if fast[y] {
+                        if s.is_bad() {
+                            bad[x] += 1;
+                        } else {
+                            pass[x] += 1;
+                        }
+                    }
+                }
+            } else if !s.is_bad() {
+                for &m in &s.members {
+                    pass[m] += 1;
+                }
+            }
+        }
+        (pass, bad)
+    }
+
+    fn assess(&self) -> Assessment {
+        let n = self.nodes.len();
+        let mut fast0 = vec![false; n];
+        for s in self.stats.iter().filter(|s| s.pass > 0) {
+            for &m in &s.members {
+                fast0[m] = true;
+            }
+        }
+        let mut fast = fast0.clone();
+        let mut bad = vec![false; n];
+        let (mut pass_partners, mut bad_partners) = (vec![0; n], vec![0; n]);
+        // Twice: a slow node that passed once by luck is demoted in the first pass and no
+        // longer vouches for its partners in the second.
+        for _ in 0..2 {
+            (pass_partners, bad_partners) = self.partner_counts(&fast);
+            for x in 0..n {
+                // A pass outweighs two slow runs: it shows the node at full speed, while a
+                // slow run can come from the partner, the link or noise.
+                bad[x] = bad_partners[x] >= 2 && bad_partners[x] > 2 * pass_partners[x];
+                fast[x] = fast0[x] && !bad[x];
+            }
+        }
+        let any_fast = fast.iter().any(|&f| f);
+        if !any_fast {
+            // Nothing passed anywhere: a node bad with two different partners is called
+            // bad, with a note that its partners were no better.
+            for (x, b) in bad.iter_mut().enumerate() {
+                let stats = &self.node_stats[x];
+                let pairs = stats
+                    .iter()
+                    .filter(|&&i| self.stats[i].members.len() == 2)
+                    .count();
+                *b = pairs >= 2 && stats.iter().all(|&i| self.stats[i].is_bad());
+            }
+        }
+        Assessment {
+            fast,
+            bad,
+            pass_partners,
+            bad_partners,
+            any_fast,
+        }
+    }
+
+    /// The rounds of the next follow-up pass: suspects with fast partners, suspected links
+    /// (and slow groups of fast nodes) once more.
+    fn plan_followup(&self, a: &Assessment) -> Vec<RoundGroups> {
+        let n = self.nodes.len();
+        // Suspects, and slow nodes resting on exactly two partners: one more partner turns
+        // a coincidence (a bad partner or link plus one noisy run) into a pass.
+        let needy: Vec<usize> = (0..n)
+            .filter(|&x| {
+                (!a.bad[x] && !a.fast[x])
+                    || (a.bad[x] && a.any_fast && a.bad_partners[x] == 2 && a.pass_partners[x] == 0)
+            })
+            .collect();
+        let retests: Vec<Vec<usize>> = self
+            .stats
+            .iter()
+            .filter(|s| {
+                // Once to confirm; and a third time while passes remain (modes whose screen
+                // already re-ran the pair), since a healthy pair is slow twice by noise
+                // about q^2 of the time and long modes run many pairs.
+                s.is_bad()
+                    && s.pass == 0
+                    && s.bad_runs() < 3
+                    && s.members.iter().all(|&m| a.fast[m])
+            })
+            .map(|s| s.members.clone())
+            .collect();
+        if !a.any_fast {
+            let round = pairing::pair_among(&needy, |x, y| self.met(x, y));
+            return if round.is_empty() {
+                Vec::new()
+            } else {
+                vec![round]
+            };
+        }
+        let pool: Vec<usize> = (0..n).filter(|&x| a.fast[x]).collect();
+        pairing::fill_rounds(&needy, &pool, &retests, |x, y| self.met(x, y))
+    }
+
+    fn names(&self, idx: &[usize]) -> String {
+        const SHOWN: usize = 4;
+        let mut s: Vec<&str> = idx
+            .iter()
+            .take(SHOWN)
+            .filter_map(|&i| self.nodes.get(i).map(String::as_str))
+            .collect();
+        let more = idx.len().saturating_sub(SHOWN);
+        let extra = format!("{more} more");
+        if more > 0 {
+            s.push(&extra);
+        }
+        s.join(", ")
+    }
+
+    fn link(&self, x: usize, y: usize, s: &GroupStat) -> LinkReport {
+        LinkReport {
+            nodes: [x, y],
+            names: [self.name(x).to_string(), self.name(y).to_string()],
+            slow_runs: s.bad_runs(),
+            median_busbw: median(&s.bad_values).unwrap_or(0.0),
+        }
+    }
+
+    fn name(&self, i: usize) -> &str {
+        self.nodes.get(i).map(String::as_str).unwrap_or("?")
+    }
+
+    /// The verdicts so far (complete once [`Validation::next_round`] returned None).
+    pub fn report(&self) -> Report {
+        let a = self.assess();
+        let mut nodes = Vec::with_capacity(self.nodes.len());
+        let (mut links, mut suspect_links) = (Vec::new(), Vec::new());
+        for x in 0..self.nodes.len() {
+            let (node, found) = self.judge_node(x, &a);
+            for (link, confirmed) in found {
+                if confirmed {
+                    links.push(link);
+                } else {
+                    suspect_links.push(link);
+                }
+            }
+            nodes.push(node);
+        }
+        Report {
+            mode: self.mode.to_string(),
+            threshold: self.threshold.clone(),
+            rounds: self.rounds_done,
+            complete: self.finished && self.pending.is_none() && self.queue.is_empty(),
+            nodes,
+            links,
+            suspect_links,
+        }
+    }
+
+    /// One node's verdict, and the links (confirmed or suspected) where it is the lower
+    /// index.
+    fn judge_node(&self, x: usize, a: &Assessment) -> (NodeReport, Vec<(LinkReport, bool)>) {
+        let mine: Vec<&GroupStat> = self.node_stats[x].iter().map(|&i| &self.stats[i]).collect();
+        let runs: usize = mine.iter().map(|s| s.pass + s.bad_runs()).sum();
+        let bad_runs: usize = mine.iter().map(|s| s.bad_runs()).sum();
+        let failed_runs: usize = mine.iter().map(|s| s.failed).sum();
+        let mut evidence = Vec::new();
+        let mut links = Vec::new();
+        let mut slow_busbw = None;
+        let verdict = if a.bad[x] {
+            let values: Vec<f64> = mine
+                .iter()
+                .flat_map(|s| s.bad_values.iter().copied())
+                .collect();
+            slow_busbw = median(&values);
+            let partners: Vec<usize> = mine
+                .iter()
+                .filter(|s| s.is_bad())
+                .filter_map(|s| s.other(x))
+                .collect();
+            let failed = failed_runs * 2 > bad_runs;
+            let word = if failed { "failed" } else { "slow" };
+            let share = if bad_runs == runs {
+                format!("{word} in every pairing ({bad_runs}/{runs})")
+            } else {
+                format!("{word} in {bad_runs} of {runs} pairings")
+            };
+            let level = match (failed, slow_busbw) {
+                (false, Some(v)) => format!(", {}", self.threshold.describe(v)),
+                _ => String::new(),
+            };
+            evidence.push(format!("{share}{level}, with {}", self.names(&partners)));
+            if failed {
+                if let Some(why) = mine.iter().find_map(|s| s.first_failure.as_deref()) {
+                    evidence.push(format!("first failure: {why}"));
+                }
+            }
+            if !a.any_fast {
+                evidence.push("no pair passed anywhere: the partners may be at fault too".into());
+            }
+            if failed {
+                Verdict::Failed
+            } else {
+                Verdict::SlowNode
+            }
+        } else if a.fast[x] {
+            let mut passed_with = Vec::new();
+            let mut group_issue = false;
+            let mut link_partners = Vec::new();
+            for s in &mine {
+                let y = s.other(x);
+                if !s.is_bad() {
+                    match y {
+                        Some(y) => passed_with.push(y),
+                        None => evidence.push(format!("passed in a group of {}", s.members.len())),
+                    }
+                    if s.bad_runs() > 0 {
+                        let with = y.map_or_else(
+                            || format!("a group of {}", s.members.len()),
+                            |y| self.name(y).to_string(),
+                        );
+                        evidence.push(format!(
+                            "{} bad run(s) with {with}, passed when run again",
+                            s.bad_runs()
+                        ));
+                    }
+                    continue;
+                }
+                match y {
+                    Some(y) if a.bad[y] => {
+                        let what = if s.failed > s.slow { "failed" } else { "slow" };
+                        evidence.push(format!(
+                            "{what} with {} only because of that node (bad partner)",
+                            self.name(y)
+                        ));
+                    }
+                    Some(y) if a.fast[y] && s.pass == 0 && s.bad_runs() >= 2 => {
+                        let m = median(&s.bad_values);
+                        let level = m
+                            .map(|v| self.threshold.describe(v))
+                            .unwrap_or_else(|| "failed".into());
+                        evidence.push(format!(
+                            "link {}-{} only: {level} in {} of {} runs",
+                            self.name(x),
+                            self.name(y),
+                            s.bad_runs(),
+                            s.bad_runs() + s.pass
+                        ));
+                        slow_busbw = slow_busbw.or(m);
+                        link_partners.push(y);
+                        if x < y {
+                            links.push((self.link(x, y, s), true));
+                        }
+                    }
+                    Some(y) if a.fast[y] => {
+                        let level = median(&s.bad_values)
+                            .map(|v| format!(" ({})", self.threshold.describe(v)))
+                            .unwrap_or_default();
+                        evidence.push(if s.pass == 0 {
+                            format!("one bad run with {}{level}, not repeated", self.name(y))
+                        } else {
+                            format!(
+                                "bad in {} of {} runs with {}{level}: a link to watch",
+                                s.bad_runs(),
+                                s.bad_runs() + s.pass,
+                                self.name(y)
+                            )
+                        });
+                        if x < y {
+                            links.push((self.link(x, y, s), false));
+                        }
+                    }
+                    Some(y) => evidence.push(format!(
+                        "slow with {}, which could not be judged",
+                        self.name(y)
+                    )),
+                    None => {
+                        let names = self.names(&s.members);
+                        if s.members.iter().any(|&m| a.bad[m]) {
+                            evidence.push(format!("slow in group {names}, which has a slow node"));
+                        } else if s.bad_runs() >= 2 && s.members.iter().all(|&m| a.fast[m]) {
+                            group_issue = true;
+                            evidence.push(format!(
+                                "group {names} slow in {} runs though each member passed elsewhere: a link or switch among them",
+                                s.bad_runs()
+                            ));
+                        } else {
+                            evidence.push(format!("one slow run in group {names}, not repeated"));
+                        }
+                    }
+                }
+            }
+            if !passed_with.is_empty() {
+                evidence.insert(0, format!("passed with {}", self.names(&passed_with)));
+            }
+            if !link_partners.is_empty() {
+                Verdict::BadLink {
+                    partners: link_partners
+                        .iter()
+                        .map(|&y| self.name(y).to_string())
+                        .collect(),
+                }
+            } else if group_issue {
+                Verdict::Unknown
+            } else {
+                Verdict::Healthy
+            }
+        } else {
+            if runs == 0 {
+                evidence.push("not measured".into());
+            } else if a.bad_partners[x] == 1 {
+                let p: Vec<usize> = mine
+                    .iter()
+                    .filter_map(|s| s.other(x))
+                    .filter(|&y| a.fast[y])
+                    .collect();
+                evidence.push(format!(
+                    "slow with {}, which passed elsewhere, but no second partner to confirm",
+                    self.names(&p)
+                ));
+            } else {
+                evidence.push(format!(
+                    "bad in every run ({bad_runs}/{runs}), and no partner of it passed to compare with"
+                ));
+            }
+            Verdict::Unknown
+        };
+        (
+            NodeReport {
+                node: self.name(x).to_string(),
+                index: x,
+                verdict,
+                evidence,
+                rounds: self.node_rounds[x],
+                slow_busbw,
+            },
+            links,
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(n: usize) -> Vec<String> {
+        (0..n).map(|i| format!("node{i}")).collect()
+    }
+
+    /// Runs a validation to the end with `busbw(group)` as every run's outcome.
+    fn drive(mut v: Validation, busbw: impl Fn(&[usize]) -> Outcome) -> (Report, Vec<Round>) {
+        let mut rounds = Vec::new();
+        while let Some(round) = v.next_round() {
+            let outcomes = round.groups.iter().map(|g| busbw(g)).collect();
+            v.record(&round, outcomes).unwrap();
+            rounds.push(round);
+            assert!(rounds.len() < 50, "runaway validation");
+        }
+        (v.report(), rounds)
+    }
+
+    fn base() -> Threshold {
+        Threshold::baseline(100.0, DEFAULT_TOLERANCE).unwrap()
+    }
+
+    fn verdicts(r: &Report) -> Vec<String> {
+        r.nodes.iter().map(|n| n.verdict.to_string()).collect()
+    }
+
+    #[test]
+    fn all_healthy_takes_one_round() {
+        let v = Validation::new(names(8), Mode::Pairs, base()).unwrap();
+        let (r, rounds) = drive(v, |_| Outcome::Busbw(98.0));
+        assert_eq!(rounds.len(), 1);
+        assert_eq!(r.rounds, 1);
+        assert!(r.complete);
+        assert!(r.nodes.iter().all(|n| n.verdict == Verdict::Healthy));
+        assert!(
+            r.nodes[0].evidence[0].starts_with("passed with node1"),
+            "{:?}",
+            r.nodes[0]
+        );
+        assert_eq!(health(&r).exit_code(), 0);
+    }
+
+    #[test]
+    fn one_slow_node_in_eight_is_named_and_confirmed_in_three_rounds() {
+        let v = Validation::new(names(8), Mode::Pairs, base()).unwrap();
+        let (r, rounds) = drive(v, |g| {
+            Outcome::Busbw(if g.contains(&5) { 41.0 } else { 100.0 })
+        });
+        assert_eq!(rounds.len(), 3);
+        assert_eq!(rounds[1].stage, Stage::Recheck);
+        assert_eq!(rounds[2].groups.len(), 1, "only node 5 is confirmed");
+        // Node 5's first partner (4) and node 5 each meet a node that passed.
+        assert_eq!(rounds[1].groups.len(), 2);
+        let five = &r.nodes[5];
+        assert_eq!(five.verdict, Verdict::SlowNode);
+        assert!(
+            five.evidence[0].starts_with("slow in every pairing (3/3), 41% of baseline"),
+            "{:?}",
+            five.evidence
+        );
+        assert_eq!(five.slow_busbw, Some(41.0));
+        assert_eq!(r.nodes[4].verdict, Verdict::Healthy);
+        assert!(
+            r.nodes[4]
+                .evidence
+                .iter()
+                .any(|e| e.contains("node5 only because")),
+            "{:?}",
+            r.nodes[4].evidence
+        );
+        for (i, n) in r.nodes.iter().enumerate() {
+            if i != 5 {
+                assert_eq!(n.verdict, Verdict::Healthy, "{n:?}");
+            }
+        }
+        assert_eq!(health(&r), Health::Degraded);
+        assert_eq!(health(&r).exit_code(), 1);
+    }
+
+    #[test]
+    fn one_bad_link_is_told_from_a_bad_node() {
+        let v = Validation::new(names(8), Mode::Pairs, base()).unwrap();
+        let bad_link = |g: &[usize]| g.len() == 2 && g.contains(&2) && g.contains(&3);
+        let (r, rounds) = drive(v, |g| Outcome::Busbw(if bad_link(g) { 60.0 } else { 99.0 }));
+        assert_eq!(rounds.len(), 3);
+        assert_eq!(rounds[2].stage, Stage::Confirm);
+        assert_eq!(rounds[2].groups, vec![vec![2, 3]]);
+        assert_eq!(
+            r.nodes[2].verdict,
+            Verdict::BadLink {
+                partners: vec!["node3".into()]
+            }
+        );
+        assert_eq!(r.nodes[2].verdict.to_string(), "bad link with node3");
+        assert!(
+            r.nodes[3]
+                .evidence
+                .iter()
+                .any(|e| e.starts_with("link node3-node2 only: 60% of baseline in 2 of 2 runs")),
+            "{:?}",
+            r.nodes[3].evidence
+        );
+        assert_eq!(r.links.len(), 1);
+        assert_eq!(r.links[0].nodes, [2, 3]);
+        assert_eq!(r.links[0].median_busbw, 60.0);
+        let others = r.nodes.iter().filter(|n| n.index != 2 && n.index != 3);
+        assert!(others.clone().all(|n| n.verdict == Verdict::Healthy));
+        assert_eq!(health(&r), Health::Degraded);
+    }
+
+    #[test]
+    fn a_slow_run_not_repeated_is_noise() {
+        // Pair 0-1 is slow once (noise), then fine on every later run.
+        let seen = std::cell::Cell::new(false);
+        let v = Validation::new(names(6), Mode::Pairs, base()).unwrap();
+        let (r, rounds) = drive(v, |g| {
+            if g == [0, 1] && !seen.replace(true) {
+                Outcome::Busbw(85.0)
+            } else {
+                Outcome::Busbw(101.0)
+            }
+        });
+        assert_eq!(rounds.len(), 3, "{rounds:?}");
+        assert!(r.nodes.iter().all(|n| n.verdict == Verdict::Healthy));
+        assert!(r.links.is_empty() && r.suspect_links.is_empty());
+        assert!(
+            r.nodes[0]
+                .evidence
+                .iter()
+                .any(|e| e.contains("passed when run again")),
+            "{:?}",
+            r.nodes[0].evidence
+        );
+        assert_eq!(health(&r), Health::Healthy);
+    }
+
+    #[test]
+    fn long_modes_run_a_suspected_link_a_third_time() {
+        // Pairwise: pair 0-1 is slow in its screen run and the first re-run, then passes.
+        let runs = std::cell::Cell::new(0);
+        let v = Validation::new(names(6), Mode::Pairwise, base()).unwrap();
+        let (r, rounds) = drive(v, |g| {
+            if g == [0, 1] && runs.replace(runs.get() + 1) < 2 {
+                Outcome::Busbw(80.0)
+            } else {
+                Outcome::Busbw(100.0)
+            }
+        });
+        assert_eq!(rounds.len(), 5 + 2);
+        assert_eq!(runs.get(), 3);
+        assert!(r.links.is_empty());
+        assert_eq!(r.suspect_links.len(), 1);
+        assert_eq!(r.nodes[0].verdict, Verdict::Healthy);
+        assert!(
+            r.nodes[0]
+                .evidence
+                .iter()
+                .any(|e| e.contains("bad in 2 of 3 runs with node1")),
+            "{:?}",
+            r.nodes[0].evidence
+        );
+
+        // A real bad link stays slow: confirmed in 3 of 3 runs.
+        let v = Validation::new(names(6), Mode::Pairwise, base()).unwrap();
+        let (r, _) = drive(v, |g| {
+            Outcome::Busbw(if g == [0, 1] { 60.0 } else { 100.0 })
+        });
+        assert_eq!(r.links.len(), 1);
+        assert!(r.nodes[1]
+            .evidence
+            .iter()
+            .any(|e| e.contains("in 3 of 3 runs")));
+    }
+
+    #[test]
+    fn three_nodes_name_whichever_is_slow_in_three_rounds() {
+        // The local test cluster: 3 nodes, the stand-in slower on one of them.
+        for slow in 0..3 {
+            let v = Validation::new(names(3), Mode::Pairs, base()).unwrap();
+            let (r, rounds) = drive(v, |g| {
+                Outcome::Busbw(if g.contains(&slow) { 60.0 } else { 100.0 })
+            });
+            assert_eq!(rounds.len(), 3, "slow {slow}: {rounds:?}");
+            for n in &r.nodes {
+                let want = if n.index == slow {
+                    Verdict::SlowNode
+                } else {
+                    Verdict::Healthy
+                };
+                assert_eq!(n.verdict, want, "slow {slow}: {n:?}");
+            }
+            assert!(r.nodes[slow].evidence[0]
+                .starts_with("slow in every pairing (2/2), 60% of baseline"));
+        }
+    }
+
+    #[test]
+    fn odd_count_pairs_the_leftover_with_a_node_that_passed() {
+        let v = Validation::new(names(7), Mode::Pairs, base()).unwrap();
+        let (r, rounds) = drive(v, |_| Outcome::Busbw(100.0));
+        assert_eq!(rounds.len(), 2);
+        assert_eq!(rounds[1].groups.len(), 1);
+        assert_eq!(rounds[1].groups[0][0], 6);
+        assert!(rounds[1].groups[0][1] < 6);
+        assert!(r.nodes.iter().all(|n| n.verdict == Verdict::Healthy));
+
+        // The leftover is the slow one: two partners that passed elsewhere confirm it.
+        let v = Validation::new(names(7), Mode::Pairs, base()).unwrap();
+        let (r, rounds) = drive(v, |g| {
+            Outcome::Busbw(if g.contains(&6) { 70.0 } else { 100.0 })
+        });
+        assert_eq!(rounds.len(), 3);
+        assert_eq!(r.nodes[6].verdict, Verdict::SlowNode);
+        assert!(r.nodes[..6].iter().all(|n| n.verdict == Verdict::Healthy));
+    }
+
+    #[test]
+    fn everything_failed_is_failed_with_a_note() {
+        let v = Validation::new(names(8), Mode::Pairs, base()).unwrap();
+        let (r, rounds) = drive(v, |_| Outcome::Failed("exit code 1".into()));
+        assert_eq!(rounds.len(), 2);
+        for n in &r.nodes {
+            assert_eq!(n.verdict, Verdict::Failed, "{n:?}");
+            assert!(
+                n.evidence[0].starts_with("failed in every pairing (2/2)"),
+                "{:?}",
+                n.evidence
+            );
+            assert!(n
+                .evidence
+                .iter()
+                .any(|e| e.contains("no pair passed anywhere")));
+            assert!(n.evidence.iter().any(|e| e == "first failure: exit code 1"));
+        }
+        assert_eq!(health(&r).exit_code(), 2);
+    }
+
+    #[test]
+    fn two_slow_nodes_paired_together_get_a_third_partner() {
+        let v = Validation::new(names(8), Mode::Pairs, base()).unwrap();
+        let (r, rounds) = drive(v, |g| {
+            Outcome::Busbw(if g.contains(&0) || g.contains(&1) {
+                70.0
+            } else {
+                100.0
+            })
+        });
+        assert_eq!(rounds.len(), 3);
+        assert_eq!(r.nodes[0].verdict, Verdict::SlowNode);
+        assert_eq!(r.nodes[1].verdict, Verdict::SlowNode);
+        assert!(r.nodes[0].evidence[0].starts_with("slow in every pairing (3/3), 70% of baseline"));
+        assert!(r.nodes[2..].iter().all(|n| n.verdict == Verdict::Healthy));
+    }
+
+    #[test]
+    fn failed_partner_is_a_bad_partner_not_a_fault() {
+        let v = Validation::new(names(4), Mode::Pairs, Threshold::floor(50.0).unwrap()).unwrap();
+        let (r, _) = drive(v, |g| {
+            if g.contains(&1) {
+                Outcome::Failed("timed out".into())
+            } else {
+                Outcome::Busbw(80.0)
+            }
+        });
+        assert_eq!(r.nodes[1].verdict, Verdict::Failed);
+        assert_eq!(r.nodes[0].verdict, Verdict::Healthy);
+        assert!(r.nodes[0]
+            .evidence
+            .iter()
+            .any(|e| e.starts_with("failed with node1")));
+        assert_eq!(health(&r), Health::Failed);
+    }
+
+    #[test]
+    fn floor_threshold_describes_in_gbps() {
+        let v = Validation::new(names(4), Mode::Pairs, Threshold::floor(50.0).unwrap()).unwrap();
+        let (r, _) = drive(v, |g| {
+            Outcome::Busbw(if g.contains(&3) { 30.0 } else { 80.0 })
+        });
+        assert!(
+            r.nodes[3].evidence[0].contains("30.0 GB/s, floor 50.0"),
+            "{:?}",
+            r.nodes[3].evidence
+        );
+    }
+
+    #[test]
+    fn pairwise_and_ring_name_a_slow_node_in_their_screen_rounds() {
+        // Ring's two neighbours are confirmed by a third partner.
+        for (mode, want_rounds) in [(Mode::Pairwise, 7), (Mode::Ring, 3)] {
+            let v = Validation::new(names(8), mode, base()).unwrap();
+            let (r, rounds) = drive(v, |g| {
+                Outcome::Busbw(if g.contains(&3) { 70.0 } else { 100.0 })
+            });
+            assert_eq!(rounds.len(), want_rounds, "{mode}");
+            assert_eq!(r.nodes[3].verdict, Verdict::SlowNode, "{mode}");
+            assert_eq!(
+                verdicts(&r).iter().filter(|v| *v == "healthy").count(),
+                7,
+                "{mode}"
+            );
+        }
+    }
+
+    #[test]
+    fn all_and_groups_narrow_down_with_pairs() {
+        for mode in [Mode::All, Mode::Groups(4)] {
+            let v = Validation::new(names(8), mode, base())
+                .unwrap()
+                .with_followups(3);
+            let (r, rounds) = drive(v, |g| {
+                Outcome::Busbw(if g.contains(&6) { 70.0 } else { 100.0 })
+            });
+            assert!(rounds.len() <= 4, "{mode}: {rounds:?}");
+            assert_eq!(
+                r.nodes[6].verdict,
+                Verdict::SlowNode,
+                "{mode}: {:?}",
+                r.nodes[6]
+            );
+            assert_eq!(
+                verdicts(&r).iter().filter(|v| *v == "healthy").count(),
+                7,
+                "{mode}: {:?}",
+                r.nodes
+            );
+        }
+    }
+
+    #[test]
+    fn blocks_order_the_pairs() {
+        let nodes = names(4);
+        let blocks: BTreeMap<String, String> = [
+            ("node0", "a"),
+            ("node1", "b"),
+            ("node2", "a"),
+            ("node3", "b"),
+        ]
+        .into_iter()
+        .map(|(n, b)| (n.to_string(), b.to_string()))
+        .collect();
+        let mut v = Validation::with_blocks(nodes.clone(), Mode::Pairs, base(), &blocks).unwrap();
+        let round = v.next_round().unwrap();
+        assert_eq!(round.groups, vec![vec![0, 2], vec![1, 3]]);
+        assert_eq!(round.named_groups(&nodes)[1], vec!["node1", "node3"]);
+    }
+
+    #[test]
+    fn bad_inputs_are_errors_that_say_how_to_fix_them() {
+        assert_eq!(
+            Validation::new(names(1), Mode::Pairs, base()).unwrap_err(),
+            JudgeError::TooFewNodes(1)
+        );
+        let dup = vec!["a".to_string(), "a".to_string()];
+        assert!(matches!(
+            Validation::new(dup, Mode::Pairs, base()),
+            Err(JudgeError::DuplicateNode(_))
+        ));
+        assert!(Threshold::baseline(100.0, 1.5).is_err());
+        assert!(Threshold::floor(f64::NAN).is_err());
+        assert!(Threshold::from_history(&[], 0.1)
+            .unwrap_err()
+            .to_string()
+            .contains("floor"));
+        assert_eq!(
+            Threshold::from_history(&[90.0, 100.0, f64::NAN, 110.0], 0.1).unwrap(),
+            Threshold::Baseline {
+                median: 100.0,
+                tolerance: 0.1
+            }
+        );
+
+        let mut v = Validation::new(names(4), Mode::Pairs, base()).unwrap();
+        let round = v.next_round().unwrap();
+        let err = v.record(&round, vec![Outcome::Busbw(1.0)]).unwrap_err();
+        assert_eq!(
+            err,
+            JudgeError::WrongCount {
+                round: 0,
+                got: 1,
+                want: 2
+            }
+        );
+        let err = v
+            .record(
+                &round,
+                vec![Outcome::Busbw(1.0), Outcome::Busbw(f64::INFINITY)],
+            )
+            .unwrap_err();
+        assert!(err.to_string().contains("Outcome::Failed"), "{err}");
+        // A failed record keeps the round in progress: the same round comes back.
+        assert_eq!(v.next_round(), Some(round.clone()));
+        let wrong = Round {
+            index: 7,
+            ..round.clone()
+        };
+        assert!(matches!(
+            v.record(&wrong, vec![]),
+            Err(JudgeError::WrongRound {
+                got: 7,
+                expected: Some(0)
+            })
+        ));
+        v.record(&round, vec![Outcome::Busbw(100.0), Outcome::Busbw(100.0)])
+            .unwrap();
+        assert_eq!(v.next_round(), None);
+        assert!(matches!(
+            v.record(&round, vec![]),
+            Err(JudgeError::WrongRound { expected: None, .. })
+        ));
+    }
+
+    #[test]
+    fn health_of_an_empty_or_unjudged_report_is_could_not_run() {
+        let v = Validation::new(names(4), Mode::Pairs, base()).unwrap();
+        let r = v.report();
+        assert!(!r.complete);
+        assert!(r.nodes.iter().all(|n| n.verdict == Verdict::Unknown));
+        assert_eq!(health(&r).exit_code(), 3);
+    }
+
+    #[test]
+    fn report_serializes_for_json_output() {
+        let v = Validation::new(names(4), Mode::Pairs, base()).unwrap();
+        let (r, _) = drive(v, |g| {
+            Outcome::Busbw(if g.contains(&0) { 50.0 } else { 100.0 })
+        });
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(json["nodes"][0]["verdict"]["kind"], "slow_node");
+        assert_eq!(json["threshold"]["kind"], "baseline");
+    }
+}
