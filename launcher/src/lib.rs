@@ -13,6 +13,7 @@
 //! - [`launch`]: the srun/mpirun/local command line of one cell.
 //! - [`checks`]: the verdict on a run (exit code, `#wrong`, rows, transport used).
 //! - [`record`]: a parsed output plus how it ran, as a history record.
+//! - [`report`]: the HTML report with its plots (busbw by size, pair heat map, nodes over time).
 
 pub mod checks;
 pub mod history;
@@ -20,4 +21,5 @@ pub mod launch;
 pub mod matrix;
 pub mod nccl_output;
 pub mod record;
+pub mod report;
 pub mod runner;
