@@ -1,6 +1,7 @@
 //! `gpudirect report`: a self-contained HTML report with plots, and a verdict table on
 //! the terminal. The work is in [`gpudirect::report`]; this module reads the arguments.
 
+use std::io::Write as _;
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
@@ -35,7 +36,7 @@ pub struct ReportArgs {
     pub last: Option<u32>,
 
     /// With --last: only runs of this collective, e.g. `all_reduce`.
-    #[arg(long, requires = "last")]
+    #[arg(long, conflicts_with = "runs")]
     pub collective: Option<String>,
 
     /// Folder for index.html and the plot files (created if missing).
@@ -104,17 +105,20 @@ pub fn run(args: &ReportArgs, globals: &Globals) -> Result<()> {
     let data = gather(&history, &options(args))?;
     let files = write_report(&data, &args.output, args.format)
         .with_context(|| format!("writing the report into {}", args.output.display()))?;
+    // Written, not printed: `gpudirect report ... | head` must not panic on a closed pipe.
+    let mut out = std::io::stdout().lock();
     if args.json {
-        let out = serde_json::json!({ "report": data, "files": files });
-        println!("{}", serde_json::to_string_pretty(&out)?);
+        let json = serde_json::json!({ "report": data, "files": files });
+        writeln!(out, "{}", serde_json::to_string_pretty(&json)?)?;
     } else {
-        print!("{}", terminal_table(&data));
-        println!(
+        write!(out, "{}", terminal_table(&data))?;
+        writeln!(
+            out,
             "report: {} ({} plot file{})",
             files.html.display(),
             files.images.len(),
             if files.images.len() == 1 { "" } else { "s" }
-        );
+        )?;
     }
     Ok(())
 }

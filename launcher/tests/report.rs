@@ -161,7 +161,7 @@ fn report_with_every_plot_in_both_formats() {
         "8 B",
         "8 GiB",
         &format!("run {} all_reduce [nvlink], 1 node", ids[0]),
-        "baseline all_reduce [nvlink], 1 node: median of",
+        "baseline all_reduce [nvlink], 1 node: median of 4 shown ok runs",
         &format!(
             "run {} all_reduce [nvlink], 1 node ({REPLAY_LABEL})",
             ids[4]
@@ -187,10 +187,16 @@ fn report_with_every_plot_in_both_formats() {
 
     let table = terminal_table(&data);
     assert_eq!(
-        table.lines().filter(|l| l.contains("all_reduce")).count(),
+        table
+            .lines()
+            .filter(|l| l.contains("all_reduce") && !l.starts_with("note:"))
+            .count(),
         ids.len()
     );
     assert!(table.contains(REPLAY_LABEL), "{table}");
+    // The replay and the 6-node run have no other run of their kind: no baseline, said so.
+    assert_eq!(data.verdicts[4].verdict, "no baseline");
+    assert_eq!(table.matches("note: no baseline").count(), 2, "{table}");
 }
 
 #[test]

@@ -272,6 +272,9 @@ pub struct BaselineBand {
     pub key: BaselineKey,
     /// The runs it was built from, newest first.
     pub run_ids: Vec<RunId>,
+    /// Built from the reported runs themselves (the history had no other run of the
+    /// kind).
+    pub from_report: bool,
     /// `(size, median busbw)`, ascending by size.
     pub points: Vec<(u64, f64)>,
     /// Half-width of the band, percent of the median.
@@ -283,7 +286,7 @@ impl BaselineBand {
     pub fn label(&self) -> String {
         let k = &self.key;
         let mut label = format!(
-            "baseline {}{}{}: median of {} ok run{} ±{}%",
+            "baseline {}{}{}: median of {} {}ok run{} ±{}%",
             k.collective,
             k.variant
                 .as_ref()
@@ -293,6 +296,7 @@ impl BaselineBand {
                 .map(|n| format!(", {n} node{}", if n == 1 { "" } else { "s" }))
                 .unwrap_or_default(),
             self.run_ids.len(),
+            if self.from_report { "shown " } else { "other " },
             if self.run_ids.len() == 1 { "" } else { "s" },
             self.tolerance_pct
         );
@@ -712,18 +716,30 @@ pub fn gather(history: &History, opts: &ReportOptions) -> Result<ReportData, Rep
     // Baselines, one per kind of run.
     let keys: BTreeSet<BaselineKey> = data.runs.iter().map(BaselineKey::of).collect();
     for key in keys {
-        match baseline_band(history, &key, opts.baseline_runs, opts.tolerance_pct)? {
+        match baseline_band(
+            history,
+            &key,
+            &data.runs,
+            opts.baseline_runs,
+            opts.tolerance_pct,
+        )? {
             Some(band) => data.bands.push(band),
-            None => {
-                data.notes.push(format!(
-                "no ok run of {} on {} nodes (cluster {}, variant {}, {}) to build a baseline from",
+            None => data.notes.push(format!(
+                "no baseline for {} on {} (cluster {}, variant {}, {}): no other ok run of \
+                     that kind in the history, and fewer than {MIN_SELF_BASELINE} in this report",
                 key.collective,
-                key.node_count.map_or("?".into(), |n| n.to_string()),
+                key.node_count.map_or("? nodes".into(), |n| format!(
+                    "{n} node{}",
+                    if n == 1 { "" } else { "s" }
+                )),
                 key.cluster.as_deref().unwrap_or("none"),
                 key.variant.as_deref().unwrap_or("none"),
-                if key.replay { "replays" } else { "measurements" },
-            ))
-            }
+                if key.replay {
+                    "replays"
+                } else {
+                    "measurements"
+                },
+            )),
         }
     }
     data.verdicts = data
@@ -848,10 +864,20 @@ fn is_replay(
     Ok(r)
 }
 
+/// Fewest runs of the report itself that a baseline may be made of, when the history
+/// has no other run of that kind: with three, no single run is its own median.
+pub const MIN_SELF_BASELINE: usize = 3;
+
 /// The newest `last_n` ok runs of one kind, and their per-size median.
+///
+/// Runs being reported on are left out, so that no run is judged against itself. When
+/// the history has no other run of that kind, the reported runs of that kind make the
+/// baseline if there are at least [`MIN_SELF_BASELINE`] of them (the band's label says
+/// so); otherwise there is no baseline.
 fn baseline_band(
     history: &History,
     key: &BaselineKey,
+    reported: &[RunSeries],
     last_n: u32,
     tolerance_pct: f64,
 ) -> Result<Option<BaselineBand>, ReportError> {
@@ -861,6 +887,7 @@ fn baseline_band(
         ..RunFilter::default()
     };
     let mut members = Vec::new();
+    let mut from_report = false;
     for summary in history.list_runs(&filter)? {
         if members.len() >= last_n as usize {
             break;
@@ -868,12 +895,25 @@ fn baseline_band(
         if summary.cluster != key.cluster
             || summary.node_count != key.node_count
             || summary.variant != key.variant
+            || reported.iter().any(|r| r.run_id == summary.id)
         {
             continue;
         }
         let series = RunSeries::from_detail(&history.get_run(summary.id)?);
         if BaselineKey::of(&series) == *key {
             members.push(series);
+        }
+    }
+    if members.is_empty() {
+        let own: Vec<RunSeries> = reported
+            .iter()
+            .filter(|r| r.status == RunStatus::Ok && BaselineKey::of(r) == *key)
+            .take(last_n as usize)
+            .cloned()
+            .collect();
+        if own.len() >= MIN_SELF_BASELINE {
+            members = own;
+            from_report = true;
         }
     }
     let points = baseline_points(
@@ -888,6 +928,7 @@ fn baseline_band(
     Ok(Some(BaselineBand {
         key: key.clone(),
         run_ids: members.iter().map(|m| m.run_id).collect(),
+        from_report,
         points,
         tolerance_pct,
     }))

@@ -44,6 +44,7 @@ fn band(points: Vec<(u64, f64)>) -> BaselineBand {
     BaselineBand {
         key: BaselineKey::of(&series(0, Vec::new())),
         run_ids: vec![1, 2, 3],
+        from_report: false,
         points,
         tolerance_pct: 5.0,
     }
