@@ -570,10 +570,10 @@ fn draw_heat<DB: DrawingBackend>(
     chart
         .configure_mesh()
         .disable_mesh()
-        // Leading spaces keep the rotated PNG label clear of its tick mark (SVG drops them).
-        .x_label_formatter(&|x| format!("  {}", name(*x, false)))
+        // The column labels are drawn below by hand (rotated, anchored at their start);
+        // the mesh only draws their tick marks.
+        .x_label_formatter(&|_| String::new())
         .y_label_formatter(&|y| name(*y, true))
-        .x_label_style(font(13).transform(FontTransform::Rotate90))
         .y_label_style(font(13))
         .x_desc("partner")
         .y_desc("node")
@@ -595,6 +595,20 @@ fn draw_heat<DB: DrawingBackend>(
         }
     }
     chart.draw_series(cells).map_err(txt)?;
+    // Column labels read downwards from just below their tick. plotters would centre a
+    // rotated label on the tick, which puts half of it over the grid in SVG viewers.
+    let label_style = font(13)
+        .transform(FontTransform::Rotate90)
+        .pos(Pos::new(HPos::Left, VPos::Center));
+    for j in (0..n).step_by(step) {
+        let (x, y) = chart.backend_coord(&(j as f64 + 0.5, 0.0));
+        root.draw(&Text::new(
+            name(j as f64 + 0.5, false),
+            (x, y + 10),
+            label_style.clone(),
+        ))
+        .map_err(txt)?;
+    }
     // A thin frame so blank cells at the edge still read as part of the grid.
     chart
         .draw_series(std::iter::once(Rectangle::new(
