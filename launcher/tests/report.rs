@@ -279,13 +279,13 @@ fn odd_data_is_drawn_not_panicked_on() {
     let mut empty = run_from(&fixture("h200x2-nvlink/all_reduce_g2.txt"), "x", T0, "none");
     empty.rows.clear();
     let c = db.import_run(&empty, true).unwrap().run_id();
-    for ids in [vec![a, b, c], vec![c], vec![b]] {
+    for (k, ids) in [vec![a, b, c], vec![c], vec![b]].into_iter().enumerate() {
         let opts = ReportOptions {
             selection: Selection::Runs(ids.clone()),
             ..ReportOptions::default()
         };
         let data = gather(&db, &opts).unwrap();
-        let out = dir.join(format!("out-{}", ids.len()));
+        let out = dir.join(format!("out-{k}"));
         let files = write_report(&data, &out, ReportFormat::Both).unwrap();
         assert!(files.html.exists());
         png_size(&out.join("busbw.png"));

@@ -30,6 +30,19 @@
 //! that shows such a run (legend, table, HTML) says [`REPLAY_LABEL`], and baselines are
 //! built from replays only for replays, never mixed with measurements.
 //!
+//! # Drawing fresh pair results (validation)
+//! ```no_run
+//! use gpudirect::report::{heat_matrix, write_report, ReportData, ReportFormat};
+//! # fn main() -> Result<(), gpudirect::report::ReportError> {
+//! let pairs = [("gpu01", "gpu02", 41.8), ("gpu03", "gpu04", 29.0), ("gpu01", "gpu03", 30.2)];
+//! let mut heat = heat_matrix(pairs);
+//! heat.size_bytes = Some(1 << 30);
+//! let data = ReportData { heat: Some(heat), tolerance_pct: 5.0, ..ReportData::default() };
+//! let files = write_report(&data, std::path::Path::new("validate-report"), ReportFormat::Both)?;
+//! println!("{}", files.html.display());
+//! # Ok(()) }
+//! ```
+//!
 //! # Odd data
 //! NaN or missing busbw leaves a gap, a single point is drawn as a point, a heat map of
 //! hundreds of nodes thins its labels, and zero runs is an error that says what to pass.
