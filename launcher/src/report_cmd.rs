@@ -122,3 +122,48 @@ pub fn run(args: &ReportArgs, globals: &Globals) -> Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Debug, Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: ReportArgs,
+    }
+
+    fn parse(argv: &[&str]) -> Result<ReportArgs, clap::Error> {
+        Cli::try_parse_from(std::iter::once("report").chain(argv.iter().copied())).map(|c| c.args)
+    }
+
+    #[test]
+    fn runs_or_last_and_their_options() {
+        let a = parse(&["--runs", "3,5,9", "--format", "png", "-o", "out"]).unwrap();
+        assert_eq!(options(&a).selection, Selection::Runs(vec![3, 5, 9]));
+        assert_eq!(a.format, ReportFormat::Png);
+        assert_eq!(a.output, PathBuf::from("out"));
+
+        let a = parse(&["--last", "4", "--collective", "all_reduce", "--size", "1G"]).unwrap();
+        assert_eq!(
+            options(&a).selection,
+            Selection::Last {
+                n: 4,
+                collective: Some("all_reduce".into())
+            }
+        );
+        assert_eq!(options(&a).size_bytes, Some(1 << 30));
+        assert_eq!(a.format, ReportFormat::Both);
+    }
+
+    #[test]
+    fn bad_combinations_are_refused() {
+        assert!(parse(&[]).is_err(), "one of --runs/--last is required");
+        assert!(parse(&["--runs", "1", "--last", "2"]).is_err());
+        assert!(parse(&["--runs", "1", "--collective", "all_reduce"]).is_err());
+        assert!(parse(&["--last", "0"]).is_err());
+        assert!(parse(&["--runs", "1", "--format", "jpeg"]).is_err());
+        assert!(parse(&["--runs", "x"]).is_err());
+    }
+}
