@@ -115,9 +115,10 @@ fn files(fig: &Figure) -> String {
 fn caption(plot: Plot, data: &ReportData) -> String {
     match plot {
         Plot::Busbw => format!(
-            "One line per run (out-of-place busbw; gaps where a size has no number). Grey \
-             bands: the baseline, the per-size median of the newest ok runs of the same \
-             cluster, collective, node count and data type, ±{}%.",
+            "One line per run (out-of-place busbw; gaps where a size has no number). Shaded \
+             bands, tinted like the first run judged against them: the baseline, the \
+             per-size median of the newest ok runs of the same cluster, collective, node \
+             count, variant and data type (other runs when the history has them), ±{}%.",
             data.tolerance_pct
         ),
         Plot::HeatMap => "Each cell is the busbw measured between the node of its row and the \
