@@ -61,6 +61,9 @@ pub enum Command {
     /// Show what every task of the allocation really gets (variables, CPUs, GPUs, NICs)
     /// and name the nodes and ranks that differ from the profile or from each other.
     Probe(ProbeArgs),
+    /// Write an HTML report with plots (busbw by size against the baseline, the pair heat
+    /// map, nodes over time) and print a verdict table.
+    Report(crate::report_cmd::ReportArgs),
     /// Admin tools for the plugin's config: list, show, check, explain.
     Profiles(crate::profiles::ProfilesArgs),
     /// List recorded runs, or one node's busbw over time (--node) with its trend.

@@ -16,6 +16,7 @@
 //! - [`record`]: a parsed output plus how it ran, as a history record.
 //! - [`pairing`], [`judging`], [`simulate`]: `gpudirect validate`'s rounds of pairs, its
 //!   verdicts on nodes and links, and the simulator that proves them.
+//! - [`report`]: the HTML report with its plots (busbw by size, pair heat map, nodes over time).
 
 pub mod checks;
 pub mod history;
@@ -26,5 +27,6 @@ pub mod nccl_output;
 pub mod pairing;
 pub mod probe;
 pub mod record;
+pub mod report;
 pub mod runner;
 pub mod simulate;

@@ -7,6 +7,7 @@ mod hostfile;
 mod import;
 mod probe_cmd;
 mod profiles;
+mod report_cmd;
 mod run_cmd;
 
 use std::io::{self, IsTerminal};
@@ -47,6 +48,7 @@ fn dispatch(command: Command, globals: &Globals) -> anyhow::Result<u8> {
             run_cmd::run(&args, globals).map(|code| u8::try_from(code).unwrap_or(1))
         }
         Command::Profiles(args) => profiles::run(&args, globals).map(ok),
+        Command::Report(args) => report_cmd::run(&args, globals).map(ok),
         Command::History(args) => history_cmd::list::run(&args, globals).map(ok),
         Command::Show(args) => history_cmd::show::run(&args, globals).map(ok),
         Command::Compare(args) => history_cmd::compare::run(&args, globals).map(ok),

@@ -1,0 +1,289 @@
+//! Unit tests of the report's pure parts, on recorded nccl-tests outputs where numbers
+//! matter.
+
+use super::*;
+use crate::checks::{judge, Expectations};
+use crate::nccl_output::parse;
+use crate::record::{new_run, RunContext};
+
+fn fixture_points(rel: &str) -> Vec<SizePoint> {
+    let path = format!(
+        "{}/../tests/fixtures/nccl-tests/{rel}",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let raw = std::fs::read(&path).unwrap();
+    let parsed = parse(&raw);
+    let verdict = judge(&parsed, None, Some(0), &Expectations::default());
+    let run = new_run(&parsed, &raw, RunContext::default(), &verdict);
+    run.rows
+        .iter()
+        .filter(|r| r.placement == Placement::Out)
+        .map(|r| SizePoint {
+            size_bytes: r.size_bytes,
+            busbw: Some(r.busbw).filter(|b| b.is_finite()),
+        })
+        .collect()
+}
+
+fn series(id: RunId, points: Vec<SizePoint>) -> RunSeries {
+    RunSeries {
+        run_id: id,
+        at: "2026-11-29T22:10:07Z".into(),
+        cluster: None,
+        collective: "all_reduce".into(),
+        variant: Some("nvlink".into()),
+        node_count: Some(1),
+        status: RunStatus::Ok,
+        replay: None,
+        dtype: "float".into(),
+        points,
+    }
+}
+
+fn band(points: Vec<(u64, f64)>) -> BaselineBand {
+    BaselineBand {
+        key: BaselineKey::of(&series(0, Vec::new())),
+        run_ids: vec![1, 2, 3],
+        from_report: false,
+        points,
+        tolerance_pct: 5.0,
+    }
+}
+
+#[test]
+fn a_loaded_gpu_is_a_regression_against_the_clean_run() {
+    let clean = fixture_points("h200x2-degraded/all_reduce_g2_clean.txt");
+    let loaded = fixture_points("h200x2-degraded/all_reduce_g2_load_copy_gpu1.txt");
+    let base = band(baseline_points(&[&clean]));
+    assert_eq!(base.points.last().map(|p| p.0), Some(8 << 30));
+
+    let ok = judge_run(&series(1, clean.clone()), Some(&base), 5.0);
+    assert_eq!(ok.verdict, "ok");
+    assert_eq!(ok.size_bytes, Some(8 << 30));
+    assert_eq!(ok.delta_pct, Some(0.0));
+
+    let slow = judge_run(&series(2, loaded), Some(&base), 5.0);
+    assert_eq!(slow.verdict, "regression", "{slow:?}");
+    assert!(slow.delta_pct.unwrap() < -5.0, "{slow:?}");
+}
+
+#[test]
+fn verdict_without_baseline_or_data_or_when_failed() {
+    let clean = fixture_points("h200x2-degraded/all_reduce_g2_clean.txt");
+    let v = judge_run(&series(1, clean.clone()), None, 5.0);
+    assert_eq!(v.verdict, "no baseline");
+    assert_eq!(v.size_bytes, Some(8 << 30));
+    assert!(v.busbw.unwrap() > 300.0, "{v:?}");
+
+    let nan = vec![SizePoint {
+        size_bytes: 1024,
+        busbw: None,
+    }];
+    assert_eq!(judge_run(&series(2, nan), None, 5.0).verdict, "no data");
+
+    let mut failed = series(3, clean);
+    failed.status = RunStatus::Failed;
+    assert_eq!(judge_run(&failed, None, 5.0).verdict, "failed");
+}
+
+#[test]
+fn judged_at_the_largest_size_both_sides_have() {
+    // The baseline stops at 1 GiB (a socket run), the candidate goes to 8 GiB.
+    let run = series(
+        1,
+        vec![
+            SizePoint {
+                size_bytes: 1 << 30,
+                busbw: Some(90.0),
+            },
+            SizePoint {
+                size_bytes: 8 << 30,
+                busbw: Some(200.0),
+            },
+        ],
+    );
+    let v = judge_run(&run, Some(&band(vec![(1 << 30, 100.0)])), 5.0);
+    assert_eq!(v.size_bytes, Some(1 << 30));
+    assert_eq!(v.verdict, "regression");
+    assert!((v.delta_pct.unwrap() + 10.0).abs() < 1e-9);
+    let up = judge_run(&run, Some(&band(vec![(1 << 30, 80.0)])), 5.0);
+    assert_eq!(up.verdict, "improvement");
+}
+
+#[test]
+fn baseline_is_the_per_size_median_and_skips_missing_values() {
+    let a = [
+        SizePoint {
+            size_bytes: 8,
+            busbw: Some(1.0),
+        },
+        SizePoint {
+            size_bytes: 16,
+            busbw: None,
+        },
+    ];
+    let b = [SizePoint {
+        size_bytes: 8,
+        busbw: Some(3.0),
+    }];
+    let c = [SizePoint {
+        size_bytes: 8,
+        busbw: Some(f64::NAN),
+    }];
+    assert_eq!(baseline_points(&[&a, &b, &c]), vec![(8, 2.0)]);
+    assert!(baseline_points(&[]).is_empty());
+}
+
+#[test]
+fn heat_matrix_is_symmetric_natural_ordered_and_blank_where_unmeasured() {
+    let triples = [
+        ("gpu10", "gpu2", 40.0),
+        ("gpu2", "gpu10", 44.0), // the other end of the same pair: median 42
+        ("gpu1", "gpu2", 50.0),
+        ("gpu1", "gpu1", 99.0), // a node with itself: ignored
+        ("gpu3", "gpu1", f64::NAN),
+    ];
+    let h = heat_matrix(triples);
+    assert_eq!(h.nodes, ["gpu1", "gpu2", "gpu3", "gpu10"]);
+    let at = |a: usize, b: usize| h.values[a][b];
+    assert_eq!(at(1, 3), Some(42.0));
+    assert_eq!(at(3, 1), Some(42.0));
+    assert_eq!(at(0, 1), Some(50.0));
+    assert_eq!(at(0, 0), None);
+    assert_eq!(at(2, 0), None, "NaN leaves the cell blank");
+    assert_eq!(h.slowest(1), ["gpu10"]);
+    assert_eq!(h.node_medians()[2], ("gpu3".to_string(), None));
+    assert_eq!(heat_matrix(std::iter::empty()).nodes.len(), 0);
+}
+
+#[test]
+fn heat_matrix_of_500_nodes() {
+    let names: Vec<String> = (0..500).map(|i| format!("n{i:03}")).collect();
+    let triples: Vec<(&str, &str, f64)> = (0..500)
+        .step_by(2)
+        .map(|i| {
+            (
+                names[i].as_str(),
+                names[i + 1].as_str(),
+                40.0 + i as f64 * 0.01,
+            )
+        })
+        .collect();
+    let h = heat_matrix(triples);
+    assert_eq!(h.nodes.len(), 500);
+    assert_eq!(h.values.len(), 500);
+    assert_eq!(h.values[0][1], Some(40.0));
+    assert_eq!(h.values.iter().flatten().flatten().count(), 500);
+}
+
+#[test]
+fn heat_triples_take_pairs_at_the_largest_size() {
+    let r = |node: &str, partner: Option<&str>, size: Option<u64>, busbw: Option<f64>| NodeResult {
+        node: node.into(),
+        role: Some("pair".into()),
+        partner: partner.map(Into::into),
+        size_bytes: size,
+        busbw,
+        verdict: None,
+    };
+    let results = [
+        r("a", Some("b"), Some(1 << 20), Some(10.0)),
+        r("a", Some("b"), Some(1 << 30), Some(40.0)),
+        r("c", None, Some(1 << 30), Some(41.0)),
+        r("c", Some("d"), None, Some(39.0)),
+        r("e", Some("f"), Some(1 << 30), Some(f64::NAN)),
+    ];
+    let (triples, size) = heat_triples(&results);
+    assert_eq!(size, Some(1 << 30));
+    assert_eq!(
+        triples,
+        [
+            ("a".to_string(), "b".to_string(), 40.0),
+            ("c".to_string(), "d".to_string(), 39.0)
+        ]
+    );
+}
+
+#[test]
+fn drops_are_judged_against_earlier_runs() {
+    let v = [100.0, 101.0, 99.0, 100.0, 80.0, f64::NAN, 100.0, 93.0];
+    let d = flag_drops(&v, 5, 5.0);
+    assert_eq!(d, [false, false, false, false, true, false, false, true]);
+    // Too little history to judge: nothing flagged.
+    assert_eq!(flag_drops(&[100.0, 10.0], 5, 5.0), [false, false]);
+    assert!(flag_drops(&[], 5, 5.0).is_empty());
+}
+
+#[test]
+fn sizes_and_times_read_like_people_write_them() {
+    assert_eq!(human_size(8), "8 B");
+    assert_eq!(human_size(4096), "4 KiB");
+    assert_eq!(human_size(1536), "1.5 KiB");
+    assert_eq!(human_size(8 << 30), "8 GiB");
+    assert_eq!(human_size(0), "0 B");
+    assert_eq!(human_size(u64::MAX), "16384 PiB");
+    assert_eq!(short_time("2026-11-29T22:10:07Z"), "2026-11-29 22:10");
+    assert_eq!(short_time("yesterday"), "yesterday");
+    assert_eq!(short_time("2026-11-29T2"), "2026-11-29T2");
+}
+
+#[test]
+fn natural_order_of_node_names() {
+    let mut v = vec!["gpu10", "gpu2", "gpu1", "a3h-002", "a3h-010", "gpu02", ""];
+    v.sort_by(|a, b| natural_cmp(a, b));
+    assert_eq!(
+        v,
+        ["", "a3h-002", "a3h-010", "gpu1", "gpu2", "gpu02", "gpu10"]
+    );
+    assert_eq!(natural_cmp("nodé2", "nodé10"), Ordering::Less);
+}
+
+#[test]
+fn labels_and_table_carry_the_replay_label() {
+    let mut run = series(7, fixture_points("h200x2-nvlink/all_reduce_g2.txt"));
+    run.replay = Some("h200x2-nvlink/all_reduce_g2.txt".into());
+    assert!(run.label().contains(REPLAY_LABEL), "{}", run.label());
+    assert!(run.label().starts_with("run 7 all_reduce [nvlink], 1 node"));
+    let data = ReportData {
+        verdicts: vec![judge_run(&run, None, 5.0)],
+        runs: vec![run],
+        tolerance_pct: 5.0,
+        notes: vec!["no baseline".into()],
+        ..ReportData::default()
+    };
+    assert!(data.has_replays());
+    let table = terminal_table(&data);
+    let lines: Vec<&str> = table.lines().collect();
+    assert!(lines[0].starts_with("run  when"), "{table}");
+    assert!(
+        lines[1].contains("8 GiB") && lines[1].contains(REPLAY_LABEL),
+        "{table}"
+    );
+    assert!(lines[1].contains("no baseline"), "{table}");
+    assert!(table.contains("note: no baseline"), "{table}");
+    // Columns line up: the header's `size` column ends where the row's size ends.
+    let col_end = |l: &str, word: &str| l.find(word).map(|i| i + word.len());
+    assert_eq!(
+        col_end(lines[0], "size"),
+        col_end(lines[1], "8 GiB"),
+        "{table}"
+    );
+}
+
+#[test]
+fn terminal_table_of_nothing_is_just_the_header() {
+    let t = terminal_table(&ReportData::default());
+    assert_eq!(t.lines().count(), 2, "{t}");
+}
+
+#[test]
+fn format_names() {
+    assert_eq!("png".parse::<ReportFormat>(), Ok(ReportFormat::Png));
+    assert_eq!("both".parse::<ReportFormat>(), Ok(ReportFormat::Both));
+    assert!("jpeg"
+        .parse::<ReportFormat>()
+        .unwrap_err()
+        .contains("png, svg or both"));
+    assert!(ReportFormat::Both.png() && ReportFormat::Both.svg());
+    assert!(!ReportFormat::Svg.png());
+}

@@ -1,0 +1,328 @@
+//! `gpudirect report` end to end through the library: a history in a temp folder filled
+//! from the recorded nccl-tests outputs, then the report written and its files checked
+//! (PNG signature and size, SVG text, the HTML embedding them, replay labels).
+
+use std::path::{Path, PathBuf};
+
+use gpudirect::checks::{judge, Expectations};
+use gpudirect::history::{History, NewNodeResult, NewRun, RunId};
+use gpudirect::nccl_output::parse;
+use gpudirect::record::{new_run, RunContext, STANDIN_MARKER};
+use gpudirect::report::{
+    gather, heat_matrix, terminal_table, write_report, ReportData, ReportError, ReportFormat,
+    ReportOptions, Selection, REPLAY_LABEL,
+};
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("gpudirect-report-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn fixture(rel: &str) -> Vec<u8> {
+    let path = format!(
+        "{}/../tests/fixtures/nccl-tests/{rel}",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+/// A run as `gpudirect import` records it (parse, judge, map), at a chosen time.
+fn run_from(raw: &[u8], variant: &str, at: i64, source: &str) -> NewRun {
+    let parsed = parse(raw);
+    let verdict = judge(&parsed, None, Some(0), &Expectations::default());
+    let ctx = RunContext {
+        variant: Some(variant.into()),
+        started_at: Some(at),
+        source_path: Some(source.into()),
+        exit_code: Some(0),
+        ..RunContext::default()
+    };
+    new_run(&parsed, raw, ctx, &verdict)
+}
+
+fn import(db: &mut History, rel: &str, variant: &str, at: i64) -> RunId {
+    let run = run_from(&fixture(rel), variant, at, rel);
+    db.import_run(&run, true).unwrap().run_id()
+}
+
+/// The same recording, as the nccl-tests stand-in prints it.
+fn import_replay(db: &mut History, rel: &str, at: i64) -> RunId {
+    let mut raw = format!("{STANDIN_MARKER}{rel} (recorded on 2xH200)\n").into_bytes();
+    raw.extend(fixture(rel));
+    let run = run_from(&raw, "nvlink", at, "standin");
+    assert!(run.env.contains_key("GPUDIRECT_STANDIN_REPLAY"));
+    db.import_run(&run, true).unwrap().run_id()
+}
+
+const T0: i64 = 1_795_000_000;
+
+fn png_size(path: &Path) -> (u32, u32) {
+    let bytes = std::fs::read(path).unwrap();
+    assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n", "{}", path.display());
+    assert_eq!(&bytes[12..16], b"IHDR", "{}", path.display());
+    let be = |b: &[u8]| u32::from_be_bytes([b[0], b[1], b[2], b[3]]);
+    (be(&bytes[16..20]), be(&bytes[20..24]))
+}
+
+/// A history with clean and degraded all_reduce runs on one 2-GPU host, a replay, and a
+/// pairwise validation run over six nodes where `n03` is slow.
+fn history(dir: &Path) -> (History, Vec<RunId>) {
+    let mut db = History::open(&dir.join("history.sqlite")).unwrap();
+    let mut ids = Vec::new();
+    for (i, rel) in [
+        "h200x2-degraded/all_reduce_g2_clean.txt",
+        "h200x2-nvlink/all_reduce_g2.txt",
+        "h200x2-formats/cur_algo_ring.txt",
+        "h200x2-degraded/all_reduce_g2_load_copy_gpu1.txt",
+    ]
+    .iter()
+    .enumerate()
+    {
+        ids.push(import(&mut db, rel, "nvlink", T0 + 3600 * i as i64));
+    }
+    ids.push(import_replay(
+        &mut db,
+        "h200x2-nvlink/all_reduce_g2.txt",
+        T0 + 5 * 3600,
+    ));
+
+    // Pairwise rounds over n01..n06 recorded with a real two-host output; n03 at 70 %.
+    let mut pairs = run_from(
+        &fixture("h200x2-twohost/all_reduce_2host_socket.txt"),
+        "socket",
+        T0 + 6 * 3600,
+        "pairs",
+    );
+    let nodes: Vec<String> = (1..=6).map(|i| format!("n{i:02}")).collect();
+    pairs.nodes = nodes.clone();
+    pairs.node_count = Some(6);
+    for a in 0..6 {
+        for b in a + 1..6 {
+            let slow = a == 2 || b == 2;
+            pairs.node_results.push(NewNodeResult {
+                node: nodes[a].clone(),
+                role: Some("pair".into()),
+                partner: Some(nodes[b].clone()),
+                size_bytes: Some(1 << 30),
+                busbw: Some(if slow { 2.3 } else { 3.3 }),
+                verdict: Some(if slow { "slow" } else { "ok" }.into()),
+            });
+        }
+    }
+    ids.push(db.import_run(&pairs, true).unwrap().run_id());
+    (db, ids)
+}
+
+#[test]
+fn report_with_every_plot_in_both_formats() {
+    let dir = scratch("both");
+    let (db, ids) = history(&dir);
+    let opts = ReportOptions {
+        selection: Selection::Runs(ids.clone()),
+        ..ReportOptions::default()
+    };
+    let data = gather(&db, &opts).unwrap();
+    assert_eq!(data.runs.len(), ids.len());
+    let heat = data.heat.as_ref().expect("pairs make a heat map");
+    assert_eq!(heat.nodes.len(), 6);
+    assert_eq!(heat.slowest(1), ["n03"]);
+    // The degraded run is a regression against the clean runs' baseline.
+    assert_eq!(
+        data.verdicts[3].verdict, "regression",
+        "{:?}",
+        data.verdicts[3]
+    );
+    assert_eq!(data.verdicts[0].verdict, "ok", "{:?}", data.verdicts[0]);
+
+    let out = dir.join("out");
+    let files = write_report(&data, &out, ReportFormat::Both).unwrap();
+    assert_eq!(files.html, out.join("index.html"));
+    for stem in ["busbw", "heatmap", "node-trend"] {
+        for ext in ["svg", "png"] {
+            let p = out.join(format!("{stem}.{ext}"));
+            assert!(files.images.contains(&p), "{} not listed", p.display());
+            assert!(
+                p.metadata().unwrap().len() > 1000,
+                "{} is tiny",
+                p.display()
+            );
+        }
+    }
+    assert_eq!(png_size(&out.join("busbw.png")), (1100, 650));
+    let (w, h) = png_size(&out.join("heatmap.png"));
+    assert!(w > 300 && h > 300, "{w}x{h}");
+
+    let svg = std::fs::read_to_string(out.join("busbw.svg")).unwrap();
+    for text in [
+        "message size (log2 scale)",
+        "busbw (GB/s)",
+        "8 B",
+        "8 GiB",
+        &format!("run {} all_reduce [nvlink], 1 node", ids[0]),
+        "baseline all_reduce [nvlink], 1 node: median of 4 shown ok runs",
+        &format!(
+            "run {} all_reduce [nvlink], 1 node ({REPLAY_LABEL})",
+            ids[4]
+        ),
+    ] {
+        assert!(svg.contains(text), "busbw.svg lacks `{text}`");
+    }
+    let heat_svg = std::fs::read_to_string(out.join("heatmap.svg")).unwrap();
+    assert!(heat_svg.contains("n03") && heat_svg.contains("at 1 GiB"));
+    let trend_svg = std::fs::read_to_string(out.join("node-trend.svg")).unwrap();
+    assert!(
+        trend_svg.contains("n03"),
+        "the slowest node is followed over time"
+    );
+
+    let html = std::fs::read_to_string(&files.html).unwrap();
+    assert!(html.starts_with("<!DOCTYPE html>"));
+    assert_eq!(html.matches("<svg").count(), 3, "all three plots inlined");
+    assert!(html.contains(REPLAY_LABEL));
+    assert!(html.contains("regression"));
+    assert!(html.contains("href=\"busbw.png\""));
+    assert!(!html.contains("<?xml"));
+
+    let table = terminal_table(&data);
+    assert_eq!(
+        table
+            .lines()
+            .filter(|l| l.contains("all_reduce") && !l.starts_with("note:"))
+            .count(),
+        ids.len()
+    );
+    assert!(table.contains(REPLAY_LABEL), "{table}");
+    // The replay and the 6-node run have no other run of their kind: no baseline, said so.
+    assert_eq!(data.verdicts[4].verdict, "no baseline");
+    assert_eq!(table.matches("note: no baseline").count(), 2, "{table}");
+}
+
+#[test]
+fn png_only_report_embeds_base64_and_last_n_selects_newest() {
+    let dir = scratch("png");
+    let (db, ids) = history(&dir);
+    let opts = ReportOptions {
+        selection: Selection::Last {
+            n: 2,
+            collective: Some("all_reduce".into()),
+        },
+        ..ReportOptions::default()
+    };
+    let data = gather(&db, &opts).unwrap();
+    let got: Vec<RunId> = data.runs.iter().map(|r| r.run_id).collect();
+    assert_eq!(got, ids[ids.len() - 2..], "oldest first");
+    let out = dir.join("out");
+    let files = write_report(&data, &out, ReportFormat::Png).unwrap();
+    assert!(files.images.iter().all(|p| p.extension().unwrap() == "png"));
+    assert!(!out.join("busbw.svg").exists());
+    let html = std::fs::read_to_string(&files.html).unwrap();
+    assert!(
+        html.contains("src=\"data:image/png;base64,iVBORw0KGgo"),
+        "PNG embedded"
+    );
+    assert!(!html.contains("<svg"));
+    assert!(
+        html.contains(REPLAY_LABEL),
+        "the replay is among the newest two"
+    );
+}
+
+#[test]
+fn no_runs_is_a_clear_error() {
+    let dir = scratch("empty");
+    let db = History::open(&dir.join("history.sqlite")).unwrap();
+    let opts = ReportOptions::default();
+    let err = gather(&db, &opts).unwrap_err();
+    assert!(matches!(err, ReportError::NoRuns { .. }), "{err}");
+    assert!(err.to_string().contains("--runs"), "{err}");
+    let none = ReportOptions {
+        selection: Selection::Runs(Vec::new()),
+        ..ReportOptions::default()
+    };
+    assert!(matches!(
+        gather(&db, &none),
+        Err(ReportError::NoRuns { .. })
+    ));
+    let missing = ReportOptions {
+        selection: Selection::Runs(vec![42]),
+        ..ReportOptions::default()
+    };
+    let err = gather(&db, &missing).unwrap_err();
+    assert!(err.to_string().contains("no run 42"), "{err}");
+    let bad = ReportOptions {
+        tolerance_pct: f64::NAN,
+        ..ReportOptions::default()
+    };
+    assert!(gather(&db, &bad)
+        .unwrap_err()
+        .to_string()
+        .contains("--tolerance"));
+}
+
+#[test]
+fn odd_data_is_drawn_not_panicked_on() {
+    let dir = scratch("odd");
+    let mut db = History::open(&dir.join("history.sqlite")).unwrap();
+    // NaN everywhere but one size, and a run of a single row.
+    let mut nan = run_from(&fixture("h200x2-nvlink/all_reduce_g2.txt"), "x", T0, "nan");
+    for (i, row) in nan.rows.iter_mut().enumerate() {
+        if i != 40 {
+            row.busbw = f64::NAN;
+        }
+    }
+    let a = db.import_run(&nan, true).unwrap().run_id();
+    let mut single = run_from(&fixture("h200x2-nvlink/all_reduce_g2.txt"), "x", T0, "one");
+    single.rows.truncate(1);
+    let b = db.import_run(&single, true).unwrap().run_id();
+    let mut empty = run_from(&fixture("h200x2-nvlink/all_reduce_g2.txt"), "x", T0, "none");
+    empty.rows.clear();
+    let c = db.import_run(&empty, true).unwrap().run_id();
+    for (k, ids) in [vec![a, b, c], vec![c], vec![b]].into_iter().enumerate() {
+        let opts = ReportOptions {
+            selection: Selection::Runs(ids.clone()),
+            ..ReportOptions::default()
+        };
+        let data = gather(&db, &opts).unwrap();
+        let out = dir.join(format!("out-{k}"));
+        let files = write_report(&data, &out, ReportFormat::Both).unwrap();
+        assert!(files.html.exists());
+        png_size(&out.join("busbw.png"));
+    }
+}
+
+#[test]
+fn heat_map_of_500_nodes_thins_its_labels() {
+    let dir = scratch("500");
+    let names: Vec<String> = (0..500).map(|i| format!("gpu{i:03}")).collect();
+    // Pairwise rounds' worth of pairs for a few partners each, one slow node.
+    let mut triples = Vec::new();
+    for i in 0..500 {
+        for d in [1, 2, 250] {
+            let j = (i + d) % 500;
+            let v = if i == 123 || j == 123 { 28.0 } else { 40.0 };
+            triples.push((names[i].as_str(), names[j].as_str(), v));
+        }
+    }
+    let mut heat = heat_matrix(triples);
+    heat.size_bytes = Some(1 << 30);
+    let data = ReportData {
+        heat: Some(heat),
+        tolerance_pct: 5.0,
+        ..ReportData::default()
+    };
+    let out = dir.join("out");
+    let files = write_report(&data, &out, ReportFormat::Both).unwrap();
+    assert_eq!(files.images.len(), 2, "only the heat map has data");
+    let svg = std::fs::read_to_string(out.join("heatmap.svg")).unwrap();
+    let labelled = names
+        .iter()
+        .filter(|n| svg.contains(&format!(">\n{n}\n<")) || svg.contains(&format!(">{n}<")))
+        .count();
+    assert!(
+        labelled > 20 && labelled < 100,
+        "{labelled} of 500 node labels drawn"
+    );
+    png_size(&out.join("heatmap.png"));
+}
