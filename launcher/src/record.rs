@@ -39,6 +39,8 @@ pub struct RunContext {
     pub binary_path: Option<String>,
     /// The environment variant's name.
     pub variant: Option<String>,
+    /// A name the user gave the run (`--label`).
+    pub label: Option<String>,
     /// The variables that mattered.
     pub env: BTreeMap<String, String>,
     /// For imports: the file's absolute path (duplicate detection).
@@ -125,6 +127,7 @@ pub fn new_run(parsed: &ParsedOutput, raw: &[u8], ctx: RunContext, verdict: &Ver
         command_line: ctx.command_line,
         binary_path: ctx.binary_path,
         variant: ctx.variant,
+        label: ctx.label,
         env,
         nccl_tests_version: parsed.nccl_tests_version.clone(),
         nccl_version: parsed

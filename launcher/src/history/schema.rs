@@ -98,6 +98,12 @@ pub const MIGRATIONS: &[&str] = &[
     ) WITHOUT ROWID;
     CREATE INDEX node_results_node ON node_results (node, run_id);
     "#,
+    // 2: a free-text label per run (`import --label`, a named baseline for `compare
+    // --baseline-label`). Existing runs get NULL: they had none.
+    r#"
+    ALTER TABLE runs ADD COLUMN label TEXT;
+    CREATE INDEX runs_label ON runs (label, at, id);
+    "#,
 ];
 
 /// The schema version this binary writes: the number of migrations.

@@ -375,6 +375,7 @@ fn compare_runs_and_baseline() {
             CompareOptions {
                 tolerance_pct: 5.0,
                 min_size_bytes: 1 << 20,
+                ..CompareOptions::default()
             },
         )
         .unwrap();
@@ -417,6 +418,7 @@ fn compare_runs_and_baseline() {
             CompareOptions {
                 tolerance_pct: 1.0,
                 min_size_bytes: 1 << 30,
+                ..CompareOptions::default()
             },
         )
         .unwrap();
@@ -451,6 +453,7 @@ fn compare_runs_and_baseline() {
             CompareOptions {
                 tolerance_pct: 10.0,
                 min_size_bytes: 1 << 20,
+                ..CompareOptions::default()
             },
         )
         .unwrap();

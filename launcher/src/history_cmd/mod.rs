@@ -78,6 +78,10 @@ pub struct FilterArgs {
     #[arg(long, value_name = "NAME")]
     pub variant: Option<String>,
 
+    /// Only runs recorded with this label (`gpudirect import --label NAME`), exactly.
+    #[arg(long, value_name = "NAME")]
+    pub label: Option<String>,
+
     /// Only runs that ended so: ok, wrong, timeout, failed or interrupted.
     #[arg(long, value_name = "STATUS")]
     pub status: Option<RunStatus>,
@@ -100,6 +104,7 @@ impl FilterArgs {
             cluster: self.cluster.clone(),
             node: self.node.clone(),
             variant: self.variant.clone(),
+            label: self.label.clone(),
             status: self.status,
             since: self.since,
             limit: match self.limit {

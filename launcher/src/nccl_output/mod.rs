@@ -111,6 +111,10 @@ pub struct ParsedOutput {
     pub debug: NcclDebugInfo,
     /// Lines that could not be understood, with the reason.
     pub diagnostics: Vec<Diagnostic>,
+    /// The rank count the caller named for an output that does not show it (a bare table
+    /// imported with `--ranks`, see [`parse_headerless`]); [`ParsedOutput::nranks`] uses it
+    /// last.
+    pub given_ranks: Option<u32>,
 }
 
 /// The run parameters from `# nThread 1 nGpus 2 minBytes 8 maxBytes ... step: 2(factor) ...`.
@@ -373,7 +377,19 @@ impl ParsedOutput {
                 .unwrap_or(1);
             return Some(procs.saturating_mul(per.max(1)));
         }
-        self.debug.n_ranks
+        self.debug.n_ranks.or(self.given_ranks)
+    }
+
+    /// Whether the output has any of nccl-tests' preamble: the version line, the
+    /// `Collective test starting` line, the `# nThread` line or rank lines. A table pasted
+    /// from a log or a web page has none, so what they would say (the collective, the
+    /// rank count) must come from the caller. Always true for JSON.
+    pub fn has_preamble(&self) -> bool {
+        self.format == Some(SourceFormat::Json)
+            || self.nccl_tests_version.is_some()
+            || self.program.is_some()
+            || self.params.is_some()
+            || !self.ranks.is_empty()
     }
 
     /// The network transport seen in the channel lines (`Socket`, `IB`, `GPUDirectTCPX`,
@@ -435,6 +451,46 @@ pub fn parse_with(input: &[u8], opts: &ParseOptions) -> ParsedOutput {
         text::parse_text_str(text)
     };
     apply_options(&mut out, opts);
+    out
+}
+
+/// The note [`parse_headerless`] adds when it read rows with the assumed standard layout.
+pub const ASSUMED_LAYOUT_NOTE: &str = "no column header before the first row: rows read with \
+    the standard layout of nccl-tests 2.13 and later (size count type redop root, then time \
+    algbw busbw #wrong out-of-place and in-place)";
+
+/// Like [`parse_with`], for output that may be a bare table: rows pasted from a log or a
+/// web page, with or without the two column-header lines, without the rest of nccl-tests'
+/// header. Rows before any column header are read with the standard current layout
+/// (13 columns; a row with fewer values is aligned by where its values end) and
+/// [`ASSUMED_LAYOUT_NOTE`] is added to `notes`. `ranks` is the rank count the caller
+/// knows; it is used when the output does not show one ([`ParsedOutput::given_ranks`]),
+/// and a diagnostic is added when the output shows another. The busbw re-check
+/// ([`ParsedOutput::busbw_mismatches`]) then tells whether the given collective and rank
+/// count fit the printed numbers.
+pub fn parse_headerless(input: &[u8], opts: &ParseOptions, ranks: Option<u32>) -> ParsedOutput {
+    let text = String::from_utf8_lossy(input);
+    let text = text.trim_start_matches('\u{feff}');
+    let mut out = if text.trim_start().starts_with('{') {
+        json::parse_json_str(text)
+    } else if text.trim().is_empty() {
+        ParsedOutput::default()
+    } else {
+        text::parse_text_assuming_layout(text)
+    };
+    apply_options(&mut out, opts);
+    if let Some(given) = ranks {
+        match out.nranks() {
+            Some(seen) if seen != given => out.diagnostics.push(Diagnostic {
+                line: 0,
+                reason: format!(
+                    "{given} ranks were given but the output shows {seen}; {seen} is used"
+                ),
+            }),
+            Some(_) => {}
+            None => out.given_ranks = Some(given),
+        }
+    }
     out
 }
 
