@@ -260,3 +260,74 @@ pub fn run(args: &ImportArgs, globals: &Globals) -> Result<()> {
     );
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gpudirect::nccl_output::{parse, parse_headerless};
+
+    fn fixture(rel: &str) -> Vec<u8> {
+        std::fs::read(format!(
+            "{}/../tests/fixtures/nccl-tests/{rel}",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .unwrap()
+    }
+
+    #[test]
+    fn labels_are_trimmed_and_checked() {
+        assert_eq!(parse_label("  weekly "), Ok("weekly".into()));
+        assert!(parse_label("   ").unwrap_err().contains("empty label"));
+        assert!(parse_label("a\tb")
+            .unwrap_err()
+            .contains("control characters"));
+    }
+
+    #[test]
+    fn outputs_with_a_header_pass_and_bare_tables_need_both_names() {
+        let full = fixture("h200x2-nvlink/all_gather_g2.txt");
+        assert!(check_bare_table(&parse(&full)).is_ok());
+        let text = String::from_utf8(full).unwrap();
+        let rows: String = text
+            .lines()
+            .filter(|l| {
+                l.split_whitespace()
+                    .next()
+                    .is_some_and(|w| w.parse::<u64>().is_ok())
+            })
+            .map(|l| format!("{l}\n"))
+            .collect();
+        let opts = |c: Option<&str>| ParseOptions {
+            collective: c.map(str::to_string),
+        };
+        let err = |c: Option<&str>, r: Option<u32>| {
+            check_bare_table(&parse_headerless(rows.as_bytes(), &opts(c), r))
+                .unwrap_err()
+                .to_string()
+        };
+        assert_eq!(
+            err(None, None),
+            "this output has no header: pass --collective (e.g. all_reduce) and --ranks \
+             (the number of ranks)"
+        );
+        assert_eq!(
+            err(Some("all_gather"), None),
+            "this output has no header: pass --ranks (the number of ranks)"
+        );
+        assert_eq!(
+            err(None, Some(2)),
+            "this output has no header: pass --collective (e.g. all_reduce)"
+        );
+        // all_gather on 2 ranks: busbw = algbw / 2. Called all_reduce, busbw would be algbw.
+        let wrong = err(Some("all_reduce"), Some(2));
+        assert!(
+            wrong.contains("does not fit all_reduce on 2 ranks"),
+            "{wrong}"
+        );
+        assert!(wrong.contains("check --collective and --ranks"), "{wrong}");
+        let good = parse_headerless(rows.as_bytes(), &opts(Some("all_gather")), Some(2));
+        assert!(check_bare_table(&good).is_ok());
+        // Nothing to judge: an empty or garbage file is left to the checks, not refused here.
+        assert!(check_bare_table(&parse_headerless(b"hello\n", &opts(None), None)).is_ok());
+    }
+}

@@ -519,6 +519,70 @@ mod tests {
     }
 
     #[test]
+    fn bands_split_latency_from_bandwidth_and_the_large_band_decides() {
+        // Out-of-place busbw of two healthy recordings of all_reduce on 2 H200
+        // (h200x2-nvlink/all_reduce_g2.txt, h200x2-degraded/all_reduce_g2_clean.txt):
+        // 16 KiB and 32 KiB move by 28 % and 5.4 %; 1 MiB and up agree within 5 %.
+        let a = series(&[
+            (16384, 0.82),
+            (32768, 1.66),
+            (1 << 20, 39.91),
+            (1 << 30, 321.81),
+        ]);
+        let b = series(&[
+            (16384, 0.59),
+            (32768, 1.57),
+            (1 << 20, 41.17),
+            (1 << 30, 326.94),
+        ]);
+        let out = compare_series(&a, &b, CompareOptions::default()).unwrap();
+        let bands: Vec<_> = out.bands.iter().map(|b| (b.band, b.verdict)).collect();
+        assert_eq!(
+            bands,
+            [
+                (Band::Small, Verdict::Regression),
+                (Band::Large, Verdict::Ok)
+            ]
+        );
+        assert_eq!(out.overall, Verdict::Ok);
+        assert_eq!(out.bands[0].counts.regression, 2);
+        assert_eq!(out.bands[0].below_bytes, Some(1 << 20));
+        assert_eq!(out.bands[1].from_bytes, 1 << 20);
+        assert_eq!(out.rows[1].band, Band::Small);
+        assert_eq!(out.rows[2].band, Band::Large);
+        // Moving the split below 16 KiB makes that size bandwidth-bound, and it decides.
+        let low = compare_series(
+            &a,
+            &b,
+            CompareOptions {
+                band_split_bytes: 1024,
+                ..CompareOptions::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(low.bands[0].verdict, Verdict::Missing);
+        assert_eq!(low.overall, Verdict::Regression);
+        // A table that stops below the split is judged by its small band.
+        let small_only = compare_series(
+            &series(&[(16384, 0.82)]),
+            &series(&[(16384, 0.59)]),
+            CompareOptions::default(),
+        )
+        .unwrap();
+        assert_eq!(small_only.bands[1].verdict, Verdict::Missing);
+        assert_eq!(small_only.overall, Verdict::Regression);
+        // The socket fallback regresses the large band whatever the small one says.
+        let fallback = compare_series(
+            &series(&NVLINK),
+            &series(&SOCKET),
+            CompareOptions::default(),
+        )
+        .unwrap();
+        assert_eq!(fallback.bands[1].verdict, Verdict::Regression);
+        assert_eq!(fallback.bands[0].verdict, Verdict::Missing);
+    }
+
+    #[test]
     fn median_of_odd_even_and_nan() {
         assert_eq!(median(&[3.0, 1.0, 2.0]), Some(2.0));
         assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), Some(2.5));

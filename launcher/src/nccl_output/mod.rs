@@ -548,6 +548,89 @@ pub fn nccl_version_string(code: u32) -> String {
 mod tests {
     use super::*;
 
+    fn fixture(rel: &str) -> String {
+        let path = format!(
+            "{}/../tests/fixtures/nccl-tests/{rel}",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        std::fs::read_to_string(path).unwrap()
+    }
+
+    /// The lines of a recorded output that start with a number: its rows, as pasted.
+    fn rows_only(text: &str) -> String {
+        text.lines()
+            .filter(|l| {
+                l.split_whitespace()
+                    .next()
+                    .is_some_and(|w| w.parse::<u64>().is_ok())
+            })
+            .map(|l| format!("{l}\n"))
+            .collect()
+    }
+
+    #[test]
+    fn the_standard_header_is_the_one_nccl_tests_prints() {
+        let text = fixture("h200x2-nvlink/all_reduce_g2.txt");
+        let printed = text
+            .lines()
+            .find(|l| l.contains("size") && l.contains("busbw"))
+            .unwrap();
+        assert_eq!(printed.trim_end(), text::STANDARD_HEADER);
+    }
+
+    #[test]
+    fn a_bare_table_reads_like_the_full_output() {
+        for rel in [
+            "h200x2-nvlink/all_reduce_g2.txt",
+            "h200x2-nvlink/all_gather_g2.txt",
+            "h200x2-twohost/all_reduce_2host_socket.txt",
+        ] {
+            let full_text = fixture(rel);
+            let full = parse(full_text.as_bytes());
+            let bare_text = rows_only(&full_text);
+            // Without the fallback the rows are only diagnosed.
+            let plain = parse(bare_text.as_bytes());
+            assert!(plain.rows.is_empty() && !plain.has_preamble(), "{rel}");
+            let collective = full.collective.clone().unwrap();
+            let opts = ParseOptions {
+                collective: Some(collective.clone()),
+            };
+            let bare = parse_headerless(bare_text.as_bytes(), &opts, Some(2));
+            assert!(!bare.has_preamble());
+            assert!(full.has_preamble());
+            assert_eq!(bare.notes, [ASSUMED_LAYOUT_NOTE], "{rel}");
+            assert_eq!(bare.given_ranks, Some(2));
+            assert_eq!(bare.nranks(), Some(2));
+            assert_eq!(bare.rows.len(), full.rows.len(), "{rel}");
+            for (b, f) in bare.rows.iter().zip(&full.rows) {
+                assert_eq!(
+                    (b.size_bytes, b.count, &b.dtype, &b.redop, b.root),
+                    (f.size_bytes, f.count, &f.dtype, &f.redop, f.root),
+                    "{rel}"
+                );
+                assert_eq!(b.out_of_place, f.out_of_place, "{rel}");
+                assert_eq!(b.in_place, f.in_place, "{rel}");
+            }
+            // The right rank count fits every row; a wrong one is caught by the re-check.
+            assert!(bare.busbw_mismatches().is_empty(), "{rel}");
+            let wrong = parse_headerless(bare_text.as_bytes(), &opts, Some(16));
+            assert!(!wrong.busbw_mismatches().is_empty(), "{rel}");
+        }
+    }
+
+    #[test]
+    fn given_ranks_do_not_override_the_output() {
+        let text = fixture("h200x2-nvlink/all_reduce_g2.txt");
+        let out = parse_headerless(text.as_bytes(), &ParseOptions::default(), Some(8));
+        assert!(out.notes.iter().all(|n| n != ASSUMED_LAYOUT_NOTE));
+        assert_eq!(out.nranks(), Some(2));
+        assert_eq!(out.given_ranks, None);
+        assert!(out
+            .diagnostics
+            .iter()
+            .any(|d| d.reason == "8 ranks were given but the output shows 2; 2 is used"));
+    }
+
     #[test]
     fn normalizes_program_names() {
         assert_eq!(
