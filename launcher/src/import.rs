@@ -7,7 +7,9 @@ use anyhow::{Context, Result};
 use clap::Args;
 use gpudirect::checks::{judge, Expectations};
 use gpudirect::history::{db_path_from_env, History, ImportOutcome, LaunchKind};
-use gpudirect::nccl_output::{busbw_factor, parse_headerless, ParseOptions, ParsedOutput};
+use gpudirect::nccl_output::{
+    busbw_factor, parse_headerless, ParseOptions, ParsedOutput, ASSUMED_LAYOUT_NOTE,
+};
 use gpudirect::record::{new_run, RunContext};
 use serde::Serialize;
 
@@ -82,6 +84,8 @@ struct Imported {
     collective: Option<String>,
     avg_busbw: Option<f64>,
     findings: Vec<String>,
+    /// How the output was read, when that matters (a bare table's assumed layout).
+    notes: Vec<String>,
     error: Option<String>,
 }
 
@@ -146,6 +150,12 @@ fn import_one(history: &mut History, args: &ImportArgs, file: &Path) -> Result<I
         collective: Some(run.collective.clone()),
         avg_busbw: run.avg_busbw,
         findings: run.failures.clone(),
+        notes: parsed
+            .notes
+            .iter()
+            .filter(|n| n.as_str() == ASSUMED_LAYOUT_NOTE)
+            .cloned()
+            .collect(),
         error: None,
     })
 }
@@ -218,6 +228,7 @@ pub fn run(args: &ImportArgs, globals: &Globals) -> Result<()> {
             collective: None,
             avg_busbw: None,
             findings: Vec::new(),
+            notes: Vec::new(),
             error: Some(format!("{e:#}")),
         });
         results.push(result);
@@ -243,6 +254,9 @@ pub fn run(args: &ImportArgs, globals: &Globals) -> Result<()> {
                         r.collective.as_deref().unwrap_or("?"),
                         r.status.as_deref().unwrap_or("?")
                     );
+                    for note in &r.notes {
+                        println!("    note: {note}");
+                    }
                     for finding in &r.findings {
                         println!("    {finding}");
                     }

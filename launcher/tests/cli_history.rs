@@ -718,12 +718,19 @@ fn a_bare_table_imports_when_collective_and_ranks_are_named() {
             "{}",
             stderr(&out)
         );
-        let id = s.import_bytes(
-            name,
-            table.as_bytes(),
-            1,
-            &["--collective", "all_reduce", "--ranks", "2"],
-        );
+        let out = s.json(&[
+            "import",
+            "--json",
+            "--collective",
+            "all_reduce",
+            "--ranks",
+            "2",
+            file,
+        ]);
+        // Without the column-header lines the standard layout was assumed, and it says so.
+        let notes = out[0]["notes"].as_array().unwrap().len();
+        assert_eq!(notes, usize::from(!header), "{out}");
+        let id = out[0]["run_id"].as_i64().unwrap();
         let run = s.json(&["show", &id.to_string(), "--json"]);
         assert_eq!(run["collective"], "all_reduce");
         assert_eq!(run["total_ranks"], 2);

@@ -119,7 +119,9 @@ fn get_json<T: serde::de::DeserializeOwned>(row: &Row<'_>, idx: usize) -> rusqli
         .map_err(|e| rusqlite::Error::FromSqlConversionFailure(idx, Type::Text, Box::new(e)))
 }
 
-/// Columns of a [`RunSummary`], in the order [`summary_from_row`] reads them.
+/// Columns of a [`RunSummary`], in the order [`summary_from_row`] reads them. The last
+/// one is [`REPLAY_ENV`]'s value in the stored env, read in SQL (JSON1) so that a listing
+/// needs no query per run; `instr` first skips the JSON parse for the runs without it.
 const SUMMARY_COLUMNS: &str = "runs.id, runs.at, runs.started_at, runs.finished_at, \
     runs.imported_at, runs.cluster, runs.job_id, runs.step_id, runs.nodelist, runs.node_count, \
     runs.gpus_per_node, runs.total_ranks, runs.collective, runs.variant, runs.launcher, \

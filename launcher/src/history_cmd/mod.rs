@@ -31,8 +31,8 @@ use gpudirect::history::{resolve_db_path, History, HistoryError, RunFilter, RunI
 use crate::cli::Globals;
 
 /// The `env` key that marks a run recorded from the nccl-tests stand-in; its value names
-/// the recording that was replayed.
-pub const REPLAY_ENV: &str = "GPUDIRECT_STANDIN_REPLAY";
+/// the recording that was replayed (one definition, in the history).
+pub use gpudirect::history::store::REPLAY_ENV;
 
 /// The footnote under any table that shows replayed runs: what `(replay)` means and which
 /// recording each of them replayed. Empty when there are none. Pure.
