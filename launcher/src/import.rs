@@ -7,7 +7,9 @@ use anyhow::{Context, Result};
 use clap::Args;
 use gpudirect::checks::{judge, Expectations};
 use gpudirect::history::{db_path_from_env, History, ImportOutcome, LaunchKind};
-use gpudirect::nccl_output::{parse_with, ParseOptions};
+use gpudirect::nccl_output::{
+    busbw_factor, parse_headerless, ParseOptions, ParsedOutput, ASSUMED_LAYOUT_NOTE,
+};
 use gpudirect::record::{new_run, RunContext};
 use serde::Serialize;
 
@@ -21,6 +23,8 @@ const MAX_FILE_BYTES: u64 = 256 << 20;
 #[command(after_help = "Examples:\n  \
     gpudirect import all_reduce.txt all_gather.json\n  \
     gpudirect import --cluster a3-prod --variant tcpx --exit-code 0 run-*.txt\n  \
+    gpudirect import --label baseline-2026-11 all_reduce.txt\n  \
+    gpudirect import --collective all_reduce --ranks 16 pasted-table.txt   # rows only\n  \
     gpudirect --db /shared/history.sqlite import --json out.txt")]
 pub struct ImportArgs {
     /// nccl-tests outputs: the text table (with any NCCL_DEBUG and mpirun lines) or a
@@ -36,9 +40,22 @@ pub struct ImportArgs {
     #[arg(long)]
     pub variant: Option<String>,
 
-    /// The collective, for old outputs that do not name it (e.g. `all_reduce`).
+    /// A name to record with the run(s), e.g. `baseline-2026-11`: `gpudirect history
+    /// --label NAME` lists them and `gpudirect compare RUN --baseline-label NAME` compares
+    /// with the newest of them.
+    #[arg(long, value_name = "NAME", value_parser = parse_label)]
+    pub label: Option<String>,
+
+    /// The collective, for outputs that do not name it (e.g. `all_reduce`): nccl-tests
+    /// before 2.17, and bare tables.
     #[arg(long)]
     pub collective: Option<String>,
+
+    /// The number of ranks (GPUs in the communicator), for outputs that do not show it:
+    /// a bare table pasted without nccl-tests' header. Each row's busbw is checked
+    /// against its algbw with it.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub ranks: Option<u32>,
 
     /// The run's exit code, if you know it (checked like a live run's: 7 = wrong results).
     #[arg(long, allow_negative_numbers = true)]
@@ -67,6 +84,8 @@ struct Imported {
     collective: Option<String>,
     avg_busbw: Option<f64>,
     findings: Vec<String>,
+    /// How the output was read, when that matters (a bare table's assumed layout).
+    notes: Vec<String>,
     error: Option<String>,
 }
 
@@ -82,12 +101,14 @@ fn import_one(history: &mut History, args: &ImportArgs, file: &Path) -> Result<I
         file.display()
     );
     let raw = std::fs::read(&path).with_context(|| format!("cannot read `{}`", file.display()))?;
-    let parsed = parse_with(
+    let parsed = parse_headerless(
         &raw,
         &ParseOptions {
             collective: args.collective.clone(),
         },
+        args.ranks,
     );
+    check_bare_table(&parsed)?;
     let nodes = {
         let mut hosts: Vec<&str> = parsed
             .ranks
@@ -108,6 +129,7 @@ fn import_one(history: &mut History, args: &ImportArgs, file: &Path) -> Result<I
         cluster: args.cluster.clone(),
         launcher: LaunchKind::Import,
         variant: args.variant.clone(),
+        label: args.label.clone(),
         source_path: Some(path.display().to_string()),
         exit_code: args.exit_code,
         collective: args.collective.clone(),
@@ -128,8 +150,68 @@ fn import_one(history: &mut History, args: &ImportArgs, file: &Path) -> Result<I
         collective: Some(run.collective.clone()),
         avg_busbw: run.avg_busbw,
         findings: run.failures.clone(),
+        notes: parsed
+            .notes
+            .iter()
+            .filter(|n| n.as_str() == ASSUMED_LAYOUT_NOTE)
+            .cloned()
+            .collect(),
         error: None,
     })
+}
+
+/// Checks a table without nccl-tests' header: it imports only when the collective and
+/// the rank count are known (from `--collective` and `--ranks`), and only when every
+/// row's busbw is its algbw times the factor they give, so that a wrong `--ranks` is
+/// caught rather than recorded. Outputs with a header pass untouched. Pure.
+pub fn check_bare_table(parsed: &ParsedOutput) -> Result<()> {
+    if parsed.has_preamble() || parsed.rows.is_empty() {
+        return Ok(());
+    }
+    let mut missing = Vec::new();
+    if parsed.collective.is_none() {
+        missing.push("--collective (e.g. all_reduce)");
+    }
+    if parsed.nranks().is_none() {
+        missing.push("--ranks (the number of ranks)");
+    }
+    anyhow::ensure!(
+        missing.is_empty(),
+        "this output has no header: pass {}",
+        missing.join(" and ")
+    );
+    let bad = parsed.busbw_mismatches();
+    if let Some(first) = bad.first() {
+        let collective = parsed.collective.as_deref().unwrap_or("?");
+        let ranks = parsed.nranks().unwrap_or(0);
+        let factor = busbw_factor(collective, ranks).map_or("?".into(), |f| format!("{f:.4}"));
+        let size = parsed.rows.get(first.row).map_or(0, |r| r.size_bytes);
+        anyhow::bail!(
+            "this table's busbw does not fit {collective} on {ranks} ranks: at line {} \
+             (size {size} B) busbw is {:.2} but algbw x {factor} is {:.2}, and {} value(s) of {} rows \
+             disagree; check --collective and --ranks",
+            first.line,
+            first.printed,
+            first.expected,
+            bad.len(),
+            parsed.rows.len()
+        );
+    }
+    Ok(())
+}
+
+fn parse_label(s: &str) -> Result<String, String> {
+    let label = s.trim();
+    if label.is_empty() {
+        return Err("an empty label: write a name, e.g. baseline-2026-11".into());
+    }
+    if label.chars().any(char::is_control) {
+        return Err(format!(
+            "`{}`: a label cannot contain control characters (tabs, newlines)",
+            label.escape_default()
+        ));
+    }
+    Ok(label.to_string())
 }
 
 /// `gpudirect import`.
@@ -146,6 +228,7 @@ pub fn run(args: &ImportArgs, globals: &Globals) -> Result<()> {
             collective: None,
             avg_busbw: None,
             findings: Vec::new(),
+            notes: Vec::new(),
             error: Some(format!("{e:#}")),
         });
         results.push(result);
@@ -171,6 +254,9 @@ pub fn run(args: &ImportArgs, globals: &Globals) -> Result<()> {
                         r.collective.as_deref().unwrap_or("?"),
                         r.status.as_deref().unwrap_or("?")
                     );
+                    for note in &r.notes {
+                        println!("    note: {note}");
+                    }
                     for finding in &r.findings {
                         println!("    {finding}");
                     }
@@ -187,4 +273,75 @@ pub fn run(args: &ImportArgs, globals: &Globals) -> Result<()> {
         results.len()
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gpudirect::nccl_output::{parse, parse_headerless};
+
+    fn fixture(rel: &str) -> Vec<u8> {
+        std::fs::read(format!(
+            "{}/../tests/fixtures/nccl-tests/{rel}",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .unwrap()
+    }
+
+    #[test]
+    fn labels_are_trimmed_and_checked() {
+        assert_eq!(parse_label("  weekly "), Ok("weekly".into()));
+        assert!(parse_label("   ").unwrap_err().contains("empty label"));
+        assert!(parse_label("a\tb")
+            .unwrap_err()
+            .contains("control characters"));
+    }
+
+    #[test]
+    fn outputs_with_a_header_pass_and_bare_tables_need_both_names() {
+        let full = fixture("h200x2-nvlink/all_gather_g2.txt");
+        assert!(check_bare_table(&parse(&full)).is_ok());
+        let text = String::from_utf8(full).unwrap();
+        let rows: String = text
+            .lines()
+            .filter(|l| {
+                l.split_whitespace()
+                    .next()
+                    .is_some_and(|w| w.parse::<u64>().is_ok())
+            })
+            .map(|l| format!("{l}\n"))
+            .collect();
+        let opts = |c: Option<&str>| ParseOptions {
+            collective: c.map(str::to_string),
+        };
+        let err = |c: Option<&str>, r: Option<u32>| {
+            check_bare_table(&parse_headerless(rows.as_bytes(), &opts(c), r))
+                .unwrap_err()
+                .to_string()
+        };
+        assert_eq!(
+            err(None, None),
+            "this output has no header: pass --collective (e.g. all_reduce) and --ranks \
+             (the number of ranks)"
+        );
+        assert_eq!(
+            err(Some("all_gather"), None),
+            "this output has no header: pass --ranks (the number of ranks)"
+        );
+        assert_eq!(
+            err(None, Some(2)),
+            "this output has no header: pass --collective (e.g. all_reduce)"
+        );
+        // all_gather on 2 ranks: busbw = algbw / 2. Called all_reduce, busbw would be algbw.
+        let wrong = err(Some("all_reduce"), Some(2));
+        assert!(
+            wrong.contains("does not fit all_reduce on 2 ranks"),
+            "{wrong}"
+        );
+        assert!(wrong.contains("check --collective and --ranks"), "{wrong}");
+        let good = parse_headerless(rows.as_bytes(), &opts(Some("all_gather")), Some(2));
+        assert!(check_bare_table(&good).is_ok());
+        // Nothing to judge: an empty or garbage file is left to the checks, not refused here.
+        assert!(check_bare_table(&parse_headerless(b"hello\n", &opts(None), None)).is_ok());
+    }
 }

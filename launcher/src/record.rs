@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 
 use crate::checks::Verdict;
+use crate::history::store::REPLAY_ENV;
 use crate::history::{LaunchKind, NewRow, NewRun, Placement};
 use crate::nccl_output::{nccl_version_string, ParsedOutput};
 
@@ -39,6 +40,8 @@ pub struct RunContext {
     pub binary_path: Option<String>,
     /// The environment variant's name.
     pub variant: Option<String>,
+    /// A name the user gave the run (`--label`).
+    pub label: Option<String>,
     /// The variables that mattered.
     pub env: BTreeMap<String, String>,
     /// For imports: the file's absolute path (duplicate detection).
@@ -77,7 +80,7 @@ pub fn new_run(parsed: &ParsedOutput, raw: &[u8], ctx: RunContext, verdict: &Ver
     let mut env = ctx.env;
     if let Some(recording) = standin_recording(raw) {
         // Kept with the run so no report can present a replay as a measurement.
-        env.insert("GPUDIRECT_STANDIN_REPLAY".into(), recording);
+        env.insert(REPLAY_ENV.into(), recording);
     }
     let total_ranks = parsed.nranks();
     let gpus_per_node = ctx.gpus_per_node.or_else(|| {
@@ -125,6 +128,7 @@ pub fn new_run(parsed: &ParsedOutput, raw: &[u8], ctx: RunContext, verdict: &Ver
         command_line: ctx.command_line,
         binary_path: ctx.binary_path,
         variant: ctx.variant,
+        label: ctx.label,
         env,
         nccl_tests_version: parsed.nccl_tests_version.clone(),
         nccl_version: parsed

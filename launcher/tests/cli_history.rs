@@ -236,12 +236,25 @@ fn compare_flags_the_socket_fallback_and_exits_1() {
     // 1 GiB out-of-place: 321.81 (NVLink) -> 3.17 (socket).
     let gib = text
         .lines()
-        .find(|l| l.trim_start().starts_with("1 GiB  out"))
+        .find(|l| l.trim_start().starts_with("1 GiB  large  out"))
         .unwrap();
     assert!(gib.contains("321.81") && gib.contains("3.17") && gib.contains("-99.0%"));
     assert!(gib.ends_with("regression"), "{gib}");
-    // Sizes below the 1 MiB default are left out.
-    assert!(!text.contains("512 KiB"), "{text}");
+    // Sizes below the 1 MiB split are shown in the small band, with its own verdict.
+    assert!(text.contains("512 KiB  small  out"), "{text}");
+    assert!(
+        text.contains("band small (below 1 MiB, latency-bound): REGRESSION"),
+        "{text}"
+    );
+    assert!(
+        text.contains("band large (1 MiB and up, bandwidth-bound): REGRESSION"),
+        "{text}"
+    );
+    assert!(
+        stderr(&out).contains("of the large band"),
+        "{}",
+        stderr(&out)
+    );
     assert!(
         stderr(&out).contains("regression: run 2"),
         "{}",
@@ -257,6 +270,30 @@ fn compare_flags_the_socket_fallback_and_exits_1() {
     // 8 B .. 1 GiB in both runs, out and in place; 2 .. 8 GiB only in the NVLink run.
     assert_eq!(json["rows"].as_array().unwrap().len(), 2 * 31);
     assert_eq!(json["counts"]["missing"], 6);
+    let bands = json["bands"].as_array().unwrap();
+    assert_eq!(bands.len(), 2);
+    assert_eq!(bands[0]["band"], "small");
+    assert_eq!(bands[0]["below_bytes"], 1 << 20);
+    // 8 B .. 512 KiB: 17 sizes x 2 placements; 1 MiB .. 1 GiB: 11 x 2, plus the 6 missing.
+    assert_eq!(
+        bands[0]["counts"]["regression"].as_u64().unwrap()
+            + bands[0]["counts"]["ok"].as_u64().unwrap(),
+        34
+    );
+    assert_eq!(bands[1]["band"], "large");
+    assert_eq!(bands[1]["verdict"], "regression");
+    assert_eq!(bands[1]["counts"]["regression"], 22);
+    assert_eq!(bands[1]["counts"]["missing"], 6);
+    // A split at 0 puts every size in the large band.
+    let all_large = s.json_status(&["compare", "1", "2", "--json", "--band-split", "0"], 1);
+    assert_eq!(all_large["bands"][0]["verdict"], "missing");
+    assert_eq!(
+        all_large["bands"][1]["counts"]["regression"]
+            .as_u64()
+            .unwrap()
+            + all_large["bands"][1]["counts"]["ok"].as_u64().unwrap(),
+        56
+    );
 
     // The same run against itself, and the reverse direction, are not regressions.
     let same = s.run(&["compare", "1", "1"]);
@@ -532,5 +569,172 @@ fn a_reader_that_goes_away_is_not_a_crash() {
         let out = child.wait_with_output().unwrap();
         assert_eq!(out.status.code(), Some(0), "{args:?}: {}", stderr(&out));
         assert!(!stderr(&out).contains("panicked"), "{args:?}");
+    }
+}
+
+#[test]
+fn labels_are_recorded_filtered_shown_and_name_a_baseline() {
+    let s = Scratch::new("labels");
+    let base = s.import(NVLINK, "base.txt", 3, &["--label", "before-upgrade"]);
+    let later = s.import(CLEAN, "clean.txt", 2, &["--label", "before-upgrade"]);
+    let socket = s.import(SOCKET, "socket.txt", 1, &[]);
+
+    let listed = s.json(&["history", "--json", "--label", "before-upgrade"]);
+    let ids: Vec<i64> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_i64().unwrap())
+        .collect();
+    assert_eq!(ids, [later, base]);
+    assert_eq!(listed[0]["label"], "before-upgrade");
+    let table = s.ok(&["history"]);
+    assert!(table.lines().next().unwrap().ends_with("LABEL"), "{table}");
+    assert!(s
+        .ok(&["show", &base.to_string()])
+        .contains("label:         before-upgrade"));
+    assert_eq!(
+        s.json(&["show", &socket.to_string(), "--json"])["label"],
+        Value::Null
+    );
+
+    // The newest ok run with the label is the reference.
+    let cmp = s.json_status(
+        &[
+            "compare",
+            &socket.to_string(),
+            "--baseline-label",
+            "before-upgrade",
+            "--json",
+        ],
+        1,
+    );
+    assert_eq!(cmp["reference"]["kind"], "labeled");
+    assert_eq!(cmp["reference"]["run_id"], later);
+    assert_eq!(cmp["overall"], "regression");
+    let text = s.run(&[
+        "compare",
+        &socket.to_string(),
+        "--baseline-label",
+        "before-upgrade",
+    ]);
+    assert!(
+        String::from_utf8_lossy(&text.stdout).contains(&format!(
+            "reference: run {later}, the newest ok run labelled `before-upgrade`"
+        )),
+        "{}",
+        String::from_utf8_lossy(&text.stdout)
+    );
+    // The labelled run itself is compared with the other run so labelled.
+    let own = s.json_status(
+        &[
+            "compare",
+            &later.to_string(),
+            "--baseline-label",
+            "before-upgrade",
+            "--json",
+        ],
+        0,
+    );
+    assert_eq!(own["reference"]["run_id"], base);
+    let none = s.run(&["compare", &socket.to_string(), "--baseline-label", "nope"]);
+    assert_eq!(none.status.code(), Some(1));
+    assert!(
+        stderr(&none).contains("no ok run labelled `nope`"),
+        "{}",
+        stderr(&none)
+    );
+    let empty = s.run(&["import", "--label", " ", fixture(NVLINK).to_str().unwrap()]);
+    assert_eq!(empty.status.code(), Some(2));
+    assert!(stderr(&empty).contains("empty label"), "{}", stderr(&empty));
+}
+
+/// The rows of a recorded output, as someone would paste them from a log: optionally with
+/// the column-header lines, without anything else of nccl-tests' header or footer.
+fn bare_table(rel: &str, with_column_header: bool) -> String {
+    let text = fs::read_to_string(fixture(rel)).unwrap();
+    text.lines()
+        .filter(|l| {
+            let t = l.trim_start();
+            let names = t.starts_with("#") && t.contains("size") && t.contains("busbw");
+            let units = t.starts_with("#") && t.contains("(B)");
+            (with_column_header && (names || units))
+                || t.split_whitespace()
+                    .next()
+                    .is_some_and(|w| w.parse::<u64>().is_ok())
+        })
+        .map(|l| format!("{l}\n"))
+        .collect()
+}
+
+#[test]
+fn a_bare_table_imports_when_collective_and_ranks_are_named() {
+    let s = Scratch::new("bare");
+    for (name, header) in [("rows.txt", false), ("with-names.txt", true)] {
+        let table = bare_table(NVLINK, header);
+        assert!(
+            !table.contains("nThread") && table.lines().count() >= 31,
+            "{table}"
+        );
+        let path = s.dir.join(name);
+        fs::write(&path, &table).unwrap();
+        let file = path.to_str().unwrap();
+
+        let out = s.run(&["import", file]);
+        assert_eq!(out.status.code(), Some(1));
+        assert!(
+            stderr(&out).contains(
+                "this output has no header: pass --collective (e.g. all_reduce) and --ranks \
+                 (the number of ranks)"
+            ),
+            "{}",
+            stderr(&out)
+        );
+        let out = s.run(&["import", "--collective", "all_reduce", file]);
+        assert!(
+            stderr(&out).contains("this output has no header: pass --ranks (the number of ranks)"),
+            "{}",
+            stderr(&out)
+        );
+        let out = s.run(&["import", "--ranks", "2", file]);
+        assert!(
+            stderr(&out).contains("pass --collective (e.g. all_reduce)\n")
+                || stderr(&out).ends_with("pass --collective (e.g. all_reduce)"),
+            "{}",
+            stderr(&out)
+        );
+        // All-reduce on 2 ranks prints busbw = algbw; 16 ranks would be 1.875 x algbw.
+        let out = s.run(&[
+            "import",
+            "--collective",
+            "all_reduce",
+            "--ranks",
+            "16",
+            file,
+        ]);
+        assert_eq!(out.status.code(), Some(1));
+        assert!(
+            stderr(&out).contains("does not fit all_reduce on 16 ranks"),
+            "{}",
+            stderr(&out)
+        );
+        let out = s.json(&[
+            "import",
+            "--json",
+            "--collective",
+            "all_reduce",
+            "--ranks",
+            "2",
+            file,
+        ]);
+        // Without the column-header lines the standard layout was assumed, and it says so.
+        let notes = out[0]["notes"].as_array().unwrap().len();
+        assert_eq!(notes, usize::from(!header), "{out}");
+        let id = out[0]["run_id"].as_i64().unwrap();
+        let run = s.json(&["show", &id.to_string(), "--json"]);
+        assert_eq!(run["collective"], "all_reduce");
+        assert_eq!(run["total_ranks"], 2);
+        assert_eq!(run["rows"].as_array().unwrap().len(), 62);
+        assert_eq!(run["peak_busbw"], 343.64);
     }
 }

@@ -7,9 +7,22 @@
 //!
 //! Per matched key: `delta_pct = (candidate - reference) / reference * 100`; the verdict
 //! is `regression` below `-tolerance`, `improvement` above `+tolerance`, `ok` within,
-//! and `missing` when either side has no value. Overall: `regression` if any key
-//! regressed; else `missing` if no key could be compared at all; else `improvement` if any
+//! and `missing` when either side has no value.
+//!
+//! # Size bands
+//! Keys fall in two bands split at [`CompareOptions::band_split_bytes`] (1 MiB by
+//! default): **small** sizes, below it, are latency-bound (their time is a few
+//! microseconds of launch and synchronisation, whatever the link); **large** ones are
+//! bandwidth-bound (they measure the link). A band's verdict: `regression` if any of its
+//! keys regressed; else `missing` if none could be compared; else `improvement` if any
 //! improved; else `ok`.
+//!
+//! The **overall** verdict is the large band's, or the small band's when the large band
+//! has nothing compared (a table that stops below the split). Small sizes do not decide it
+//! because their busbw moves by tens of percent between healthy runs: two healthy
+//! recordings of all_reduce on 2 H200 (`h200x2-nvlink/all_reduce_g2.txt`,
+//! `h200x2-degraded/all_reduce_g2_clean.txt`) print 0.82 and 0.59 GB/s at 16 KiB, but agree
+//! within 3 % from 1 MiB up. Their verdict is reported beside it.
 
 use std::collections::BTreeMap;
 
@@ -64,24 +77,83 @@ impl std::fmt::Display for Verdict {
     }
 }
 
+/// The default split between the small (latency-bound) and large (bandwidth-bound)
+/// bands: 1 MiB.
+pub const DEFAULT_BAND_SPLIT_BYTES: u64 = 1 << 20;
+
 /// How strict a comparison is.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct CompareOptions {
     /// Allowed change in percent before a key is a regression or improvement.
     pub tolerance_pct: f64,
-    /// Keys below this size are left out: small messages measure latency, and their busbw
-    /// is noise that would flag a regression on every run.
+    /// Keys below this size are left out entirely (0 keeps every size).
     pub min_size_bytes: u64,
+    /// Sizes below this are the small, latency-bound band; the others the large,
+    /// bandwidth-bound band, which decides the overall verdict (see the module docs).
+    pub band_split_bytes: u64,
 }
 
 impl Default for CompareOptions {
-    /// 5 % tolerance, every size.
+    /// 5 % tolerance, every size, bands split at 1 MiB.
     fn default() -> Self {
         CompareOptions {
             tolerance_pct: 5.0,
             min_size_bytes: 0,
+            band_split_bytes: DEFAULT_BAND_SPLIT_BYTES,
         }
     }
+}
+
+/// A size band of a comparison.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Band {
+    /// Below the split: latency-bound.
+    Small,
+    /// At or above the split: bandwidth-bound.
+    Large,
+}
+
+impl Band {
+    /// The band of a size, for a split.
+    pub fn of(size_bytes: u64, split_bytes: u64) -> Band {
+        if size_bytes < split_bytes {
+            Band::Small
+        } else {
+            Band::Large
+        }
+    }
+
+    /// Lowercase name, as serialised.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Band::Small => "small",
+            Band::Large => "large",
+        }
+    }
+
+    /// What bounds the band's numbers, for people.
+    pub fn bound_by(self) -> &'static str {
+        match self {
+            Band::Small => "latency-bound",
+            Band::Large => "bandwidth-bound",
+        }
+    }
+}
+
+/// One band's verdict.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BandResult {
+    /// Which band.
+    pub band: Band,
+    /// Sizes in the band are at least this, bytes.
+    pub from_bytes: u64,
+    /// Sizes in the band are below this, bytes (`None`: no upper bound).
+    pub below_bytes: Option<u64>,
+    /// Verdict counts of its keys.
+    pub counts: Counts,
+    /// The band's verdict (`missing` when it has no compared key).
+    pub verdict: Verdict,
 }
 
 impl CompareOptions {
@@ -106,6 +178,8 @@ pub struct CompareRow {
     /// What was compared.
     #[serde(flatten)]
     pub key: RowKey,
+    /// Its size band.
+    pub band: Band,
     /// Reference busbw, GB/s.
     pub reference_busbw: Option<f64>,
     /// Candidate busbw, GB/s.
@@ -136,10 +210,37 @@ pub struct SeriesComparison {
     pub options: CompareOptions,
     /// One row per key, ordered by size, then out-of-place before in-place.
     pub rows: Vec<CompareRow>,
-    /// Verdict counts.
+    /// Verdict counts, all bands together.
     pub counts: Counts,
-    /// Overall verdict.
+    /// Per band: small (latency-bound) then large (bandwidth-bound), always both.
+    pub bands: Vec<BandResult>,
+    /// Overall verdict: the large band's, else the small band's (see the module docs).
     pub overall: Verdict,
+}
+
+impl Counts {
+    fn add(&mut self, verdict: Verdict) {
+        match verdict {
+            Verdict::Ok => self.ok += 1,
+            Verdict::Regression => self.regression += 1,
+            Verdict::Improvement => self.improvement += 1,
+            Verdict::Missing => self.missing += 1,
+        }
+    }
+
+    /// The verdict of a group of keys with these counts: regression if any regressed,
+    /// else missing if none was compared, else improvement if any improved, else ok.
+    pub fn verdict(&self) -> Verdict {
+        if self.regression > 0 {
+            Verdict::Regression
+        } else if self.ok + self.improvement == 0 {
+            Verdict::Missing
+        } else if self.improvement > 0 {
+            Verdict::Improvement
+        } else {
+            Verdict::Ok
+        }
+    }
 }
 
 /// Median of values (mean of the middle two for an even count); None when empty.
@@ -212,38 +313,55 @@ pub fn compare_series(
     keys.sort();
     keys.dedup();
     let mut counts = Counts::default();
+    let (mut small, mut large) = (Counts::default(), Counts::default());
     let mut rows = Vec::with_capacity(keys.len());
     for key in keys {
         let r = reference.get(key).copied().flatten();
         let c = candidate.get(key).copied().flatten();
         let (delta_pct, verdict) = judge(r, c, options.tolerance_pct);
-        match verdict {
-            Verdict::Ok => counts.ok += 1,
-            Verdict::Regression => counts.regression += 1,
-            Verdict::Improvement => counts.improvement += 1,
-            Verdict::Missing => counts.missing += 1,
+        let band = Band::of(key.size_bytes, options.band_split_bytes);
+        counts.add(verdict);
+        match band {
+            Band::Small => small.add(verdict),
+            Band::Large => large.add(verdict),
         }
         rows.push(CompareRow {
             key: key.clone(),
+            band,
             reference_busbw: r,
             candidate_busbw: c,
             delta_pct,
             verdict,
         });
     }
-    let overall = if counts.regression > 0 {
-        Verdict::Regression
-    } else if counts.ok + counts.improvement == 0 {
-        Verdict::Missing
-    } else if counts.improvement > 0 {
-        Verdict::Improvement
-    } else {
-        Verdict::Ok
+    let split = options.band_split_bytes;
+    let bands = vec![
+        BandResult {
+            band: Band::Small,
+            from_bytes: options.min_size_bytes.min(split),
+            below_bytes: Some(split),
+            counts: small,
+            verdict: small.verdict(),
+        },
+        BandResult {
+            band: Band::Large,
+            from_bytes: split.max(options.min_size_bytes),
+            below_bytes: None,
+            counts: large,
+            verdict: large.verdict(),
+        },
+    ];
+    // Nothing compared in the large band (a table that stops below the split): the
+    // small band is all there is to judge.
+    let overall = match large.verdict() {
+        Verdict::Missing => small.verdict(),
+        v => v,
     };
     Ok(SeriesComparison {
         options,
         rows,
         counts,
+        bands,
         overall,
     })
 }
@@ -314,6 +432,7 @@ mod tests {
             CompareOptions {
                 tolerance_pct: 5.0,
                 min_size_bytes: 0,
+                ..CompareOptions::default()
             },
         )
         .unwrap();
@@ -343,6 +462,7 @@ mod tests {
             CompareOptions {
                 tolerance_pct: 5.0,
                 min_size_bytes: 1024,
+                ..CompareOptions::default()
             },
         )
         .unwrap();
@@ -390,11 +510,76 @@ mod tests {
                 CompareOptions {
                     tolerance_pct: tol,
                     min_size_bytes: 0,
+                    ..CompareOptions::default()
                 },
             )
             .unwrap_err();
             assert!(err.to_string().contains("tolerance"), "{err}");
         }
+    }
+
+    #[test]
+    fn bands_split_latency_from_bandwidth_and_the_large_band_decides() {
+        // Out-of-place busbw of two healthy recordings of all_reduce on 2 H200
+        // (h200x2-nvlink/all_reduce_g2.txt, h200x2-degraded/all_reduce_g2_clean.txt):
+        // 16 KiB and 32 KiB move by 28 % and 5.4 %; 1 MiB and up agree within 5 %.
+        let a = series(&[
+            (16384, 0.82),
+            (32768, 1.66),
+            (1 << 20, 39.91),
+            (1 << 30, 321.81),
+        ]);
+        let b = series(&[
+            (16384, 0.59),
+            (32768, 1.57),
+            (1 << 20, 41.17),
+            (1 << 30, 326.94),
+        ]);
+        let out = compare_series(&a, &b, CompareOptions::default()).unwrap();
+        let bands: Vec<_> = out.bands.iter().map(|b| (b.band, b.verdict)).collect();
+        assert_eq!(
+            bands,
+            [
+                (Band::Small, Verdict::Regression),
+                (Band::Large, Verdict::Ok)
+            ]
+        );
+        assert_eq!(out.overall, Verdict::Ok);
+        assert_eq!(out.bands[0].counts.regression, 2);
+        assert_eq!(out.bands[0].below_bytes, Some(1 << 20));
+        assert_eq!(out.bands[1].from_bytes, 1 << 20);
+        assert_eq!(out.rows[1].band, Band::Small);
+        assert_eq!(out.rows[2].band, Band::Large);
+        // Moving the split below 16 KiB makes that size bandwidth-bound, and it decides.
+        let low = compare_series(
+            &a,
+            &b,
+            CompareOptions {
+                band_split_bytes: 1024,
+                ..CompareOptions::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(low.bands[0].verdict, Verdict::Missing);
+        assert_eq!(low.overall, Verdict::Regression);
+        // A table that stops below the split is judged by its small band.
+        let small_only = compare_series(
+            &series(&[(16384, 0.82)]),
+            &series(&[(16384, 0.59)]),
+            CompareOptions::default(),
+        )
+        .unwrap();
+        assert_eq!(small_only.bands[1].verdict, Verdict::Missing);
+        assert_eq!(small_only.overall, Verdict::Regression);
+        // The socket fallback regresses the large band whatever the small one says.
+        let fallback = compare_series(
+            &series(&NVLINK),
+            &series(&SOCKET),
+            CompareOptions::default(),
+        )
+        .unwrap();
+        assert_eq!(fallback.bands[1].verdict, Verdict::Regression);
+        assert_eq!(fallback.bands[0].verdict, Verdict::Missing);
     }
 
     #[test]

@@ -59,7 +59,8 @@ use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 
 pub use compare::{
-    compare_series, CompareOptions, CompareRow, Counts, RowKey, SeriesComparison, Verdict,
+    compare_series, Band, BandResult, CompareOptions, CompareRow, Counts, RowKey, SeriesComparison,
+    Verdict, DEFAULT_BAND_SPLIT_BYTES,
 };
 pub use export::ExportFormat;
 pub use model::*;
@@ -139,6 +140,21 @@ pub enum HistoryError {
         run_id: i64,
         /// What was looked for.
         what: String,
+    },
+    /// `compare_to_label` found no ok run with that label other than the candidate.
+    #[error(
+        "no ok run labelled `{label}` other than run {candidate} in the history at {}; \
+         `gpudirect history --label {label}` lists them, and `gpudirect import --label \
+         {label} FILE` records one",
+        path.display()
+    )]
+    NoLabeledRun {
+        /// The file.
+        path: PathBuf,
+        /// The label asked for.
+        label: String,
+        /// The candidate run.
+        candidate: RunId,
     },
     /// A run handed to `import_run` is not storable as given.
     #[error("run not recorded: {field}: {reason}")]

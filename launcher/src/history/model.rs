@@ -166,6 +166,10 @@ pub struct NewRun {
     pub binary_path: Option<String>,
     /// Name of the environment variant of the matrix, e.g. `tcpx`, `socket`.
     pub variant: Option<String>,
+    /// A name the user gave the run (`import --label`), e.g. `baseline-2026-11` or
+    /// `after-fw-upgrade`; `compare --baseline-label` finds runs by it. Free text, not
+    /// unique: several runs may carry one label.
+    pub label: Option<String>,
     /// Environment variables that mattered (NCCL_*, FI_*, LD_LIBRARY_PATH ...).
     pub env: BTreeMap<String, String>,
     /// nccl-tests version, e.g. `2.19.6`.
@@ -235,6 +239,8 @@ pub struct RunFilter {
     pub node: Option<String>,
     /// Variant name.
     pub variant: Option<String>,
+    /// Label (exact match).
+    pub label: Option<String>,
     /// Outcome.
     pub status: Option<RunStatus>,
     /// Runs at or after this time (unix seconds UTC).
@@ -274,6 +280,8 @@ pub struct RunSummary {
     pub collective: String,
     /// Variant.
     pub variant: Option<String>,
+    /// The label the user gave the run, if any.
+    pub label: Option<String>,
     /// Launcher.
     pub launcher: LaunchKind,
     /// Outcome.
@@ -294,6 +302,10 @@ pub struct RunSummary {
     pub source_path: Option<String>,
     /// SHA-256 of the raw output.
     pub output_sha256: String,
+    /// The recording replayed, when the run came from the nccl-tests stand-in (its
+    /// `GPUDIRECT_STANDIN_REPLAY` variable): such a run is not a measurement. Read by the
+    /// listing query itself, so that a listing needs no second query per run.
+    pub replay_of: Option<String>,
 }
 
 /// A stored table row.

@@ -98,6 +98,12 @@ pub const MIGRATIONS: &[&str] = &[
     ) WITHOUT ROWID;
     CREATE INDEX node_results_node ON node_results (node, run_id);
     "#,
+    // 2: a free-text label per run (`import --label`, a named baseline for `compare
+    // --baseline-label`). Existing runs get NULL: they had none.
+    r#"
+    ALTER TABLE runs ADD COLUMN label TEXT;
+    CREATE INDEX runs_label ON runs (label, at, id);
+    "#,
 ];
 
 /// The schema version this binary writes: the number of migrations.
@@ -222,6 +228,74 @@ mod tests {
         migrate(&mut conn, p).unwrap();
         assert_eq!(schema_dump(&conn), first);
         assert_eq!(read_versions(&conn, p).unwrap().0, latest_version());
+    }
+
+    #[test]
+    fn an_old_database_upgrades_with_its_runs_intact() {
+        // A version-1 file, as gpudirect before labels wrote it: the first migration only.
+        let dir = std::env::temp_dir().join(format!("gpudirect-schema-v1-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("history.sqlite");
+        {
+            let mut conn = Connection::open(&path).unwrap();
+            let tx = conn.transaction().unwrap();
+            tx.pragma_update(None, "application_id", APPLICATION_ID)
+                .unwrap();
+            tx.execute_batch(MIGRATIONS[0]).unwrap();
+            tx.pragma_update(None, "user_version", 1).unwrap();
+            tx.execute_batch(
+                "INSERT INTO runs (id, at, imported_at, collective, launcher, output_sha256,
+                     status, raw_output, parser_version, env_json)
+                 VALUES (7, 1796000000, 1796000100, 'all_reduce', 'import', 'abc', 'ok',
+                     x'2320', 1, '{\"GPUDIRECT_STANDIN_REPLAY\":\"h200x2-nvlink/all_reduce_g2.txt\"}');
+                 INSERT INTO results (run_id, seq, size_bytes, count, dtype, redop, placement,
+                     busbw) VALUES (7, 0, 1073741824, 268435456, 'float', 'sum', 'out', 321.81);
+                 INSERT INTO run_nodes (run_id, node) VALUES (7, 'vm');",
+            )
+            .unwrap();
+            tx.commit().unwrap();
+        }
+        let mut conn = Connection::open(&path).unwrap();
+        assert_eq!(read_versions(&conn, &path).unwrap(), (1, APPLICATION_ID));
+        migrate(&mut conn, &path).unwrap();
+        assert_eq!(read_versions(&conn, &path).unwrap().0, latest_version());
+        let after = schema_dump(&conn);
+        assert!(
+            after.iter().any(|s| s.starts_with("index runs_label ")),
+            "{after:?}"
+        );
+        let (collective, label, busbw): (String, Option<String>, f64) = conn
+            .query_row(
+                "SELECT r.collective, r.label, x.busbw FROM runs r JOIN results x ON x.run_id = r.id
+                 WHERE r.id = 7",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
+            .unwrap();
+        assert_eq!(
+            (collective.as_str(), label, busbw),
+            ("all_reduce", None, 321.81)
+        );
+        // Twice is a no-op here too.
+        migrate(&mut conn, &path).unwrap();
+        assert_eq!(schema_dump(&conn), after);
+        drop(conn);
+        // And the store reads the upgraded run, its replay marking included.
+        let history = crate::history::History::open_existing(&path).unwrap();
+        let runs = history
+            .list_runs(&crate::history::RunFilter::default())
+            .unwrap();
+        assert_eq!(runs.len(), 1);
+        assert_eq!(runs[0].id, 7);
+        assert_eq!(runs[0].label, None);
+        assert_eq!(
+            runs[0].replay_of.as_deref(),
+            Some("h200x2-nvlink/all_reduce_g2.txt")
+        );
+        assert_eq!(runs[0].peak_busbw, Some(321.81));
+        drop(history);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

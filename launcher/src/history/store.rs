@@ -119,7 +119,9 @@ fn get_json<T: serde::de::DeserializeOwned>(row: &Row<'_>, idx: usize) -> rusqli
         .map_err(|e| rusqlite::Error::FromSqlConversionFailure(idx, Type::Text, Box::new(e)))
 }
 
-/// Columns of a [`RunSummary`], in the order [`summary_from_row`] reads them.
+/// Columns of a [`RunSummary`], in the order [`summary_from_row`] reads them. The last
+/// one is [`REPLAY_ENV`]'s value in the stored env, read in SQL (JSON1) so that a listing
+/// needs no query per run; `instr` first skips the JSON parse for the runs without it.
 const SUMMARY_COLUMNS: &str = "runs.id, runs.at, runs.started_at, runs.finished_at, \
     runs.imported_at, runs.cluster, runs.job_id, runs.step_id, runs.nodelist, runs.node_count, \
     runs.gpus_per_node, runs.total_ranks, runs.collective, runs.variant, runs.launcher, \
@@ -127,7 +129,16 @@ const SUMMARY_COLUMNS: &str = "runs.id, runs.at, runs.started_at, runs.finished_
     (SELECT max(x.busbw) FROM results x WHERE x.run_id = runs.id AND x.placement = 'out'), \
     (SELECT max(x.size_bytes) FROM results x WHERE x.run_id = runs.id), \
     (SELECT count(*) FROM results x WHERE x.run_id = runs.id), \
-    runs.source_path, runs.output_sha256";
+    runs.source_path, runs.output_sha256, runs.label, \
+    CASE WHEN instr(runs.env_json, '\"GPUDIRECT_STANDIN_REPLAY\"') > 0 AND json_valid(runs.env_json) \
+        THEN json_extract(runs.env_json, '$.GPUDIRECT_STANDIN_REPLAY') END";
+
+/// How many columns [`SUMMARY_COLUMNS`] has: queries that add columns after it start there.
+const SUMMARY_LEN: usize = 26;
+
+/// The `env` key that marks a run recorded from the nccl-tests stand-in (see
+/// `crate::record`); [`RunSummary::replay_of`] is its value.
+pub const REPLAY_ENV: &str = "GPUDIRECT_STANDIN_REPLAY";
 
 fn summary_from_row(row: &Row<'_>) -> rusqlite::Result<RunSummary> {
     Ok(RunSummary {
@@ -155,6 +166,8 @@ fn summary_from_row(row: &Row<'_>) -> rusqlite::Result<RunSummary> {
         row_count: get_u64(row, 21)?,
         source_path: row.get(22)?,
         output_sha256: row.get(23)?,
+        label: row.get(24)?,
+        replay_of: row.get(25)?,
     })
 }
 
@@ -171,6 +184,7 @@ pub(crate) fn filter_sql(filter: &RunFilter) -> (String, Vec<Value>) {
     text("runs.collective = ?", &filter.collective);
     text("runs.cluster = ?", &filter.cluster);
     text("runs.variant = ?", &filter.variant);
+    text("runs.label = ?", &filter.label);
     text(
         "runs.id IN (SELECT run_id FROM run_nodes WHERE node = ?)",
         &filter.node,
@@ -204,6 +218,13 @@ pub enum Reference {
     Baseline {
         /// Their ids.
         run_ids: Vec<RunId>,
+    },
+    /// The newest ok run carrying a label (a named baseline).
+    Labeled {
+        /// The label asked for.
+        label: String,
+        /// The run it named.
+        run_id: RunId,
     },
 }
 
@@ -375,9 +396,9 @@ impl History {
                 nodelist, node_count, gpus_per_node, total_ranks, collective, command_line,
                 binary_path, variant, env_json, nccl_tests_version, nccl_version, cuda_version,
                 launcher, source_path, output_sha256, exit_code, status, transport, avg_busbw,
-                failures_json, raw_output, parser_version)
+                failures_json, raw_output, parser_version, label)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,
-                ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29)",
+                ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30)",
             params![
                 at,
                 run.started_at,
@@ -408,6 +429,7 @@ impl History {
                 failures_json,
                 run.raw_output,
                 run.parser_version,
+                run.label,
             ],
         )
         .map_err(err("recording the run"))?;
@@ -470,18 +492,19 @@ impl History {
              FROM runs WHERE runs.id = ?1"
         );
         let found = self.conn.query_row(&sql, [id], |row| {
+            let at = |i: usize| SUMMARY_LEN + i;
             Ok(RunDetail {
                 summary: summary_from_row(row)?,
                 nodes: Vec::new(),
-                command_line: row.get(24)?,
-                binary_path: row.get(25)?,
-                env: get_json::<BTreeMap<String, String>>(row, 26)?,
-                nccl_tests_version: row.get(27)?,
-                nccl_version: row.get(28)?,
-                cuda_version: row.get(29)?,
-                failures: get_json(row, 30)?,
-                parser_version: row.get(31)?,
-                raw_output_bytes: get_u64(row, 32)?,
+                command_line: row.get(at(0))?,
+                binary_path: row.get(at(1))?,
+                env: get_json::<BTreeMap<String, String>>(row, at(2))?,
+                nccl_tests_version: row.get(at(3))?,
+                nccl_version: row.get(at(4))?,
+                cuda_version: row.get(at(5))?,
+                failures: get_json(row, at(6))?,
+                parser_version: row.get(at(7))?,
+                raw_output_bytes: get_u64(row, at(8))?,
                 rows: Vec::new(),
                 node_results: Vec::new(),
             })
@@ -783,6 +806,60 @@ impl History {
         let result = compare_series(&self.series(reference)?, &self.series(candidate)?, options)?;
         Ok(Comparison {
             reference: Reference::Run { run_id: reference },
+            candidate,
+            result,
+        })
+    }
+
+    /// The newest run with status `ok` carrying `label`, other than `except`: "newest" by
+    /// run time, then id. `None` when there is none.
+    pub fn newest_labeled(
+        &self,
+        label: &str,
+        except: Option<RunId>,
+    ) -> Result<Option<RunId>, HistoryError> {
+        let found = self.conn.query_row(
+            "SELECT id FROM runs WHERE label = ?1 AND status = 'ok' AND id IS NOT ?2
+             ORDER BY at DESC, id DESC LIMIT 1",
+            params![label, except],
+            |r| r.get(0),
+        );
+        match found {
+            Ok(id) => Ok(Some(id)),
+            Err(rusqlite::Error::QueryReturnedNoRows) => Ok(None),
+            Err(e) => Err(classify(
+                &self.path,
+                format!("looking for runs labelled `{label}`"),
+                e,
+            )),
+        }
+    }
+
+    /// Compares run `candidate` with the named baseline `label`: the newest run with
+    /// status `ok` that carries it ([`History::newest_labeled`]), other than the
+    /// candidate. One run rather than a median of several, so that a label names exactly
+    /// the numbers it was given to; record several and use `--baseline N` for a median.
+    pub fn compare_to_label(
+        &self,
+        candidate: RunId,
+        label: &str,
+        options: CompareOptions,
+    ) -> Result<Comparison, HistoryError> {
+        options.validate()?;
+        self.ensure_run(candidate)?;
+        let Some(reference) = self.newest_labeled(label, Some(candidate))? else {
+            return Err(HistoryError::NoLabeledRun {
+                path: self.path.clone(),
+                label: label.to_string(),
+                candidate,
+            });
+        };
+        let result = compare_series(&self.series(reference)?, &self.series(candidate)?, options)?;
+        Ok(Comparison {
+            reference: Reference::Labeled {
+                label: label.to_string(),
+                run_id: reference,
+            },
             candidate,
             result,
         })

@@ -375,6 +375,7 @@ fn compare_runs_and_baseline() {
             CompareOptions {
                 tolerance_pct: 5.0,
                 min_size_bytes: 1 << 20,
+                ..CompareOptions::default()
             },
         )
         .unwrap();
@@ -417,6 +418,7 @@ fn compare_runs_and_baseline() {
             CompareOptions {
                 tolerance_pct: 1.0,
                 min_size_bytes: 1 << 30,
+                ..CompareOptions::default()
             },
         )
         .unwrap();
@@ -451,6 +453,7 @@ fn compare_runs_and_baseline() {
             CompareOptions {
                 tolerance_pct: 10.0,
                 min_size_bytes: 1 << 20,
+                ..CompareOptions::default()
             },
         )
         .unwrap();
@@ -847,4 +850,90 @@ fn rows_can_be_replaced_after_a_reparse() {
         db.replace_rows(4242, rows, 2),
         Err(HistoryError::NoSuchRun { .. })
     ));
+}
+
+#[test]
+fn labels_filter_and_name_a_baseline() {
+    let dir = scratch("labels");
+    let mut db = History::open(&dir.join("h.sqlite")).unwrap();
+    let labelled = |mut run: NewRun, at: i64, label: Option<&str>| {
+        run.started_at = Some(at);
+        run.label = label.map(str::to_string);
+        run
+    };
+    let a = db
+        .import_run(&labelled(nvlink(), 1_000, Some("base")), false)
+        .unwrap()
+        .run_id();
+    let mut failed = labelled(nvlink(), 2_000, Some("base"));
+    failed.status = RunStatus::Failed;
+    failed.source_path = Some("/elsewhere/failed.txt".into());
+    let f = db.import_run(&failed, false).unwrap().run_id();
+    let c = db
+        .import_run(&labelled(socket(), 3_000, None), false)
+        .unwrap()
+        .run_id();
+
+    let only = |label: &str| -> Vec<RunId> {
+        db.list_runs(&RunFilter {
+            label: Some(label.into()),
+            ..RunFilter::default()
+        })
+        .unwrap()
+        .iter()
+        .map(|r| r.id)
+        .collect()
+    };
+    assert_eq!(only("base"), [f, a]);
+    assert!(only("bas").is_empty());
+    assert_eq!(
+        db.get_run(a).unwrap().summary.label.as_deref(),
+        Some("base")
+    );
+    assert_eq!(db.get_run(c).unwrap().summary.label, None);
+
+    // The newest *ok* run with the label: the failed one is skipped.
+    assert_eq!(db.newest_labeled("base", Some(c)).unwrap(), Some(a));
+    assert_eq!(db.newest_labeled("base", Some(a)).unwrap(), None);
+    let cmp = db
+        .compare_to_label(c, "base", CompareOptions::default())
+        .unwrap();
+    assert_eq!(
+        cmp.reference,
+        Reference::Labeled {
+            label: "base".into(),
+            run_id: a
+        }
+    );
+    assert_eq!(cmp.result.overall, Verdict::Regression);
+    let err = db
+        .compare_to_label(a, "base", CompareOptions::default())
+        .unwrap_err();
+    assert!(matches!(err, HistoryError::NoLabeledRun { .. }), "{err}");
+    assert!(err.to_string().contains("--label base"), "{err}");
+    assert!(matches!(
+        db.compare_to_label(99, "base", CompareOptions::default()),
+        Err(HistoryError::NoSuchRun { id: 99, .. })
+    ));
+}
+
+#[test]
+fn listings_carry_the_replay_marking() {
+    let dir = scratch("replay-summary");
+    let mut db = History::open(&dir.join("h.sqlite")).unwrap();
+    let mut replay = nvlink();
+    replay.env.insert(
+        REPLAY_ENV.to_string(),
+        "h200x2-nvlink/all_reduce_g2.txt".into(),
+    );
+    let r = db.import_run(&replay, false).unwrap().run_id();
+    let m = db.import_run(&socket(), false).unwrap().run_id();
+    let runs = db.list_runs(&RunFilter::default()).unwrap();
+    let marking = |id| runs.iter().find(|s| s.id == id).unwrap().replay_of.clone();
+    assert_eq!(
+        marking(r).as_deref(),
+        Some("h200x2-nvlink/all_reduce_g2.txt")
+    );
+    assert_eq!(marking(m), None);
+    assert_eq!(db.get_run(r).unwrap().summary.replay_of, marking(r));
 }

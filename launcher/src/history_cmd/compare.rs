@@ -1,19 +1,21 @@
-//! `gpudirect compare A B` and `gpudirect compare RUN --baseline [N]`: per-size busbw of
-//! a candidate run against a reference run or a baseline (the per-size median of earlier
-//! good runs of the same kind), each size judged against a tolerance, and one overall
-//! verdict. The exit status is 1 when the overall verdict is a regression, so that a CI job
-//! or a prolog can gate on it. The judging itself is `gpudirect::history::compare`.
+//! `gpudirect compare A B`, `gpudirect compare RUN --baseline [N]` and `gpudirect compare
+//! RUN --baseline-label NAME`: per-size busbw of a candidate run against a reference run, a
+//! baseline (the per-size median of earlier good runs of the same kind) or a named
+//! baseline (the newest ok run with that label), each size judged against a tolerance, a
+//! verdict per size band (small: latency-bound, large: bandwidth-bound) and one overall
+//! verdict, the large band's. The exit status is 1 when the overall verdict is a
+//! regression, so that a CI job or a prolog can gate on it. The judging itself is
+//! `gpudirect::history::compare`.
 
 use anyhow::{Context, Result};
 use clap::Args;
 use gpudirect::history::{
-    CompareOptions, CompareRow, Comparison, History, Reference, RunId, RunSummary, Verdict,
+    BandResult, CompareOptions, CompareRow, Comparison, History, Reference, RunId, RunSummary,
+    Verdict,
 };
 use serde::Serialize;
 
-use super::{
-    emit, format_size, gbps, open_for_reading, parse_size, render_table, replay_of, Align,
-};
+use super::{emit, format_size, gbps, open_for_reading, parse_size, render_table, Align};
 use crate::cli::Globals;
 
 /// Earlier runs a baseline is made of when `--baseline` has no number (as clap reads it).
@@ -25,10 +27,14 @@ pub const DEFAULT_BASELINE_RUNS: &str = "5";
     gpudirect compare 12 15                     # run 15 judged against run 12\n  \
     gpudirect compare 15 --baseline             # against the median of the 5 earlier ok runs like it\n  \
     gpudirect compare 15 --baseline 10 --tolerance 3 --min-size 64M\n  \
-    gpudirect compare 12 15 --json | jq .overall\n\n\
+    gpudirect compare 15 --baseline-label before-upgrade   # against the newest ok run so labelled\n  \
+    gpudirect compare 12 15 --json | jq '.bands, .overall'\n\n\
     Each size's verdict: regression when the candidate's busbw is lower than the reference's\n\
     by more than --tolerance %, improvement when higher by more, ok within, missing when one\n\
-    side has no value. Overall: regression if any size regressed.\n\n\
+    side has no value. Sizes below --band-split (default 1M) are the small, latency-bound\n\
+    band; the others the large, bandwidth-bound band. A band regresses if any of its sizes\n\
+    does. Overall: the large band's verdict (the small band's when the table has no large\n\
+    size), because small-message busbw moves by tens of percent between healthy runs.\n\n\
     Exit status: 1 when the overall verdict is regression (or on an error, which stderr\n\
     names); 0 otherwise, including improvement and missing.")]
 pub struct CompareArgs {
@@ -39,17 +45,27 @@ pub struct CompareArgs {
 
     /// Compare RUN with the per-size median of up to N earlier ok runs of the same
     /// collective, cluster, node count, rank count and variant (N defaults to 5).
-    #[arg(long, value_name = "N", num_args = 0..=1, default_missing_value = DEFAULT_BASELINE_RUNS)]
+    #[arg(long, value_name = "N", num_args = 0..=1, default_missing_value = DEFAULT_BASELINE_RUNS,
+          conflicts_with = "baseline_label")]
     pub baseline: Option<u32>,
+
+    /// Compare RUN with the named baseline: the newest ok run recorded with this label
+    /// (`gpudirect import --label NAME`), other than RUN itself.
+    #[arg(long, value_name = "NAME")]
+    pub baseline_label: Option<String>,
 
     /// Allowed change in percent before a size counts as a regression or improvement.
     #[arg(long, value_name = "PCT", default_value_t = 5.0)]
     pub tolerance: f64,
 
-    /// Leave out sizes below this (K/M/G are powers of 1024): small messages measure
-    /// latency, and their busbw is noise. 0 keeps every size.
-    #[arg(long, value_name = "SIZE", default_value = "1M", value_parser = parse_size)]
+    /// Leave out sizes below this entirely (K/M/G are powers of 1024); 0 keeps every size.
+    #[arg(long, value_name = "SIZE", default_value = "0", value_parser = parse_size)]
     pub min_size: u64,
+
+    /// Where the small (latency-bound) band ends and the large (bandwidth-bound) band,
+    /// which decides the overall verdict, starts (K/M/G are powers of 1024).
+    #[arg(long, value_name = "SIZE", default_value = "1M", value_parser = parse_size)]
+    pub band_split: u64,
 
     /// Print the comparison as JSON (rows, counts, overall verdict, notes).
     #[arg(long)]
@@ -57,13 +73,27 @@ pub struct CompareArgs {
 }
 
 /// What the command decided to compare, from the arguments as written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 enum Plan {
     Runs { reference: RunId, candidate: RunId },
     Baseline { candidate: RunId, last_n: u32 },
+    Label { candidate: RunId, label: String },
 }
 
 fn plan(args: &CompareArgs) -> Result<Plan> {
+    if let Some(label) = &args.baseline_label {
+        return match args.runs.as_slice() {
+            [candidate] => Ok(Plan::Label {
+                candidate: *candidate,
+                label: label.clone(),
+            }),
+            _ => anyhow::bail!(
+                "--baseline-label compares one run with the run so labelled: give one run id \
+                 (e.g. `gpudirect compare 15 --baseline-label {label}`), not {}",
+                args.runs.len()
+            ),
+        };
+    }
     match (args.baseline, args.runs.as_slice()) {
         (Some(0), _) => anyhow::bail!("--baseline 0: a baseline needs at least 1 earlier run"),
         (Some(last_n), [candidate]) => Ok(Plan::Baseline {
@@ -81,7 +111,7 @@ fn plan(args: &CompareArgs) -> Result<Plan> {
         }),
         (None, _) => anyhow::bail!(
             "give two run ids, REFERENCE then CANDIDATE (e.g. `gpudirect compare 12 15`), \
-             or one with --baseline"
+             or one with --baseline or --baseline-label NAME"
         ),
     }
 }
@@ -95,21 +125,18 @@ struct Report {
 }
 
 /// Why a comparison says less than it seems to. Pure.
-fn notes(
-    reference: &[(RunSummary, Option<String>)],
-    candidate: &(RunSummary, Option<String>),
-) -> Vec<String> {
+fn notes(reference: &[RunSummary], candidate: &RunSummary) -> Vec<String> {
     let mut notes = Vec::new();
-    for (summary, replay) in reference.iter().chain(std::iter::once(candidate)) {
-        if let Some(recording) = replay {
+    for summary in reference.iter().chain(std::iter::once(candidate)) {
+        if let Some(recording) = &summary.replay_of {
             notes.push(format!(
                 "run {} is a stand-in replay of {recording}, not a measurement",
                 summary.id
             ));
         }
     }
-    let c = &candidate.0;
-    for (r, _) in reference {
+    let c = candidate;
+    for r in reference {
         if r.collective != c.collective {
             notes.push(format!(
                 "run {} is {} but run {} is {}: their busbw measure different things",
@@ -136,10 +163,8 @@ fn notes(
     notes
 }
 
-fn summary_and_replay(history: &History, id: RunId) -> Result<(RunSummary, Option<String>)> {
-    let detail = history.get_run(id)?;
-    let replay = replay_of(&detail.env).map(str::to_string);
-    Ok((detail.summary, replay))
+fn summary(history: &History, id: RunId) -> Result<RunSummary> {
+    Ok(history.get_run(id)?.summary)
 }
 
 /// `gpudirect compare`.
@@ -148,6 +173,7 @@ pub fn run(args: &CompareArgs, globals: &Globals) -> Result<()> {
     let options = CompareOptions {
         tolerance_pct: args.tolerance,
         min_size_bytes: args.min_size,
+        band_split_bytes: args.band_split,
     };
     let history = open_for_reading(globals)?;
     let comparison = match plan {
@@ -158,16 +184,19 @@ pub fn run(args: &CompareArgs, globals: &Globals) -> Result<()> {
         Plan::Baseline { candidate, last_n } => history
             .compare_to_baseline(candidate, last_n, options)
             .context("comparing with a baseline")?,
+        Plan::Label { candidate, label } => history
+            .compare_to_label(candidate, &label, options)
+            .with_context(|| format!("comparing with the run labelled `{label}`"))?,
     };
     let reference_ids = match &comparison.reference {
-        Reference::Run { run_id } => vec![*run_id],
+        Reference::Run { run_id } | Reference::Labeled { run_id, .. } => vec![*run_id],
         Reference::Baseline { run_ids } => run_ids.clone(),
     };
     let reference = reference_ids
         .iter()
-        .map(|id| summary_and_replay(&history, *id))
+        .map(|id| summary(&history, *id))
         .collect::<Result<Vec<_>>>()?;
-    let candidate = summary_and_replay(&history, comparison.candidate)?;
+    let candidate = summary(&history, comparison.candidate)?;
     let report = Report {
         notes: notes(&reference, &candidate),
         comparison,
@@ -175,17 +204,24 @@ pub fn run(args: &CompareArgs, globals: &Globals) -> Result<()> {
     if args.json {
         emit(&format!("{}\n", serde_json::to_string_pretty(&report)?))?;
     } else {
-        emit(&report_text(&report, &reference, &candidate.0))?;
+        emit(&report_text(&report, &reference, &candidate))?;
     }
     let result = &report.comparison.result;
     if result.overall == Verdict::Regression {
+        // The band that decided: the large one, unless it had nothing compared.
+        let decided = result
+            .bands
+            .iter()
+            .rev()
+            .find(|b| b.verdict == Verdict::Regression);
+        let (band, counts) = decided.map_or(("", result.counts), |b| (b.band.as_str(), b.counts));
         anyhow::bail!(
             "regression: run {} is slower than the reference by more than {} % in {} of {} \
-             compared rows (size x placement)",
+             compared rows (size x placement) of the {band} band",
             report.comparison.candidate,
             result.options.tolerance_pct,
-            result.counts.regression,
-            result.counts.ok + result.counts.regression + result.counts.improvement
+            counts.regression,
+            counts.ok + counts.regression + counts.improvement
         );
     }
     Ok(())
@@ -209,20 +245,45 @@ fn delta_cell(row: &CompareRow) -> String {
     row.delta_pct.map_or("-".into(), |d| format!("{d:+.1}%"))
 }
 
-fn report_text(
-    report: &Report,
-    reference: &[(RunSummary, Option<String>)],
-    candidate: &RunSummary,
-) -> String {
+fn band_line(b: &BandResult) -> String {
+    let range = match b.below_bytes {
+        Some(below) => format!("below {}", format_size(below)),
+        None => format!("{} and up", format_size(b.from_bytes)),
+    };
+    let c = &b.counts;
+    if c.ok + c.regression + c.improvement + c.missing == 0 {
+        return format!(
+            "band {} ({range}, {}): no sizes compared\n",
+            b.band.as_str(),
+            b.band.bound_by()
+        );
+    }
+    format!(
+        "band {} ({range}, {}): {} ({} ok, {} regression, {} improvement, {} missing)\n",
+        b.band.as_str(),
+        b.band.bound_by(),
+        b.verdict.as_str().to_uppercase(),
+        c.ok,
+        c.regression,
+        c.improvement,
+        c.missing
+    )
+}
+
+fn report_text(report: &Report, reference: &[RunSummary], candidate: &RunSummary) -> String {
     let c = &report.comparison;
     let r = &c.result;
     let mut out = String::new();
     match &c.reference {
         Reference::Run { run_id } => {
-            let line = reference
-                .first()
-                .map_or(String::new(), |(s, _)| describe(s));
+            let line = reference.first().map_or(String::new(), describe);
             out.push_str(&format!("reference: run {run_id}: {line}\n"));
+        }
+        Reference::Labeled { label, run_id } => {
+            let line = reference.first().map_or(String::new(), describe);
+            out.push_str(&format!(
+                "reference: run {run_id}, the newest ok run labelled `{label}`: {line}\n"
+            ));
         }
         Reference::Baseline { run_ids } => {
             let ids: Vec<String> = run_ids.iter().map(ToString::to_string).collect();
@@ -238,9 +299,10 @@ fn report_text(
         describe(candidate)
     ));
     out.push_str(&format!(
-        "tolerance {} %, sizes from {} (busbw in GB/s)\n\n",
+        "tolerance {} %, sizes from {}, bands split at {} (busbw in GB/s)\n\n",
         r.options.tolerance_pct,
-        format_size(r.options.min_size_bytes)
+        format_size(r.options.min_size_bytes),
+        format_size(r.options.band_split_bytes)
     ));
     let show_root = r
         .rows
@@ -248,6 +310,7 @@ fn report_text(
         .any(|row| row.key.root.is_some_and(|x| x >= 0));
     let mut columns = vec![
         ("SIZE", Align::Right),
+        ("BAND", Align::Left),
         ("PLACE", Align::Left),
         ("TYPE", Align::Left),
         ("REDOP", Align::Left),
@@ -267,6 +330,7 @@ fn report_text(
         .map(|row| {
             let mut cells = vec![
                 format_size(row.key.size_bytes),
+                row.band.as_str().to_string(),
                 row.key.placement.to_string(),
                 row.key.dtype.clone(),
                 row.key.redop.clone(),
@@ -288,8 +352,11 @@ fn report_text(
     for note in &report.notes {
         out.push_str(&format!("note: {note}\n"));
     }
+    for band in &r.bands {
+        out.push_str(&band_line(band));
+    }
     out.push_str(&format!(
-        "overall: {} ({} ok, {} regression, {} improvement, {} missing)\n",
+        "overall: {} ({} ok, {} regression, {} improvement, {} missing in all bands)\n",
         r.overall.as_str().to_uppercase(),
         r.counts.ok,
         r.counts.regression,
@@ -346,7 +413,25 @@ mod tests {
         assert!(two.contains("one run id"), "{two}");
         assert!(parse(&["7", "--baseline", "0"]).is_err());
         let w = Wrap::try_parse_from(["compare", "1", "2"]).unwrap();
-        assert_eq!(w.args.min_size, 1 << 20);
+        assert_eq!(w.args.min_size, 0);
+        assert_eq!(w.args.band_split, 1 << 20);
+        assert_eq!(
+            parse(&["7", "--baseline-label", "before-upgrade"]).unwrap(),
+            Plan::Label {
+                candidate: 7,
+                label: "before-upgrade".into()
+            }
+        );
+        let two = parse(&["3", "7", "--baseline-label", "x"])
+            .unwrap_err()
+            .to_string();
+        assert!(two.contains("one run id"), "{two}");
+        // --baseline and --baseline-label name two different references.
+        assert!(
+            Wrap::try_parse_from(["compare", "7", "--baseline", "--baseline-label", "x"]).is_err()
+        );
+        let w = Wrap::try_parse_from(["compare", "1", "2", "--band-split", "64K"]).unwrap();
+        assert_eq!(w.args.band_split, 64 << 10);
         assert_eq!(w.args.tolerance, 5.0);
     }
 
@@ -376,23 +461,20 @@ mod tests {
             row_count: 62,
             source_path: None,
             output_sha256: String::new(),
+            label: None,
+            replay_of: None,
         }
     }
 
     #[test]
     fn notes_name_replays_and_mismatched_runs() {
-        let same = notes(
-            &[(summary(1, "all_reduce", 1), None)],
-            &(summary(2, "all_reduce", 1), None),
-        );
+        let same = notes(&[summary(1, "all_reduce", 1)], &summary(2, "all_reduce", 1));
         assert!(same.is_empty(), "{same:?}");
-        let n = notes(
-            &[(
-                summary(1, "all_reduce", 1),
-                Some("h200x2-nvlink/all_reduce_g2.txt".into()),
-            )],
-            &(summary(2, "all_gather", 2), None),
-        );
+        let replayed = RunSummary {
+            replay_of: Some("h200x2-nvlink/all_reduce_g2.txt".into()),
+            ..summary(1, "all_reduce", 1)
+        };
+        let n = notes(&[replayed], &summary(2, "all_gather", 2));
         assert_eq!(n.len(), 3, "{n:?}");
         assert!(n[0].starts_with("run 1 is a stand-in replay of h200x2-nvlink/all_reduce_g2.txt"));
         assert!(

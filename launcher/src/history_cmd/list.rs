@@ -20,7 +20,7 @@ use serde::Serialize;
 
 use super::{
     emit, format_size, gbps, open_for_reading, or_dash, parse_size, render_table, replay_footnote,
-    replay_of, short_time, Align, FilterArgs,
+    short_time, Align, FilterArgs,
 };
 use crate::cli::Globals;
 
@@ -118,15 +118,6 @@ pub fn trend(values: &[f64], tolerance_pct: f64) -> Trend {
     }
 }
 
-/// A listed run, with its replay marking.
-#[derive(Debug, Serialize)]
-struct Listed {
-    #[serde(flatten)]
-    summary: RunSummary,
-    /// The recording replayed, when the run came from the nccl-tests stand-in.
-    replay_of: Option<String>,
-}
-
 /// A point of a node's history, with its run's launcher and replay marking.
 #[derive(Debug, Serialize)]
 struct Point {
@@ -166,16 +157,12 @@ struct NodeReport {
     trends: Vec<GroupTrend>,
 }
 
-/// Runs' replay markings, by id (reads each run's stored env).
-fn replays(history: &History, ids: &[RunId]) -> Result<HashMap<RunId, String>> {
-    let mut out = HashMap::new();
-    for &id in ids {
-        let detail = history.get_run(id)?;
-        if let Some(r) = replay_of(&detail.env) {
-            out.insert(id, r.to_string());
-        }
-    }
-    Ok(out)
+/// The listed runs' replay markings, by id. The listing query reads them (one query for
+/// the whole list, not one per run).
+fn replays(runs: &[RunSummary]) -> HashMap<RunId, String> {
+    runs.iter()
+        .filter_map(|r| Some((r.id, r.replay_of.clone()?)))
+        .collect()
 }
 
 /// `gpudirect history`.
@@ -188,20 +175,13 @@ pub fn run(args: &HistoryArgs, globals: &Globals) -> Result<()> {
     let history = open_for_reading(globals)?;
     let filter = args.filter.to_filter(Some(DEFAULT_LIMIT));
     let runs = history.list_runs(&filter)?;
-    let ids: Vec<RunId> = runs.iter().map(|r| r.id).collect();
-    let replayed = replays(&history, &ids)?;
+    let replayed = replays(&runs);
     if let Some(node) = &args.filter.node {
         return node_view(&history, args, node, &runs, &replayed);
     }
     if args.json {
-        let listed: Vec<Listed> = runs
-            .into_iter()
-            .map(|summary| Listed {
-                replay_of: replayed.get(&summary.id).cloned(),
-                summary,
-            })
-            .collect();
-        emit(&format!("{}\n", serde_json::to_string_pretty(&listed)?))?;
+        // Each summary carries `replay_of` (null for measurements).
+        emit(&format!("{}\n", serde_json::to_string_pretty(&runs)?))?;
         return Ok(());
     }
     if runs.is_empty() {
@@ -234,7 +214,9 @@ fn launcher_cell(launcher: &str, replay: bool) -> String {
 }
 
 fn runs_table(runs: &[RunSummary], replayed: &HashMap<RunId, String>) -> String {
-    let columns = [
+    // A LABEL column only when some listed run has one: most histories have none.
+    let labels = runs.iter().any(|r| r.label.is_some());
+    let mut columns = vec![
         ("ID", Align::Right),
         ("WHEN (UTC)", Align::Left),
         ("CLUSTER", Align::Left),
@@ -249,10 +231,13 @@ fn runs_table(runs: &[RunSummary], replayed: &HashMap<RunId, String>) -> String 
         ("MAX SIZE", Align::Right),
         ("LAUNCHER", Align::Left),
     ];
+    if labels {
+        columns.push(("LABEL", Align::Left));
+    }
     let rows: Vec<Vec<String>> = runs
         .iter()
         .map(|r| {
-            vec![
+            let mut cells = vec![
                 r.id.to_string(),
                 short_time(&r.at),
                 or_dash(r.cluster.as_deref()),
@@ -266,7 +251,11 @@ fn runs_table(runs: &[RunSummary], replayed: &HashMap<RunId, String>) -> String 
                 gbps(r.peak_busbw),
                 r.max_size_bytes.map_or("-".into(), format_size),
                 launcher_cell(r.launcher.as_str(), replayed.contains_key(&r.id)),
-            ]
+            ];
+            if labels {
+                cells.push(or_dash(r.label.as_deref()));
+            }
+            cells
         })
         .collect();
     let mut out = render_table(&columns, &rows);

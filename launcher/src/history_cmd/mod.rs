@@ -31,8 +31,8 @@ use gpudirect::history::{resolve_db_path, History, HistoryError, RunFilter, RunI
 use crate::cli::Globals;
 
 /// The `env` key that marks a run recorded from the nccl-tests stand-in; its value names
-/// the recording that was replayed.
-pub const REPLAY_ENV: &str = "GPUDIRECT_STANDIN_REPLAY";
+/// the recording that was replayed (one definition, in the history).
+pub use gpudirect::history::store::REPLAY_ENV;
 
 /// The footnote under any table that shows replayed runs: what `(replay)` means and which
 /// recording each of them replayed. Empty when there are none. Pure.
@@ -78,6 +78,10 @@ pub struct FilterArgs {
     #[arg(long, value_name = "NAME")]
     pub variant: Option<String>,
 
+    /// Only runs recorded with this label (`gpudirect import --label NAME`), exactly.
+    #[arg(long, value_name = "NAME")]
+    pub label: Option<String>,
+
     /// Only runs that ended so: ok, wrong, timeout, failed or interrupted.
     #[arg(long, value_name = "STATUS")]
     pub status: Option<RunStatus>,
@@ -100,6 +104,7 @@ impl FilterArgs {
             cluster: self.cluster.clone(),
             node: self.node.clone(),
             variant: self.variant.clone(),
+            label: self.label.clone(),
             status: self.status,
             since: self.since,
             limit: match self.limit {

@@ -7,7 +7,6 @@ use std::io::Write;
 use anyhow::{Context, Result};
 use clap::Args;
 use gpudirect::history::{Placement, ResultRow, RunDetail, RunId};
-use serde::Serialize;
 
 use super::{emit, format_size, gbps, open_for_reading, or_dash, render_table, replay_of, Align};
 use crate::cli::Globals;
@@ -33,14 +32,6 @@ pub struct ShowArgs {
     pub raw: bool,
 }
 
-#[derive(Debug, Serialize)]
-struct Shown<'a> {
-    #[serde(flatten)]
-    detail: &'a RunDetail,
-    /// The recording replayed, when the run came from the nccl-tests stand-in.
-    replay_of: Option<&'a str>,
-}
-
 /// `gpudirect show`.
 pub fn run(args: &ShowArgs, globals: &Globals) -> Result<()> {
     let history = open_for_reading(globals)?;
@@ -54,11 +45,8 @@ pub fn run(args: &ShowArgs, globals: &Globals) -> Result<()> {
     }
     let detail = history.get_run(args.id)?;
     if args.json {
-        let shown = Shown {
-            detail: &detail,
-            replay_of: replay_of(&detail.env),
-        };
-        emit(&format!("{}\n", serde_json::to_string_pretty(&shown)?))?;
+        // The summary's `replay_of` marks a stand-in replay in the JSON too.
+        emit(&format!("{}\n", serde_json::to_string_pretty(&detail)?))?;
     } else {
         emit(&detail_text(&detail))?;
     }
@@ -136,7 +124,7 @@ fn detail_text(d: &RunDetail) -> String {
         "run {}: {} {} ({})\n",
         s.id, s.collective, s.status, s.launcher
     );
-    if let Some(recording) = replay_of(&d.env) {
+    if let Some(recording) = s.replay_of.as_deref().or_else(|| replay_of(&d.env)) {
         head.push_str(&format!(
             "REPLAY: this run is the nccl-tests stand-in replaying the recording {recording}; \
              its numbers were measured elsewhere, not on the nodes named here\n"
@@ -176,6 +164,9 @@ fn detail_text(d: &RunDetail) -> String {
         );
     }
     field("variant", or_dash(s.variant.as_deref()));
+    if let Some(label) = &s.label {
+        field("label", label.clone());
+    }
     field("transport", or_dash(s.transport.as_deref()));
     field(
         "busbw",

@@ -111,6 +111,10 @@ pub struct ParsedOutput {
     pub debug: NcclDebugInfo,
     /// Lines that could not be understood, with the reason.
     pub diagnostics: Vec<Diagnostic>,
+    /// The rank count the caller named for an output that does not show it (a bare table
+    /// imported with `--ranks`, see [`parse_headerless`]); [`ParsedOutput::nranks`] uses it
+    /// last.
+    pub given_ranks: Option<u32>,
 }
 
 /// The run parameters from `# nThread 1 nGpus 2 minBytes 8 maxBytes ... step: 2(factor) ...`.
@@ -373,7 +377,19 @@ impl ParsedOutput {
                 .unwrap_or(1);
             return Some(procs.saturating_mul(per.max(1)));
         }
-        self.debug.n_ranks
+        self.debug.n_ranks.or(self.given_ranks)
+    }
+
+    /// Whether the output has any of nccl-tests' preamble: the version line, the
+    /// `Collective test starting` line, the `# nThread` line or rank lines. A table pasted
+    /// from a log or a web page has none, so what they would say (the collective, the
+    /// rank count) must come from the caller. Always true for JSON.
+    pub fn has_preamble(&self) -> bool {
+        self.format == Some(SourceFormat::Json)
+            || self.nccl_tests_version.is_some()
+            || self.program.is_some()
+            || self.params.is_some()
+            || !self.ranks.is_empty()
     }
 
     /// The network transport seen in the channel lines (`Socket`, `IB`, `GPUDirectTCPX`,
@@ -438,6 +454,46 @@ pub fn parse_with(input: &[u8], opts: &ParseOptions) -> ParsedOutput {
     out
 }
 
+/// The note [`parse_headerless`] adds when it read rows with the assumed standard layout.
+pub const ASSUMED_LAYOUT_NOTE: &str = "no column header before the first row: rows read with \
+    the standard layout of nccl-tests 2.13 and later (size count type redop root, then time \
+    algbw busbw #wrong out-of-place and in-place)";
+
+/// Like [`parse_with`], for output that may be a bare table: rows pasted from a log or a
+/// web page, with or without the two column-header lines, without the rest of nccl-tests'
+/// header. Rows before any column header are read with the standard current layout
+/// (13 columns; a row with fewer values is aligned by where its values end) and
+/// [`ASSUMED_LAYOUT_NOTE`] is added to `notes`. `ranks` is the rank count the caller
+/// knows; it is used when the output does not show one ([`ParsedOutput::given_ranks`]),
+/// and a diagnostic is added when the output shows another. The busbw re-check
+/// ([`ParsedOutput::busbw_mismatches`]) then tells whether the given collective and rank
+/// count fit the printed numbers.
+pub fn parse_headerless(input: &[u8], opts: &ParseOptions, ranks: Option<u32>) -> ParsedOutput {
+    let text = String::from_utf8_lossy(input);
+    let text = text.trim_start_matches('\u{feff}');
+    let mut out = if text.trim_start().starts_with('{') {
+        json::parse_json_str(text)
+    } else if text.trim().is_empty() {
+        ParsedOutput::default()
+    } else {
+        text::parse_text_assuming_layout(text)
+    };
+    apply_options(&mut out, opts);
+    if let Some(given) = ranks {
+        match out.nranks() {
+            Some(seen) if seen != given => out.diagnostics.push(Diagnostic {
+                line: 0,
+                reason: format!(
+                    "{given} ranks were given but the output shows {seen}; {seen} is used"
+                ),
+            }),
+            Some(_) => {}
+            None => out.given_ranks = Some(given),
+        }
+    }
+    out
+}
+
 /// Parse the text form (stdout of a `*_perf` binary, possibly with NCCL and launcher lines).
 pub fn parse_text(input: &str) -> ParsedOutput {
     text::parse_text_str(input)
@@ -491,6 +547,89 @@ pub fn nccl_version_string(code: u32) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn fixture(rel: &str) -> String {
+        let path = format!(
+            "{}/../tests/fixtures/nccl-tests/{rel}",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        std::fs::read_to_string(path).unwrap()
+    }
+
+    /// The lines of a recorded output that start with a number: its rows, as pasted.
+    fn rows_only(text: &str) -> String {
+        text.lines()
+            .filter(|l| {
+                l.split_whitespace()
+                    .next()
+                    .is_some_and(|w| w.parse::<u64>().is_ok())
+            })
+            .map(|l| format!("{l}\n"))
+            .collect()
+    }
+
+    #[test]
+    fn the_standard_header_is_the_one_nccl_tests_prints() {
+        let text = fixture("h200x2-nvlink/all_reduce_g2.txt");
+        let printed = text
+            .lines()
+            .find(|l| l.contains("size") && l.contains("busbw"))
+            .unwrap();
+        assert_eq!(printed.trim_end(), text::STANDARD_HEADER);
+    }
+
+    #[test]
+    fn a_bare_table_reads_like_the_full_output() {
+        for rel in [
+            "h200x2-nvlink/all_reduce_g2.txt",
+            "h200x2-nvlink/all_gather_g2.txt",
+            "h200x2-twohost/all_reduce_2host_socket.txt",
+        ] {
+            let full_text = fixture(rel);
+            let full = parse(full_text.as_bytes());
+            let bare_text = rows_only(&full_text);
+            // Without the fallback the rows are only diagnosed.
+            let plain = parse(bare_text.as_bytes());
+            assert!(plain.rows.is_empty() && !plain.has_preamble(), "{rel}");
+            let collective = full.collective.clone().unwrap();
+            let opts = ParseOptions {
+                collective: Some(collective.clone()),
+            };
+            let bare = parse_headerless(bare_text.as_bytes(), &opts, Some(2));
+            assert!(!bare.has_preamble());
+            assert!(full.has_preamble());
+            assert_eq!(bare.notes, [ASSUMED_LAYOUT_NOTE], "{rel}");
+            assert_eq!(bare.given_ranks, Some(2));
+            assert_eq!(bare.nranks(), Some(2));
+            assert_eq!(bare.rows.len(), full.rows.len(), "{rel}");
+            for (b, f) in bare.rows.iter().zip(&full.rows) {
+                assert_eq!(
+                    (b.size_bytes, b.count, &b.dtype, &b.redop, b.root),
+                    (f.size_bytes, f.count, &f.dtype, &f.redop, f.root),
+                    "{rel}"
+                );
+                assert_eq!(b.out_of_place, f.out_of_place, "{rel}");
+                assert_eq!(b.in_place, f.in_place, "{rel}");
+            }
+            // The right rank count fits every row; a wrong one is caught by the re-check.
+            assert!(bare.busbw_mismatches().is_empty(), "{rel}");
+            let wrong = parse_headerless(bare_text.as_bytes(), &opts, Some(16));
+            assert!(!wrong.busbw_mismatches().is_empty(), "{rel}");
+        }
+    }
+
+    #[test]
+    fn given_ranks_do_not_override_the_output() {
+        let text = fixture("h200x2-nvlink/all_reduce_g2.txt");
+        let out = parse_headerless(text.as_bytes(), &ParseOptions::default(), Some(8));
+        assert!(out.notes.iter().all(|n| n != ASSUMED_LAYOUT_NOTE));
+        assert_eq!(out.nranks(), Some(2));
+        assert_eq!(out.given_ranks, None);
+        assert!(out
+            .diagnostics
+            .iter()
+            .any(|d| d.reason == "8 ranks were given but the output shows 2; 2 is used"));
+    }
 
     #[test]
     fn normalizes_program_names() {

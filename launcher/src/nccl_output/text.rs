@@ -108,9 +108,18 @@ fn strip_launcher_prefix(line: &str) -> &str {
 /// real headers have at most 24 columns.
 const MAX_ALIGN_COLUMNS: usize = 128;
 
+/// The column header current nccl-tests (2.13 and later, without `-C`/`-S`) prints, with
+/// its real widths: what a table pasted without its header is read with when the caller
+/// asks for it ([`parse_text_assuming_layout`]).
+pub(crate) const STANDARD_HEADER: &str =
+    "#       size         count      type   redop    root     \
+    time   algbw   busbw  #wrong     time   algbw   busbw  #wrong";
+
 #[derive(Default)]
 struct TextParser {
     out: ParsedOutput,
+    /// Read rows that come before any column header with [`STANDARD_HEADER`].
+    assume_layout: bool,
     layout: Option<Layout>,
     /// Placement labels of the last group line, in order of position.
     pending_groups: Vec<PlacementKind>,
@@ -125,7 +134,21 @@ struct TextParser {
 }
 
 pub(crate) fn parse_text_str(input: &str) -> ParsedOutput {
-    let mut p = TextParser::default();
+    parse_text_inner(input, false)
+}
+
+/// [`parse_text_str`], but rows before any column header are read with the standard
+/// layout ([`STANDARD_HEADER`]) instead of being ignored, and a note says so
+/// ([`super::ASSUMED_LAYOUT_NOTE`]).
+pub(crate) fn parse_text_assuming_layout(input: &str) -> ParsedOutput {
+    parse_text_inner(input, true)
+}
+
+fn parse_text_inner(input: &str, assume_layout: bool) -> ParsedOutput {
+    let mut p = TextParser {
+        assume_layout,
+        ..TextParser::default()
+    };
     p.out.format = Some(SourceFormat::Text);
     for (i, raw) in input.split('\n').enumerate() {
         p.line(raw, i + 1);
@@ -219,6 +242,10 @@ impl TextParser {
             .first()
             .is_some_and(|t| !t.text.is_empty() && t.text.bytes().all(|b| b.is_ascii_digit()));
         if first_is_uint && toks.len() >= 4 {
+            if self.layout.is_none() && self.assume_layout {
+                self.out.notes.push(super::ASSUMED_LAYOUT_NOTE.to_string());
+                self.header(STANDARD_HEADER, n);
+            }
             if self.layout.is_some() {
                 self.row(line, n);
             } else {
