@@ -64,6 +64,9 @@ pub enum Command {
     /// Write an HTML report with plots (busbw by size against the baseline, the pair heat
     /// map, nodes over time) and print a verdict table.
     Report(crate::report_cmd::ReportArgs),
+    /// Validate every node and link: concurrent rounds of pairs, suspects re-paired with
+    /// good nodes, slow nodes and bad links named (exit 0 healthy, 1 degraded, 2 failed).
+    Validate(crate::validate_cmd::ValidateArgs),
     /// Admin tools for the plugin's config: list, show, check, explain.
     Profiles(crate::profiles::ProfilesArgs),
     /// List recorded runs, or one node's busbw over time (--node) with its trend.

@@ -549,7 +549,12 @@ impl Validation {
         self
     }
 
-    /// The node names, by index.
+    /// The threshold runs are judged against.
+    pub fn threshold(&self) -> &Threshold {
+        &self.threshold
+    }
+
+    /// The nodes, in the order indices refer to.
     pub fn nodes(&self) -> &[String] {
         &self.nodes
     }

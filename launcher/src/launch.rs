@@ -44,6 +44,9 @@ pub struct LaunchOptions {
     pub grace: Duration,
     /// Whether we run as root (mpirun then needs Open MPI's consent variables).
     pub as_root: bool,
+    /// GPUs each srun/mpirun process drives (`-g`); ranks per node = G / this. 1 is the
+    /// usual one-process-per-GPU; `--launcher local` always drives all G from one process.
+    pub gpus_per_process: u32,
 }
 
 /// A cell that cannot be launched as asked.
@@ -129,8 +132,11 @@ pub fn prepare(
     let mut test_args: Vec<OsString> = matrix.size_args().into_iter().map(os).collect();
     let gpus_per_process = match opts.launcher {
         Launcher::Local => cell.gpus_per_node,
-        Launcher::Srun | Launcher::Mpirun => 1,
+        Launcher::Srun | Launcher::Mpirun => {
+            opts.gpus_per_process.clamp(1, cell.gpus_per_node.max(1))
+        }
     };
+    let processes_per_node = (cell.gpus_per_node / gpus_per_process).max(1);
     test_args.extend([os("-g"), os(gpus_per_process.to_string())]);
     test_args.extend(matrix.extra_args.iter().map(os));
     if let Some(path) = &json_path {
@@ -151,7 +157,7 @@ pub fn prepare(
         Launcher::Srun => {
             let mut args = vec![
                 os(format!("--nodes={}", cell.nodes)),
-                os(format!("--ntasks-per-node={}", cell.gpus_per_node)),
+                os(format!("--ntasks-per-node={processes_per_node}")),
                 os("--kill-on-bad-exit=1"),
             ];
             // Name the nodes, so the history knows where each cell ran.
@@ -182,11 +188,11 @@ pub fn prepare(
             let hostfile = write_hostfile(opts, cell)?;
             let mut args = vec![
                 os("-np"),
-                os((cell.nodes * cell.gpus_per_node).to_string()),
+                os((cell.nodes * processes_per_node).to_string()),
                 os("--hostfile"),
                 os(hostfile),
                 os("--map-by"),
-                os(format!("ppr:{}:node", cell.gpus_per_node)),
+                os(format!("ppr:{processes_per_node}:node")),
             ];
             for (k, _) in DEBUG_ENV.iter().copied().chain(
                 cell.variant
@@ -274,6 +280,7 @@ mod tests {
             timeout: Duration::from_secs(60),
             grace: Duration::from_secs(5),
             as_root: true,
+            gpus_per_process: 1,
         };
         (matrix, opts, dir)
     }

@@ -9,6 +9,7 @@ mod probe_cmd;
 mod profiles;
 mod report_cmd;
 mod run_cmd;
+mod validate_cmd;
 
 use std::io::{self, IsTerminal};
 use std::process::ExitCode;
@@ -49,6 +50,7 @@ fn dispatch(command: Command, globals: &Globals) -> anyhow::Result<u8> {
         }
         Command::Profiles(args) => profiles::run(&args, globals).map(ok),
         Command::Report(args) => report_cmd::run(&args, globals).map(ok),
+        Command::Validate(args) => validate_cmd::run(&args, globals),
         Command::History(args) => history_cmd::list::run(&args, globals).map(ok),
         Command::Show(args) => history_cmd::show::run(&args, globals).map(ok),
         Command::Compare(args) => history_cmd::compare::run(&args, globals).map(ok),

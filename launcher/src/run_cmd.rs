@@ -77,6 +77,10 @@ pub struct RunArgs {
     #[arg(long = "variant", value_name = "NAME:MODE:VARS")]
     pub variant: Vec<String>,
 
+    /// GPUs each srun/mpirun process drives (nccl-tests -g); ranks per node = G / this.
+    #[arg(long, default_value_t = 1)]
+    pub gpus_per_process: u32,
+
     /// How ranks start. Default: srun inside an allocation, local outside.
     #[arg(long, value_enum)]
     pub launcher: Option<Launcher>,
@@ -545,6 +549,7 @@ pub fn run(args: &RunArgs, globals: &Globals) -> Result<i32> {
         timeout: matrix.timeout,
         grace: parse_duration(&args.grace)?,
         as_root,
+        gpus_per_process: args.gpus_per_process,
     };
     let cells = matrix.plan();
     let db = db_path_from_env(globals.db.as_deref())?;

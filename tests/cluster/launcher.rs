@@ -324,3 +324,99 @@ fn run_through_mpirun_inside_the_allocation() {
         detail.command_line
     );
 }
+
+#[test]
+fn validate_names_the_slow_node_in_three_rounds_records_it_and_drains_it() {
+    let _guard = cluster();
+    let standin = standin_dir("validate");
+    let db = temp_db("validate");
+    let report_dir = db.parent().unwrap().join("report");
+    struct Resume;
+    impl Drop for Resume {
+        fn drop(&mut self) {
+            let mut cmd = slurm_command("scontrol");
+            cmd.args(["update", "nodename=node3", "state=resume"]);
+            run(&mut cmd);
+        }
+    }
+    let _resume = Resume;
+    let output = gpudirect_in_allocation(
+        3,
+        &db,
+        &[
+            "validate",
+            "--floor",
+            "300",
+            "-G",
+            "2",
+            "--gpus-per-process",
+            "2",
+            "-b",
+            "8",
+            "-e",
+            "8G",
+            "--mpi",
+            "none",
+            "--drain",
+            "--report",
+            report_dir.to_str().unwrap(),
+            "--json",
+            "--nccl-tests-dir",
+            standin.to_str().unwrap(),
+        ],
+        &[("STANDIN_SLOW_NODES", "node3")],
+    );
+    assert_eq!(
+        output.status.code(),
+        Some(1),
+        "degraded:\n{}\n{}",
+        stdout(&output),
+        stderr(&output)
+    );
+    let report: serde_json::Value =
+        serde_json::from_slice(&output.stdout).expect("validate --json");
+    assert!(report["rounds"].as_u64().unwrap() <= 3, "{report}");
+    let verdicts: Vec<(String, String)> = report["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| {
+            (
+                n["node"].as_str().unwrap().to_string(),
+                n["verdict"]["kind"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        verdicts,
+        [
+            ("node1".into(), "healthy".into()),
+            ("node2".into(), "healthy".into()),
+            ("node3".into(), "slow_node".into())
+        ]
+    );
+    assert!(
+        stderr(&output).contains("drained node3"),
+        "{}",
+        stderr(&output)
+    );
+    let mut sinfo = slurm_command("sinfo");
+    sinfo.args(["-h", "-n", "node3", "-o", "%T %E"]);
+    let state = stdout(&run(&mut sinfo));
+    assert!(
+        state.starts_with("drain") && state.contains("gpudirect validate: slow node"),
+        "{state}"
+    );
+    let history = gpudirect::history::History::open_existing(&db).unwrap();
+    let runs = history.list_runs(&Default::default()).unwrap();
+    assert_eq!(
+        runs.len() as u64,
+        report["rounds"].as_u64().unwrap(),
+        "one pair per round on 3 nodes"
+    );
+    let node3 = history
+        .node_history("node3", None, None)
+        .expect("node history");
+    assert!(!node3.runs.is_empty(), "node3 runs are in its history");
+    assert!(report_dir.join("index.html").is_file());
+}

@@ -19,7 +19,9 @@
 //! Test hooks (never set in production): `STANDIN_RECORDING=<file>` forces a recording;
 //! `STANDIN_HANG_RANKS=0,3` makes those ranks sleep forever (a hung rank);
 //! `STANDIN_SLOW_NODES=node2` replays `h200x2-degraded/all_reduce_g2_load_matmul_gpu1.txt`
-//! on those hosts when the command matches it (a slow node).
+//! (a GPU slowed by a competing load, about 47% of the clean busbw) when the command matches
+//! it and the step runs on one of those nodes: one slow node slows the whole collective,
+//! as it does for real.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -164,6 +166,21 @@ fn host() -> String {
         .unwrap_or_default()
 }
 
+/// Whether this step runs on a node listed in `STANDIN_SLOW_NODES`.
+fn step_has_slow_node() -> bool {
+    let Ok(slow) = std::env::var("STANDIN_SLOW_NODES") else {
+        return false;
+    };
+    let step_nodes = std::env::var("SLURM_STEP_NODELIST")
+        .or_else(|_| std::env::var("SLURM_JOB_NODELIST"))
+        .ok()
+        .and_then(|list| gpudirect_core::hostlist::expand(&list).ok())
+        .unwrap_or_else(|| vec![host()]);
+    slow.split(',')
+        .map(str::trim)
+        .any(|s| step_nodes.iter().any(|n| n == s))
+}
+
 fn in_list(var: &str, item: &str) -> bool {
     std::env::var(var)
         .map(|list| list.split(',').any(|x| x.trim() == item))
@@ -188,7 +205,7 @@ fn main() -> ExitCode {
     let (wanted, json_path) = canonical_args(&argv[1..]);
     let env = |name: &str| std::env::var(name).ok();
     let forced = std::env::var("STANDIN_RECORDING").ok();
-    let slow = in_list("STANDIN_SLOW_NODES", &host());
+    let slow = step_has_slow_node();
     let chosen = recordings
         .iter()
         .filter(|r| r.binary == collective && canonical_args(&r.args).0 == wanted)

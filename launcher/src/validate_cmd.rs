@@ -1,0 +1,409 @@
+//! `gpudirect validate`: is every node and link as fast as it should be, and if not, which?
+//! Rounds of disjoint pairs (or groups) run as concurrent job steps; the pure planner in
+//! [`gpudirect::judging`] picks each next round from the results so far.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use gpudirect::checks::{expected_sizes, judge, Expectations};
+use gpudirect::history::{db_path_from_env, History, LaunchKind, NewNodeResult, RunStatus};
+use gpudirect::judging::{health, Outcome as PairOutcome, Threshold, Validation};
+use gpudirect::launch::find_binary;
+use gpudirect::matrix::{format_size, parse_duration, parse_size};
+use gpudirect::nccl_output::{parse_with, ParseOptions};
+use gpudirect::pairing::{parse_topology, Mode};
+use gpudirect::record::{new_run, RunContext};
+use gpudirect::report::{gather, write_report, ReportFormat, ReportOptions, Selection};
+use gpudirect::runner::{self, Job, INTERRUPTED};
+
+use crate::cli::Globals;
+
+/// Arguments of `gpudirect validate`.
+#[derive(Debug, Args)]
+#[command(after_help = "Examples:\n  \
+    salloc -N16 gpudirect validate --floor 60 -e 1G          # pairs, fixed busbw floor\n  \
+    gpudirect validate --tolerance 0.1 --report validate/    # baseline from the history\n  \
+    gpudirect validate --mode pairwise --drain               # every pair; drain bad nodes\n\n\
+Round 1 runs disjoint pairs at the same time (one job step each); a node is suspect when\n\
+its pairs are slow, and is re-paired with nodes that passed (round 2) and confirmed\n\
+(round 3), separating a slow node from a bad link. Every pair run goes into the history\n\
+with its nodes. Exit status: 0 healthy, 1 degraded (slow nodes or links), 2 failed (runs\n\
+failed), 3 could not run.")]
+pub struct ValidateArgs {
+    /// Pairing: pairs, pairs-across, pairwise, groups:K, ring, all.
+    #[arg(long, default_value = "pairs")]
+    pub mode: String,
+
+    /// A file of `NODE BLOCK` lines (rack/block of each node) for placement-aware pairing.
+    #[arg(long, value_name = "FILE")]
+    pub topology: Option<PathBuf>,
+
+    /// The collective each pair runs.
+    #[arg(short = 'c', long, default_value = "all_reduce")]
+    pub collective: String,
+
+    /// Smallest message size.
+    #[arg(short = 'b', long, default_value = "8")]
+    pub min_bytes: String,
+
+    /// Largest message size; busbw is judged here.
+    #[arg(short = 'e', long, default_value = "1G")]
+    pub max_bytes: String,
+
+    /// Size factor.
+    #[arg(short = 'f', long, default_value_t = 2)]
+    pub factor: u64,
+
+    /// GPUs per node.
+    #[arg(short = 'G', long, default_value_t = 1)]
+    pub gpus_per_node: u32,
+
+    /// GPUs each process drives (nccl-tests -g).
+    #[arg(long, default_value_t = 1)]
+    pub gpus_per_process: u32,
+
+    /// Fixed busbw floor in GB/s at the largest size; without it the history's baseline is used.
+    #[arg(long, value_name = "GBPS")]
+    pub floor: Option<f64>,
+
+    /// Below (1 - tolerance) x baseline is slow.
+    #[arg(long, default_value_t = 0.10)]
+    pub tolerance: f64,
+
+    /// How many recent good runs the baseline is the median of.
+    #[arg(long, default_value_t = 10)]
+    pub baseline_runs: u32,
+
+    /// The --gpudirect mode for every pair step.
+    #[arg(long)]
+    pub gpudirect: Option<String>,
+
+    /// srun's --mpi plugin.
+    #[arg(long, default_value = "pmix")]
+    pub mpi: String,
+
+    /// Folder with the nccl-tests binaries.
+    #[arg(long, env = "NCCL_TESTS_DIR", value_name = "DIR")]
+    pub nccl_tests_dir: Option<PathBuf>,
+
+    /// Per-run time limit.
+    #[arg(long, default_value = "10m")]
+    pub timeout: String,
+
+    /// Cluster name recorded with each run.
+    #[arg(long, env = "GPUDIRECT_CLUSTER")]
+    pub cluster: Option<String>,
+
+    /// Drain the nodes found slow or failed (`scontrol update ... state=drain`).
+    #[arg(long)]
+    pub drain: bool,
+
+    /// Also write the HTML report (heat map, busbw) to this folder.
+    #[arg(long, value_name = "DIR")]
+    pub report: Option<PathBuf>,
+
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn env_var(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.is_empty())
+}
+
+fn now_unix() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0)
+}
+
+/// `gpudirect validate`. Returns the health exit status.
+pub fn run(args: &ValidateArgs, globals: &Globals) -> Result<u8> {
+    let Some(list) = env_var("SLURM_JOB_NODELIST") else {
+        bail!("gpudirect validate runs over an allocation: use it inside salloc or sbatch");
+    };
+    let nodes = gpudirect_core::hostlist::expand(&list)
+        .with_context(|| format!("SLURM_JOB_NODELIST `{list}` is not a hostlist"))?;
+    if nodes.len() < 2 {
+        bail!(
+            "validation pairs nodes: the allocation has {} node(s), it needs 2 or more",
+            nodes.len()
+        );
+    }
+    let mode: Mode = args
+        .mode
+        .parse()
+        .map_err(|e| anyhow::anyhow!("--mode: {e}"))?;
+    let Some(dir) = args.nccl_tests_dir.clone() else {
+        bail!("where are the nccl-tests binaries? pass --nccl-tests-dir DIR or set NCCL_TESTS_DIR");
+    };
+    let binary = find_binary(&dir, &args.collective)?;
+    let min = parse_size(&args.min_bytes)?;
+    let max = parse_size(&args.max_bytes)?;
+    let timeout = parse_duration(&args.timeout)?;
+    let cluster = args
+        .cluster
+        .clone()
+        .or_else(|| env_var("SLURM_CLUSTER_NAME"));
+
+    let db = db_path_from_env(globals.db.as_deref())?;
+    let mut history = History::open(&db)?;
+    let threshold = match args.floor {
+        Some(floor) => Threshold::floor(floor)?,
+        None => {
+            let baseline = history
+                .baseline(cluster.as_deref(), &args.collective, max, args.baseline_runs)?
+                .with_context(|| {
+                    format!(
+                        "no baseline for {} at {} in {}: pass --floor GBPS, or record good runs first (gpudirect run -N 2 ...)",
+                        args.collective,
+                        format_size(max),
+                        db.display()
+                    )
+                })?;
+            Threshold::baseline(baseline.median_busbw, args.tolerance)?
+        }
+    };
+    let mut validation = match &args.topology {
+        Some(file) => {
+            let text = std::fs::read_to_string(file)
+                .with_context(|| format!("cannot read the topology file {}", file.display()))?;
+            let blocks: BTreeMap<String, String> =
+                parse_topology(&text).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
+            Validation::with_blocks(nodes.clone(), mode, threshold, &blocks)?
+        }
+        None => Validation::new(nodes.clone(), mode, threshold)?,
+    };
+
+    runner::install_interrupt_handler();
+    let gpp = args.gpus_per_process.clamp(1, args.gpus_per_node.max(1));
+    let tasks_per_node = (args.gpus_per_node / gpp).max(1);
+    let sizes = expected_sizes(min, max, Some(args.factor), None);
+    let mut run_ids = Vec::new();
+    while let Some(round) = validation.next_round() {
+        if INTERRUPTED.load(Ordering::SeqCst) {
+            bail!(
+                "interrupted: {} round(s) were recorded",
+                validation.rounds_done()
+            );
+        }
+        let groups = round.named_groups(validation.nodes());
+        eprintln!(
+            "gpudirect validate: round {} ({:?}): {} group(s) at once",
+            round.index + 1,
+            round.stage,
+            groups.len()
+        );
+        // One job step per group, all at once; each thread runs one and returns its result.
+        let handles: Vec<_> = groups
+            .iter()
+            .map(|group| {
+                let group: Vec<String> = group.iter().map(|s| s.to_string()).collect();
+                let mut srun = vec![
+                    format!("--nodes={}", group.len()),
+                    format!("--nodelist={}", group.join(",")),
+                    format!("--ntasks-per-node={tasks_per_node}"),
+                    "--exact".into(),
+                    "--kill-on-bad-exit=1".into(),
+                    format!("--mpi={}", args.mpi),
+                ];
+                if let Some(m) = &args.gpudirect {
+                    srun.push(format!("--gpudirect={m}"));
+                }
+                srun.push(binary.display().to_string());
+                srun.extend([
+                    "-b".into(),
+                    format_size(min),
+                    "-e".into(),
+                    format_size(max),
+                    "-f".into(),
+                    args.factor.to_string(),
+                    "-g".into(),
+                    gpp.to_string(),
+                ]);
+                let job = Job {
+                    program: "srun".into(),
+                    args: srun.into_iter().map(Into::into).collect(),
+                    env: vec![
+                        ("NCCL_DEBUG".into(), "INFO".into()),
+                        ("NCCL_DEBUG_SUBSYS".into(), "INIT,NET".into()),
+                    ],
+                    cwd: None,
+                    timeout,
+                    grace: Duration::from_secs(10),
+                };
+                std::thread::spawn(move || {
+                    let started = now_unix();
+                    let finished = runner::run(&job, &INTERRUPTED);
+                    (group, job, started, finished)
+                })
+            })
+            .collect();
+        let mut outcomes = Vec::new();
+        for handle in handles {
+            let Ok((group, job, started, finished)) = handle.join() else {
+                bail!("a pair's runner thread panicked");
+            };
+            let finished = finished?;
+            let mut raw = finished.stdout.clone();
+            raw.extend_from_slice(&finished.stderr);
+            let parsed = parse_with(
+                &raw,
+                &ParseOptions {
+                    collective: Some(args.collective.clone()),
+                },
+            );
+            let expect = Expectations {
+                transport: None,
+                nodes: group.len() as u32,
+                sizes: sizes.clone(),
+            };
+            let verdict = judge(&parsed, Some(finished.outcome), None, &expect);
+            let busbw = parsed
+                .rows
+                .iter()
+                .filter(|r| r.size_bytes <= max)
+                .max_by_key(|r| r.size_bytes)
+                .and_then(|r| r.out_of_place.as_ref().and_then(|p| p.busbw_gbps));
+            let outcome = match (verdict.status, busbw) {
+                (RunStatus::Ok, Some(b)) => PairOutcome::Busbw(b),
+                _ => PairOutcome::Failed(
+                    verdict
+                        .findings
+                        .first()
+                        .map(|f| f.message.clone())
+                        .unwrap_or_else(|| "no busbw at the largest size".into()),
+                ),
+            };
+            let class = validation.threshold().classify(&outcome);
+            let ctx = RunContext {
+                started_at: Some(started),
+                finished_at: Some(now_unix()),
+                cluster: cluster.clone(),
+                job_id: env_var("SLURM_JOB_ID"),
+                nodes: group.clone(),
+                gpus_per_node: Some(args.gpus_per_node),
+                launcher: LaunchKind::Srun,
+                command_line: Some(job.command_line()),
+                binary_path: Some(binary.display().to_string()),
+                variant: Some(format!("validate:{}", args.mode)),
+                collective: Some(args.collective.clone()),
+                exit_code: finished.outcome.exit_code(),
+                ..RunContext::default()
+            };
+            let mut record = new_run(&parsed, &raw, ctx, &verdict);
+            for node in &group {
+                for partner in group.iter().filter(|p| *p != node) {
+                    record.node_results.push(NewNodeResult {
+                        node: node.clone(),
+                        role: Some(format!("round {}", round.index + 1)),
+                        partner: Some(partner.clone()),
+                        size_bytes: Some(max),
+                        busbw,
+                        verdict: Some(format!("{class:?}").to_lowercase()),
+                    });
+                }
+            }
+            match history.import_run(&record, true) {
+                Ok(o) => run_ids.push(o.run_id()),
+                Err(e) => eprintln!(
+                    "gpudirect validate: could not record {}: {e}",
+                    group.join(",")
+                ),
+            }
+            eprintln!(
+                "gpudirect validate:   {}: {}",
+                group.join("+"),
+                match &outcome {
+                    PairOutcome::Busbw(b) =>
+                        format!("{b:.2} GB/s ({})", format!("{class:?}").to_lowercase()),
+                    PairOutcome::Failed(why) => format!("failed: {why}"),
+                }
+            );
+            outcomes.push(outcome);
+        }
+        validation.record(&round, outcomes)?;
+    }
+    let report = validation.report();
+    let status = health(&report);
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        println!(
+            "validation: {} nodes, mode {}, {} round(s), threshold {:.2} GB/s at {}",
+            report.nodes.len(),
+            report.mode,
+            report.rounds,
+            validation.threshold().limit(),
+            format_size(max)
+        );
+        for n in &report.nodes {
+            println!(
+                "  {:<12} {:<24} {}",
+                n.node,
+                n.verdict.to_string(),
+                n.evidence.join("; ")
+            );
+        }
+        for l in &report.links {
+            println!(
+                "  link {}-{}: slow in {} runs, {:.2} GB/s",
+                l.names[0], l.names[1], l.slow_runs, l.median_busbw
+            );
+        }
+        println!(
+            "verdict: {status:?} (exit {}); runs {:?} in {}",
+            status.exit_code(),
+            run_ids,
+            db.display()
+        );
+    }
+    if args.drain {
+        for n in report.nodes.iter().filter(|n| {
+            matches!(
+                n.verdict,
+                gpudirect::judging::Verdict::SlowNode | gpudirect::judging::Verdict::Failed
+            )
+        }) {
+            let reason = format!(
+                "gpudirect validate: {} ({})",
+                n.verdict,
+                n.evidence.join("; ")
+            );
+            let argv = [
+                "update".to_string(),
+                format!("nodename={}", n.node),
+                "state=drain".into(),
+                format!("reason={reason}"),
+            ];
+            tracing::info!(command = %format!("scontrol {}", argv.join(" ")), "running");
+            let status = std::process::Command::new("scontrol").args(&argv).status();
+            match status {
+                Ok(s) if s.success() => eprintln!("gpudirect validate: drained {}", n.node),
+                Ok(s) => eprintln!(
+                    "gpudirect validate: scontrol could not drain {} ({s})",
+                    n.node
+                ),
+                Err(e) => eprintln!("gpudirect validate: could not run scontrol: {e}"),
+            }
+        }
+    }
+    if let Some(dir) = &args.report {
+        let options = ReportOptions {
+            selection: Selection::Runs(run_ids.clone()),
+            ..ReportOptions::default()
+        };
+        let data = gather(&history, &options)?;
+        let files = write_report(&data, dir, ReportFormat::Both)?;
+        eprintln!(
+            "gpudirect validate: report written to {}",
+            files.html.display()
+        );
+    }
+    Ok(u8::try_from(status.exit_code()).unwrap_or(3))
+}
