@@ -436,6 +436,27 @@ impl HeatMap {
     }
 
     /// The median of all measured cells: the colour scale's 100 %.
+    /// The colour scale's 100%: the 90th percentile of all pairs (nearest rank). Not the
+    /// median: on a small cluster with one slow node most pairs include it, and the slow
+    /// pairs would look normal.
+    pub fn reference(&self) -> Option<f64> {
+        let mut v: Vec<f64> = self
+            .values
+            .iter()
+            .flatten()
+            .flatten()
+            .copied()
+            .filter(|x| x.is_finite())
+            .collect();
+        if v.is_empty() {
+            return None;
+        }
+        v.sort_by(f64::total_cmp);
+        let rank = ((0.9 * v.len() as f64).ceil() as usize).clamp(1, v.len());
+        Some(v[rank - 1])
+    }
+
+    /// The median of all pairs.
     pub fn overall_median(&self) -> Option<f64> {
         let v: Vec<f64> = self.values.iter().flatten().flatten().copied().collect();
         median(&v)

@@ -477,7 +477,7 @@ pub fn label_step(n: usize, axis_px: u32, label_px: u32) -> usize {
     ((label_px as f64 / per_label).ceil() as usize).max(1)
 }
 
-/// Colour for a cell at `ratio` of the median: red at half or less, through orange and
+/// Colour for a cell at `ratio` of the reference (the p90 pair): red at half or less, through orange and
 /// pale yellow, to green at the median and above.
 pub fn heat_color(ratio: f64) -> RGBColor {
     const STOPS: [(f64, (f64, f64, f64)); 5] = [
@@ -510,7 +510,7 @@ fn draw_heat<DB: DrawingBackend>(
     if n == 0 {
         return draw_empty(root, "no pairwise results");
     }
-    let median = heat.overall_median();
+    let median = heat.reference();
     let measured = heat.values.iter().flatten().flatten().count() / 2;
     let caption = format!(
         "pair busbw{} - {n} nodes, {measured} pairs measured",
@@ -651,7 +651,7 @@ fn draw_color_bar<DB: DrawingBackend>(
             .map_err(txt)?;
     }
     let lines = [
-        "% of the median".to_string(),
+        "% of the p90 pair".to_string(),
         match median {
             Some(m) => format!("pair: {m:.1} GB/s"),
             None => "pair: -".to_string(),
