@@ -101,6 +101,15 @@ pub struct RunArgs {
     #[arg(long, default_value = "10s")]
     pub grace: String,
 
+    /// Name this matrix run (default: generated and printed); every cell's record carries it.
+    #[arg(long, value_name = "ID")]
+    pub matrix_id: Option<String>,
+
+    /// Finish the matrix run ID: skip the cells it already recorded, run the rest (also a
+    /// cell that was running when the launcher was killed, whose record says interrupted).
+    #[arg(long, value_name = "ID", conflicts_with = "matrix_id")]
+    pub resume: Option<String>,
+
     /// Stop at the first cell that fails a check.
     #[arg(long)]
     pub fail_fast: bool,
@@ -231,6 +240,38 @@ fn expected_transport(
         name => config.profiles.get(name)?,
     };
     profile.transport.clone()
+}
+
+/// Record keys that tie a cell's record to its matrix run, for --resume.
+const MATRIX_KEY: &str = "GPUDIRECT_MATRIX_ID";
+const CELL_KEY: &str = "GPUDIRECT_CELL";
+
+/// A cell's identity within its matrix: position and label.
+fn cell_key(cell: &Cell) -> String {
+    format!("{}:{}", cell.index, cell.label())
+}
+
+/// For --resume: the cells of matrix `id` already recorded, finished ones and
+/// placeholders (interrupted) separately, by cell key.
+fn recorded_cells(history: &History, id: &str) -> Result<(Vec<String>, BTreeMap<String, i64>)> {
+    let runs = history.list_runs(&RunFilter::default())?;
+    let mut done = Vec::new();
+    let mut placeholders = BTreeMap::new();
+    for summary in runs {
+        let detail = history.get_run(summary.id)?;
+        if detail.env.get(MATRIX_KEY).map(String::as_str) != Some(id) {
+            continue;
+        }
+        let Some(cell) = detail.env.get(CELL_KEY) else {
+            continue;
+        };
+        if summary.status == RunStatus::Interrupted {
+            placeholders.insert(cell.clone(), summary.id);
+        } else {
+            done.push(cell.clone());
+        }
+    }
+    Ok((done, placeholders))
 }
 
 /// One finished cell, for the summary.
@@ -589,6 +630,38 @@ pub fn run(args: &RunArgs, globals: &Globals) -> Result<i32> {
         return Ok(0);
     }
     let mut history = History::open(&db)?;
+    let matrix_id = args
+        .resume
+        .clone()
+        .or_else(|| args.matrix_id.clone())
+        .unwrap_or_else(|| format!("m{}-{}", now_unix(), std::process::id()));
+    let (done, mut placeholders) = match &args.resume {
+        Some(id) => recorded_cells(&history, id)?,
+        None => (Vec::new(), BTreeMap::new()),
+    };
+    if args.resume.is_some() {
+        if done.is_empty() && placeholders.is_empty() {
+            bail!("no cell of matrix run `{matrix_id}` is in {}: check the id (gpudirect show ID lists it under {MATRIX_KEY})", db.display());
+        }
+        eprintln!(
+            "gpudirect run: resuming {matrix_id}: {} of {} cells already recorded",
+            done.len(),
+            cells.len()
+        );
+    } else {
+        eprintln!(
+            "gpudirect run: matrix run {matrix_id} (finish it later with --resume {matrix_id})"
+        );
+    }
+    let cells: Vec<Cell> = cells
+        .into_iter()
+        .filter(|c| !done.contains(&cell_key(c)))
+        .collect();
+    let launch_kind = match launcher {
+        Launcher::Srun => LaunchKind::Srun,
+        Launcher::Mpirun => LaunchKind::Mpirun,
+        Launcher::Local => LaunchKind::Local,
+    };
     runner::install_interrupt_handler();
     let progress = Progress::new(cells.len());
     let mut results = Vec::new();
@@ -620,6 +693,28 @@ pub fn run(args: &RunArgs, globals: &Globals) -> Result<i32> {
             }
         };
         let command = prepared.job.command_line();
+        let mut marks = BTreeMap::new();
+        marks.insert(MATRIX_KEY.to_string(), matrix_id.clone());
+        marks.insert(CELL_KEY.to_string(), cell_key(cell));
+        // Written before the cell starts: if the launcher is killed, the cell stays
+        // marked interrupted and --resume runs it again.
+        let placeholder = match placeholders.remove(&cell_key(cell)) {
+            Some(id) => id,
+            None => {
+                let mark = gpudirect::history::NewRun {
+                    collective: cell.collective.clone(),
+                    variant: Some(cell.variant.name.clone()),
+                    command_line: Some(command.clone()),
+                    started_at: Some(now_unix()),
+                    status: RunStatus::Interrupted,
+                    failures: vec!["started; the launcher stopped before the cell ended".into()],
+                    env: marks.clone(),
+                    launcher: launch_kind,
+                    ..Default::default()
+                };
+                history.import_run(&mark, true)?.run_id()
+            }
+        };
         progress.start(cell, &command);
         let started_at = now_unix();
         let finished = runner::run(&prepared.job, &INTERRUPTED)?;
@@ -636,6 +731,7 @@ pub fn run(args: &RunArgs, globals: &Globals) -> Result<i32> {
         };
         let verdict: Verdict = judge(&parsed, Some(finished.outcome), None, &expect);
         let mut env: BTreeMap<String, String> = cell.variant.env.clone();
+        env.extend(marks);
         if let Some(mode) = &cell.variant.gpudirect {
             env.insert("GPUDIRECT_MODE".into(), mode.clone());
         }
@@ -655,11 +751,7 @@ pub fn run(args: &RunArgs, globals: &Globals) -> Result<i32> {
             } else {
                 vec![this_host()]
             },
-            launcher: match launcher {
-                Launcher::Srun => LaunchKind::Srun,
-                Launcher::Mpirun => LaunchKind::Mpirun,
-                Launcher::Local => LaunchKind::Local,
-            },
+            launcher: launch_kind,
             command_line: Some(command),
             binary_path: Some(prepared.binary.display().to_string()),
             variant: Some(cell.variant.name.clone()),
@@ -670,8 +762,8 @@ pub fn run(args: &RunArgs, globals: &Globals) -> Result<i32> {
         };
         let record = new_run(&parsed, &raw, ctx, &verdict);
         let replay = record.env.contains_key("GPUDIRECT_STANDIN_REPLAY");
-        let run_id = match history.import_run(&record, true) {
-            Ok(outcome) => Some(outcome.run_id()),
+        let run_id = match history.replace_run(placeholder, &record) {
+            Ok(id) => Some(id),
             Err(e) => {
                 eprintln!("gpudirect run: could not record cell {}: {e}", cell.index);
                 None

@@ -420,3 +420,125 @@ fn validate_names_the_slow_node_in_three_rounds_records_it_and_drains_it() {
     assert!(!node3.runs.is_empty(), "node3 runs are in its history");
     assert!(report_dir.join("index.html").is_file());
 }
+
+#[test]
+fn a_killed_run_keeps_finished_cells_marks_the_interrupted_one_and_resumes() {
+    let _guard = cluster();
+    let standin = standin_dir("resume");
+    let db = temp_db("resume");
+    let dir = standin.to_str().unwrap();
+    let args = |extra: &[&str]| {
+        let mut v = vec![
+            "run",
+            "-c",
+            "all_reduce,all_gather,reduce_scatter",
+            "-N",
+            "2",
+            "-b",
+            "8",
+            "-e",
+            "4G",
+            "--mpi",
+            "none",
+            "--nccl-tests-dir",
+            dir,
+        ];
+        v.extend_from_slice(extra);
+        v.into_iter().map(str::to_string).collect::<Vec<_>>()
+    };
+    // The second cell hangs; kill -9 the launcher while it waits for it.
+    let mut cmd = slurm_command("salloc");
+    cmd.args(["-N2", "--quiet"])
+        .arg(workspace_bin("gpudirect"))
+        .arg("--db")
+        .arg(&db)
+        .args(args(&["--matrix-id", "killed-1"]))
+        .env("GPUDIRECT_CONFIG", plugin_config())
+        .env("STANDIN_HANG_COLLECTIVES", "all_gather")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let mut salloc = cmd.spawn().expect("start salloc");
+    let pattern = format!("gpudirect --db {} run", db.display());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let history = gpudirect::history::History::open_existing(&db).ok();
+        let placeholders = history
+            .and_then(|h| h.list_runs(&Default::default()).ok())
+            .map(|runs| runs.iter().filter(|r| r.collective == "all_gather").count())
+            .unwrap_or(0);
+        if placeholders > 0 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the hanging cell never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let killed = run(std::process::Command::new("pkill").args(["-9", "-f", &pattern]));
+    assert_ok(&killed, "kill -9 gpudirect run");
+    let _ = salloc.wait();
+    let mut scancel = slurm_command("scancel");
+    scancel.args(["-u", "root"]);
+    run(&mut scancel);
+
+    let history = gpudirect::history::History::open_existing(&db)
+        .expect("the history opens cleanly after kill -9");
+    let runs = history.list_runs(&Default::default()).unwrap();
+    let by_collective = |c: &str| {
+        runs.iter()
+            .filter(|r| r.collective == c)
+            .map(|r| r.status.to_string())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        by_collective("all_reduce"),
+        ["ok"],
+        "the finished cell is there"
+    );
+    assert_eq!(
+        by_collective("all_gather"),
+        ["interrupted"],
+        "the killed cell is marked"
+    );
+    assert!(by_collective("reduce_scatter").is_empty());
+    drop(history);
+
+    let output = gpudirect_in_allocation(
+        2,
+        &db,
+        &args(&["--resume", "killed-1"])
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+        &[],
+    );
+    assert_ok(&output, "gpudirect run --resume");
+    assert!(
+        stderr(&output).contains("resuming killed-1: 1 of 3 cells already recorded"),
+        "{}",
+        stderr(&output)
+    );
+    assert!(
+        stdout(&output).contains("2 of 2 cells passed"),
+        "{}",
+        stdout(&output)
+    );
+    let history = gpudirect::history::History::open_existing(&db).unwrap();
+    let runs = history.list_runs(&Default::default()).unwrap();
+    let mut statuses: Vec<(String, String)> = runs
+        .iter()
+        .map(|r| (r.collective.clone(), r.status.to_string()))
+        .collect();
+    statuses.sort();
+    assert_eq!(
+        statuses,
+        [
+            ("all_gather".into(), "ok".into()),
+            ("all_reduce".into(), "ok".into()),
+            ("reduce_scatter".into(), "ok".into())
+        ],
+        "each cell once: the placeholder was replaced"
+    );
+}

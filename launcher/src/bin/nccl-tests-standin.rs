@@ -18,6 +18,7 @@
 //!
 //! Test hooks (never set in production): `STANDIN_RECORDING=<file>` forces a recording;
 //! `STANDIN_HANG_RANKS=0,3` makes those ranks sleep forever (a hung rank);
+//! `STANDIN_HANG_COLLECTIVES=all_gather` makes every rank of those collectives hang;
 //! `STANDIN_SLOW_NODES=node2` replays `h200x2-degraded/all_reduce_g2_load_matmul_gpu1.txt`
 //! (a GPU slowed by a competing load, about 47% of the clean busbw) when the command matches
 //! it and the step runs on one of those nodes: one slow node slows the whole collective,
@@ -233,7 +234,9 @@ fn main() -> ExitCode {
         return ExitCode::from(EXIT_USAGE);
     };
     let me_rank = rank();
-    if in_list("STANDIN_HANG_RANKS", &me_rank.to_string()) {
+    if in_list("STANDIN_HANG_RANKS", &me_rank.to_string())
+        || in_list("STANDIN_HANG_COLLECTIVES", &collective)
+    {
         loop {
             std::thread::sleep(std::time::Duration::from_secs(3600));
         }

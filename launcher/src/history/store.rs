@@ -355,6 +355,23 @@ impl History {
     /// the existing id and writes nothing, unless `force` is set. Runs without a source
     /// (from `gpudirect run`) are always inserted: a replayed output may repeat bytes.
     pub fn import_run(&mut self, run: &NewRun, force: bool) -> Result<ImportOutcome, HistoryError> {
+        self.record_run(run, force, None)
+    }
+
+    /// Records `run` in place of the run `placeholder` (deleted in the same transaction):
+    /// `gpudirect run` writes an `interrupted` placeholder before each cell, so a launcher
+    /// killed mid-cell leaves the cell marked, and replaces it when the cell ends.
+    pub fn replace_run(&mut self, placeholder: RunId, run: &NewRun) -> Result<RunId, HistoryError> {
+        self.record_run(run, true, Some(placeholder))
+            .map(ImportOutcome::run_id)
+    }
+
+    fn record_run(
+        &mut self,
+        run: &NewRun,
+        force: bool,
+        replacing: Option<RunId>,
+    ) -> Result<ImportOutcome, HistoryError> {
         validate(run)?;
         let sha = sha256_hex(&run.raw_output);
         let imported_at = now_unix();
@@ -374,6 +391,10 @@ impl History {
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(err("starting the import"))?;
+        if let Some(old) = replacing {
+            tx.execute("DELETE FROM runs WHERE id = ?1", params![old])
+                .map_err(err("replacing the cell's placeholder"))?;
+        }
         if let (Some(source), false) = (&run.source_path, force) {
             let existing: Option<RunId> = tx
                 .query_row(
