@@ -225,6 +225,13 @@ fn sbatch_option_reaches_the_batch_script_and_its_steps() {
 #[test]
 fn unknown_mode_is_refused_before_anything_runs() {
     let _guard = cluster();
+    let text = std::fs::read_to_string(plugin_config()).expect("read cluster config");
+    let known = parse_config(&text, "cluster")
+        .expect("parses")
+        .profile_names()
+        .join(", ");
+    let expected =
+        format!("unknown --gpudirect mode `tcpxx`: use `auto`, `none` or a profile ({known})");
     for program in ["srun", "sbatch"] {
         let mut cmd = slurm_command(program);
         cmd.args(["-N1", "--gpudirect=tcpxx"]);
@@ -237,10 +244,8 @@ fn unknown_mode_is_refused_before_anything_runs() {
         assert!(!output.status.success(), "{program} accepted a bad mode");
         let err = stderr(&output);
         assert!(
-            err.contains(
-                "unknown --gpudirect mode `tcpxx`: use `auto`, `none` or a profile (tcpx)"
-            ),
-            "{program}: {err}"
+            err.contains(&expected),
+            "{program}: want {expected}\ngot {err}"
         );
         assert!(
             !stdout(&output).contains("Submitted batch job"),
