@@ -422,3 +422,97 @@ fn a_failed_check_fails_the_step_when_the_plugin_is_required() {
     assert_ok(&output, "required plugin, all checks pass");
     assert!(tasks.values().all(|env| env["GPUDIRECT_PROFILE"] == "tcpx"));
 }
+
+#[test]
+fn an_unprivileged_user_cannot_steer_the_plugin_to_their_own_files() {
+    let _guard = cluster();
+    let user = "gdtestuser";
+    if run(std::process::Command::new("id").arg(user))
+        .status
+        .code()
+        != Some(0)
+    {
+        let made = run(std::process::Command::new("useradd").args([
+            "--no-create-home",
+            "--shell",
+            "/bin/sh",
+            user,
+        ]));
+        assert_ok(&made, "useradd");
+    }
+    let evil = std::env::temp_dir().join("gd-user-evil.toml");
+    std::fs::write(&evil, "[profiles.tcpx.env]\nNCCL_NET = \"Evil\"\n").unwrap();
+    let as_user = |args: &[&str], env: &[(&str, &str)]| {
+        let mut cmd = slurm_command("setpriv");
+        cmd.args([
+            "--reuid",
+            user,
+            "--regid",
+            user,
+            "--clear-groups",
+            "--",
+            "srun",
+        ])
+        .args(args);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        run(&mut cmd)
+    };
+    // Modes are profile names: a path is refused before anything runs.
+    for mode in [evil.to_str().unwrap(), "../../tmp/gd-user-evil"] {
+        let out = as_user(&["-N1", &format!("--gpudirect={mode}"), "true"], &[]);
+        assert!(!out.status.success(), "mode {mode} accepted");
+        assert!(
+            stderr(&out).contains("unknown --gpudirect mode"),
+            "{}",
+            stderr(&out)
+        );
+    }
+    let out = as_user(
+        &["-N1", "true"],
+        &[("SLURM_GPUDIRECT", evil.to_str().unwrap())],
+    );
+    assert!(!out.status.success(), "SLURM_GPUDIRECT as a path accepted");
+    // The real profile applies, the task runs as the user, and the user's own library
+    // path stays behind the profile's.
+    let out = as_user(
+        &[
+            "-N1",
+            "--gpudirect=tcpx",
+            "sh",
+            "-c",
+            "echo $(id -u) $NCCL_NET $LD_LIBRARY_PATH",
+        ],
+        &[("LD_LIBRARY_PATH", "/tmp/mine")],
+    );
+    assert_ok(&out, "srun as the user");
+    let fields: Vec<String> = stdout(&out)
+        .split_whitespace()
+        .map(str::to_string)
+        .collect();
+    assert_ne!(fields[0], "0", "the task must not run as root");
+    assert_eq!(
+        fields[1], "GPUDirectTCPX_v7",
+        "the admin's profile, not the user's file"
+    );
+    assert_eq!(fields[2], "/var/lib/tcpx/lib64:/tmp/mine");
+    // A config the user could write is refused even by root's slurmstepd.
+    let swap = FileSwap::config();
+    let chown = run(std::process::Command::new("chown")
+        .arg(user)
+        .arg(swap.path()));
+    assert_ok(&chown, "chown the config to the user");
+    let (out, tasks) = srun_env(&["-N1", "--gpudirect=tcpx"], &[]);
+    assert!(
+        stderr(&out).contains("refusing the config") && stderr(&out).contains("owned by uid"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!tasks[&0].contains_key("GPUDIRECT_PROFILE"));
+    drop(swap);
+    let restore = run(std::process::Command::new("chown")
+        .args(["root:root"])
+        .arg(plugin_config()));
+    assert_ok(&restore, "chown the config back");
+}
