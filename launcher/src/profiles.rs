@@ -21,8 +21,8 @@ use serde_json::{json, Value};
 use gpudirect_core::config::{CheckKind, Config, Mode, NicClass, NicLocality, NodeSet, Profile};
 use gpudirect_core::locality::Locality;
 use gpudirect_core::resolve::{
-    choose_mode, plan_node_with_locality, plan_task, resolve_profile, vars, NodePlan, NodeProbe,
-    Resolved, StepFacts, TaskFacts, TaskPlan,
+    choose_mode, plan_node_with_locality, plan_task, resolve_profile, vars, AssumeHealthy,
+    NodePlan, NodeProbe, Resolved, StepFacts, TaskFacts, TaskPlan,
 };
 use gpudirect_core::system::{load_config, LoadError, Ownership, SystemProbe};
 use gpudirect_core::template::{Placeholder, Template};
@@ -654,27 +654,6 @@ impl KeyLines<'_> {
             })
             .nth(index)
             .map(|(i, _)| i + 1)
-    }
-}
-
-/// Accepts every check: `explain` without `--on-node` shows the plan of a healthy node.
-struct AssumeHealthy;
-
-impl NodeProbe for AssumeHealthy {
-    fn nic_up(&self, _: &str) -> Option<bool> {
-        Some(true)
-    }
-    fn file_exists(&self, _: &str) -> bool {
-        true
-    }
-    fn file_readable(&self, _: &str) -> bool {
-        true
-    }
-    fn dir_exists(&self, _: &str) -> bool {
-        true
-    }
-    fn rdma_port_active(&self, _: &str) -> Option<bool> {
-        Some(true)
     }
 }
 

@@ -9,7 +9,7 @@ use std::sync::{Mutex, MutexGuard};
 use cluster_tests::*;
 use gpudirect_core::config::parse_config;
 use gpudirect_core::resolve::{
-    plan_node, plan_task, resolve_profile, NodeProbe, StepFacts, TaskFacts,
+    plan_node, plan_task, resolve_profile, AssumeHealthy, StepFacts, TaskFacts,
 };
 
 static CLUSTER: Mutex<()> = Mutex::new(());
@@ -23,21 +23,6 @@ fn cluster() -> MutexGuard<'static, ()> {
 /// The variables the shipped tcpx profile gives a task, computed by the shared crate from
 /// the cluster's own config file (the literal checks below pin the important ones).
 fn expected_tcpx(node: &str, job_id: u32, local_rank: u32, rank: u32) -> BTreeMap<String, String> {
-    struct AllUp;
-    impl NodeProbe for AllUp {
-        fn nic_up(&self, _: &str) -> Option<bool> {
-            Some(true)
-        }
-        fn file_exists(&self, _: &str) -> bool {
-            true
-        }
-        fn file_readable(&self, _: &str) -> bool {
-            true
-        }
-        fn dir_exists(&self, _: &str) -> bool {
-            true
-        }
-    }
     let text = std::fs::read_to_string(plugin_config()).expect("read cluster config");
     let config = parse_config(&text, "cluster").expect("cluster config parses");
     let mode = config.parse_mode("tcpx").expect("tcpx exists");
@@ -47,7 +32,7 @@ fn expected_tcpx(node: &str, job_id: u32, local_rank: u32, rank: u32) -> BTreeMa
         node: node.into(),
         ..Default::default()
     };
-    let node_plan = plan_node(resolved, step, &AllUp);
+    let node_plan = plan_node(resolved, step, &AssumeHealthy);
     let task = TaskFacts {
         rank,
         local_rank,
