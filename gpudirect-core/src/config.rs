@@ -369,9 +369,36 @@ pub fn parse_config(text: &str, source: &str) -> Result<Config, ConfigError> {
         file: source.to_string(),
         line: e.span().map(|s| line_of(text, s.start)),
         key: None,
-        message: e.message().trim().to_string(),
+        // The toml crate's messages can span lines ("invalid table header\nexpected ...").
+        message: one_line(e.message()),
     })?;
     Checker { text, source }.check(raw)
+}
+
+/// Makes a message one log line: its lines joined with `; `, control characters (from
+/// keys or values the admin wrote, e.g. `"a\nb"`) shown escaped. The plugin logs each
+/// error as one line, and a line break would let text in the config forge log lines.
+fn one_line(text: &str) -> String {
+    let joined = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join("; ");
+    escape_controls(&joined)
+}
+
+/// Control characters written as escapes (`\n`, `\u{1b}`), everything else as is.
+fn escape_controls(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_default().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
 }
 
 fn line_of(text: &str, offset: usize) -> usize {
@@ -401,8 +428,8 @@ impl Checker<'_> {
         ConfigError {
             file: self.source.to_string(),
             line: Some(line_of(self.text, span.start)),
-            key: Some(key.into()),
-            message: message.into(),
+            key: Some(escape_controls(&key.into())),
+            message: escape_controls(&message.into()),
         }
     }
 
@@ -1035,6 +1062,30 @@ nic_names = { eth0 = "enp0s12" }
             "{shown}"
         );
         assert!(!shown.contains('\n'));
+    }
+
+    /// Found by `scripts/fuzz config`: the toml crate's message for a bad table header is
+    /// two lines ("invalid table header\nexpected `.`, `]`"), so the error, which the plugin
+    /// logs as one line, was not.
+    #[test]
+    fn regression_fuzz_config_multiline_toml_error() {
+        let e = parse_config("[a b]\n", "fuzz.toml").unwrap_err();
+        let shown = e.to_string();
+        assert!(!shown.contains('\n'), "{shown:?}");
+        assert_eq!(
+            shown,
+            "fuzz.toml:1: invalid table header; expected `.`, `]`"
+        );
+    }
+
+    /// A key the admin wrote with an escaped line break (`"a\nb"`) reaches the error's key
+    /// and message: it is shown escaped, so the error stays one line.
+    #[test]
+    fn regression_fuzz_config_control_char_in_key() {
+        let e = parse_config("[profiles.\"a\\nb\"]\n", "fuzz.toml").unwrap_err();
+        let shown = e.to_string();
+        assert!(!shown.contains('\n'), "{shown:?}");
+        assert_eq!(e.key.as_deref(), Some("profiles.a\\nb"), "{shown}");
     }
 
     #[test]
