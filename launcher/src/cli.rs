@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use clap::{ArgAction, Parser, Subcommand};
 
 use crate::hostfile::HostfileArgs;
+use crate::import::ImportArgs;
 
 /// Runs, checks and records nccl-tests on Slurm allocations.
 #[derive(Debug, Parser)]
@@ -46,13 +47,15 @@ pub struct Cli {
 pub enum Command {
     /// Write a hostfile (Open MPI, MPICH, plain or SLURM_HOSTFILE) for an allocation.
     Hostfile(HostfileArgs),
+    /// Record existing nccl-tests outputs (text or -J JSON) in the history.
+    Import(ImportArgs),
 }
 
 /// Options every subcommand receives, whether it uses them or not.
 #[derive(Debug, Clone, Default)]
 #[allow(
     dead_code,
-    reason = "read by the subcommands that keep history (import, history, ...)"
+    reason = "verbose is for subcommands that print progress detail"
 )]
 pub struct Globals {
     /// `--db` / `GPUDIRECT_DB`, unresolved: `None` means "use the default location".

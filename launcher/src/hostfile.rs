@@ -350,6 +350,14 @@ pub fn run(args: &HostfileArgs, _globals: &Globals) -> Result<()> {
     let request = Request::resolve(args, |name| std::env::var(name).ok())?;
     tracing::debug!(?request, "hostfile request");
     let hosts = if args.via_scontrol {
+        // Slurm 22.05's parser guesses at malformed input (`n[3-` gives `n]`): check the
+        // expression's shape ourselves first, then let scontrol expand it.
+        hostlist::count(&request.nodelist).with_context(|| {
+            format!(
+                "invalid node list in {} `{}` (not passed to scontrol)",
+                request.nodelist_origin, request.nodelist
+            )
+        })?;
         expand_via_scontrol(&request.nodelist)?
     } else {
         hostlist::expand(&request.nodelist).with_context(|| {

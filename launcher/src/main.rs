@@ -3,6 +3,7 @@
 
 mod cli;
 mod hostfile;
+mod import;
 
 use std::io::{self, IsTerminal};
 use std::process::ExitCode;
@@ -34,6 +35,7 @@ fn main() -> ExitCode {
 fn dispatch(command: Command, globals: &Globals) -> anyhow::Result<()> {
     match command {
         Command::Hostfile(args) => hostfile::run(&args, globals),
+        Command::Import(args) => import::run(&args, globals),
     }
 }
 

@@ -182,3 +182,22 @@ pub fn ip_in_node(node: &str, args: &[&str]) -> Output {
     let ns = format!("gd{node}");
     run(Command::new("ip").arg("-n").arg(ns).args(args))
 }
+
+/// A binary of this workspace (`gpudirect`, `nccl-tests-standin`), from the same target
+/// folder as the running test. scripts/test builds them first (`cargo test` builds every
+/// default member's binaries).
+pub fn workspace_bin(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("current test executable");
+    // target/<profile>/deps/<test> -> target/<profile>/<name>
+    let bin = exe
+        .parent()
+        .and_then(Path::parent)
+        .map(|dir| dir.join(name))
+        .expect("test executable lives in target/<profile>/deps");
+    assert!(
+        bin.is_file(),
+        "{} is not built: run `cargo build -p gpudirect` (scripts/test does)",
+        bin.display()
+    );
+    bin
+}

@@ -1,0 +1,386 @@
+//! Judging one nccl-tests run: its exit code, `#wrong`, out-of-bounds, missing rows, and
+//! the transport NCCL really used against the one expected. Pure: the same verdict for an
+//! imported file and for a cell the runner just ran.
+
+use serde::Serialize;
+
+use crate::history::RunStatus;
+use crate::nccl_output::{FailureKind, MinBwCheck, ParsedOutput, TransportMatch};
+use crate::runner::Outcome;
+
+/// What a run is expected to show.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Expectations {
+    /// The `NET/<name>` transport inter-node channels must use (a profile's `transport`),
+    /// when the run spans several nodes.
+    pub transport: Option<String>,
+    /// Nodes the run spans; one node has no network path to check.
+    pub nodes: u32,
+    /// Message sizes the table must contain, when known (from `-b/-e/-f`).
+    pub sizes: Vec<u64>,
+}
+
+/// One thing found wrong.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Finding {
+    /// Which check.
+    pub check: &'static str,
+    /// What was found, for the user.
+    pub message: String,
+}
+
+/// The verdict on a run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Verdict {
+    /// ok / wrong / timeout / failed / interrupted.
+    pub status: RunStatus,
+    /// Every finding; empty when ok.
+    pub findings: Vec<Finding>,
+    /// The network transport seen in channel lines, if any.
+    pub transport: Option<String>,
+}
+
+/// What an nccl-tests exit code means (DESIGN.md, nccl-tests facts).
+pub fn exit_code_meaning(code: i32) -> &'static str {
+    match code {
+        0 => "success",
+        1 => "internal error",
+        2 => "CUDA error",
+        3 => "NCCL error",
+        4 => "timeout (-T)",
+        5 => "not implemented or too few GPUs",
+        6 => "invalid usage",
+        7 => "wrong results or below NCCL_TESTS_MIN_BW",
+        255 => "invalid -b/-e sizes",
+        _ => "unknown exit code",
+    }
+}
+
+/// The message sizes nccl-tests runs for `-b min -e max -f factor` (or `-i step`).
+pub fn expected_sizes(min: u64, max: u64, factor: Option<u64>, step: Option<u64>) -> Vec<u64> {
+    let mut sizes = Vec::new();
+    let mut size = min;
+    // Bounded: a factor of 1 or a step of 0 would never end.
+    while size <= max && sizes.len() < 4096 {
+        sizes.push(size);
+        size = match (factor, step) {
+            (Some(f), _) if f > 1 => size.saturating_mul(f),
+            (_, Some(s)) if s > 0 => size.saturating_add(s),
+            _ => break,
+        };
+        if size == u64::MAX {
+            break;
+        }
+    }
+    sizes
+}
+
+/// Judges a run. `outcome` is `None` for an imported file (the exit code, if known, is in
+/// `exit_code`).
+pub fn judge(
+    parsed: &ParsedOutput,
+    outcome: Option<Outcome>,
+    exit_code: Option<i32>,
+    expect: &Expectations,
+) -> Verdict {
+    let mut findings = Vec::new();
+    let mut status = RunStatus::Ok;
+    let worse = |s: RunStatus, status: &mut RunStatus| {
+        // failed/timeout/interrupted outrank wrong, which outranks ok.
+        let rank = |s: RunStatus| match s {
+            RunStatus::Ok => 0,
+            RunStatus::Wrong => 1,
+            RunStatus::Failed => 2,
+            RunStatus::Timeout => 3,
+            RunStatus::Interrupted => 4,
+        };
+        if rank(s) > rank(*status) {
+            *status = s;
+        }
+    };
+
+    match outcome {
+        Some(Outcome::TimedOut) => {
+            worse(RunStatus::Timeout, &mut status);
+            findings.push(Finding {
+                check: "timeout",
+                message: "ran past its timeout: the process group was stopped".into(),
+            });
+        }
+        Some(Outcome::Interrupted) => {
+            worse(RunStatus::Interrupted, &mut status);
+            findings.push(Finding {
+                check: "interrupted",
+                message: "interrupted (Ctrl-C) before it finished".into(),
+            });
+        }
+        Some(Outcome::Signaled { signal }) => {
+            worse(RunStatus::Failed, &mut status);
+            findings.push(Finding {
+                check: "exit",
+                message: format!("killed by signal {signal}"),
+            });
+        }
+        Some(Outcome::Exited { .. }) | None => {}
+    }
+    let code = exit_code.or_else(|| outcome.and_then(Outcome::exit_code));
+    if let Some(code) = code.filter(|&c| c != 0) {
+        let kind = if code == 7 {
+            RunStatus::Wrong
+        } else if code == 4 {
+            RunStatus::Timeout
+        } else {
+            RunStatus::Failed
+        };
+        worse(kind, &mut status);
+        findings.push(Finding {
+            check: "exit",
+            message: format!("exit code {code}: {}", exit_code_meaning(code)),
+        });
+    }
+    // nccl-tests ends a run whose results were wrong or too slow with exit code 7 and a
+    // `Test failure` line: that line is the consequence, and the run is `wrong`.
+    let min_bw_failed = parsed
+        .avg_busbw
+        .as_ref()
+        .is_some_and(|a| a.min_bw_check == MinBwCheck::Failed);
+    let wrong_exit = code == Some(7) || min_bw_failed;
+    for failure in &parsed.failures {
+        let kind = match failure.kind {
+            FailureKind::BelowMinBandwidth | FailureKind::OutOfBounds => RunStatus::Wrong,
+            FailureKind::TestFailure if wrong_exit => RunStatus::Wrong,
+            FailureKind::Timeout => RunStatus::Timeout,
+            _ => RunStatus::Failed,
+        };
+        worse(kind, &mut status);
+        findings.push(Finding {
+            check: "failure",
+            message: match &failure.host {
+                Some(host) => format!("{host}: {}", failure.text),
+                None => failure.text.clone(),
+            },
+        });
+    }
+    let wrong: Vec<u64> = parsed.wrong_rows().map(|r| r.size_bytes).collect();
+    if !wrong.is_empty() {
+        worse(RunStatus::Wrong, &mut status);
+        findings.push(Finding {
+            check: "wrong",
+            message: format!(
+                "#wrong > 0 at {} size(s), first {} B",
+                wrong.len(),
+                wrong[0]
+            ),
+        });
+    }
+    if let Some(oob) = &parsed.out_of_bounds {
+        if !oob.ok {
+            worse(RunStatus::Wrong, &mut status);
+            findings.push(Finding {
+                check: "out_of_bounds",
+                message: format!("{} out-of-bounds values", oob.count),
+            });
+        }
+    }
+    if min_bw_failed {
+        worse(RunStatus::Wrong, &mut status);
+        findings.push(Finding {
+            check: "min_bw",
+            message: "average bus bandwidth below NCCL_TESTS_MIN_BW".into(),
+        });
+    }
+    if parsed.rows.is_empty() {
+        worse(RunStatus::Failed, &mut status);
+        findings.push(Finding {
+            check: "rows",
+            message: "no result rows in the output".into(),
+        });
+    } else if !expect.sizes.is_empty() {
+        let missing: Vec<u64> = expect
+            .sizes
+            .iter()
+            .copied()
+            .filter(|s| !parsed.rows.iter().any(|r| r.size_bytes == *s))
+            .collect();
+        if !missing.is_empty() {
+            worse(RunStatus::Failed, &mut status);
+            findings.push(Finding {
+                check: "rows",
+                message: format!(
+                    "{} of {} expected sizes missing, first {} B",
+                    missing.len(),
+                    expect.sizes.len(),
+                    missing[0]
+                ),
+            });
+        }
+    }
+    let transport = parsed.network_transport().map(str::to_string);
+    if let (Some(expected), true) = (&expect.transport, expect.nodes > 1) {
+        let problem = match parsed.transport_match(expected) {
+            TransportMatch::Used => None,
+            TransportMatch::Other { seen } => Some(format!(
+                "expected NET/{expected} between nodes, but NCCL used {}: the fast transport did not load",
+                seen.join(", ")
+            )),
+            TransportMatch::Mixed { seen } => Some(format!(
+                "expected NET/{expected} between nodes, but some channels used others ({})",
+                seen.join(", ")
+            )),
+            TransportMatch::NoEvidence => Some(format!(
+                "expected NET/{expected} between nodes, but the output has no NCCL channel lines to prove it (run with NCCL_DEBUG=INFO)"
+            )),
+        };
+        if let Some(message) = problem {
+            worse(RunStatus::Failed, &mut status);
+            findings.push(Finding {
+                check: "transport",
+                message,
+            });
+        }
+    }
+    Verdict {
+        status,
+        findings,
+        transport,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::nccl_output::parse;
+
+    fn fixture(name: &str) -> ParsedOutput {
+        let path = format!(
+            "{}/../tests/fixtures/nccl-tests/{name}",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        parse(&std::fs::read(path).unwrap())
+    }
+
+    #[test]
+    fn a_clean_run_is_ok() {
+        let parsed = fixture("h200x2-nvlink/all_reduce_g2.txt");
+        let expect = Expectations {
+            sizes: expected_sizes(8, 8 << 30, Some(2), None),
+            ..Default::default()
+        };
+        let v = judge(&parsed, Some(Outcome::Exited { code: 0 }), None, &expect);
+        assert_eq!(v.status, RunStatus::Ok, "{:?}", v.findings);
+        assert_eq!(expect.sizes.len(), 31);
+    }
+
+    #[test]
+    fn socket_instead_of_tcpx_fails_loudly() {
+        let parsed = fixture("h200x2-twohost/all_reduce_2host_socket.txt");
+        let expect = Expectations {
+            transport: Some("GPUDirectTCPX".into()),
+            nodes: 2,
+            sizes: vec![],
+        };
+        let v = judge(&parsed, Some(Outcome::Exited { code: 0 }), None, &expect);
+        assert_eq!(v.status, RunStatus::Failed);
+        assert_eq!(v.transport.as_deref(), Some("Socket"));
+        let msg = &v.findings[0].message;
+        assert!(
+            msg.contains("expected NET/GPUDirectTCPX")
+                && msg.contains("Socket")
+                && msg.contains("did not load"),
+            "{msg}"
+        );
+        let socket_ok = Expectations {
+            transport: Some("Socket".into()),
+            nodes: 2,
+            sizes: vec![],
+        };
+        assert_eq!(
+            judge(&parsed, None, Some(0), &socket_ok).status,
+            RunStatus::Ok
+        );
+    }
+
+    #[test]
+    fn no_debug_lines_is_no_proof() {
+        let parsed = fixture("h200x2-mpirun/all_reduce_mpi_np2.txt");
+        let expect = Expectations {
+            transport: Some("IB".into()),
+            nodes: 2,
+            sizes: vec![],
+        };
+        let v = judge(&parsed, None, Some(0), &expect);
+        assert_eq!(v.status, RunStatus::Failed);
+        assert!(v.findings[0].message.contains("NCCL_DEBUG=INFO"));
+    }
+
+    #[test]
+    fn failures_exit_codes_and_missing_rows() {
+        let v = judge(
+            &fixture("h200x2-nvlink/all_reduce_g4_toomany.txt"),
+            None,
+            Some(5),
+            &Expectations::default(),
+        );
+        assert_eq!(v.status, RunStatus::Failed);
+        assert!(v
+            .findings
+            .iter()
+            .any(|f| f.message == "exit code 5: not implemented or too few GPUs"));
+        let v = judge(
+            &fixture("h200x2-formats/cur_all_reduce_minbw_fail.txt"),
+            None,
+            Some(7),
+            &Expectations::default(),
+        );
+        assert_eq!(v.status, RunStatus::Wrong);
+        assert!(v.findings.iter().any(|f| f.check == "min_bw"));
+        let v = judge(
+            &fixture("h200x2-formats/cur_all_reduce_badsize.txt"),
+            None,
+            Some(255),
+            &Expectations::default(),
+        );
+        assert_eq!(v.status, RunStatus::Failed);
+        let parsed = fixture("h200x2-nvlink/all_reduce_g2.txt");
+        let more = Expectations {
+            sizes: expected_sizes(8, 16 << 30, Some(2), None),
+            ..Default::default()
+        };
+        let v = judge(&parsed, None, Some(0), &more);
+        assert_eq!(v.status, RunStatus::Failed);
+        assert!(
+            v.findings[0]
+                .message
+                .starts_with("1 of 32 expected sizes missing"),
+            "{:?}",
+            v.findings
+        );
+    }
+
+    #[test]
+    fn timeouts_and_interrupts_are_their_own_outcomes() {
+        let parsed = fixture("h200x2-nvlink/all_reduce_g2.txt");
+        let v = judge(
+            &parsed,
+            Some(Outcome::TimedOut),
+            None,
+            &Expectations::default(),
+        );
+        assert_eq!(v.status, RunStatus::Timeout);
+        let v = judge(
+            &parsed,
+            Some(Outcome::Interrupted),
+            None,
+            &Expectations::default(),
+        );
+        assert_eq!(v.status, RunStatus::Interrupted);
+    }
+
+    #[test]
+    fn size_lists() {
+        assert_eq!(expected_sizes(8, 64, Some(2), None), [8, 16, 32, 64]);
+        assert_eq!(expected_sizes(1, 3, None, Some(1)), [1, 2, 3]);
+        assert_eq!(expected_sizes(8, 64, Some(1), None), [8]);
+        assert_eq!(expected_sizes(1, u64::MAX, Some(2), None).len(), 64);
+    }
+}

@@ -1,0 +1,269 @@
+//! The run history: one SQLite file that keeps every nccl-tests run the launcher ran or
+//! imported, so that "is this cluster as fast as last week, and which node is slow?" is a
+//! query rather than a hunt through old logs.
+//!
+//! # Layout
+//! - [`model`]: what an importer or runner hands in ([`NewRun`], [`NewRow`],
+//!   [`NewNodeResult`]) and what queries hand back ([`RunSummary`], [`RunDetail`], ...).
+//!   Query results derive `Serialize`, so `--json` is one `serde_json` call.
+//! - [`schema`]: the append-only migration list, tracked by `PRAGMA user_version`.
+//! - [`store`]: [`History`], the open database: import, list, show, node history,
+//!   baselines, comparisons, export.
+//! - [`compare`]: the pure comparison of two bandwidth series (no SQL; unit tested on data).
+//! - [`export`]: CSV and JSON writers for result rows with their run's metadata.
+//! - [`time`], [`hash`]: RFC 3339 <-> unix seconds, and SHA-256 of raw outputs.
+//!
+//! # Where the file lives (contract)
+//! `--db PATH` > `GPUDIRECT_DB` > `$XDG_DATA_HOME/gpudirect/history.sqlite` >
+//! `$HOME/.local/share/gpudirect/history.sqlite`: see [`resolve_db_path`] (pure) and
+//! [`db_path_from_env`] (reads the environment, creates the parent folder).
+//!
+//! # Safety of the file
+//! [`History::open`] never overwrites or deletes a file it does not recognise: a file that
+//! is not SQLite, a SQLite database of another program, a corrupt one or one written by a
+//! newer gpudirect is refused with an error naming the file, before anything is written.
+//! Concurrent writers (several `gpudirect run` or `import` at once) wait for each other
+//! through WAL mode and a busy timeout instead of failing with "database is locked".
+//!
+//! # Example
+//! ```no_run
+//! use gpudirect::history::{History, NewRun, NewRow, Placement, RunFilter, RunStatus};
+//! # fn main() -> Result<(), gpudirect::history::HistoryError> {
+//! let mut db = History::open(std::path::Path::new("/tmp/history.sqlite"))?;
+//! let run = NewRun {
+//!     collective: "all_reduce".into(),
+//!     status: RunStatus::Ok,
+//!     nodes: vec!["gpu1".into(), "gpu2".into()],
+//!     rows: vec![NewRow {
+//!         size_bytes: 8 << 30, count: 2 << 30, dtype: "float".into(), redop: "sum".into(),
+//!         root: None, placement: Placement::Out, time_us: 49_000.0, algbw: 175.3,
+//!         busbw: 175.3, wrong: Some(0),
+//!     }],
+//!     ..NewRun::default()
+//! };
+//! let id = db.import_run(&run, false)?.run_id();
+//! let newest = db.list_runs(&RunFilter { limit: Some(10), ..RunFilter::default() })?;
+//! assert_eq!(newest[0].id, id);
+//! # Ok(()) }
+//! ```
+
+pub mod compare;
+pub mod export;
+pub mod hash;
+pub mod model;
+pub mod schema;
+pub mod store;
+pub mod time;
+
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+
+pub use compare::{
+    compare_series, CompareOptions, CompareRow, Counts, RowKey, SeriesComparison, Verdict,
+};
+pub use export::ExportFormat;
+pub use model::*;
+pub use store::{Comparison, History, Reference};
+
+/// Everything that can go wrong with the history. Messages name the file and say what
+/// to do, because the CLI prints them as they are.
+#[derive(Debug, thiserror::Error)]
+pub enum HistoryError {
+    /// Neither `--db`, `GPUDIRECT_DB`, `XDG_DATA_HOME` nor `HOME` gave a location.
+    #[error(
+        "cannot tell where the history lives: none of --db, GPUDIRECT_DB, XDG_DATA_HOME, \
+         HOME is set; pass --db PATH or set GPUDIRECT_DB"
+    )]
+    NoLocation,
+    /// The folder that should hold the file could not be created.
+    #[error("cannot create the folder {} for the history: {source}; pass --db PATH to keep it elsewhere", path.display())]
+    CreateDir {
+        /// The folder.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// `open_existing` found no file.
+    #[error("no history at {}: nothing was run or imported yet (or pass --db PATH)", path.display())]
+    Missing {
+        /// The file that is not there.
+        path: PathBuf,
+    },
+    /// The file exists but is not a gpudirect history (or is damaged); it is left as is.
+    #[error("{} is not a gpudirect history ({reason}); move it aside or pass --db", path.display())]
+    NotAHistory {
+        /// The file.
+        path: PathBuf,
+        /// What was found instead.
+        reason: String,
+    },
+    /// The file was written by a newer gpudirect; nothing was written to it.
+    #[error(
+        "{} has history schema version {found}, newer than the {supported} this gpudirect \
+         knows; it was left untouched: upgrade gpudirect, or pass --db to use another file",
+        path.display()
+    )]
+    SchemaTooNew {
+        /// The file.
+        path: PathBuf,
+        /// Its `user_version`.
+        found: i64,
+        /// The newest version this binary knows.
+        supported: i64,
+    },
+    /// Any other SQLite failure, with what was being done.
+    #[error("history {}: {action}: {source}", path.display())]
+    Sqlite {
+        /// The file.
+        path: PathBuf,
+        /// What the history was doing.
+        action: String,
+        /// SQLite's error.
+        source: rusqlite::Error,
+    },
+    /// No run has that id.
+    #[error("no run {id} in the history at {}; `gpudirect history` lists the ids", path.display())]
+    NoSuchRun {
+        /// The file.
+        path: PathBuf,
+        /// The id asked for.
+        id: i64,
+    },
+    /// `compare_to_baseline` found no earlier good run measuring the same thing.
+    #[error(
+        "no earlier ok run of {what} to build a baseline for run {run_id}; compare it with \
+         a run id instead, or record more runs of that kind"
+    )]
+    NoBaseline {
+        /// The candidate run.
+        run_id: i64,
+        /// What was looked for.
+        what: String,
+    },
+    /// A run handed to `import_run` is not storable as given.
+    #[error("run not recorded: {field}: {reason}")]
+    InvalidRun {
+        /// The field at fault, e.g. `rows[3].size_bytes`.
+        field: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A comparison option is out of range.
+    #[error("invalid comparison option {option}: {reason}")]
+    InvalidOption {
+        /// The option, e.g. `tolerance`.
+        option: &'static str,
+        /// Why.
+        reason: String,
+    },
+    /// A timestamp that is not RFC 3339.
+    #[error("invalid timestamp `{input}`: {reason}; write RFC 3339 such as 2026-11-29T22:10:07Z, or a date such as 2026-11-29")]
+    InvalidTime {
+        /// The text given.
+        input: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// Writing an export failed.
+    #[error("writing the export failed: {0}")]
+    Write(#[from] std::io::Error),
+    /// Encoding JSON failed (a stored value that JSON cannot hold).
+    #[error("encoding JSON failed: {0}")]
+    Json(#[from] serde_json::Error),
+}
+
+/// Where the history file is, from the contract's sources in priority order (pure).
+///
+/// `explicit` is `--db`; the others are the values of `GPUDIRECT_DB`, `XDG_DATA_HOME` and
+/// `HOME`. Empty values count as unset, and a relative `XDG_DATA_HOME` is ignored as the
+/// XDG base directory spec requires.
+pub fn resolve_db_path(
+    explicit: Option<&Path>,
+    gpudirect_db: Option<&OsStr>,
+    xdg_data_home: Option<&OsStr>,
+    home: Option<&OsStr>,
+) -> Result<PathBuf, HistoryError> {
+    fn set(v: Option<&OsStr>) -> Option<&OsStr> {
+        v.filter(|s| !s.is_empty())
+    }
+    if let Some(p) = explicit.filter(|p| !p.as_os_str().is_empty()) {
+        return Ok(p.to_path_buf());
+    }
+    if let Some(p) = set(gpudirect_db) {
+        return Ok(PathBuf::from(p));
+    }
+    let tail = Path::new("gpudirect").join("history.sqlite");
+    if let Some(x) = set(xdg_data_home)
+        .map(Path::new)
+        .filter(|p| p.is_absolute())
+    {
+        return Ok(x.join(tail));
+    }
+    if let Some(h) = set(home) {
+        return Ok(Path::new(h).join(".local").join("share").join(tail));
+    }
+    Err(HistoryError::NoLocation)
+}
+
+/// [`resolve_db_path`] with the real environment, then creates the parent folder.
+pub fn db_path_from_env(explicit: Option<&Path>) -> Result<PathBuf, HistoryError> {
+    let var = std::env::var_os;
+    let path = resolve_db_path(
+        explicit,
+        var("GPUDIRECT_DB").as_deref(),
+        var("XDG_DATA_HOME").as_deref(),
+        var("HOME").as_deref(),
+    )?;
+    create_parent(&path)?;
+    Ok(path)
+}
+
+/// Creates the folder that will hold `path`, if any is named.
+pub(crate) fn create_parent(path: &Path) -> Result<(), HistoryError> {
+    match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => {
+            std::fs::create_dir_all(dir).map_err(|source| HistoryError::CreateDir {
+                path: dir.to_path_buf(),
+                source,
+            })
+        }
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn os(s: &str) -> Option<&OsStr> {
+        Some(OsStr::new(s))
+    }
+
+    #[test]
+    fn db_path_priority() {
+        let r = |e: Option<&str>, g, x, h| resolve_db_path(e.map(Path::new), g, x, h).unwrap();
+        assert_eq!(
+            r(Some("/a.sqlite"), os("/b"), os("/x"), os("/h")),
+            PathBuf::from("/a.sqlite")
+        );
+        assert_eq!(
+            r(None, os("/b.sqlite"), os("/x"), os("/h")),
+            PathBuf::from("/b.sqlite")
+        );
+        assert_eq!(
+            r(None, None, os("/x"), os("/h")),
+            PathBuf::from("/x/gpudirect/history.sqlite")
+        );
+        assert_eq!(
+            r(None, os(""), os(""), os("/home/u")),
+            PathBuf::from("/home/u/.local/share/gpudirect/history.sqlite")
+        );
+        // A relative XDG_DATA_HOME is invalid per the spec and skipped.
+        assert_eq!(
+            r(None, None, os("rel/data"), os("/home/u")),
+            PathBuf::from("/home/u/.local/share/gpudirect/history.sqlite")
+        );
+        let err = resolve_db_path(None, None, None, None).unwrap_err();
+        assert!(err.to_string().contains("--db"), "{err}");
+    }
+}

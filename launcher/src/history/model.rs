@@ -1,0 +1,431 @@
+//! The history's data: what goes in (`New*`, filled by an importer or the runner) and
+//! what comes out of queries (serialisable for `--json`).
+//!
+//! The storage types are deliberately independent of the nccl-tests parser: an importer
+//! maps the parser's output onto [`NewRun`], so either side can change without the other.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+/// A run's id in the history (SQLite rowid).
+pub type RunId = i64;
+
+/// How a run ended, as the checks judged it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RunStatus {
+    /// Exit 0, no wrong values, transport as expected.
+    #[default]
+    Ok,
+    /// Results were checked and some were wrong (`#wrong` > 0, out-of-bounds FAILED, exit 7).
+    Wrong,
+    /// The per-cell timeout (or nccl-tests' `-T`) ended it.
+    Timeout,
+    /// Any other failure: non-zero exit, wrong transport, crash.
+    Failed,
+    /// Stopped by the user (Ctrl-C) or the job's end.
+    Interrupted,
+}
+
+/// Where a run's processes were started from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LaunchKind {
+    /// `srun` inside a Slurm allocation.
+    Srun,
+    /// `mpirun`.
+    Mpirun,
+    /// The binary run directly on this host (`-g N`).
+    Local,
+    /// Recorded elsewhere and brought in by `gpudirect import`.
+    #[default]
+    Import,
+}
+
+/// nccl-tests' two timing columns per row: out-of-place and in-place.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum Placement {
+    /// Out-of-place (separate send and receive buffers); stored as `out`.
+    #[serde(rename = "out")]
+    Out,
+    /// In-place; stored as `in`.
+    #[serde(rename = "in")]
+    In,
+}
+
+macro_rules! text_enum {
+    ($ty:ident { $($variant:ident => $text:literal),+ $(,)? }) => {
+        impl $ty {
+            /// The word stored in the database and shown to users.
+            pub fn as_str(self) -> &'static str {
+                match self { $($ty::$variant => $text),+ }
+            }
+            /// Every value, in declaration order (for help texts and CLI value lists).
+            pub const ALL: &'static [$ty] = &[$($ty::$variant),+];
+        }
+        impl fmt::Display for $ty {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+        impl FromStr for $ty {
+            type Err = String;
+            fn from_str(s: &str) -> Result<Self, String> {
+                match s {
+                    $($text => Ok($ty::$variant),)+
+                    _ => Err(format!(
+                        "unknown {} `{s}`: expected one of {}",
+                        stringify!($ty),
+                        [$($text),+].join(", ")
+                    )),
+                }
+            }
+        }
+    };
+}
+
+text_enum!(RunStatus { Ok => "ok", Wrong => "wrong", Timeout => "timeout", Failed => "failed", Interrupted => "interrupted" });
+text_enum!(LaunchKind { Srun => "srun", Mpirun => "mpirun", Local => "local", Import => "import" });
+text_enum!(Placement { Out => "out", In => "in" });
+
+/// One row of an nccl-tests table, for one placement (a text row gives two of these).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NewRow {
+    /// Message size in bytes (`size` column).
+    pub size_bytes: u64,
+    /// Element count (`count` column).
+    pub count: u64,
+    /// Data type as printed, e.g. `float`, `bfloat16`.
+    pub dtype: String,
+    /// Reduction op as printed, e.g. `sum`; `none` for collectives without one.
+    pub redop: String,
+    /// Root rank; `None` where the collective has none (nccl-tests prints -1 or nothing).
+    pub root: Option<i64>,
+    /// Out-of-place or in-place.
+    pub placement: Placement,
+    /// Time in microseconds. Non-finite values are stored as NULL.
+    pub time_us: f64,
+    /// Algorithm bandwidth, GB/s (1e9 bytes). Non-finite values are stored as NULL.
+    pub algbw: f64,
+    /// Bus bandwidth, GB/s (1e9 bytes). Non-finite values are stored as NULL.
+    pub busbw: f64,
+    /// `#wrong`; `None` when not checked (`-c 0` prints `N/A`).
+    pub wrong: Option<u64>,
+}
+
+/// A per-node (or per-pair) number recorded by validation, kept with its run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct NewNodeResult {
+    /// The node the number is about.
+    pub node: String,
+    /// Its part in the measurement, e.g. `pair`, `single`, `recheck` (free text).
+    pub role: Option<String>,
+    /// The other node of a pair, if any.
+    pub partner: Option<String>,
+    /// Message size the number was read at.
+    pub size_bytes: Option<u64>,
+    /// Bus bandwidth, GB/s.
+    pub busbw: Option<f64>,
+    /// What validation concluded, e.g. `ok`, `slow`, `suspect` (free text).
+    pub verdict: Option<String>,
+}
+
+/// A complete run to record: where and when, what ran, how it ended, its table, and the
+/// raw output it came from. `Default` gives an empty `ok` import, convenient with
+/// struct-update syntax; set at least `collective`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct NewRun {
+    /// Start, unix seconds UTC (see [`super::time::parse_rfc3339`] for text).
+    pub started_at: Option<i64>,
+    /// End, unix seconds UTC.
+    pub finished_at: Option<i64>,
+    /// Slurm cluster name (`SLURM_CLUSTER_NAME`) or a name the user chose.
+    pub cluster: Option<String>,
+    /// Slurm job id.
+    pub job_id: Option<String>,
+    /// Slurm step id.
+    pub step_id: Option<String>,
+    /// The node list in Slurm's compressed form, e.g. `gpu[01-04]`.
+    pub nodelist: Option<String>,
+    /// Every node that took part, expanded (what `--node` queries match).
+    pub nodes: Vec<String>,
+    /// Node count; `None` means `nodes.len()` when `nodes` is not empty.
+    pub node_count: Option<u32>,
+    /// GPUs per node.
+    pub gpus_per_node: Option<u32>,
+    /// Total ranks (GPUs) in the communicator.
+    pub total_ranks: Option<u32>,
+    /// Collective, e.g. `all_reduce` (no `_perf` suffix). Required.
+    pub collective: String,
+    /// The command line as run.
+    pub command_line: Option<String>,
+    /// Path of the nccl-tests binary.
+    pub binary_path: Option<String>,
+    /// Name of the environment variant of the matrix, e.g. `tcpx`, `socket`.
+    pub variant: Option<String>,
+    /// Environment variables that mattered (NCCL_*, FI_*, LD_LIBRARY_PATH ...).
+    pub env: BTreeMap<String, String>,
+    /// nccl-tests version, e.g. `2.19.6`.
+    pub nccl_tests_version: Option<String>,
+    /// NCCL version, e.g. `2.28.9`.
+    pub nccl_version: Option<String>,
+    /// CUDA version, e.g. `13.0`.
+    pub cuda_version: Option<String>,
+    /// How it was launched.
+    pub launcher: LaunchKind,
+    /// The file an import read, as the importer names it (make it absolute so that the
+    /// same file imported from another folder is still recognised).
+    pub source_path: Option<String>,
+    /// Process exit code, if it exited.
+    pub exit_code: Option<i32>,
+    /// Outcome.
+    pub status: RunStatus,
+    /// Transport NCCL used between nodes, as detected, e.g. `NET/Socket`, `P2P/CUMEM`.
+    pub transport: Option<String>,
+    /// `# Avg bus bandwidth`.
+    pub avg_busbw: Option<f64>,
+    /// Why it failed, one message per problem (empty when ok).
+    pub failures: Vec<String>,
+    /// The output exactly as captured, kept so that a newer parser can re-read it.
+    #[serde(skip)]
+    pub raw_output: Vec<u8>,
+    /// Version of the parser that produced `rows` from `raw_output`.
+    pub parser_version: u32,
+    /// The table.
+    pub rows: Vec<NewRow>,
+    /// Per-node numbers from validation (often empty).
+    pub node_results: Vec<NewNodeResult>,
+}
+
+/// What [`super::History::import_run`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(tag = "outcome", content = "run_id", rename_all = "lowercase")]
+pub enum ImportOutcome {
+    /// Recorded as a new run.
+    Inserted(RunId),
+    /// The same output from the same source was already recorded as this run; nothing
+    /// was written.
+    Duplicate(RunId),
+}
+
+impl ImportOutcome {
+    /// The run's id, new or existing.
+    pub fn run_id(self) -> RunId {
+        match self {
+            ImportOutcome::Inserted(id) | ImportOutcome::Duplicate(id) => id,
+        }
+    }
+    /// True when nothing was written because the run was already there.
+    pub fn is_duplicate(self) -> bool {
+        matches!(self, ImportOutcome::Duplicate(_))
+    }
+}
+
+/// Which runs a listing or export covers. Every set field must match; `None` matches all.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunFilter {
+    /// Collective, e.g. `all_reduce`.
+    pub collective: Option<String>,
+    /// Cluster name.
+    pub cluster: Option<String>,
+    /// Runs that included this node.
+    pub node: Option<String>,
+    /// Variant name.
+    pub variant: Option<String>,
+    /// Outcome.
+    pub status: Option<RunStatus>,
+    /// Runs at or after this time (unix seconds UTC).
+    pub since: Option<i64>,
+    /// At most this many runs (the newest).
+    pub limit: Option<u32>,
+}
+
+/// One line of `gpudirect history`: a run without its table.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunSummary {
+    /// Run id.
+    pub id: RunId,
+    /// The run's time: start, else end, else import; RFC 3339 UTC. Listings sort on it.
+    pub at: String,
+    /// Start, RFC 3339 UTC.
+    pub started_at: Option<String>,
+    /// End, RFC 3339 UTC.
+    pub finished_at: Option<String>,
+    /// When it entered the history, RFC 3339 UTC.
+    pub imported_at: String,
+    /// Cluster.
+    pub cluster: Option<String>,
+    /// Slurm job id.
+    pub job_id: Option<String>,
+    /// Slurm step id.
+    pub step_id: Option<String>,
+    /// Compressed node list.
+    pub nodelist: Option<String>,
+    /// Node count.
+    pub node_count: Option<u32>,
+    /// GPUs per node.
+    pub gpus_per_node: Option<u32>,
+    /// Total ranks.
+    pub total_ranks: Option<u32>,
+    /// Collective.
+    pub collective: String,
+    /// Variant.
+    pub variant: Option<String>,
+    /// Launcher.
+    pub launcher: LaunchKind,
+    /// Outcome.
+    pub status: RunStatus,
+    /// Exit code.
+    pub exit_code: Option<i32>,
+    /// Detected transport.
+    pub transport: Option<String>,
+    /// `# Avg bus bandwidth`, GB/s.
+    pub avg_busbw: Option<f64>,
+    /// Highest out-of-place busbw in the table, GB/s.
+    pub peak_busbw: Option<f64>,
+    /// Largest size in the table, bytes.
+    pub max_size_bytes: Option<u64>,
+    /// Rows in the table.
+    pub row_count: u64,
+    /// Imported file.
+    pub source_path: Option<String>,
+    /// SHA-256 of the raw output.
+    pub output_sha256: String,
+}
+
+/// A stored table row.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ResultRow {
+    /// Size in bytes.
+    pub size_bytes: u64,
+    /// Element count.
+    pub count: u64,
+    /// Data type.
+    pub dtype: String,
+    /// Reduction op.
+    pub redop: String,
+    /// Root rank.
+    pub root: Option<i64>,
+    /// Placement.
+    pub placement: Placement,
+    /// Microseconds (None if it was not a finite number).
+    pub time_us: Option<f64>,
+    /// GB/s.
+    pub algbw: Option<f64>,
+    /// GB/s.
+    pub busbw: Option<f64>,
+    /// `#wrong`, None when unchecked.
+    pub wrong: Option<u64>,
+}
+
+/// A stored per-node result.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct NodeResult {
+    /// Node.
+    pub node: String,
+    /// Role.
+    pub role: Option<String>,
+    /// Partner node.
+    pub partner: Option<String>,
+    /// Size, bytes.
+    pub size_bytes: Option<u64>,
+    /// GB/s.
+    pub busbw: Option<f64>,
+    /// Verdict.
+    pub verdict: Option<String>,
+}
+
+/// Everything about one run (`gpudirect show`), except the raw output, which
+/// [`super::History::raw_output`] returns.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunDetail {
+    /// The summary fields.
+    #[serde(flatten)]
+    pub summary: RunSummary,
+    /// Nodes, sorted.
+    pub nodes: Vec<String>,
+    /// Command line.
+    pub command_line: Option<String>,
+    /// Binary path.
+    pub binary_path: Option<String>,
+    /// Environment that mattered.
+    pub env: BTreeMap<String, String>,
+    /// nccl-tests version.
+    pub nccl_tests_version: Option<String>,
+    /// NCCL version.
+    pub nccl_version: Option<String>,
+    /// CUDA version.
+    pub cuda_version: Option<String>,
+    /// Failure messages.
+    pub failures: Vec<String>,
+    /// Parser version that produced `rows`.
+    pub parser_version: u32,
+    /// Length of the stored raw output, bytes.
+    pub raw_output_bytes: u64,
+    /// The table, in output order.
+    pub rows: Vec<ResultRow>,
+    /// Per-node results.
+    pub node_results: Vec<NodeResult>,
+}
+
+/// One point of a node's history: one run that included the node.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct NodeRunPoint {
+    /// Run id.
+    pub run_id: RunId,
+    /// Run time, RFC 3339 UTC.
+    pub at: String,
+    /// Collective.
+    pub collective: String,
+    /// Cluster.
+    pub cluster: Option<String>,
+    /// Variant.
+    pub variant: Option<String>,
+    /// Outcome.
+    pub status: RunStatus,
+    /// Nodes in that run.
+    pub node_count: Option<u32>,
+    /// Size read (the one asked for, else the run's largest).
+    pub size_bytes: u64,
+    /// Data type of the row read.
+    pub dtype: String,
+    /// Out-of-place busbw at that size, GB/s.
+    pub busbw: Option<f64>,
+}
+
+/// One per-node validation number for the node.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct NodeCheckPoint {
+    /// Run id.
+    pub run_id: RunId,
+    /// Run time, RFC 3339 UTC.
+    pub at: String,
+    /// Collective.
+    pub collective: String,
+    /// The stored result.
+    #[serde(flatten)]
+    pub result: NodeResult,
+}
+
+/// `node_history`'s answer: the node's numbers over time, oldest first.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct NodeHistory {
+    /// The node.
+    pub node: String,
+    /// Runs that included it.
+    pub runs: Vec<NodeRunPoint>,
+    /// Validation numbers recorded for it.
+    pub checks: Vec<NodeCheckPoint>,
+}
+
+/// `baseline`'s answer: the median of recent good runs at one size.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Baseline {
+    /// Median out-of-place busbw, GB/s.
+    pub median_busbw: f64,
+    /// The runs it is made of, newest first, with their busbw.
+    pub samples: Vec<(RunId, f64)>,
+}

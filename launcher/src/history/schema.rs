@@ -1,0 +1,252 @@
+//! The history's schema, as an append-only list of migrations.
+//!
+//! `PRAGMA user_version` holds how many migrations a file has had. Opening applies the
+//! missing ones in one exclusive transaction, so a crash leaves the file at the old
+//! version, never half-migrated, and two processes opening a fresh file at once migrate it
+//! once. **Never edit or remove a migration that has shipped**: a file in the field has
+//! already run it; append a new one instead (cargo's `util/sqlite.rs` habit).
+//!
+//! `PRAGMA application_id` marks the file as ours, so that another program's SQLite
+//! database given by mistake to `--db` is refused rather than gaining our tables.
+
+use std::path::Path;
+
+use rusqlite::{Connection, TransactionBehavior};
+
+use super::HistoryError;
+
+/// `application_id` of a gpudirect history: ASCII "GPDH".
+pub const APPLICATION_ID: i64 = 0x4750_4448;
+
+/// The migrations, in order. Index `i` takes a file from version `i` to `i + 1`.
+pub const MIGRATIONS: &[&str] = &[
+    // 1: runs, their nodes, their table rows, and per-node validation numbers.
+    r#"
+    CREATE TABLE runs (
+        id                 INTEGER PRIMARY KEY,
+        -- The run's time: started_at, else finished_at, else imported_at. Listings sort
+        -- on it and --since filters on it; unix seconds UTC like every time here.
+        at                 INTEGER NOT NULL,
+        started_at         INTEGER,
+        finished_at        INTEGER,
+        imported_at        INTEGER NOT NULL,
+        cluster            TEXT,
+        job_id             TEXT,
+        step_id            TEXT,
+        nodelist           TEXT,
+        node_count         INTEGER,
+        gpus_per_node      INTEGER,
+        total_ranks        INTEGER,
+        collective         TEXT NOT NULL,
+        command_line       TEXT,
+        binary_path        TEXT,
+        variant            TEXT,
+        env_json           TEXT NOT NULL DEFAULT '{}',
+        nccl_tests_version TEXT,
+        nccl_version       TEXT,
+        cuda_version       TEXT,
+        launcher           TEXT NOT NULL
+                           CHECK (launcher IN ('srun', 'mpirun', 'local', 'import')),
+        source_path        TEXT,
+        output_sha256      TEXT NOT NULL,
+        exit_code          INTEGER,
+        status             TEXT NOT NULL
+                           CHECK (status IN ('ok', 'wrong', 'timeout', 'failed', 'interrupted')),
+        transport          TEXT,
+        avg_busbw          REAL,
+        failures_json      TEXT NOT NULL DEFAULT '[]',
+        raw_output         BLOB NOT NULL,
+        parser_version     INTEGER NOT NULL
+    );
+    CREATE INDEX runs_at ON runs (at, id);
+    CREATE INDEX runs_collective ON runs (collective, cluster, at);
+    CREATE INDEX runs_output ON runs (output_sha256);
+
+    CREATE TABLE run_nodes (
+        run_id INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+        node   TEXT NOT NULL,
+        PRIMARY KEY (run_id, node)
+    ) WITHOUT ROWID;
+    CREATE INDEX run_nodes_node ON run_nodes (node, run_id);
+
+    CREATE TABLE results (
+        run_id     INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+        seq        INTEGER NOT NULL,  -- order in the output
+        size_bytes INTEGER NOT NULL,
+        count      INTEGER NOT NULL,
+        dtype      TEXT NOT NULL,
+        redop      TEXT NOT NULL,
+        root       INTEGER,
+        placement  TEXT NOT NULL CHECK (placement IN ('out', 'in')),
+        time_us    REAL,
+        algbw      REAL,
+        busbw      REAL,
+        wrong      INTEGER,
+        PRIMARY KEY (run_id, seq)
+    ) WITHOUT ROWID;
+
+    CREATE TABLE node_results (
+        run_id     INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+        seq        INTEGER NOT NULL,
+        node       TEXT NOT NULL,
+        role       TEXT,
+        partner    TEXT,
+        size_bytes INTEGER,
+        busbw      REAL,
+        verdict    TEXT,
+        PRIMARY KEY (run_id, seq)
+    ) WITHOUT ROWID;
+    CREATE INDEX node_results_node ON node_results (node, run_id);
+    "#,
+];
+
+/// The schema version this binary writes: the number of migrations.
+pub fn latest_version() -> i64 {
+    MIGRATIONS.len() as i64
+}
+
+fn sql_err(path: &Path, action: &str) -> impl FnOnce(rusqlite::Error) -> HistoryError {
+    let path = path.to_path_buf();
+    let action = action.to_string();
+    move |source| super::store::classify(&path, action, source)
+}
+
+/// Reads `(user_version, application_id)` without writing anything.
+pub fn read_versions(conn: &Connection, path: &Path) -> Result<(i64, i64), HistoryError> {
+    let version: i64 = conn
+        .pragma_query_value(None, "user_version", |r| r.get(0))
+        .map_err(sql_err(path, "reading the schema version"))?;
+    let app: i64 = conn
+        .pragma_query_value(None, "application_id", |r| r.get(0))
+        .map_err(sql_err(path, "reading the application id"))?;
+    Ok((version, app))
+}
+
+/// Refuses a file that is not ours or is too new. Writes nothing.
+pub fn check_versions(path: &Path, version: i64, app: i64) -> Result<(), HistoryError> {
+    if version > 0 && app != APPLICATION_ID {
+        return Err(HistoryError::NotAHistory {
+            path: path.to_path_buf(),
+            reason: format!(
+                "a SQLite database of another program: application_id {app:#x}, \
+                 user_version {version}"
+            ),
+        });
+    }
+    if version > latest_version() {
+        return Err(HistoryError::SchemaTooNew {
+            path: path.to_path_buf(),
+            found: version,
+            supported: latest_version(),
+        });
+    }
+    Ok(())
+}
+
+/// Brings the file to [`latest_version`]; a no-op when it is there already.
+///
+/// Everything happens in one `BEGIN EXCLUSIVE` transaction, and the checks are repeated
+/// inside it: another process may have migrated the file between our first look and now.
+pub fn migrate(conn: &mut Connection, path: &Path) -> Result<(), HistoryError> {
+    let (version, app) = read_versions(conn, path)?;
+    check_versions(path, version, app)?;
+    if version == latest_version() {
+        return Ok(());
+    }
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Exclusive)
+        .map_err(sql_err(path, "locking the file to upgrade its schema"))?;
+    let (version, app) = read_versions(&tx, path)?;
+    check_versions(path, version, app)?;
+    if version == 0 {
+        // Version 0 is also what any SQLite file that is not ours says: only an empty one
+        // may become a history.
+        let objects: i64 = tx
+            .query_row(
+                "SELECT count(*) FROM sqlite_schema WHERE name NOT LIKE 'sqlite_%'",
+                [],
+                |r| r.get(0),
+            )
+            .map_err(sql_err(path, "reading the schema"))?;
+        if objects > 0 {
+            return Err(HistoryError::NotAHistory {
+                path: path.to_path_buf(),
+                reason: format!(
+                    "a SQLite database of another program, with {objects} tables or indexes"
+                ),
+            });
+        }
+        tx.pragma_update(None, "application_id", APPLICATION_ID)
+            .map_err(sql_err(path, "marking the file as a gpudirect history"))?;
+    }
+    let start = usize::try_from(version).unwrap_or(0);
+    for (i, sql) in MIGRATIONS.iter().enumerate().skip(start) {
+        tx.execute_batch(sql).map_err(sql_err(
+            path,
+            &format!("applying schema migration {}", i + 1),
+        ))?;
+    }
+    tx.pragma_update(None, "user_version", latest_version())
+        .map_err(sql_err(path, "recording the schema version"))?;
+    tx.commit()
+        .map_err(sql_err(path, "committing the schema upgrade"))?;
+    tracing::info!(path = %path.display(), from = version, to = latest_version(), "history schema upgraded");
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn schema_dump(conn: &Connection) -> Vec<String> {
+        let mut st = conn
+            .prepare("SELECT type || ' ' || name || ' ' || coalesce(sql, '') FROM sqlite_schema ORDER BY name")
+            .unwrap();
+        st.query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap()
+    }
+
+    #[test]
+    fn migrating_twice_is_a_no_op() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        let p = Path::new(":memory:");
+        migrate(&mut conn, p).unwrap();
+        let first = schema_dump(&conn);
+        assert!(first.iter().any(|s| s.starts_with("table runs ")));
+        assert_eq!(
+            read_versions(&conn, p).unwrap(),
+            (latest_version(), APPLICATION_ID)
+        );
+        migrate(&mut conn, p).unwrap();
+        assert_eq!(schema_dump(&conn), first);
+        assert_eq!(read_versions(&conn, p).unwrap().0, latest_version());
+    }
+
+    #[test]
+    fn foreign_database_is_refused_untouched() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        conn.execute_batch("CREATE TABLE accounts (id INTEGER)")
+            .unwrap();
+        let err = migrate(&mut conn, Path::new("other.db")).unwrap_err();
+        assert!(matches!(err, HistoryError::NotAHistory { .. }), "{err}");
+        assert_eq!(read_versions(&conn, Path::new("x")).unwrap(), (0, 0));
+        assert_eq!(schema_dump(&conn).len(), 1);
+    }
+
+    #[test]
+    fn newer_or_foreign_versions_are_refused() {
+        let p = Path::new("h.sqlite");
+        let err = check_versions(p, latest_version() + 1, APPLICATION_ID).unwrap_err();
+        let msg = err.to_string();
+        assert!(msg.contains("h.sqlite") && msg.contains(&(latest_version() + 1).to_string()));
+        assert!(
+            msg.contains(&format!("the {} this gpudirect", latest_version())),
+            "{msg}"
+        );
+        assert!(check_versions(p, 3, 0x1234).is_err());
+        assert!(check_versions(p, 0, 0).is_ok());
+        assert!(check_versions(p, latest_version(), APPLICATION_ID).is_ok());
+    }
+}

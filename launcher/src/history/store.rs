@@ -1,0 +1,922 @@
+//! [`History`]: the open history file and every query on it.
+//!
+//! SQL lives here and only here; the comparison logic it feeds is in [`super::compare`].
+//! Each write is one `BEGIN IMMEDIATE` transaction, so a run is recorded whole or not at
+//! all, and a writer that finds another one busy waits (busy timeout) rather than failing.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::time::Duration;
+
+use rusqlite::types::{Type, Value};
+use rusqlite::{
+    params, params_from_iter, Connection, ErrorCode, OpenFlags, Row, TransactionBehavior,
+};
+use serde::Serialize;
+
+use super::compare::{collapse, compare_series, median, CompareOptions, RowKey, SeriesComparison};
+use super::hash::sha256_hex;
+use super::model::*;
+use super::time::{format_rfc3339, now_unix};
+use super::{schema, HistoryError};
+
+/// How long a writer waits for another writer before giving up. Imports take
+/// milliseconds; ten seconds covers a burst of concurrent `gpudirect run` cells.
+pub const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The first 16 bytes of every SQLite 3 database file.
+const SQLITE_MAGIC: &[u8; 16] = b"SQLite format 3\0";
+
+/// Turns a SQLite error into a [`HistoryError`], recognising a file that is not a
+/// database or is damaged so that the message says so and suggests moving it aside.
+pub(crate) fn classify(path: &Path, action: String, source: rusqlite::Error) -> HistoryError {
+    match source.sqlite_error_code() {
+        Some(ErrorCode::NotADatabase) => HistoryError::NotAHistory {
+            path: path.to_path_buf(),
+            reason: "not a SQLite database".into(),
+        },
+        Some(ErrorCode::DatabaseCorrupt) => HistoryError::NotAHistory {
+            path: path.to_path_buf(),
+            reason: format!("damaged or truncated: {source}, while {action}"),
+        },
+        _ => HistoryError::Sqlite {
+            path: path.to_path_buf(),
+            action,
+            source,
+        },
+    }
+}
+
+/// Looks at the file's first bytes before SQLite does: SQLite itself would only notice a
+/// foreign file at the first query, and an empty or missing file is a new history.
+fn check_header(path: &Path) -> Result<(), HistoryError> {
+    let not_ours = |reason: String| HistoryError::NotAHistory {
+        path: path.to_path_buf(),
+        reason,
+    };
+    let meta = match std::fs::metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(not_ours(format!("cannot read it: {e}"))),
+    };
+    if !meta.is_file() {
+        return Err(not_ours("not a regular file".into()));
+    }
+    if meta.len() == 0 {
+        return Ok(());
+    }
+    let mut head = Vec::with_capacity(16);
+    File::open(path)
+        .and_then(|f| f.take(16).read_to_end(&mut head))
+        .map_err(|e| not_ours(format!("cannot read it: {e}")))?;
+    if head.as_slice() != SQLITE_MAGIC {
+        return Err(not_ours(
+            "not a SQLite database: its first bytes are not the SQLite header".into(),
+        ));
+    }
+    Ok(())
+}
+
+fn to_i64(value: u64, field: impl FnOnce() -> String) -> Result<i64, HistoryError> {
+    i64::try_from(value).map_err(|_| HistoryError::InvalidRun {
+        field: field(),
+        reason: format!("{value} is larger than the history can store (2^63 - 1)"),
+    })
+}
+
+/// SQLite turns NaN into NULL anyway; doing it here makes infinities NULL too.
+fn finite(v: f64) -> Option<f64> {
+    v.is_finite().then_some(v)
+}
+
+fn get_u64(row: &Row<'_>, idx: usize) -> rusqlite::Result<u64> {
+    let v: i64 = row.get(idx)?;
+    u64::try_from(v).map_err(|_| rusqlite::Error::IntegralValueOutOfRange(idx, v))
+}
+
+fn get_opt_u64(row: &Row<'_>, idx: usize) -> rusqlite::Result<Option<u64>> {
+    let v: Option<i64> = row.get(idx)?;
+    v.map(|v| u64::try_from(v).map_err(|_| rusqlite::Error::IntegralValueOutOfRange(idx, v)))
+        .transpose()
+}
+
+fn get_enum<T: FromStr<Err = String>>(row: &Row<'_>, idx: usize) -> rusqlite::Result<T> {
+    let text: String = row.get(idx)?;
+    text.parse()
+        .map_err(|e: String| rusqlite::Error::FromSqlConversionFailure(idx, Type::Text, e.into()))
+}
+
+fn get_time(row: &Row<'_>, idx: usize) -> rusqlite::Result<Option<String>> {
+    Ok(row.get::<_, Option<i64>>(idx)?.map(format_rfc3339))
+}
+
+fn get_json<T: serde::de::DeserializeOwned>(row: &Row<'_>, idx: usize) -> rusqlite::Result<T> {
+    let text: String = row.get(idx)?;
+    serde_json::from_str(&text)
+        .map_err(|e| rusqlite::Error::FromSqlConversionFailure(idx, Type::Text, Box::new(e)))
+}
+
+/// Columns of a [`RunSummary`], in the order [`summary_from_row`] reads them.
+const SUMMARY_COLUMNS: &str = "runs.id, runs.at, runs.started_at, runs.finished_at, \
+    runs.imported_at, runs.cluster, runs.job_id, runs.step_id, runs.nodelist, runs.node_count, \
+    runs.gpus_per_node, runs.total_ranks, runs.collective, runs.variant, runs.launcher, \
+    runs.status, runs.exit_code, runs.transport, runs.avg_busbw, \
+    (SELECT max(x.busbw) FROM results x WHERE x.run_id = runs.id AND x.placement = 'out'), \
+    (SELECT max(x.size_bytes) FROM results x WHERE x.run_id = runs.id), \
+    (SELECT count(*) FROM results x WHERE x.run_id = runs.id), \
+    runs.source_path, runs.output_sha256";
+
+fn summary_from_row(row: &Row<'_>) -> rusqlite::Result<RunSummary> {
+    Ok(RunSummary {
+        id: row.get(0)?,
+        at: format_rfc3339(row.get(1)?),
+        started_at: get_time(row, 2)?,
+        finished_at: get_time(row, 3)?,
+        imported_at: format_rfc3339(row.get(4)?),
+        cluster: row.get(5)?,
+        job_id: row.get(6)?,
+        step_id: row.get(7)?,
+        nodelist: row.get(8)?,
+        node_count: row.get(9)?,
+        gpus_per_node: row.get(10)?,
+        total_ranks: row.get(11)?,
+        collective: row.get(12)?,
+        variant: row.get(13)?,
+        launcher: get_enum(row, 14)?,
+        status: get_enum(row, 15)?,
+        exit_code: row.get(16)?,
+        transport: row.get(17)?,
+        avg_busbw: row.get(18)?,
+        peak_busbw: row.get(19)?,
+        max_size_bytes: get_opt_u64(row, 20)?,
+        row_count: get_u64(row, 21)?,
+        source_path: row.get(22)?,
+        output_sha256: row.get(23)?,
+    })
+}
+
+/// SQL `WHERE` text and parameters for a [`RunFilter`] on `runs`.
+pub(crate) fn filter_sql(filter: &RunFilter) -> (String, Vec<Value>) {
+    let mut clauses: Vec<&str> = Vec::new();
+    let mut values = Vec::new();
+    let mut text = |clause, value: &Option<String>| {
+        if let Some(v) = value {
+            clauses.push(clause);
+            values.push(Value::Text(v.clone()));
+        }
+    };
+    text("runs.collective = ?", &filter.collective);
+    text("runs.cluster = ?", &filter.cluster);
+    text("runs.variant = ?", &filter.variant);
+    text(
+        "runs.id IN (SELECT run_id FROM run_nodes WHERE node = ?)",
+        &filter.node,
+    );
+    text(
+        "runs.status = ?",
+        &filter.status.map(|s| s.as_str().to_string()),
+    );
+    if let Some(since) = filter.since {
+        clauses.push("runs.at >= ?");
+        values.push(Value::Integer(since));
+    }
+    let sql = if clauses.is_empty() {
+        "1".to_string()
+    } else {
+        clauses.join(" AND ")
+    };
+    (sql, values)
+}
+
+/// What a comparison was made against.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum Reference {
+    /// Another run.
+    Run {
+        /// Its id.
+        run_id: RunId,
+    },
+    /// The per-key median of these earlier good runs, newest first.
+    Baseline {
+        /// Their ids.
+        run_ids: Vec<RunId>,
+    },
+}
+
+/// `compare`'s answer.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Comparison {
+    /// What the candidate was compared with.
+    pub reference: Reference,
+    /// The run judged.
+    pub candidate: RunId,
+    /// Rows, counts and verdict.
+    #[serde(flatten)]
+    pub result: SeriesComparison,
+}
+
+/// An open history file. One per thread; open another for another thread or process.
+pub struct History {
+    pub(crate) conn: Connection,
+    pub(crate) path: PathBuf,
+}
+
+impl std::fmt::Debug for History {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("History").field("path", &self.path).finish()
+    }
+}
+
+impl History {
+    /// Opens the history at `path`, creating the file (and its folder) if missing and
+    /// upgrading its schema if older. Refuses, before writing anything, a file that is not
+    /// a gpudirect history or was written by a newer gpudirect.
+    pub fn open(path: &Path) -> Result<Self, HistoryError> {
+        super::create_parent(path)?;
+        Self::open_inner(path)
+    }
+
+    /// Like [`History::open`], but a missing file is an error ([`HistoryError::Missing`]):
+    /// for read commands, which should not leave an empty history behind a typo in `--db`.
+    pub fn open_existing(path: &Path) -> Result<Self, HistoryError> {
+        if !path.exists() {
+            return Err(HistoryError::Missing {
+                path: path.to_path_buf(),
+            });
+        }
+        Self::open_inner(path)
+    }
+
+    fn open_inner(path: &Path) -> Result<Self, HistoryError> {
+        check_header(path)?;
+        let err = |action: &str| {
+            let action = action.to_string();
+            move |e| classify(path, action, e)
+        };
+        // No SQLITE_OPEN_URI: a path is a path, `file:` names included.
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let mut conn = Connection::open_with_flags(path, flags).map_err(err("opening"))?;
+        // Connection settings only: nothing here writes to the file.
+        conn.busy_timeout(BUSY_TIMEOUT)
+            .map_err(err("setting the busy timeout"))?;
+        conn.pragma_update(None, "foreign_keys", true)
+            .map_err(err("enabling foreign keys"))?;
+        // Refuse foreign, damaged or newer files before the first write (the journal mode
+        // change below writes the header).
+        let (version, app) = schema::read_versions(&conn, path)?;
+        schema::check_versions(path, version, app)?;
+        schema::migrate(&mut conn, path)?;
+        Self::enable_wal(&conn, path)?;
+        // In WAL mode NORMAL is safe from corruption; a power cut may lose the last commits.
+        conn.pragma_update(None, "synchronous", "NORMAL")
+            .map_err(err("setting synchronous mode"))?;
+        Ok(History {
+            conn,
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// WAL lets readers run while a writer writes. Switching needs a moment with no other
+    /// connection, so a busy answer is retried; a file system without shared memory (some
+    /// network file systems) keeps its mode, with a warning.
+    fn enable_wal(conn: &Connection, path: &Path) -> Result<(), HistoryError> {
+        let mut last = None;
+        for _ in 0..100 {
+            let current: rusqlite::Result<String> =
+                conn.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0));
+            match current {
+                Ok(mode) => {
+                    if !mode.eq_ignore_ascii_case("wal") {
+                        tracing::warn!(path = %path.display(), %mode, "history not in WAL mode; concurrent writers will wait longer");
+                    }
+                    return Ok(());
+                }
+                Err(e) if e.sqlite_error_code() == Some(ErrorCode::DatabaseBusy) => {
+                    last = Some(e);
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                Err(e) => return Err(classify(path, "switching to WAL mode".into(), e)),
+            }
+        }
+        match last {
+            Some(e) => Err(classify(
+                path,
+                "switching to WAL mode (busy for 10 s)".into(),
+                e,
+            )),
+            None => Ok(()),
+        }
+    }
+
+    /// The file this history lives in.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub(crate) fn err(
+        &self,
+        action: impl Into<String>,
+    ) -> impl FnOnce(rusqlite::Error) -> HistoryError + '_ {
+        let action = action.into();
+        move |e| classify(&self.path, action, e)
+    }
+
+    /// Records a run with its rows and per-node results, all in one transaction.
+    ///
+    /// When the run has a `source_path`, the same raw output (by SHA-256) from the same
+    /// source is recorded once: a second import returns [`ImportOutcome::Duplicate`] with
+    /// the existing id and writes nothing, unless `force` is set. Runs without a source
+    /// (from `gpudirect run`) are always inserted: a replayed output may repeat bytes.
+    pub fn import_run(&mut self, run: &NewRun, force: bool) -> Result<ImportOutcome, HistoryError> {
+        validate(run)?;
+        let sha = sha256_hex(&run.raw_output);
+        let imported_at = now_unix();
+        let at = run.started_at.or(run.finished_at).unwrap_or(imported_at);
+        let node_count = run.node_count.or_else(|| {
+            (!run.nodes.is_empty()).then(|| u32::try_from(run.nodes.len()).unwrap_or(u32::MAX))
+        });
+        let env_json = serde_json::to_string(&run.env)?;
+        let failures_json = serde_json::to_string(&run.failures)?;
+        let path = self.path.clone();
+        let err = |action: &str| {
+            let action = action.to_string();
+            let path = path.clone();
+            move |e| classify(&path, action, e)
+        };
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(err("starting the import"))?;
+        if let (Some(source), false) = (&run.source_path, force) {
+            let existing: Option<RunId> = tx
+                .query_row(
+                    "SELECT id FROM runs WHERE output_sha256 = ?1 AND source_path = ?2 ORDER BY id LIMIT 1",
+                    params![sha, source],
+                    |r| r.get(0),
+                )
+                .map(Some)
+                .or_else(|e| match e {
+                    rusqlite::Error::QueryReturnedNoRows => Ok(None),
+                    e => Err(e),
+                })
+                .map_err(err("looking for an earlier import of the same output"))?;
+            if let Some(id) = existing {
+                return Ok(ImportOutcome::Duplicate(id));
+            }
+        }
+        tx.execute(
+            "INSERT INTO runs (at, started_at, finished_at, imported_at, cluster, job_id, step_id,
+                nodelist, node_count, gpus_per_node, total_ranks, collective, command_line,
+                binary_path, variant, env_json, nccl_tests_version, nccl_version, cuda_version,
+                launcher, source_path, output_sha256, exit_code, status, transport, avg_busbw,
+                failures_json, raw_output, parser_version)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,
+                ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29)",
+            params![
+                at,
+                run.started_at,
+                run.finished_at,
+                imported_at,
+                run.cluster,
+                run.job_id,
+                run.step_id,
+                run.nodelist,
+                node_count,
+                run.gpus_per_node,
+                run.total_ranks,
+                run.collective,
+                run.command_line,
+                run.binary_path,
+                run.variant,
+                env_json,
+                run.nccl_tests_version,
+                run.nccl_version,
+                run.cuda_version,
+                run.launcher.as_str(),
+                run.source_path,
+                sha,
+                run.exit_code,
+                run.status.as_str(),
+                run.transport,
+                run.avg_busbw.and_then(finite),
+                failures_json,
+                run.raw_output,
+                run.parser_version,
+            ],
+        )
+        .map_err(err("recording the run"))?;
+        let id = tx.last_insert_rowid();
+        {
+            let mut st = tx
+                .prepare_cached("INSERT OR IGNORE INTO run_nodes (run_id, node) VALUES (?1, ?2)")
+                .map_err(err("recording the run's nodes"))?;
+            for node in &run.nodes {
+                st.execute(params![id, node])
+                    .map_err(err("recording the run's nodes"))?;
+            }
+            insert_rows(&tx, id, &run.rows).map_err(err("recording the results"))?;
+            let mut st = tx
+                .prepare_cached(
+                    "INSERT INTO node_results (run_id, seq, node, role, partner, size_bytes, busbw, verdict)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                )
+                .map_err(err("recording per-node results"))?;
+            for (seq, n) in run.node_results.iter().enumerate() {
+                st.execute(params![
+                    id,
+                    seq as i64,
+                    n.node,
+                    n.role,
+                    n.partner,
+                    n.size_bytes.map(|s| s as i64),
+                    n.busbw.and_then(finite),
+                    n.verdict,
+                ])
+                .map_err(err("recording per-node results"))?;
+            }
+        }
+        tx.commit().map_err(err("committing the import"))?;
+        Ok(ImportOutcome::Inserted(id))
+    }
+
+    /// Runs matching `filter`, newest first (by run time, then id).
+    pub fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunSummary>, HistoryError> {
+        let (clause, mut values) = filter_sql(filter);
+        values.push(Value::Integer(filter.limit.map_or(-1, i64::from)));
+        let sql = format!(
+            "SELECT {SUMMARY_COLUMNS} FROM runs WHERE {clause} ORDER BY runs.at DESC, runs.id DESC LIMIT ?"
+        );
+        let mut st = self.conn.prepare(&sql).map_err(self.err("listing runs"))?;
+        let rows = st
+            .query_map(params_from_iter(values), summary_from_row)
+            .map_err(self.err("listing runs"))?;
+        rows.collect::<Result<_, _>>()
+            .map_err(self.err("listing runs"))
+    }
+
+    /// One run with its table, nodes and per-node results.
+    pub fn get_run(&self, id: RunId) -> Result<RunDetail, HistoryError> {
+        let action = format!("reading run {id}");
+        let sql = format!(
+            "SELECT {SUMMARY_COLUMNS}, runs.command_line, runs.binary_path, runs.env_json,
+                runs.nccl_tests_version, runs.nccl_version, runs.cuda_version, runs.failures_json,
+                runs.parser_version, length(runs.raw_output)
+             FROM runs WHERE runs.id = ?1"
+        );
+        let found = self.conn.query_row(&sql, [id], |row| {
+            Ok(RunDetail {
+                summary: summary_from_row(row)?,
+                nodes: Vec::new(),
+                command_line: row.get(24)?,
+                binary_path: row.get(25)?,
+                env: get_json::<BTreeMap<String, String>>(row, 26)?,
+                nccl_tests_version: row.get(27)?,
+                nccl_version: row.get(28)?,
+                cuda_version: row.get(29)?,
+                failures: get_json(row, 30)?,
+                parser_version: row.get(31)?,
+                raw_output_bytes: get_u64(row, 32)?,
+                rows: Vec::new(),
+                node_results: Vec::new(),
+            })
+        });
+        let mut detail = match found {
+            Ok(d) => d,
+            Err(rusqlite::Error::QueryReturnedNoRows) => {
+                return Err(HistoryError::NoSuchRun {
+                    path: self.path.clone(),
+                    id,
+                })
+            }
+            Err(e) => return Err(classify(&self.path, action, e)),
+        };
+        let mut st = self
+            .conn
+            .prepare_cached("SELECT node FROM run_nodes WHERE run_id = ?1 ORDER BY node")
+            .map_err(self.err(action.clone()))?;
+        detail.nodes = st
+            .query_map([id], |r| r.get(0))
+            .and_then(|rows| rows.collect())
+            .map_err(self.err(action.clone()))?;
+        let mut st = self
+            .conn
+            .prepare_cached(
+                "SELECT size_bytes, count, dtype, redop, root, placement, time_us, algbw, busbw, wrong
+                 FROM results WHERE run_id = ?1 ORDER BY seq",
+            )
+            .map_err(self.err(action.clone()))?;
+        detail.rows = st
+            .query_map([id], |r| {
+                Ok(ResultRow {
+                    size_bytes: get_u64(r, 0)?,
+                    count: get_u64(r, 1)?,
+                    dtype: r.get(2)?,
+                    redop: r.get(3)?,
+                    root: r.get(4)?,
+                    placement: get_enum(r, 5)?,
+                    time_us: r.get(6)?,
+                    algbw: r.get(7)?,
+                    busbw: r.get(8)?,
+                    wrong: get_opt_u64(r, 9)?,
+                })
+            })
+            .and_then(|rows| rows.collect())
+            .map_err(self.err(action.clone()))?;
+        let mut st = self
+            .conn
+            .prepare_cached(
+                "SELECT node, role, partner, size_bytes, busbw, verdict
+                 FROM node_results WHERE run_id = ?1 ORDER BY seq",
+            )
+            .map_err(self.err(action.clone()))?;
+        detail.node_results = st
+            .query_map([id], node_result_from_row)
+            .and_then(|rows| rows.collect())
+            .map_err(self.err(action))?;
+        Ok(detail)
+    }
+
+    /// The raw output of a run exactly as recorded, and the parser version of its rows.
+    pub fn raw_output(&self, id: RunId) -> Result<(Vec<u8>, u32), HistoryError> {
+        match self.conn.query_row(
+            "SELECT raw_output, parser_version FROM runs WHERE id = ?1",
+            [id],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        ) {
+            Ok(v) => Ok(v),
+            Err(rusqlite::Error::QueryReturnedNoRows) => Err(HistoryError::NoSuchRun {
+                path: self.path.clone(),
+                id,
+            }),
+            Err(e) => Err(classify(
+                &self.path,
+                format!("reading run {id}'s output"),
+                e,
+            )),
+        }
+    }
+
+    /// Runs whose rows came from a parser older than `current`: the ones a re-parse of
+    /// the stored raw output ([`History::raw_output`]) would improve. Oldest first.
+    pub fn runs_parsed_before(&self, current: u32) -> Result<Vec<RunId>, HistoryError> {
+        let mut st = self
+            .conn
+            .prepare_cached("SELECT id FROM runs WHERE parser_version < ?1 ORDER BY id")
+            .map_err(self.err("finding runs to re-parse"))?;
+        st.query_map([current], |r| r.get(0))
+            .and_then(|rows| rows.collect())
+            .map_err(self.err("finding runs to re-parse"))
+    }
+
+    /// Replaces a run's table with rows re-parsed from its raw output, in one transaction,
+    /// and records the parser version that produced them.
+    pub fn replace_rows(
+        &mut self,
+        id: RunId,
+        rows: &[NewRow],
+        parser_version: u32,
+    ) -> Result<(), HistoryError> {
+        let probe = NewRun {
+            collective: "-".into(),
+            rows: rows.to_vec(),
+            ..NewRun::default()
+        };
+        validate(&probe)?;
+        let path = self.path.clone();
+        let err = move |e| classify(&path, format!("replacing run {id}'s rows"), e);
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(err.clone())?;
+        let changed = tx
+            .execute(
+                "UPDATE runs SET parser_version = ?2 WHERE id = ?1",
+                params![id, parser_version],
+            )
+            .map_err(err.clone())?;
+        if changed == 0 {
+            return Err(HistoryError::NoSuchRun {
+                path: self.path.clone(),
+                id,
+            });
+        }
+        tx.execute("DELETE FROM results WHERE run_id = ?1", [id])
+            .map_err(err.clone())?;
+        insert_rows(&tx, id, rows).map_err(err.clone())?;
+        tx.commit().map_err(err)
+    }
+
+    /// A node's numbers over time, oldest first: for every run that included it, the
+    /// out-of-place busbw at `size_bytes` (else the run's largest size; the first such row
+    /// in output order when `-d all` gives several), plus its validation results.
+    pub fn node_history(
+        &self,
+        node: &str,
+        collective: Option<&str>,
+        size_bytes: Option<u64>,
+    ) -> Result<NodeHistory, HistoryError> {
+        let action = format!("reading the history of node {node}");
+        let size = size_bytes
+            .map(|s| to_i64(s, || "size".into()))
+            .transpose()?;
+        let mut st = self
+            .conn
+            .prepare_cached(
+                "SELECT r.id, r.at, r.collective, r.cluster, r.variant, r.status, r.node_count,
+                        x.size_bytes, x.dtype, x.busbw
+                 FROM run_nodes n
+                 JOIN runs r ON r.id = n.run_id
+                 JOIN results x ON x.run_id = r.id AND x.seq = (
+                     SELECT y.seq FROM results y
+                     WHERE y.run_id = r.id AND y.placement = 'out'
+                       AND y.size_bytes = coalesce(?3,
+                           (SELECT max(z.size_bytes) FROM results z WHERE z.run_id = r.id))
+                     ORDER BY y.seq LIMIT 1)
+                 WHERE n.node = ?1 AND (?2 IS NULL OR r.collective = ?2)
+                 ORDER BY r.at, r.id",
+            )
+            .map_err(self.err(action.clone()))?;
+        let runs = st
+            .query_map(params![node, collective, size], |r| {
+                Ok(NodeRunPoint {
+                    run_id: r.get(0)?,
+                    at: format_rfc3339(r.get(1)?),
+                    collective: r.get(2)?,
+                    cluster: r.get(3)?,
+                    variant: r.get(4)?,
+                    status: get_enum(r, 5)?,
+                    node_count: r.get(6)?,
+                    size_bytes: get_u64(r, 7)?,
+                    dtype: r.get(8)?,
+                    busbw: r.get(9)?,
+                })
+            })
+            .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
+            .map_err(self.err(action.clone()))?;
+        let mut st = self
+            .conn
+            .prepare_cached(
+                "SELECT nr.node, nr.role, nr.partner, nr.size_bytes, nr.busbw, nr.verdict,
+                        r.id, r.at, r.collective
+                 FROM node_results nr JOIN runs r ON r.id = nr.run_id
+                 WHERE nr.node = ?1 AND (?2 IS NULL OR r.collective = ?2)
+                   AND (?3 IS NULL OR nr.size_bytes = ?3)
+                 ORDER BY r.at, r.id, nr.seq",
+            )
+            .map_err(self.err(action.clone()))?;
+        let checks = st
+            .query_map(params![node, collective, size], |r| {
+                Ok(NodeCheckPoint {
+                    result: node_result_from_row(r)?,
+                    run_id: r.get(6)?,
+                    at: format_rfc3339(r.get(7)?),
+                    collective: r.get(8)?,
+                })
+            })
+            .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
+            .map_err(self.err(action))?;
+        Ok(NodeHistory {
+            node: node.to_string(),
+            runs,
+            checks,
+        })
+    }
+
+    /// Median out-of-place busbw at `size_bytes` of the last `last_n` runs with status
+    /// `ok` of `collective` on `cluster` (`None` means runs recorded without a cluster).
+    /// `None` when there is no such run.
+    pub fn baseline(
+        &self,
+        cluster: Option<&str>,
+        collective: &str,
+        size_bytes: u64,
+        last_n: u32,
+    ) -> Result<Option<Baseline>, HistoryError> {
+        let size = to_i64(size_bytes, || "size".into())?;
+        let mut st = self
+            .conn
+            .prepare_cached(
+                "SELECT r.id, x.busbw FROM runs r
+                 JOIN results x ON x.run_id = r.id AND x.seq = (
+                     SELECT y.seq FROM results y
+                     WHERE y.run_id = r.id AND y.placement = 'out' AND y.size_bytes = ?3
+                       AND y.busbw IS NOT NULL
+                     ORDER BY y.seq LIMIT 1)
+                 WHERE r.status = 'ok' AND r.cluster IS ?1 AND r.collective = ?2
+                 ORDER BY r.at DESC, r.id DESC LIMIT ?4",
+            )
+            .map_err(self.err("computing a baseline"))?;
+        let samples: Vec<(RunId, f64)> = st
+            .query_map(params![cluster, collective, size, last_n], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })
+            .and_then(|rows| rows.collect())
+            .map_err(self.err("computing a baseline"))?;
+        let values: Vec<f64> = samples.iter().map(|s| s.1).collect();
+        Ok(median(&values).map(|median_busbw| Baseline {
+            median_busbw,
+            samples,
+        }))
+    }
+
+    /// A run's table as a series of `(key, busbw)` points.
+    pub fn series(&self, id: RunId) -> Result<Vec<(RowKey, Option<f64>)>, HistoryError> {
+        self.ensure_run(id)?;
+        let mut st = self
+            .conn
+            .prepare_cached(
+                "SELECT size_bytes, placement, dtype, redop, root, busbw FROM results
+                 WHERE run_id = ?1 ORDER BY seq",
+            )
+            .map_err(self.err(format!("reading run {id}'s results")))?;
+        let points = st
+            .query_map([id], |r| {
+                Ok((
+                    RowKey {
+                        size_bytes: get_u64(r, 0)?,
+                        placement: get_enum(r, 1)?,
+                        dtype: r.get(2)?,
+                        redop: r.get(3)?,
+                        root: r.get(4)?,
+                    },
+                    r.get(5)?,
+                ))
+            })
+            .and_then(|rows| rows.collect())
+            .map_err(self.err(format!("reading run {id}'s results")))?;
+        Ok(points)
+    }
+
+    fn ensure_run(&self, id: RunId) -> Result<(), HistoryError> {
+        let found: bool = self
+            .conn
+            .query_row(
+                "SELECT EXISTS (SELECT 1 FROM runs WHERE id = ?1)",
+                [id],
+                |r| r.get(0),
+            )
+            .map_err(self.err(format!("looking up run {id}")))?;
+        if found {
+            Ok(())
+        } else {
+            Err(HistoryError::NoSuchRun {
+                path: self.path.clone(),
+                id,
+            })
+        }
+    }
+
+    /// Compares run `candidate` with run `reference`, key by key.
+    pub fn compare_runs(
+        &self,
+        reference: RunId,
+        candidate: RunId,
+        options: CompareOptions,
+    ) -> Result<Comparison, HistoryError> {
+        options.validate()?;
+        let result = compare_series(&self.series(reference)?, &self.series(candidate)?, options)?;
+        Ok(Comparison {
+            reference: Reference::Run { run_id: reference },
+            candidate,
+            result,
+        })
+    }
+
+    /// Compares run `candidate` with the per-key median of up to `last_n` earlier runs
+    /// with status `ok` that measured the same thing: same collective, cluster, node
+    /// count, total ranks and variant (missing values match missing values). "Earlier"
+    /// is by run time, then id.
+    pub fn compare_to_baseline(
+        &self,
+        candidate: RunId,
+        last_n: u32,
+        options: CompareOptions,
+    ) -> Result<Comparison, HistoryError> {
+        options.validate()?;
+        let cand = self.series(candidate)?;
+        let mut st = self
+            .conn
+            .prepare_cached(
+                "SELECT r.id FROM runs c JOIN runs r
+                   ON r.collective = c.collective AND r.cluster IS c.cluster
+                  AND r.node_count IS c.node_count AND r.total_ranks IS c.total_ranks
+                  AND r.variant IS c.variant
+                 WHERE c.id = ?1 AND r.status = 'ok' AND (r.at, r.id) < (c.at, c.id)
+                 ORDER BY r.at DESC, r.id DESC LIMIT ?2",
+            )
+            .map_err(self.err("choosing baseline runs"))?;
+        let run_ids: Vec<RunId> = st
+            .query_map(params![candidate, last_n], |r| r.get(0))
+            .and_then(|rows| rows.collect())
+            .map_err(self.err("choosing baseline runs"))?;
+        if run_ids.is_empty() {
+            let d = self.get_run(candidate)?.summary;
+            return Err(HistoryError::NoBaseline {
+                run_id: candidate,
+                what: format!(
+                    "{} on cluster {}, {} nodes, {} ranks, variant {}",
+                    d.collective,
+                    d.cluster.as_deref().unwrap_or("(none)"),
+                    d.node_count.map_or("?".into(), |n| n.to_string()),
+                    d.total_ranks.map_or("?".into(), |n| n.to_string()),
+                    d.variant.as_deref().unwrap_or("(none)"),
+                ),
+            });
+        }
+        // Collapse each run first so that a run with a repeated table (-N) counts once.
+        let mut reference = Vec::new();
+        for id in &run_ids {
+            reference.extend(collapse(&self.series(*id)?));
+        }
+        let result = compare_series(&reference, &cand, options)?;
+        Ok(Comparison {
+            reference: Reference::Baseline { run_ids },
+            candidate,
+            result,
+        })
+    }
+}
+
+/// Inserts a run's table rows, numbered in output order.
+fn insert_rows(conn: &Connection, id: RunId, rows: &[NewRow]) -> rusqlite::Result<()> {
+    let mut st = conn.prepare_cached(
+        "INSERT INTO results (run_id, seq, size_bytes, count, dtype, redop, root,
+            placement, time_us, algbw, busbw, wrong)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+    )?;
+    for (seq, r) in rows.iter().enumerate() {
+        // Sizes and counts were checked to fit in i64 by `validate`.
+        st.execute(params![
+            id,
+            seq as i64,
+            r.size_bytes as i64,
+            r.count as i64,
+            r.dtype,
+            r.redop,
+            r.root,
+            r.placement.as_str(),
+            finite(r.time_us),
+            finite(r.algbw),
+            finite(r.busbw),
+            r.wrong.map(|w| w as i64),
+        ])?;
+    }
+    Ok(())
+}
+
+fn node_result_from_row(r: &Row<'_>) -> rusqlite::Result<NodeResult> {
+    Ok(NodeResult {
+        node: r.get(0)?,
+        role: r.get(1)?,
+        partner: r.get(2)?,
+        size_bytes: get_opt_u64(r, 3)?,
+        busbw: r.get(4)?,
+        verdict: r.get(5)?,
+    })
+}
+
+/// Checks what SQLite's types cannot hold or what would make a useless record.
+fn validate(run: &NewRun) -> Result<(), HistoryError> {
+    let invalid = |field: String, reason: &str| HistoryError::InvalidRun {
+        field,
+        reason: reason.to_string(),
+    };
+    if run.collective.trim().is_empty() {
+        return Err(invalid(
+            "collective".into(),
+            "empty; name the collective, e.g. all_reduce",
+        ));
+    }
+    if let Some(i) = run.nodes.iter().position(|n| n.trim().is_empty()) {
+        return Err(invalid(format!("nodes[{i}]"), "empty node name"));
+    }
+    for (i, r) in run.rows.iter().enumerate() {
+        to_i64(r.size_bytes, || format!("rows[{i}].size_bytes"))?;
+        to_i64(r.count, || format!("rows[{i}].count"))?;
+        if let Some(w) = r.wrong {
+            to_i64(w, || format!("rows[{i}].wrong"))?;
+        }
+    }
+    for (i, n) in run.node_results.iter().enumerate() {
+        if n.node.trim().is_empty() {
+            return Err(invalid(
+                format!("node_results[{i}].node"),
+                "empty node name",
+            ));
+        }
+        if let Some(s) = n.size_bytes {
+            to_i64(s, || format!("node_results[{i}].size_bytes"))?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+#[path = "store_tests.rs"]
+mod tests;

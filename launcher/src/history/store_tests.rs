@@ -1,0 +1,850 @@
+//! Tests of [`History`] against real files in a temporary folder, fed with rows read from
+//! the recorded nccl-tests outputs in `tests/fixtures/nccl-tests/`.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use super::*;
+use crate::history::{ExportFormat, Verdict};
+
+const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures/nccl-tests");
+
+/// A fresh, empty folder for one test.
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("gpudirect-history-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Reads the table of a recorded text output into rows. Test-only: the real parser is
+/// another module; this one knows just the 13-column layout of these fixtures.
+fn fixture_run(rel: &str) -> NewRun {
+    let raw = std::fs::read(Path::new(FIXTURES).join(rel)).unwrap();
+    let text = String::from_utf8_lossy(&raw);
+    let mut rows = Vec::new();
+    let mut avg = None;
+    for line in text.lines() {
+        if let Some(v) = line.strip_prefix("# Avg bus bandwidth    : ") {
+            avg = v.trim().parse().ok();
+        }
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if line.starts_with('#') || f.len() != 13 || f[0].parse::<u64>().is_err() {
+            continue;
+        }
+        for (placement, base) in [(Placement::Out, 5), (Placement::In, 9)] {
+            rows.push(NewRow {
+                size_bytes: f[0].parse().unwrap(),
+                count: f[1].parse().unwrap(),
+                dtype: f[2].into(),
+                redop: f[3].into(),
+                root: f[4].parse().ok(),
+                placement,
+                time_us: f[base].parse().unwrap(),
+                algbw: f[base + 1].parse().unwrap(),
+                busbw: f[base + 2].parse().unwrap(),
+                wrong: f[base + 3].parse().ok(),
+            });
+        }
+    }
+    assert!(rows.len() > 20, "{rel}: only {} rows", rows.len());
+    NewRun {
+        collective: "all_reduce".into(),
+        cluster: Some("h200x2".into()),
+        nodes: vec!["gpu-b".into(), "gpu-a".into()],
+        nodelist: Some("gpu-[a-b]".into()),
+        gpus_per_node: Some(1),
+        total_ranks: Some(2),
+        launcher: LaunchKind::Import,
+        source_path: Some(format!("/fixtures/{rel}")),
+        status: RunStatus::Ok,
+        exit_code: Some(0),
+        avg_busbw: avg,
+        nccl_tests_version: Some("2.19.6".into()),
+        nccl_version: Some("2.28.9".into()),
+        env: [("NCCL_DEBUG".to_string(), "INFO".to_string())].into(),
+        parser_version: 1,
+        raw_output: raw,
+        rows,
+        ..NewRun::default()
+    }
+}
+
+fn nvlink() -> NewRun {
+    fixture_run("h200x2-nvlink/all_reduce_g2.txt")
+}
+
+fn socket() -> NewRun {
+    fixture_run("h200x2-nvlink/all_reduce_g2_socket.txt")
+}
+
+#[test]
+fn import_and_read_back() {
+    let dir = scratch("roundtrip");
+    let mut db = History::open(&dir.join("sub/h.sqlite")).unwrap();
+    let mut run = nvlink();
+    run.started_at = Some(1_796_000_000);
+    run.failures = vec!["first, \"quoted\"".into()];
+    run.node_results = vec![NewNodeResult {
+        node: "gpu-a".into(),
+        role: Some("pair".into()),
+        partner: Some("gpu-b".into()),
+        size_bytes: Some(1 << 30),
+        busbw: Some(321.81),
+        verdict: Some("ok".into()),
+    }];
+    let id = db.import_run(&run, false).unwrap();
+    assert!(matches!(id, ImportOutcome::Inserted(_)));
+    let d = db.get_run(id.run_id()).unwrap();
+    assert_eq!(d.rows.len(), run.rows.len());
+    assert_eq!(d.rows[0].size_bytes, 8);
+    let last = d.rows.last().unwrap();
+    assert_eq!(
+        (last.size_bytes, last.placement),
+        (8_589_934_592, Placement::In)
+    );
+    assert_eq!(d.nodes, ["gpu-a", "gpu-b"]);
+    assert_eq!(d.summary.node_count, Some(2));
+    assert_eq!(
+        d.summary.started_at.as_deref(),
+        Some("2026-11-30T00:53:20Z")
+    );
+    assert_eq!(d.summary.at, "2026-11-30T00:53:20Z");
+    assert_eq!(
+        d.summary.peak_busbw,
+        run.rows
+            .iter()
+            .filter(|r| r.placement == Placement::Out)
+            .map(|r| r.busbw)
+            .reduce(f64::max)
+    );
+    assert_eq!(d.summary.avg_busbw, run.avg_busbw);
+    assert!(d.summary.avg_busbw.is_some());
+    assert_eq!(d.env["NCCL_DEBUG"], "INFO");
+    assert_eq!(d.failures, run.failures);
+    assert_eq!(d.node_results[0].busbw, Some(321.81));
+    assert_eq!(d.raw_output_bytes, run.raw_output.len() as u64);
+    let (raw, pv) = db.raw_output(id.run_id()).unwrap();
+    assert_eq!((raw, pv), (run.raw_output.clone(), 1));
+    // JSON for --json.
+    let json = serde_json::to_value(&d).unwrap();
+    assert_eq!(json["status"], "ok");
+    assert_eq!(json["rows"][1]["placement"], "in");
+    assert!(matches!(
+        db.get_run(999),
+        Err(HistoryError::NoSuchRun { id: 999, .. })
+    ));
+}
+
+#[test]
+fn same_output_twice_is_recognised() {
+    let dir = scratch("dedupe");
+    let mut db = History::open(&dir.join("h.sqlite")).unwrap();
+    let run = nvlink();
+    let first = db.import_run(&run, false).unwrap();
+    let again = db.import_run(&run, false).unwrap();
+    assert_eq!(again, ImportOutcome::Duplicate(first.run_id()));
+    assert!(again.is_duplicate());
+    let forced = db.import_run(&run, true).unwrap();
+    assert!(matches!(forced, ImportOutcome::Inserted(id) if id != first.run_id()));
+    let mut elsewhere = run.clone();
+    elsewhere.source_path = Some("/other/copy.txt".into());
+    assert!(!db.import_run(&elsewhere, false).unwrap().is_duplicate());
+    // Runs without a source (gpudirect run) are never folded together.
+    let mut live = run.clone();
+    live.source_path = None;
+    live.launcher = LaunchKind::Local;
+    assert!(!db.import_run(&live, false).unwrap().is_duplicate());
+    assert!(!db.import_run(&live, false).unwrap().is_duplicate());
+    assert_eq!(db.list_runs(&RunFilter::default()).unwrap().len(), 5);
+}
+
+#[test]
+fn a_failed_import_leaves_nothing_behind() {
+    let dir = scratch("atomic");
+    let mut db = History::open(&dir.join("h.sqlite")).unwrap();
+    // Make the last insert of the import fail, after the run and its rows went in.
+    db.conn
+        .execute_batch(
+            "CREATE TEMP TRIGGER boom BEFORE INSERT ON node_results
+             WHEN NEW.node = 'boom' BEGIN SELECT RAISE(ABORT, 'boom'); END;",
+        )
+        .unwrap();
+    let mut run = nvlink();
+    run.node_results = vec![NewNodeResult {
+        node: "boom".into(),
+        ..Default::default()
+    }];
+    let err = db.import_run(&run, false).unwrap_err();
+    assert!(err.to_string().contains("per-node"), "{err}");
+    let count = |t: &str| -> i64 {
+        db.conn
+            .query_row(&format!("SELECT count(*) FROM {t}"), [], |r| r.get(0))
+            .unwrap()
+    };
+    assert_eq!(
+        (count("runs"), count("results"), count("run_nodes")),
+        (0, 0, 0)
+    );
+}
+
+#[test]
+fn invalid_runs_are_refused_with_the_field() {
+    let dir = scratch("invalid");
+    let mut db = History::open(&dir.join("h.sqlite")).unwrap();
+    let err = db.import_run(&NewRun::default(), false).unwrap_err();
+    assert!(err.to_string().contains("collective"), "{err}");
+    let mut run = nvlink();
+    run.rows[3].size_bytes = u64::MAX;
+    let err = db.import_run(&run, false).unwrap_err();
+    assert!(err.to_string().contains("rows[3].size_bytes"), "{err}");
+    // NaN and infinity are stored as "no value", not as an error.
+    let mut run = nvlink();
+    run.rows[0].busbw = f64::NAN;
+    run.rows[1].algbw = f64::INFINITY;
+    let id = db.import_run(&run, false).unwrap().run_id();
+    let d = db.get_run(id).unwrap();
+    assert_eq!((d.rows[0].busbw, d.rows[1].algbw), (None, None));
+}
+
+/// Five runs on two clusters, at known times.
+fn populated(dir: &Path) -> (History, Vec<RunId>) {
+    let mut db = History::open(&dir.join("h.sqlite")).unwrap();
+    let mut ids = Vec::new();
+    for (i, (cluster, status, node, variant)) in [
+        ("a3", RunStatus::Ok, "gpu1", "tcpx"),
+        ("a3", RunStatus::Ok, "gpu2", "tcpx"),
+        ("a3", RunStatus::Failed, "gpu1", "socket"),
+        ("a4", RunStatus::Ok, "gpu1", "gib"),
+        ("a3", RunStatus::Ok, "gpu3", "tcpx"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let mut run = if status == RunStatus::Ok {
+            nvlink()
+        } else {
+            socket()
+        };
+        run.cluster = Some(cluster.into());
+        run.status = status;
+        run.nodes = vec![node.into(), "gpu9".into()];
+        run.variant = Some(variant.into());
+        run.started_at = Some(1_796_000_000 + 3600 * i as i64);
+        run.source_path = Some(format!("/runs/{i}.txt"));
+        // Make each ok run's bandwidth differ a little: 100 %, 98 %, -, 110 %, 96 %.
+        let scale = [1.0, 0.98, 1.0, 1.10, 0.96][i];
+        for r in &mut run.rows {
+            r.busbw *= scale;
+        }
+        ids.push(db.import_run(&run, false).unwrap().run_id());
+    }
+    (db, ids)
+}
+
+#[test]
+fn list_runs_filters_and_orders() {
+    let dir = scratch("list");
+    let (db, ids) = populated(&dir);
+    let list =
+        |f: RunFilter| -> Vec<RunId> { db.list_runs(&f).unwrap().iter().map(|r| r.id).collect() };
+    assert_eq!(
+        list(RunFilter::default()),
+        [ids[4], ids[3], ids[2], ids[1], ids[0]]
+    );
+    let f = |f: fn(&mut RunFilter)| {
+        let mut filter = RunFilter::default();
+        f(&mut filter);
+        filter
+    };
+    assert_eq!(list(f(|f| f.cluster = Some("a4".into()))), [ids[3]]);
+    assert_eq!(
+        list(f(|f| f.node = Some("gpu1".into()))),
+        [ids[3], ids[2], ids[0]]
+    );
+    assert_eq!(list(f(|f| f.status = Some(RunStatus::Failed))), [ids[2]]);
+    assert_eq!(
+        list(f(|f| f.variant = Some("tcpx".into()))),
+        [ids[4], ids[1], ids[0]]
+    );
+    assert_eq!(
+        list(f(|f| f.since = Some(1_796_000_000 + 3 * 3600))),
+        [ids[4], ids[3]]
+    );
+    assert_eq!(list(f(|f| f.limit = Some(2))), [ids[4], ids[3]]);
+    assert!(list(f(|f| f.collective = Some("all_gather".into()))).is_empty());
+    let summary = &db.list_runs(&RunFilter::default()).unwrap()[0];
+    assert_eq!(summary.max_size_bytes, Some(8_589_934_592));
+    assert_eq!(summary.row_count, nvlink().rows.len() as u64);
+}
+
+#[test]
+fn node_history_and_baseline() {
+    let dir = scratch("node");
+    let (db, ids) = populated(&dir);
+    let h = db.node_history("gpu1", None, None).unwrap();
+    let runs: Vec<_> = h.runs.iter().map(|p| (p.run_id, p.size_bytes)).collect();
+    assert_eq!(
+        runs,
+        [
+            (ids[0], 8_589_934_592),
+            (ids[2], 1_073_741_824),
+            (ids[3], 8_589_934_592)
+        ]
+    );
+    // 321.81 is the out-of-place busbw at 1 GiB in all_reduce_g2.txt.
+    let h = db
+        .node_history("gpu1", Some("all_reduce"), Some(1 << 30))
+        .unwrap();
+    assert_eq!(h.runs[0].busbw, Some(321.81));
+    assert_eq!(h.runs.len(), 3);
+    assert!(db
+        .node_history("nobody", None, None)
+        .unwrap()
+        .runs
+        .is_empty());
+
+    // a3 ok runs at 1 GiB: 321.81 x {1.0, 0.98, 0.96} -> median 0.98 x 321.81.
+    let b = db
+        .baseline(Some("a3"), "all_reduce", 1 << 30, 10)
+        .unwrap()
+        .unwrap();
+    assert!((b.median_busbw - 321.81 * 0.98).abs() < 1e-9, "{b:?}");
+    assert_eq!(
+        b.samples.iter().map(|s| s.0).collect::<Vec<_>>(),
+        [ids[4], ids[1], ids[0]]
+    );
+    let b = db
+        .baseline(Some("a3"), "all_reduce", 1 << 30, 2)
+        .unwrap()
+        .unwrap();
+    assert!((b.median_busbw - 321.81 * 0.97).abs() < 1e-9);
+    assert!(db
+        .baseline(Some("a3"), "all_reduce", 12345, 10)
+        .unwrap()
+        .is_none());
+}
+
+#[test]
+fn node_results_show_in_node_history() {
+    let dir = scratch("checks");
+    let mut db = History::open(&dir.join("h.sqlite")).unwrap();
+    let mut run = nvlink();
+    run.node_results = vec![
+        NewNodeResult {
+            node: "gpu-a".into(),
+            partner: Some("gpu-b".into()),
+            busbw: Some(40.0),
+            size_bytes: Some(1 << 30),
+            verdict: Some("slow".into()),
+            ..Default::default()
+        },
+        NewNodeResult {
+            node: "gpu-b".into(),
+            partner: Some("gpu-a".into()),
+            busbw: Some(40.0),
+            size_bytes: Some(1 << 30),
+            verdict: Some("ok".into()),
+            ..Default::default()
+        },
+    ];
+    let id = db.import_run(&run, false).unwrap().run_id();
+    let h = db.node_history("gpu-a", None, Some(1 << 30)).unwrap();
+    assert_eq!(h.checks.len(), 1);
+    assert_eq!(
+        (h.checks[0].run_id, h.checks[0].result.verdict.as_deref()),
+        (id, Some("slow"))
+    );
+    assert!(db
+        .node_history("gpu-a", None, Some(8))
+        .unwrap()
+        .checks
+        .is_empty());
+}
+
+#[test]
+fn compare_runs_and_baseline() {
+    let dir = scratch("compare");
+    let (mut db, ids) = populated(&dir);
+    // NVLink run against the socket-transport run: every size above the smallest regresses.
+    let c = db
+        .compare_runs(
+            ids[0],
+            ids[2],
+            CompareOptions {
+                tolerance_pct: 5.0,
+                min_size_bytes: 1 << 20,
+            },
+        )
+        .unwrap();
+    assert_eq!(c.result.overall, Verdict::Regression);
+    // The socket output stops at 1 GiB: 1 MiB..1 GiB regress (11 sizes x 2 placements),
+    // 2..8 GiB are missing on the candidate side.
+    assert_eq!(
+        (
+            c.result.counts.regression,
+            c.result.counts.missing,
+            c.result.counts.ok
+        ),
+        (22, 6, 0)
+    );
+    assert_eq!(c.reference, Reference::Run { run_id: ids[0] });
+    // Run 4 (96 %) against the median of runs 1 and 0 (98 %, 100 % -> 99 %): within 5 %.
+    let c = db
+        .compare_to_baseline(ids[4], 5, CompareOptions::default())
+        .unwrap();
+    assert_eq!(
+        c.reference,
+        Reference::Baseline {
+            run_ids: vec![ids[1], ids[0]]
+        }
+    );
+    assert_eq!(
+        c.result.counts.regression,
+        0,
+        "{:?}",
+        c.result
+            .rows
+            .iter()
+            .filter(|r| r.verdict != Verdict::Ok)
+            .collect::<Vec<_>>()
+    );
+    let c = db
+        .compare_to_baseline(
+            ids[4],
+            5,
+            CompareOptions {
+                tolerance_pct: 1.0,
+                min_size_bytes: 1 << 30,
+            },
+        )
+        .unwrap();
+    assert_eq!(c.result.overall, Verdict::Regression);
+    let json = serde_json::to_value(&c).unwrap();
+    assert_eq!(json["overall"], "regression");
+    assert_eq!(json["reference"]["kind"], "baseline");
+    // The first run has nothing earlier; nor does a run of another shape.
+    let err = db
+        .compare_to_baseline(ids[0], 5, CompareOptions::default())
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("no earlier ok run of all_reduce on cluster a3"),
+        "{err}"
+    );
+    assert!(matches!(
+        db.compare_runs(ids[0], 777, CompareOptions::default()),
+        Err(HistoryError::NoSuchRun { id: 777, .. })
+    ));
+    // A socket fallback recorded as ok is caught by the baseline.
+    let mut bad = socket();
+    bad.cluster = Some("a3".into());
+    bad.variant = Some("tcpx".into());
+    bad.nodes = vec!["gpu3".into(), "gpu9".into()];
+    bad.started_at = Some(1_796_100_000);
+    let id = db.import_run(&bad, false).unwrap().run_id();
+    let c = db
+        .compare_to_baseline(
+            id,
+            3,
+            CompareOptions {
+                tolerance_pct: 10.0,
+                min_size_bytes: 1 << 20,
+            },
+        )
+        .unwrap();
+    assert_eq!(c.result.overall, Verdict::Regression);
+    assert_eq!(
+        c.reference,
+        Reference::Baseline {
+            run_ids: vec![ids[4], ids[1], ids[0]]
+        }
+    );
+}
+
+#[test]
+fn export_csv_and_json() {
+    let dir = scratch("export");
+    let (mut db, ids) = populated(&dir);
+    let mut odd = nvlink();
+    odd.cluster = Some("lab, \"east\"".into());
+    odd.started_at = Some(1_700_000_000);
+    db.import_run(&odd, false).unwrap();
+    let rows_per_run = nvlink().rows.len();
+    // Five NVLink runs (31 sizes) and one socket run (28 sizes), two placements each.
+    let total = 5 * rows_per_run + socket().rows.len();
+    assert_eq!(total, (5 * 31 + 28) * 2);
+
+    let mut csv = Vec::new();
+    let n = db
+        .export(&RunFilter::default(), ExportFormat::Csv, &mut csv)
+        .unwrap();
+    assert_eq!(n as usize, total);
+    let text = String::from_utf8(csv).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 1 + total);
+    assert!(lines[0].starts_with("run_id,at,cluster,"));
+    assert!(
+        lines[1].starts_with(&format!("{},2026-11-30T04:53:20Z,a3,", ids[4])),
+        "{}",
+        lines[1]
+    );
+    assert!(lines[1].contains(",8,2,float,sum,-1,out,"), "{}", lines[1]);
+    assert!(text.contains(",\"lab, \"\"east\"\"\","));
+
+    let mut jsonl = Vec::new();
+    let filter = RunFilter {
+        cluster: Some("a4".into()),
+        ..RunFilter::default()
+    };
+    let n = db
+        .export(&filter, ExportFormat::JsonLines, &mut jsonl)
+        .unwrap();
+    let records: Vec<serde_json::Value> = String::from_utf8(jsonl)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(records.len() as u64, n);
+    assert!(records
+        .iter()
+        .all(|r| r["run_id"] == ids[3] && r["cluster"] == "a4"));
+
+    let mut arr = Vec::new();
+    let filter = RunFilter {
+        limit: Some(1),
+        ..RunFilter::default()
+    };
+    db.export(&filter, ExportFormat::JsonArray, &mut arr)
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&arr).unwrap();
+    assert_eq!(v.as_array().unwrap().len(), rows_per_run);
+    let mut empty = Vec::new();
+    let filter = RunFilter {
+        cluster: Some("none".into()),
+        ..RunFilter::default()
+    };
+    db.export(&filter, ExportFormat::JsonArray, &mut empty)
+        .unwrap();
+    assert_eq!(
+        serde_json::from_slice::<serde_json::Value>(&empty).unwrap(),
+        serde_json::json!([])
+    );
+}
+
+#[test]
+fn garbage_files_are_refused_and_left_alone() {
+    let dir = scratch("garbage");
+    let cases: [(&str, &[u8]); 3] = [
+        ("notes.txt", b"these are my notes, not a database\n"),
+        ("short.bin", b"SQLite"),
+        ("random.bin", &[0x5a; 4096]),
+    ];
+    for (name, bytes) in cases {
+        let path = dir.join(name);
+        std::fs::write(&path, bytes).unwrap();
+        let err = History::open(&path).unwrap_err();
+        let msg = err.to_string();
+        assert!(matches!(err, HistoryError::NotAHistory { .. }), "{msg}");
+        assert!(
+            msg.contains(name) && msg.contains("move it aside or pass --db"),
+            "{msg}"
+        );
+        assert_eq!(std::fs::read(&path).unwrap(), bytes, "{name} was modified");
+        assert!(!dir.join(format!("{name}-wal")).exists());
+    }
+    let err = History::open(&dir).unwrap_err();
+    assert!(err.to_string().contains("not a regular file"), "{err}");
+    let err = History::open_existing(&dir.join("absent.sqlite")).unwrap_err();
+    assert!(matches!(err, HistoryError::Missing { .. }), "{err}");
+    assert!(!dir.join("absent.sqlite").exists());
+}
+
+#[test]
+fn foreign_sqlite_database_is_refused_and_left_alone() {
+    let dir = scratch("foreign");
+    let path = dir.join("app.db");
+    {
+        let c = rusqlite::Connection::open(&path).unwrap();
+        c.execute_batch("CREATE TABLE t (x); INSERT INTO t VALUES (1);")
+            .unwrap();
+    }
+    let before = std::fs::read(&path).unwrap();
+    let err = History::open(&path).unwrap_err();
+    assert!(err.to_string().contains("another program"), "{err}");
+    assert_eq!(std::fs::read(&path).unwrap(), before);
+    {
+        let c = rusqlite::Connection::open(&path).unwrap();
+        c.pragma_update(None, "user_version", 7).unwrap();
+    }
+    let before = std::fs::read(&path).unwrap();
+    let err = History::open(&path).unwrap_err();
+    assert!(err.to_string().contains("application_id 0x0"), "{err}");
+    assert_eq!(std::fs::read(&path).unwrap(), before);
+}
+
+#[test]
+fn newer_schema_is_refused_without_writing() {
+    let dir = scratch("newer");
+    let path = dir.join("h.sqlite");
+    {
+        let mut db = History::open(&path).unwrap();
+        db.import_run(&nvlink(), false).unwrap();
+    }
+    {
+        let c = rusqlite::Connection::open(&path).unwrap();
+        c.pragma_update(None, "user_version", schema::latest_version() + 1)
+            .unwrap();
+        // Back to a rollback journal so the file alone holds everything.
+        c.pragma_update(None, "journal_mode", "DELETE").unwrap();
+    }
+    let before = std::fs::read(&path).unwrap();
+    let err = History::open(&path).unwrap_err();
+    let msg = err.to_string();
+    assert!(matches!(err, HistoryError::SchemaTooNew { .. }), "{msg}");
+    assert!(msg.contains(&path.display().to_string()), "{msg}");
+    assert!(
+        msg.contains(&format!("version {}", schema::latest_version() + 1)),
+        "{msg}"
+    );
+    assert_eq!(std::fs::read(&path).unwrap(), before);
+    assert!(!dir.join("h.sqlite-wal").exists());
+}
+
+#[test]
+fn reopening_is_a_no_op_and_keeps_data() {
+    let dir = scratch("reopen");
+    let path = dir.join("h.sqlite");
+    let id = History::open(&path)
+        .unwrap()
+        .import_run(&nvlink(), false)
+        .unwrap()
+        .run_id();
+    let db = History::open(&path).unwrap();
+    let v: i64 = db
+        .conn
+        .pragma_query_value(None, "user_version", |r| r.get(0))
+        .unwrap();
+    assert_eq!(v, schema::latest_version());
+    let mode: String = db
+        .conn
+        .pragma_query_value(None, "journal_mode", |r| r.get(0))
+        .unwrap();
+    assert_eq!(mode, "wal");
+    assert_eq!(db.get_run(id).unwrap().rows.len(), nvlink().rows.len());
+}
+
+#[test]
+fn truncated_database_errors_or_reads_cleanly() {
+    let dir = scratch("truncated");
+    let path = dir.join("h.sqlite");
+    {
+        let mut db = History::open(&path).unwrap();
+        for i in 0..20 {
+            let mut run = nvlink();
+            run.source_path = Some(format!("/r/{i}"));
+            db.import_run(&run, false).unwrap();
+        }
+    }
+    assert!(
+        !dir.join("h.sqlite-wal").exists(),
+        "closing should checkpoint the WAL"
+    );
+    let full = std::fs::read(&path).unwrap();
+    assert!(full.len() > 64 * 1024);
+    let mut outcomes = Vec::new();
+    for cut in [100, 4096, 4096 * 3 + 17, full.len() / 2, full.len() - 4096] {
+        let p = dir.join(format!("cut-{cut}.sqlite"));
+        std::fs::write(&p, &full[..cut]).unwrap();
+        // Whatever happens, no panic, and an error names the file.
+        let outcome = History::open(&p).and_then(|db| {
+            let runs = db.list_runs(&RunFilter::default())?;
+            for r in &runs {
+                db.get_run(r.id)?;
+            }
+            Ok(runs.len())
+        });
+        if let Err(e) = &outcome {
+            assert!(e.to_string().contains(&format!("cut-{cut}.sqlite")), "{e}");
+            assert_eq!(
+                std::fs::read(&p).unwrap(),
+                &full[..cut],
+                "refused file was modified"
+            );
+        }
+        outcomes.push(outcome.map_err(|e| e.to_string()));
+    }
+    // Cutting into the runs table must at least once be reported as damage.
+    assert!(
+        outcomes
+            .iter()
+            .any(|o| matches!(o, Err(e) if e.contains("not a gpudirect history"))),
+        "{outcomes:#?}"
+    );
+}
+
+#[test]
+fn concurrent_writers_and_a_reader() {
+    let dir = scratch("concurrent");
+    let path = dir.join("h.sqlite");
+    History::open(&path).unwrap();
+    let template = nvlink();
+    let per_run = template.rows.len();
+    let done = Arc::new(AtomicBool::new(false));
+    let writers: Vec<_> = (0..2)
+        .map(|w| {
+            let (path, template) = (path.clone(), template.clone());
+            std::thread::spawn(move || {
+                let mut db = History::open(&path).unwrap();
+                for i in 0..50 {
+                    let mut run = template.clone();
+                    run.source_path = Some(format!("/w{w}/{i}"));
+                    assert!(!db.import_run(&run, false).unwrap().is_duplicate());
+                }
+            })
+        })
+        .collect();
+    let reader = {
+        let (path, done) = (path.clone(), done.clone());
+        std::thread::spawn(move || {
+            let db = History::open(&path).unwrap();
+            let mut reads = 0;
+            while !done.load(Ordering::SeqCst) {
+                // Every run seen is complete: imports are atomic.
+                for r in db.list_runs(&RunFilter::default()).unwrap() {
+                    assert_eq!(r.row_count as usize, per_run);
+                }
+                reads += 1;
+            }
+            reads
+        })
+    };
+    for w in writers {
+        w.join().unwrap();
+    }
+    done.store(true, Ordering::SeqCst);
+    assert!(reader.join().unwrap() > 0);
+    let db = History::open(&path).unwrap();
+    let runs = db.list_runs(&RunFilter::default()).unwrap();
+    assert_eq!(runs.len(), 100);
+    let rows: i64 = db
+        .conn
+        .query_row("SELECT count(*) FROM results", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(rows as usize, 100 * per_run);
+}
+
+#[test]
+fn concurrent_first_open_migrates_once() {
+    let dir = scratch("first-open");
+    let path = dir.join("h.sqlite");
+    let threads: Vec<_> = (0..6)
+        .map(|_| {
+            let path = path.clone();
+            std::thread::spawn(move || History::open(&path).map(|_| ()).map_err(|e| e.to_string()))
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap().unwrap();
+    }
+    let db = History::open(&path).unwrap();
+    let tables: i64 = db
+        .conn
+        .query_row(
+            "SELECT count(*) FROM sqlite_schema WHERE type = 'table'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(tables, 4);
+}
+
+/// Child side of `concurrent_processes`: imports 50 runs into the file named by
+/// `GPUDIRECT_TEST_DB`. Ignored so that it runs only when the parent starts it.
+#[test]
+#[ignore = "started by concurrent_processes in a child process"]
+fn child_process_writer() {
+    let (Some(path), Some(tag)) = (
+        std::env::var_os("GPUDIRECT_TEST_DB"),
+        std::env::var_os("GPUDIRECT_TEST_WRITER"),
+    ) else {
+        return;
+    };
+    let mut db = History::open(Path::new(&path)).unwrap();
+    let template = nvlink();
+    for i in 0..50 {
+        let mut run = template.clone();
+        run.source_path = Some(format!("/{}/{i}", tag.to_string_lossy()));
+        assert!(!db.import_run(&run, false).unwrap().is_duplicate());
+    }
+}
+
+/// Two processes writing at once (SQLite's cross-process locks, not just its in-process
+/// ones) while this one reads: nothing lost, no "database is locked".
+#[test]
+fn concurrent_processes() {
+    let dir = scratch("processes");
+    let path = dir.join("h.sqlite");
+    let db = History::open(&path).unwrap();
+    let exe = std::env::current_exe().unwrap();
+    let children: Vec<_> = ["p1", "p2"]
+        .into_iter()
+        .map(|tag| {
+            std::process::Command::new(&exe)
+                .args([
+                    "--exact",
+                    "history::store::tests::child_process_writer",
+                    "--ignored",
+                    "--quiet",
+                ])
+                .env("GPUDIRECT_TEST_DB", &path)
+                .env("GPUDIRECT_TEST_WRITER", tag)
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let per_run = nvlink().rows.len() as u64;
+    let mut children = children;
+    let mut reads = 0;
+    // Read while either child still writes (their output is small: the pipes cannot fill).
+    while children.iter_mut().any(|c| c.try_wait().unwrap().is_none()) {
+        let runs = db.list_runs(&RunFilter::default()).unwrap();
+        assert!(runs.iter().all(|r| r.row_count == per_run));
+        reads += 1;
+    }
+    assert!(reads > 0);
+    for child in children {
+        let out = child.wait_with_output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "child failed: {text}");
+        assert!(text.contains("1 passed"), "child ran no test: {text}");
+    }
+    assert_eq!(db.list_runs(&RunFilter::default()).unwrap().len(), 100);
+}
+
+#[test]
+fn rows_can_be_replaced_after_a_reparse() {
+    let dir = scratch("reparse");
+    let mut db = History::open(&dir.join("h.sqlite")).unwrap();
+    let old = db.import_run(&nvlink(), false).unwrap().run_id();
+    let mut newer = socket();
+    newer.parser_version = 2;
+    let new = db.import_run(&newer, false).unwrap().run_id();
+    assert_eq!(db.runs_parsed_before(2).unwrap(), [old]);
+    let (raw, _) = db.raw_output(old).unwrap();
+    assert_eq!(raw, nvlink().raw_output);
+    let rows = &nvlink().rows[..4];
+    db.replace_rows(old, rows, 2).unwrap();
+    let d = db.get_run(old).unwrap();
+    assert_eq!((d.rows.len(), d.parser_version), (4, 2));
+    assert!(db.runs_parsed_before(2).unwrap().is_empty());
+    assert_eq!(db.get_run(new).unwrap().rows.len(), socket().rows.len());
+    assert!(matches!(
+        db.replace_rows(4242, rows, 2),
+        Err(HistoryError::NoSuchRun { .. })
+    ));
+}

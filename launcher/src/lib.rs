@@ -1,0 +1,19 @@
+//! `gpudirect`: runs, checks and records nccl-tests on Slurm allocations.
+//!
+//! The binary (`src/main.rs`) parses arguments and dispatches; the logic lives in this
+//! library so that it can be tested without a GPU, a cluster or a terminal:
+//!
+//! - [`nccl_output`]: one parser for every form of nccl-tests output (text tables of every
+//!   version, `-J` JSON, interleaved `NCCL_DEBUG` lines and launcher banners), the transport
+//!   evidence in the debug lines, and the bus-bandwidth arithmetic.
+//! - [`history`]: the SQLite history of runs (schema migrations, import with dedupe,
+//!   queries, comparison against runs and baselines, export).
+//! - [`runner`]: runs srun/mpirun/nccl-tests in a process group with timeouts and Ctrl-C.
+//! - [`checks`]: the verdict on a run (exit code, `#wrong`, rows, transport used).
+//! - [`record`]: a parsed output plus how it ran, as a history record.
+
+pub mod checks;
+pub mod history;
+pub mod nccl_output;
+pub mod record;
+pub mod runner;

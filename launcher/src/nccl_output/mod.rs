@@ -1,0 +1,538 @@
+//! One parser for every form of nccl-tests output.
+//!
+//! nccl-tests (`all_reduce_perf` and friends) reports in two forms: a `#`-commented text
+//! table on stdout, and since late 2025 a JSON file (`-J file.json`). Both change with
+//! versions and flags, and under MPI or with `NCCL_DEBUG=INFO` the text interleaves with
+//! NCCL's own log lines and the launcher's banners. [`parse`] takes any of them as bytes
+//! and returns one [`ParsedOutput`]:
+//!
+//! ```text
+//! # nccl-tests version 2.19.6 nccl-headers=22809 nccl-library=22809   -> versions
+//! # Collective test starting: all_reduce_perf                          -> collective
+//! # nThread 1 nGpus 2 minBytes 8 ... step: 2(factor) ...               -> RunParams
+//! #  Rank  0 Group  0 Pid 1355 on vm device  0 [0000:00:06] NVIDIA H200 -> RankInfo
+//! #        out-of-place                in-place                        -> placement groups
+//! #  size  count  type  redop  root  time  algbw  busbw  #wrong  ...    -> column names
+//!      8      2  float    sum    -1  19.05  0.00   0.00       0  ...    -> Row
+//! vm:1518:1529 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM -> NcclDebugInfo
+//! # Out of bounds values : 0 OK                                         -> OutOfBounds
+//! # Avg bus bandwidth    : 109.175                                      -> AvgBusBw
+//!  .. vm pid 3473: Test failure common.cu:1454                          -> Failure
+//! ```
+//!
+//! Principles:
+//! - **Columns are read by the header's names, never by position.** A row is matched to
+//!   the header by token order when the counts agree, and otherwise by where each value
+//!   ends (nccl-tests right-aligns values under their names), which copes with an empty
+//!   `redop` (hypercube), a blank out-of-place block, or a timestamp containing a space.
+//! - **Nothing panics and nothing is fatal.** Input is bytes (invalid UTF-8 is replaced),
+//!   numbers are parsed with checked conversions, and a line that cannot be understood
+//!   becomes a [`Diagnostic`] with its line number. The caller decides what is an error.
+//! - **Transport evidence comes from channel lines.** `Using network X` names the network
+//!   plugin NCCL loaded; the path traffic took is in `Channel .. via NET/<name>/..` lines
+//!   (see [`NcclDebugInfo::network_transport`]).
+//!
+//! Bus bandwidth arithmetic (the factor per collective and a re-check of the printed
+//! numbers) lives in [`busbw`].
+
+pub mod busbw;
+mod failure;
+mod json;
+mod text;
+pub mod transport;
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+pub use busbw::{busbw_factor, BusBwMismatch};
+pub use failure::{Failure, FailureKind};
+pub use transport::{NcclDebugInfo, NetworkUse, TransportClass, TransportMatch, TransportUse};
+
+/// Which form of nccl-tests output a [`ParsedOutput`] came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SourceFormat {
+    /// The `#`-commented text table printed on stdout.
+    Text,
+    /// The `-J file.json` report.
+    Json,
+}
+
+/// Options for [`parse_with`].
+#[derive(Debug, Clone, Default)]
+pub struct ParseOptions {
+    /// The collective the caller ran (e.g. `all_reduce`, or a binary name such as
+    /// `all_reduce_perf_mpi`). Used when the output does not name one: text output of
+    /// nccl-tests before 2.17 has no `Collective test starting` line.
+    pub collective: Option<String>,
+}
+
+/// Everything read from one nccl-tests output.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct ParsedOutput {
+    /// Text or JSON; `None` only for empty input.
+    pub format: Option<SourceFormat>,
+    /// `2.19.6` from `# nccl-tests version 2.19.6 ...` (absent before nccl-tests 2.17).
+    pub nccl_tests_version: Option<String>,
+    /// NCCL version code nccl-tests was compiled against (`nccl-headers=22809`).
+    pub nccl_headers_version: Option<u32>,
+    /// NCCL version code of the library loaded at run time (`nccl-library=22809`, or the
+    /// JSON `nccl_version`).
+    pub nccl_library_version: Option<u32>,
+    /// The program as it named itself, e.g. `all_reduce_perf_mpi`.
+    pub program: Option<String>,
+    /// The collective, normalised: `all_reduce`, `all_gather`, `alltoallv`, ...
+    pub collective: Option<String>,
+    /// The `# nThread ...` line (or the JSON `config`).
+    pub params: Option<RunParams>,
+    /// One entry per `#  Rank` line (JSON: per process, see [`ParsedOutput::nranks`]).
+    pub ranks: Vec<RankInfo>,
+    /// Every table header seen; a second header starts a second table.
+    pub tables: Vec<TableHeader>,
+    /// Every result row, in output order (`-N` cycles and `-d/-o/-r all` give many rows
+    /// per size).
+    pub rows: Vec<Row>,
+    /// `# Out of bounds values : N OK|FAILED`.
+    pub out_of_bounds: Option<OutOfBounds>,
+    /// `# Avg bus bandwidth : X [OK|FAILED]`.
+    pub avg_busbw: Option<AvgBusBw>,
+    /// Failure lines: test failures, timeouts, invalid arguments, launcher aborts.
+    pub failures: Vec<Failure>,
+    /// Errors nccl-tests reported itself (`# error: ...`, the JSON `errors` list).
+    pub reported_errors: Vec<String>,
+    /// Other `#` lines worth keeping (`# Blocking Enabled ...`, `# GPU memory usage ...`).
+    pub notes: Vec<String>,
+    /// `# Writing JSON output to PATH`.
+    pub json_output_path: Option<String>,
+    /// Fields only the JSON report has.
+    pub json_meta: Option<JsonMeta>,
+    /// What the `NCCL_DEBUG` lines said (empty when there were none).
+    pub debug: NcclDebugInfo,
+    /// Lines that could not be understood, with the reason.
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+/// The run parameters from `# nThread 1 nGpus 2 minBytes 8 maxBytes ... step: 2(factor) ...`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct RunParams {
+    /// Threads per process (`-t`).
+    pub n_threads: Option<u32>,
+    /// GPUs per thread (`-g`).
+    pub n_gpus: Option<u32>,
+    /// Smallest size in bytes (`-b`).
+    pub min_bytes: Option<u64>,
+    /// Largest size in bytes (`-e`).
+    pub max_bytes: Option<u64>,
+    /// Size step (`-f` factor or `-i` increment).
+    pub step: Option<Step>,
+    /// Warm-up iterations (`-w`).
+    pub warmup_iters: Option<u32>,
+    /// Timed iterations (`-n`).
+    pub iters: Option<u32>,
+    /// Aggregated operations per iteration (`-m`).
+    pub agg_iters: Option<u32>,
+    /// Data check (`-c`): 0 means `#wrong` prints `N/A`.
+    pub validation: Option<u32>,
+    /// CUDA graph launches (`-G`).
+    pub graph: Option<u32>,
+    /// Forced misalignment (`-u`).
+    pub unalign: Option<u32>,
+    /// Every key/value not named above, as printed (JSON: as the JSON text of the value).
+    pub other: BTreeMap<String, String>,
+}
+
+/// How sizes grow from `min_bytes` to `max_bytes`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StepKind {
+    /// Multiply by the value (`-f`, printed `step: 2(factor)`).
+    Factor,
+    /// Add the value in bytes (`-i`, printed `step: 1024(bytes)`).
+    Increment,
+    /// Something else in the parentheses.
+    Other(String),
+}
+
+/// The `step:` parameter.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Step {
+    /// The number before the parentheses.
+    pub value: u64,
+    /// What the number means.
+    pub kind: StepKind,
+}
+
+/// One `#  Rank  0 Group  0 Pid 1355 on vm device  0 [0000:00:06] NVIDIA H200` line.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct RankInfo {
+    /// Global rank.
+    pub rank: u32,
+    /// `NCCL_TESTS_SPLIT` group (colour); absent before nccl-tests 2.13.
+    pub group: Option<u32>,
+    /// Process id.
+    pub pid: Option<u32>,
+    /// Host name as the process saw it.
+    pub host: Option<String>,
+    /// CUDA device index within the process.
+    pub device: Option<u32>,
+    /// PCI id as printed: `0000:00:06` (2025+) or `0x00` (older).
+    pub bus_id: Option<String>,
+    /// GPU model name.
+    pub gpu_name: Option<String>,
+    /// 1-based line number (0 for JSON).
+    pub line: usize,
+}
+
+/// Which buffer placement a block of columns measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PlacementKind {
+    /// Separate send and receive buffers.
+    OutOfPlace,
+    /// The receive buffer is the send buffer.
+    InPlace,
+}
+
+/// What the time column measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TimeKind {
+    /// GPU latency per operation (`time`), the default.
+    Latency,
+    /// CPU time per operation (`cputime`, `-C 1`).
+    CpuTime,
+}
+
+/// One table header: the column names as printed, and where the table starts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TableHeader {
+    /// 1-based line number of the names line (0 for JSON).
+    pub line: usize,
+    /// Column names in order, e.g. `size`, `count`, ..., `#wrong`, `timestamp`.
+    pub columns: Vec<String>,
+    /// Whether the time columns are latency or CPU time.
+    pub time_kind: TimeKind,
+}
+
+/// One placement's measurements in a row.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Placement {
+    /// Time per operation in microseconds (latency or CPU time, see [`TableHeader`]).
+    pub time_us: Option<f64>,
+    /// Algorithm bandwidth in GB/s (1 GB = 1e9 bytes).
+    pub algbw_gbps: Option<f64>,
+    /// Bus bandwidth in GB/s.
+    pub busbw_gbps: Option<f64>,
+    /// Wrong elements; `None` when printed `N/A` (`-c 0`) or not reported.
+    pub wrong: Option<u64>,
+    /// Maximum error, printed instead of `#wrong` by nccl-tests before 2.13 (`0e+00`).
+    pub max_error: Option<f64>,
+    /// Any other column of this placement by name (`i_min`, `i_p99`, JSON per-iteration
+    /// objects, ...): numbers as JSON numbers, anything else as strings.
+    pub extra: BTreeMap<String, serde_json::Value>,
+}
+
+/// One result row: one size (and type, op, root) measured out-of-place and in-place.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Row {
+    /// 1-based line number (for JSON: 0).
+    pub line: usize,
+    /// Index into [`ParsedOutput::tables`] of the header this row belongs to.
+    pub table: usize,
+    /// Message size in bytes.
+    pub size_bytes: u64,
+    /// Element count.
+    pub count: Option<u64>,
+    /// Data type (`float`, `int8`, `bfloat16`, ...).
+    pub dtype: Option<String>,
+    /// Reduction op (`sum`, `none`, ...); `None` when blank (hypercube) or absent.
+    pub redop: Option<String>,
+    /// Root rank; `-1` where the collective has none; `None` before nccl-tests 2.13.
+    pub root: Option<i64>,
+    /// Out-of-place measurements; `None` when that block is absent or blank.
+    pub out_of_place: Option<Placement>,
+    /// In-place measurements.
+    pub in_place: Option<Placement>,
+    /// Row-level columns not named above (`timestamp`, unknown ones), as in
+    /// [`Placement::extra`].
+    pub extra: BTreeMap<String, serde_json::Value>,
+}
+
+impl Row {
+    /// The placement of the given kind, if measured.
+    pub fn placement(&self, kind: PlacementKind) -> Option<&Placement> {
+        match kind {
+            PlacementKind::OutOfPlace => self.out_of_place.as_ref(),
+            PlacementKind::InPlace => self.in_place.as_ref(),
+        }
+    }
+
+    /// The larger of the two placements' bus bandwidths.
+    pub fn best_busbw(&self) -> Option<f64> {
+        let a = self.out_of_place.as_ref().and_then(|p| p.busbw_gbps);
+        let b = self.in_place.as_ref().and_then(|p| p.busbw_gbps);
+        match (a, b) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Total wrong elements over both placements (`None` if neither reported a count).
+    pub fn wrong_total(&self) -> Option<u64> {
+        let a = self.out_of_place.as_ref().and_then(|p| p.wrong);
+        let b = self.in_place.as_ref().and_then(|p| p.wrong);
+        match (a, b) {
+            (Some(a), Some(b)) => Some(a.saturating_add(b)),
+            (a, b) => a.or(b),
+        }
+    }
+}
+
+/// `# Out of bounds values : N OK|FAILED`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OutOfBounds {
+    /// Number of values out of bounds (wrong results summed over ranks).
+    pub count: u64,
+    /// `OK` printed (or JSON `okay`).
+    pub ok: bool,
+    /// 1-based line number (0 for JSON).
+    pub line: usize,
+}
+
+/// Verdict of the `NCCL_TESTS_MIN_BW` check on the average bus bandwidth.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MinBwCheck {
+    /// `NCCL_TESTS_MIN_BW` was not set.
+    Unchecked,
+    /// At least 0.9 x the minimum: `OK`.
+    Passed,
+    /// Below: `FAILED` (the run exits with 7).
+    Failed,
+}
+
+/// `# Avg bus bandwidth : X [OK|FAILED]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AvgBusBw {
+    /// The average in GB/s.
+    pub value: Option<f64>,
+    /// The `NCCL_TESTS_MIN_BW` verdict.
+    pub min_bw_check: MinBwCheck,
+    /// 1-based line number (0 for JSON).
+    pub line: usize,
+}
+
+/// Fields only the JSON report has.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct JsonMeta {
+    /// The report's `version`.
+    pub version: Option<i64>,
+    /// `start_time` as written.
+    pub start_time: Option<String>,
+    /// `end_time` as written (absent when the run died).
+    pub end_time: Option<String>,
+    /// The program's command line.
+    pub args: Vec<String>,
+    /// The recorded environment (`NAME=value`).
+    pub env: Vec<String>,
+    /// True when the JSON was cut short and only a prefix could be read.
+    pub truncated: bool,
+}
+
+/// A line (or JSON value) that could not be understood.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Diagnostic {
+    /// 1-based line number; 0 when not tied to a line.
+    pub line: usize,
+    /// What was wrong.
+    pub reason: String,
+}
+
+impl ParsedOutput {
+    /// Number of ranks whose communicator produced the table, which is what bus bandwidth
+    /// is computed for: the ranks in rank 0's `NCCL_TESTS_SPLIT` group when the text lists
+    /// ranks; for JSON (which lists one device line per process) processes x threads x GPUs;
+    /// else `nRanks` from the NCCL debug lines.
+    pub fn nranks(&self) -> Option<u32> {
+        if self.format == Some(SourceFormat::Text) && !self.ranks.is_empty() {
+            let group0 = self.ranks.first().and_then(|r| r.group);
+            let n = self.ranks.iter().filter(|r| r.group == group0).count();
+            return u32::try_from(n).ok();
+        }
+        if self.format == Some(SourceFormat::Json) && !self.ranks.is_empty() {
+            let procs = u32::try_from(self.ranks.len()).ok()?;
+            let per = self
+                .params
+                .as_ref()
+                .map(|p| {
+                    p.n_threads
+                        .unwrap_or(1)
+                        .saturating_mul(p.n_gpus.unwrap_or(1))
+                })
+                .unwrap_or(1);
+            return Some(procs.saturating_mul(per.max(1)));
+        }
+        self.debug.n_ranks
+    }
+
+    /// The network transport seen in the channel lines (`Socket`, `IB`, `GPUDirectTCPX`,
+    /// `gIB`, ...); see [`NcclDebugInfo::network_transport`].
+    pub fn network_transport(&self) -> Option<&str> {
+        self.debug.network_transport()
+    }
+
+    /// Whether the expected transport was used; see [`NcclDebugInfo::transport_match`].
+    pub fn transport_match(&self, expected: &str) -> TransportMatch {
+        self.debug.transport_match(expected)
+    }
+
+    /// Rows whose printed bus bandwidth disagrees with algbw x the collective's factor by
+    /// more than the printing could explain; see [`busbw::check_rows`].
+    pub fn busbw_mismatches(&self) -> Vec<BusBwMismatch> {
+        busbw::check_rows(self)
+    }
+
+    /// Rows with wrong elements in either placement.
+    pub fn wrong_rows(&self) -> impl Iterator<Item = &Row> {
+        self.rows
+            .iter()
+            .filter(|r| r.wrong_total().unwrap_or(0) > 0)
+    }
+
+    /// The bus bandwidth of the largest size (best of the two placements, last such row).
+    pub fn busbw_at_max_size(&self) -> Option<f64> {
+        let max = self.rows.iter().map(|r| r.size_bytes).max()?;
+        self.rows
+            .iter()
+            .rev()
+            .find(|r| r.size_bytes == max)
+            .and_then(Row::best_busbw)
+    }
+
+    /// True when the output shows the run completed: a footer with the average bus
+    /// bandwidth and no failure line.
+    pub fn completed(&self) -> bool {
+        self.avg_busbw.is_some() && self.failures.is_empty()
+    }
+}
+
+/// Parse any nccl-tests output: JSON when the first non-blank byte is `{`, else text.
+pub fn parse(input: &[u8]) -> ParsedOutput {
+    parse_with(input, &ParseOptions::default())
+}
+
+/// [`parse`] with a collective supplied by the caller for outputs that do not name one.
+pub fn parse_with(input: &[u8], opts: &ParseOptions) -> ParsedOutput {
+    let text = String::from_utf8_lossy(input);
+    // A byte-order mark is not whitespace to `trim_start`; drop it before sniffing.
+    let text = text.trim_start_matches('\u{feff}');
+    let mut out = if text.trim_start().starts_with('{') {
+        json::parse_json_str(text)
+    } else if text.trim().is_empty() {
+        ParsedOutput::default()
+    } else {
+        text::parse_text_str(text)
+    };
+    apply_options(&mut out, opts);
+    out
+}
+
+/// Parse the text form (stdout of a `*_perf` binary, possibly with NCCL and launcher lines).
+pub fn parse_text(input: &str) -> ParsedOutput {
+    text::parse_text_str(input)
+}
+
+/// Parse the `-J` JSON form. A truncated report (a run killed mid-way) is read up to the
+/// last complete value, with [`JsonMeta::truncated`] set and a diagnostic.
+pub fn parse_json(input: &str) -> ParsedOutput {
+    json::parse_json_str(input)
+}
+
+fn apply_options(out: &mut ParsedOutput, opts: &ParseOptions) {
+    let Some(given) = opts.collective.as_deref() else {
+        return;
+    };
+    let given_norm = normalize_collective(given);
+    match &out.collective {
+        None => out.collective = Some(given_norm),
+        Some(found) if *found != given_norm => out.diagnostics.push(Diagnostic {
+            line: 0,
+            reason: format!(
+                "the output names collective `{found}` but the caller said `{given}`; \
+                 keeping `{found}`"
+            ),
+        }),
+        Some(_) => {}
+    }
+}
+
+/// Turn a program name (`./build/all_reduce_perf_mpi`, `alltoall_perf`) or a collective
+/// name into the collective (`all_reduce`, `alltoall`).
+pub fn normalize_collective(name: &str) -> String {
+    let base = name.rsplit(['/', '\\']).next().unwrap_or(name).trim();
+    let base = match base.find("_perf") {
+        Some(i) => &base[..i],
+        None => base,
+    };
+    base.to_ascii_lowercase()
+}
+
+/// Format an NCCL version code (`22809`) as `2.28.9`. Codes from NCCL 2.9 on are
+/// `major*10000 + minor*100 + patch`; older ones `major*1000 + minor*100 + patch`.
+pub fn nccl_version_string(code: u32) -> String {
+    if code >= 20900 {
+        format!("{}.{}.{}", code / 10000, (code / 100) % 100, code % 100)
+    } else {
+        format!("{}.{}.{}", code / 1000, (code / 100) % 10, code % 100)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn normalizes_program_names() {
+        assert_eq!(
+            normalize_collective("./build/all_reduce_perf"),
+            "all_reduce"
+        );
+        assert_eq!(normalize_collective("all_reduce_perf_mpi"), "all_reduce");
+        assert_eq!(normalize_collective("alltoallv"), "alltoallv");
+    }
+
+    #[test]
+    fn formats_version_codes() {
+        assert_eq!(nccl_version_string(22809), "2.28.9");
+        assert_eq!(nccl_version_string(2708), "2.7.8");
+    }
+
+    #[test]
+    fn byte_order_mark_does_not_hide_json() {
+        let out = parse("\u{feff}{\"results\": [{\"size\": 8}]}".as_bytes());
+        assert_eq!(out.format, Some(SourceFormat::Json));
+        assert_eq!(out.rows.len(), 1);
+    }
+
+    #[test]
+    fn empty_and_blank_input_give_empty_output() {
+        assert_eq!(parse(b""), ParsedOutput::default());
+        assert_eq!(parse(b"  \n\n"), ParsedOutput::default());
+    }
+
+    #[test]
+    fn caller_collective_fills_a_gap_and_disagreement_is_diagnosed() {
+        let text = b"# nThread 1 nGpus 2 minBytes 8 maxBytes 8 step: 2(factor) warmup iters: 5 iters: 20 validation: 1\n";
+        let opts = ParseOptions {
+            collective: Some("all_gather_perf".into()),
+        };
+        let out = parse_with(text, &opts);
+        assert_eq!(out.collective.as_deref(), Some("all_gather"));
+
+        let text = b"# Collective test starting: all_reduce_perf\n";
+        let out = parse_with(text, &opts);
+        assert_eq!(out.collective.as_deref(), Some("all_reduce"));
+        assert_eq!(out.diagnostics.len(), 1);
+    }
+}

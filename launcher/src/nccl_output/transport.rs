@@ -1,0 +1,535 @@
+//! What the `NCCL_DEBUG=INFO` lines say: versions, the network plugin, and the transports
+//! the channels really used.
+//!
+//! A debug line looks like `host:pid:tid [dev] NCCL INFO message`. Two kinds of messages
+//! matter for "did traffic take the fast path":
+//!
+//! - `Using network Socket` (or `IB`, `GPUDirectTCPX_v7`, `gIB`, `AWS Libfabric`): the
+//!   network plugin NCCL *loaded*. Every process logs it at init, even when all traffic
+//!   stays on NVLink, so it is not evidence of the path.
+//! - `Channel 00/0 : 0[0] -> 1[1] [send] via NET/Socket/0` (or `via P2P/CUMEM`,
+//!   `via P2P/direct pointer`, `via SHM/direct/direct`, `via NET/IB/0/GDRDMA`): the path
+//!   one channel's connection took. Inside a node these name P2P or SHM; between nodes
+//!   they name `NET/<plugin>`. [`NcclDebugInfo::network_transport`] reads this.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// Where a channel's connection goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TransportClass {
+    /// Inside a node: `P2P/...` (NVLink or PCIe), `SHM/...` (host memory).
+    IntraNode,
+    /// Between nodes through a network plugin: `NET/<name>/...`.
+    Network,
+    /// In-network reduction (`COLLNET/...`, SHARP and the like): also off the node, but
+    /// not the point-to-point network path, so kept apart.
+    CollNet,
+    /// Anything else after `via`.
+    Other,
+}
+
+/// One distinct `via X` seen in channel lines, with how often and where.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TransportUse {
+    /// The text after `via`, e.g. `P2P/CUMEM`, `NET/Socket/0`, `NET/IB/0/GDRDMA`.
+    pub via: String,
+    /// Its class.
+    pub class: TransportClass,
+    /// For `NET/<name>/...` and `COLLNET/<name>/...`: the name (`Socket`, `IB`, `gIB`,
+    /// `GPUDirectTCPX`, `AWS Libfabric`, ...).
+    pub net_name: Option<String>,
+    /// Number of channel lines.
+    pub count: u64,
+    /// Hosts that logged it (sorted, distinct).
+    pub hosts: Vec<String>,
+    /// 1-based line number of the first occurrence.
+    pub first_line: usize,
+}
+
+/// One distinct `Using network X`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NetworkUse {
+    /// The plugin name as logged.
+    pub name: String,
+    /// Number of lines (one per communicator per rank).
+    pub count: u64,
+    /// Hosts that logged it.
+    pub hosts: Vec<String>,
+}
+
+/// A variable NCCL reported as set by the environment
+/// (`NCCL_P2P_DISABLE set by environment to 1`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EnvSetting {
+    /// Variable name.
+    pub name: String,
+    /// Value as logged.
+    pub value: String,
+    /// Hosts that logged it: a host missing here did not get the variable.
+    pub hosts: Vec<String>,
+}
+
+/// An `NCCL WARN` line.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DebugWarning {
+    /// Host of the process that logged it.
+    pub host: Option<String>,
+    /// The message after `NCCL WARN`.
+    pub message: String,
+    /// 1-based line number.
+    pub line: usize,
+}
+
+/// Everything gathered from the NCCL debug lines of one output.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct NcclDebugInfo {
+    /// Number of NCCL debug lines.
+    pub lines: u64,
+    /// `2.28.9` from `NCCL version 2.28.9+cuda13.0`.
+    pub nccl_version: Option<String>,
+    /// `13.0` from the same line.
+    pub cuda_version: Option<String>,
+    /// `cudaDriverVersion 13000`.
+    pub cuda_driver_version: Option<u32>,
+    /// `Using network X` lines: the network plugin loaded, not the path.
+    pub networks: Vec<NetworkUse>,
+    /// `Initialized NET plugin X`.
+    pub net_plugins_initialized: Vec<String>,
+    /// `Failed to initialize NET plugin X`.
+    pub net_plugins_failed: Vec<String>,
+    /// Distinct `via X` of the channel lines.
+    pub transports: Vec<TransportUse>,
+    /// Largest `nNodes` logged by a communicator.
+    pub n_nodes: Option<u32>,
+    /// Largest `nRanks` logged by a communicator.
+    pub n_ranks: Option<u32>,
+    /// Variables NCCL said came from the environment.
+    pub env: Vec<EnvSetting>,
+    /// `NCCL WARN` lines.
+    pub warnings: Vec<DebugWarning>,
+    /// Hosts that logged anything, sorted.
+    pub hosts: Vec<String>,
+}
+
+/// Answer of [`NcclDebugInfo::transport_match`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "verdict")]
+pub enum TransportMatch {
+    /// Channel lines show the expected transport, and no other of its class.
+    Used,
+    /// Channel lines of the expected class exist, but name other transports (the fast
+    /// plugin did not carry the traffic). `seen` lists what they named.
+    Other {
+        /// The transports seen in that class (net names, or `via` texts inside a node).
+        seen: Vec<String>,
+    },
+    /// Both the expected and other transports of that class were used.
+    Mixed {
+        /// All transports seen in that class.
+        seen: Vec<String>,
+    },
+    /// No channel line of that class: no evidence either way (run without
+    /// `NCCL_DEBUG=INFO`, or the traffic never left the node).
+    NoEvidence,
+}
+
+/// One parsed `host:pid:tid [dev] NCCL LEVEL message` line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct DebugLine<'a> {
+    /// Whatever came before the `host:pid:tid` token, untrimmed (normally empty; a row
+    /// fragment when outputs interleaved within a line).
+    pub prefix: &'a str,
+    pub host: Option<&'a str>,
+    pub level: &'a str,
+    pub message: &'a str,
+}
+
+/// Recognise an NCCL debug line. Tolerates anything before the `host:pid:tid` token
+/// (timestamps, launcher prefixes).
+pub(crate) fn parse_debug_line(line: &str) -> Option<DebugLine<'_>> {
+    const LEVELS: [&str; 5] = ["INFO", "WARN", "TRACE", "ABORT", "VERSION"];
+    let idx = line.find(" NCCL ")?;
+    let after = &line[idx + " NCCL ".len()..];
+    let level = LEVELS.iter().find(|l| after.starts_with(**l))?;
+    let message = after[level.len()..].trim();
+    let before = line[..idx].trim_end();
+    // before = "... host:pid:tid [dev]"
+    let before = match before.rfind(" [") {
+        Some(i) if before.ends_with(']') => &before[..i],
+        _ => before,
+    };
+    let before = before.trim_end();
+    let token = before.split_whitespace().next_back().unwrap_or("");
+    let prefix = before.strip_suffix(token).unwrap_or("");
+    let mut parts = token.rsplitn(3, ':');
+    let (tid, pid, host) = (parts.next(), parts.next(), parts.next());
+    let numeric =
+        |s: Option<&str>| s.is_some_and(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()));
+    let host = if numeric(tid) && numeric(pid) {
+        host.filter(|h| !h.is_empty())
+    } else {
+        None
+    };
+    Some(DebugLine {
+        prefix,
+        host,
+        level,
+        message,
+    })
+}
+
+/// Classify the text after `via`.
+pub fn classify_via(via: &str) -> (TransportClass, Option<String>) {
+    let mut segs = via.split('/');
+    let head = segs.next().unwrap_or("").trim();
+    let name = segs
+        .next()
+        .map(|s| {
+            // "IB/0(1)" style suffixes stay in the later segments; trim parenthesised bits.
+            s.split('(').next().unwrap_or(s).trim().to_string()
+        })
+        .filter(|s| !s.is_empty());
+    match head.to_ascii_uppercase().as_str() {
+        "P2P" | "SHM" | "NVLS" => (TransportClass::IntraNode, None),
+        "NET" => (TransportClass::Network, name),
+        "COLLNET" => (TransportClass::CollNet, name),
+        _ => (TransportClass::Other, None),
+    }
+}
+
+/// Accumulates [`NcclDebugInfo`] line by line.
+#[derive(Debug, Default)]
+pub(crate) struct DebugCollector {
+    info: NcclDebugInfo,
+    transports: BTreeMap<String, TransportUse>,
+    networks: BTreeMap<String, NetworkUse>,
+    env: BTreeMap<(String, String), EnvSetting>,
+}
+
+fn add_host(hosts: &mut Vec<String>, host: Option<&str>) {
+    if let Some(h) = host {
+        if let Err(pos) = hosts.binary_search_by(|x| x.as_str().cmp(h)) {
+            hosts.insert(pos, h.to_string());
+        }
+    }
+}
+
+fn push_unique(v: &mut Vec<String>, s: &str) {
+    if !v.iter().any(|x| x == s) {
+        v.push(s.to_string());
+    }
+}
+
+impl DebugCollector {
+    /// Feed one recognised debug line.
+    pub fn add(&mut self, d: &DebugLine<'_>, line: usize) {
+        let info = &mut self.info;
+        info.lines = info.lines.saturating_add(1);
+        add_host(&mut info.hosts, d.host);
+        let msg = d.message;
+        if d.level == "WARN" {
+            info.warnings.push(DebugWarning {
+                host: d.host.map(str::to_string),
+                message: msg.to_string(),
+                line,
+            });
+            return;
+        }
+        if let Some(v) = msg.strip_prefix("NCCL version ") {
+            let v = v.split_whitespace().next().unwrap_or("");
+            let (ver, cuda) = match v.split_once('+') {
+                Some((a, b)) => (a, b.strip_prefix("cuda").map(str::to_string)),
+                None => (v, None),
+            };
+            if info.nccl_version.is_none() && !ver.is_empty() {
+                info.nccl_version = Some(ver.to_string());
+            }
+            if info.cuda_version.is_none() {
+                info.cuda_version = cuda;
+            }
+        } else if let Some(v) = msg.strip_prefix("cudaDriverVersion ") {
+            info.cuda_driver_version = info.cuda_driver_version.or(v.trim().parse().ok());
+        } else if let Some(name) = msg.strip_prefix("Using network ") {
+            let name = name.trim();
+            let e = self
+                .networks
+                .entry(name.to_string())
+                .or_insert_with(|| NetworkUse {
+                    name: name.to_string(),
+                    count: 0,
+                    hosts: Vec::new(),
+                });
+            e.count = e.count.saturating_add(1);
+            add_host(&mut e.hosts, d.host);
+        } else if let Some(name) = msg.strip_prefix("Initialized NET plugin ") {
+            push_unique(&mut info.net_plugins_initialized, name.trim());
+        } else if let Some(name) = msg.strip_prefix("Failed to initialize NET plugin ") {
+            push_unique(&mut info.net_plugins_failed, name.trim());
+        } else if let Some((_, via)) = msg.split_once(" via ").filter(|_| msg.contains(" -> ")) {
+            let via = via.trim();
+            let (class, net_name) = classify_via(via);
+            let e = self
+                .transports
+                .entry(via.to_string())
+                .or_insert_with(|| TransportUse {
+                    via: via.to_string(),
+                    class,
+                    net_name,
+                    count: 0,
+                    hosts: Vec::new(),
+                    first_line: line,
+                });
+            e.count = e.count.saturating_add(1);
+            add_host(&mut e.hosts, d.host);
+        } else if let Some((name, value)) = msg.split_once(" set by environment to ") {
+            let name = name.trim();
+            let value = value.trim().trim_end_matches('.');
+            let e = self
+                .env
+                .entry((name.to_string(), value.to_string()))
+                .or_insert_with(|| EnvSetting {
+                    name: name.to_string(),
+                    value: value.to_string(),
+                    hosts: Vec::new(),
+                });
+            add_host(&mut e.hosts, d.host);
+        } else if msg.starts_with("comm ") && msg.contains(" nNodes ") {
+            // "comm 0x.. rank 0 nRanks 2 nNodes 1 localRanks 2 localRank 0 MNNVL 0"
+            let words: Vec<&str> = msg.split_whitespace().collect();
+            let after = |key: &str| -> Option<u32> {
+                let i = words.iter().position(|w| *w == key)?;
+                words.get(i + 1)?.parse().ok()
+            };
+            if let Some(n) = after("nNodes") {
+                info.n_nodes = Some(info.n_nodes.map_or(n, |m| m.max(n)));
+            }
+            if let Some(n) = after("nRanks") {
+                info.n_ranks = Some(info.n_ranks.map_or(n, |m| m.max(n)));
+            }
+        }
+    }
+
+    /// Finish: move the maps into the result.
+    pub fn finish(mut self) -> NcclDebugInfo {
+        let mut transports: Vec<TransportUse> = self.transports.into_values().collect();
+        transports.sort_by_key(|t| t.first_line);
+        self.info.transports = transports;
+        self.info.networks = self.networks.into_values().collect();
+        self.info.env = self.env.into_values().collect();
+        self.info
+    }
+}
+
+impl NcclDebugInfo {
+    /// The network transport the channel lines used: the `NET/<name>` seen most often
+    /// (`Socket`, `IB`, `GPUDirectTCPX`, `gIB`, `AWS Libfabric`, ...). `None` when no
+    /// channel went over the network (single node, or no `NCCL_DEBUG=INFO`).
+    pub fn network_transport(&self) -> Option<&str> {
+        let mut by_name: BTreeMap<&str, u64> = BTreeMap::new();
+        for t in &self.transports {
+            if t.class == TransportClass::Network {
+                if let Some(n) = t.net_name.as_deref() {
+                    *by_name.entry(n).or_default() += t.count;
+                }
+            }
+        }
+        // Most lines wins; ties go to the first name in sorted order (deterministic).
+        let mut best: Option<(&str, u64)> = None;
+        for (name, count) in by_name {
+            if best.is_none_or(|(_, c)| count > c) {
+                best = Some((name, count));
+            }
+        }
+        best.map(|(n, _)| n)
+    }
+
+    /// Number of channel lines per class.
+    pub fn class_counts(&self) -> BTreeMap<TransportClass, u64> {
+        let mut m = BTreeMap::new();
+        for t in &self.transports {
+            *m.entry(t.class).or_insert(0u64) += t.count;
+        }
+        m
+    }
+
+    /// The network plugin(s) loaded (`Using network X`), most frequent first.
+    pub fn network_plugin(&self) -> Option<&str> {
+        self.networks
+            .iter()
+            .max_by_key(|n| n.count)
+            .map(|n| n.name.as_str())
+    }
+
+    /// Decide whether the expected transport carried the traffic.
+    ///
+    /// `expected` is a network name (`IB`, `Socket`, `GPUDirectTCPX`, `gIB`, optionally
+    /// written `NET/IB`), compared case-insensitively with the channel lines' `NET/<name>`;
+    /// a name matches when it equals the expected one or extends it with a version suffix
+    /// (`GPUDirectTCPX_v7` for `GPUDirectTCPX`), so `IB` does not match `gIB`. An expected
+    /// `P2P` or `SHM` (or `P2P/CUMEM`, ...) is compared as a prefix of the intra-node
+    /// `via` texts instead.
+    pub fn transport_match(&self, expected: &str) -> TransportMatch {
+        let exp = expected.trim();
+        let exp = exp
+            .strip_prefix("NET/")
+            .or_else(|| exp.strip_prefix("net/"))
+            .unwrap_or(exp);
+        let exp_l = exp.to_ascii_lowercase();
+        let intra =
+            exp_l.starts_with("p2p") || exp_l.starts_with("shm") || exp_l.starts_with("nvls");
+        let mut seen: Vec<String> = Vec::new();
+        let mut hit = false;
+        let mut miss = false;
+        for t in &self.transports {
+            let (name, matches) = if intra {
+                if t.class != TransportClass::IntraNode {
+                    continue;
+                }
+                let v = t.via.to_ascii_lowercase();
+                (t.via.clone(), v.starts_with(&exp_l))
+            } else {
+                if t.class != TransportClass::Network {
+                    continue;
+                }
+                let Some(n) = t.net_name.as_deref() else {
+                    continue;
+                };
+                let nl = n.to_ascii_lowercase();
+                let m = nl == exp_l
+                    || (nl.starts_with(&exp_l) && nl[exp_l.len()..].starts_with(['_', '-', ' ']));
+                (n.to_string(), m)
+            };
+            if matches {
+                hit = true;
+            } else {
+                miss = true;
+            }
+            push_unique(&mut seen, &name);
+        }
+        match (hit, miss) {
+            (true, false) => TransportMatch::Used,
+            (true, true) => TransportMatch::Mixed { seen },
+            (false, true) => TransportMatch::Other { seen },
+            (false, false) => TransportMatch::NoEvidence,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn collect(lines: &[&str]) -> NcclDebugInfo {
+        let mut c = DebugCollector::default();
+        for (i, l) in lines.iter().enumerate() {
+            if let Some(d) = parse_debug_line(l) {
+                c.add(&d, i + 1);
+            }
+        }
+        c.finish()
+    }
+
+    #[test]
+    fn parses_debug_prefix() {
+        let d = parse_debug_line("vm:1518:1529 [0] NCCL INFO Using network Socket").unwrap();
+        assert_eq!(d.host, Some("vm"));
+        assert_eq!(d.level, "INFO");
+        assert_eq!(d.message, "Using network Socket");
+        assert!(parse_debug_line("# nThread 1 nGpus 2").is_none());
+    }
+
+    #[test]
+    fn classifies_vias() {
+        assert_eq!(classify_via("P2P/CUMEM").0, TransportClass::IntraNode);
+        assert_eq!(
+            classify_via("P2P/direct pointer").0,
+            TransportClass::IntraNode
+        );
+        assert_eq!(
+            classify_via("SHM/direct/direct").0,
+            TransportClass::IntraNode
+        );
+        assert_eq!(
+            classify_via("NET/Socket/0"),
+            (TransportClass::Network, Some("Socket".into()))
+        );
+        assert_eq!(classify_via("NET/IB/0(1)/GDRDMA").1.as_deref(), Some("IB"));
+        assert_eq!(
+            classify_via("NET/AWS Libfabric/0/GDRDMA").1.as_deref(),
+            Some("AWS Libfabric")
+        );
+        assert_eq!(classify_via("COLLNET/IB/0").0, TransportClass::CollNet);
+    }
+
+    #[test]
+    fn plugin_loaded_is_not_the_path() {
+        // Single node over NVLink: the Socket plugin is loaded, but no channel uses it.
+        let info = collect(&[
+            "vm:1:1 [0] NCCL INFO NCCL version 2.28.9+cuda13.0",
+            "vm:1:1 [0] NCCL INFO Using network Socket",
+            "vm:1:1 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM",
+        ]);
+        assert_eq!(info.network_plugin(), Some("Socket"));
+        assert_eq!(info.network_transport(), None);
+        assert_eq!(info.transport_match("IB"), TransportMatch::NoEvidence);
+        assert_eq!(info.transport_match("P2P"), TransportMatch::Used);
+        assert_eq!(info.nccl_version.as_deref(), Some("2.28.9"));
+        assert_eq!(info.cuda_version.as_deref(), Some("13.0"));
+    }
+
+    #[test]
+    fn tcpx_expected_but_socket_used_is_other() {
+        let info = collect(&[
+            "a3h-001:7:7 [0] NCCL INFO Using network GPUDirectTCPX_v7",
+            "a3h-001:7:7 [0] NCCL INFO Channel 00/0 : 0[0] -> 8[0] [send] via NET/Socket/0",
+            "a3h-002:7:7 [0] NCCL INFO Channel 00/0 : 8[0] -> 0[0] [receive] via NET/Socket/1",
+        ]);
+        assert_eq!(info.network_transport(), Some("Socket"));
+        assert_eq!(
+            info.transport_match("GPUDirectTCPX"),
+            TransportMatch::Other {
+                seen: vec!["Socket".into()]
+            }
+        );
+        assert_eq!(info.transports.len(), 2);
+        assert_eq!(
+            info.hosts,
+            vec!["a3h-001".to_string(), "a3h-002".to_string()]
+        );
+    }
+
+    #[test]
+    fn version_suffix_matches_but_gib_is_not_ib() {
+        let info = collect(&[
+            "h:1:1 [0] NCCL INFO Channel 00/0 : 0[0] -> 8[0] [send] via NET/GPUDirectTCPX_v7/0",
+            "h:1:1 [0] NCCL INFO Channel 01/0 : 0[0] -> 8[0] [send] via NET/gIB/0/GDRDMA",
+        ]);
+        assert_eq!(
+            info.transport_match("NET/GPUDirectTCPX"),
+            TransportMatch::Mixed {
+                seen: vec!["GPUDirectTCPX_v7".into(), "gIB".into()]
+            }
+        );
+        assert!(matches!(
+            info.transport_match("IB"),
+            TransportMatch::Other { .. }
+        ));
+    }
+
+    #[test]
+    fn env_and_nodes_and_warnings() {
+        let info = collect(&[
+            "vm:2:2 [1] NCCL INFO NCCL_P2P_DISABLE set by environment to 1.",
+            "vm:2:2 [1] NCCL INFO comm 0x55 rank 1 nRanks 2 nNodes 2 localRanks 1 localRank 0 MNNVL 0",
+            "vm:2:2 [1] NCCL WARN NET/Socket : message truncated",
+        ]);
+        assert_eq!(info.env[0].name, "NCCL_P2P_DISABLE");
+        assert_eq!(info.env[0].value, "1");
+        assert_eq!(info.n_nodes, Some(2));
+        assert_eq!(info.n_ranks, Some(2));
+        assert_eq!(info.warnings.len(), 1);
+    }
+}

@@ -1,0 +1,308 @@
+//! Runs one external command (srun, mpirun, an nccl-tests binary) the way a matrix needs:
+//! in its own process group, with stdout and stderr drained at the same time (a full pipe
+//! can never block it), a deadline after which the whole group gets SIGTERM, a grace
+//! period, then SIGKILL, and a cancel flag (Ctrl-C) that does the same. "Timed out" and
+//! "interrupted" are outcomes of their own, not generic failures.
+
+use std::ffi::OsString;
+use std::io::Read;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// How often the runner looks at the child, the deadline and the cancel flag.
+const POLL: Duration = Duration::from_millis(20);
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct Job {
+    /// The program (looked up on PATH when it has no `/`).
+    pub program: OsString,
+    /// Its arguments.
+    pub args: Vec<OsString>,
+    /// Variables added to the inherited environment.
+    pub env: Vec<(OsString, OsString)>,
+    /// Working directory, if not ours.
+    pub cwd: Option<PathBuf>,
+    /// Wall-clock limit.
+    pub timeout: Duration,
+    /// Time between SIGTERM and SIGKILL.
+    pub grace: Duration,
+}
+
+impl Job {
+    /// The command line, shell-quoted where needed, for logs and records.
+    pub fn command_line(&self) -> String {
+        std::iter::once(&self.program)
+            .chain(self.args.iter())
+            .map(|a| shell_quote(&a.to_string_lossy()))
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+}
+
+/// Quotes a word for display as a shell would need it.
+pub fn shell_quote(word: &str) -> String {
+    let plain = !word.is_empty()
+        && word
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_./=,:+@%".contains(&b));
+    if plain {
+        word.to_string()
+    } else {
+        format!("'{}'", word.replace('\'', r"'\''"))
+    }
+}
+
+/// How the command ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Outcome {
+    /// It exited by itself with this code.
+    Exited {
+        /// The exit code.
+        code: i32,
+    },
+    /// A signal we did not send ended it.
+    Signaled {
+        /// The signal number.
+        signal: i32,
+    },
+    /// It ran past its deadline and was stopped.
+    TimedOut,
+    /// The cancel flag was raised (Ctrl-C) and it was stopped.
+    Interrupted,
+}
+
+impl Outcome {
+    /// The exit code, when it exited by itself.
+    pub fn exit_code(self) -> Option<i32> {
+        match self {
+            Outcome::Exited { code } => Some(code),
+            _ => None,
+        }
+    }
+}
+
+/// A finished command.
+#[derive(Debug, Clone)]
+pub struct Finished {
+    /// How it ended.
+    pub outcome: Outcome,
+    /// Everything it wrote to stdout.
+    pub stdout: Vec<u8>,
+    /// Everything it wrote to stderr.
+    pub stderr: Vec<u8>,
+    /// Wall-clock time.
+    pub elapsed: Duration,
+}
+
+/// The command could not be started.
+#[derive(Debug, thiserror::Error)]
+#[error("could not start `{command}`: {source}")]
+pub struct StartError {
+    /// The command line.
+    pub command: String,
+    /// The cause.
+    pub source: std::io::Error,
+}
+
+fn drain(mut pipe: impl Read + Send + 'static) -> JoinHandle<Vec<u8>> {
+    std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        // A read error ends the stream; what was read is kept.
+        let _ = pipe.read_to_end(&mut buf);
+        buf
+    })
+}
+
+fn signal_group(child: &Child, signal: i32) {
+    // The child leads its own group (process_group(0)): -pid names the group.
+    if let Ok(pid) = i32::try_from(child.id()) {
+        // SAFETY: kill(2) with a negative pid signals that process group; no memory involved.
+        unsafe {
+            libc::kill(-pid, signal);
+        }
+    }
+}
+
+/// Runs `job` to the end, its deadline, or `cancel`.
+pub fn run(job: &Job, cancel: &AtomicBool) -> Result<Finished, StartError> {
+    let start = Instant::now();
+    let mut command = Command::new(&job.program);
+    command
+        .args(&job.args)
+        .envs(job.env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    if let Some(dir) = &job.cwd {
+        command.current_dir(dir);
+    }
+    let mut child = command.spawn().map_err(|source| StartError {
+        command: job.command_line(),
+        source,
+    })?;
+    let stdout = child.stdout.take().map(drain);
+    let stderr = child.stderr.take().map(drain);
+
+    let mut stopping: Option<(Outcome, Instant)> = None;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break Some(status),
+            Ok(None) => {}
+            Err(_) => break None,
+        }
+        let now = Instant::now();
+        match stopping {
+            None => {
+                let why = if cancel.load(Ordering::SeqCst) {
+                    Some(Outcome::Interrupted)
+                } else if now.duration_since(start) >= job.timeout {
+                    Some(Outcome::TimedOut)
+                } else {
+                    None
+                };
+                if let Some(why) = why {
+                    tracing::warn!(command = %job.command_line(), outcome = ?why, "stopping the process group (SIGTERM)");
+                    signal_group(&child, libc::SIGTERM);
+                    stopping = Some((why, now));
+                }
+            }
+            Some((_, since)) if now.duration_since(since) >= job.grace => {
+                signal_group(&child, libc::SIGKILL);
+            }
+            Some(_) => {}
+        }
+        std::thread::sleep(POLL);
+    };
+    // The leader is gone; anything left in its group goes too, so no stray process keeps
+    // our pipes (and the drain threads) open.
+    signal_group(&child, libc::SIGKILL);
+    let stdout = stdout.and_then(|h| h.join().ok()).unwrap_or_default();
+    let stderr = stderr.and_then(|h| h.join().ok()).unwrap_or_default();
+    let outcome = match (stopping, status) {
+        (Some((why, _)), _) => why,
+        (None, Some(status)) => match (status.code(), status.signal()) {
+            (Some(code), _) => Outcome::Exited { code },
+            (None, Some(signal)) => Outcome::Signaled { signal },
+            (None, None) => Outcome::Signaled { signal: 0 },
+        },
+        (None, None) => Outcome::Signaled { signal: 0 },
+    };
+    Ok(Finished {
+        outcome,
+        stdout,
+        stderr,
+        elapsed: start.elapsed(),
+    })
+}
+
+/// Raised by SIGINT/SIGTERM once [`install_interrupt_handler`] ran.
+pub static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_signal: libc::c_int) {
+    INTERRUPTED.store(true, Ordering::SeqCst);
+}
+
+/// Makes Ctrl-C (and SIGTERM) raise [`INTERRUPTED`] instead of killing us, so the caller
+/// can stop its running command, keep what finished, and exit cleanly.
+pub fn install_interrupt_handler() {
+    let handler = on_signal as extern "C" fn(libc::c_int);
+    // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+    unsafe {
+        libc::signal(libc::SIGINT, handler as libc::sighandler_t);
+        libc::signal(libc::SIGTERM, handler as libc::sighandler_t);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sh(script: &str, timeout_ms: u64) -> Job {
+        Job {
+            program: "sh".into(),
+            args: vec!["-c".into(), script.into()],
+            env: vec![("GD_TEST".into(), "42".into())],
+            cwd: None,
+            timeout: Duration::from_millis(timeout_ms),
+            grace: Duration::from_millis(200),
+        }
+    }
+
+    #[test]
+    fn captures_both_streams_and_the_exit_code() {
+        let done = run(
+            &sh("echo out $GD_TEST; echo err >&2; exit 7", 5000),
+            &AtomicBool::new(false),
+        )
+        .unwrap();
+        assert_eq!(done.outcome, Outcome::Exited { code: 7 });
+        assert_eq!(done.stdout, b"out 42\n");
+        assert_eq!(done.stderr, b"err\n");
+    }
+
+    #[test]
+    fn a_full_pipe_does_not_block() {
+        let done = run(
+            &sh(
+                "head -c 3000000 /dev/zero; head -c 3000000 /dev/zero >&2",
+                20_000,
+            ),
+            &AtomicBool::new(false),
+        )
+        .unwrap();
+        assert_eq!(done.outcome, Outcome::Exited { code: 0 });
+        assert_eq!(
+            (done.stdout.len(), done.stderr.len()),
+            (3_000_000, 3_000_000)
+        );
+    }
+
+    #[test]
+    fn timeout_kills_the_whole_group_even_when_term_is_ignored() {
+        let marker = std::env::temp_dir().join(format!("gd-runner-{}", std::process::id()));
+        let script = format!(
+            "trap '' TERM; (trap '' TERM; sleep 30; touch {}) & sleep 30",
+            marker.display()
+        );
+        let done = run(&sh(&script, 300), &AtomicBool::new(false)).unwrap();
+        assert_eq!(done.outcome, Outcome::TimedOut);
+        assert!(done.elapsed < Duration::from_secs(5), "{:?}", done.elapsed);
+        std::thread::sleep(Duration::from_millis(300));
+        assert!(!marker.exists(), "the background child survived");
+    }
+
+    #[test]
+    fn cancel_flag_interrupts() {
+        let cancel = AtomicBool::new(true);
+        let done = run(&sh("sleep 30", 60_000), &cancel).unwrap();
+        assert_eq!(done.outcome, Outcome::Interrupted);
+    }
+
+    #[test]
+    fn start_errors_name_the_command() {
+        let job = Job {
+            program: "/nonexistent/all_reduce_perf".into(),
+            ..sh("", 1000)
+        };
+        let err = run(&job, &AtomicBool::new(false)).unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("could not start `/nonexistent/all_reduce_perf -c ''`"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn quoting_for_display() {
+        assert_eq!(shell_quote("-b"), "-b");
+        assert_eq!(shell_quote("a b"), "'a b'");
+        assert_eq!(shell_quote("it's"), r"'it'\''s'");
+    }
+}
