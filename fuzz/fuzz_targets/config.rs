@@ -21,6 +21,9 @@ use libfuzzer_sys::fuzz_target;
 /// A node where every NIC is up and every file and directory exists.
 struct EverythingExists;
 
+/// A task's environment, as `plan_task` reads it.
+type TaskEnv = dyn Fn(&str) -> Option<String>;
+
 impl NodeProbe for EverythingExists {
     fn nic_up(&self, _name: &str) -> Option<bool> {
         Some(true)
@@ -92,7 +95,7 @@ fn plan_everything(config: &Config, node: &str, mode: &Mode) {
     );
     // A task whose environment already holds some of the profile's variables, and one with
     // an enclosing step's GPUDIRECT_SET.
-    let envs: [&dyn Fn(&str) -> Option<String>; 2] = [&|_: &str| None, &|name: &str| match name {
+    let envs: [&TaskEnv; 2] = [&|_: &str| None, &|name: &str| match name {
         vars::SET => Some("NCCL_OLD,,LD_LIBRARY_PATH".into()),
         "LD_LIBRARY_PATH" => Some("/usr/lib:/opt/lib::".into()),
         _ => Some(format!("user-{name}")),
