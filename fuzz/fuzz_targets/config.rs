@@ -5,7 +5,9 @@
 //!   names the file (`fuzz.toml[:line]: ...`), with a line inside the text;
 //! - on success, every profile resolves on a node with no node set and on a host of every
 //!   node set; `plan_node` with a probe that says everything exists reports no failed
-//!   check; `plan_task` expands every template for a few task shapes without panicking and
+//!   check, with one where nothing exists every required check that is not skipped fails,
+//!   and the failure summary (shown to the user) is one line without control characters;
+//!   `auto`'s errors and the mode's source are one line too; `plan_task` expands every template for a few task shapes without panicking and
 //!   always sets `GPUDIRECT_PROFILE` to the profile's name and `GPUDIRECT_SET` last;
 //! - `auto` on a node set host resolves to that set's profile.
 #![no_main]
@@ -20,6 +22,26 @@ use libfuzzer_sys::fuzz_target;
 
 /// A node where every NIC is up and every file and directory exists.
 struct EverythingExists;
+
+/// A node where NICs are down or missing and no file or directory exists: every check
+/// the profile requires fails.
+struct NothingExists;
+
+impl NodeProbe for NothingExists {
+    fn nic_up(&self, name: &str) -> Option<bool> {
+        // Some NICs down, others missing, so both messages are built.
+        name.len().is_multiple_of(2).then_some(false)
+    }
+    fn file_exists(&self, _path: &str) -> bool {
+        false
+    }
+    fn file_readable(&self, _path: &str) -> bool {
+        false
+    }
+    fn dir_exists(&self, _path: &str) -> bool {
+        false
+    }
+}
 
 /// A task's environment, as `plan_task` reads it.
 type TaskEnv = dyn Fn(&str) -> Option<String>;
@@ -73,7 +95,11 @@ fn plan_everything(config: &Config, node: &str, mode: &Mode) {
         // auto on a node without a set or profile: a user error, reported as such.
         Err(e) => {
             assert_eq!(*mode, Mode::Auto);
-            assert!(!e.to_string().contains('\n'));
+            let message = e.to_string();
+            assert!(
+                !message.chars().any(char::is_control),
+                "not one line: {message:?}"
+            );
             return;
         }
     };
@@ -87,6 +113,21 @@ fn plan_everything(config: &Config, node: &str, mode: &Mode) {
         nnodes: 2,
         local_size: 8,
     };
+    let failing = plan_node(resolved, step.clone(), &NothingExists);
+    for kind in resolved.profile.checks.required() {
+        let skipped = failing.skipped.contains(&kind);
+        let failed = failing.failures.iter().any(|f| f.kind == kind);
+        assert!(
+            skipped != failed,
+            "check {kind:?}: skipped {skipped}, failed {failed}"
+        );
+    }
+    if let Some(summary) = failing.failure_summary() {
+        assert!(
+            !summary.chars().any(char::is_control),
+            "failure summary is not one line: {summary:?}"
+        );
+    }
     let plan = plan_node(resolved, step, &EverythingExists);
     assert!(
         plan.failures.is_empty(),
@@ -150,7 +191,9 @@ fuzz_target!(|data: &[u8]| {
     let mut nodes = vec!["fuzz-node-without-set".to_string()];
     for set in &config.node_sets {
         if let Ok(hosts) = expand_with_limit(&set.hosts_expr, 64) {
-            nodes.extend(hosts.into_iter().take(2));
+            // Node names come from Slurm, which has no control characters in them.
+            let printable = hosts.into_iter().filter(|h| !h.chars().any(char::is_control));
+            nodes.extend(printable.take(2));
         }
     }
     for node in &nodes {
@@ -168,6 +211,11 @@ fuzz_target!(|data: &[u8]| {
         }
         // The defaults of the config and the node sets name things that exist.
         if let Ok(Some(chosen)) = choose_mode(&config, node, None, None) {
+            let source = chosen.source.to_string();
+            assert!(
+                !source.chars().any(char::is_control),
+                "mode source {source:?}"
+            );
             if let Mode::Profile(name) = &chosen.mode {
                 assert!(
                     config.profiles.contains_key(name),
