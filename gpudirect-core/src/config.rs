@@ -433,9 +433,42 @@ pub fn parse_config(text: &str, source: &str) -> Result<Config, ConfigError> {
         file: source.to_string(),
         line: e.span().map(|s| line_of(text, s.start)),
         key: None,
-        message: e.message().trim().to_string(),
+        // The toml crate's messages can span lines ("invalid table header\nexpected ...").
+        message: one_line(e.message()),
     })?;
     Checker { text, source }.check(raw)
+}
+
+/// Makes a message one log line: its lines joined with `; `, control characters (from
+/// keys or values the admin wrote, e.g. `"a\nb"`) shown escaped. The plugin logs each
+/// error as one line, and a line break would let text in the config forge log lines.
+fn one_line(text: &str) -> String {
+    let joined = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join("; ");
+    escape_controls(&joined)
+}
+
+/// Whether `text` holds a control character (line break, tab, escape, ...): such text in a
+/// path, file or node set name would break the one-line messages that show it.
+fn has_control(text: &str) -> bool {
+    text.chars().any(char::is_control)
+}
+
+/// Control characters written as escapes (`\n`, `\u{1b}`), everything else as is.
+fn escape_controls(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_default().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
 }
 
 fn line_of(text: &str, offset: usize) -> usize {
@@ -465,8 +498,8 @@ impl Checker<'_> {
         ConfigError {
             file: self.source.to_string(),
             line: Some(line_of(self.text, span.start)),
-            key: Some(key.into()),
-            message: message.into(),
+            key: Some(escape_controls(&key.into())),
+            message: escape_controls(&message.into()),
         }
     }
 
@@ -532,14 +565,15 @@ impl Checker<'_> {
         let p = path.get_ref();
         let clean = p.starts_with('/')
             && !p.split('/').any(|c| c == "..")
-            && !p.contains(['{', '}', '\0', '\n']);
+            && !p.contains(['{', '}'])
+            && !has_control(p);
         if clean {
             Ok(p.clone())
         } else {
             Err(self.error(
                 path.span(),
                 key,
-                "must be an absolute path without `..` or placeholders",
+                "must be an absolute path without `..`, placeholders or control characters",
             ))
         }
     }
@@ -746,11 +780,11 @@ impl Checker<'_> {
         let mut libraries = Vec::new();
         for lib in &raw.libraries {
             let l = lib.get_ref();
-            if l.is_empty() || l.contains('/') || l == "." || l == ".." {
+            if l.is_empty() || l.contains('/') || l == "." || l == ".." || has_control(l) {
                 return Err(self.error(
                     lib.span(),
                     format!("{key}.checks.libraries"),
-                    "a library is a file name (no `/`), looked up in library_dirs",
+                    "a library is a file name (no `/`, no control characters), looked up in library_dirs",
                 ));
             }
             if library_dirs.is_empty() {
@@ -776,11 +810,14 @@ impl Checker<'_> {
         let rxdm_socket_dir = match &raw.rxdm_socket_dir {
             Some(dir) => {
                 let dir_key = format!("{key}.checks.rxdm_socket_dir");
-                if !dir.get_ref().starts_with('/') || dir.get_ref().split('/').any(|c| c == "..") {
+                if !dir.get_ref().starts_with('/')
+                    || dir.get_ref().split('/').any(|c| c == "..")
+                    || has_control(dir.get_ref())
+                {
                     return Err(self.error(
                         dir.span(),
                         dir_key,
-                        "must be an absolute path without `..`",
+                        "must be an absolute path without `..` or control characters",
                     ));
                 }
                 Some(self.check_template(dir, &dir_key, declared)?)
@@ -804,6 +841,14 @@ impl Checker<'_> {
         let span = raw.span();
         let raw = raw.into_inner();
         let key = format!("node_set[{index}] ({})", sanitize_for_message(&raw.name));
+        // The name is shown in users' error messages and logs, which are one line each.
+        if raw.name.trim().is_empty() || has_control(&raw.name) {
+            return Err(self.error(
+                span,
+                format!("{key}.name"),
+                "a node set name is shown in messages: write it on one line, without control characters",
+            ));
+        }
         let hosts = HostlistPattern::new(raw.hosts.get_ref())
             .map_err(|e| self.error(raw.hosts.span(), format!("{key}.hosts"), e.to_string()))?;
         let profile = match &raw.profile {
@@ -1139,6 +1184,72 @@ nic_names = { eth0 = "enp0s12" }
             "{shown}"
         );
         assert!(!shown.contains('\n'));
+    }
+
+    /// Found by `scripts/fuzz config`: the toml crate's message for a bad table header is
+    /// two lines ("invalid table header\nexpected `.`, `]`"), so the error, which the plugin
+    /// logs as one line, was not.
+    #[test]
+    fn regression_fuzz_config_multiline_toml_error() {
+        let e = parse_config("[a b]\n", "fuzz.toml").unwrap_err();
+        let shown = e.to_string();
+        assert!(!shown.contains('\n'), "{shown:?}");
+        assert_eq!(
+            shown,
+            "fuzz.toml:1: invalid table header; expected `.`, `]`"
+        );
+    }
+
+    /// A key the admin wrote with an escaped line break (`"a\nb"`) reaches the error's key
+    /// and message: it is shown escaped, so the error stays one line.
+    #[test]
+    fn regression_fuzz_config_control_char_in_key() {
+        let e = parse_config("[profiles.\"a\\nb\"]\n", "fuzz.toml").unwrap_err();
+        let shown = e.to_string();
+        assert!(!shown.contains('\n'), "{shown:?}");
+        assert_eq!(e.key.as_deref(), Some("profiles.a\\nb"), "{shown}");
+    }
+
+    /// Found by `scripts/fuzz config`: a node set named `"cp\nu"` was accepted, and its
+    /// name reached users' one-line messages (`--gpudirect=auto: node set cp` / `u ...`).
+    #[test]
+    fn regression_fuzz_config_control_char_in_node_set_name() {
+        let text = "[[node_set]]\nname = \"cp\\nu\"\nhosts = \"login[3-4]\"\n";
+        let e = parse_config(text, "fuzz.toml").unwrap_err();
+        let shown = e.to_string();
+        assert!(!shown.contains('\n'), "{shown:?}");
+        assert_eq!(e.line, Some(1), "{shown}");
+        assert_eq!(e.key.as_deref(), Some("node_set[0] (cp?u).name"), "{shown}");
+        let blank = parse_config("[[node_set]]\nname = \" \"\nhosts = \"n1\"\n", "t.toml");
+        assert!(blank.is_err());
+    }
+
+    /// Found with the `config` target's failing-probe check: names of libraries and paths
+    /// are printed in check failures, one line per node; control characters are refused.
+    #[test]
+    fn regression_fuzz_config_control_char_in_paths() {
+        let base = "[profiles.p]\ncontrol_nic = \"eth0\"\nlibrary_dirs = [\"/lib\"]\n";
+        for (extra, key) in [
+            (
+                "[profiles.p.checks]\nlibraries = [\"a\\rb.so\"]\n",
+                "profiles.p.checks.libraries",
+            ),
+            (
+                "topology_file = \"/t\\u001b[2Jx\"\n",
+                "profiles.p.topology_file",
+            ),
+            (
+                "[profiles.p.checks]\nrxdm_socket_dir = \"/run/\\tx\"\n",
+                "profiles.p.checks.rxdm_socket_dir",
+            ),
+        ] {
+            let e = parse_config(&format!("{base}{extra}"), "t.toml").unwrap_err();
+            assert_eq!(e.key.as_deref(), Some(key), "{extra}: {e}");
+            assert!(!e.to_string().contains(['\n', '\r', '\u{1b}']), "{e}");
+        }
+        let lib_dir = "[profiles.p]\ncontrol_nic = \"eth0\"\nlibrary_dirs = [\"/l\\tib\"]\n";
+        let e = parse_config(lib_dir, "t.toml").unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("profiles.p.library_dirs"), "{e}");
     }
 
     #[test]
