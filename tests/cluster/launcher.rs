@@ -542,3 +542,45 @@ fn a_killed_run_keeps_finished_cells_marks_the_interrupted_one_and_resumes() {
         "each cell once: the placeholder was replaced"
     );
 }
+
+#[test]
+fn submit_makes_one_allocation_per_node_count_and_records_each() {
+    let _guard = cluster();
+    let standin = standin_dir("submit");
+    let db = temp_db("submit");
+    let mut cmd = slurm_command(workspace_bin("gpudirect").to_str().unwrap());
+    cmd.arg("--db")
+        .arg(&db)
+        .args([
+            "run",
+            "--submit",
+            "-c",
+            "all_reduce",
+            "-N",
+            "1,2",
+            "-b",
+            "8",
+            "-e",
+            "1G",
+        ])
+        .args(["--variants", "none", "--mpi", "none", "--nccl-tests-dir"])
+        .arg(&standin)
+        .env("GPUDIRECT_CONFIG", plugin_config());
+    let output = run(&mut cmd);
+    assert_ok(&output, "gpudirect run --submit");
+    let err = stderr(&output);
+    assert!(
+        err.contains("allocation for N=1: salloc --nodes=1")
+            && err.contains("allocation for N=2: salloc --nodes=2"),
+        "{err}"
+    );
+    let history = gpudirect::history::History::open_existing(&db).unwrap();
+    let mut counts: Vec<Option<u32>> = history
+        .list_runs(&Default::default())
+        .unwrap()
+        .iter()
+        .map(|r| r.node_count)
+        .collect();
+    counts.sort();
+    assert_eq!(counts, [Some(1), Some(2)]);
+}
