@@ -584,3 +584,76 @@ fn submit_makes_one_allocation_per_node_count_and_records_each() {
     counts.sort();
     assert_eq!(counts, [Some(1), Some(2)]);
 }
+
+#[test]
+fn ctrl_c_stops_the_running_step_and_keeps_what_finished() {
+    let _guard = cluster();
+    let standin = standin_dir("sigint");
+    let db = temp_db("sigint");
+    let mut cmd = slurm_command("salloc");
+    cmd.args(["-N2", "--quiet"])
+        .arg(workspace_bin("gpudirect"))
+        .arg("--db")
+        .arg(&db)
+        .args([
+            "run",
+            "-c",
+            "all_reduce,all_gather,reduce_scatter",
+            "-N",
+            "2",
+            "-b",
+            "8",
+            "-e",
+            "4G",
+        ])
+        .args(["--mpi", "none", "--nccl-tests-dir"])
+        .arg(&standin)
+        .env("GPUDIRECT_CONFIG", plugin_config())
+        .env("STANDIN_HANG_COLLECTIVES", "all_gather")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let child = cmd.spawn().expect("start salloc");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while
+        run(std::process::Command::new("pgrep").args(["-f", "gd-standin-sigint.*all_gather_perf"]))
+            .stdout
+            .is_empty()
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the hanging cell never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    let pattern = format!("gpudirect --db {} run", db.display());
+    assert_ok(
+        &run(std::process::Command::new("pkill").args(["-INT", "-f", &pattern])),
+        "SIGINT gpudirect run",
+    );
+    let output = child.wait_with_output().expect("salloc ends");
+    assert_eq!(
+        output.status.code(),
+        Some(130),
+        "{}\n{}",
+        stdout(&output),
+        stderr(&output)
+    );
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let strays = run(std::process::Command::new("pgrep").args(["-f", "gd-standin-sigint"]));
+    assert!(strays.stdout.is_empty(), "stray ranks: {}", stdout(&strays));
+    let history = gpudirect::history::History::open_existing(&db).unwrap();
+    let mut statuses: Vec<(String, String)> = history
+        .list_runs(&Default::default())
+        .unwrap()
+        .iter()
+        .map(|r| (r.collective.clone(), r.status.to_string()))
+        .collect();
+    statuses.sort();
+    assert_eq!(
+        statuses,
+        [
+            ("all_gather".into(), "interrupted".into()),
+            ("all_reduce".into(), "ok".into())
+        ]
+    );
+}

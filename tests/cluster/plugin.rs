@@ -501,3 +501,53 @@ fn an_unprivileged_user_cannot_steer_the_plugin_to_their_own_files() {
         .arg(plugin_config()));
     assert_ok(&restore, "chown the config back");
 }
+
+#[test]
+fn a_config_changed_during_a_job_applies_to_the_steps_started_after_it() {
+    let _guard = cluster();
+    let swap = FileSwap::config();
+    let dir = std::env::temp_dir().join(format!("gd-midjob-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join("out.txt");
+    let marker = dir.join("go");
+    let script = format!(
+        "srun -N1 sh -c 'echo first: $NCCL_ALGO'; while [ ! -e {m} ]; do sleep 0.1; done; srun -N1 sh -c 'echo second: $NCCL_ALGO'",
+        m = marker.display()
+    );
+    let mut cmd = slurm_command("sbatch");
+    cmd.args(["--wait", "-N1", "--gpudirect=tcpx", "-o"])
+        .arg(&out)
+        .arg("--wrap")
+        .arg(&script);
+    let job = cmd
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("sbatch");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !std::fs::read_to_string(&out)
+        .unwrap_or_default()
+        .contains("first:")
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the first step never ran"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let changed = swap
+        .original_text()
+        .replacen("NCCL_ALGO = \"Ring\"", "NCCL_ALGO = \"Tree\"", 1);
+    assert_ne!(changed, swap.original_text());
+    swap.write(&changed);
+    std::fs::write(&marker, "").unwrap();
+    let done = job.wait_with_output().expect("sbatch ends");
+    assert_ok(&done, "sbatch --wait");
+    let text = std::fs::read_to_string(&out).unwrap();
+    assert!(text.contains("first: Ring"), "{text}");
+    // The batch step set NCCL_ALGO=Ring itself (GPUDIRECT_SET), so the new step takes the
+    // changed profile's value rather than keeping Ring as if the user had set it.
+    assert!(text.contains("second: Tree"), "{text}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
