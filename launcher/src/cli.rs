@@ -112,3 +112,83 @@ mod tests {
         assert_eq!(verbose.verbose, 2);
     }
 }
+
+/// The CLI reference (`docs/cli.md`), rendered from the clap definitions: every
+/// subcommand's `--help`. A test keeps the file in step with the code.
+#[cfg(test)]
+pub fn cli_reference() -> String {
+    use clap::CommandFactory;
+    // Fixed width, and no environment values: the file must not depend on who renders it.
+    let stable = |c: clap::Command| c.term_width(100).mut_args(|a| a.hide_env_values(true));
+    let mut root = stable(Cli::command());
+    let mut out = String::from(
+        "# `gpudirect` command reference\n\nGenerated from the code by `GPUDIRECT_BLESS=1 cargo test -p gpudirect cli_reference`;\na test fails when this file and `--help` disagree.\n\n",
+    );
+    out.push_str(&format!(
+        "## gpudirect\n\n```text\n{}\n```\n",
+        root.render_long_help()
+    ));
+    let names: Vec<String> = root
+        .get_subcommands()
+        .map(|s| s.get_name().to_string())
+        .filter(|n| n != "help")
+        .collect();
+    for name in names {
+        let Some(sub) = root.find_subcommand_mut(&name) else {
+            continue;
+        };
+        let mut sub = sub
+            .clone()
+            .term_width(100)
+            .bin_name(format!("gpudirect {name}"));
+        out.push_str(&format!(
+            "\n## gpudirect {name}\n\n```text\n{}\n```\n",
+            sub.render_long_help()
+        ));
+        let nested: Vec<String> = sub
+            .get_subcommands()
+            .map(|s| s.get_name().to_string())
+            .filter(|n| n != "help")
+            .collect();
+        for inner in nested {
+            if let Some(s) = sub.find_subcommand_mut(&inner) {
+                let mut s = s
+                    .clone()
+                    .term_width(100)
+                    .bin_name(format!("gpudirect {name} {inner}"));
+                out.push_str(&format!(
+                    "\n### gpudirect {name} {inner}\n\n```text\n{}\n```\n",
+                    s.render_long_help()
+                ));
+            }
+        }
+    }
+    // `[env: NAME=value]` shows the renderer's environment: keep the name only.
+    out.lines()
+        .map(|line| match (line.find("[env: "), line.rfind(']')) {
+            (Some(start), Some(end)) if end > start => {
+                let inner = &line[start + 6..end];
+                let name = inner.split('=').next().unwrap_or(inner);
+                format!("{}[env: {name}]{}\n", &line[..start], &line[end + 1..])
+            }
+            _ => format!("{line}\n"),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod reference_tests {
+    #[test]
+    fn cli_reference_is_up_to_date() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/cli.md");
+        let want = super::cli_reference();
+        if std::env::var_os("GPUDIRECT_BLESS").is_some() {
+            std::fs::write(&path, &want).expect("write docs/cli.md");
+        }
+        let have = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(
+            have == want,
+            "docs/cli.md is stale: run GPUDIRECT_BLESS=1 cargo test -p gpudirect cli_reference"
+        );
+    }
+}
