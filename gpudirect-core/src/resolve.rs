@@ -175,6 +175,11 @@ pub trait NodeProbe {
     fn file_readable(&self, path: &str) -> bool;
     /// Whether a directory exists at `path`.
     fn dir_exists(&self, path: &str) -> bool;
+    /// Whether the directory at `path` holds a listening Unix socket (a daemon is there,
+    /// not just its leftover directory). The default trusts the directory's presence.
+    fn dir_has_socket(&self, path: &str) -> bool {
+        self.dir_exists(path)
+    }
     /// `None` if the RDMA device (`/sys/class/infiniband/<name>`) does not exist, else
     /// whether one of its ports is active. The default knows no RDMA device: a probe for
     /// nodes with `data_nic_class = "infiniband"` profiles must override it.
@@ -443,11 +448,18 @@ fn run_check(plan: &NodePlan<'_>, kind: CheckKind, probe: &dyn NodeProbe) -> Vec
         CheckKind::RxdmSocketDir => {
             if let Some(template) = &profile.checks.rxdm_socket_dir {
                 let dir = expand(template, plan, None);
+                let fix = "the TCPX receive daemon is not running for this job: start it in the prolog (slurm-conf/tcpx-rxdm-prolog.sh)";
                 if !probe.dir_exists(&dir) {
                     failures.push(CheckFailure {
                         kind,
                         problem: format!("RxDM socket directory {dir} is missing"),
-                        fix: "the TCPX receive daemon is not running for this job: start it in the prolog (see slurm-conf/)".into(),
+                        fix: fix.into(),
+                    });
+                } else if !probe.dir_has_socket(&dir) {
+                    failures.push(CheckFailure {
+                        kind,
+                        problem: format!("RxDM socket directory {dir} has no socket"),
+                        fix: fix.into(),
                     });
                 }
             }

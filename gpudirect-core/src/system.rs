@@ -164,6 +164,19 @@ impl NodeProbe for SystemProbe {
         Path::new(path).is_dir()
     }
 
+    fn dir_has_socket(&self, path: &str) -> bool {
+        use std::os::unix::fs::FileTypeExt;
+        // Bounded: a socket directory holds a handful of entries.
+        std::fs::read_dir(path)
+            .map(|entries| {
+                entries
+                    .flatten()
+                    .take(1024)
+                    .any(|e| e.file_type().map(|t| t.is_socket()).unwrap_or(false))
+            })
+            .unwrap_or(false)
+    }
+
     fn rdma_port_active(&self, name: &str) -> Option<bool> {
         rdma_port_active_under(Path::new("/sys"), name)
     }
@@ -273,6 +286,22 @@ mod tests {
         assert_eq!(rdma_port_active_under(&root, "mlx5_9"), None);
         assert_eq!(rdma_port_active_under(&root, "../mlx5_0"), None);
         std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn socket_directories_need_a_listening_socket() {
+        let dir = temp_dir("rxdm");
+        let d = dir.to_str().unwrap();
+        assert!(SystemProbe.dir_exists(d));
+        assert!(
+            !SystemProbe.dir_has_socket(d),
+            "an empty directory is not a running daemon"
+        );
+        std::fs::write(dir.join("not-a-socket"), "").unwrap();
+        assert!(!SystemProbe.dir_has_socket(d));
+        let _listener = std::os::unix::net::UnixListener::bind(dir.join("rxdm.sock")).unwrap();
+        assert!(SystemProbe.dir_has_socket(d));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

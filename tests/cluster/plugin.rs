@@ -551,3 +551,46 @@ fn a_config_changed_during_a_job_applies_to_the_steps_started_after_it() {
     assert!(text.contains("second: Tree"), "{text}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn the_rxdm_readiness_check_wants_a_listening_socket() {
+    let _guard = cluster();
+    let swap = FileSwap::config();
+    // The local node set skips this check (no RxDM here); turn it back on.
+    let checked = swap.original_text().replace(
+        "skip_checks = [\"libraries\", \"rxdm_socket_dir\"]",
+        "skip_checks = [\"libraries\"]",
+    );
+    assert_ne!(checked, swap.original_text());
+    swap.write(&checked);
+    let script = r#"
+dir=/run/tcpx-$SLURM_JOB_ID
+step() { srun -N1 sh -c 'echo "$1 ${GPUDIRECT_PROFILE:-none}"' _ "$1"; }
+step missing
+mkdir -p "$dir"; step empty
+python3 -c 'import socket,sys,time; s=socket.socket(socket.AF_UNIX); s.bind(sys.argv[1]); s.listen(); time.sleep(30)' "$dir/rxdm.sock" &
+for i in $(seq 50); do [ -S "$dir/rxdm.sock" ] && break; sleep 0.1; done
+step listening
+kill %1; rm -rf "$dir"
+"#;
+    let mut cmd = slurm_command("salloc");
+    cmd.args(["-N1", "--quiet", "--gpudirect=tcpx", "bash", "-c", script]);
+    let output = run(&mut cmd);
+    assert_ok(&output, "salloc with the readiness steps");
+    let out = stdout(&output);
+    let err = stderr(&output);
+    assert!(
+        out.contains("missing none")
+            && out.contains("empty none")
+            && out.contains("listening tcpx"),
+        "{out}\n{err}"
+    );
+    assert!(
+        err.contains("RxDM socket directory /run/tcpx-") && err.contains("is missing"),
+        "{err}"
+    );
+    assert!(
+        err.contains("has no socket") && err.contains("tcpx-rxdm-prolog.sh"),
+        "{err}"
+    );
+}
