@@ -657,3 +657,75 @@ fn ctrl_c_stops_the_running_step_and_keeps_what_finished() {
         ]
     );
 }
+
+#[test]
+fn the_sbatch_templates_run() {
+    let _guard = cluster();
+    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let dir = std::env::temp_dir().join(format!("gd-templates-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let bin_dir = workspace_bin("gpudirect").parent().unwrap().to_path_buf();
+    let path = format!(
+        "{}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        bin_dir.display()
+    );
+
+    let train_out = dir.join("train.out");
+    let mut train = slurm_command("sbatch");
+    train
+        .args(["--wait", "-N2", "-o"])
+        .arg(&train_out)
+        .arg(repo.join("scripts/sbatch/train.sbatch"))
+        .args([
+            "sh",
+            "-c",
+            "echo rank $SLURM_PROCID $NCCL_NET $GPUDIRECT_NIC",
+        ]);
+    assert_ok(&run(&mut train), "sbatch train.sbatch");
+    let text = std::fs::read_to_string(&train_out).unwrap();
+    assert_eq!(
+        text.matches("profile=tcpx NCCL_NET=GPUDirectTCPX_v7")
+            .count(),
+        2,
+        "{text}"
+    );
+    assert_eq!(
+        text.matches(" GPUDirectTCPX_v7 eth").count(),
+        16,
+        "every rank: {text}"
+    );
+
+    let weekly_out = dir.join("weekly.out");
+    let standin = standin_dir("weekly");
+    let mut weekly = slurm_command("sbatch");
+    weekly
+        .args(["--wait", "-N3", "-o"])
+        .arg(&weekly_out)
+        .arg(repo.join("scripts/sbatch/weekly-validation.sbatch"))
+        .current_dir(&dir)
+        .env("PATH", &path)
+        .env("NCCL_TESTS_DIR", &standin)
+        .env("GPUDIRECT_DB", dir.join("history.sqlite"))
+        .env("GPUDIRECT_CONFIG", plugin_config())
+        .env("COLLECTIVES", "all_reduce")
+        .env("GPUS_PER_NODE", "2")
+        .env("GPUS_PER_PROCESS", "2")
+        .env("GPUDIRECT_MODE", "none")
+        .env("MPI", "none")
+        .env("FLOOR", "300")
+        .env("REPORT_DIR", dir.join("report"));
+    let output = run(&mut weekly);
+    let text = std::fs::read_to_string(&weekly_out).unwrap_or_default();
+    assert_ok(
+        &output,
+        &format!("sbatch weekly-validation.sbatch:\n{text}"),
+    );
+    assert!(
+        text.contains("2 of 2 cells passed") && text.contains("gpudirect run exited 0"),
+        "{text}"
+    );
+    assert!(text.contains("verdict: Healthy (exit 0)"), "{text}");
+    assert!(dir.join("report/index.html").is_file());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
