@@ -729,3 +729,51 @@ fn the_sbatch_templates_run() {
     assert!(dir.join("report/index.html").is_file());
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn a_slurmd_killed_mid_matrix_fails_the_cells_on_its_node_only() {
+    let _guard = cluster();
+    struct RestartNodes;
+    impl Drop for RestartNodes {
+        fn drop(&mut self) {
+            let up =
+                std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/local-cluster");
+            run(std::process::Command::new(up).arg("up"));
+        }
+    }
+    let _restart = RestartNodes;
+    let standin = standin_dir("slurmd");
+    let db = temp_db("slurmd");
+    let pidfile = state_dir().join("run/slurmd-node2.pid");
+    let script = format!(
+        "kill -9 $(cat {pid}) && exec {gd} --db {db} run -c all_reduce,all_gather -N 1,2 -b 8 -e 1G --variants none --mpi none --timeout 60s --nccl-tests-dir {dir}",
+        pid = pidfile.display(),
+        gd = workspace_bin("gpudirect").display(),
+        db = db.display(),
+        dir = standin.display()
+    );
+    let mut cmd = slurm_command("salloc");
+    cmd.args(["-N3", "--quiet", "bash", "-c", &script]);
+    let output = run(&mut cmd);
+    let out = stdout(&output);
+    assert_eq!(output.status.code(), Some(1), "{out}\n{}", stderr(&output));
+    let history = gpudirect::history::History::open_existing(&db).unwrap();
+    for summary in history.list_runs(&Default::default()).unwrap() {
+        let detail = history.get_run(summary.id).unwrap();
+        if summary.node_count == Some(1) {
+            assert_eq!(
+                summary.status.to_string(),
+                "ok",
+                "node1 alone is unaffected: {summary:?}"
+            );
+        } else {
+            assert_eq!(summary.status.to_string(), "failed");
+            assert!(
+                detail.failures.iter().any(|f| f.contains("node2")),
+                "the node is named: {:?}",
+                detail.failures
+            );
+        }
+    }
+    assert!(out.contains("2 of 4 cells passed"), "{out}");
+}
