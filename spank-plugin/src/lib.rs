@@ -55,9 +55,14 @@ pub static plugin_type: [u8; 6] = *b"spank\0";
 /// The Slurm version the plugin was built against.
 pub static plugin_version: c_uint = spank_sys::SLURM_VERSION_NUMBER;
 
-/// The config, read once per process in `init`. Kept in a static (not in the plugin
-/// struct) because the option callback, a plain C function, needs it too; and because
-/// per-node plans borrow from it for the process's lifetime.
+/// The config's path from plugstack.conf (or why there is none), set in `init`.
+static CONFIG_PATH: OnceLock<Result<String, String>> = OnceLock::new();
+
+/// The config, read at most once per process: in slurmstepd at `init`; in srun, sbatch
+/// and salloc only when a mode was asked for, so that a step without `--gpudirect` does
+/// not pay for reading it. Kept in a static (not in the plugin struct) because the
+/// option callback, a plain C function, needs it too, and per-node plans borrow from it
+/// for the process's lifetime.
 static CONFIG: OnceLock<Result<Config, String>> = OnceLock::new();
 
 /// The `--gpudirect` value Slurm handed to our option callback, if any.
@@ -114,11 +119,14 @@ fn config_path_from_args(args: &[&str]) -> Result<String, String> {
 }
 
 fn config() -> Result<&'static Config, String> {
-    match CONFIG.get() {
-        Some(Ok(config)) => Ok(config),
+    let loaded = CONFIG.get_or_init(|| match CONFIG_PATH.get() {
+        Some(Ok(path)) => {
+            load_config(Path::new(path), Ownership::RootOnly).map_err(|e| e.to_string())
+        }
         Some(Err(e)) => Err(e.clone()),
-        None => Err("the config was not loaded (plugin init did not run)".into()),
-    }
+        None => Err("the config path is unknown (plugin init did not run)".into()),
+    });
+    loaded.as_ref().map_err(Clone::clone)
 }
 
 /// Called by Slurm for `--gpudirect=MODE` in every context where options are processed.
@@ -164,12 +172,10 @@ fn option_value() -> Option<String> {
 
 /// Registers `--gpudirect` with our own callback, so that a bad value is refused at
 /// parse time (slurm-spank's generic callback accepts any value).
-fn register_option(spank: spank_sys::spank_t, profiles: &str) -> Result<(), String> {
-    let usage = format!(
-        "Apply a fabric profile from the admin's config to every task (NCCL/transport \
+fn register_option(spank: spank_sys::spank_t) -> Result<(), String> {
+    let usage = "Apply a fabric profile from the admin's config to every task (NCCL/transport \
          variables, library path, NIC and CPU pinning by local rank). MODE: a profile \
-         ({profiles}), `auto` (this node's default) or `none`."
-    );
+         (`gpudirect profiles list`), `auto` (this node's default) or `none`.";
     // Slurm keeps the pointers: the strings must live as long as the process.
     let usage = CString::new(usage)
         .map_err(|_| "usage text has a NUL".to_string())?
@@ -310,7 +316,10 @@ unsafe impl Plugin for GpuDirect {
         }
         let option = option_value();
         let env_mode = std::env::var(vars::MODE_ENV).ok().filter(|m| !m.is_empty());
-        let requested = option.clone().or_else(|| env_mode.clone());
+        let Some(requested) = option.clone().or_else(|| env_mode.clone()) else {
+            // No mode asked for: nothing to check, and no config to read.
+            return Ok(());
+        };
         match config() {
             Ok(config) => {
                 if option.is_none() {
@@ -326,12 +335,10 @@ unsafe impl Plugin for GpuDirect {
                 }
             }
             Err(e) => {
-                if let Some(mode) = requested {
-                    log_error(&format!(
-                        "cannot apply --gpudirect={}: {e}; the step runs without a profile",
-                        sanitize_for_message(&mode)
-                    ));
-                }
+                log_error(&format!(
+                    "cannot apply --gpudirect={}: {e}; the step runs without a profile",
+                    sanitize_for_message(&requested)
+                ));
             }
         }
         Ok(())
@@ -426,20 +433,19 @@ pub extern "C" fn slurm_spank_init(
         ) {
             return Ok(());
         }
-        let loaded = handle
+        let path = handle
             .plugin_argv()
             .map_err(|e| e.to_string())
-            .and_then(|args| config_path_from_args(&args))
-            .and_then(|path| {
-                load_config(Path::new(&path), Ownership::RootOnly).map_err(|e| e.to_string())
-            });
-        let profiles = match &loaded {
-            Ok(config) => config.profile_names().join(", "),
-            Err(_) => "see the admin's config".into(),
+            .and_then(|args| config_path_from_args(&args));
+        let _ = CONFIG_PATH.set(path);
+        register_option(spank)?;
+        // srun/sbatch/salloc read the config only when a mode is asked for (the option
+        // callback, init_post_opt); slurmstepd reads it now, so a broken config fails
+        // every step under `required`.
+        let failure = match handle.context()? {
+            Context::Remote => config().err(),
+            _ => CONFIG_PATH.get().and_then(|p| p.as_ref().err().cloned()),
         };
-        let failure = loaded.as_ref().err().cloned();
-        let _ = CONFIG.set(loaded);
-        register_option(spank, &profiles)?;
         match failure {
             // Reported where it matters: at once in slurmstepd's log, and to the user
             // when a mode was asked for. Failing init stops steps only under `required`.
