@@ -21,6 +21,9 @@ use gpudirect_core::config::Config;
 use gpudirect_core::system::{load_config, Ownership};
 use serde::Serialize;
 
+use gpudirect::history::time::now_unix;
+use gpudirect::launch::env_var;
+
 use crate::cli::Globals;
 
 /// Arguments of `gpudirect run`.
@@ -150,10 +153,6 @@ pub struct RunArgs {
     /// Extra nccl-tests arguments for every cell, after `--` (e.g. `-- -n 50 -w 10`).
     #[arg(last = true, value_name = "NCCL_TESTS_ARGS")]
     pub extra: Vec<String>,
-}
-
-fn env_var(name: &str) -> Option<String> {
-    std::env::var(name).ok().filter(|v| !v.is_empty())
 }
 
 /// This host's short name.
@@ -445,13 +444,6 @@ fn parse_cell(
         }
     }
     (parsed, raw)
-}
-
-fn now_unix() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
-        .unwrap_or(0)
 }
 
 /// Median seconds of earlier runs like this cell, for --dry-run.

@@ -20,6 +20,9 @@ use gpudirect::record::{new_run, RunContext};
 use gpudirect::report::{gather, write_report, ReportFormat, ReportOptions, Selection};
 use gpudirect::runner::{self, Job, INTERRUPTED};
 
+use gpudirect::history::time::now_unix;
+use gpudirect::launch::env_var;
+
 use crate::cli::Globals;
 
 /// Arguments of `gpudirect validate`.
@@ -109,17 +112,6 @@ pub struct ValidateArgs {
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
-}
-
-fn env_var(name: &str) -> Option<String> {
-    std::env::var(name).ok().filter(|v| !v.is_empty())
-}
-
-fn now_unix() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
-        .unwrap_or(0)
 }
 
 /// `gpudirect validate`. Returns the health exit status.
