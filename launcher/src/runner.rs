@@ -187,6 +187,9 @@ pub fn run(job: &Job, cancel: &AtomicBool) -> Result<Finished, StartError> {
     let stderr = stderr.and_then(|h| h.join().ok()).unwrap_or_default();
     let outcome = match (stopping, status) {
         (Some((why, _)), _) => why,
+        // Ctrl-C reaches the whole foreground group: the child (srun) may end of it before
+        // we look at the flag. The cell was still interrupted, not failed.
+        (None, _) if cancel.load(Ordering::SeqCst) => Outcome::Interrupted,
         (None, Some(status)) => match (status.code(), status.signal()) {
             (Some(code), _) => Outcome::Exited { code },
             (None, Some(signal)) => Outcome::Signaled { signal },
@@ -282,6 +285,14 @@ mod tests {
     fn cancel_flag_interrupts() {
         let cancel = AtomicBool::new(true);
         let done = run(&sh("sleep 30", 60_000), &cancel).unwrap();
+        assert_eq!(done.outcome, Outcome::Interrupted);
+    }
+
+    #[test]
+    fn a_child_ending_of_the_same_ctrl_c_is_interrupted_not_failed() {
+        // The flag is up while the child exits with an error of its own (srun killed by the
+        // same Ctrl-C): whichever the runner sees first, the outcome is `Interrupted`.
+        let done = run(&sh("exit 3", 10_000), &AtomicBool::new(true)).unwrap();
         assert_eq!(done.outcome, Outcome::Interrupted);
     }
 
