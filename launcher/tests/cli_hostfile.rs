@@ -5,40 +5,20 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
-const BIN: &str = env!("CARGO_BIN_EXE_gpudirect");
+mod common;
+
+use common::{ok, run, stderr, stdout};
 
 /// The binary with no allocation in its environment, whatever the test runner has.
 fn gpudirect() -> Command {
-    let mut cmd = Command::new(BIN);
-    for var in [
+    common::gpudirect_without(&[
         "SLURM_JOB_NODELIST",
         "SLURM_TASKS_PER_NODE",
         "GPUDIRECT_DB",
         "RUST_LOG",
-    ] {
-        cmd.env_remove(var);
-    }
-    cmd
-}
-
-fn run(cmd: &mut Command) -> Output {
-    cmd.output().expect("start gpudirect")
-}
-
-fn stdout(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-fn ok(cmd: &mut Command) -> String {
-    let out = run(cmd);
-    assert!(out.status.success(), "failed: {}", stderr(&out));
-    stdout(&out)
+    ])
 }
 
 fn fails(cmd: &mut Command) -> String {
@@ -55,13 +35,7 @@ fn fails(cmd: &mut Command) -> String {
 
 /// A fresh empty directory for one test.
 fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!(
-        "gpudirect-cli-hostfile-{}-{name}",
-        std::process::id()
-    ));
-    let _ = fs::remove_dir_all(&dir);
-    fs::create_dir_all(&dir).expect("create scratch dir");
-    dir
+    common::scratch("cli-hostfile", name)
 }
 
 fn names_in(dir: &Path) -> Vec<String> {

@@ -5,9 +5,11 @@
 use std::fs;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
-const BIN: &str = env!("CARGO_BIN_EXE_gpudirect");
+mod common;
+
+use common::{ok, run, stderr, stdout};
 const SHIPPED: &str = include_str!("../../slurm-conf/gpudirect.toml");
 
 fn sysfs_fixture(name: &str) -> PathBuf {
@@ -18,40 +20,12 @@ fn sysfs_fixture(name: &str) -> PathBuf {
 
 /// The binary with no config or log settings from the test runner's environment.
 fn gpudirect() -> Command {
-    let mut cmd = Command::new(BIN);
-    for var in ["GPUDIRECT_CONFIG", "GPUDIRECT_DB", "RUST_LOG"] {
-        cmd.env_remove(var);
-    }
-    cmd
-}
-
-fn run(cmd: &mut Command) -> Output {
-    cmd.output().expect("start gpudirect")
-}
-
-fn stdout(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-fn ok(cmd: &mut Command) -> String {
-    let out = run(cmd);
-    assert!(out.status.success(), "failed: {}", stderr(&out));
-    stdout(&out)
+    common::gpudirect_without(&["GPUDIRECT_CONFIG", "GPUDIRECT_DB", "RUST_LOG"])
 }
 
 /// A fresh directory in /tmp (world-writable above it: the plugin would refuse it).
 fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!(
-        "gpudirect-cli-profiles-{}-{name}",
-        std::process::id()
-    ));
-    let _ = fs::remove_dir_all(&dir);
-    fs::create_dir_all(&dir).expect("create scratch dir");
-    dir
+    common::scratch("cli-profiles", name)
 }
 
 fn write_config(name: &str, text: &str) -> PathBuf {
