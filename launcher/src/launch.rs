@@ -47,6 +47,9 @@ pub struct LaunchOptions {
     /// GPUs each srun/mpirun process drives (`-g`); ranks per node = G / this. 1 is the
     /// usual one-process-per-GPU; `--launcher local` always drives all G from one process.
     pub gpus_per_process: u32,
+    /// `srun --exact`: steps take only what they ask for, so several can run at once on
+    /// disjoint nodes of one allocation (validation rounds).
+    pub exact: bool,
 }
 
 /// A cell that cannot be launched as asked.
@@ -286,6 +289,7 @@ mod tests {
             grace: Duration::from_secs(5),
             as_root: true,
             gpus_per_process: 1,
+            exact: false,
         };
         (matrix, opts, dir)
     }

@@ -583,6 +583,7 @@ pub fn run(args: &RunArgs, globals: &Globals) -> Result<i32> {
         grace: parse_duration(&args.grace)?,
         as_root,
         gpus_per_process: args.gpus_per_process,
+        exact: false,
     };
     let cells = matrix.plan();
     let db = db_path_from_env(globals.db.as_deref())?;

@@ -12,13 +12,13 @@ use clap::Args;
 use gpudirect::checks::{expected_sizes, judge, Expectations};
 use gpudirect::history::{db_path_from_env, History, LaunchKind, NewNodeResult, RunStatus};
 use gpudirect::judging::{health, Outcome as PairOutcome, Threshold, Validation};
-use gpudirect::launch::find_binary;
-use gpudirect::matrix::{format_size, parse_duration, parse_size};
+use gpudirect::launch::{find_binary, prepare, LaunchOptions, Launcher};
+use gpudirect::matrix::{format_size, parse_duration, parse_size, Cell, Matrix, Variant};
 use gpudirect::nccl_output::{parse_with, ParseOptions};
 use gpudirect::pairing::{parse_topology, Mode};
 use gpudirect::record::{new_run, RunContext};
 use gpudirect::report::{gather, write_report, ReportFormat, ReportOptions, Selection};
-use gpudirect::runner::{self, Job, INTERRUPTED};
+use gpudirect::runner::{self, INTERRUPTED};
 
 use gpudirect::history::time::now_unix;
 use gpudirect::launch::env_var;
@@ -173,9 +173,38 @@ pub fn run(args: &ValidateArgs, globals: &Globals) -> Result<u8> {
     };
 
     runner::install_interrupt_handler();
-    let gpp = args.gpus_per_process.clamp(1, args.gpus_per_node.max(1));
-    let tasks_per_node = (args.gpus_per_node / gpp).max(1);
     let sizes = expected_sizes(min, max, Some(args.factor), None);
+    // Each group is one cell of a one-cell matrix, launched like `gpudirect run` launches.
+    let variant = Variant {
+        name: format!("validate:{}", args.mode),
+        gpudirect: args.gpudirect.clone(),
+        env: BTreeMap::new(),
+    };
+    let matrix = Matrix {
+        collectives: vec![args.collective.clone()],
+        nodes: vec![2],
+        gpus_per_node: vec![args.gpus_per_node],
+        min_bytes: min,
+        max_bytes: max,
+        factor: args.factor,
+        timeout,
+        extra_args: Vec::new(),
+        variants: vec![variant.clone()],
+    };
+    // SAFETY: geteuid has no preconditions.
+    let as_root = unsafe { libc::geteuid() } == 0;
+    let launch = LaunchOptions {
+        launcher: Launcher::Srun,
+        nccl_tests_dir: dir.clone(),
+        mpi: Some(args.mpi.clone()),
+        nodes: Vec::new(),
+        work_dir: None,
+        timeout,
+        grace: Duration::from_secs(10),
+        as_root,
+        gpus_per_process: args.gpus_per_process,
+        exact: true,
+    };
     let mut run_ids = Vec::new();
     while let Some(round) = validation.next_round() {
         if INTERRUPTED.load(Ordering::SeqCst) {
@@ -192,43 +221,27 @@ pub fn run(args: &ValidateArgs, globals: &Globals) -> Result<u8> {
             groups.len()
         );
         // One job step per group, all at once; each thread runs one and returns its result.
-        let handles: Vec<_> = groups
+        let jobs = groups
             .iter()
             .map(|group| {
                 let group: Vec<String> = group.iter().map(|s| s.to_string()).collect();
-                let mut srun = vec![
-                    format!("--nodes={}", group.len()),
-                    format!("--nodelist={}", group.join(",")),
-                    format!("--ntasks-per-node={tasks_per_node}"),
-                    "--exact".into(),
-                    "--kill-on-bad-exit=1".into(),
-                    format!("--mpi={}", args.mpi),
-                ];
-                if let Some(m) = &args.gpudirect {
-                    srun.push(format!("--gpudirect={m}"));
-                }
-                srun.push(binary.display().to_string());
-                srun.extend([
-                    "-b".into(),
-                    format_size(min),
-                    "-e".into(),
-                    format_size(max),
-                    "-f".into(),
-                    args.factor.to_string(),
-                    "-g".into(),
-                    gpp.to_string(),
-                ]);
-                let job = Job {
-                    program: "srun".into(),
-                    args: srun.into_iter().map(Into::into).collect(),
-                    env: vec![
-                        ("NCCL_DEBUG".into(), "INFO".into()),
-                        ("NCCL_DEBUG_SUBSYS".into(), "INIT,NET".into()),
-                    ],
-                    cwd: None,
-                    timeout,
-                    grace: Duration::from_secs(10),
+                let cell = Cell {
+                    index: round.index + 1,
+                    collective: args.collective.clone(),
+                    nodes: group.len() as u32,
+                    gpus_per_node: args.gpus_per_node,
+                    variant: variant.clone(),
                 };
+                let opts = LaunchOptions {
+                    nodes: group.clone(),
+                    ..launch.clone()
+                };
+                prepare(&cell, &matrix, &opts, false).map(|p| (group, p.job))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let handles: Vec<_> = jobs
+            .into_iter()
+            .map(|(group, job)| {
                 std::thread::spawn(move || {
                     let started = now_unix();
                     let finished = runner::run(&job, &INTERRUPTED);
