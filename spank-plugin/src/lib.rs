@@ -493,6 +493,17 @@ mod tests {
             .contains("unknown argument"));
     }
 
+    /// This test binary links the unwinder as the plugin does (build.rs): a panic must
+    /// still unwind to the guard, as slurm-spank's does at each callback.
+    #[test]
+    fn panics_unwind_with_the_static_unwinder() {
+        let caught = std::panic::catch_unwind(|| {
+            let message = String::from("boom");
+            panic!("{message}");
+        });
+        assert!(caught.is_err());
+    }
+
     #[test]
     fn plugin_symbols_are_nul_terminated() {
         assert_eq!(
