@@ -1,14 +1,17 @@
 //! The pure model shared by the SPANK plugin and the `gpudirect` launcher.
 //!
-//! Nothing in this crate does I/O beyond what its callers hand it: the admin TOML arrives
-//! as text, node facts (NICs, CPUs, sysfs locality) arrive as data. That keeps every rule
-//! (profile resolution, templates, precedence, pinning, hostlists) unit-testable and lets
-//! `gpudirect profiles explain` show exactly what the plugin computes.
+//! Nothing in this crate does I/O beyond what its callers hand it, except `system` (reading
+//! the config, probing the node) and `marks` (what slurmstepd remembers between steps): the
+//! admin TOML arrives as text, node facts (NICs, CPUs, sysfs locality) arrive as data.
+//! That keeps every rule (profile resolution, templates, precedence, pinning, hostlists)
+//! unit-testable and lets `gpudirect profiles explain` show exactly what the plugin
+//! computes.
 
 pub mod config;
 pub mod cpulist;
 pub mod hostlist;
 pub mod locality;
+pub mod marks;
 pub mod resolve;
 pub mod system;
 pub mod template;

@@ -76,8 +76,39 @@ fn check_owner(path: &Path, meta: &std::fs::Metadata) -> Result<(), LoadError> {
     Ok(())
 }
 
-/// Reads and checks the admin config at `path`.
-pub fn load_config(path: &Path, ownership: Ownership) -> Result<Config, LoadError> {
+/// One version of a file, as the kernel identifies it: writing the file, renaming another
+/// over it, chmod and chown all change its stamp (the change time, `ctime`, cannot be set by
+/// hand). [`crate::marks`] keys what it remembers on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileStamp {
+    /// Device and inode: which file.
+    pub dev: u64,
+    /// Inode number.
+    pub ino: u64,
+    /// Size in bytes.
+    pub size: u64,
+    /// Last modification, seconds and nanoseconds.
+    pub mtime: (i64, i64),
+    /// Last change of content or metadata, seconds and nanoseconds.
+    pub ctime: (i64, i64),
+}
+
+impl FileStamp {
+    /// The stamp of the file these metadata describe.
+    pub fn of(meta: &std::fs::Metadata) -> Self {
+        FileStamp {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            size: meta.size(),
+            mtime: (meta.mtime(), meta.mtime_nsec()),
+            ctime: (meta.ctime(), meta.ctime_nsec()),
+        }
+    }
+}
+
+/// Opens the config at `path` after checking who may change it (the file and every
+/// directory above it), and that it is a regular file of a sane size.
+fn open_config(path: &Path, ownership: Ownership) -> Result<(File, std::fs::Metadata), LoadError> {
     let display = path.display().to_string();
     let io = |source| LoadError::Io {
         path: display.clone(),
@@ -115,15 +146,39 @@ pub fn load_config(path: &Path, ownership: Ownership) -> Result<Config, LoadErro
             problem: format!("larger than {MAX_CONFIG_BYTES} bytes"),
         });
     }
+    Ok((file, meta))
+}
+
+/// Every check of [`load_config`] but reading the text: who may change the file, that it is
+/// a regular file of a sane size. Returns the stamp of the version now in place.
+pub fn check_config_file(path: &Path, ownership: Ownership) -> Result<FileStamp, LoadError> {
+    open_config(path, ownership).map(|(_, meta)| FileStamp::of(&meta))
+}
+
+/// Reads and checks the admin config at `path`.
+pub fn load_config(path: &Path, ownership: Ownership) -> Result<Config, LoadError> {
+    load_config_stamped(path, ownership).map(|(config, _)| config)
+}
+
+/// [`load_config`], also returning the stamp of the very file version that was read.
+pub fn load_config_stamped(
+    path: &Path,
+    ownership: Ownership,
+) -> Result<(Config, FileStamp), LoadError> {
+    let display = path.display().to_string();
+    let (file, meta) = open_config(path, ownership)?;
     let mut bytes = Vec::new();
     file.take(MAX_CONFIG_BYTES + 1)
         .read_to_end(&mut bytes)
-        .map_err(io)?;
+        .map_err(|source| LoadError::Io {
+            path: display.clone(),
+            source,
+        })?;
     let text = String::from_utf8(bytes).map_err(|e| LoadError::Invalid {
         path: display.clone(),
         problem: format!("not UTF-8 (byte {})", e.utf8_error().valid_up_to()),
     })?;
-    Ok(parse_config(&text, &display)?)
+    Ok((parse_config(&text, &display)?, FileStamp::of(&meta)))
 }
 
 /// Reads the node from `/sys/class/net` and the filesystem.

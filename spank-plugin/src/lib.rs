@@ -9,8 +9,10 @@
 //! What happens where (SPANK contexts):
 //! - srun / sbatch / salloc (`local`, `allocator`): the config is read to validate the mode;
 //!   an unknown mode is refused before anything is submitted, naming the profiles.
-//! - slurmstepd (`remote`), once per node in `user_init`: the mode is chosen by precedence,
-//!   the profile resolved for this node and its checks run ([`gpudirect_core::resolve`]).
+//! - slurmstepd (`remote`), once per node in `user_init`: the config is read (skipped for
+//!   a step that asks for no mode when a mark says this very config leaves such steps on
+//!   this node untouched: [`gpudirect_core::marks`]), the mode chosen by precedence, the
+//!   profile resolved for this node and its checks run ([`gpudirect_core::resolve`]).
 //! - slurmstepd, per task in `task_init` (in the task's own process, just before exec):
 //!   the task's variables are set and its CPU affinity pinned.
 //!
@@ -20,17 +22,22 @@
 //! slurm-spank crate catches them at each callback; `panic = "unwind"` is required).
 
 use std::error::Error;
-use std::ffi::{c_char, c_int, c_uint, CStr, CString};
+use std::ffi::{c_char, c_int, c_uint, CStr, CString, OsStr};
+use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::{Mutex, OnceLock};
 
 use gpudirect_core::config::{sanitize_for_message, Config, NicLocality};
 use gpudirect_core::locality::Locality;
+use gpudirect_core::marks::{UntouchedMarks, MARKS_DIR};
 use gpudirect_core::resolve::{
     choose_mode, plan_node_with_locality, plan_none, plan_task, resolve_profile, vars, NodePlan,
     StepFacts, TaskFacts,
 };
-use gpudirect_core::system::{current_affinity, load_config, set_affinity, Ownership, SystemProbe};
+use gpudirect_core::system::{
+    check_config_file, current_affinity, load_config_stamped, set_affinity, FileStamp, Ownership,
+    SystemProbe,
+};
 use slurm_spank::{spank_log, spank_sys, Context, LogLevel, Plugin, SpankHandle};
 
 /// Every message starts with this, so users and admins know who speaks.
@@ -64,6 +71,13 @@ static CONFIG_PATH: OnceLock<Result<String, String>> = OnceLock::new();
 /// option callback, a plain C function, needs it too, and per-node plans borrow from it
 /// for the process's lifetime.
 static CONFIG: OnceLock<Result<Config, String>> = OnceLock::new();
+
+/// The version of the config file that [`CONFIG`] was read from.
+static CONFIG_STAMP: OnceLock<FileStamp> = OnceLock::new();
+
+/// In slurmstepd: the config's version when `init` checked it, and the plugin's own file,
+/// taken as early as possible; together with the node they name a mark.
+static INIT_STAMPS: OnceLock<(FileStamp, Option<FileStamp>)> = OnceLock::new();
 
 /// The `--gpudirect` value Slurm handed to our option callback, if any.
 static OPTION_VALUE: Mutex<Option<String>> = Mutex::new(None);
@@ -120,9 +134,12 @@ fn config_path_from_args(args: &[&str]) -> Result<String, String> {
 
 fn config() -> Result<&'static Config, String> {
     let loaded = CONFIG.get_or_init(|| match CONFIG_PATH.get() {
-        Some(Ok(path)) => {
-            load_config(Path::new(path), Ownership::RootOnly).map_err(|e| e.to_string())
-        }
+        Some(Ok(path)) => load_config_stamped(Path::new(path), Ownership::RootOnly)
+            .map(|(config, stamp)| {
+                let _ = CONFIG_STAMP.set(stamp);
+                config
+            })
+            .map_err(|e| e.to_string()),
         Some(Err(e)) => Err(e.clone()),
         None => Err("the config path is unknown (plugin init did not run)".into()),
     });
@@ -197,6 +214,33 @@ fn register_option(spank: spank_sys::spank_t) -> Result<(), String> {
     }
 }
 
+/// The file this plugin was loaded from: a rebuilt plugin must not trust the marks that an
+/// older build wrote.
+fn plugin_stamp() -> Option<FileStamp> {
+    // SAFETY: Dl_info is plain data; all-zero is a valid value for dladdr to fill.
+    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+    let address = std::ptr::addr_of!(plugin_name).cast::<libc::c_void>();
+    // SAFETY: dladdr only looks the address up and fills `info`.
+    if unsafe { libc::dladdr(address, &mut info) } == 0 || info.dli_fname.is_null() {
+        return None;
+    }
+    // SAFETY: dladdr set dli_fname to the loader's NUL-terminated name of the object.
+    let name = unsafe { CStr::from_ptr(info.dli_fname) };
+    let meta = std::fs::metadata(OsStr::from_bytes(name.to_bytes())).ok()?;
+    Some(FileStamp::of(&meta))
+}
+
+/// Whether the step asks for a mode itself: `--gpudirect` or SLURM_GPUDIRECT.
+fn step_asks_for_mode(spank: &SpankHandle) -> bool {
+    let asked = |m: &String| !m.trim().is_empty();
+    option_value().is_some_and(|m| asked(&m))
+        || spank
+            .getenv(vars::MODE_ENV)
+            .ok()
+            .flatten()
+            .is_some_and(|m| asked(&m))
+}
+
 /// This node's Slurm name: slurmd's, else the short host name.
 fn node_name(spank: &SpankHandle) -> String {
     if let Ok(Some(name)) = spank.getenv("SLURMD_NODENAME") {
@@ -216,9 +260,37 @@ fn node_name(spank: &SpankHandle) -> String {
 }
 
 impl GpuDirect {
+    /// slurmstepd: whether a mark shows that this step, asking for no mode, is left
+    /// untouched by this very config on this node, so the config need not be read.
+    fn marked_untouched(spank: &SpankHandle, node: &str) -> bool {
+        let Some((config, Some(plugin))) = INIT_STAMPS.get() else {
+            return false;
+        };
+        !step_asks_for_mode(spank)
+            && UntouchedMarks::open(Path::new(MARKS_DIR))
+                .is_some_and(|marks| marks.contains(node, config, plugin))
+    }
+
+    /// slurmstepd, after a full read: marks the config version that was read when it
+    /// leaves steps on this node that ask for no mode untouched. Errors are never marked.
+    fn mark_if_untouched(node: &str) {
+        let (Some(Ok(config)), Some(read), Some((_, Some(plugin)))) =
+            (CONFIG.get(), CONFIG_STAMP.get(), INIT_STAMPS.get())
+        else {
+            return;
+        };
+        if !matches!(choose_mode(config, node, None, None), Ok(None)) {
+            return;
+        }
+        if let Some(marks) = UntouchedMarks::open(Path::new(MARKS_DIR)) {
+            if let Err(e) = marks.record(node, read, plugin) {
+                log_verbose(&format!("node {node}: no mark in {MARKS_DIR}: {e}"));
+            }
+        }
+    }
+
     /// Runs in slurmstepd once per node: decides what every task of the step gets.
-    fn decide(&self, spank: &SpankHandle) -> Result<NodeDecision, String> {
-        let node = node_name(spank);
+    fn decide(&self, spank: &SpankHandle, node: String) -> Result<NodeDecision, String> {
         let config = config().map_err(|e| format!("node {node}: {e}"))?;
         let option = option_value();
         let env_mode = spank.getenv(vars::MODE_ENV).ok().flatten();
@@ -345,7 +417,12 @@ unsafe impl Plugin for GpuDirect {
     }
 
     fn user_init(&mut self, spank: &mut SpankHandle) -> Result<(), Box<dyn Error>> {
-        match self.decide(spank) {
+        let node = node_name(spank);
+        if GpuDirect::marked_untouched(spank, &node) {
+            self.node = NodeDecision::Untouched;
+            return Ok(());
+        }
+        match self.decide(spank, node.clone()) {
             Ok(decision) => self.node = decision,
             Err(message) => {
                 log_error(&message);
@@ -355,6 +432,7 @@ unsafe impl Plugin for GpuDirect {
                 };
             }
         }
+        GpuDirect::mark_if_untouched(&node);
         Ok(())
     }
 
@@ -439,23 +517,26 @@ pub extern "C" fn slurm_spank_init(
             .and_then(|args| config_path_from_args(&args));
         let _ = CONFIG_PATH.set(path);
         register_option(spank)?;
-        // srun/sbatch/salloc read the config only when a mode is asked for (the option
-        // callback, init_post_opt); slurmstepd reads it now, so a broken config fails
-        // every step under `required`.
-        let failure = match handle.context()? {
-            Context::Remote => config().err(),
-            _ => CONFIG_PATH.get().and_then(|p| p.as_ref().err().cloned()),
-        };
-        match failure {
-            // Reported where it matters: at once in slurmstepd's log, and to the user
-            // when a mode was asked for. Failing init stops steps only under `required`.
-            Some(e) => {
-                if handle.context()? == Context::Remote {
-                    log_error(&e);
+        match handle.context()? {
+            // slurmstepd: only the config's stamp, for the marks. Reading it, and every
+            // error, is user_init's: from there a broken config reaches the user and, under
+            // `required`, fails the tasks. (A failed init would fail the launch with nothing
+            // but "Plugin initialization failed", and srun 22.05 would still exit 0.)
+            Context::Remote => {
+                if let Some(Ok(path)) = CONFIG_PATH.get() {
+                    if let Ok(stamp) = check_config_file(Path::new(path), Ownership::RootOnly) {
+                        let _ = INIT_STAMPS.set((stamp, plugin_stamp()));
+                    }
                 }
-                Err(e.into())
+                Ok(())
             }
-            None => Ok(()),
+            // srun/sbatch/salloc read the config only when a mode is asked for (the
+            // option callback, init_post_opt). A bad plugstack line fails init, which
+            // stops them only under `required`.
+            _ => match CONFIG_PATH.get() {
+                Some(Err(e)) => Err(e.clone().into()),
+                _ => Ok(()),
+            },
         }
     })
 }

@@ -8,9 +8,11 @@ use std::sync::{Mutex, MutexGuard};
 
 use cluster_tests::*;
 use gpudirect_core::config::parse_config;
+use gpudirect_core::marks::{mark_name, MARKS_DIR, SETTLE_SECS};
 use gpudirect_core::resolve::{
     plan_node, plan_task, resolve_profile, AssumeHealthy, StepFacts, TaskFacts,
 };
+use gpudirect_core::system::FileStamp;
 
 static CLUSTER: Mutex<()> = Mutex::new(());
 
@@ -592,5 +594,125 @@ kill %1; rm -rf "$dir"
     assert!(
         err.contains("has no socket") && err.contains("tcpx-rxdm-prolog.sh"),
         "{err}"
+    );
+}
+
+/// The stamp of a file now.
+fn stamp_of(path: &std::path::Path) -> FileStamp {
+    FileStamp::of(&std::fs::metadata(path).expect("stat for a stamp"))
+}
+
+/// The mark a step on `node` would find for the cluster's config and plugin as they are now.
+fn mark_for(node: &str) -> std::path::PathBuf {
+    let config = stamp_of(&plugin_config());
+    let plugin = stamp_of(&state_dir().join("lib/spank_gpudirect.so"));
+    let name = mark_name(node, &config, &plugin).expect("a plain node name");
+    std::path::Path::new(MARKS_DIR).join(name)
+}
+
+/// Waits until the config changed long enough ago to be marked ([`SETTLE_SECS`]).
+fn wait_until_config_settles() {
+    use std::os::unix::fs::MetadataExt;
+    let changed = std::fs::metadata(plugin_config())
+        .expect("stat config")
+        .ctime();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_secs();
+    let ready = changed + SETTLE_SECS + 1;
+    let now = i64::try_from(now).expect("clock");
+    if ready > now {
+        std::thread::sleep(std::time::Duration::from_secs((ready - now) as u64));
+    }
+}
+
+/// slurmstepd skips reading the config for a step that asks for no mode only when a
+/// root-owned mark names this very config version, plugin build and node; a step that
+/// asks for a mode always reads it, and a broken config is never marked.
+#[test]
+fn a_mark_skips_reading_only_the_config_version_it_names() {
+    use std::os::unix::fs::MetadataExt;
+    let _guard = cluster();
+    let on_node1 = |extra: &[&str]| {
+        let mut cmd = slurm_command("srun");
+        cmd.args(["-N1", "-w", "node1"]).args(extra).arg("true");
+        run(&mut cmd)
+    };
+
+    // A valid config that gives node1 no default mode: the first step leaves a mark.
+    wait_until_config_settles();
+    let _ = std::fs::remove_file(mark_for("node1"));
+    assert_ok(&on_node1(&[]), "a step without a mode");
+    let mark = mark_for("node1");
+    let meta = std::fs::symlink_metadata(&mark).expect("a mark for node1 after a plain step");
+    assert!(meta.is_file() && meta.uid() == 0 && meta.mode() & 0o022 == 0);
+
+    // Break the config under a required plugin: the mark named the old version, so the
+    // next step without a mode reads the new one and fails.
+    let plugstack = FileSwap::plugstack();
+    plugstack.write(
+        &plugstack
+            .original_text()
+            .replacen("optional ", "required ", 1),
+    );
+    let swap = FileSwap::config();
+    let original = swap.original_text();
+    swap.write(&format!(
+        "{original}\n[profiles.broken.env]\nNCCL_X = \"{{jobid}}\"\n"
+    ));
+    let output = on_node1(&[]);
+    assert!(
+        !output.status.success(),
+        "required plugin, broken config: the step ran"
+    );
+    assert!(
+        stderr(&output).contains("profiles.broken.env.NCCL_X: unknown placeholder"),
+        "the user is told why: {}",
+        stderr(&output)
+    );
+    assert!(!mark_for("node1").exists(), "a broken config was marked");
+
+    // A root-owned mark for the broken version (what only root could write) is trusted:
+    // a step without a mode skips the read and runs; one asking for a mode still reads
+    // the config and fails.
+    let forged = mark_for("node1");
+    std::fs::write(&forged, "").expect("write a mark");
+    assert_ok(
+        &on_node1(&[]),
+        "a marked config is not read for a plain step",
+    );
+    let asked = on_node1(&["--gpudirect=tcpx"]);
+    assert!(
+        !asked.status.success(),
+        "a mode was asked: the config must be read"
+    );
+    // Owned by anyone but root, the same mark is ignored.
+    let chown = run(std::process::Command::new("chown")
+        .arg("65534")
+        .arg(&forged));
+    assert_ok(&chown, "chown the mark");
+    assert!(
+        !on_node1(&[]).status.success(),
+        "a mark not owned by root was trusted"
+    );
+    std::fs::remove_file(&forged).expect("remove the forged mark");
+    drop(plugstack);
+
+    // A config that gives node1 a default mode is never marked: every step needs it.
+    swap.write(&original.replace(
+        "skip_checks = [\"libraries\", \"rxdm_socket_dir\"]",
+        "skip_checks = [\"libraries\", \"rxdm_socket_dir\"]\ndefault_mode = \"tcpx\"",
+    ));
+    wait_until_config_settles();
+    let (output, tasks) = srun_env(&["-N1", "-w", "node1"], &[]);
+    assert_ok(&output, "a step on a node with a default mode");
+    assert_eq!(
+        tasks[&0]["GPUDIRECT_PROFILE"], "tcpx",
+        "the default applied"
+    );
+    assert!(
+        !mark_for("node1").exists(),
+        "a config with a default was marked"
     );
 }

@@ -1,0 +1,279 @@
+//! Marks that let slurmstepd skip reading the config for steps that do not use the plugin.
+//!
+//! Reading the admin's config is most of what the plugin costs a job step: about 0.3 ms of
+//! a 28 ms `srun -N1 true` on the bench machine (docs/benchmarks.md), paid by every step on
+//! every node, including the many that never ask for a mode. Such a step is left untouched
+//! when the config is valid and gives the node no default mode, and that verdict depends
+//! only on the exact version of the config file, the plugin build and the node. So once a
+//! full read on a node reaches it, slurmstepd leaves an empty file whose name says exactly
+//! that, and later steps on that node that ask for no mode skip the read while the
+//! config's [`FileStamp`] still matches.
+//!
+//! What does not change: errors are never remembered (a broken config is read and reported
+//! at every step); the ownership checks of the config and its directories run at every
+//! step; a step that asks for a mode always reads the config.
+//!
+//! Trust: the directory must be a real directory owned by root and writable by root only,
+//! and a mark a regular file owned by root; anything else is ignored and never written
+//! into, and the plugin then reads the config every time. Deleting the directory at any
+//! time is safe: the next step reads the config again and writes a new mark.
+
+use std::fs::{DirBuilder, OpenOptions};
+use std::io::ErrorKind;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use crate::system::FileStamp;
+
+/// Where slurmstepd keeps the marks (a tmpfs on most systems: gone at reboot).
+pub const MARKS_DIR: &str = "/run/gpudirect-slurm";
+
+/// A config changed less than this many seconds ago is not marked. File times come from a
+/// coarse clock (a few ms): a change landing in the same tick as the version that was
+/// read, with the same size, would keep the stamp. Older than this, any later change gets
+/// a later time, so the stamp names one content (git's "racy clean" problem).
+pub const SETTLE_SECS: i64 = 2;
+
+/// Longest node name a mark is written for (Slurm's own limit is lower).
+const MAX_NODE_LEN: usize = 64;
+
+/// The marks directory of one node, once trusted.
+#[derive(Debug)]
+pub struct UntouchedMarks {
+    dir: PathBuf,
+    owner: u32,
+}
+
+impl UntouchedMarks {
+    /// The marks under `dir`, which is created (mode 0755) when missing. `None` when it
+    /// cannot be created or trusted (not a directory, not owned by root, writable by
+    /// others): the plugin then reads the config at every step.
+    pub fn open(dir: &Path) -> Option<Self> {
+        Self::open_owned_by(dir, 0)
+    }
+
+    /// [`UntouchedMarks::open`] with another owner than root (for tests run unprivileged).
+    pub fn open_owned_by(dir: &Path, owner: u32) -> Option<Self> {
+        let meta = match std::fs::symlink_metadata(dir) {
+            Err(e) if e.kind() == ErrorKind::NotFound => {
+                // Two slurmstepds may race here; the loser sees AlreadyExists.
+                match DirBuilder::new().mode(0o755).create(dir) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == ErrorKind::AlreadyExists => {}
+                    Err(_) => return None,
+                }
+                std::fs::symlink_metadata(dir).ok()?
+            }
+            other => other.ok()?,
+        };
+        let trusted = meta.is_dir() && meta.uid() == owner && meta.mode() & 0o022 == 0;
+        trusted.then(|| UntouchedMarks {
+            dir: dir.to_path_buf(),
+            owner,
+        })
+    }
+
+    /// Whether a full read already found that `config` (this version), read by the plugin
+    /// build `plugin`, leaves steps on `node` that ask for no mode untouched.
+    pub fn contains(&self, node: &str, config: &FileStamp, plugin: &FileStamp) -> bool {
+        let Some(name) = mark_name(node, config, plugin) else {
+            return false;
+        };
+        match std::fs::symlink_metadata(self.dir.join(name)) {
+            Ok(meta) => meta.is_file() && meta.uid() == self.owner,
+            Err(_) => false,
+        }
+    }
+
+    /// Records that verdict, after a full read found it. Does nothing for a config changed
+    /// in the last [`SETTLE_SECS`] or an odd node name; an error is only a lost shortcut.
+    pub fn record(
+        &self,
+        node: &str,
+        config: &FileStamp,
+        plugin: &FileStamp,
+    ) -> std::io::Result<()> {
+        let Some(name) = mark_name(node, config, plugin) else {
+            return Ok(());
+        };
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+            .unwrap_or(0);
+        if config.ctime.0 > now.saturating_sub(SETTLE_SECS) {
+            return Ok(());
+        }
+        let created = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o644)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(self.dir.join(name));
+        match created {
+            Ok(_) => Ok(()),
+            Err(e) if e.kind() == ErrorKind::AlreadyExists => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// A mark's file name in the marks directory: `untouched-<node>-<config stamp>-<plugin
+/// stamp>`, or `None` for a node name that is not a plain Slurm node name (letters, digits,
+/// `.`, `_`, `-`).
+pub fn mark_name(node: &str, config: &FileStamp, plugin: &FileStamp) -> Option<String> {
+    let plain = !node.is_empty()
+        && node.len() <= MAX_NODE_LEN
+        && !node.starts_with('.')
+        && node
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+    plain.then(|| format!("untouched-{node}-{}-{}", stamp(config), stamp(plugin)))
+}
+
+fn stamp(s: &FileStamp) -> String {
+    format!(
+        "{:x}.{:x}.{:x}.{}.{}.{}.{}",
+        s.dev, s.ino, s.size, s.mtime.0, s.mtime.1, s.ctime.0, s.ctime.1
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn euid() -> u32 {
+        // SAFETY: geteuid cannot fail.
+        unsafe { libc::geteuid() }
+    }
+
+    fn scratch(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("gd-marks-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    fn settled(size: u64) -> FileStamp {
+        FileStamp {
+            dev: 2049,
+            ino: 77,
+            size,
+            mtime: (1_700_000_000, 5),
+            ctime: (1_700_000_000, 7),
+        }
+    }
+
+    #[test]
+    fn a_recorded_mark_is_found_for_that_node_config_and_plugin_only() {
+        let root = scratch("found");
+        let marks = UntouchedMarks::open_owned_by(&root.join("m"), euid()).expect("trusted");
+        let (config, plugin) = (settled(100), settled(9000));
+        assert!(!marks.contains("node1", &config, &plugin));
+        marks.record("node1", &config, &plugin).unwrap();
+        marks.record("node1", &config, &plugin).unwrap(); // twice is fine
+        assert!(marks.contains("node1", &config, &plugin));
+        assert!(!marks.contains("node2", &config, &plugin));
+        assert!(
+            !marks.contains("node1", &settled(101), &plugin),
+            "config changed"
+        );
+        assert!(
+            !marks.contains("node1", &config, &settled(9001)),
+            "plugin rebuilt"
+        );
+        let mode = std::fs::metadata(root.join("m"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o022, 0, "created without group/other write");
+    }
+
+    #[test]
+    fn a_config_changed_just_now_is_not_marked() {
+        let root = scratch("racy");
+        let marks = UntouchedMarks::open_owned_by(&root, euid()).unwrap();
+        let now = i64::try_from(
+            SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .unwrap()
+                .as_secs(),
+        )
+        .unwrap();
+        let fresh = FileStamp {
+            ctime: (now, 0),
+            ..settled(100)
+        };
+        marks.record("node1", &fresh, &settled(1)).unwrap();
+        assert!(!marks.contains("node1", &fresh, &settled(1)));
+    }
+
+    #[test]
+    fn untrusted_directories_and_marks_are_ignored() {
+        let root = scratch("untrusted");
+        std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o777)).unwrap();
+        assert!(
+            UntouchedMarks::open_owned_by(&root, euid()).is_none(),
+            "world-writable"
+        );
+        std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o755)).unwrap();
+        assert!(
+            UntouchedMarks::open_owned_by(&root, euid() + 1).is_none(),
+            "someone else's"
+        );
+        let file = root.join("file");
+        std::fs::write(&file, "").unwrap();
+        assert!(
+            UntouchedMarks::open_owned_by(&file, euid()).is_none(),
+            "not a dir"
+        );
+        let link = root.join("link");
+        std::os::unix::fs::symlink(&root, &link).unwrap();
+        assert!(
+            UntouchedMarks::open_owned_by(&link, euid()).is_none(),
+            "a symlink"
+        );
+
+        // A mark that is a symlink, or not owned by the trusted owner, does not count.
+        let marks = UntouchedMarks::open_owned_by(&root, euid()).unwrap();
+        let (config, plugin) = (settled(1), settled(2));
+        let name = mark_name("node1", &config, &plugin).unwrap();
+        std::os::unix::fs::symlink(&file, root.join(&name)).unwrap();
+        assert!(!marks.contains("node1", &config, &plugin));
+        assert!(
+            marks.record("node1", &config, &plugin).is_ok(),
+            "exists: left alone"
+        );
+        assert!(!marks.contains("node1", &config, &plugin));
+        let other_owner = UntouchedMarks {
+            dir: root.clone(),
+            owner: euid() + 1,
+        };
+        std::fs::remove_file(root.join(&name)).unwrap();
+        marks.record("node1", &config, &plugin).unwrap();
+        assert!(!other_owner.contains("node1", &config, &plugin));
+    }
+
+    #[test]
+    fn odd_node_names_get_no_mark() {
+        let (c, p) = (settled(1), settled(2));
+        for node in [
+            "",
+            "../etc",
+            "a/b",
+            ".hidden",
+            "a b",
+            &"n".repeat(65),
+            "nöde",
+        ] {
+            assert_eq!(mark_name(node, &c, &p), None, "{node:?}");
+        }
+        let name = mark_name("gpu-a3.node_1", &c, &p).unwrap();
+        assert_eq!(
+            name,
+            "untouched-gpu-a3.node_1-801.4d.1.1700000000.5.1700000000.7-801.4d.2.1700000000.5.1700000000.7"
+        );
+        assert!(!name.contains('/'));
+    }
+}
