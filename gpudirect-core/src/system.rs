@@ -181,6 +181,20 @@ pub fn load_config_stamped(
     Ok((parse_config(&text, &display)?, FileStamp::of(&meta)))
 }
 
+/// This machine's host name up to the first dot (`gethostname`), or `localhost` when it
+/// cannot be read.
+pub fn short_hostname() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: gethostname writes at most buf.len() bytes into buf.
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    if rc != 0 {
+        return "localhost".into();
+    }
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    let host = String::from_utf8_lossy(&buf[..end]).into_owned();
+    host.split('.').next().unwrap_or_default().to_string()
+}
+
 /// Reads the node from `/sys/class/net` and the filesystem.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct SystemProbe;

@@ -50,7 +50,12 @@ fn dispatch(command: Command, globals: &Globals) -> anyhow::Result<u8> {
         }
         Command::Profiles(args) => profiles::run(&args, globals).map(ok),
         Command::Report(args) => report_cmd::run(&args, globals).map(ok),
-        Command::Validate(args) => validate_cmd::run(&args, globals),
+        // A health check reads validate's status: 1 is "degraded", so a validation that
+        // could not run at all (no allocation, bad options) says 3, not the usual 1.
+        Command::Validate(args) => validate_cmd::run(&args, globals).or_else(|err| {
+            print_error_chain(&err);
+            Ok(3)
+        }),
         Command::History(args) => history_cmd::list::run(&args, globals).map(ok),
         Command::Show(args) => history_cmd::show::run(&args, globals).map(ok),
         Command::Compare(args) => history_cmd::compare::run(&args, globals).map(ok),

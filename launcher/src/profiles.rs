@@ -24,7 +24,7 @@ use gpudirect_core::resolve::{
     choose_mode, plan_node_with_locality, plan_task, resolve_profile, vars, AssumeHealthy,
     NodePlan, NodeProbe, Resolved, StepFacts, TaskFacts, TaskPlan,
 };
-use gpudirect_core::system::{load_config, LoadError, Ownership, SystemProbe};
+use gpudirect_core::system::{load_config, short_hostname, LoadError, Ownership, SystemProbe};
 use gpudirect_core::template::{Placeholder, Template};
 
 use crate::cli::Globals;
@@ -242,18 +242,6 @@ fn load_for_reading(path: &Path) -> Result<Config> {
         eprintln!("warning: the plugin would refuse this config: {e}");
     }
     Ok(config)
-}
-
-fn short_hostname() -> String {
-    let mut buf = [0u8; 256];
-    // SAFETY: gethostname writes at most buf.len() bytes into buf.
-    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
-    if rc != 0 {
-        return "localhost".into();
-    }
-    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
-    let host = String::from_utf8_lossy(&buf[..end]).into_owned();
-    host.split('.').next().unwrap_or_default().to_string()
 }
 
 // ---------------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 //! `gpudirect validate`: is every node and link as fast as it should be, and if not, which?
-//! Rounds of disjoint pairs (or groups) run as concurrent job steps; the pure planner in
-//! [`gpudirect::judging`] picks each next round from the results so far.
+//! Rounds of disjoint pairs (or groups) run at the same time, as job steps over the
+//! allocation's nodes or, with `--gpus`, as local processes over this host's GPU groups;
+//! the pure planner in [`gpudirect::judging`] picks each next round from the results so far.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -22,6 +23,8 @@ use gpudirect::runner::{self, INTERRUPTED};
 
 use gpudirect::history::time::now_unix;
 use gpudirect::launch::env_var;
+use gpudirect_core::cpulist::{CpuList, CpuListError};
+use gpudirect_core::system::short_hostname;
 
 use crate::cli::Globals;
 
@@ -30,12 +33,15 @@ use crate::cli::Globals;
 #[command(after_help = "Examples:\n  \
     salloc -N16 gpudirect validate --floor 60 -e 1G          # pairs, fixed busbw floor\n  \
     gpudirect validate --tolerance 0.1 --report validate/    # baseline from the history\n  \
-    gpudirect validate --mode pairwise --drain               # every pair; drain bad nodes\n\n\
+    gpudirect validate --mode pairwise --drain               # every pair; drain bad nodes\n  \
+    gpudirect validate --gpus 0-7 --floor 300 -e 8G          # this host's GPUs, no Slurm\n\n\
 Round 1 runs disjoint pairs at the same time (one job step each); a node is suspect when\n\
 its pairs are slow, and is re-paired with nodes that passed (round 2) and confirmed\n\
 (round 3), separating a slow node from a bad link. Every pair run goes into the history\n\
-with its nodes. Exit status: 0 healthy, 1 degraded (slow nodes or links), 2 failed (runs\n\
-failed), 3 could not run.")]
+with its nodes. With --gpus the units are GPU groups of this host (gpu0, gpu1, ... or\n\
+gpu0-1, ... with --gpus-per-unit 2) and each pair is one local nccl-tests process driving\n\
+both groups' GPUs (CUDA_VISIBLE_DEVICES, -g). Exit status: 0 healthy, 1 degraded (slow\n\
+nodes or links), 2 failed (runs failed), 3 could not run.")]
 pub struct ValidateArgs {
     /// Pairing: pairs, pairs-across, pairwise, groups:K, ring, all.
     #[arg(long, default_value = "pairs")]
@@ -44,6 +50,15 @@ pub struct ValidateArgs {
     /// A file of `NODE BLOCK` lines (rack/block of each node) for placement-aware pairing.
     #[arg(long, value_name = "FILE")]
     pub topology: Option<PathBuf>,
+
+    /// Validate this host's GPUs instead of the allocation's nodes: their indices, e.g.
+    /// `0-7` or `0,2,4,6`. No Slurm needed; -G and --gpus-per-process do not apply.
+    #[arg(long, value_name = "LIST")]
+    pub gpus: Option<String>,
+
+    /// With --gpus: GPUs per unit (2 pairs up NVLink neighbours as one unit).
+    #[arg(long, default_value_t = 1, requires = "gpus", value_name = "N")]
+    pub gpus_per_unit: u32,
 
     /// The collective each pair runs.
     #[arg(short = 'c', long, default_value = "all_reduce")]
@@ -114,19 +129,98 @@ pub struct ValidateArgs {
     pub json: bool,
 }
 
-/// `gpudirect validate`. Returns the health exit status.
-pub fn run(args: &ValidateArgs, globals: &Globals) -> Result<u8> {
-    let Some(list) = env_var("SLURM_JOB_NODELIST") else {
-        bail!("gpudirect validate runs over an allocation: use it inside salloc or sbatch");
-    };
-    let nodes = gpudirect_core::hostlist::expand(&list)
-        .with_context(|| format!("SLURM_JOB_NODELIST `{list}` is not a hostlist"))?;
-    if nodes.len() < 2 {
+/// What validate pairs.
+enum Units {
+    /// The allocation's nodes; each group runs as one srun step.
+    Nodes,
+    /// This host's GPU groups by unit name; each group runs as one local process.
+    Gpus(BTreeMap<String, Vec<u32>>),
+}
+
+impl Units {
+    fn from_args(args: &ValidateArgs) -> Result<(Units, Vec<String>)> {
+        let Some(list) = &args.gpus else {
+            let Some(list) = env_var("SLURM_JOB_NODELIST") else {
+                bail!("gpudirect validate runs over an allocation: use it inside salloc or sbatch (or pass --gpus to validate this host's GPUs)");
+            };
+            let nodes = gpudirect_core::hostlist::expand(&list)
+                .with_context(|| format!("SLURM_JOB_NODELIST `{list}` is not a hostlist"))?;
+            if nodes.len() < 2 {
+                bail!(
+                    "validation pairs nodes: the allocation has {} node(s), it needs 2 or more",
+                    nodes.len()
+                );
+            }
+            return Ok((Units::Nodes, nodes));
+        };
+        if args.drain {
+            bail!("--drain drains Slurm nodes; with --gpus the units are GPUs of this host");
+        }
+        if args.gpudirect.is_some() {
+            bail!(
+                "--gpudirect applies to srun steps; with --gpus the pairs run here without Slurm"
+            );
+        }
+        let units = gpu_units(list, args.gpus_per_unit)?;
+        if units.len() < 2 {
+            bail!(
+                "validation pairs units: --gpus {list} makes {} unit(s) of {} GPU(s), it needs 2 or more",
+                units.len(),
+                args.gpus_per_unit
+            );
+        }
+        let names = units.iter().map(|(name, _)| name.clone()).collect();
+        Ok((Units::Gpus(units.into_iter().collect()), names))
+    }
+}
+
+/// Splits the GPU indices of `list` (in order) into units of `per_unit`, named `gpu3` or,
+/// for several GPUs, `gpu2-3` (consecutive) or `gpu0.4` (not).
+fn gpu_units(list: &str, per_unit: u32) -> Result<Vec<(String, Vec<u32>)>> {
+    let ids: Vec<u32> = CpuList::parse(list)
+        .map_err(|e| {
+            let why = match e {
+                CpuListError::BadElement { element } => {
+                    format!("`{element}` is not a GPU index or range")
+                }
+                CpuListError::Reversed { element } => format!("range `{element}` runs backwards"),
+                CpuListError::TooLarge { id } => format!("GPU index {id} is too large"),
+            };
+            anyhow::anyhow!("--gpus {list}: {why} (write GPU indices such as 0-7 or 0,2,4,6)")
+        })?
+        .ids()
+        .collect();
+    if per_unit == 0 || !ids.len().is_multiple_of(per_unit as usize) {
         bail!(
-            "validation pairs nodes: the allocation has {} node(s), it needs 2 or more",
-            nodes.len()
+            "--gpus {list} names {} GPU(s), which do not split into units of {per_unit} (--gpus-per-unit)",
+            ids.len()
         );
     }
+    Ok(ids
+        .chunks(per_unit as usize)
+        .map(|chunk| {
+            let name = match chunk {
+                [one] => format!("gpu{one}"),
+                [first, .., last] if last - first + 1 == chunk.len() as u32 => {
+                    format!("gpu{first}-{last}")
+                }
+                _ => format!(
+                    "gpu{}",
+                    chunk
+                        .iter()
+                        .map(u32::to_string)
+                        .collect::<Vec<_>>()
+                        .join(".")
+                ),
+            };
+            (name, chunk.to_vec())
+        })
+        .collect())
+}
+
+/// `gpudirect validate`. Returns the health exit status.
+pub fn run(args: &ValidateArgs, globals: &Globals) -> Result<u8> {
+    let (units, nodes) = Units::from_args(args)?;
     let mode: Mode = args
         .mode
         .parse()
@@ -225,33 +319,48 @@ pub fn run(args: &ValidateArgs, globals: &Globals) -> Result<u8> {
             .iter()
             .map(|group| {
                 let group: Vec<String> = group.iter().map(|s| s.to_string()).collect();
-                let cell = Cell {
+                let mut cell = Cell {
                     index: round.index + 1,
                     collective: args.collective.clone(),
                     nodes: group.len() as u32,
                     gpus_per_node: args.gpus_per_node,
                     variant: variant.clone(),
                 };
-                let opts = LaunchOptions {
+                let mut opts = LaunchOptions {
                     nodes: group.clone(),
                     ..launch.clone()
                 };
-                prepare(&cell, &matrix, &opts, false).map(|p| (group, p.job))
+                if let Units::Gpus(gpus) = &units {
+                    // One process here drives every GPU of the group.
+                    let ids: Vec<String> = group
+                        .iter()
+                        .flat_map(|unit| gpus.get(unit).into_iter().flatten())
+                        .map(u32::to_string)
+                        .collect();
+                    cell.nodes = 1;
+                    cell.gpus_per_node = ids.len() as u32;
+                    cell.variant
+                        .env
+                        .insert("CUDA_VISIBLE_DEVICES".into(), ids.join(","));
+                    opts.launcher = Launcher::Local;
+                    opts.nodes = Vec::new();
+                }
+                prepare(&cell, &matrix, &opts, false).map(|p| (group, cell, p.job))
             })
             .collect::<Result<Vec<_>, _>>()?;
         let handles: Vec<_> = jobs
             .into_iter()
-            .map(|(group, job)| {
+            .map(|(group, cell, job)| {
                 std::thread::spawn(move || {
                     let started = now_unix();
                     let finished = runner::run(&job, &INTERRUPTED);
-                    (group, job, started, finished)
+                    (group, cell, job, started, finished)
                 })
             })
             .collect();
         let mut outcomes = Vec::new();
         for handle in handles {
-            let Ok((group, job, started, finished)) = handle.join() else {
+            let Ok((group, cell, job, started, finished)) = handle.join() else {
                 bail!("a pair's runner thread panicked");
             };
             let finished = finished?;
@@ -265,7 +374,7 @@ pub fn run(args: &ValidateArgs, globals: &Globals) -> Result<u8> {
             );
             let expect = Expectations {
                 transport: None,
-                nodes: group.len() as u32,
+                nodes: cell.nodes,
                 sizes: sizes.clone(),
             };
             let verdict = judge(&parsed, Some(finished.outcome), None, &expect);
@@ -291,9 +400,15 @@ pub fn run(args: &ValidateArgs, globals: &Globals) -> Result<u8> {
                 finished_at: Some(now_unix()),
                 cluster: cluster.clone(),
                 job_id: env_var("SLURM_JOB_ID"),
-                nodes: group.clone(),
-                gpus_per_node: Some(args.gpus_per_node),
-                launcher: LaunchKind::Srun,
+                nodes: match units {
+                    Units::Nodes => group.clone(),
+                    Units::Gpus(_) => vec![short_hostname()],
+                },
+                gpus_per_node: Some(cell.gpus_per_node),
+                launcher: match units {
+                    Units::Nodes => LaunchKind::Srun,
+                    Units::Gpus(_) => LaunchKind::Local,
+                },
                 command_line: Some(job.command_line()),
                 binary_path: Some(binary.display().to_string()),
                 variant: Some(format!("validate:{}", args.mode)),
@@ -340,8 +455,12 @@ pub fn run(args: &ValidateArgs, globals: &Globals) -> Result<u8> {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         println!(
-            "validation: {} nodes, mode {}, {} round(s), threshold {:.2} GB/s at {}",
+            "validation: {} {}, mode {}, {} round(s), threshold {:.2} GB/s at {}",
             report.nodes.len(),
+            match units {
+                Units::Nodes => "nodes".to_string(),
+                Units::Gpus(_) => format!("GPU units of {}", short_hostname()),
+            },
             report.mode,
             report.rounds,
             validation.threshold().limit(),

@@ -35,8 +35,8 @@ use gpudirect_core::resolve::{
     StepFacts, TaskFacts,
 };
 use gpudirect_core::system::{
-    check_config_file, current_affinity, load_config_stamped, set_affinity, FileStamp, Ownership,
-    SystemProbe,
+    check_config_file, current_affinity, load_config_stamped, set_affinity, short_hostname,
+    FileStamp, Ownership, SystemProbe,
 };
 use slurm_spank::{spank_log, spank_sys, Context, LogLevel, Plugin, SpankHandle};
 
@@ -248,15 +248,7 @@ fn node_name(spank: &SpankHandle) -> String {
             return name;
         }
     }
-    let mut buf = [0u8; 256];
-    // SAFETY: gethostname writes at most buf.len() bytes into buf.
-    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
-    if rc != 0 {
-        return "unknown".into();
-    }
-    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
-    let host = String::from_utf8_lossy(&buf[..end]).into_owned();
-    host.split('.').next().unwrap_or_default().to_string()
+    short_hostname()
 }
 
 impl GpuDirect {

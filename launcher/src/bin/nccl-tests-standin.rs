@@ -22,7 +22,8 @@
 //! `STANDIN_SLOW_NODES=node2` replays `h200x2-degraded/all_reduce_g2_load_matmul_gpu1.txt`
 //! (a GPU slowed by a competing load, about 47% of the clean busbw) when the command matches
 //! it and the step runs on one of those nodes: one slow node slows the whole collective,
-//! as it does for real.
+//! as it does for real. `STANDIN_SLOW_GPUS=2` does the same when CUDA_VISIBLE_DEVICES
+//! names GPU 2 (`gpudirect validate --gpus`).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -182,6 +183,14 @@ fn step_has_slow_node() -> bool {
         .any(|s| step_nodes.iter().any(|n| n == s))
 }
 
+/// Whether the comma-separated lists in two variables share an item.
+fn in_both_lists(a: &str, b: &str) -> bool {
+    let Ok(first) = std::env::var(a) else {
+        return false;
+    };
+    first.split(',').any(|item| in_list(b, item.trim()))
+}
+
 fn in_list(var: &str, item: &str) -> bool {
     std::env::var(var)
         .map(|list| list.split(',').any(|x| x.trim() == item))
@@ -206,7 +215,7 @@ fn main() -> ExitCode {
     let (wanted, json_path) = canonical_args(&argv[1..]);
     let env = |name: &str| std::env::var(name).ok();
     let forced = std::env::var("STANDIN_RECORDING").ok();
-    let slow = step_has_slow_node();
+    let slow = step_has_slow_node() || in_both_lists("STANDIN_SLOW_GPUS", "CUDA_VISIBLE_DEVICES");
     let chosen = recordings
         .iter()
         .filter(|r| r.binary == collective && canonical_args(&r.args).0 == wanted)

@@ -1,0 +1,143 @@
+//! `gpudirect validate --gpus`: this host's GPU groups as the units, no Slurm. The nccl-tests
+//! binary is the stand-in (replays of real 2xH200 recordings, a GPU slowed by a competing
+//! load for the slow one); what is tested is the pairing, launching and judging around it.
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use common::{gpudirect_without, run, scratch, stderr, stdout};
+
+/// A folder whose `all_reduce_perf` is the stand-in.
+fn standin_dir(name: &str) -> PathBuf {
+    let dir = scratch("validate-gpus", name);
+    std::os::unix::fs::symlink(
+        env!("CARGO_BIN_EXE_nccl-tests-standin"),
+        dir.join("all_reduce_perf"),
+    )
+    .expect("link the stand-in");
+    dir
+}
+
+fn validate(name: &str, args: &[&str]) -> Command {
+    let dir = standin_dir(name);
+    let mut cmd = gpudirect_without(&[
+        "SLURM_JOB_NODELIST",
+        "SLURM_JOB_ID",
+        "STANDIN_SLOW_NODES",
+        "STANDIN_SLOW_GPUS",
+        "CUDA_VISIBLE_DEVICES",
+        "GPUDIRECT_CLUSTER",
+    ]);
+    cmd.env("GPUDIRECT_DB", dir.join("history.sqlite"))
+        .args(["validate", "--floor", "300", "-b", "8", "-e", "8G"])
+        .arg("--nccl-tests-dir")
+        .arg(&dir)
+        .args(args);
+    cmd
+}
+
+/// The verdict line of one unit in the summary.
+fn verdict_of<'a>(summary: &'a str, unit: &str) -> &'a str {
+    summary
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some(unit))
+        .unwrap_or_else(|| panic!("no line for {unit} in:\n{summary}"))
+}
+
+#[test]
+fn a_slowed_gpu_is_named_and_nothing_else() {
+    let out = run(validate("slow", &["--gpus", "0-3"]).env("STANDIN_SLOW_GPUS", "2"));
+    let summary = stdout(&out);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "degraded\n{summary}{}",
+        stderr(&out)
+    );
+    assert!(
+        summary.starts_with("validation: 4 GPU units of "),
+        "{summary}"
+    );
+    assert!(
+        verdict_of(&summary, "gpu2").contains("slow node"),
+        "{summary}"
+    );
+    for healthy in ["gpu0", "gpu1", "gpu3"] {
+        assert!(
+            verdict_of(&summary, healthy).contains("healthy"),
+            "{healthy}\n{summary}"
+        );
+    }
+    // Every pair ran here on its own two GPUs; round 1 ran two of them at once.
+    let log = stderr(&out);
+    assert!(
+        log.contains("round 1 (Screen): 2 group(s) at once"),
+        "{log}"
+    );
+    assert!(log.contains("gpu2+gpu3: 162.91 GB/s (slow)"), "{log}");
+}
+
+#[test]
+fn clean_gpus_pass_in_one_round() {
+    let out = run(&mut validate("clean", &["--gpus", "0,1,2,3"]));
+    let summary = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{summary}{}", stderr(&out));
+    assert!(summary.contains(", 1 round(s),"), "{summary}");
+    assert_eq!(summary.matches(" healthy ").count(), 4, "{summary}");
+}
+
+#[test]
+fn units_of_two_gpus_are_named_by_their_range() {
+    // Units of 2 make pairs of 4 GPUs (-g 4), which nothing recorded: every pair fails,
+    // and the failure names the units, which is what this checks.
+    let out = run(&mut validate(
+        "units",
+        &["--gpus", "0-7", "--gpus-per-unit", "2"],
+    ));
+    let summary = stdout(&out);
+    assert_eq!(out.status.code(), Some(2), "{summary}{}", stderr(&out));
+    for unit in ["gpu0-1", "gpu2-3", "gpu4-5", "gpu6-7"] {
+        assert!(
+            verdict_of(&summary, unit).contains("failed"),
+            "{unit}\n{summary}"
+        );
+    }
+}
+
+#[test]
+fn bad_gpu_lists_and_options_are_refused_with_the_fix() {
+    let cases: [(&[&str], &str); 5] = [
+        (&["--gpus", "0-x"], "--gpus 0-x:"),
+        (
+            &["--gpus", "0"],
+            "makes 1 unit(s) of 1 GPU(s), it needs 2 or more",
+        ),
+        (
+            &["--gpus", "0-2", "--gpus-per-unit", "2"],
+            "do not split into units of 2",
+        ),
+        (&["--gpus", "0-3", "--drain"], "--drain drains Slurm nodes"),
+        (
+            &["--gpus", "0-3", "--gpudirect", "tcpx"],
+            "--gpudirect applies to srun steps",
+        ),
+    ];
+    for (args, expected) in cases {
+        let out = run(&mut validate("bad", args));
+        assert_eq!(out.status.code(), Some(3), "{args:?}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains(expected),
+            "{args:?}: {}",
+            stderr(&out)
+        );
+    }
+    // Without --gpus and outside an allocation, the error says both ways.
+    let out = run(&mut validate("no-alloc", &[]));
+    assert!(
+        stderr(&out).contains("or pass --gpus to validate this host's GPUs"),
+        "{}",
+        stderr(&out)
+    );
+}
