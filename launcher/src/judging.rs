@@ -402,12 +402,12 @@ impl Health {
     }
 }
 
-/// The health-check reading of a report: could not run when no node was judged at all
-/// (nothing measured, or every node unknown), failed when any node failed, degraded when
-/// any node is slow, on a bad link or unknown, else healthy.
+/// The health-check reading of a report: could not run when nothing was measured, failed
+/// when any node failed, degraded when any node is slow, on a bad link or unknown (slow
+/// runs that could not be pinned on one node: two units slow together, say), else healthy.
 pub fn health(report: &Report) -> Health {
     let v = || report.nodes.iter().map(|n| &n.verdict);
-    if report.nodes.is_empty() || v().all(|x| *x == Verdict::Unknown) {
+    if report.nodes.iter().all(|n| n.rounds == 0) {
         Health::CouldNotRun
     } else if v().any(|x| *x == Verdict::Failed) {
         Health::Failed
@@ -1467,6 +1467,19 @@ mod tests {
         assert!(!r.complete);
         assert!(r.nodes.iter().all(|n| n.verdict == Verdict::Unknown));
         assert_eq!(health(&r).exit_code(), 3);
+    }
+
+    /// Found on two real H200s, one slowed by a competing load: the only pair is slow in
+    /// every round and no partner passed, so neither GPU can be blamed; that is a degraded
+    /// system, not one where validation could not run.
+    #[test]
+    fn two_units_slow_together_are_unknown_but_degraded() {
+        let v = Validation::new(names(2), Mode::Pairs, base()).unwrap();
+        let (r, rounds) = drive(v, |_| Outcome::Busbw(45.0));
+        assert_eq!(rounds.len(), 3, "screen, recheck, confirm: the slowness repeats");
+        assert!(r.nodes.iter().all(|n| n.verdict == Verdict::Unknown));
+        assert!(r.nodes[0].evidence[0].contains("no partner of it passed"));
+        assert_eq!(health(&r), Health::Degraded);
     }
 
     #[test]
