@@ -1476,7 +1476,11 @@ mod tests {
     fn two_units_slow_together_are_unknown_but_degraded() {
         let v = Validation::new(names(2), Mode::Pairs, base()).unwrap();
         let (r, rounds) = drive(v, |_| Outcome::Busbw(45.0));
-        assert_eq!(rounds.len(), 3, "screen, recheck, confirm: the slowness repeats");
+        assert_eq!(
+            rounds.len(),
+            3,
+            "screen, recheck, confirm: the slowness repeats"
+        );
         assert!(r.nodes.iter().all(|n| n.verdict == Verdict::Unknown));
         assert!(r.nodes[0].evidence[0].contains("no partner of it passed"));
         assert_eq!(health(&r), Health::Degraded);

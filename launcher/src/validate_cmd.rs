@@ -232,10 +232,13 @@ pub fn run(args: &ValidateArgs, globals: &Globals) -> Result<u8> {
     let min = parse_size(&args.min_bytes)?;
     let max = parse_size(&args.max_bytes)?;
     let timeout = parse_duration(&args.timeout)?;
+    // GPU units are recorded as the nodes of runs on a "cluster" named after this host, so
+    // `gpudirect history --node gpu3` and the baseline work per host as they do per node.
     let cluster = args
         .cluster
         .clone()
-        .or_else(|| env_var("SLURM_CLUSTER_NAME"));
+        .or_else(|| env_var("SLURM_CLUSTER_NAME"))
+        .or_else(|| matches!(units, Units::Gpus(_)).then(short_hostname));
 
     let db = db_path_from_env(globals.db.as_deref())?;
     let mut history = History::open(&db)?;
@@ -400,11 +403,11 @@ pub fn run(args: &ValidateArgs, globals: &Globals) -> Result<u8> {
                 finished_at: Some(now_unix()),
                 cluster: cluster.clone(),
                 job_id: env_var("SLURM_JOB_ID"),
-                nodes: match units {
-                    Units::Nodes => group.clone(),
-                    Units::Gpus(_) => vec![short_hostname()],
-                },
-                gpus_per_node: Some(cell.gpus_per_node),
+                nodes: group.clone(),
+                gpus_per_node: Some(match units {
+                    Units::Nodes => args.gpus_per_node,
+                    Units::Gpus(_) => args.gpus_per_unit,
+                }),
                 launcher: match units {
                     Units::Nodes => LaunchKind::Srun,
                     Units::Gpus(_) => LaunchKind::Local,

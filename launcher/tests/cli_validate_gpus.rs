@@ -9,6 +9,16 @@ use std::process::Command;
 
 use common::{gpudirect_without, run, scratch, stderr, stdout};
 
+/// The history file validate writes for the test `name`.
+fn scratch_db(name: &str) -> PathBuf {
+    std::env::temp_dir()
+        .join(format!(
+            "gpudirect-validate-gpus-{}-{name}",
+            std::process::id()
+        ))
+        .join("history.sqlite")
+}
+
 /// A folder whose `all_reduce_perf` is the stand-in.
 fn standin_dir(name: &str) -> PathBuf {
     let dir = scratch("validate-gpus", name);
@@ -30,6 +40,7 @@ fn validate(name: &str, args: &[&str]) -> Command {
         "CUDA_VISIBLE_DEVICES",
         "GPUDIRECT_CLUSTER",
     ]);
+    assert_eq!(dir.join("history.sqlite"), scratch_db(name));
     cmd.env("GPUDIRECT_DB", dir.join("history.sqlite"))
         .args(["validate", "--floor", "300", "-b", "8", "-e", "8G"])
         .arg("--nccl-tests-dir")
@@ -77,6 +88,24 @@ fn a_slowed_gpu_is_named_and_nothing_else() {
         "{log}"
     );
     assert!(log.contains("gpu2+gpu3: 162.91 GB/s (slow)"), "{log}");
+
+    // The units are the runs' nodes: the per-node history shows gpu2 slow in every round.
+    let db = scratch_db("slow");
+    let mut history = gpudirect_without(&["GPUDIRECT_DB"]);
+    history
+        .arg("--db")
+        .arg(&db)
+        .args(["history", "--node", "gpu2"]);
+    let out = run(&mut history);
+    let shown = stdout(&out);
+    assert!(out.status.success(), "{}", stderr(&out));
+    for round in ["round 1", "round 2", "round 3"] {
+        let line = shown.lines().find(|l| l.contains(round));
+        assert!(
+            line.is_some_and(|l| l.ends_with("slow")),
+            "{round}\n{shown}"
+        );
+    }
 }
 
 #[test]
