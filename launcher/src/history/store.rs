@@ -733,8 +733,8 @@ impl History {
     }
 
     /// Median out-of-place busbw at `size_bytes` of the last `last_n` runs with status
-    /// `ok` of `collective` on `cluster` (`None` means runs recorded without a cluster).
-    /// `None` when there is no such run.
+    /// `ok` of `collective` on `cluster` (`None` means runs recorded without a cluster),
+    /// stand-in replays left out: they measured nothing. `None` when there is no such run.
     pub fn baseline(
         &self,
         cluster: Option<&str>,
@@ -753,6 +753,7 @@ impl History {
                        AND y.busbw IS NOT NULL
                      ORDER BY y.seq LIMIT 1)
                  WHERE r.status = 'ok' AND r.cluster IS ?1 AND r.collective = ?2
+                   AND coalesce(instr(r.env_json, '\"GPUDIRECT_STANDIN_REPLAY\"'), 0) = 0
                  ORDER BY r.at DESC, r.id DESC LIMIT ?4",
             )
             .map_err(self.err("computing a baseline"))?;
@@ -888,8 +889,9 @@ impl History {
 
     /// Compares run `candidate` with the per-key median of up to `last_n` earlier runs
     /// with status `ok` that measured the same thing: same collective, cluster, node
-    /// count, total ranks and variant (missing values match missing values). "Earlier"
-    /// is by run time, then id.
+    /// count, total ranks and variant (missing values match missing values), and of the
+    /// same kind: measurements for a measurement, stand-in replays for a replay (as the
+    /// report's baselines). "Earlier" is by run time, then id.
     pub fn compare_to_baseline(
         &self,
         candidate: RunId,
@@ -906,6 +908,8 @@ impl History {
                   AND r.node_count IS c.node_count AND r.total_ranks IS c.total_ranks
                   AND r.variant IS c.variant
                  WHERE c.id = ?1 AND r.status = 'ok' AND (r.at, r.id) < (c.at, c.id)
+                   AND (coalesce(instr(r.env_json, '\"GPUDIRECT_STANDIN_REPLAY\"'), 0) > 0)
+                     = (coalesce(instr(c.env_json, '\"GPUDIRECT_STANDIN_REPLAY\"'), 0) > 0)
                  ORDER BY r.at DESC, r.id DESC LIMIT ?2",
             )
             .map_err(self.err("choosing baseline runs"))?;

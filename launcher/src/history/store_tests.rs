@@ -917,6 +917,65 @@ fn labels_filter_and_name_a_baseline() {
     ));
 }
 
+/// A stand-in replay measured nothing: it never enters a measurement's baseline, nor the
+/// baseline validate judges against; replays are compared only with replays.
+#[test]
+fn baselines_keep_replays_and_measurements_apart() {
+    let dir = scratch("replay-baseline");
+    let (mut db, ids) = populated(&dir);
+    // A fast replay after the a3 tcpx runs, then a measurement after it.
+    let mut replay = nvlink();
+    replay.cluster = Some("a3".into());
+    replay.nodes = vec!["gpu1".into(), "gpu9".into()];
+    replay.variant = Some("tcpx".into());
+    replay.started_at = Some(1_796_000_000 + 3600 * 10);
+    for r in &mut replay.rows {
+        r.busbw *= 3.0;
+    }
+    replay.env.insert(
+        REPLAY_ENV.to_string(),
+        "h200x2-nvlink/all_reduce_g2.txt".into(),
+    );
+    let r = db.import_run(&replay, false).unwrap().run_id();
+    let mut later = replay.clone();
+    later.env.remove(REPLAY_ENV);
+    later.started_at = Some(1_796_000_000 + 3600 * 11);
+    later.source_path = Some("/runs/later.txt".into());
+    let m = db.import_run(&later, false).unwrap().run_id();
+    let mut second = replay.clone();
+    second.started_at = Some(1_796_000_000 + 3600 * 12);
+    let r2 = db.import_run(&second, true).unwrap().run_id(); // live: same bytes again
+
+    let b = db
+        .baseline(Some("a3"), "all_reduce", 1 << 30, 10)
+        .unwrap()
+        .unwrap();
+    let used: Vec<RunId> = b.samples.iter().map(|s| s.0).collect();
+    assert!(
+        !used.contains(&r),
+        "the replay is in validate's baseline: {used:?}"
+    );
+    assert!(used.contains(&m));
+
+    let baseline_runs = |id| match db
+        .compare_to_baseline(id, 10, CompareOptions::default())
+        .map(|c| c.reference)
+    {
+        Ok(Reference::Baseline { run_ids }) => run_ids,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(
+        baseline_runs(m),
+        [ids[4], ids[1], ids[0]],
+        "measurements only"
+    );
+    // The replay's own baseline: no earlier replay of that kind.
+    assert!(db
+        .compare_to_baseline(r, 10, CompareOptions::default())
+        .is_err());
+    assert_eq!(baseline_runs(r2), [r], "replays only");
+}
+
 #[test]
 fn listings_carry_the_replay_marking() {
     let dir = scratch("replay-summary");
