@@ -452,7 +452,9 @@ unsafe impl Plugin for GpuDirect {
                     unsafe { libc::_exit(1) };
                 }
                 if first_task {
-                    tell_user(&format!("{message}; the step runs without the profile"));
+                    tell_user(&format!(
+                        "{message}; the step runs without the profile (or fails, where plugstack.conf says `required`)"
+                    ));
                 }
                 // An error here fails the step when plugstack.conf says `required`.
                 Err(message.clone().into())
