@@ -59,7 +59,7 @@ fn verdict_of<'a>(summary: &'a str, unit: &str) -> &'a str {
 
 #[test]
 fn a_slowed_gpu_is_named_and_nothing_else() {
-    let out = run(validate("slow", &["--gpus", "0-3"]).env("STANDIN_SLOW_GPUS", "2"));
+    let out = run(validate("slow", &["--gpus", "0-7"]).env("STANDIN_SLOW_GPUS", "5"));
     let summary = stdout(&out);
     assert_eq!(
         out.status.code(),
@@ -68,34 +68,35 @@ fn a_slowed_gpu_is_named_and_nothing_else() {
         stderr(&out)
     );
     assert!(
-        summary.starts_with("validation: 4 GPU units of "),
+        summary.starts_with("validation: 8 GPU units of "),
         "{summary}"
     );
     assert!(
-        verdict_of(&summary, "gpu2").contains("slow node"),
+        verdict_of(&summary, "gpu5").contains("slow node"),
         "{summary}"
     );
-    for healthy in ["gpu0", "gpu1", "gpu3"] {
+    for healthy in ["gpu0", "gpu1", "gpu2", "gpu3", "gpu4", "gpu6", "gpu7"] {
         assert!(
             verdict_of(&summary, healthy).contains("healthy"),
             "{healthy}\n{summary}"
         );
     }
-    // Every pair ran here on its own two GPUs; round 1 ran two of them at once.
+    // Every pair ran here on its own two GPUs; round 1 ran four of them at once (the
+    // scenario of issue 8 on an 8-GPU host).
     let log = stderr(&out);
     assert!(
-        log.contains("round 1 (Screen): 2 group(s) at once"),
+        log.contains("round 1 (Screen): 4 group(s) at once"),
         "{log}"
     );
-    assert!(log.contains("gpu2+gpu3: 162.91 GB/s (slow)"), "{log}");
+    assert!(log.contains("gpu4+gpu5: 162.91 GB/s (slow)"), "{log}");
 
-    // The units are the runs' nodes: the per-node history shows gpu2 slow in every round.
+    // The units are the runs' nodes: the per-node history shows gpu5 slow in every round.
     let db = scratch_db("slow");
     let mut history = gpudirect_without(&["GPUDIRECT_DB"]);
     history
         .arg("--db")
         .arg(&db)
-        .args(["history", "--node", "gpu2"]);
+        .args(["history", "--node", "gpu5"]);
     let out = run(&mut history);
     let shown = stdout(&out);
     assert!(out.status.success(), "{}", stderr(&out));
