@@ -1,4 +1,11 @@
-//! Links the unwinder (libgcc_eh) into spank_gpudirect.so instead of depending on
+//! Two things for spank_gpudirect.so.
+//!
+//! **A build id.** `GPUDIRECT_BUILD_ID` is a hash of every source the plugin's behaviour
+//! comes from (this crate, gpudirect-core, the manifests and Cargo.lock). slurmstepd's
+//! marks (gpudirect_core::marks) name it, so a rebuilt plugin never trusts a verdict an
+//! older build wrote, whatever file it was installed as.
+//!
+//! **The unwinder.** Links the unwinder (libgcc_eh) into spank_gpudirect.so instead of depending on
 //! libgcc_s.so.1: neither srun nor slurmstepd loads libgcc_s, so that dependency alone
 //! made every job step open, map and relocate one more library, twice (srun and
 //! slurmstepd), about 0.09 ms each on the bench machine (docs/benchmarks.md).
@@ -7,13 +14,52 @@
 //! not enough: this writes a one-line linker script called `libgcc_s.so` that stands for
 //! the static archive, into a directory searched before the system's. The plugin keeps
 //! `panic = "unwind"` and its panic guard; only where the unwinder's code lives changes.
-//! Other crates of the workspace are not affected (link flags of a build script apply to
-//! this crate's own links only).
+//! Other crates of the workspace do not link this crate, so they are not affected.
 
-use std::path::PathBuf;
+use std::collections::hash_map::DefaultHasher;
+use std::hash::Hasher;
+use std::path::{Path, PathBuf};
+
+/// What the plugin's behaviour is built from, relative to this crate.
+const SOURCES: [&str; 7] = [
+    "build.rs",
+    "Cargo.toml",
+    "src",
+    "compat",
+    "../gpudirect-core/Cargo.toml",
+    "../gpudirect-core/src",
+    "../Cargo.lock",
+];
+
+/// Hashes a file or, in name order, every file under a directory (path and content).
+fn hash_tree(path: &Path, hasher: &mut DefaultHasher) {
+    if path.is_dir() {
+        let mut entries: Vec<PathBuf> = std::fs::read_dir(path)
+            .map(|dir| dir.filter_map(|e| e.ok().map(|e| e.path())).collect())
+            .unwrap_or_default();
+        entries.sort();
+        for entry in entries {
+            hash_tree(&entry, hasher);
+        }
+    } else if let Ok(bytes) = std::fs::read(path) {
+        hasher.write(path.to_string_lossy().as_bytes());
+        hasher.write(&bytes);
+    }
+}
 
 fn main() {
-    println!("cargo:rerun-if-changed=build.rs");
+    // Cargo runs build scripts in the crate's directory: the paths above are relative to it.
+    let mut hasher = DefaultHasher::new();
+    hasher.write(env!("CARGO_PKG_VERSION").as_bytes());
+    for source in SOURCES {
+        println!("cargo:rerun-if-changed={source}");
+        hash_tree(Path::new(source), &mut hasher);
+    }
+    println!(
+        "cargo:rustc-env=GPUDIRECT_BUILD_ID={:016x}",
+        hasher.finish()
+    );
+
     let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
     let dir = out.join("static-unwinder");
     std::fs::create_dir_all(&dir).expect("create OUT_DIR/static-unwinder");

@@ -4,10 +4,13 @@
 //! a 28 ms `srun -N1 true` on the bench machine (docs/benchmarks.md), paid by every step on
 //! every node, including the many that never ask for a mode. Such a step is left untouched
 //! when the config is valid and gives the node no default mode, and that verdict depends
-//! only on the exact version of the config file, the plugin build and the node. So once a
+//! only on the exact version of the config file, the plugin's code and the node. So once a
 //! full read on a node reaches it, slurmstepd leaves an empty file whose name says exactly
 //! that, and later steps on that node that ask for no mode skip the read while the
-//! config's [`FileStamp`] still matches.
+//! config's [`FileStamp`] still matches. The plugin's code is named by a build id (a hash
+//! of its sources, made at build time), so marks of another build never count. Writing a
+//! mark removes the node's older ones, and no mark is written into a directory that
+//! already holds [`MAX_MARKS`] files.
 //!
 //! What does not change: errors are never remembered (a broken config is read and reported
 //! at every step); the ownership checks of the config and its directories run at every
@@ -37,6 +40,9 @@ pub const SETTLE_SECS: i64 = 2;
 
 /// Longest node name a mark is written for (Slurm's own limit is lower).
 const MAX_NODE_LEN: usize = 64;
+
+/// A marks directory holding this many files gets no more (each node keeps one mark).
+pub const MAX_MARKS: usize = 1024;
 
 /// The marks directory of one node, once trusted.
 #[derive(Debug)]
@@ -75,9 +81,9 @@ impl UntouchedMarks {
     }
 
     /// Whether a full read already found that `config` (this version), read by the plugin
-    /// build `plugin`, leaves steps on `node` that ask for no mode untouched.
-    pub fn contains(&self, node: &str, config: &FileStamp, plugin: &FileStamp) -> bool {
-        let Some(name) = mark_name(node, config, plugin) else {
+    /// build `build`, leaves steps on `node` that ask for no mode untouched.
+    pub fn contains(&self, node: &str, config: &FileStamp, build: &str) -> bool {
+        let Some(name) = mark_name(node, config, build) else {
             return false;
         };
         match std::fs::symlink_metadata(self.dir.join(name)) {
@@ -86,15 +92,11 @@ impl UntouchedMarks {
         }
     }
 
-    /// Records that verdict, after a full read found it. Does nothing for a config changed
-    /// in the last [`SETTLE_SECS`] or an odd node name; an error is only a lost shortcut.
-    pub fn record(
-        &self,
-        node: &str,
-        config: &FileStamp,
-        plugin: &FileStamp,
-    ) -> std::io::Result<()> {
-        let Some(name) = mark_name(node, config, plugin) else {
+    /// Records that verdict, after a full read found it, and removes the node's older
+    /// marks. Does nothing for a config changed in the last [`SETTLE_SECS`], an odd node
+    /// name or build id, or a full directory; an error is only a lost shortcut.
+    pub fn record(&self, node: &str, config: &FileStamp, build: &str) -> std::io::Result<()> {
+        let Some(name) = mark_name(node, config, build) else {
             return Ok(());
         };
         let now = SystemTime::now()
@@ -104,31 +106,57 @@ impl UntouchedMarks {
         if config.ctime.0 > now.saturating_sub(SETTLE_SECS) {
             return Ok(());
         }
+        let mut existing = Vec::new();
+        for entry in std::fs::read_dir(&self.dir)? {
+            existing.push(entry?.file_name());
+            if existing.len() >= MAX_MARKS {
+                return Ok(());
+            }
+        }
         let created = OpenOptions::new()
             .write(true)
             .create_new(true)
             .mode(0o644)
             .custom_flags(libc::O_NOFOLLOW)
-            .open(self.dir.join(name));
+            .open(self.dir.join(&name));
         match created {
-            Ok(_) => Ok(()),
-            Err(e) if e.kind() == ErrorKind::AlreadyExists => Ok(()),
-            Err(e) => Err(e),
+            Ok(_) => {}
+            Err(e) if e.kind() == ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(e),
         }
+        // The node's marks for other config versions or builds will never match again.
+        let own = format!("{MARK}@{node}@");
+        for old in existing {
+            let old = old.to_string_lossy();
+            if old.starts_with(&own) && *old != name {
+                let _ = std::fs::remove_file(self.dir.join(&*old));
+            }
+        }
+        Ok(())
     }
 }
 
-/// A mark's file name in the marks directory: `untouched-<node>-<config stamp>-<plugin
-/// stamp>`, or `None` for a node name that is not a plain Slurm node name (letters, digits,
-/// `.`, `_`, `-`).
-pub fn mark_name(node: &str, config: &FileStamp, plugin: &FileStamp) -> Option<String> {
+/// What every mark's name starts with.
+const MARK: &str = "untouched";
+
+/// A mark's file name in the marks directory, `untouched@<node>@<config stamp>@<build>`,
+/// or `None` for a node name that is not a plain Slurm node name (letters, digits, `.`,
+/// `_`, `-`) or a build id that is not 1 to 64 letters and digits.
+pub fn mark_name(node: &str, config: &FileStamp, build: &str) -> Option<String> {
+    let plain_build =
+        (1..=64).contains(&build.len()) && build.bytes().all(|b| b.is_ascii_alphanumeric());
+    Some(format!("{}{build}", mark_prefix(node, config)?)).filter(|_| plain_build)
+}
+
+/// The part of a mark's name before the build id: `untouched@<node>@<config stamp>@`.
+pub fn mark_prefix(node: &str, config: &FileStamp) -> Option<String> {
     let plain = !node.is_empty()
         && node.len() <= MAX_NODE_LEN
         && !node.starts_with('.')
         && node
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
-    plain.then(|| format!("untouched-{node}-{}-{}", stamp(config), stamp(plugin)))
+    plain.then(|| format!("{MARK}@{node}@{}@", stamp(config)))
 }
 
 fn stamp(s: &FileStamp) -> String {
@@ -166,21 +194,21 @@ mod tests {
     }
 
     #[test]
-    fn a_recorded_mark_is_found_for_that_node_config_and_plugin_only() {
+    fn a_recorded_mark_is_found_for_that_node_config_and_build_only() {
         let root = scratch("found");
         let marks = UntouchedMarks::open_owned_by(&root.join("m"), euid()).expect("trusted");
-        let (config, plugin) = (settled(100), settled(9000));
-        assert!(!marks.contains("node1", &config, &plugin));
-        marks.record("node1", &config, &plugin).unwrap();
-        marks.record("node1", &config, &plugin).unwrap(); // twice is fine
-        assert!(marks.contains("node1", &config, &plugin));
-        assert!(!marks.contains("node2", &config, &plugin));
+        let (config, build) = (settled(100), "0123abcd");
+        assert!(!marks.contains("node1", &config, build));
+        marks.record("node1", &config, build).unwrap();
+        marks.record("node1", &config, build).unwrap(); // twice is fine
+        assert!(marks.contains("node1", &config, build));
+        assert!(!marks.contains("node2", &config, build));
         assert!(
-            !marks.contains("node1", &settled(101), &plugin),
+            !marks.contains("node1", &settled(101), build),
             "config changed"
         );
         assert!(
-            !marks.contains("node1", &config, &settled(9001)),
+            !marks.contains("node1", &config, "0123abce"),
             "plugin rebuilt"
         );
         let mode = std::fs::metadata(root.join("m"))
@@ -188,6 +216,35 @@ mod tests {
             .permissions()
             .mode();
         assert_eq!(mode & 0o022, 0, "created without group/other write");
+    }
+
+    #[test]
+    fn a_new_mark_replaces_the_nodes_older_ones_only() {
+        let root = scratch("prune");
+        let marks = UntouchedMarks::open_owned_by(&root, euid()).unwrap();
+        marks.record("node1", &settled(100), "aa").unwrap();
+        marks.record("node1-gpu", &settled(100), "aa").unwrap();
+        marks.record("node2", &settled(100), "aa").unwrap();
+        marks.record("node1", &settled(200), "aa").unwrap();
+        assert!(!marks.contains("node1", &settled(100), "aa"), "pruned");
+        assert!(marks.contains("node1", &settled(200), "aa"));
+        assert!(
+            marks.contains("node1-gpu", &settled(100), "aa"),
+            "another node"
+        );
+        assert!(marks.contains("node2", &settled(100), "aa"));
+        assert_eq!(std::fs::read_dir(&root).unwrap().count(), 3);
+    }
+
+    #[test]
+    fn a_full_directory_gets_no_more_marks() {
+        let root = scratch("full");
+        for i in 0..MAX_MARKS {
+            std::fs::write(root.join(format!("other-{i}")), "").unwrap();
+        }
+        let marks = UntouchedMarks::open_owned_by(&root, euid()).unwrap();
+        marks.record("node1", &settled(1), "aa").unwrap();
+        assert!(!marks.contains("node1", &settled(1), "aa"));
     }
 
     #[test]
@@ -205,8 +262,8 @@ mod tests {
             ctime: (now, 0),
             ..settled(100)
         };
-        marks.record("node1", &fresh, &settled(1)).unwrap();
-        assert!(!marks.contains("node1", &fresh, &settled(1)));
+        marks.record("node1", &fresh, "aa").unwrap();
+        assert!(!marks.contains("node1", &fresh, "aa"));
     }
 
     #[test]
@@ -237,43 +294,45 @@ mod tests {
 
         // A mark that is a symlink, or not owned by the trusted owner, does not count.
         let marks = UntouchedMarks::open_owned_by(&root, euid()).unwrap();
-        let (config, plugin) = (settled(1), settled(2));
-        let name = mark_name("node1", &config, &plugin).unwrap();
+        let config = settled(1);
+        let name = mark_name("node1", &config, "aa").unwrap();
         std::os::unix::fs::symlink(&file, root.join(&name)).unwrap();
-        assert!(!marks.contains("node1", &config, &plugin));
+        assert!(!marks.contains("node1", &config, "aa"));
         assert!(
-            marks.record("node1", &config, &plugin).is_ok(),
+            marks.record("node1", &config, "aa").is_ok(),
             "exists: left alone"
         );
-        assert!(!marks.contains("node1", &config, &plugin));
+        assert!(!marks.contains("node1", &config, "aa"));
         let other_owner = UntouchedMarks {
             dir: root.clone(),
             owner: euid() + 1,
         };
         std::fs::remove_file(root.join(&name)).unwrap();
-        marks.record("node1", &config, &plugin).unwrap();
-        assert!(!other_owner.contains("node1", &config, &plugin));
+        marks.record("node1", &config, "aa").unwrap();
+        assert!(!other_owner.contains("node1", &config, "aa"));
     }
 
     #[test]
-    fn odd_node_names_get_no_mark() {
-        let (c, p) = (settled(1), settled(2));
+    fn odd_node_names_and_build_ids_get_no_mark() {
+        let c = settled(1);
         for node in [
             "",
             "../etc",
             "a/b",
             ".hidden",
             "a b",
+            "a@b",
             &"n".repeat(65),
             "nöde",
         ] {
-            assert_eq!(mark_name(node, &c, &p), None, "{node:?}");
+            assert_eq!(mark_name(node, &c, "aa"), None, "{node:?}");
         }
-        let name = mark_name("gpu-a3.node_1", &c, &p).unwrap();
+        for build in ["", "a/b", "a@b", &"f".repeat(65)] {
+            assert_eq!(mark_name("node1", &c, build), None, "{build:?}");
+        }
         assert_eq!(
-            name,
-            "untouched-gpu-a3.node_1-801.4d.1.1700000000.5.1700000000.7-801.4d.2.1700000000.5.1700000000.7"
+            mark_name("gpu-a3.node_1", &c, "00ff").unwrap(),
+            "untouched@gpu-a3.node_1@801.4d.1.1700000000.5.1700000000.7@00ff"
         );
-        assert!(!name.contains('/'));
     }
 }

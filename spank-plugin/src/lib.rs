@@ -22,8 +22,7 @@
 //! slurm-spank crate catches them at each callback; `panic = "unwind"` is required).
 
 use std::error::Error;
-use std::ffi::{c_char, c_int, c_uint, CStr, CString, OsStr};
-use std::os::unix::ffi::OsStrExt;
+use std::ffi::{c_char, c_int, c_uint, CStr, CString};
 use std::path::Path;
 use std::sync::{Mutex, OnceLock};
 
@@ -75,9 +74,9 @@ static CONFIG: OnceLock<Result<Config, String>> = OnceLock::new();
 /// The version of the config file that [`CONFIG`] was read from.
 static CONFIG_STAMP: OnceLock<FileStamp> = OnceLock::new();
 
-/// In slurmstepd: the config's version when `init` checked it, and the plugin's own file,
-/// taken as early as possible; together with the node they name a mark.
-static INIT_STAMPS: OnceLock<(FileStamp, Option<FileStamp>)> = OnceLock::new();
+/// In slurmstepd: the config's version when `init` checked it; with the node and
+/// [`BUILD_ID`] it names the mark that lets a step skip reading it.
+static INIT_STAMP: OnceLock<FileStamp> = OnceLock::new();
 
 /// The `--gpudirect` value Slurm handed to our option callback, if any.
 static OPTION_VALUE: Mutex<Option<String>> = Mutex::new(None);
@@ -214,68 +213,53 @@ fn register_option(spank: spank_sys::spank_t) -> Result<(), String> {
     }
 }
 
-/// The file this plugin was loaded from: a rebuilt plugin must not trust the marks that an
-/// older build wrote.
-fn plugin_stamp() -> Option<FileStamp> {
-    // SAFETY: Dl_info is plain data; all-zero is a valid value for dladdr to fill.
-    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
-    let address = std::ptr::addr_of!(plugin_name).cast::<libc::c_void>();
-    // SAFETY: dladdr only looks the address up and fills `info`.
-    if unsafe { libc::dladdr(address, &mut info) } == 0 || info.dli_fname.is_null() {
-        return None;
-    }
-    // SAFETY: dladdr set dli_fname to the loader's NUL-terminated name of the object.
-    let name = unsafe { CStr::from_ptr(info.dli_fname) };
-    let meta = std::fs::metadata(OsStr::from_bytes(name.to_bytes())).ok()?;
-    Some(FileStamp::of(&meta))
-}
+/// This build's id (spank-plugin/build.rs): marks written by another build never count.
+const BUILD_ID: &str = env!("GPUDIRECT_BUILD_ID");
 
-/// Whether the step asks for a mode itself: `--gpudirect` or SLURM_GPUDIRECT.
+/// Whether the step asks for a mode itself: `--gpudirect` or SLURM_GPUDIRECT. A value
+/// that cannot be read (not UTF-8) counts as asking: the full read then reports it.
 fn step_asks_for_mode(spank: &SpankHandle) -> bool {
     let asked = |m: &String| !m.trim().is_empty();
     option_value().is_some_and(|m| asked(&m))
         || spank
             .getenv(vars::MODE_ENV)
-            .ok()
-            .flatten()
+            .unwrap_or_else(|_| Some("unreadable".into()))
             .is_some_and(|m| asked(&m))
 }
 
-/// This node's Slurm name: slurmd's, else the short host name.
-fn node_name(spank: &SpankHandle) -> String {
-    if let Ok(Some(name)) = spank.getenv("SLURMD_NODENAME") {
-        if !name.is_empty() {
-            return name;
-        }
-    }
-    short_hostname()
+/// This node's Slurm name, as slurmd knows it (slurmstepd's own SLURMD_NODENAME), else the
+/// short host name. Never the step's SLURMD_NODENAME: that is the user's environment, and
+/// srun inside a batch script carries the batch host's name to every node of the step.
+fn node_name() -> String {
+    std::env::var("SLURMD_NODENAME")
+        .ok()
+        .filter(|name| !name.is_empty())
+        .unwrap_or_else(short_hostname)
 }
 
 impl GpuDirect {
     /// slurmstepd: whether a mark shows that this step, asking for no mode, is left
     /// untouched by this very config on this node, so the config need not be read.
     fn marked_untouched(spank: &SpankHandle, node: &str) -> bool {
-        let Some((config, Some(plugin))) = INIT_STAMPS.get() else {
+        let Some(config) = INIT_STAMP.get() else {
             return false;
         };
         !step_asks_for_mode(spank)
             && UntouchedMarks::open(Path::new(MARKS_DIR))
-                .is_some_and(|marks| marks.contains(node, config, plugin))
+                .is_some_and(|marks| marks.contains(node, config, BUILD_ID))
     }
 
     /// slurmstepd, after a full read: marks the config version that was read when it
     /// leaves steps on this node that ask for no mode untouched. Errors are never marked.
     fn mark_if_untouched(node: &str) {
-        let (Some(Ok(config)), Some(read), Some((_, Some(plugin)))) =
-            (CONFIG.get(), CONFIG_STAMP.get(), INIT_STAMPS.get())
-        else {
+        let (Some(Ok(config)), Some(read)) = (CONFIG.get(), CONFIG_STAMP.get()) else {
             return;
         };
         if !matches!(choose_mode(config, node, None, None), Ok(None)) {
             return;
         }
         if let Some(marks) = UntouchedMarks::open(Path::new(MARKS_DIR)) {
-            if let Err(e) = marks.record(node, read, plugin) {
+            if let Err(e) = marks.record(node, read, BUILD_ID) {
                 log_verbose(&format!("node {node}: no mark in {MARKS_DIR}: {e}"));
             }
         }
@@ -285,7 +269,12 @@ impl GpuDirect {
     fn decide(&self, spank: &SpankHandle, node: String) -> Result<NodeDecision, String> {
         let config = config().map_err(|e| format!("node {node}: {e}"))?;
         let option = option_value();
-        let env_mode = spank.getenv(vars::MODE_ENV).ok().flatten();
+        let env_mode = spank.getenv(vars::MODE_ENV).map_err(|_| {
+            format!(
+                "node {node}: {} is not valid UTF-8: set it to a profile name, `auto` or `none`",
+                vars::MODE_ENV
+            )
+        })?;
         let chosen = choose_mode(config, &node, option.as_deref(), env_mode.as_deref())
             .map_err(|e| format!("node {node}: {e}"))?;
         let Some(chosen) = chosen else {
@@ -379,7 +368,9 @@ unsafe impl Plugin for GpuDirect {
             return Ok(());
         }
         let option = option_value();
-        let env_mode = std::env::var(vars::MODE_ENV).ok().filter(|m| !m.is_empty());
+        let env_mode = std::env::var(vars::MODE_ENV)
+            .ok()
+            .filter(|m| !m.trim().is_empty());
         let Some(requested) = option.clone().or_else(|| env_mode.clone()) else {
             // No mode asked for: nothing to check, and no config to read.
             return Ok(());
@@ -409,7 +400,7 @@ unsafe impl Plugin for GpuDirect {
     }
 
     fn user_init(&mut self, spank: &mut SpankHandle) -> Result<(), Box<dyn Error>> {
-        let node = node_name(spank);
+        let node = node_name();
         if GpuDirect::marked_untouched(spank, &node) {
             self.node = NodeDecision::Untouched;
             return Ok(());
@@ -519,7 +510,7 @@ pub extern "C" fn slurm_spank_init(
             Context::Remote => {
                 if let Some(Ok(path)) = CONFIG_PATH.get() {
                     if let Ok(stamp) = check_config_file(Path::new(path), Ownership::RootOnly) {
-                        let _ = INIT_STAMPS.set((stamp, plugin_stamp()));
+                        let _ = INIT_STAMP.set(stamp);
                     }
                 }
                 Ok(())

@@ -8,7 +8,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use cluster_tests::*;
 use gpudirect_core::config::parse_config;
-use gpudirect_core::marks::{mark_name, MARKS_DIR, SETTLE_SECS};
+use gpudirect_core::marks::{mark_prefix, MARKS_DIR, SETTLE_SECS};
 use gpudirect_core::resolve::{
     plan_node, plan_task, resolve_profile, AssumeHealthy, StepFacts, TaskFacts,
 };
@@ -206,6 +206,41 @@ fn sbatch_option_reaches_the_batch_script_and_its_steps() {
             "explicit none clears what the batch step set: {line}"
         );
     }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Each node of a step plans for itself: srun inside a batch script carries the batch
+/// host's SLURMD_NODENAME in its environment, and a node that went by it took the batch
+/// host's node set (found in review: node2's default profile was never applied).
+#[test]
+fn each_node_of_a_batch_step_uses_its_own_node_set() {
+    let _guard = cluster();
+    let swap = FileSwap::config();
+    let original = swap.original_text();
+    assert!(original.contains("hosts = \"node[1-16]\""), "{original}");
+    swap.write(&format!(
+        "{}\n[[node_set]]\nname = \"local2\"\nhosts = \"node2\"\nprofile = \"tcpx\"\n\
+         skip_checks = [\"libraries\", \"rxdm_socket_dir\"]\ndefault_mode = \"tcpx\"\n",
+        original.replace("hosts = \"node[1-16]\"", "hosts = \"node[1,3-16]\"")
+    ));
+    let dir = std::env::temp_dir().join(format!("gd-sbatch-nodes-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join("out.txt");
+    let mut cmd = slurm_command("sbatch");
+    cmd.args(["--wait", "-N2", "-w", "node1,node2", "-o"])
+        .arg(&out)
+        .arg("--wrap")
+        .arg("srun -N2 -l sh -c 'echo $SLURMD_NODENAME ${GPUDIRECT_PROFILE:-untouched}'");
+    assert_ok(&run(&mut cmd), "sbatch on node1 (batch host) and node2");
+    let text = std::fs::read_to_string(&out).unwrap();
+    assert!(
+        text.contains("0: node1 untouched"),
+        "node1 has no default\n{text}"
+    );
+    assert!(
+        text.contains("1: node2 tcpx"),
+        "node2's default applies\n{text}"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -602,12 +637,16 @@ fn stamp_of(path: &std::path::Path) -> FileStamp {
     FileStamp::of(&std::fs::metadata(path).expect("stat for a stamp"))
 }
 
-/// The mark a step on `node` would find for the cluster's config and plugin as they are now.
-fn mark_for(node: &str) -> std::path::PathBuf {
-    let config = stamp_of(&plugin_config());
-    let plugin = stamp_of(&state_dir().join("lib/spank_gpudirect.so"));
-    let name = mark_name(node, &config, &plugin).expect("a plain node name");
-    std::path::Path::new(MARKS_DIR).join(name)
+/// The marks of `node` for the cluster's config as it is now (of any plugin build).
+fn marks_for(node: &str) -> Vec<std::path::PathBuf> {
+    let prefix = mark_prefix(node, &stamp_of(&plugin_config())).expect("a plain node name");
+    let Ok(dir) = std::fs::read_dir(MARKS_DIR) else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+        .map(|e| e.path())
+        .collect()
 }
 
 /// Waits until the config changed long enough ago to be marked ([`SETTLE_SECS`]).
@@ -642,11 +681,22 @@ fn a_mark_skips_reading_only_the_config_version_it_names() {
 
     // A valid config that gives node1 no default mode: the first step leaves a mark.
     wait_until_config_settles();
-    let _ = std::fs::remove_file(mark_for("node1"));
+    for old in marks_for("node1") {
+        std::fs::remove_file(old).expect("remove an old mark");
+    }
     assert_ok(&on_node1(&[]), "a step without a mode");
-    let mark = mark_for("node1");
-    let meta = std::fs::symlink_metadata(&mark).expect("a mark for node1 after a plain step");
+    let marks = marks_for("node1");
+    assert_eq!(
+        marks.len(),
+        1,
+        "one mark for node1 after a plain step: {marks:?}"
+    );
+    let meta = std::fs::symlink_metadata(&marks[0]).expect("stat the mark");
     assert!(meta.is_file() && meta.uid() == 0 && meta.mode() & 0o022 == 0);
+    // The installed plugin's build id ends the mark's name.
+    let prefix = mark_prefix("node1", &stamp_of(&plugin_config())).unwrap();
+    let name = marks[0].file_name().unwrap().to_string_lossy().into_owned();
+    let build = name.strip_prefix(&prefix).unwrap().to_string();
 
     // Break the config under a required plugin: the mark named the old version, so the
     // next step without a mode reads the new one and fails.
@@ -671,12 +721,15 @@ fn a_mark_skips_reading_only_the_config_version_it_names() {
         "the user is told why: {}",
         stderr(&output)
     );
-    assert!(!mark_for("node1").exists(), "a broken config was marked");
+    assert!(marks_for("node1").is_empty(), "a broken config was marked");
 
     // A root-owned mark for the broken version (what only root could write) is trusted:
     // a step without a mode skips the read and runs; one asking for a mode still reads
     // the config and fails.
-    let forged = mark_for("node1");
+    let forged = std::path::Path::new(MARKS_DIR).join(format!(
+        "{}{build}",
+        mark_prefix("node1", &stamp_of(&plugin_config())).unwrap()
+    ));
     std::fs::write(&forged, "").expect("write a mark");
     assert_ok(
         &on_node1(&[]),
@@ -712,7 +765,7 @@ fn a_mark_skips_reading_only_the_config_version_it_names() {
         "the default applied"
     );
     assert!(
-        !mark_for("node1").exists(),
+        marks_for("node1").is_empty(),
         "a config with a default was marked"
     );
 }
