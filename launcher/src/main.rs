@@ -20,7 +20,10 @@ use tracing_subscriber::EnvFilter;
 use crate::cli::{Cli, Command, Globals};
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(err) => return usage_error(&err),
+    };
     init_tracing(cli.verbose);
     let globals = Globals {
         db: cli.db,
@@ -77,6 +80,26 @@ fn init_tracing(verbose: u8) {
         .with_ansi(io::stderr().is_terminal())
         .with_target(false)
         .init();
+}
+
+/// Prints clap's message and exits as clap would (0 for --help/--version, 2 for a usage
+/// error), except for `validate`, whose statuses a health check reads: there 2 means
+/// "runs failed", so a usage error says 3, "could not run".
+fn usage_error(err: &clap::Error) -> ExitCode {
+    let _ = err.print();
+    if !err.use_stderr() {
+        return ExitCode::SUCCESS;
+    }
+    let subcommand = <Cli as clap::CommandFactory>::command()
+        .ignore_errors(true)
+        .try_get_matches()
+        .ok()
+        .and_then(|m| m.subcommand_name().map(str::to_string));
+    ExitCode::from(if subcommand.as_deref() == Some("validate") {
+        3
+    } else {
+        2
+    })
 }
 
 fn print_error_chain(err: &anyhow::Error) {

@@ -41,7 +41,7 @@ its pairs are slow, and is re-paired with nodes that passed (round 2) and confir
 with its nodes. With --gpus the units are GPU groups of this host (gpu0, gpu1, ... or\n\
 gpu0-1, ... with --gpus-per-unit 2) and each pair is one local nccl-tests process driving\n\
 both groups' GPUs (CUDA_VISIBLE_DEVICES, -g). Exit status: 0 healthy, 1 degraded (slow\n\
-nodes or links), 2 failed (runs failed), 3 could not run.")]
+nodes or links), 2 failed (runs failed), 3 could not run (nothing measured, bad options).")]
 pub struct ValidateArgs {
     /// Pairing: pairs, pairs-across, pairwise, groups:K, ring, all.
     #[arg(long, default_value = "pairs")]

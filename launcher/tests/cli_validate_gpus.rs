@@ -163,6 +163,13 @@ fn bad_gpu_lists_and_options_are_refused_with_the_fix() {
             stderr(&out)
         );
     }
+    // A usage error is "could not run" too (clap's own status, 2, means "failed" here),
+    // and stays 2 for the other commands.
+    let out = run(&mut validate("usage", &["--no-such-flag"]));
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    let out = run(gpudirect_without(&[]).args(["history", "--no-such-flag"]));
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+
     // Without --gpus and outside an allocation, the error says both ways.
     let out = run(&mut validate("no-alloc", &[]));
     assert!(
