@@ -1013,6 +1013,7 @@ impl Validation {
                 Verdict::Healthy
             }
         } else {
+            let mut unjudged = Verdict::Unknown;
             if runs == 0 {
                 evidence.push("not measured".into());
             } else if a.bad_partners[x] == 1 {
@@ -1025,12 +1026,21 @@ impl Validation {
                     "slow with {}, which passed elsewhere, but no second partner to confirm",
                     self.names(&p)
                 ));
+            } else if failed_runs * 2 > bad_runs {
+                // Runs that never worked are a failure, whoever is at fault.
+                evidence.push(format!(
+                    "failed in every run ({bad_runs}/{runs}), and no partner of it passed to compare with"
+                ));
+                if let Some(why) = mine.iter().find_map(|s| s.first_failure.as_deref()) {
+                    evidence.push(format!("first failure: {why}"));
+                }
+                unjudged = Verdict::Failed;
             } else {
                 evidence.push(format!(
                     "bad in every run ({bad_runs}/{runs}), and no partner of it passed to compare with"
                 ));
             }
-            Verdict::Unknown
+            unjudged
         };
         (
             NodeReport {
@@ -1484,6 +1494,19 @@ mod tests {
         assert!(r.nodes.iter().all(|n| n.verdict == Verdict::Unknown));
         assert!(r.nodes[0].evidence[0].contains("no partner of it passed"));
         assert_eq!(health(&r), Health::Degraded);
+    }
+
+    /// Two units whose every run failed (a wrong binary, say) are failed, not degraded.
+    #[test]
+    fn two_units_failing_together_are_failed() {
+        let v = Validation::new(names(2), Mode::Pairs, base()).unwrap();
+        let (r, _) = drive(v, |_| Outcome::Failed("exit code 6".into()));
+        assert!(
+            r.nodes.iter().all(|n| n.verdict == Verdict::Failed),
+            "{r:?}"
+        );
+        assert!(r.nodes[0].evidence[1].contains("exit code 6"), "{r:?}");
+        assert_eq!(health(&r), Health::Failed);
     }
 
     #[test]

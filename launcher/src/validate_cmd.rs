@@ -23,7 +23,6 @@ use gpudirect::runner::{self, INTERRUPTED};
 
 use gpudirect::history::time::now_unix;
 use gpudirect::launch::env_var;
-use gpudirect_core::cpulist::{CpuList, CpuListError};
 use gpudirect_core::system::short_hostname;
 
 use crate::cli::Globals;
@@ -77,11 +76,11 @@ pub struct ValidateArgs {
     pub factor: u64,
 
     /// GPUs per node.
-    #[arg(short = 'G', long, default_value_t = 1)]
+    #[arg(short = 'G', long, default_value_t = 1, conflicts_with = "gpus")]
     pub gpus_per_node: u32,
 
     /// GPUs each process drives (nccl-tests -g).
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, conflicts_with = "gpus")]
     pub gpus_per_process: u32,
 
     /// Fixed busbw floor in GB/s at the largest size; without it the history's baseline is used.
@@ -101,7 +100,7 @@ pub struct ValidateArgs {
     pub gpudirect: Option<String>,
 
     /// srun's --mpi plugin.
-    #[arg(long, default_value = "pmix")]
+    #[arg(long, default_value = "pmix", conflicts_with = "gpus")]
     pub mpi: String,
 
     /// Folder with the nccl-tests binaries.
@@ -133,8 +132,9 @@ pub struct ValidateArgs {
 enum Units {
     /// The allocation's nodes; each group runs as one srun step.
     Nodes,
-    /// This host's GPU groups by unit name; each group runs as one local process.
-    Gpus(BTreeMap<String, Vec<u32>>),
+    /// This host's GPU groups by unit name (CUDA_VISIBLE_DEVICES entries); each group runs
+    /// as one local process.
+    Gpus(BTreeMap<String, Vec<String>>),
 }
 
 impl Units {
@@ -161,7 +161,11 @@ impl Units {
                 "--gpudirect applies to srun steps; with --gpus the pairs run here without Slurm"
             );
         }
-        let units = gpu_units(list, args.gpus_per_unit)?;
+        let visible = visible_gpus();
+        if let Some((_, source)) = visible.as_ref().filter(|(_, s)| s.starts_with("CUDA_")) {
+            eprintln!("gpudirect validate: {source} is set: --gpus {list} indexes it");
+        }
+        let units = gpu_units(list, args.gpus_per_unit, visible.as_ref())?;
         if units.len() < 2 {
             bail!(
                 "validation pairs units: --gpus {list} makes {} unit(s) of {} GPU(s), it needs 2 or more",
@@ -174,34 +178,84 @@ impl Units {
     }
 }
 
-/// Splits the GPU indices of `list` (in order) into units of `per_unit`, named `gpu3` or,
-/// for several GPUs, `gpu2-3` (consecutive) or `gpu0.4` (not).
-fn gpu_units(list: &str, per_unit: u32) -> Result<Vec<(String, Vec<u32>)>> {
-    let ids: Vec<u32> = CpuList::parse(list)
-        .map_err(|e| {
-            let why = match e {
-                CpuListError::BadElement { element } => {
-                    format!("`{element}` is not a GPU index or range")
-                }
-                CpuListError::Reversed { element } => format!("range `{element}` runs backwards"),
-                CpuListError::TooLarge { id } => format!("GPU index {id} is too large"),
-            };
-            anyhow::anyhow!("--gpus {list}: {why} (write GPU indices such as 0-7 or 0,2,4,6)")
-        })?
-        .ids()
-        .collect();
+/// The largest GPU index `--gpus` accepts.
+const MAX_GPU_INDEX: u32 = 1023;
+
+/// The GPUs `--gpus` indexes: the entries of an inherited CUDA_VISIBLE_DEVICES (as for any
+/// CUDA program, index 0 is its first entry), else this host's NVIDIA GPUs as the driver
+/// lists them, else `None` (indices passed through unchecked, as on CPU-only test hosts).
+fn visible_gpus() -> Option<(Vec<String>, String)> {
+    if let Some(list) = env_var("CUDA_VISIBLE_DEVICES") {
+        let entries: Vec<String> = list.split(',').map(|e| e.trim().to_string()).collect();
+        return Some((entries, format!("CUDA_VISIBLE_DEVICES={list}")));
+    }
+    let count = std::fs::read_dir("/proc/driver/nvidia/gpus").ok()?.count();
+    let entries = (0..count).map(|i| i.to_string()).collect();
+    Some((entries, "/proc/driver/nvidia/gpus".into()))
+}
+
+/// Reads `0-3,6` in the order written; a GPU named twice is an error.
+fn parse_gpu_list(list: &str) -> Result<Vec<u32>> {
+    let fix = "write GPU indices such as 0-7 or 0,2,4,6";
+    let mut ids: Vec<u32> = Vec::new();
+    for element in list.split(',').map(str::trim) {
+        let (first, last) = element.split_once('-').unwrap_or((element, element));
+        let index = |text: &str| {
+            text.trim().parse::<u32>().map_err(|_| {
+                anyhow::anyhow!("--gpus {list}: `{element}` is not a GPU index or range ({fix})")
+            })
+        };
+        let (first, last) = (index(first)?, index(last)?);
+        if last < first {
+            bail!("--gpus {list}: range `{element}` runs backwards ({fix})");
+        }
+        if last > MAX_GPU_INDEX {
+            bail!("--gpus {list}: GPU index {last} is larger than {MAX_GPU_INDEX}");
+        }
+        for id in first..=last {
+            if ids.contains(&id) {
+                bail!("--gpus {list}: GPU {id} is named twice");
+            }
+            ids.push(id);
+        }
+    }
+    Ok(ids)
+}
+
+/// A unit: its name and the CUDA_VISIBLE_DEVICES entries of its GPUs.
+type GpuUnit = (String, Vec<String>);
+
+/// Splits the GPUs of `list`, in the order written, into units of `per_unit`, named by
+/// their indices: `gpu3`, or `gpu2-3` (consecutive) and `gpu0.4` (not) for several.
+/// `visible` is what the indices refer to ([`visible_gpus`]).
+fn gpu_units(
+    list: &str,
+    per_unit: u32,
+    visible: Option<&(Vec<String>, String)>,
+) -> Result<Vec<GpuUnit>> {
+    let ids = parse_gpu_list(list)?;
     if per_unit == 0 || !ids.len().is_multiple_of(per_unit as usize) {
         bail!(
             "--gpus {list} names {} GPU(s), which do not split into units of {per_unit} (--gpus-per-unit)",
             ids.len()
         );
     }
-    Ok(ids
-        .chunks(per_unit as usize)
+    let device = |id: u32| -> Result<String> {
+        match visible {
+            None => Ok(id.to_string()),
+            Some((entries, source)) => entries.get(id as usize).cloned().with_context(|| {
+                format!(
+                    "--gpus {list}: there is no GPU {id}: {} visible ({source}); indices start at 0",
+                    entries.len()
+                )
+            }),
+        }
+    };
+    ids.chunks(per_unit as usize)
         .map(|chunk| {
             let name = match chunk {
                 [one] => format!("gpu{one}"),
-                [first, .., last] if last - first + 1 == chunk.len() as u32 => {
+                [first, .., last] if chunk.windows(2).all(|w| w[1] == w[0] + 1) => {
                     format!("gpu{first}-{last}")
                 }
                 _ => format!(
@@ -213,14 +267,20 @@ fn gpu_units(list: &str, per_unit: u32) -> Result<Vec<(String, Vec<u32>)>> {
                         .join(".")
                 ),
             };
-            (name, chunk.to_vec())
+            let devices = chunk.iter().map(|&id| device(id)).collect::<Result<_>>()?;
+            Ok((name, devices))
         })
-        .collect())
+        .collect()
 }
 
 /// `gpudirect validate`. Returns the health exit status.
 pub fn run(args: &ValidateArgs, globals: &Globals) -> Result<u8> {
     let (units, nodes) = Units::from_args(args)?;
+    if let Some(dir) = &args.report {
+        // Found out now, before any pair runs, not after the verdict.
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("--report {}: cannot create the folder", dir.display()))?;
+    }
     let mode: Mode = args
         .mode
         .parse()
@@ -232,13 +292,16 @@ pub fn run(args: &ValidateArgs, globals: &Globals) -> Result<u8> {
     let min = parse_size(&args.min_bytes)?;
     let max = parse_size(&args.max_bytes)?;
     let timeout = parse_duration(&args.timeout)?;
-    // GPU units are recorded as the nodes of runs on a "cluster" named after this host, so
-    // `gpudirect history --node gpu3` and the baseline work per host as they do per node.
-    let cluster = args
-        .cluster
-        .clone()
-        .or_else(|| env_var("SLURM_CLUSTER_NAME"))
-        .or_else(|| matches!(units, Units::Gpus(_)).then(short_hostname));
+    // GPU units are recorded as the nodes of runs on a "cluster" named after this host
+    // (even inside an allocation), so `gpudirect history --node gpu3` and the baseline
+    // work per host as they do per node, never mixed with another host's gpu3.
+    let cluster = match units {
+        Units::Nodes => args
+            .cluster
+            .clone()
+            .or_else(|| env_var("SLURM_CLUSTER_NAME")),
+        Units::Gpus(_) => Some(args.cluster.clone().unwrap_or_else(short_hostname)),
+    };
 
     let db = db_path_from_env(globals.db.as_deref())?;
     let mut history = History::open(&db)?;
@@ -338,7 +401,7 @@ pub fn run(args: &ValidateArgs, globals: &Globals) -> Result<u8> {
                     let ids: Vec<String> = group
                         .iter()
                         .flat_map(|unit| gpus.get(unit).into_iter().flatten())
-                        .map(u32::to_string)
+                        .cloned()
                         .collect();
                     cell.nodes = 1;
                     cell.gpus_per_node = ids.len() as u32;
@@ -417,6 +480,8 @@ pub fn run(args: &ValidateArgs, globals: &Globals) -> Result<u8> {
                 variant: Some(format!("validate:{}", args.mode)),
                 collective: Some(args.collective.clone()),
                 exit_code: finished.outcome.exit_code(),
+                // What the pair ran with (CUDA_VISIBLE_DEVICES with --gpus).
+                env: cell.variant.env.clone(),
                 ..RunContext::default()
             };
             let mut record = new_run(&parsed, &raw, ctx, &verdict);
@@ -521,16 +586,20 @@ pub fn run(args: &ValidateArgs, globals: &Globals) -> Result<u8> {
         }
     }
     if let Some(dir) = &args.report {
+        // The verdict stands whatever happens to the report: say why, keep the status.
         let options = ReportOptions {
             selection: Selection::Runs(run_ids.clone()),
             ..ReportOptions::default()
         };
-        let data = gather(&history, &options)?;
-        let files = write_report(&data, dir, ReportFormat::Both)?;
-        eprintln!(
-            "gpudirect validate: report written to {}",
-            files.html.display()
-        );
+        match gather(&history, &options)
+            .and_then(|data| write_report(&data, dir, ReportFormat::Both))
+        {
+            Ok(files) => eprintln!(
+                "gpudirect validate: report written to {}",
+                files.html.display()
+            ),
+            Err(e) => eprintln!("gpudirect validate: no report: {e}"),
+        }
     }
     Ok(u8::try_from(status.exit_code()).unwrap_or(3))
 }

@@ -121,7 +121,17 @@ fn clean_gpus_pass_in_one_round() {
 #[test]
 fn units_of_two_gpus_are_named_by_their_range() {
     // Units of 2 make pairs of 4 GPUs (-g 4), which nothing recorded: every pair fails,
-    // and the failure names the units, which is what this checks.
+    // and the failure names the units, which is what this checks. The list's order is
+    // kept: 0,4,1,5 makes the units 0+4 and 1+5.
+    let out = run(&mut validate(
+        "order",
+        &["--gpus", "0,4,1,5", "--gpus-per-unit", "2"],
+    ));
+    let summary = stdout(&out);
+    assert!(
+        summary.contains("gpu0.4") && summary.contains("gpu1.5"),
+        "{summary}"
+    );
     let out = run(&mut validate(
         "units",
         &["--gpus", "0-7", "--gpus-per-unit", "2"],
@@ -136,10 +146,47 @@ fn units_of_two_gpus_are_named_by_their_range() {
     }
 }
 
+/// Inside a job that was given GPUs 4-7, `--gpus 0-3` means those four, as device 0
+/// means the first visible GPU to any CUDA program: never someone else's GPUs 0-3.
+#[test]
+fn gpu_indices_follow_an_inherited_cuda_visible_devices() {
+    let out = run(validate("visible", &["--gpus", "0-3"])
+        .env("CUDA_VISIBLE_DEVICES", "4,5,6,7")
+        .env("STANDIN_SLOW_GPUS", "6"));
+    let summary = stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{summary}{}", stderr(&out));
+    assert!(
+        verdict_of(&summary, "gpu2").contains("slow node"),
+        "{summary}"
+    );
+    assert!(
+        stderr(&out).contains("CUDA_VISIBLE_DEVICES=4,5,6,7 is set: --gpus 0-3 indexes it"),
+        "{}",
+        stderr(&out)
+    );
+    let out = run(validate("visible", &["--gpus", "0-4"]).env("CUDA_VISIBLE_DEVICES", "4,5,6,7"));
+    assert_eq!(out.status.code(), Some(3));
+    assert!(
+        stderr(&out).contains("there is no GPU 4: 4 visible (CUDA_VISIBLE_DEVICES=4,5,6,7)"),
+        "{}",
+        stderr(&out)
+    );
+}
+
 #[test]
 fn bad_gpu_lists_and_options_are_refused_with_the_fix() {
-    let cases: [(&[&str], &str); 5] = [
-        (&["--gpus", "0-x"], "--gpus 0-x:"),
+    let cases: [(&[&str], &str); 9] = [
+        (
+            &["--gpus", "0-x"],
+            "--gpus 0-x: `0-x` is not a GPU index or range",
+        ),
+        (&["--gpus", "3-1"], "range `3-1` runs backwards"),
+        (&["--gpus", "0,1,1"], "GPU 1 is named twice"),
+        (&["--gpus", "0-3", "-G", "8"], "cannot be used with"),
+        (
+            &["--gpus", "0-3", "--report", "/proc/no/such"],
+            "--report /proc/no/such: cannot create",
+        ),
         (
             &["--gpus", "0"],
             "makes 1 unit(s) of 1 GPU(s), it needs 2 or more",

@@ -17,7 +17,14 @@ gpudirect=${GPUDIRECT:-$REPO/target/release/gpudirect}
 mkdir -p "$out"
 export NCCL_NVLS_ENABLE=0 GPUDIRECT_DB=$out/validate.sqlite
 
-load_bin=$(mktemp -d)/gpu-load
+work=$(mktemp -d)
+load=""
+cleanup() {
+	[[ -n $load ]] && kill "$load" 2>/dev/null
+	rm -rf -- "$work"
+}
+trap cleanup EXIT
+load_bin=$work/gpu-load
 nvcc -O2 -o "$load_bin" "$REPO/scripts/bench/gpu-load.cu"
 nvidia-smi topo -m >"$out/topo.txt" 2>&1 || true
 
@@ -31,8 +38,12 @@ validate() { # NAME: runs validate, appends its exit status to OUT_DIR/NAME.txt
 validate clean
 CUDA_VISIBLE_DEVICES=$slow "$load_bin" 600 >"$out/load.txt" 2>&1 &
 load=$!
-trap 'kill $load 2>/dev/null || true' EXIT
 sleep 5 # the load allocates and starts copying
+if ! kill -0 "$load" 2>/dev/null; then
+	echo "validate-gpus: the load on GPU $slow did not start: $(cat "$out/load.txt")" >&2
+	exit 1
+fi
 validate slowed
-kill -TERM "$load"
+kill -TERM "$load" 2>/dev/null || true
 wait "$load" || true
+load=""

@@ -99,7 +99,7 @@ pub enum ReportError {
         reason: String,
     },
     /// Writing a file failed.
-    #[error("cannot write {}: {source}; pass -o DIR to write the report elsewhere", path.display())]
+    #[error("cannot write {}: {source}; choose another folder for the report", path.display())]
     Write {
         /// The file or folder.
         path: PathBuf,
