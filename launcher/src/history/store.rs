@@ -140,6 +140,15 @@ const SUMMARY_LEN: usize = 26;
 /// `crate::record`); [`RunSummary::replay_of`] is its value.
 pub const REPLAY_ENV: &str = "GPUDIRECT_STANDIN_REPLAY";
 
+/// SQL that is 1 when the run `alias` is a stand-in replay, else 0: the test of the listing
+/// column in [`SUMMARY_COLUMNS`] (the cheap `instr` first, so most rows parse no JSON).
+fn is_replay_sql(alias: &str) -> String {
+    format!(
+        "coalesce(instr({alias}.env_json, '\"{REPLAY_ENV}\"') > 0 AND json_valid({alias}.env_json) \
+         AND json_extract({alias}.env_json, '$.{REPLAY_ENV}') IS NOT NULL, 0)"
+    )
+}
+
 fn summary_from_row(row: &Row<'_>) -> rusqlite::Result<RunSummary> {
     Ok(RunSummary {
         id: row.get(0)?,
@@ -745,7 +754,7 @@ impl History {
         let size = to_i64(size_bytes, || "size".into())?;
         let mut st = self
             .conn
-            .prepare_cached(
+            .prepare_cached(&format!(
                 "SELECT r.id, x.busbw FROM runs r
                  JOIN results x ON x.run_id = r.id AND x.seq = (
                      SELECT y.seq FROM results y
@@ -753,9 +762,10 @@ impl History {
                        AND y.busbw IS NOT NULL
                      ORDER BY y.seq LIMIT 1)
                  WHERE r.status = 'ok' AND r.cluster IS ?1 AND r.collective = ?2
-                   AND coalesce(instr(r.env_json, '\"GPUDIRECT_STANDIN_REPLAY\"'), 0) = 0
+                   AND {} = 0
                  ORDER BY r.at DESC, r.id DESC LIMIT ?4",
-            )
+                is_replay_sql("r")
+            ))
             .map_err(self.err("computing a baseline"))?;
         let samples: Vec<(RunId, f64)> = st
             .query_map(params![cluster, collective, size, last_n], |r| {
@@ -902,16 +912,17 @@ impl History {
         let cand = self.series(candidate)?;
         let mut st = self
             .conn
-            .prepare_cached(
+            .prepare_cached(&format!(
                 "SELECT r.id FROM runs c JOIN runs r
                    ON r.collective = c.collective AND r.cluster IS c.cluster
                   AND r.node_count IS c.node_count AND r.total_ranks IS c.total_ranks
                   AND r.variant IS c.variant
                  WHERE c.id = ?1 AND r.status = 'ok' AND (r.at, r.id) < (c.at, c.id)
-                   AND (coalesce(instr(r.env_json, '\"GPUDIRECT_STANDIN_REPLAY\"'), 0) > 0)
-                     = (coalesce(instr(c.env_json, '\"GPUDIRECT_STANDIN_REPLAY\"'), 0) > 0)
+                   AND {} = {}
                  ORDER BY r.at DESC, r.id DESC LIMIT ?2",
-            )
+                is_replay_sql("r"),
+                is_replay_sql("c")
+            ))
             .map_err(self.err("choosing baseline runs"))?;
         let run_ids: Vec<RunId> = st
             .query_map(params![candidate, last_n], |r| r.get(0))
