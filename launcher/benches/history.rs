@@ -211,7 +211,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     time(
         "baseline a3 all_reduce 1 GiB (last 20)",
         &mut table,
-        || db.baseline(Some("a3"), "all_reduce", 1 << 30, 20),
+        || db.baseline(Some("a3"), "all_reduce", 2, 1 << 30, 20),
         |r| {
             format!(
                 "{:?}",

@@ -83,7 +83,8 @@ pub struct ValidateArgs {
     #[arg(long, default_value_t = 1, conflicts_with = "gpus")]
     pub gpus_per_process: u32,
 
-    /// Fixed busbw floor in GB/s at the largest size; without it the history's baseline is used.
+    /// Fixed busbw floor in GB/s at the largest size; without it, the median of recent good
+    /// 2-node runs of this cluster in the history (measurements, not replays).
     #[arg(long, value_name = "GBPS")]
     pub floor: Option<f64>,
 
@@ -309,7 +310,9 @@ pub fn run(args: &ValidateArgs, globals: &Globals) -> Result<u8> {
         Some(floor) => Threshold::floor(floor)?,
         None => {
             let baseline = history
-                .baseline(cluster.as_deref(), &args.collective, max, args.baseline_runs)?
+                // Of 2-node (2-unit) runs: what a pair measures, and what every round
+                // but a `groups`/`all` screen runs.
+                .baseline(cluster.as_deref(), &args.collective, 2, max, args.baseline_runs)?
                 .with_context(|| {
                     format!(
                         "no baseline for {} at {} in {}: pass --floor GBPS, or record good runs first (gpudirect run -N 2 ...)",

@@ -307,7 +307,7 @@ fn node_history_and_baseline() {
 
     // a3 ok runs at 1 GiB: 321.81 x {1.0, 0.98, 0.96} -> median 0.98 x 321.81.
     let b = db
-        .baseline(Some("a3"), "all_reduce", 1 << 30, 10)
+        .baseline(Some("a3"), "all_reduce", 2, 1 << 30, 10)
         .unwrap()
         .unwrap();
     assert!((b.median_busbw - 321.81 * 0.98).abs() < 1e-9, "{b:?}");
@@ -316,12 +316,17 @@ fn node_history_and_baseline() {
         [ids[4], ids[1], ids[0]]
     );
     let b = db
-        .baseline(Some("a3"), "all_reduce", 1 << 30, 2)
+        .baseline(Some("a3"), "all_reduce", 2, 1 << 30, 2)
         .unwrap()
         .unwrap();
     assert!((b.median_busbw - 321.81 * 0.97).abs() < 1e-9);
     assert!(db
-        .baseline(Some("a3"), "all_reduce", 12345, 10)
+        .baseline(Some("a3"), "all_reduce", 2, 12345, 10)
+        .unwrap()
+        .is_none());
+    // Runs over 2 nodes are no baseline for 3.
+    assert!(db
+        .baseline(Some("a3"), "all_reduce", 3, 1 << 30, 10)
         .unwrap()
         .is_none());
 }
@@ -947,7 +952,7 @@ fn baselines_keep_replays_and_measurements_apart() {
     let r2 = db.import_run(&second, true).unwrap().run_id(); // live: same bytes again
 
     let b = db
-        .baseline(Some("a3"), "all_reduce", 1 << 30, 10)
+        .baseline(Some("a3"), "all_reduce", 2, 1 << 30, 10)
         .unwrap()
         .unwrap();
     let used: Vec<RunId> = b.samples.iter().map(|s| s.0).collect();
