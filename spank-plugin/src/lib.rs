@@ -74,10 +74,6 @@ static CONFIG: OnceLock<Result<Config, String>> = OnceLock::new();
 /// The version of the config file that [`CONFIG`] was read from.
 static CONFIG_STAMP: OnceLock<FileStamp> = OnceLock::new();
 
-/// In slurmstepd: the config's version when `init` checked it; with the node and
-/// [`BUILD_ID`] it names the mark that lets a step skip reading it.
-static INIT_STAMP: OnceLock<FileStamp> = OnceLock::new();
-
 /// The `--gpudirect` value Slurm handed to our option callback, if any.
 static OPTION_VALUE: Mutex<Option<String>> = Mutex::new(None);
 
@@ -241,12 +237,19 @@ impl GpuDirect {
     /// slurmstepd: whether a mark shows that this step, asking for no mode, is left
     /// untouched by this very config on this node, so the config need not be read.
     fn marked_untouched(spank: &SpankHandle, node: &str) -> bool {
-        let Some(config) = INIT_STAMP.get() else {
+        let Some(Ok(path)) = CONFIG_PATH.get() else {
             return false;
         };
-        !step_asks_for_mode(spank)
-            && UntouchedMarks::open(Path::new(MARKS_DIR))
-                .is_some_and(|marks| marks.contains(node, config, BUILD_ID))
+        if step_asks_for_mode(spank) {
+            return false;
+        }
+        // The same ownership checks as a full read, without reading: a config made
+        // writable by others since it was marked is refused as before.
+        let Ok(config) = check_config_file(Path::new(path), Ownership::RootOnly) else {
+            return false;
+        };
+        UntouchedMarks::open(Path::new(MARKS_DIR))
+            .is_some_and(|marks| marks.contains(node, &config, BUILD_ID))
     }
 
     /// slurmstepd, after a full read: marks the config version that was read when it
@@ -503,18 +506,11 @@ pub extern "C" fn slurm_spank_init(
         let _ = CONFIG_PATH.set(path);
         register_option(spank)?;
         match handle.context()? {
-            // slurmstepd: only the config's stamp, for the marks. Reading it, and every
-            // error, is user_init's: from there a broken config reaches the user and, under
-            // `required`, fails the tasks. (A failed init would fail the launch with nothing
-            // but "Plugin initialization failed", and srun 22.05 would still exit 0.)
-            Context::Remote => {
-                if let Some(Ok(path)) = CONFIG_PATH.get() {
-                    if let Ok(stamp) = check_config_file(Path::new(path), Ownership::RootOnly) {
-                        let _ = INIT_STAMP.set(stamp);
-                    }
-                }
-                Ok(())
-            }
+            // slurmstepd reads the config, and reports every error, in user_init: from there
+            // a broken config reaches the user and, under `required`, fails the tasks. (A
+            // failed init would fail the launch with nothing but "Plugin initialization
+            // failed", and srun 22.05 would still exit 0.)
+            Context::Remote => Ok(()),
             // srun/sbatch/salloc read the config only when a mode is asked for (the
             // option callback, init_post_opt). A bad plugstack line fails init, which
             // stops them only under `required`.
