@@ -177,10 +177,7 @@ mod tests {
     }
 
     fn scratch(name: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("gd-marks-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        dir
+        crate::test_support::temp_dir(&format!("marks-{name}"))
     }
 
     fn settled(size: u64) -> FileStamp {
