@@ -447,30 +447,45 @@ fn clip(s: &str) -> String {
     s.chars().take(40).collect()
 }
 
+/// Where a byte scanner stands relative to JSON strings. Fed every byte in order, it says
+/// which bytes belong to a string (its quotes included), where brackets and bare words
+/// mean nothing.
+#[derive(Default)]
+struct JsonStrings {
+    in_str: bool,
+    esc: bool,
+}
+
+impl JsonStrings {
+    /// Feeds byte `c`; true when it belongs to a string.
+    fn in_string(&mut self, c: u8) -> bool {
+        if self.in_str {
+            if self.esc {
+                self.esc = false;
+            } else if c == b'\\' {
+                self.esc = true;
+            } else if c == b'"' {
+                self.in_str = false;
+            }
+            true
+        } else {
+            self.in_str = c == b'"';
+            self.in_str
+        }
+    }
+}
+
 /// nccl-tests prints infinities with `%lf`, which writes bare `inf`/`-inf` (and on some
 /// libcs `nan`): quote them so the document parses.
 fn quote_bare_non_finite(s: &str) -> String {
     let b = s.as_bytes();
     let mut out = String::with_capacity(s.len() + 16);
-    let mut in_str = false;
-    let mut esc = false;
+    let mut strings = JsonStrings::default();
     let mut last = 0;
     let mut i = 0;
     while i < b.len() {
         let c = b[i];
-        if in_str {
-            if esc {
-                esc = false;
-            } else if c == b'\\' {
-                esc = true;
-            } else if c == b'"' {
-                in_str = false;
-            }
-            i += 1;
-            continue;
-        }
-        if c == b'"' {
-            in_str = true;
+        if strings.in_string(c) {
             i += 1;
             continue;
         }
@@ -511,23 +526,14 @@ fn salvage(s: &str) -> Option<(Value, usize)> {
     const KEEP: usize = 8;
     let b = s.as_bytes();
     let mut stack: Vec<u8> = Vec::new();
-    let mut in_str = false;
-    let mut esc = false;
+    let mut strings = JsonStrings::default();
     // Ring of the last KEEP cut points: (cut position, closers needed).
     let mut cuts: Vec<(usize, Vec<u8>)> = Vec::with_capacity(KEEP);
     for (i, &c) in b.iter().enumerate() {
-        if in_str {
-            if esc {
-                esc = false;
-            } else if c == b'\\' {
-                esc = true;
-            } else if c == b'"' {
-                in_str = false;
-            }
+        if strings.in_string(c) {
             continue;
         }
         match c {
-            b'"' => in_str = true,
             b'{' | b'[' => {
                 if stack.len() >= MAX_DEPTH {
                     return None;
