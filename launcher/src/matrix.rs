@@ -31,6 +31,8 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use crate::units::{nccl_size, parse_duration, parse_size};
+
 /// The nccl-tests collectives (`<name>_perf`).
 pub const COLLECTIVES: [&str; 11] = [
     "all_reduce",
@@ -181,55 +183,6 @@ impl Cell {
     }
 }
 
-/// Parses `8`, `1K`, `64M`, `8G` (powers of 1024, as nccl-tests reads `-b`/`-e`).
-pub fn parse_size(text: &str) -> Result<u64, MatrixError> {
-    let t = text.trim();
-    let (digits, multiplier) = match t.char_indices().last() {
-        Some((i, 'K' | 'k')) => (&t[..i], 1u64 << 10),
-        Some((i, 'M' | 'm')) => (&t[..i], 1 << 20),
-        Some((i, 'G' | 'g')) => (&t[..i], 1 << 30),
-        Some((i, 'T' | 't')) => (&t[..i], 1 << 40),
-        _ => (t, 1),
-    };
-    digits
-        .parse::<u64>()
-        .ok()
-        .and_then(|n| n.checked_mul(multiplier))
-        .ok_or_else(|| {
-            MatrixError::Invalid(format!("`{text}` is not a size (e.g. 8, 1K, 64M, 8G)"))
-        })
-}
-
-/// Formats a size the way nccl-tests accepts it back (`8G`, `512M`, `8`).
-pub fn format_size(bytes: u64) -> String {
-    for (unit, shift) in [("T", 40), ("G", 30), ("M", 20), ("K", 10)] {
-        if bytes >= 1 << shift && bytes.is_multiple_of(1 << shift) {
-            return format!("{}{unit}", bytes >> shift);
-        }
-    }
-    bytes.to_string()
-}
-
-/// Parses `90`, `90s`, `10m`, `1h`.
-pub fn parse_duration(text: &str) -> Result<Duration, MatrixError> {
-    let t = text.trim();
-    let (digits, unit) = match t.char_indices().last() {
-        Some((i, 's')) => (&t[..i], 1),
-        Some((i, 'm')) => (&t[..i], 60),
-        Some((i, 'h')) => (&t[..i], 3600),
-        _ => (t, 1),
-    };
-    digits
-        .parse::<u64>()
-        .ok()
-        .filter(|&n| n > 0)
-        .and_then(|n| n.checked_mul(unit))
-        .map(Duration::from_secs)
-        .ok_or_else(|| {
-            MatrixError::Invalid(format!("`{text}` is not a duration (e.g. 90s, 10m, 1h)"))
-        })
-}
-
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawMatrix {
@@ -266,10 +219,13 @@ impl Matrix {
             collectives: raw.collectives,
             nodes: raw.nodes,
             gpus_per_node: raw.gpus_per_node.unwrap_or_else(|| vec![1]),
-            min_bytes: parse_size(raw.min_bytes.as_deref().unwrap_or("8"))?,
-            max_bytes: parse_size(raw.max_bytes.as_deref().unwrap_or("8G"))?,
+            min_bytes: parse_size(raw.min_bytes.as_deref().unwrap_or("8"))
+                .map_err(|e| MatrixError::Invalid(format!("min_bytes: {e}")))?,
+            max_bytes: parse_size(raw.max_bytes.as_deref().unwrap_or("8G"))
+                .map_err(|e| MatrixError::Invalid(format!("max_bytes: {e}")))?,
             factor: raw.factor.unwrap_or(2),
-            timeout: parse_duration(raw.timeout.as_deref().unwrap_or("10m"))?,
+            timeout: parse_duration(raw.timeout.as_deref().unwrap_or("10m"))
+                .map_err(|e| MatrixError::Invalid(format!("timeout: {e}")))?,
             extra_args: raw.extra_args,
             variants: variant_default(raw.variant),
         };
@@ -303,8 +259,8 @@ impl Matrix {
         if self.min_bytes > self.max_bytes {
             return invalid(format!(
                 "min size {} is above max size {}",
-                format_size(self.min_bytes),
-                format_size(self.max_bytes)
+                nccl_size(self.min_bytes),
+                nccl_size(self.max_bytes)
             ));
         }
         if self.factor < 2 {
@@ -347,9 +303,9 @@ impl Matrix {
     pub fn size_args(&self) -> Vec<String> {
         vec![
             "-b".into(),
-            format_size(self.min_bytes),
+            nccl_size(self.min_bytes),
             "-e".into(),
-            format_size(self.max_bytes),
+            nccl_size(self.max_bytes),
             "-f".into(),
             self.factor.to_string(),
         ]
@@ -382,18 +338,21 @@ mod tests {
     use super::*;
 
     #[test]
-    fn sizes_and_durations() {
-        assert_eq!(parse_size("8").unwrap(), 8);
-        assert_eq!(parse_size("1K").unwrap(), 1024);
-        assert_eq!(parse_size("8G").unwrap(), 8 << 30);
-        assert!(parse_size("8X").is_err());
-        assert!(parse_size("99999999999999999999G").is_err());
-        assert_eq!(format_size(8 << 30), "8G");
-        assert_eq!(format_size(1536), "1536");
-        assert_eq!(format_size(3 << 20), "3M");
-        assert_eq!(parse_duration("10m").unwrap(), Duration::from_secs(600));
-        assert_eq!(parse_duration("45").unwrap(), Duration::from_secs(45));
-        assert!(parse_duration("0s").is_err());
+    fn matrix_files_use_the_one_size_grammar() {
+        let m = Matrix::from_toml(
+            "collectives = [\"all_reduce\"]\nnodes = [2]\nmin_bytes = \"1 KiB\"\nmax_bytes = \"8GiB\"\ntimeout = \"1h30m\"\n",
+            "m.toml",
+        )
+        .unwrap();
+        assert_eq!((m.min_bytes, m.max_bytes), (1024, 8 << 30));
+        assert_eq!(m.timeout, Duration::from_secs(5400));
+        let err = Matrix::from_toml(
+            "collectives = [\"all_reduce\"]\nnodes = [2]\nmax_bytes = \"8GB\"\n",
+            "m.toml",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("max_bytes") && err.contains("8GB"), "{err}");
     }
 
     #[test]

@@ -151,7 +151,7 @@ fn history_lists_filters_and_prints_json() {
         .map(|r| r["id"].as_i64().unwrap())
         .collect();
     assert_eq!(ids, [2, 1]);
-    assert_eq!(all[1]["peak_busbw"], 343.64);
+    assert_eq!(all[1]["busbw"], 343.64);
     assert_eq!(all[1]["replay_of"], Value::Null);
 
     let ids_of = |args: &[&str]| -> Vec<i64> {
@@ -186,7 +186,7 @@ fn history_lists_filters_and_prints_json() {
         stderr(&empty)
     );
     let bad = s.run(&["history", "--since", "yesterday"]);
-    assert_eq!(bad.status.code(), Some(2));
+    assert_eq!(bad.status.code(), Some(3));
     assert!(stderr(&bad).contains("RFC 3339"), "{}", stderr(&bad));
     let bad = s.run(&["history", "--status", "great"]);
     assert!(stderr(&bad).contains("ok, wrong"), "{}", stderr(&bad));
@@ -217,7 +217,7 @@ fn show_prints_every_row_and_the_raw_output_unchanged() {
     assert_eq!(raw.stdout, fs::read(fixture(SOCKET)).unwrap());
 
     let missing = s.run(&["show", "99"]);
-    assert_eq!(missing.status.code(), Some(1));
+    assert_eq!(missing.status.code(), Some(3));
     assert!(missing.stdout.is_empty());
     assert!(
         stderr(&missing).contains("no run 99"),
@@ -304,7 +304,7 @@ fn compare_flags_the_socket_fallback_and_exits_1() {
     assert!(String::from_utf8_lossy(&better.stdout).contains("overall: IMPROVEMENT"));
 
     let usage = s.run(&["compare", "1"]);
-    assert_eq!(usage.status.code(), Some(1));
+    assert_eq!(usage.status.code(), Some(3));
     assert!(stderr(&usage).contains("two run ids"), "{}", stderr(&usage));
     let unknown = s.run(&["compare", "1", "42"]);
     assert!(
@@ -347,7 +347,7 @@ fn compare_with_a_baseline_of_earlier_runs() {
     assert_eq!(one["reference"]["run_ids"], serde_json::json!([2]));
 
     let none = s.run(&["compare", &first.to_string(), "--baseline"]);
-    assert_eq!(none.status.code(), Some(1));
+    assert_eq!(none.status.code(), Some(3));
     assert!(
         stderr(&none).contains("no earlier ok run"),
         "{}",
@@ -413,7 +413,7 @@ fn export_formats_parse_back() {
     // A folder that does not exist: an error naming the file, nothing created.
     let bad = s.dir.join("no/such/dir/out.csv");
     let out = s.run(&["export", "-o", bad.to_str().unwrap()]);
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(3));
     assert!(stderr(&out).contains("out.csv"), "{}", stderr(&out));
 }
 
@@ -521,7 +521,7 @@ fn node_history_flags_a_downward_trend() {
     assert_eq!(json["trends"][0]["earlier_median"], 321.81);
     // --size without --node makes no sense and says so.
     let out = s.run(&["history", "--size", "1G"]);
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.status.code(), Some(3));
     assert!(stderr(&out).contains("--node"), "{}", stderr(&out));
 }
 
@@ -535,7 +535,7 @@ fn a_missing_history_says_how_to_create_one() {
         &["export"],
     ] {
         let out = s.run(args);
-        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        assert_eq!(out.status.code(), Some(3), "{args:?}");
         let err = stderr(&out);
         assert!(err.contains("no history at"), "{args:?}: {err}");
         assert!(err.contains("gpudirect import"), "{args:?}: {err}");
@@ -638,14 +638,14 @@ fn labels_are_recorded_filtered_shown_and_name_a_baseline() {
     );
     assert_eq!(own["reference"]["run_id"], base);
     let none = s.run(&["compare", &socket.to_string(), "--baseline-label", "nope"]);
-    assert_eq!(none.status.code(), Some(1));
+    assert_eq!(none.status.code(), Some(3));
     assert!(
         stderr(&none).contains("no ok run labelled `nope`"),
         "{}",
         stderr(&none)
     );
     let empty = s.run(&["import", "--label", " ", fixture(NVLINK).to_str().unwrap()]);
-    assert_eq!(empty.status.code(), Some(2));
+    assert_eq!(empty.status.code(), Some(3));
     assert!(stderr(&empty).contains("empty label"), "{}", stderr(&empty));
 }
 
@@ -681,7 +681,7 @@ fn a_bare_table_imports_when_collective_and_ranks_are_named() {
         let file = path.to_str().unwrap();
 
         let out = s.run(&["import", file]);
-        assert_eq!(out.status.code(), Some(1));
+        assert_eq!(out.status.code(), Some(3));
         assert!(
             stderr(&out).contains(
                 "this output has no header: pass --collective (e.g. all_reduce) and --ranks \
@@ -712,7 +712,7 @@ fn a_bare_table_imports_when_collective_and_ranks_are_named() {
             "16",
             file,
         ]);
-        assert_eq!(out.status.code(), Some(1));
+        assert_eq!(out.status.code(), Some(3));
         assert!(
             stderr(&out).contains("does not fit all_reduce on 16 ranks"),
             "{}",
@@ -735,6 +735,6 @@ fn a_bare_table_imports_when_collective_and_ranks_are_named() {
         assert_eq!(run["collective"], "all_reduce");
         assert_eq!(run["total_ranks"], 2);
         assert_eq!(run["rows"].as_array().unwrap().len(), 62);
-        assert_eq!(run["peak_busbw"], 343.64);
+        assert_eq!(run["busbw"], 343.64);
     }
 }

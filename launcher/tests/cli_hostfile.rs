@@ -28,7 +28,7 @@ fn fails(cmd: &mut Command) -> String {
         "should fail, printed: {}",
         stdout(&out)
     );
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(3));
     assert!(out.stdout.is_empty(), "nothing on stdout on failure");
     stderr(&out)
 }
@@ -78,9 +78,9 @@ fn every_format() {
     for (format, expected) in cases {
         assert_eq!(ok(gpudirect().args(base).arg(format)), expected, "{format}");
     }
-    // A usage error is clap's: exit code 2, the allowed values listed.
+    // A usage error: exit code 3 (could not run), the allowed values listed.
     let out = run(gpudirect().args(base).arg("json"));
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.status.code(), Some(3));
     let err = stderr(&out);
     assert!(
         err.contains("invalid value 'json'") && err.contains("openmpi, mpich, hosts, slurm"),

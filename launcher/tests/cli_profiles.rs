@@ -103,7 +103,7 @@ fn config_comes_from_gpudirect_config_then_the_default_path() {
     assert!(out.contains("profile ib:"), "{out}");
     if !Path::new("/etc/slurm/gpudirect.toml").exists() {
         let out = run(gpudirect().args(["profiles", "list"]));
-        assert_eq!(out.status.code(), Some(1));
+        assert_eq!(out.status.code(), Some(3));
         assert!(
             stderr(&out).contains("/etc/slurm/gpudirect.toml"),
             "{}",
@@ -137,7 +137,7 @@ fn show_prints_templates_as_written_and_the_node_sets() {
     assert_eq!(ib["env"][0]["value"], "={nic}");
 
     let out = run(&mut profiles(&config, &["show", "tcpz"]));
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(3));
     assert!(
         stderr(&out).contains("no profile `tcpz` (profiles: azure-ndv5, efa"),
         "{}",
@@ -423,7 +423,7 @@ fn explain_says_what_happens_without_a_profile_and_refuses_bad_input() {
         &config,
         &["explain", "--mode", "auto", "--node", "gpu-x"],
     ));
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(3));
     assert!(
         stderr(&out).contains("node gpu-x is in no node set"),
         "{}",
@@ -433,7 +433,7 @@ fn explain_says_what_happens_without_a_profile_and_refuses_bad_input() {
         &config,
         &["explain", "--profile", "tcpz", "--node", "n"],
     ));
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(3));
     assert!(
         stderr(&out).contains("unknown --gpudirect mode `tcpz`"),
         "{}",
@@ -451,7 +451,7 @@ fn explain_says_what_happens_without_a_profile_and_refuses_bad_input() {
             "8",
         ],
     ));
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(3));
     assert!(
         stderr(&out).contains("--local-rank 8 is not below --ntasks-per-node 8"),
         "{}",

@@ -210,12 +210,22 @@ fn bad_gpu_lists_and_options_are_refused_with_the_fix() {
             stderr(&out)
         );
     }
-    // A usage error is "could not run" too (clap's own status, 2, means "failed" here),
-    // and stays 2 for the other commands.
+    // A usage error is "could not run" (3) for every command: 2 means "runs failed".
     let out = run(&mut validate("usage", &["--no-such-flag"]));
     assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
     let out = run(gpudirect_without(&[]).args(["history", "--no-such-flag"]));
-    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    // The old fraction form of --tolerance is refused, not read as 0.1 %.
+    let out = run(&mut validate(
+        "fraction",
+        &["--gpus", "0,1", "--tolerance", "0.1"],
+    ));
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("write 10 for 10 %"),
+        "{}",
+        stderr(&out)
+    );
 
     // Without --gpus and outside an allocation, the error says both ways.
     let out = run(&mut validate("no-alloc", &[]));

@@ -90,7 +90,7 @@ fn run_checks_the_transport_of_every_cell_and_records_it() {
     let out = stdout(&output);
     assert_eq!(
         output.status.code(),
-        Some(1),
+        Some(2),
         "a tcpx cell over sockets must fail the run:\n{out}\n{}",
         stderr(&output)
     );
@@ -164,7 +164,7 @@ fn a_hung_rank_times_out_the_cell_kills_the_step_and_the_matrix_goes_on() {
         &[("STANDIN_HANG_RANKS", "1")],
     );
     let out = stdout(&output);
-    assert_eq!(output.status.code(), Some(1), "{out}\n{}", stderr(&output));
+    assert_eq!(output.status.code(), Some(2), "{out}\n{}", stderr(&output));
     assert_eq!(
         out.matches(" timeout ").count(),
         2,
@@ -756,7 +756,7 @@ fn a_slurmd_killed_mid_matrix_fails_the_cells_on_its_node_only() {
     cmd.args(["-N3", "--quiet", "bash", "-c", &script]);
     let output = run(&mut cmd);
     let out = stdout(&output);
-    assert_eq!(output.status.code(), Some(1), "{out}\n{}", stderr(&output));
+    assert_eq!(output.status.code(), Some(2), "{out}\n{}", stderr(&output));
     let history = gpudirect::history::History::open_existing(&db).unwrap();
     for summary in history.list_runs(&Default::default()).unwrap() {
         let detail = history.get_run(summary.id).unwrap();

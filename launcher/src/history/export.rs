@@ -14,8 +14,8 @@ use serde::Serialize;
 
 use super::model::{LaunchKind, Placement, RunFilter, RunId, RunStatus};
 use super::store::{filter_sql, History};
-use super::time::format_rfc3339;
 use super::HistoryError;
+use crate::units::format_rfc3339;
 
 /// Output format of [`History::export`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -53,7 +53,6 @@ pub mod hash;
 pub mod model;
 pub mod schema;
 pub mod store;
-pub mod time;
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
@@ -64,7 +63,7 @@ pub use compare::{
 };
 pub use export::ExportFormat;
 pub use model::*;
-pub use store::{Comparison, History, Reference};
+pub use store::{replay_of, Comparison, History, Reference, REPLAY_ENV};
 
 /// Everything that can go wrong with the history. Messages name the file and say what
 /// to do, because the CLI prints them as they are.
@@ -170,14 +169,6 @@ pub enum HistoryError {
         /// The option, e.g. `tolerance`.
         option: &'static str,
         /// Why.
-        reason: String,
-    },
-    /// A timestamp that is not RFC 3339.
-    #[error("invalid timestamp `{input}`: {reason}; write RFC 3339 such as 2026-11-29T22:10:07Z, or a date such as 2026-11-29")]
-    InvalidTime {
-        /// The text given.
-        input: String,
-        /// What is wrong with it.
         reason: String,
     },
     /// Writing an export failed.

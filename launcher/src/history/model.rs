@@ -138,7 +138,7 @@ pub struct NewNodeResult {
 /// struct-update syntax; set at least `collective`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct NewRun {
-    /// Start, unix seconds UTC (see [`super::time::parse_rfc3339`] for text).
+    /// Start, unix seconds UTC (see [`crate::units::parse_rfc3339`] for text).
     pub started_at: Option<i64>,
     /// End, unix seconds UTC.
     pub finished_at: Option<i64>,
@@ -292,8 +292,9 @@ pub struct RunSummary {
     pub transport: Option<String>,
     /// `# Avg bus bandwidth`, GB/s.
     pub avg_busbw: Option<f64>,
-    /// Highest out-of-place busbw in the table, GB/s.
-    pub peak_busbw: Option<f64>,
+    /// The run's busbw, GB/s: out-of-place at its largest size (in-place where that size
+    /// has no out-of-place figure), the same rule as [`crate::nccl_output::ParsedOutput::busbw_at_max_size`].
+    pub busbw: Option<f64>,
     /// Largest size in the table, bytes.
     pub max_size_bytes: Option<u64>,
     /// Rows in the table.

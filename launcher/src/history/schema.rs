@@ -293,7 +293,7 @@ mod tests {
             runs[0].replay_of.as_deref(),
             Some("h200x2-nvlink/all_reduce_g2.txt")
         );
-        assert_eq!(runs[0].peak_busbw, Some(321.81));
+        assert_eq!(runs[0].busbw, Some(321.81));
         drop(history);
         let _ = std::fs::remove_dir_all(&dir);
     }

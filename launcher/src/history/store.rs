@@ -20,8 +20,8 @@ use serde::Serialize;
 use super::compare::{collapse, compare_series, median, CompareOptions, RowKey, SeriesComparison};
 use super::hash::sha256_hex;
 use super::model::*;
-use super::time::{format_rfc3339, now_unix};
 use super::{schema, HistoryError};
+use crate::units::{format_rfc3339, now_unix};
 
 /// How long a writer waits for another writer before giving up. Imports take
 /// milliseconds; ten seconds covers a burst of concurrent `gpudirect run` cells.
@@ -126,7 +126,8 @@ const SUMMARY_COLUMNS: &str = "runs.id, runs.at, runs.started_at, runs.finished_
     runs.imported_at, runs.cluster, runs.job_id, runs.step_id, runs.nodelist, runs.node_count, \
     runs.gpus_per_node, runs.total_ranks, runs.collective, runs.variant, runs.launcher, \
     runs.status, runs.exit_code, runs.transport, runs.avg_busbw, \
-    (SELECT max(x.busbw) FROM results x WHERE x.run_id = runs.id AND x.placement = 'out'), \
+    (SELECT x.busbw FROM results x WHERE x.run_id = runs.id AND x.busbw IS NOT NULL \
+        ORDER BY x.size_bytes DESC, x.placement = 'out' DESC, x.seq DESC LIMIT 1), \
     (SELECT max(x.size_bytes) FROM results x WHERE x.run_id = runs.id), \
     (SELECT count(*) FROM results x WHERE x.run_id = runs.id), \
     runs.source_path, runs.output_sha256, runs.label, \
@@ -139,6 +140,12 @@ const SUMMARY_LEN: usize = 26;
 /// The `env` key that marks a run recorded from the nccl-tests stand-in (see
 /// `crate::record`); [`RunSummary::replay_of`] is its value.
 pub const REPLAY_ENV: &str = "GPUDIRECT_STANDIN_REPLAY";
+
+/// The recording a run replayed, if its environment says it came from the nccl-tests
+/// stand-in.
+pub fn replay_of(env: &BTreeMap<String, String>) -> Option<&str> {
+    env.get(REPLAY_ENV).map(String::as_str)
+}
 
 /// SQL that is 1 when the run `alias` is a stand-in replay, else 0: the test of the listing
 /// column in [`SUMMARY_COLUMNS`] (the cheap `instr` first, so most rows parse no JSON).
@@ -170,7 +177,7 @@ fn summary_from_row(row: &Row<'_>) -> rusqlite::Result<RunSummary> {
         exit_code: row.get(16)?,
         transport: row.get(17)?,
         avg_busbw: row.get(18)?,
-        peak_busbw: row.get(19)?,
+        busbw: row.get(19)?,
         max_size_bytes: get_opt_u64(row, 20)?,
         row_count: get_u64(row, 21)?,
         source_path: row.get(22)?,

@@ -112,7 +112,7 @@ fn import_and_read_back() {
     );
     assert_eq!(d.summary.at, "2026-11-30T00:53:20Z");
     assert_eq!(
-        d.summary.peak_busbw,
+        d.summary.busbw,
         run.rows
             .iter()
             .filter(|r| r.placement == Placement::Out)

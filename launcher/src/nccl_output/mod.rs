@@ -416,14 +416,15 @@ impl ParsedOutput {
             .filter(|r| r.wrong_total().unwrap_or(0) > 0)
     }
 
-    /// The bus bandwidth of the largest size (best of the two placements, last such row).
+    /// The busbw of the run: out-of-place at the largest size (in-place where that size has
+    /// no out-of-place figure; the last such row). Every command reports this one figure.
     pub fn busbw_at_max_size(&self) -> Option<f64> {
         let max = self.rows.iter().map(|r| r.size_bytes).max()?;
-        self.rows
-            .iter()
-            .rev()
-            .find(|r| r.size_bytes == max)
-            .and_then(Row::best_busbw)
+        let last = self.rows.iter().rev().find(|r| r.size_bytes == max)?;
+        last.out_of_place
+            .as_ref()
+            .and_then(|p| p.busbw_gbps)
+            .or_else(|| last.in_place.as_ref().and_then(|p| p.busbw_gbps))
     }
 
     /// True when the output shows the run completed: a footer with the average bus

@@ -8,7 +8,8 @@
 use std::fmt::Write as _;
 
 use super::plots::Plot;
-use super::{human_size, short_time, ReportData, REPLAY_LABEL};
+use super::{ReportData, REPLAY_LABEL};
+use crate::units::{human_size, short_time};
 
 /// One plot as drawn: its SVG text and/or PNG bytes.
 #[derive(Debug, Clone)]

@@ -59,16 +59,14 @@ use std::str::FromStr;
 use serde::Serialize;
 
 use crate::history::compare::median;
-use crate::history::time::{format_rfc3339, now_unix, parse_rfc3339};
 use crate::history::{
     History, HistoryError, NodeResult, Placement, RunDetail, RunFilter, RunId, RunStatus,
+    REPLAY_ENV,
 };
+use crate::units::{format_rfc3339, human_size, now_unix, parse_rfc3339, short_time};
 
 /// What every replayed run is labelled with, wherever it is shown.
 pub const REPLAY_LABEL: &str = "replay, not a measurement";
-
-/// The environment key that marks a stand-in replay (set by [`crate::record::new_run`]).
-pub const REPLAY_ENV: &str = "GPUDIRECT_STANDIN_REPLAY";
 
 /// Everything that can go wrong while making a report.
 #[derive(Debug, thiserror::Error)]
@@ -1099,30 +1097,6 @@ pub fn write_report(
     let page = html::page(data, &figures);
     std::fs::write(&files.html, page).map_err(write_err(&files.html))?;
     Ok(files)
-}
-
-/// `8 B`, `4 KiB`, `1.5 MiB`, `8 GiB`: sizes as people read them (powers of 1024).
-pub fn human_size(bytes: u64) -> String {
-    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
-    let mut unit = 0;
-    let mut value = bytes as f64;
-    while value >= 1024.0 && unit + 1 < UNITS.len() {
-        value /= 1024.0;
-        unit += 1;
-    }
-    if value.fract() == 0.0 {
-        format!("{value:.0} {}", UNITS[unit])
-    } else {
-        format!("{value:.1} {}", UNITS[unit])
-    }
-}
-
-/// `2026-11-29T22:10:07Z` -> `2026-11-29 22:10` (anything else is returned as is).
-pub fn short_time(rfc3339: &str) -> String {
-    match (rfc3339.get(..10), rfc3339.get(11..16)) {
-        (Some(date), Some(time)) if rfc3339.len() >= 16 => format!("{date} {time}"),
-        _ => rfc3339.to_string(),
-    }
 }
 
 /// Compares node names the way people number them: `gpu2` < `gpu10`.

@@ -21,8 +21,9 @@ use plotters::prelude::*;
 use plotters::style::register_font;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use super::{human_size, short_time, HeatMap, ReportData, ReportError, REPLAY_LABEL};
-use crate::history::time::format_rfc3339;
+use super::{HeatMap, ReportData, ReportError, REPLAY_LABEL};
+use crate::units::format_rfc3339;
+use crate::units::{human_size, short_time};
 
 /// DejaVu Sans (Bitstream Vera licence, see `assets/fonts/DejaVuSans-LICENSE.txt`).
 static FONT: &[u8] = include_bytes!("../../assets/fonts/DejaVuSans.ttf");

@@ -11,7 +11,9 @@ use gpudirect::probe::{analyse, read_reports, TaskReport};
 use gpudirect::runner::{self, Job, Outcome};
 use gpudirect_core::system::{load_config, Ownership};
 
-use crate::cli::Globals;
+use super::{Ctx, ExitStatus};
+use gpudirect::outln;
+use gpudirect::output::emit;
 
 /// Arguments of `gpudirect probe`.
 #[derive(Debug, Args)]
@@ -58,16 +60,14 @@ pub struct ProbeArgs {
 }
 
 /// `gpudirect probe`. Returns the exit status.
-pub fn run(args: &ProbeArgs, _globals: &Globals) -> Result<u8> {
+pub fn run(args: &ProbeArgs, _ctx: &Ctx) -> Result<ExitStatus> {
     let config = load_config(&args.config, Ownership::Any).ok();
     if args.task {
         let report = TaskReport::collect(config.as_ref(), args.gpudirect.as_deref());
         let mut line = serde_json::to_string(&report)?;
         line.push('\n');
-        let mut out = std::io::stdout().lock();
-        std::io::Write::write_all(&mut out, line.as_bytes())?;
-        std::io::Write::flush(&mut out)?;
-        return Ok(0);
+        emit(&line)?;
+        return Ok(ExitStatus::Ok);
     }
     if std::env::var_os("SLURM_JOB_ID").is_none() {
         bail!("gpudirect probe runs over an allocation: use it inside salloc or sbatch");
@@ -138,14 +138,14 @@ pub fn run(args: &ProbeArgs, _globals: &Globals) -> Result<u8> {
     if args.json {
         let out =
             serde_json::json!({ "tasks": reports, "analysis": analysis, "srun_stderr": stderr });
-        println!("{}", serde_json::to_string_pretty(&out)?);
+        outln!("{}", serde_json::to_string_pretty(&out)?)?;
     } else {
-        println!(
+        outln!(
             "{} tasks on {} nodes ({})",
             analysis.tasks,
             analysis.nodes.len(),
             gpudirect_core::hostlist::compress(&analysis.nodes)
-        );
+        )?;
         let mut seen = std::collections::BTreeSet::new();
         for r in &reports {
             if !seen.insert(&r.node) {
@@ -157,7 +157,7 @@ pub fn run(args: &ProbeArgs, _globals: &Globals) -> Result<u8> {
                 .iter()
                 .map(|n| format!("{}:{}", n.name, n.state))
                 .collect();
-            println!(
+            outln!(
                 "  {:<12} tasks {:<3} profile {:<10} gpus {:<2} nics {}",
                 r.node,
                 on_node.len(),
@@ -167,13 +167,13 @@ pub fn run(args: &ProbeArgs, _globals: &Globals) -> Result<u8> {
                     .unwrap_or("-"),
                 r.gpus.len(),
                 nics.join(" ")
-            );
+            )?;
         }
         if analysis.findings.is_empty() {
-            println!("every task has what the profile gives, and the nodes agree");
+            outln!("every task has what the profile gives, and the nodes agree")?;
         }
         for f in &analysis.findings {
-            println!("{}: {}: {}", f.level, f.nodes, f.message);
+            outln!("{}: {}: {}", f.level, f.nodes, f.message)?;
         }
         if !stderr.trim().is_empty() {
             eprintln!("{}", stderr.trim_end());
@@ -184,7 +184,11 @@ pub fn run(args: &ProbeArgs, _globals: &Globals) -> Result<u8> {
             "gpudirect probe: the tasks did not all answer within {}s",
             args.timeout
         );
-        return Ok(1);
+        return Ok(ExitStatus::Problem);
     }
-    Ok(u8::from(analysis.has_errors() || reports.is_empty()))
+    Ok(if analysis.has_errors() || reports.is_empty() {
+        ExitStatus::Problem
+    } else {
+        ExitStatus::Ok
+    })
 }

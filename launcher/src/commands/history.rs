@@ -18,11 +18,10 @@ use gpudirect::history::compare::median;
 use gpudirect::history::{History, NodeHistory, NodeRunPoint, RunId, RunStatus, RunSummary};
 use serde::Serialize;
 
-use super::{
-    emit, format_size, gbps, open_for_reading, or_dash, parse_size, render_table, replay_footnote,
-    short_time, Align, FilterArgs,
-};
-use crate::cli::Globals;
+use super::args::FilterArgs;
+use super::{Ctx, ExitStatus};
+use gpudirect::output::{emit, gbps, or_dash, render_table, replay_footnote, Align};
+use gpudirect::units::{human_size as format_size, percent_arg, short_time, size_arg};
 
 /// Runs listed when `--limit` is not given.
 pub const DEFAULT_LIMIT: u32 = 20;
@@ -52,12 +51,12 @@ pub struct HistoryArgs {
 
     /// With --node: read each run's busbw at this size (K/M/G are powers of 1024, as in
     /// nccl-tests' -b/-e); default: each run's largest size.
-    #[arg(long, value_name = "SIZE", value_parser = parse_size, requires = "node")]
+    #[arg(long, value_name = "SIZE", value_parser = size_arg, requires = "node")]
     pub size: Option<u64>,
 
     /// With --node: how far (percent) below the earlier median the last 3 points must be
     /// to call the trend downward.
-    #[arg(long, value_name = "PCT", default_value_t = 5.0, requires = "node")]
+    #[arg(long, value_name = "PCT", default_value = "5", value_parser = percent_arg, requires = "node")]
     pub tolerance: f64,
 
     /// Print JSON instead of a table: an array of runs, or with --node one object with the
@@ -166,30 +165,31 @@ fn replays(runs: &[RunSummary]) -> HashMap<RunId, String> {
 }
 
 /// `gpudirect history`.
-pub fn run(args: &HistoryArgs, globals: &Globals) -> Result<()> {
+pub fn run(args: &HistoryArgs, ctx: &Ctx) -> Result<ExitStatus> {
     anyhow::ensure!(
         args.tolerance.is_finite() && args.tolerance >= 0.0,
         "--tolerance {}: write a percentage >= 0, e.g. 5",
         args.tolerance
     );
-    let history = open_for_reading(globals)?;
+    let history = ctx.open_history()?;
     let filter = args.filter.to_filter(Some(DEFAULT_LIMIT));
     let runs = history.list_runs(&filter)?;
     let replayed = replays(&runs);
     if let Some(node) = &args.filter.node {
-        return node_view(&history, args, node, &runs, &replayed);
+        node_view(&history, args, node, &runs, &replayed)?;
+        return Ok(ExitStatus::Ok);
     }
     if args.json {
         // Each summary carries `replay_of` (null for measurements).
         emit(&format!("{}\n", serde_json::to_string_pretty(&runs)?))?;
-        return Ok(());
+        return Ok(ExitStatus::Ok);
     }
     if runs.is_empty() {
         eprintln!(
             "no runs match these filters (history: {})",
             history.path().display()
         );
-        return Ok(());
+        return Ok(ExitStatus::Ok);
     }
     let mut text = runs_table(&runs, &replayed);
     text.push_str(&replay_footnote(
@@ -202,7 +202,7 @@ pub fn run(args: &HistoryArgs, globals: &Globals) -> Result<()> {
     {
         eprintln!("(the {} newest; --limit 0 lists all)", runs.len());
     }
-    Ok(())
+    Ok(ExitStatus::Ok)
 }
 
 fn launcher_cell(launcher: &str, replay: bool) -> String {
@@ -227,7 +227,7 @@ fn runs_table(runs: &[RunSummary], replayed: &HashMap<RunId, String>) -> String 
         ("STATUS", Align::Left),
         ("TRANSPORT", Align::Left),
         ("AVG BUSBW", Align::Right),
-        ("PEAK BUSBW", Align::Right),
+        ("BUSBW", Align::Right),
         ("MAX SIZE", Align::Right),
         ("LAUNCHER", Align::Left),
     ];
@@ -248,7 +248,7 @@ fn runs_table(runs: &[RunSummary], replayed: &HashMap<RunId, String>) -> String 
                 r.status.to_string(),
                 or_dash(r.transport.as_deref()),
                 gbps(r.avg_busbw),
-                gbps(r.peak_busbw),
+                gbps(r.busbw),
                 r.max_size_bytes.map_or("-".into(), format_size),
                 launcher_cell(r.launcher.as_str(), replayed.contains_key(&r.id)),
             ];
@@ -259,7 +259,7 @@ fn runs_table(runs: &[RunSummary], replayed: &HashMap<RunId, String>) -> String 
         })
         .collect();
     let mut out = render_table(&columns, &rows);
-    out.push_str("busbw in GB/s (1e9 bytes/s); peak = highest out-of-place busbw of the run\n");
+    out.push_str("busbw in GB/s (1e9 bytes/s); BUSBW = out-of-place busbw at the largest size\n");
     out
 }
 

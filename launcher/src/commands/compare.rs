@@ -15,8 +15,9 @@ use gpudirect::history::{
 };
 use serde::Serialize;
 
-use super::{emit, format_size, gbps, open_for_reading, parse_size, render_table, Align};
-use crate::cli::Globals;
+use super::{Ctx, ExitStatus};
+use gpudirect::output::{emit, gbps, note, render_table, Align};
+use gpudirect::units::{human_size as format_size, percent_arg, size_arg};
 
 /// Earlier runs a baseline is made of when `--baseline` has no number (as clap reads it).
 pub const DEFAULT_BASELINE_RUNS: &str = "5";
@@ -35,8 +36,8 @@ pub const DEFAULT_BASELINE_RUNS: &str = "5";
     band; the others the large, bandwidth-bound band. A band regresses if any of its sizes\n\
     does. Overall: the large band's verdict (the small band's when the table has no large\n\
     size), because small-message busbw moves by tens of percent between healthy runs.\n\n\
-    Exit status: 1 when the overall verdict is regression (or on an error, which stderr\n\
-    names); 0 otherwise, including improvement and missing.")]
+    Exit status: 1 when the overall verdict is regression; 0 otherwise, including improvement\n\
+    and missing; 3 when it could not compare (no such run, no baseline), which stderr names.")]
 pub struct CompareArgs {
     /// Run ids: REFERENCE then CANDIDATE (e.g. last week's run, then today's); with
     /// --baseline only the CANDIDATE.
@@ -55,16 +56,16 @@ pub struct CompareArgs {
     pub baseline_label: Option<String>,
 
     /// Allowed change in percent before a size counts as a regression or improvement.
-    #[arg(long, value_name = "PCT", default_value_t = 5.0)]
+    #[arg(long, value_name = "PCT", default_value = "5", value_parser = percent_arg)]
     pub tolerance: f64,
 
     /// Leave out sizes below this entirely (K/M/G are powers of 1024); 0 keeps every size.
-    #[arg(long, value_name = "SIZE", default_value = "0", value_parser = parse_size)]
+    #[arg(long, value_name = "SIZE", default_value = "0", value_parser = size_arg)]
     pub min_size: u64,
 
     /// Where the small (latency-bound) band ends and the large (bandwidth-bound) band,
     /// which decides the overall verdict, starts (K/M/G are powers of 1024).
-    #[arg(long, value_name = "SIZE", default_value = "1M", value_parser = parse_size)]
+    #[arg(long, value_name = "SIZE", default_value = "1M", value_parser = size_arg)]
     pub band_split: u64,
 
     /// Print the comparison as JSON (rows, counts, overall verdict, notes).
@@ -168,14 +169,14 @@ fn summary(history: &History, id: RunId) -> Result<RunSummary> {
 }
 
 /// `gpudirect compare`.
-pub fn run(args: &CompareArgs, globals: &Globals) -> Result<()> {
+pub fn run(args: &CompareArgs, ctx: &Ctx) -> Result<ExitStatus> {
     let plan = plan(args)?;
     let options = CompareOptions {
         tolerance_pct: args.tolerance,
         min_size_bytes: args.min_size,
         band_split_bytes: args.band_split,
     };
-    let history = open_for_reading(globals)?;
+    let history = ctx.open_history()?;
     let comparison = match plan {
         Plan::Runs {
             reference,
@@ -215,16 +216,17 @@ pub fn run(args: &CompareArgs, globals: &Globals) -> Result<()> {
             .rev()
             .find(|b| b.verdict == Verdict::Regression);
         let (band, counts) = decided.map_or(("", result.counts), |b| (b.band.as_str(), b.counts));
-        anyhow::bail!(
+        note(&format!(
             "regression: run {} is slower than the reference by more than {} % in {} of {} \
              compared rows (size x placement) of the {band} band",
             report.comparison.candidate,
             result.options.tolerance_pct,
             counts.regression,
             counts.ok + counts.regression + counts.improvement
-        );
+        ));
+        return Ok(ExitStatus::Problem);
     }
-    Ok(())
+    Ok(ExitStatus::Ok)
 }
 
 fn describe(s: &RunSummary) -> String {
@@ -456,7 +458,7 @@ mod tests {
             exit_code: Some(0),
             transport: None,
             avg_busbw: Some(109.175),
-            peak_busbw: Some(343.64),
+            busbw: Some(343.64),
             max_size_bytes: Some(8 << 30),
             row_count: 62,
             source_path: None,

@@ -6,13 +6,13 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::{ArgGroup, Args};
-use gpudirect::history::{db_path_from_env, History};
-use gpudirect::matrix::parse_size;
+use gpudirect::history::History;
 use gpudirect::report::{
     gather, terminal_table, write_report, ReportFormat, ReportOptions, Selection,
 };
+use gpudirect::units::{percent_arg, size_arg};
 
-use crate::cli::Globals;
+use super::{Ctx, ExitStatus};
 
 /// Arguments of `gpudirect report`.
 #[derive(Debug, Args)]
@@ -55,11 +55,11 @@ pub struct ReportArgs {
 
     /// Message size at which nodes are followed over time, e.g. 1G. Default: the
     /// largest size in the runs.
-    #[arg(long, value_name = "SIZE", value_parser = clap::builder::ValueParser::new(parse_size_arg))]
+    #[arg(long, value_name = "SIZE", value_parser = size_arg)]
     pub size: Option<u64>,
 
     /// Allowed deviation from the baseline, percent (the band's half-width).
-    #[arg(long, value_name = "PCT", default_value_t = 5.0)]
+    #[arg(long, value_name = "PCT", default_value = "5", value_parser = percent_arg)]
     pub tolerance: f64,
 
     /// How many recent ok runs each baseline is the median of.
@@ -73,10 +73,6 @@ pub struct ReportArgs {
 
 fn parse_format(text: &str) -> Result<ReportFormat, String> {
     text.parse()
-}
-
-fn parse_size_arg(text: &str) -> Result<u64, String> {
-    parse_size(text).map_err(|e| e.to_string())
 }
 
 /// The checked options of a report (pure).
@@ -99,8 +95,8 @@ pub fn options(args: &ReportArgs) -> ReportOptions {
 }
 
 /// `gpudirect report`.
-pub fn run(args: &ReportArgs, globals: &Globals) -> Result<()> {
-    let db = db_path_from_env(globals.db.as_deref())?;
+pub fn run(args: &ReportArgs, ctx: &Ctx) -> Result<ExitStatus> {
+    let db = ctx.db_path()?;
     let history = History::open_existing(&db)?;
     let data = gather(&history, &options(args))?;
     let files = write_report(&data, &args.output, args.format)
@@ -120,7 +116,7 @@ pub fn run(args: &ReportArgs, globals: &Globals) -> Result<()> {
             if files.images.len() == 1 { "" } else { "s" }
         )?;
     }
-    Ok(())
+    Ok(ExitStatus::Ok)
 }
 
 #[cfg(test)]

@@ -11,20 +11,22 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use gpudirect::checks::{expected_sizes, judge, Expectations, Verdict};
-use gpudirect::history::{db_path_from_env, History, LaunchKind, RunFilter, RunStatus};
+use gpudirect::history::{History, LaunchKind, RunFilter, RunStatus};
 use gpudirect::launch::{prepare, LaunchOptions, Launcher};
-use gpudirect::matrix::{parse_duration, parse_size, variants_from_flags, Cell, Matrix};
+use gpudirect::matrix::{variants_from_flags, Cell, Matrix};
 use gpudirect::nccl_output::{parse_with, ParseOptions, ParsedOutput};
 use gpudirect::record::{new_run, RunContext};
 use gpudirect::runner::{self, Finished, INTERRUPTED};
+use gpudirect::units::{duration_arg, size_arg};
 use gpudirect_core::config::Config;
 use gpudirect_core::system::{load_config, Ownership};
 use serde::Serialize;
 
-use gpudirect::history::time::now_unix;
 use gpudirect::launch::env_var;
+use gpudirect::units::now_unix;
 
-use crate::cli::Globals;
+use super::{Ctx, ExitStatus};
+use gpudirect::outln;
 
 /// Arguments of `gpudirect run`.
 #[derive(Debug, Args, Clone)]
@@ -58,13 +60,13 @@ pub struct RunArgs {
     #[arg(short = 'G', long, value_delimiter = ',')]
     pub gpus_per_node: Vec<u32>,
 
-    /// Smallest message size (K/M/G suffixes).
-    #[arg(short = 'b', long, default_value = "8")]
-    pub min_bytes: String,
+    /// Smallest message size: bytes, or K/M/G/T (powers of 1024): 8, 64K, 8G, "8 GiB".
+    #[arg(short = 'b', long, value_name = "SIZE", default_value = "8", value_parser = size_arg)]
+    pub min_bytes: u64,
 
-    /// Largest message size.
-    #[arg(short = 'e', long, default_value = "8G")]
-    pub max_bytes: String,
+    /// Largest message size (the same forms as -b).
+    #[arg(short = 'e', long, value_name = "SIZE", default_value = "8G", value_parser = size_arg)]
+    pub max_bytes: u64,
 
     /// Size factor between steps.
     #[arg(short = 'f', long, default_value_t = 2)]
@@ -96,13 +98,13 @@ pub struct RunArgs {
     #[arg(long, env = "NCCL_TESTS_DIR", value_name = "DIR")]
     pub nccl_tests_dir: Option<PathBuf>,
 
-    /// Per-cell time limit (90s, 10m, 1h): the whole process group is stopped after it.
-    #[arg(long, default_value = "10m")]
-    pub timeout: String,
+    /// Per-cell time limit (90, 90s, 10m, 1h): the whole process group is stopped after it.
+    #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = duration_arg)]
+    pub timeout: Duration,
 
     /// Time between SIGTERM and SIGKILL when stopping a cell.
-    #[arg(long, default_value = "10s")]
-    pub grace: String,
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = duration_arg)]
+    pub grace: Duration,
 
     /// Name this matrix run (default: generated and printed); every cell's record carries it.
     #[arg(long, value_name = "ID")]
@@ -196,10 +198,10 @@ fn build_matrix(args: &RunArgs, nodes_in_allocation: usize) -> Result<Matrix> {
                 collectives: args.collectives.clone(),
                 nodes,
                 gpus_per_node: gpus,
-                min_bytes: parse_size(&args.min_bytes)?,
-                max_bytes: parse_size(&args.max_bytes)?,
+                min_bytes: args.min_bytes,
+                max_bytes: args.max_bytes,
                 factor: args.factor,
-                timeout: parse_duration(&args.timeout)?,
+                timeout: args.timeout,
                 extra_args: Vec::new(),
                 variants: variants_from_flags(
                     &args
@@ -460,8 +462,8 @@ fn estimate_seconds(history: Option<&History>, cell: &Cell) -> Option<f64> {
         .iter()
         .filter(|r| r.node_count == Some(cell.nodes))
         .filter_map(|r| {
-            let start = gpudirect::history::time::parse_rfc3339(r.started_at.as_deref()?).ok()?;
-            let end = gpudirect::history::time::parse_rfc3339(r.finished_at.as_deref()?).ok()?;
+            let start = gpudirect::units::parse_rfc3339(r.started_at.as_deref()?).ok()?;
+            let end = gpudirect::units::parse_rfc3339(r.finished_at.as_deref()?).ok()?;
             Some((end - start) as f64)
         })
         .collect();
@@ -472,13 +474,13 @@ fn estimate_seconds(history: Option<&History>, cell: &Cell) -> Option<f64> {
     Some(secs[secs.len() / 2])
 }
 
-fn submit(args: &RunArgs, matrix: &Matrix) -> Result<i32> {
+fn submit(args: &RunArgs, matrix: &Matrix) -> Result<ExitStatus> {
     let exe = std::env::current_exe().context("cannot find the gpudirect executable")?;
     let passthrough: Vec<String> = std::env::args()
         .skip(1)
         .filter(|a| a != "--submit")
         .collect();
-    let mut worst = 0;
+    let mut worst = ExitStatus::Ok;
     for &n in &matrix.nodes {
         let mut cmd = std::process::Command::new("salloc");
         cmd.arg(format!("--nodes={n}")).arg("--quiet").arg(&exe);
@@ -499,13 +501,20 @@ fn submit(args: &RunArgs, matrix: &Matrix) -> Result<i32> {
         if code != 0 {
             eprintln!("gpudirect run: allocation for N={n} ended with exit status {code}");
         }
-        worst = worst.max(code);
+        // The inner `gpudirect run` says 0, 2 or 130; anything else is salloc's own failure.
+        worst = worst.max(match code {
+            0 => ExitStatus::Ok,
+            2 => ExitStatus::Failed,
+            130 => ExitStatus::Interrupted,
+            _ => ExitStatus::CouldNotRun,
+        });
     }
     Ok(worst)
 }
 
-/// `gpudirect run`. Returns the process exit code.
-pub fn run(args: &RunArgs, globals: &Globals) -> Result<i32> {
+/// `gpudirect run`: every cell ok is [`ExitStatus::Ok`], any cell not ok (or not run) is
+/// [`ExitStatus::Failed`].
+pub fn run(args: &RunArgs, ctx: &Ctx) -> Result<ExitStatus> {
     let wall = Instant::now();
     let nodes = allocation_nodes()?;
     let in_allocation = env_var("SLURM_JOB_ID").is_some();
@@ -580,21 +589,21 @@ pub fn run(args: &RunArgs, globals: &Globals) -> Result<i32> {
         nodes: nodes.clone(),
         work_dir: Some(work_dir.clone()),
         timeout: matrix.timeout,
-        grace: parse_duration(&args.grace)?,
+        grace: args.grace,
         as_root,
         gpus_per_process: args.gpus_per_process,
         exact: false,
     };
     let cells = matrix.plan();
-    let db = db_path_from_env(globals.db.as_deref())?;
+    let db = ctx.db_path()?;
     if args.dry_run {
         let history = History::open_existing(&db).ok();
-        println!(
+        outln!(
             "{} cells, launcher {:?}, timeout {}s each:",
             cells.len(),
             launcher,
             matrix.timeout.as_secs()
-        );
+        )?;
         let mut total = 0.0;
         let mut known = 0;
         for cell in &cells {
@@ -604,7 +613,7 @@ pub fn run(args: &RunArgs, globals: &Globals) -> Result<i32> {
                 total += s;
                 known += 1;
             }
-            println!(
+            outln!(
                 "  {:>3}. {:<40} expected {}\n       {}",
                 cell.index,
                 cell.label(),
@@ -612,15 +621,15 @@ pub fn run(args: &RunArgs, globals: &Globals) -> Result<i32> {
                     .map(|s| format!("~{s:.0}s (history)"))
                     .unwrap_or_else(|| "unknown (no history)".into()),
                 prepared.job.command_line()
-            );
+            )?;
         }
-        println!(
+        outln!(
             "expected duration: ~{:.0}s for {known} cells with history; at most {}s per cell without",
             total,
             matrix.timeout.as_secs()
-        );
+        )?;
         let _ = std::fs::remove_dir_all(&work_dir);
-        return Ok(0);
+        return Ok(ExitStatus::Ok);
     }
     let mut history = History::open(&db)?;
     let matrix_id = args
@@ -754,7 +763,7 @@ pub fn run(args: &RunArgs, globals: &Globals) -> Result<i32> {
             ..RunContext::default()
         };
         let record = new_run(&parsed, &raw, ctx, &verdict);
-        let replay = record.env.contains_key("GPUDIRECT_STANDIN_REPLAY");
+        let replay = gpudirect::history::replay_of(&record.env).is_some();
         let run_id = match history.replace_run(placeholder, &record) {
             Ok(id) => Some(id),
             Err(e) => {
@@ -798,11 +807,11 @@ pub fn run(args: &RunArgs, globals: &Globals) -> Result<i32> {
     );
     let interrupted = INTERRUPTED.load(Ordering::SeqCst);
     Ok(if interrupted {
-        130
+        ExitStatus::Interrupted
     } else if results.iter().all(|r| r.status == RunStatus::Ok) && results.len() == cells.len() {
-        0
+        ExitStatus::Ok
     } else {
-        1
+        ExitStatus::Failed
     })
 }
 
@@ -813,7 +822,7 @@ fn print_summary(
     db: &std::path::Path,
 ) -> Result<()> {
     if json {
-        println!("{}", serde_json::to_string_pretty(results)?);
+        outln!("{}", serde_json::to_string_pretty(results)?)?;
         return Ok(());
     }
     let mut out = std::io::stdout().lock();

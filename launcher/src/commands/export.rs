@@ -18,8 +18,10 @@ use gpudirect::history::export::{csv_field, ExportRecord, CSV_HEADER};
 use gpudirect::history::{History, RunDetail, RunFilter};
 use serde::Serialize;
 
-use super::{open_for_reading, replay_of, FilterArgs};
-use crate::cli::Globals;
+use super::args::FilterArgs;
+use super::{Ctx, ExitStatus};
+use gpudirect::history::replay_of;
+use gpudirect::output::note;
 
 /// Output formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -172,15 +174,15 @@ fn temp_path(target: &Path) -> PathBuf {
 }
 
 /// `gpudirect export`.
-pub fn run(args: &ExportArgs, globals: &Globals) -> Result<()> {
-    let history = open_for_reading(globals)?;
+pub fn run(args: &ExportArgs, ctx: &Ctx) -> Result<ExitStatus> {
+    let history = ctx.open_history()?;
     let filter = args.filter.to_filter(None);
     let format = if args.json { Format::Json } else { args.format };
     let Some(target) = &args.output else {
         let stdout = std::io::stdout();
         let mut out = BufWriter::new(stdout.lock());
         write_export(&history, &filter, format, &mut out)?;
-        return Ok(());
+        return Ok(ExitStatus::Ok);
     };
     let tmp = temp_path(target);
     let result = (|| -> Result<u64> {
@@ -201,8 +203,8 @@ pub fn run(args: &ExportArgs, globals: &Globals) -> Result<()> {
     })();
     match result {
         Ok(n) => {
-            eprintln!("wrote {n} records to {}", target.display());
-            Ok(())
+            note(&format!("wrote {n} records to {}", target.display()));
+            Ok(ExitStatus::Ok)
         }
         Err(e) => {
             // Best effort: the temporary file is ours and useless now.

@@ -27,7 +27,8 @@ use gpudirect_core::resolve::{
 use gpudirect_core::system::{load_config, short_hostname, LoadError, Ownership, SystemProbe};
 use gpudirect_core::template::{Placeholder, Template};
 
-use crate::cli::Globals;
+use super::{Ctx, ExitStatus};
+use gpudirect::output::{emit, note};
 
 /// Where a real install keeps the admin config.
 pub const DEFAULT_CONFIG: &str = "/etc/slurm/gpudirect.toml";
@@ -153,9 +154,9 @@ pub struct ExplainArgs {
 }
 
 /// Runs `gpudirect profiles ...`.
-pub fn run(args: &ProfilesArgs, _globals: &Globals) -> Result<()> {
+pub fn run(args: &ProfilesArgs, _ctx: &Ctx) -> Result<ExitStatus> {
     let path = absolute(&args.config)?;
-    match &args.command {
+    let shown = match &args.command {
         ProfilesCommand::List(list) => {
             let config = load_for_reading(&path)?;
             print_out(&if list.json {
@@ -192,12 +193,13 @@ pub fn run(args: &ProfilesArgs, _globals: &Globals) -> Result<()> {
             let errors = findings.iter().filter(|f| f.level == Level::Error).count();
             let warnings = findings.len() - errors;
             if errors > 0 {
-                bail!(
+                note(&format!(
                     "{}: {errors} error(s), {warnings} warning(s)",
                     path.display()
-                );
+                ));
+                return Ok(ExitStatus::Problem);
             }
-            eprintln!("{}: ok, {warnings} warning(s)", path.display());
+            note(&format!("{}: ok, {warnings} warning(s)", path.display()));
             Ok(())
         }
         ProfilesCommand::Explain(explain) => {
@@ -209,15 +211,12 @@ pub fn run(args: &ProfilesArgs, _globals: &Globals) -> Result<()> {
                 report.to_string()
             })
         }
-    }
+    };
+    shown.map(|()| ExitStatus::Ok)
 }
 
 fn print_out(text: &str) -> Result<()> {
-    use std::io::Write;
-    let mut stdout = std::io::stdout().lock();
-    stdout.write_all(text.as_bytes())?;
-    stdout.flush()?;
-    Ok(())
+    Ok(emit(text)?)
 }
 
 fn pretty(value: &Value) -> Result<String> {
@@ -1156,7 +1155,7 @@ mod tests {
     use super::*;
     use gpudirect_core::config::parse_config;
 
-    const SHIPPED: &str = include_str!("../../slurm-conf/gpudirect.toml");
+    const SHIPPED: &str = include_str!("../../../slurm-conf/gpudirect.toml");
 
     fn shipped() -> Config {
         parse_config(SHIPPED, "gpudirect.toml").unwrap()

@@ -6,14 +6,15 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use clap::Args;
 use gpudirect::checks::{judge, Expectations};
-use gpudirect::history::{db_path_from_env, History, ImportOutcome, LaunchKind};
+use gpudirect::history::{History, ImportOutcome, LaunchKind};
 use gpudirect::nccl_output::{
     busbw_factor, parse_headerless, ParseOptions, ParsedOutput, ASSUMED_LAYOUT_NOTE,
 };
 use gpudirect::record::{new_run, RunContext};
 use serde::Serialize;
 
-use crate::cli::Globals;
+use super::{Ctx, ExitStatus};
+use gpudirect::outln;
 
 /// Files larger than this are not nccl-tests outputs.
 const MAX_FILE_BYTES: u64 = 256 << 20;
@@ -215,8 +216,8 @@ fn parse_label(s: &str) -> Result<String, String> {
 }
 
 /// `gpudirect import`.
-pub fn run(args: &ImportArgs, globals: &Globals) -> Result<()> {
-    let db = db_path_from_env(globals.db.as_deref())?;
+pub fn run(args: &ImportArgs, ctx: &Ctx) -> Result<ExitStatus> {
+    let db = ctx.db_path()?;
     let mut history = History::open(&db)?;
     let mut results = Vec::new();
     for file in &args.files {
@@ -234,31 +235,31 @@ pub fn run(args: &ImportArgs, globals: &Globals) -> Result<()> {
         results.push(result);
     }
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&results)?);
+        outln!("{}", serde_json::to_string_pretty(&results)?)?;
     } else {
         for r in &results {
             match (&r.error, r.run_id) {
                 (Some(e), _) => eprintln!("{}: error: {e}", r.file),
-                (None, Some(id)) if r.duplicate => println!(
+                (None, Some(id)) if r.duplicate => outln!(
                     "{}: already recorded as run {id} (same output); --force to record again",
                     r.file
-                ),
+                )?,
                 (None, Some(id)) => {
                     let busbw = r
                         .avg_busbw
                         .map(|b| format!(", avg busbw {b:.2} GB/s"))
                         .unwrap_or_default();
-                    println!(
+                    outln!(
                         "{}: recorded as run {id} ({}, {}{busbw})",
                         r.file,
                         r.collective.as_deref().unwrap_or("?"),
                         r.status.as_deref().unwrap_or("?")
-                    );
+                    )?;
                     for note in &r.notes {
-                        println!("    note: {note}");
+                        outln!("    note: {note}")?;
                     }
                     for finding in &r.findings {
-                        println!("    {finding}");
+                        outln!("    {finding}")?;
                     }
                 }
                 (None, None) => {}
@@ -272,7 +273,7 @@ pub fn run(args: &ImportArgs, globals: &Globals) -> Result<()> {
         "{failed} of {} files could not be imported",
         results.len()
     );
-    Ok(())
+    Ok(ExitStatus::Ok)
 }
 
 #[cfg(test)]

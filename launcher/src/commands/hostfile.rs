@@ -8,15 +8,16 @@
 
 use std::ffi::OsString;
 use std::fs;
-use std::io::{self, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitStatus, Stdio};
+use std::process::{Command, Stdio};
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use gpudirect_core::hostlist;
 
-use crate::cli::Globals;
+use super::{Ctx, ExitStatus};
+use gpudirect::output::emit;
 
 /// Environment variable Slurm sets to the allocation's compressed node list.
 pub const NODELIST_ENV: &str = "SLURM_JOB_NODELIST";
@@ -274,7 +275,7 @@ pub fn scontrol_argv(expr: &str) -> Vec<OsString> {
 /// and nothing on stdout, so an empty stdout is a failure too.
 pub fn scontrol_outcome(
     command_line: &str,
-    status: ExitStatus,
+    status: std::process::ExitStatus,
     stdout: &[u8],
     stderr: &[u8],
 ) -> Result<Vec<String>> {
@@ -346,7 +347,7 @@ pub fn write_atomically(path: &Path, contents: &[u8]) -> Result<()> {
 }
 
 /// `gpudirect hostfile`.
-pub fn run(args: &HostfileArgs, _globals: &Globals) -> Result<()> {
+pub fn run(args: &HostfileArgs, _ctx: &Ctx) -> Result<ExitStatus> {
     let request = Request::resolve(args, |name| std::env::var(name).ok())?;
     tracing::debug!(?request, "hostfile request");
     let hosts = if args.via_scontrol {
@@ -371,15 +372,10 @@ pub fn run(args: &HostfileArgs, _globals: &Globals) -> Result<()> {
     check_size(args.format, &entries)?;
     let text = render(args.format, &entries);
     match &args.output {
-        Some(path) => write_atomically(path, text.as_bytes()),
-        None => {
-            let mut stdout = io::stdout().lock();
-            stdout
-                .write_all(text.as_bytes())
-                .and_then(|()| stdout.flush())
-                .context("cannot write the hostfile to stdout")
-        }
+        Some(path) => write_atomically(path, text.as_bytes())?,
+        None => emit(&text).context("cannot write the hostfile to stdout")?,
     }
+    Ok(ExitStatus::Ok)
 }
 
 #[cfg(test)]
@@ -526,13 +522,13 @@ mod tests {
             scontrol_argv("n[1-2]"),
             ["scontrol", "show", "hostnames", "n[1-2]"].map(OsString::from)
         );
-        let ok = ExitStatus::from_raw(0);
+        let ok = std::process::ExitStatus::from_raw(0);
         assert_eq!(
             scontrol_outcome("cmd", ok, b"n1\nn2\n", b"").unwrap(),
             ["n1", "n2"]
         );
         // Exit status 1 (wait status 1 << 8) with Slurm's real message.
-        let failed = ExitStatus::from_raw(1 << 8);
+        let failed = std::process::ExitStatus::from_raw(1 << 8);
         let msg = scontrol_outcome(
             "scontrol show hostnames 'n[1-2]'",
             failed,
@@ -556,7 +552,7 @@ mod tests {
             "{msg}"
         );
         // Killed by a signal.
-        let killed = ExitStatus::from_raw(9);
+        let killed = std::process::ExitStatus::from_raw(9);
         let msg = scontrol_outcome("cmd", killed, b"", b"")
             .unwrap_err()
             .to_string();

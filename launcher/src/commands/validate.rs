@@ -11,27 +11,29 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use gpudirect::checks::{expected_sizes, judge, Expectations};
-use gpudirect::history::{db_path_from_env, History, LaunchKind, NewNodeResult, RunStatus};
-use gpudirect::judging::{health, Outcome as PairOutcome, Threshold, Validation};
+use gpudirect::history::{History, LaunchKind, NewNodeResult, RunStatus};
+use gpudirect::judging::{health, Health, Outcome as PairOutcome, Threshold, Validation};
 use gpudirect::launch::{find_binary, prepare, LaunchOptions, Launcher};
-use gpudirect::matrix::{format_size, parse_duration, parse_size, Cell, Matrix, Variant};
+use gpudirect::matrix::{Cell, Matrix, Variant};
 use gpudirect::nccl_output::{parse_with, ParseOptions};
 use gpudirect::pairing::{parse_topology, Mode};
 use gpudirect::record::{new_run, RunContext};
 use gpudirect::report::{gather, write_report, ReportFormat, ReportOptions, Selection};
 use gpudirect::runner::{self, INTERRUPTED};
+use gpudirect::units::{duration_arg, nccl_size as format_size, percent_arg, size_arg};
 
-use gpudirect::history::time::now_unix;
 use gpudirect::launch::env_var;
+use gpudirect::units::now_unix;
 use gpudirect_core::system::short_hostname;
 
-use crate::cli::Globals;
+use super::{Ctx, ExitStatus};
+use gpudirect::outln;
 
 /// Arguments of `gpudirect validate`.
 #[derive(Debug, Args)]
 #[command(after_help = "Examples:\n  \
     salloc -N16 gpudirect validate --floor 60 -e 1G          # pairs, fixed busbw floor\n  \
-    gpudirect validate --tolerance 0.1 --report validate/    # baseline from the history\n  \
+    gpudirect validate --tolerance 10 --report validate/     # baseline from the history\n  \
     gpudirect validate --mode pairwise --drain               # every pair; drain bad nodes\n  \
     gpudirect validate --gpus 0-7 --floor 300 -e 8G          # this host's GPUs, no Slurm\n\n\
 Round 1 runs disjoint pairs at the same time (one job step each); a node is suspect when\n\
@@ -63,13 +65,13 @@ pub struct ValidateArgs {
     #[arg(short = 'c', long, default_value = "all_reduce")]
     pub collective: String,
 
-    /// Smallest message size.
-    #[arg(short = 'b', long, default_value = "8")]
-    pub min_bytes: String,
+    /// Smallest message size: bytes, or K/M/G/T (powers of 1024): 8, 64K, 1G, "1 GiB".
+    #[arg(short = 'b', long, value_name = "SIZE", default_value = "8", value_parser = size_arg)]
+    pub min_bytes: u64,
 
-    /// Largest message size; busbw is judged here.
-    #[arg(short = 'e', long, default_value = "1G")]
-    pub max_bytes: String,
+    /// Largest message size (the same forms as -b); busbw is judged here.
+    #[arg(short = 'e', long, value_name = "SIZE", default_value = "1G", value_parser = size_arg)]
+    pub max_bytes: u64,
 
     /// Size factor.
     #[arg(short = 'f', long, default_value_t = 2)]
@@ -88,8 +90,8 @@ pub struct ValidateArgs {
     #[arg(long, value_name = "GBPS")]
     pub floor: Option<f64>,
 
-    /// Below (1 - tolerance) x baseline is slow.
-    #[arg(long, default_value_t = 0.10)]
+    /// How far below the baseline a pair may be before it is slow, percent (10 or 10%).
+    #[arg(long, value_name = "PCT", default_value = "10", value_parser = percent_arg)]
     pub tolerance: f64,
 
     /// How many recent good runs the baseline is the median of.
@@ -108,9 +110,9 @@ pub struct ValidateArgs {
     #[arg(long, env = "NCCL_TESTS_DIR", value_name = "DIR")]
     pub nccl_tests_dir: Option<PathBuf>,
 
-    /// Per-run time limit.
-    #[arg(long, default_value = "10m")]
-    pub timeout: String,
+    /// Per-run time limit (90, 90s, 10m, 1h).
+    #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = duration_arg)]
+    pub timeout: Duration,
 
     /// Cluster name recorded with each run.
     #[arg(long, env = "GPUDIRECT_CLUSTER")]
@@ -275,7 +277,7 @@ fn gpu_units(
 }
 
 /// `gpudirect validate`. Returns the health exit status.
-pub fn run(args: &ValidateArgs, globals: &Globals) -> Result<u8> {
+pub fn run(args: &ValidateArgs, ctx: &Ctx) -> Result<ExitStatus> {
     let (units, nodes) = Units::from_args(args)?;
     if let Some(dir) = &args.report {
         // Found out now, before any pair runs, not after the verdict.
@@ -290,9 +292,7 @@ pub fn run(args: &ValidateArgs, globals: &Globals) -> Result<u8> {
         bail!("where are the nccl-tests binaries? pass --nccl-tests-dir DIR or set NCCL_TESTS_DIR");
     };
     let binary = find_binary(&dir, &args.collective)?;
-    let min = parse_size(&args.min_bytes)?;
-    let max = parse_size(&args.max_bytes)?;
-    let timeout = parse_duration(&args.timeout)?;
+    let (min, max, timeout) = (args.min_bytes, args.max_bytes, args.timeout);
     // GPU units are recorded as the nodes of runs on a "cluster" named after this host
     // (even inside an allocation), so `gpudirect history --node gpu3` and the baseline
     // work per host as they do per node, never mixed with another host's gpu3.
@@ -304,7 +304,7 @@ pub fn run(args: &ValidateArgs, globals: &Globals) -> Result<u8> {
         Units::Gpus(_) => Some(args.cluster.clone().unwrap_or_else(short_hostname)),
     };
 
-    let db = db_path_from_env(globals.db.as_deref())?;
+    let db = ctx.db_path()?;
     let mut history = History::open(&db)?;
     let threshold = match args.floor {
         Some(floor) => Threshold::floor(floor)?,
@@ -321,7 +321,7 @@ pub fn run(args: &ValidateArgs, globals: &Globals) -> Result<u8> {
                         db.display()
                     )
                 })?;
-            Threshold::baseline(baseline.median_busbw, args.tolerance)?
+            Threshold::baseline(baseline.median_busbw, args.tolerance / 100.0)?
         }
     };
     let mut validation = match &args.topology {
@@ -523,9 +523,9 @@ pub fn run(args: &ValidateArgs, globals: &Globals) -> Result<u8> {
     let report = validation.report();
     let status = health(&report);
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        outln!("{}", serde_json::to_string_pretty(&report)?)?;
     } else {
-        println!(
+        outln!(
             "validation: {} {}, mode {}, {} round(s), threshold {:.2} GB/s at {}",
             report.nodes.len(),
             match units {
@@ -536,27 +536,30 @@ pub fn run(args: &ValidateArgs, globals: &Globals) -> Result<u8> {
             report.rounds,
             validation.threshold().limit(),
             format_size(max)
-        );
+        )?;
         for n in &report.nodes {
-            println!(
+            outln!(
                 "  {:<12} {:<24} {}",
                 n.node,
                 n.verdict.to_string(),
                 n.evidence.join("; ")
-            );
+            )?;
         }
         for l in &report.links {
-            println!(
+            outln!(
                 "  link {}-{}: slow in {} runs, {:.2} GB/s",
-                l.names[0], l.names[1], l.slow_runs, l.median_busbw
-            );
+                l.names[0],
+                l.names[1],
+                l.slow_runs,
+                l.median_busbw
+            )?;
         }
-        println!(
+        outln!(
             "verdict: {status:?} (exit {}); runs {:?} in {}",
             status.exit_code(),
             run_ids,
             db.display()
-        );
+        )?;
     }
     if args.drain {
         for n in report.nodes.iter().filter(|n| {
@@ -604,5 +607,10 @@ pub fn run(args: &ValidateArgs, globals: &Globals) -> Result<u8> {
             Err(e) => eprintln!("gpudirect validate: no report: {e}"),
         }
     }
-    Ok(u8::try_from(status.exit_code()).unwrap_or(3))
+    Ok(match status {
+        Health::Healthy => ExitStatus::Ok,
+        Health::Degraded => ExitStatus::Problem,
+        Health::Failed => ExitStatus::Failed,
+        Health::CouldNotRun => ExitStatus::CouldNotRun,
+    })
 }

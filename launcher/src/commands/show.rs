@@ -8,8 +8,10 @@ use anyhow::{Context, Result};
 use clap::Args;
 use gpudirect::history::{Placement, ResultRow, RunDetail, RunId};
 
-use super::{emit, format_size, gbps, open_for_reading, or_dash, render_table, replay_of, Align};
-use crate::cli::Globals;
+use super::{Ctx, ExitStatus};
+use gpudirect::history::replay_of;
+use gpudirect::output::{emit, gbps, or_dash, render_table, Align};
+use gpudirect::units::human_size as format_size;
 
 /// Arguments of `gpudirect show`.
 #[derive(Debug, Args)]
@@ -33,15 +35,15 @@ pub struct ShowArgs {
 }
 
 /// `gpudirect show`.
-pub fn run(args: &ShowArgs, globals: &Globals) -> Result<()> {
-    let history = open_for_reading(globals)?;
+pub fn run(args: &ShowArgs, ctx: &Ctx) -> Result<ExitStatus> {
+    let history = ctx.open_history()?;
     if args.raw {
         let (raw, _) = history.raw_output(args.id)?;
         let mut out = std::io::stdout().lock();
         out.write_all(&raw)
             .and_then(|()| out.flush())
             .context("writing the raw output to stdout")?;
-        return Ok(());
+        return Ok(ExitStatus::Ok);
     }
     let detail = history.get_run(args.id)?;
     if args.json {
@@ -50,7 +52,7 @@ pub fn run(args: &ShowArgs, globals: &Globals) -> Result<()> {
     } else {
         emit(&detail_text(&detail))?;
     }
-    Ok(())
+    Ok(ExitStatus::Ok)
 }
 
 /// One line of the table: a size with its out-of-place and in-place numbers.
@@ -171,9 +173,9 @@ fn detail_text(d: &RunDetail) -> String {
     field(
         "busbw",
         format!(
-            "avg {} GB/s, peak {} GB/s (largest size {})",
+            "avg {} GB/s, busbw {} GB/s at the largest size ({})",
             gbps(s.avg_busbw),
-            gbps(s.peak_busbw),
+            gbps(s.busbw),
             s.max_size_bytes.map_or("-".into(), format_size)
         ),
     );

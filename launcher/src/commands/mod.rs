@@ -1,0 +1,325 @@
+//! The command line: [`Cli`] as written, one module per subcommand (its `Args` and its
+//! `run`), the context every command gets ([`Ctx`]) and the one exit-status contract
+//! ([`ExitStatus`]).
+//!
+//! Adding a subcommand: a module here with `pub struct FooArgs` (clap derive, a doc comment
+//! on every argument and examples in `after_help`) and
+//! `pub fn run(args: &FooArgs, ctx: &Ctx) -> anyhow::Result<ExitStatus>`, then a variant of
+//! [`Command`] and one arm in [`dispatch`]. Subcommands import from this module and from the
+//! `gpudirect` library, never from each other; what two of them share lives in [`args`] or in
+//! the library.
+
+pub mod args;
+pub mod compare;
+pub mod export;
+pub mod history;
+pub mod hostfile;
+pub mod import;
+pub mod probe;
+pub mod profiles;
+pub mod report;
+pub mod run;
+pub mod show;
+pub mod validate;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use clap::{ArgAction, Parser, Subcommand};
+use gpudirect::history::{db_path_from_env, resolve_db_path, History, HistoryError};
+
+/// Runs, checks and records nccl-tests on Slurm allocations.
+#[derive(Debug, Parser)]
+#[command(
+    name = "gpudirect",
+    version,
+    propagate_version = true,
+    after_help = "Examples:\n  \
+        gpudirect hostfile                       # inside salloc/sbatch: Open MPI hostfile on stdout\n  \
+        gpudirect run -c all_reduce -N 2 -G 8    # the nccl-tests matrix, checked and recorded\n  \
+        gpudirect probe --gpudirect tcpx         # did the settings reach every task?\n  \
+        gpudirect validate --report out/         # which node or link is slow?\n  \
+        gpudirect history                        # recorded runs, newest first\n  \
+        gpudirect compare 41 --baseline          # as fast as before?\n  \
+        gpudirect profiles explain tcpx --node a3-0001 --local-rank 3\n\n\
+        Exit status (every command): 0 ok; 1 ran and found a problem (degraded node, \
+        regression, differing task, config error); 2 runs failed; 3 could not run (bad \
+        option or input, no allocation, no history); 130 interrupted."
+)]
+pub struct Cli {
+    /// SQLite history file. Default: $XDG_DATA_HOME/gpudirect/history.sqlite.
+    ///
+    /// Accepted before or after the subcommand.
+    #[arg(long, global = true, env = "GPUDIRECT_DB", value_name = "PATH")]
+    pub db: Option<PathBuf>,
+
+    /// Log more on stderr: -v info (commands run), -vv debug, -vvv trace.
+    ///
+    /// Without -v, RUST_LOG is honoured when set; otherwise only warnings are shown.
+    #[arg(short, long, global = true, action = ArgAction::Count)]
+    pub verbose: u8,
+
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands; each payload is defined in its own module.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Write a hostfile (Open MPI, MPICH, plain or SLURM_HOSTFILE) for an allocation.
+    Hostfile(hostfile::HostfileArgs),
+    /// Record existing nccl-tests outputs (text or -J JSON) in the history.
+    Import(import::ImportArgs),
+    /// Run the nccl-tests matrix (collectives x node counts x GPUs x variants), check every
+    /// cell (exit code, #wrong, rows, transport used) and record it in the history.
+    Run(Box<run::RunArgs>),
+    /// Show what every task of the allocation really gets (variables, CPUs, GPUs, NICs)
+    /// and name the nodes and ranks that differ from the profile or from each other.
+    Probe(probe::ProbeArgs),
+    /// Write an HTML report with plots (busbw by size against the baseline, the pair heat
+    /// map, nodes over time) and print a verdict table.
+    Report(report::ReportArgs),
+    /// Validate every node and link: concurrent rounds of pairs, suspects re-paired with
+    /// good nodes, slow nodes and bad links named (exit 0 healthy, 1 degraded, 2 failed).
+    Validate(validate::ValidateArgs),
+    /// Admin tools for the plugin's config: list, show, check, explain.
+    Profiles(profiles::ProfilesArgs),
+    /// List recorded runs, or one node's busbw over time (--node) with its trend.
+    History(history::HistoryArgs),
+    /// Show one run: where, when, versions, findings, environment, every row (--raw: the output).
+    Show(show::ShowArgs),
+    /// Compare a run with another or with a baseline, size by size; exit 1 on a regression.
+    Compare(compare::CompareArgs),
+    /// Export result rows with their run's metadata as CSV, JSON or JSON Lines.
+    Export(export::ExportArgs),
+}
+
+/// What every command gets besides its own arguments.
+#[derive(Debug, Clone, Default)]
+pub struct Ctx {
+    /// `--db` / `GPUDIRECT_DB`, unresolved: `None` means "use the default location".
+    pub db: Option<PathBuf>,
+}
+
+impl Ctx {
+    /// The history file to write to, its folder created (commands that record runs).
+    pub fn db_path(&self) -> Result<PathBuf> {
+        Ok(db_path_from_env(self.db.as_deref())?)
+    }
+
+    /// Opens the history for reading. Unlike recording, nothing is created: a missing file
+    /// (often a typo in `--db`) is an error that says how a history comes to exist.
+    pub fn open_history(&self) -> Result<History> {
+        let var = std::env::var_os;
+        let path: PathBuf = resolve_db_path(
+            self.db.as_deref(),
+            var("GPUDIRECT_DB").as_deref(),
+            var("XDG_DATA_HOME").as_deref(),
+            var("HOME").as_deref(),
+        )?;
+        match History::open_existing(&path) {
+            Ok(h) => Ok(h),
+            Err(HistoryError::Missing { path }) => anyhow::bail!(
+                "no history at {}: nothing was recorded there yet; record runs with \
+                 `gpudirect import FILE...` (existing nccl-tests outputs) or `gpudirect run`, \
+                 or point --db / GPUDIRECT_DB at an existing history",
+                path.display()
+            ),
+            Err(e) => Err(e).context("opening the history"),
+        }
+    }
+}
+
+/// How a command ended: the one meaning of each exit code, for every command (written in
+/// `gpudirect --help` and docs/cli.md). Health checks and scripts read it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExitStatus {
+    /// 0: the command did its work and found nothing wrong.
+    Ok,
+    /// 1: it ran and found a problem: a degraded node or link (`validate`), a regression
+    /// (`compare`), a task that differs (`probe`), an error in the config (`profiles check`).
+    Problem,
+    /// 2: runs it started failed (`run`: a cell failed; `validate`: pairs failed).
+    Failed,
+    /// 3: it could not do its work: a bad option or input, no allocation, no history.
+    CouldNotRun,
+    /// 130: stopped by Ctrl-C (SIGINT) or SIGTERM; what finished was kept.
+    Interrupted,
+}
+
+impl ExitStatus {
+    /// The worse of two statuses (an interruption outranks everything, then could-not-run).
+    pub fn max(self, other: ExitStatus) -> ExitStatus {
+        let rank = |s: ExitStatus| match s {
+            ExitStatus::Ok => 0,
+            ExitStatus::Problem => 1,
+            ExitStatus::Failed => 2,
+            ExitStatus::CouldNotRun => 3,
+            ExitStatus::Interrupted => 4,
+        };
+        if rank(other) > rank(self) {
+            other
+        } else {
+            self
+        }
+    }
+}
+
+impl From<ExitStatus> for ExitCode {
+    fn from(status: ExitStatus) -> ExitCode {
+        ExitCode::from(match status {
+            ExitStatus::Ok => 0,
+            ExitStatus::Problem => 1,
+            ExitStatus::Failed => 2,
+            ExitStatus::CouldNotRun => 3,
+            ExitStatus::Interrupted => 130,
+        })
+    }
+}
+
+/// One arm per subcommand; each calls that module's `run`.
+pub fn dispatch(command: Command, ctx: &Ctx) -> Result<ExitStatus> {
+    match command {
+        Command::Hostfile(args) => hostfile::run(&args, ctx),
+        Command::Import(args) => import::run(&args, ctx),
+        Command::Probe(args) => probe::run(&args, ctx),
+        Command::Run(args) => run::run(&args, ctx),
+        Command::Profiles(args) => profiles::run(&args, ctx),
+        Command::Report(args) => report::run(&args, ctx),
+        Command::Validate(args) => validate::run(&args, ctx),
+        Command::History(args) => history::run(&args, ctx),
+        Command::Show(args) => show::run(&args, ctx),
+        Command::Compare(args) => compare::run(&args, ctx),
+        Command::Export(args) => export::run(&args, ctx),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn db_is_global_before_or_after_the_subcommand() {
+        let before = Cli::try_parse_from(["gpudirect", "--db", "/x.db", "hostfile"]).unwrap();
+        let after = Cli::try_parse_from(["gpudirect", "hostfile", "--db", "/x.db"]).unwrap();
+        assert_eq!(before.db, Some(PathBuf::from("/x.db")));
+        assert_eq!(after.db, Some(PathBuf::from("/x.db")));
+        let verbose = Cli::try_parse_from(["gpudirect", "hostfile", "-vv"]).unwrap();
+        assert_eq!(verbose.verbose, 2);
+    }
+}
+
+/// The rules every command follows, at the top of `docs/cli.md`.
+#[cfg(test)]
+const RULES: &str = "\
+## Rules every command follows
+
+- **Exit status.** 0: done, nothing wrong. 1: it ran and found a problem (a degraded node or
+  link in `validate`, a regression in `compare`, a task that differs in `probe`, an error in
+  `profiles check`). 2: runs it started failed (`run`: a cell failed; `validate`: pairs
+  failed). 3: it could not do its work (a bad option or input, no allocation, no history);
+  stderr says why. 130: interrupted (Ctrl-C or SIGTERM); what finished was kept.
+- **Sizes** (`-b`, `-e`, `--size`, `--min-size`, `--band-split`, `min_bytes`/`max_bytes` in a
+  matrix file) are bytes in powers of 1024, as nccl-tests reads them: `8`, `64K`, `8G`,
+  `8GiB`, `8 GiB` and `8589934592` are all accepted; `GB` is refused (it reads as 10^9).
+- **Durations** (`--timeout`, `--grace`, `timeout` in a matrix file) are seconds (`90`) or a
+  number with a unit: `90s`, `10m`, `1h30m`, `7d`, `2w`.
+- **Times** (`--since`) are an age in the same form as durations, or an RFC 3339 time or date
+  (`2026-11-29`, `2026-11-29T22:10:07Z`, any offset).
+- **Tolerances** (`--tolerance`) are percent in every command: `5` or `5%`. A value between
+  0 and 1 without `%` is refused, since it is almost always an old fraction (`0.1` for 10 %).
+- **The busbw of a run** is its out-of-place busbw at its largest size (the in-place figure
+  where a run has no out-of-place one), in every command.
+- **Output.** Data goes to stdout, notes and progress to stderr; a closed stdout
+  (`gpudirect history | head -1`) ends a command quietly with its usual status.
+
+";
+
+/// The CLI reference (`docs/cli.md`), rendered from the clap definitions: every
+/// subcommand's `--help`. A test keeps the file in step with the code.
+#[cfg(test)]
+pub fn cli_reference() -> String {
+    use clap::CommandFactory;
+    // Fixed width, and no environment values: the file must not depend on who renders it.
+    let stable = |c: clap::Command| c.term_width(100).mut_args(|a| a.hide_env_values(true));
+    let mut root = stable(Cli::command());
+    let mut out = String::from(
+        "# `gpudirect` command reference\n\nGenerated from the code by `GPUDIRECT_BLESS=1 cargo test -p gpudirect cli_reference`;\na test fails when this file and `--help` disagree.\n\n",
+    );
+    out.push_str(RULES);
+    out.push_str(&format!(
+        "## gpudirect\n\n```text\n{}\n```\n",
+        root.render_long_help()
+    ));
+    let names: Vec<String> = root
+        .get_subcommands()
+        .map(|s| s.get_name().to_string())
+        .filter(|n| n != "help")
+        .collect();
+    for name in names {
+        let Some(sub) = root.find_subcommand_mut(&name) else {
+            continue;
+        };
+        let mut sub = sub
+            .clone()
+            .term_width(100)
+            .bin_name(format!("gpudirect {name}"));
+        out.push_str(&format!(
+            "\n## gpudirect {name}\n\n```text\n{}\n```\n",
+            sub.render_long_help()
+        ));
+        let nested: Vec<String> = sub
+            .get_subcommands()
+            .map(|s| s.get_name().to_string())
+            .filter(|n| n != "help")
+            .collect();
+        for inner in nested {
+            if let Some(s) = sub.find_subcommand_mut(&inner) {
+                let mut s = s
+                    .clone()
+                    .term_width(100)
+                    .bin_name(format!("gpudirect {name} {inner}"));
+                out.push_str(&format!(
+                    "\n### gpudirect {name} {inner}\n\n```text\n{}\n```\n",
+                    s.render_long_help()
+                ));
+            }
+        }
+    }
+    // `[env: NAME=value]` shows the renderer's environment: keep the name only.
+    out.lines()
+        .map(|line| match (line.find("[env: "), line.rfind(']')) {
+            (Some(start), Some(end)) if end > start => {
+                let inner = &line[start + 6..end];
+                let name = inner.split('=').next().unwrap_or(inner);
+                format!("{}[env: {name}]{}\n", &line[..start], &line[end + 1..])
+            }
+            _ => format!("{line}\n"),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod reference_tests {
+    #[test]
+    fn cli_reference_is_up_to_date() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/cli.md");
+        let want = super::cli_reference();
+        if std::env::var_os("GPUDIRECT_BLESS").is_some() {
+            std::fs::write(&path, &want).expect("write docs/cli.md");
+        }
+        let have = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(
+            have == want,
+            "docs/cli.md is stale: run GPUDIRECT_BLESS=1 cargo test -p gpudirect cli_reference"
+        );
+    }
+}

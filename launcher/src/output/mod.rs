@@ -1,0 +1,102 @@
+//! Everything the launcher prints on stdout goes through here, so that a reader that went
+//! away (`gpudirect history | head -1`) ends a command quietly instead of panicking the way
+//! `println!` does, and so that every table lines up by one rule.
+//!
+//! Notes, progress and warnings go to stderr (through `tracing` or [`note`]); stdout
+//! carries only what a pipe wants: tables, hostfiles, JSON.
+
+mod table;
+
+use std::io::{self, Write};
+
+use serde::Serialize;
+
+use crate::history::RunId;
+
+pub use table::{render_table, Align};
+
+/// Writes `text` to stdout and flushes. Unlike `print!`, which panics, a reader that went
+/// away comes back as an `io::Error` of kind `BrokenPipe`, which `main` ends on quietly.
+pub fn emit(text: &str) -> io::Result<()> {
+    let mut out = io::stdout().lock();
+    out.write_all(text.as_bytes())?;
+    out.flush()
+}
+
+/// `println!` through [`emit`]: `outln!("{} runs", n)?`.
+#[macro_export]
+macro_rules! outln {
+    () => {
+        $crate::output::emit("\n")
+    };
+    ($($arg:tt)*) => {
+        $crate::output::emit(&format!("{}\n", format_args!($($arg)*)))
+    };
+}
+
+/// A value as pretty JSON on stdout, with a final newline.
+pub fn emit_json<T: Serialize + ?Sized>(value: &T) -> io::Result<()> {
+    let text = serde_json::to_string_pretty(value).map_err(io::Error::other)?;
+    emit(&(text + "\n"))
+}
+
+/// A line for the person at the terminal, on stderr; a closed stderr is ignored (the
+/// command's result is on stdout and its exit status).
+pub fn note(text: &str) {
+    let mut err = io::stderr().lock();
+    let _ = writeln!(err, "{text}");
+}
+
+/// A bandwidth in GB/s with two decimals, as nccl-tests prints it; `-` when unknown.
+pub fn gbps(value: Option<f64>) -> String {
+    value.map_or_else(|| "-".into(), |v| format!("{v:.2}"))
+}
+
+/// An optional text, `-` when missing.
+pub fn or_dash(value: Option<&str>) -> String {
+    value.map_or_else(|| "-".into(), str::to_string)
+}
+
+/// The footnote under any table that shows replayed runs: what `(replay)` means and which
+/// recording each of them replayed. Empty when there are none. Pure.
+pub fn replay_footnote<'a>(replays: impl IntoIterator<Item = (RunId, &'a str)>) -> String {
+    let mut runs: Vec<(RunId, &str)> = replays.into_iter().collect();
+    if runs.is_empty() {
+        return String::new();
+    }
+    runs.sort_unstable();
+    let which: Vec<String> = runs
+        .iter()
+        .map(|(id, recording)| format!("run {id} replays {recording}"))
+        .collect();
+    format!(
+        "(replay) = output of the nccl-tests stand-in, recorded elsewhere: not a measurement \
+         of the nodes named ({})\n",
+        which.join("; ")
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replay_footnote_names_each_recording() {
+        assert_eq!(replay_footnote([]), "");
+        let note = replay_footnote([(9, "b.txt"), (4, "a.txt")]);
+        assert!(note.starts_with("(replay) = "), "{note}");
+        assert!(note.contains("not a measurement"), "{note}");
+        assert!(
+            note.ends_with("(run 4 replays a.txt; run 9 replays b.txt)\n"),
+            "{note}"
+        );
+    }
+
+    #[test]
+    fn dashes_for_missing_values() {
+        assert_eq!(gbps(None), "-");
+        assert_eq!(gbps(Some(346.938)), "346.94");
+        assert_eq!(or_dash(None), "-");
+        assert_eq!(or_dash(Some("x")), "x");
+    }
+}
