@@ -5,15 +5,14 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use clap::Args;
-use gpudirect::checks::{judge, Expectations};
+use gpudirect::checks::Expectations;
 use gpudirect::history::{History, ImportOutcome, LaunchKind};
-use gpudirect::nccl_output::{
-    busbw_factor, parse_headerless, ParseOptions, ParsedOutput, ASSUMED_LAYOUT_NOTE,
-};
-use gpudirect::record::{new_run, RunContext};
+use gpudirect::nccl_output::{busbw_factor, ParsedOutput, ASSUMED_LAYOUT_NOTE};
+use gpudirect::record::RunContext;
 use serde::Serialize;
 
 use super::{Ctx, ExitStatus};
+use gpudirect::cell::{self, CellOutput, Evaluated, Reading};
 use gpudirect::outln;
 
 /// Files larger than this are not nccl-tests outputs.
@@ -102,13 +101,12 @@ fn import_one(history: &mut History, args: &ImportArgs, file: &Path) -> Result<I
         file.display()
     );
     let raw = std::fs::read(&path).with_context(|| format!("cannot read `{}`", file.display()))?;
-    let parsed = parse_headerless(
-        &raw,
-        &ParseOptions {
-            collective: args.collective.clone(),
-        },
-        args.ranks,
-    );
+    let reading = Reading {
+        collective: args.collective.clone(),
+        headerless: Some(args.ranks),
+    };
+    let output = CellOutput::from_file(raw);
+    let parsed = cell::parse(&output, &reading);
     check_bare_table(&parsed)?;
     let nodes = {
         let mut hosts: Vec<&str> = parsed
@@ -125,8 +123,7 @@ fn import_one(history: &mut History, args: &ImportArgs, file: &Path) -> Result<I
         nodes,
         sizes: Vec::new(),
     };
-    let verdict = judge(&parsed, None, args.exit_code, &expect);
-    let ctx = RunContext {
+    let context = RunContext {
         cluster: args.cluster.clone(),
         launcher: LaunchKind::Import,
         variant: args.variant.clone(),
@@ -141,7 +138,20 @@ fn import_one(history: &mut History, args: &ImportArgs, file: &Path) -> Result<I
             .and_then(|d| i64::try_from(d.as_secs()).ok()),
         ..RunContext::default()
     };
-    let run = new_run(&parsed, &raw, ctx, &verdict);
+    let Evaluated {
+        parsed,
+        record: run,
+        ..
+    } = cell::judge_and_record(
+        parsed,
+        &output,
+        cell::Run {
+            outcome: None,
+            exit_code: args.exit_code,
+            expect,
+            context,
+        },
+    );
     let outcome = history.import_run(&run, args.force)?;
     Ok(Imported {
         file: file.display().to_string(),
@@ -279,7 +289,7 @@ pub fn run(args: &ImportArgs, ctx: &Ctx) -> Result<ExitStatus> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gpudirect::nccl_output::{parse, parse_headerless};
+    use gpudirect::nccl_output::{parse, parse_headerless, ParseOptions};
 
     fn fixture(rel: &str) -> Vec<u8> {
         std::fs::read(format!(

@@ -10,13 +10,12 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use gpudirect::checks::{expected_sizes, judge, Expectations, Verdict};
+use gpudirect::checks::{expected_sizes, Expectations};
 use gpudirect::history::{History, LaunchKind, RunFilter, RunStatus};
 use gpudirect::launch::{prepare, LaunchOptions, Launcher};
 use gpudirect::matrix::{variants_from_flags, Cell, Matrix};
-use gpudirect::nccl_output::{parse_with, ParseOptions, ParsedOutput};
-use gpudirect::record::{new_run, RunContext};
-use gpudirect::runner::{self, Finished, INTERRUPTED};
+use gpudirect::record::RunContext;
+use gpudirect::runner::{self, INTERRUPTED};
 use gpudirect::units::{duration_arg, size_arg};
 use gpudirect_core::config::Config;
 use gpudirect_core::system::{load_config, Ownership};
@@ -26,6 +25,7 @@ use gpudirect::launch::env_var;
 use gpudirect::units::now_unix;
 
 use super::{Ctx, ExitStatus};
+use gpudirect::cell::{self, CellOutput, Evaluated, Reading};
 use gpudirect::outln;
 
 /// Arguments of `gpudirect run`.
@@ -422,32 +422,6 @@ impl Progress {
     }
 }
 
-/// Parses the cell's output: the text (with the debug lines) always, the JSON report's
-/// rows when it has them.
-fn parse_cell(
-    finished: &Finished,
-    json_path: Option<&PathBuf>,
-    collective: &str,
-) -> (ParsedOutput, Vec<u8>) {
-    let mut raw = finished.stdout.clone();
-    if !finished.stderr.is_empty() {
-        raw.extend_from_slice(b"\n");
-        raw.extend_from_slice(&finished.stderr);
-    }
-    let opts = ParseOptions {
-        collective: Some(collective.to_string()),
-    };
-    let mut parsed = parse_with(&raw, &opts);
-    if let Some(json) = json_path.and_then(|p| std::fs::read(p).ok()) {
-        let from_json = parse_with(&json, &opts);
-        if !from_json.rows.is_empty() && parsed.rows.is_empty() {
-            parsed.rows = from_json.rows;
-            parsed.avg_busbw = parsed.avg_busbw.or(from_json.avg_busbw);
-        }
-    }
-    (parsed, raw)
-}
-
 /// Median seconds of earlier runs like this cell, for --dry-run.
 fn estimate_seconds(history: Option<&History>, cell: &Cell) -> Option<f64> {
     let runs = history?
@@ -720,7 +694,6 @@ pub fn run(args: &RunArgs, ctx: &Ctx) -> Result<ExitStatus> {
         progress.start(cell, &command);
         let started_at = now_unix();
         let finished = runner::run(&prepared.job, &INTERRUPTED)?;
-        let (parsed, raw) = parse_cell(&finished, prepared.json_path.as_ref(), &cell.collective);
         let expect = Expectations {
             transport: expected_transport(cell, config.as_ref(), nodes.first().map(String::as_str)),
             nodes: cell.nodes,
@@ -731,13 +704,12 @@ pub fn run(args: &RunArgs, ctx: &Ctx) -> Result<ExitStatus> {
                 None,
             ),
         };
-        let verdict: Verdict = judge(&parsed, Some(finished.outcome), None, &expect);
         let mut env: BTreeMap<String, String> = cell.variant.env.clone();
         env.extend(marks);
         if let Some(mode) = &cell.variant.gpudirect {
             env.insert("GPUDIRECT_MODE".into(), mode.clone());
         }
-        let ctx = RunContext {
+        let context = RunContext {
             started_at: Some(started_at),
             finished_at: Some(now_unix()),
             cluster: args
@@ -762,7 +734,23 @@ pub fn run(args: &RunArgs, ctx: &Ctx) -> Result<ExitStatus> {
             collective: Some(cell.collective.clone()),
             ..RunContext::default()
         };
-        let record = new_run(&parsed, &raw, ctx, &verdict);
+        let Evaluated {
+            parsed,
+            verdict,
+            record,
+        } = cell::evaluate(
+            CellOutput::from_finished(&finished, prepared.json_path.as_deref()),
+            &Reading {
+                collective: Some(cell.collective.clone()),
+                headerless: None,
+            },
+            cell::Run {
+                outcome: Some(finished.outcome),
+                exit_code: None,
+                expect,
+                context,
+            },
+        );
         let replay = gpudirect::history::replay_of(&record.env).is_some();
         let run_id = match history.replace_run(placeholder, &record) {
             Ok(id) => Some(id),

@@ -10,14 +10,13 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use gpudirect::checks::{expected_sizes, judge, Expectations};
+use gpudirect::checks::{expected_sizes, Expectations};
 use gpudirect::history::{History, LaunchKind, NewNodeResult, RunStatus};
 use gpudirect::judging::{health, Health, Outcome as PairOutcome, Threshold, Validation};
 use gpudirect::launch::{find_binary, prepare, LaunchOptions, Launcher};
 use gpudirect::matrix::{Cell, Matrix, Variant};
-use gpudirect::nccl_output::{parse_with, ParseOptions};
 use gpudirect::pairing::{parse_topology, Mode};
-use gpudirect::record::{new_run, RunContext};
+use gpudirect::record::RunContext;
 use gpudirect::report::{gather, write_report, ReportFormat, ReportOptions, Selection};
 use gpudirect::runner::{self, INTERRUPTED};
 use gpudirect::units::{duration_arg, nccl_size as format_size, percent_arg, size_arg};
@@ -27,6 +26,7 @@ use gpudirect::units::now_unix;
 use gpudirect_core::system::short_hostname;
 
 use super::{Ctx, ExitStatus};
+use gpudirect::cell::{self, CellOutput, Evaluated, Reading};
 use gpudirect::outln;
 
 /// Arguments of `gpudirect validate`.
@@ -356,12 +356,18 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx) -> Result<ExitStatus> {
     };
     // SAFETY: geteuid has no preconditions.
     let as_root = unsafe { libc::geteuid() } == 0;
+    // The pairs' -J reports; removed when validate ends, however it ends.
+    let work = tempfile::Builder::new()
+        .prefix("gpudirect-validate-")
+        .tempdir()
+        .context("cannot create a folder for the pairs' JSON reports")?;
+    let work_dir = work.path().to_path_buf();
     let launch = LaunchOptions {
         launcher: Launcher::Srun,
         nccl_tests_dir: dir.clone(),
         mpi: Some(args.mpi.clone()),
         nodes: Vec::new(),
-        work_dir: None,
+        work_dir: Some(work_dir.clone()),
         timeout,
         grace: Duration::from_secs(10),
         as_root,
@@ -369,6 +375,8 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx) -> Result<ExitStatus> {
         exact: true,
     };
     let mut run_ids = Vec::new();
+    // Each pair's -J report gets its own file: cells are numbered across rounds.
+    let mut cells_started = 0usize;
     while let Some(round) = validation.next_round() {
         if INTERRUPTED.load(Ordering::SeqCst) {
             bail!(
@@ -389,7 +397,10 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx) -> Result<ExitStatus> {
             .map(|group| {
                 let group: Vec<String> = group.iter().map(|s| s.to_string()).collect();
                 let mut cell = Cell {
-                    index: round.index + 1,
+                    index: {
+                        cells_started += 1;
+                        cells_started
+                    },
                     collective: args.collective.clone(),
                     nodes: group.len() as u32,
                     gpus_per_node: args.gpus_per_node,
@@ -414,57 +425,31 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx) -> Result<ExitStatus> {
                     opts.launcher = Launcher::Local;
                     opts.nodes = Vec::new();
                 }
-                prepare(&cell, &matrix, &opts, false).map(|p| (group, cell, p.job))
+                prepare(&cell, &matrix, &opts, true).map(|p| (group, cell, p.job, p.json_path))
             })
             .collect::<Result<Vec<_>, _>>()?;
         let handles: Vec<_> = jobs
             .into_iter()
-            .map(|(group, cell, job)| {
+            .map(|(group, cell, job, json_path)| {
                 std::thread::spawn(move || {
                     let started = now_unix();
                     let finished = runner::run(&job, &INTERRUPTED);
-                    (group, cell, job, started, finished)
+                    (group, cell, job, json_path, started, finished)
                 })
             })
             .collect();
         let mut outcomes = Vec::new();
         for handle in handles {
-            let Ok((group, cell, job, started, finished)) = handle.join() else {
+            let Ok((group, cell, job, json_path, started, finished)) = handle.join() else {
                 bail!("a pair's runner thread panicked");
             };
             let finished = finished?;
-            let mut raw = finished.stdout.clone();
-            raw.extend_from_slice(&finished.stderr);
-            let parsed = parse_with(
-                &raw,
-                &ParseOptions {
-                    collective: Some(args.collective.clone()),
-                },
-            );
             let expect = Expectations {
                 transport: None,
                 nodes: cell.nodes,
                 sizes: sizes.clone(),
             };
-            let verdict = judge(&parsed, Some(finished.outcome), None, &expect);
-            let busbw = parsed
-                .rows
-                .iter()
-                .filter(|r| r.size_bytes <= max)
-                .max_by_key(|r| r.size_bytes)
-                .and_then(|r| r.out_of_place.as_ref().and_then(|p| p.busbw_gbps));
-            let outcome = match (verdict.status, busbw) {
-                (RunStatus::Ok, Some(b)) => PairOutcome::Busbw(b),
-                _ => PairOutcome::Failed(
-                    verdict
-                        .findings
-                        .first()
-                        .map(|f| f.message.clone())
-                        .unwrap_or_else(|| "no busbw at the largest size".into()),
-                ),
-            };
-            let class = validation.threshold().classify(&outcome);
-            let ctx = RunContext {
+            let context = RunContext {
                 started_at: Some(started),
                 finished_at: Some(now_unix()),
                 cluster: cluster.clone(),
@@ -487,7 +472,36 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx) -> Result<ExitStatus> {
                 env: cell.variant.env.clone(),
                 ..RunContext::default()
             };
-            let mut record = new_run(&parsed, &raw, ctx, &verdict);
+            let Evaluated {
+                parsed,
+                verdict,
+                mut record,
+            } = cell::evaluate(
+                CellOutput::from_finished(&finished, json_path.as_deref()),
+                &Reading {
+                    collective: Some(args.collective.clone()),
+                    headerless: None,
+                },
+                cell::Run {
+                    outcome: Some(finished.outcome),
+                    exit_code: None,
+                    expect,
+                    context,
+                },
+            );
+            // The pair's figure: the busbw of the run, by the one rule every command uses.
+            let busbw = parsed.busbw_at_max_size();
+            let outcome = match (verdict.status, busbw) {
+                (RunStatus::Ok, Some(b)) => PairOutcome::Busbw(b),
+                _ => PairOutcome::Failed(
+                    verdict
+                        .findings
+                        .first()
+                        .map(|f| f.message.clone())
+                        .unwrap_or_else(|| "no busbw at the largest size".into()),
+                ),
+            };
+            let class = validation.threshold().classify(&outcome);
             for node in &group {
                 for partner in group.iter().filter(|p| *p != node) {
                     record.node_results.push(NewNodeResult {

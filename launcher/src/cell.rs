@@ -1,0 +1,254 @@
+//! One nccl-tests output, from the bytes a cell printed to the record in the history: the
+//! one pipeline that `run`, `validate` and `import` share.
+//!
+//! ```text
+//! CellOutput (stdout + "\n" + stderr, and the -J report when there is one)
+//!   -> parse (text with its debug lines; the JSON report's rows when the text had none)
+//!   -> checks::judge (exit code, #wrong, rows, transport)
+//!   -> record::new_run (+ how it ran: RunContext)
+//!   -> Evaluated { parsed, verdict, record }, which the command stores and prints
+//! ```
+//!
+//! Before this module each command had its own copy of these steps, and the copies had
+//! drifted: `validate` joined stdout and stderr without a newline (a last stdout line
+//! merged into the first stderr line) and never read the `-J` report. Whatever a command
+//! adds (validate's per-node results, run's matrix marks) it adds to the record afterwards.
+
+use std::path::Path;
+
+use crate::checks::{judge, Expectations, Verdict};
+use crate::history::NewRun;
+use crate::nccl_output::{parse_headerless, parse_with, ParseOptions, ParsedOutput};
+use crate::record::{new_run, RunContext};
+use crate::runner::{Finished, Outcome};
+
+/// What one cell printed.
+#[derive(Debug, Clone, Default)]
+pub struct CellOutput {
+    /// stdout, then a newline, then stderr (the newline only when both have bytes): the
+    /// bytes recorded as the run's raw output and hashed for deduplication.
+    pub raw: Vec<u8>,
+    /// The `-J` JSON report, when the cell asked for one and it was written.
+    pub json_report: Option<Vec<u8>>,
+}
+
+impl CellOutput {
+    /// A finished process's output; `json_report` is where it was asked to write `-J`.
+    pub fn from_finished(finished: &Finished, json_report: Option<&Path>) -> CellOutput {
+        CellOutput {
+            raw: join_streams(&finished.stdout, &finished.stderr),
+            json_report: json_report.and_then(|p| std::fs::read(p).ok()),
+        }
+    }
+
+    /// An output read from a file (`import`).
+    pub fn from_file(raw: Vec<u8>) -> CellOutput {
+        CellOutput {
+            raw,
+            json_report: None,
+        }
+    }
+}
+
+/// stdout, then stderr on a line of its own: a last stdout line without a newline must
+/// not merge into the first stderr line.
+pub fn join_streams(stdout: &[u8], stderr: &[u8]) -> Vec<u8> {
+    let mut raw = stdout.to_vec();
+    if !stderr.is_empty() {
+        if !raw.is_empty() {
+            raw.push(b'\n');
+        }
+        raw.extend_from_slice(stderr);
+    }
+    raw
+}
+
+/// How to read the output.
+#[derive(Debug, Clone, Default)]
+pub struct Reading {
+    /// The collective, when the caller knows it (a header that names none, a bare table).
+    pub collective: Option<String>,
+    /// Read rows before any column header with nccl-tests' standard layout (a table pasted
+    /// without its header, which only `import` is given), with this rank count when the
+    /// output shows none.
+    pub headerless: Option<Option<u32>>,
+}
+
+/// How the cell ran, besides its output.
+#[derive(Debug, Clone, Default)]
+pub struct Run {
+    /// How the process ended (`None` for an imported file).
+    pub outcome: Option<Outcome>,
+    /// The exit code when known without an outcome (`import --exit-code`).
+    pub exit_code: Option<i32>,
+    /// What the output must show to be ok.
+    pub expect: Expectations,
+    /// Where, when and how it ran, for the record.
+    pub context: RunContext,
+}
+
+/// A cell's output read, judged and turned into a record.
+#[derive(Debug, Clone)]
+pub struct Evaluated {
+    /// What the output says.
+    pub parsed: ParsedOutput,
+    /// The checks' verdict.
+    pub verdict: Verdict,
+    /// What goes into the history.
+    pub record: NewRun,
+}
+
+/// Reads `output` as `reading` says: the text always (it carries NCCL's debug lines and
+/// the launcher's banners), the JSON report's rows when the text had none.
+pub fn parse(output: &CellOutput, reading: &Reading) -> ParsedOutput {
+    let opts = ParseOptions {
+        collective: reading.collective.clone(),
+    };
+    let mut parsed = match reading.headerless {
+        Some(ranks) => parse_headerless(&output.raw, &opts, ranks),
+        None => parse_with(&output.raw, &opts),
+    };
+    if let Some(json) = &output.json_report {
+        let from_json = parse_with(json, &opts);
+        if !from_json.rows.is_empty() && parsed.rows.is_empty() {
+            parsed.rows = from_json.rows;
+            parsed.avg_busbw = parsed.avg_busbw.or(from_json.avg_busbw);
+        }
+    }
+    parsed
+}
+
+/// The whole pipeline: parse, judge, record.
+pub fn evaluate(output: CellOutput, reading: &Reading, run: Run) -> Evaluated {
+    let parsed = parse(&output, reading);
+    judge_and_record(parsed, &output, run)
+}
+
+/// The pipeline after [`parse`], for a caller that looked at the parsed output first
+/// (`import` refuses a bare table it cannot read before recording it).
+pub fn judge_and_record(parsed: ParsedOutput, output: &CellOutput, run: Run) -> Evaluated {
+    let verdict = judge(&parsed, run.outcome, run.exit_code, &run.expect);
+    let record = new_run(&parsed, &output.raw, run.context, &verdict);
+    Evaluated {
+        parsed,
+        verdict,
+        record,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::history::LaunchKind;
+
+    #[test]
+    fn streams_are_joined_on_their_own_lines() {
+        assert_eq!(join_streams(b"a\n", b"b\n"), b"a\n\nb\n");
+        assert_eq!(
+            join_streams(b"# Avg bus bandwidth : 1", b"warn"),
+            b"# Avg bus bandwidth : 1\nwarn"
+        );
+        assert_eq!(join_streams(b"", b"warn"), b"warn");
+        assert_eq!(join_streams(b"out", b""), b"out");
+    }
+
+    fn fixtures() -> Vec<(String, Vec<u8>)> {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/nccl-tests");
+        let mut out = Vec::new();
+        let mut dirs = vec![root.clone()];
+        while let Some(dir) = dirs.pop() {
+            for entry in std::fs::read_dir(&dir).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    dirs.push(path);
+                } else if path.extension().is_some_and(|e| e == "txt" || e == "json") {
+                    let name = path.strip_prefix(&root).unwrap().display().to_string();
+                    out.push((name, std::fs::read(&path).unwrap()));
+                }
+            }
+        }
+        out.sort();
+        assert!(out.len() >= 10, "fixtures missing: {}", out.len());
+        out
+    }
+
+    /// What a record says about the output itself, leaving out how and when it ran.
+    fn output_facts(r: &NewRun) -> String {
+        format!(
+            "{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}",
+            r.status,
+            r.transport,
+            r.avg_busbw,
+            r.rows,
+            r.failures,
+            r.raw_output,
+            r.nccl_version,
+            r.total_ranks,
+            r.collective,
+            r.exit_code
+        )
+    }
+
+    /// The three commands read a given output through this module with their own context
+    /// (run: a finished process with its exit code; validate: the same, judged at the
+    /// pair's size; import: a file), and record the same rows, status, transport and
+    /// findings.
+    #[test]
+    fn run_validate_and_import_record_an_output_identically() {
+        for (name, raw) in fixtures() {
+            let finished = Finished {
+                outcome: Outcome::Exited { code: 0 },
+                stdout: raw.clone(),
+                stderr: Vec::new(),
+                elapsed: std::time::Duration::from_secs(1),
+            };
+            let as_run = evaluate(
+                CellOutput::from_finished(&finished, None),
+                &Reading::default(),
+                Run {
+                    outcome: Some(finished.outcome),
+                    context: RunContext {
+                        launcher: LaunchKind::Srun,
+                        ..RunContext::default()
+                    },
+                    ..Run::default()
+                },
+            );
+            let as_validate = evaluate(
+                CellOutput::from_finished(&finished, None),
+                &Reading::default(),
+                Run {
+                    outcome: Some(finished.outcome),
+                    context: RunContext {
+                        launcher: LaunchKind::Srun,
+                        variant: Some("validate:pairs".into()),
+                        ..RunContext::default()
+                    },
+                    ..Run::default()
+                },
+            );
+            let as_import = evaluate(
+                CellOutput::from_file(raw.clone()),
+                &Reading {
+                    headerless: Some(None),
+                    ..Reading::default()
+                },
+                Run {
+                    exit_code: Some(0),
+                    context: RunContext {
+                        launcher: LaunchKind::Import,
+                        ..RunContext::default()
+                    },
+                    ..Run::default()
+                },
+            );
+            let facts = output_facts(&as_run.record);
+            assert_eq!(facts, output_facts(&as_validate.record), "{name}");
+            assert_eq!(facts, output_facts(&as_import.record), "{name}");
+            assert_eq!(
+                as_run.record.raw_output, raw,
+                "{name}: raw output kept as printed"
+            );
+        }
+    }
+}
