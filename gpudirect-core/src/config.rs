@@ -44,7 +44,9 @@
 //!
 //! Every key is checked: an unknown key, a template with an unknown placeholder, a NIC
 //! that the profile does not declare, a relative path, each is an error that names the
-//! file, line and key.
+//! file, line and key. The checked types keep the lines that later messages need (each
+//! profile, node set and variable, and the keys [`crate::lint`] points at), taken from the
+//! parser's spans: right however the TOML is written (tables, dotted keys, inline tables).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -204,6 +206,25 @@ pub struct EnvVar {
     pub value: Template,
     /// Set even when the task already has it (the user's value is replaced).
     pub forced: bool,
+    /// The 1-based line of its name in the config text.
+    pub line: usize,
+}
+
+/// Where a profile is written in the config text (1-based lines), for messages about its
+/// checked values. A key's line is where its value starts: the key's own line.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ProfileLines {
+    /// Where the profile's name is written: its `[profiles.NAME]` header, else the first
+    /// table or key that names it.
+    pub name: usize,
+    /// `data_nics`, if written.
+    pub data_nics: Option<usize>,
+    /// `library_dirs`, if written.
+    pub library_dirs: Option<usize>,
+    /// `topology_file`, if written.
+    pub topology_file: Option<usize>,
+    /// `checks.libraries`, if written.
+    pub check_libraries: Option<usize>,
 }
 
 /// A checked profile.
@@ -239,6 +260,8 @@ pub struct Profile {
     pub env: Vec<EnvVar>,
     /// What must hold on a node before the profile is applied.
     pub checks: Checks,
+    /// Where it is written.
+    pub lines: ProfileLines,
 }
 
 /// A set of nodes and what applies to them.
@@ -258,6 +281,8 @@ pub struct NodeSet {
     pub skip_checks: Vec<CheckKind>,
     /// Real NIC names on these nodes, by the profiles' logical names.
     pub nic_names: BTreeMap<String, String>,
+    /// The 1-based line of its `[[node_set]]` header (or inline table).
+    pub line: usize,
 }
 
 /// The whole checked config.
@@ -376,7 +401,7 @@ struct RawProfile {
     #[serde(default)]
     control_nic: Option<Spanned<String>>,
     #[serde(default)]
-    data_nics: Vec<Spanned<String>>,
+    data_nics: Option<Spanned<Vec<Spanned<String>>>>,
     #[serde(default)]
     data_nic_class: Option<Spanned<String>>,
     #[serde(default)]
@@ -388,7 +413,7 @@ struct RawProfile {
     #[serde(default)]
     pin_cpus: Option<Spanned<bool>>,
     #[serde(default)]
-    library_dirs: Vec<Spanned<String>>,
+    library_dirs: Option<Spanned<Vec<Spanned<String>>>>,
     #[serde(default)]
     topology_file: Option<Spanned<String>>,
     #[serde(default)]
@@ -405,7 +430,7 @@ struct RawChecks {
     #[serde(default)]
     nics: bool,
     #[serde(default)]
-    libraries: Vec<Spanned<String>>,
+    libraries: Option<Spanned<Vec<Spanned<String>>>>,
     #[serde(default)]
     topology_file: Option<Spanned<bool>>,
     #[serde(default)]
@@ -471,6 +496,12 @@ fn escape_controls(text: &str) -> String {
         .collect()
 }
 
+/// The items of a list key, or none where the key is left out. (A list is kept whole in
+/// a [`Spanned`] for its line.)
+fn items<T>(list: &Option<Spanned<Vec<T>>>) -> &[T] {
+    list.as_ref().map_or(&[], |l| l.get_ref().as_slice())
+}
+
 fn line_of(text: &str, offset: usize) -> usize {
     let end = offset.min(text.len());
     text.as_bytes()[..end]
@@ -489,6 +520,11 @@ struct Checker<'a> {
 type Checked<T> = Result<T, ConfigError>;
 
 impl Checker<'_> {
+    /// The line where a value (or key) starts.
+    fn line<T>(&self, value: &Spanned<T>) -> usize {
+        line_of(self.text, value.span().start)
+    }
+
     fn error(
         &self,
         span: Range<usize>,
@@ -591,7 +627,7 @@ impl Checker<'_> {
             .map(|n| self.check_nic(n, &format!("{key}.control_nic")))
             .transpose()?;
         let mut data_nics = Vec::new();
-        for nic in &raw.data_nics {
+        for nic in items(&raw.data_nics) {
             let nic_name = self.check_nic(nic, &format!("{key}.data_nics"))?;
             if data_nics.contains(&nic_name) {
                 return Err(self.error(nic.span(), format!("{key}.data_nics"), "listed twice"));
@@ -681,8 +717,7 @@ impl Checker<'_> {
             Some(pin) => *pin.get_ref(),
             None => false,
         };
-        let library_dirs = raw
-            .library_dirs
+        let library_dirs = items(&raw.library_dirs)
             .iter()
             .map(|d| self.check_absolute_path(d, &format!("{key}.library_dirs")))
             .collect::<Checked<Vec<_>>>()?;
@@ -716,6 +751,7 @@ impl Checker<'_> {
                 name: var.get_ref().clone(),
                 value: template,
                 forced: forced.contains(var.get_ref().as_str()),
+                line: self.line(var),
             });
         }
 
@@ -728,6 +764,13 @@ impl Checker<'_> {
                 "the profile declares no NICs to check (set control_nic/data_nics)",
             ));
         }
+        let lines = ProfileLines {
+            name: line_of(self.text, name_span.start),
+            data_nics: raw.data_nics.as_ref().map(|v| self.line(v)),
+            library_dirs: raw.library_dirs.as_ref().map(|v| self.line(v)),
+            topology_file: raw.topology_file.as_ref().map(|v| self.line(v)),
+            check_libraries: raw.checks.libraries.as_ref().map(|v| self.line(v)),
+        };
         Ok(Profile {
             name: name.to_string(),
             description: raw.description,
@@ -744,6 +787,7 @@ impl Checker<'_> {
             topology_file,
             env,
             checks,
+            lines,
         })
     }
 
@@ -778,7 +822,7 @@ impl Checker<'_> {
         topology_file: &Option<String>,
     ) -> Checked<Checks> {
         let mut libraries = Vec::new();
-        for lib in &raw.libraries {
+        for lib in items(&raw.libraries) {
             let l = lib.get_ref();
             if l.is_empty() || l.contains('/') || l == "." || l == ".." || has_control(l) {
                 return Err(self.error(
@@ -907,6 +951,7 @@ impl Checker<'_> {
             default_mode,
             skip_checks,
             nic_names,
+            line: line_of(self.text, span.start),
         })
     }
 }
@@ -990,6 +1035,18 @@ nic_names = { eth0 = "enp0s12" }
         assert_eq!(tcpx.nic_cpus["eth2"].to_string(), "4-7");
         let net = tcpx.env.iter().find(|v| v.name == "NCCL_NET").unwrap();
         assert!(net.forced);
+        assert_eq!(net.line, 15);
+        assert_eq!(
+            tcpx.lines,
+            ProfileLines {
+                name: 2,
+                data_nics: Some(6),
+                library_dirs: Some(8),
+                topology_file: None,
+                check_libraries: Some(20),
+            }
+        );
+        assert_eq!(config.node_sets[0].line, 23);
         assert_eq!(
             tcpx.checks.required(),
             vec![

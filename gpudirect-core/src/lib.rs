@@ -10,6 +10,7 @@
 pub mod config;
 pub mod cpulist;
 pub mod hostlist;
+pub mod lint;
 pub mod locality;
 pub mod marks;
 pub mod resolve;

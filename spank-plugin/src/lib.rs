@@ -16,17 +16,25 @@
 //! - slurmstepd, per task in `task_init` (in the task's own process, just before exec):
 //!   the task's variables are set and its CPU affinity pinned.
 //!
-//! All the rules live in the shared `gpudirect-core` crate; this file is only the glue to
-//! Slurm. It runs as root inside slurmstepd: it reads one root-owned config named by the
-//! admin, runs no shell, starts no thread, and never lets a panic cross into Slurm (the
-//! slurm-spank crate catches them at each callback; `panic = "unwind"` is required).
+//! All the rules live in the shared `gpudirect-core` crate; this crate is only the glue to
+//! Slurm, in three parts:
+//! - `ffi.rs`: every `extern "C"` and `unsafe` item, the exported symbols, and the only
+//!   use of slurm-spank's hidden API;
+//! - `state.rs`: the process's state (config path, config, option value) as one struct,
+//!   and the plugstack.conf arguments;
+//! - this file: the policy of each callback and what a node decides for its tasks.
+//!
+//! It reads one root-owned config named by the admin, runs no shell, starts no thread,
+//! and never lets a panic cross into Slurm (the callbacks are guarded in `ffi.rs`;
+//! `panic = "unwind"` is required).
+
+mod ffi;
+mod state;
 
 use std::error::Error;
-use std::ffi::{c_char, c_int, c_uint, CStr, CString};
 use std::path::Path;
-use std::sync::{Mutex, OnceLock};
 
-use gpudirect_core::config::{sanitize_for_message, Config, NicLocality};
+use gpudirect_core::config::{sanitize_for_message, NicLocality};
 use gpudirect_core::locality::Locality;
 use gpudirect_core::marks::{UntouchedMarks, MARKS_DIR};
 use gpudirect_core::resolve::{
@@ -34,48 +42,17 @@ use gpudirect_core::resolve::{
     StepFacts, TaskFacts,
 };
 use gpudirect_core::system::{
-    check_config_file, current_affinity, load_config_stamped, set_affinity, short_hostname,
-    FileStamp, Ownership, SystemProbe,
+    check_config_file, current_affinity, set_affinity, short_hostname, Ownership, SystemProbe,
 };
-use slurm_spank::{spank_log, spank_sys, Context, LogLevel, Plugin, SpankHandle};
+use slurm_spank::{spank_log, Context, LogLevel, Plugin, SpankHandle};
+
+use crate::state::{config_path_from_args, STATE};
 
 /// Every message starts with this, so users and admins know who speaks.
 const NAME: &str = "gpudirect";
 
-/// The SPANK option, as users write it: `--gpudirect=MODE`.
-const OPTION: &CStr = c"gpudirect";
-
 /// A mode longer than this cannot be a profile name: it is refused unread.
 const MAX_MODE_LEN: usize = 64;
-
-#[no_mangle]
-#[used]
-/// Slurm's plugin loader reads these three symbols.
-pub static plugin_name: [u8; 10] = *b"gpudirect\0";
-#[no_mangle]
-#[used]
-/// The plugin type Slurm expects of a SPANK plugin.
-pub static plugin_type: [u8; 6] = *b"spank\0";
-#[no_mangle]
-#[used]
-/// The Slurm version the plugin was built against.
-pub static plugin_version: c_uint = spank_sys::SLURM_VERSION_NUMBER;
-
-/// The config's path from plugstack.conf (or why there is none), set in `init`.
-static CONFIG_PATH: OnceLock<Result<String, String>> = OnceLock::new();
-
-/// The config, read at most once per process: in slurmstepd at `init`; in srun, sbatch
-/// and salloc only when a mode was asked for, so that a step without `--gpudirect` does
-/// not pay for reading it. Kept in a static (not in the plugin struct) because the
-/// option callback, a plain C function, needs it too, and per-node plans borrow from it
-/// for the process's lifetime.
-static CONFIG: OnceLock<Result<Config, String>> = OnceLock::new();
-
-/// The version of the config file that [`CONFIG`] was read from.
-static CONFIG_STAMP: OnceLock<FileStamp> = OnceLock::new();
-
-/// The `--gpudirect` value Slurm handed to our option callback, if any.
-static OPTION_VALUE: Mutex<Option<String>> = Mutex::new(None);
 
 fn log_error(message: &str) {
     spank_log(LogLevel::Error, &format!("{NAME}: {message}"));
@@ -99,114 +76,77 @@ enum NodeDecision {
     Unusable { message: String, strict: bool },
 }
 
-/// The plugin's state in one process (srun, sbatch, or one slurmstepd).
+/// The plugin as slurm-spank keeps it between callbacks of one process: what this node
+/// decided in `user_init`, for `task_init`. The rest of the process's state, which the
+/// option callback needs too, is [`state::State`].
 #[derive(Default)]
 struct GpuDirect {
     node: NodeDecision,
 }
 
-/// Plugin arguments from plugstack.conf.
-fn config_path_from_args(args: &[&str]) -> Result<String, String> {
-    let mut path = None;
-    for arg in args {
-        match arg.split_once('=') {
-            Some(("config", value)) if value.starts_with('/') => path = Some(value.to_string()),
-            Some(("config", _)) => {
-                return Err("plugstack.conf: config= needs an absolute path".into())
-            }
-            _ => {
-                return Err(format!(
-                    "plugstack.conf: unknown argument `{}` (the plugin takes config=/etc/slurm/gpudirect.toml)",
-                    sanitize_for_message(arg)
-                ))
-            }
-        }
+/// `slurm_spank_init` in srun, sbatch, salloc and slurmstepd: keeps the config path from
+/// plugstack.conf and registers `--gpudirect` (through `register_option`). Other contexts
+/// (slurmd, the job script) do nothing.
+fn init(
+    spank: &SpankHandle,
+    register_option: impl FnOnce() -> Result<(), String>,
+) -> Result<(), Box<dyn Error>> {
+    let context = spank.context()?;
+    if !matches!(
+        context,
+        Context::Local | Context::Allocator | Context::Remote
+    ) {
+        return Ok(());
     }
-    path.ok_or_else(|| {
-        "plugstack.conf: add config=/etc/slurm/gpudirect.toml after spank_gpudirect.so".into()
-    })
+    let path = spank
+        .plugin_argv()
+        .map_err(|e| e.to_string())
+        .and_then(|args| config_path_from_args(&args));
+    STATE.set_config_path(path);
+    register_option()?;
+    match context {
+        // slurmstepd reads the config, and reports every error, in user_init: from there
+        // a broken config reaches the user and, under `required`, fails the tasks. (A
+        // failed init would fail the launch with nothing but "Plugin initialization
+        // failed", and srun 22.05 would still exit 0.)
+        Context::Remote => Ok(()),
+        // srun/sbatch/salloc read the config only when a mode is asked for (the
+        // option callback, init_post_opt). A bad plugstack line fails init, which
+        // stops them only under `required`.
+        _ => match STATE.config_path() {
+            Some(Err(e)) => Err(e.clone().into()),
+            _ => Ok(()),
+        },
+    }
 }
 
-fn config() -> Result<&'static Config, String> {
-    let loaded = CONFIG.get_or_init(|| match CONFIG_PATH.get() {
-        Some(Ok(path)) => load_config_stamped(Path::new(path), Ownership::RootOnly)
-            .map(|(config, stamp)| {
-                let _ = CONFIG_STAMP.set(stamp);
-                config
-            })
-            .map_err(|e| e.to_string()),
-        Some(Err(e)) => Err(e.clone()),
-        None => Err("the config path is unknown (plugin init did not run)".into()),
-    });
-    loaded.as_ref().map_err(Clone::clone)
-}
-
-/// Called by Slurm for `--gpudirect=MODE` in every context where options are processed.
-/// Returning -1 makes srun/sbatch/salloc refuse the command line before submitting.
-extern "C" fn option_callback(_val: c_int, optarg: *const c_char, remote: c_int) -> c_int {
-    let outcome = std::panic::catch_unwind(|| {
-        if optarg.is_null() {
-            log_error("--gpudirect needs a value: a profile name, `auto` or `none`");
-            return -1;
-        }
-        // SAFETY: Slurm passes a NUL-terminated string that lives during the call.
-        let bytes = unsafe { CStr::from_ptr(optarg) }.to_bytes();
-        let value = String::from_utf8_lossy(bytes).into_owned();
-        if bytes.len() > MAX_MODE_LEN {
-            log_error(&format!(
-                "--gpudirect value of {} bytes refused: a mode is a profile name, `auto` or `none`",
-                bytes.len()
-            ));
-            return -1;
-        }
-        if remote == 0 {
-            // In srun/sbatch/salloc: refuse unknown modes now. A broken config cannot
-            // validate anything; init already reported it, and the step will say so.
-            if let Ok(config) = config() {
-                if let Err(e) = config.parse_mode(&value) {
-                    log_error(&e.to_string());
-                    return -1;
-                }
-            }
-        }
-        match OPTION_VALUE.lock() {
-            Ok(mut slot) => *slot = Some(value),
-            Err(_) => return -1,
-        }
-        0
-    });
-    outcome.unwrap_or(-1)
-}
-
-fn option_value() -> Option<String> {
-    OPTION_VALUE.lock().ok().and_then(|v| v.clone())
-}
-
-/// Registers `--gpudirect` with our own callback, so that a bad value is refused at
-/// parse time (slurm-spank's generic callback accepts any value).
-fn register_option(spank: spank_sys::spank_t) -> Result<(), String> {
-    let usage = "Apply a fabric profile from the admin's config to every task (NCCL/transport \
-         variables, library path, NIC and CPU pinning by local rank). MODE: a profile \
-         (`gpudirect profiles list`), `auto` (this node's default) or `none`.";
-    // Slurm keeps the pointers: the strings must live as long as the process.
-    let usage = CString::new(usage)
-        .map_err(|_| "usage text has a NUL".to_string())?
-        .into_raw();
-    let mut option = spank_sys::spank_option {
-        name: OPTION.as_ptr(),
-        arginfo: c"MODE".as_ptr(),
-        usage,
-        has_arg: 1,
-        val: 0,
-        cb: Some(option_callback),
+/// The option callback's policy, for `--gpudirect=MODE` as Slurm hands it over (`None`:
+/// no value); `remote` is true in slurmstepd. Returns whether the value is taken: a
+/// refusal makes srun/sbatch/salloc refuse the command line before submitting.
+fn accept_option(value: Option<&[u8]>, remote: bool) -> bool {
+    let Some(bytes) = value else {
+        log_error("--gpudirect needs a value: a profile name, `auto` or `none`");
+        return false;
     };
-    // SAFETY: `spank` is the handle Slurm gave this init callback; `option` is valid.
-    let rc = unsafe { spank_sys::spank_option_register(spank, &mut option) };
-    if rc == spank_sys::ESPANK_SUCCESS {
-        Ok(())
-    } else {
-        Err(format!("could not register --gpudirect (spank error {rc})"))
+    let value = String::from_utf8_lossy(bytes).into_owned();
+    if bytes.len() > MAX_MODE_LEN {
+        log_error(&format!(
+            "--gpudirect value of {} bytes refused: a mode is a profile name, `auto` or `none`",
+            bytes.len()
+        ));
+        return false;
     }
+    if !remote {
+        // In srun/sbatch/salloc: refuse unknown modes now. A broken config cannot
+        // validate anything; init already reported it, and the step will say so.
+        if let Ok(config) = STATE.config() {
+            if let Err(e) = config.parse_mode(&value) {
+                log_error(&e.to_string());
+                return false;
+            }
+        }
+    }
+    STATE.set_option(value)
 }
 
 /// This build's id (spank-plugin/build.rs): marks written by another build never count.
@@ -216,7 +156,7 @@ const BUILD_ID: &str = env!("GPUDIRECT_BUILD_ID");
 /// that cannot be read (not UTF-8) counts as asking: the full read then reports it.
 fn step_asks_for_mode(spank: &SpankHandle) -> bool {
     let asked = |m: &String| !m.trim().is_empty();
-    option_value().is_some_and(|m| asked(&m))
+    STATE.option().is_some_and(|m| asked(&m))
         || spank
             .getenv(vars::MODE_ENV)
             .unwrap_or_else(|_| Some("unreadable".into()))
@@ -237,7 +177,7 @@ impl GpuDirect {
     /// slurmstepd: whether a mark shows that this step, asking for no mode, is left
     /// untouched by this very config on this node, so the config need not be read.
     fn marked_untouched(spank: &SpankHandle, node: &str) -> bool {
-        let Some(Ok(path)) = CONFIG_PATH.get() else {
+        let Some(Ok(path)) = STATE.config_path() else {
             return false;
         };
         if step_asks_for_mode(spank) {
@@ -255,7 +195,7 @@ impl GpuDirect {
     /// slurmstepd, after a full read: marks the config version that was read when it
     /// leaves steps on this node that ask for no mode untouched. Errors are never marked.
     fn mark_if_untouched(node: &str) {
-        let (Some(Ok(config)), Some(read)) = (CONFIG.get(), CONFIG_STAMP.get()) else {
+        let Some((config, read)) = STATE.config_read() else {
             return;
         };
         if !matches!(choose_mode(config, node, None, None), Ok(None)) {
@@ -270,8 +210,8 @@ impl GpuDirect {
 
     /// Runs in slurmstepd once per node: decides what every task of the step gets.
     fn decide(&self, spank: &SpankHandle, node: String) -> Result<NodeDecision, String> {
-        let config = config().map_err(|e| format!("node {node}: {e}"))?;
-        let option = option_value();
+        let config = STATE.config().map_err(|e| format!("node {node}: {e}"))?;
+        let option = STATE.option();
         let env_mode = spank.getenv(vars::MODE_ENV).map_err(|_| {
             format!(
                 "node {node}: {} is not valid UTF-8: set it to a profile name, `auto` or `none`",
@@ -358,7 +298,8 @@ fn tell_user(message: &str) {
     eprintln!("{NAME}: {message}");
 }
 
-// SAFETY: the plugin starts no threads and touches no state outside its own statics.
+// SAFETY: the plugin starts no threads and touches no state outside its own (this
+// struct and `state::STATE`).
 unsafe impl Plugin for GpuDirect {
     /// The crate's default installs a tracing subscriber on first call; this plugin logs
     /// through the SPANK log only, and srun should pay nothing for it.
@@ -370,7 +311,7 @@ unsafe impl Plugin for GpuDirect {
         if !matches!(spank.context()?, Context::Local | Context::Allocator) {
             return Ok(());
         }
-        let option = option_value();
+        let option = STATE.option();
         let env_mode = std::env::var(vars::MODE_ENV)
             .ok()
             .filter(|m| !m.trim().is_empty());
@@ -378,7 +319,7 @@ unsafe impl Plugin for GpuDirect {
             // No mode asked for: nothing to check, and no config to read.
             return Ok(());
         };
-        match config() {
+        match STATE.config() {
             Ok(config) => {
                 if option.is_none() {
                     if let Some(mode) = &env_mode {
@@ -442,8 +383,7 @@ unsafe impl Plugin for GpuDirect {
                     log_error(message);
                     // An optional plugin's error is ignored by Slurm; a strict profile
                     // must still stop the task before it runs without its transport.
-                    // SAFETY: we are in the task's forked process, before exec.
-                    unsafe { libc::_exit(1) };
+                    ffi::exit_task(1);
                 }
                 if first_task {
                     tell_user(&format!(
@@ -454,124 +394,5 @@ unsafe impl Plugin for GpuDirect {
                 Err(message.clone().into())
             }
         }
-    }
-}
-
-/// Exports one SPANK callback, routed through slurm-spank's panic guard.
-///
-/// slurm-spank's `SPANK_PLUGIN!` exports every callback, including job_prolog/epilog,
-/// whose mere presence makes slurmd run an extra pass per job (measured: 43 ms against
-/// 30 ms for `srun -N1 true`). Exporting only what we implement keeps the plugin free.
-macro_rules! export_callback {
-    ($c_name:ident, $method:ident) => {
-        #[no_mangle]
-        #[doc(hidden)]
-        pub extern "C" fn $c_name(
-            spank: spank_sys::spank_t,
-            ac: c_int,
-            argv: *const *const c_char,
-        ) -> c_int {
-            slurm_spank::spank_callback_with_globals::<GpuDirect, _>(|plugin, options, _setup| {
-                let mut handle = slurm_spank::init_spank_handle(spank, ac, argv, options);
-                plugin.$method(&mut handle)
-            })
-        }
-    };
-}
-
-export_callback!(slurm_spank_init_post_opt, init_post_opt);
-export_callback!(slurm_spank_user_init, user_init);
-export_callback!(slurm_spank_task_init, task_init);
-
-/// `slurm_spank_init`: reads the config and registers `--gpudirect` (all user contexts).
-#[no_mangle]
-#[doc(hidden)]
-pub extern "C" fn slurm_spank_init(
-    spank: spank_sys::spank_t,
-    ac: c_int,
-    argv: *const *const c_char,
-) -> c_int {
-    slurm_spank::spank_callback_with_globals::<GpuDirect, _>(|_plugin, options, _setup| {
-        let handle = slurm_spank::init_spank_handle(spank, ac, argv, options);
-        if !matches!(
-            handle.context()?,
-            Context::Local | Context::Allocator | Context::Remote
-        ) {
-            return Ok(());
-        }
-        let path = handle
-            .plugin_argv()
-            .map_err(|e| e.to_string())
-            .and_then(|args| config_path_from_args(&args));
-        let _ = CONFIG_PATH.set(path);
-        register_option(spank)?;
-        match handle.context()? {
-            // slurmstepd reads the config, and reports every error, in user_init: from there
-            // a broken config reaches the user and, under `required`, fails the tasks. (A
-            // failed init would fail the launch with nothing but "Plugin initialization
-            // failed", and srun 22.05 would still exit 0.)
-            Context::Remote => Ok(()),
-            // srun/sbatch/salloc read the config only when a mode is asked for (the
-            // option callback, init_post_opt). A bad plugstack line fails init, which
-            // stops them only under `required`.
-            _ => match CONFIG_PATH.get() {
-                Some(Err(e)) => Err(e.clone().into()),
-                _ => Ok(()),
-            },
-        }
-    })
-}
-
-/// Slurm 22.05 lacks `spank_prepend_task_argv`, which slurm-spank 0.4 binds; without this
-/// definition the plugin would not load. The plugin never calls it.
-#[no_mangle]
-#[doc(hidden)]
-pub extern "C" fn spank_prepend_task_argv(
-    _spank: spank_sys::spank_t,
-    _argc: c_int,
-    _argv: *mut *const c_char,
-) -> spank_sys::spank_err_t {
-    spank_sys::slurm_err_t_ESPANK_NOT_AVAIL
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn plugin_arguments() {
-        assert_eq!(
-            config_path_from_args(&["config=/etc/slurm/gpudirect.toml"]),
-            Ok("/etc/slurm/gpudirect.toml".into())
-        );
-        assert!(config_path_from_args(&[])
-            .unwrap_err()
-            .contains("add config="));
-        assert!(config_path_from_args(&["config=rel.toml"])
-            .unwrap_err()
-            .contains("absolute"));
-        assert!(config_path_from_args(&["conf=/x"])
-            .unwrap_err()
-            .contains("unknown argument"));
-    }
-
-    /// This test binary links the unwinder as the plugin does (build.rs): a panic must
-    /// still unwind to the guard, as slurm-spank's does at each callback.
-    #[test]
-    fn panics_unwind_with_the_static_unwinder() {
-        let caught = std::panic::catch_unwind(|| {
-            let message = String::from("boom");
-            panic!("{message}");
-        });
-        assert!(caught.is_err());
-    }
-
-    #[test]
-    fn plugin_symbols_are_nul_terminated() {
-        assert_eq!(
-            CStr::from_bytes_with_nul(&plugin_name).unwrap(),
-            c"gpudirect"
-        );
-        assert_eq!(CStr::from_bytes_with_nul(&plugin_type).unwrap(), c"spank");
     }
 }

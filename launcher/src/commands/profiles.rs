@@ -18,11 +18,12 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 use serde_json::{json, Value};
 
-use gpudirect_core::config::{CheckKind, Config, Mode, NicClass, NicLocality, NodeSet, Profile};
+use gpudirect_core::config::{CheckKind, Config, Mode, NicLocality, NodeSet, Profile};
+use gpudirect_core::lint::{self, Finding, Machine, Severity};
 use gpudirect_core::locality::Locality;
 use gpudirect_core::resolve::{
     choose_mode, plan_node_with_locality, plan_task, resolve_profile, vars, AssumeHealthy,
-    NodePlan, NodeProbe, Resolved, StepFacts, TaskFacts, TaskPlan,
+    NodePlan, NodeProbe, StepFacts, TaskFacts, TaskPlan,
 };
 use gpudirect_core::system::{load_config, short_hostname, LoadError, Ownership, SystemProbe};
 use gpudirect_core::template::{Placeholder, Template};
@@ -190,7 +191,10 @@ pub fn run(args: &ProfilesArgs, _ctx: &Ctx) -> Result<ExitStatus> {
                 out.push('\n');
             }
             print_out(&out)?;
-            let errors = findings.iter().filter(|f| f.level == Level::Error).count();
+            let errors = findings
+                .iter()
+                .filter(|f| f.severity == Severity::Error)
+                .count();
             let warnings = findings.len() - errors;
             if errors > 0 {
                 note(&format!(
@@ -534,346 +538,28 @@ fn show_text(config: &Config, p: &Profile) -> String {
 // ---------------------------------------------------------------------------------------
 // check
 
-/// How bad a finding is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Level {
-    /// Worth a look; does not fail `check`.
-    Warning,
-    /// Fails `check` (exit 1).
-    Error,
-}
-
-impl fmt::Display for Level {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Level::Warning => "warning",
-            Level::Error => "error",
-        })
-    }
-}
-
-/// One lint finding, printed `FILE:LINE: LEVEL: MESSAGE` (line 1 for the file as a whole).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Finding {
-    /// The config file.
-    pub file: String,
-    /// 1-based line.
-    pub line: usize,
-    /// How bad.
-    pub level: Level,
-    /// What is wrong and how to fix it.
-    pub message: String,
-}
-
-impl fmt::Display for Finding {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        // One line per finding, whatever the parser's message looks like.
-        let message: Vec<&str> = self
-            .message
-            .lines()
-            .map(str::trim)
-            .filter(|l| !l.is_empty())
-            .collect();
-        write!(
-            f,
-            "{}:{}: {}: {}",
-            self.file,
-            self.line,
-            self.level,
-            message.join("; ")
-        )
-    }
-}
-
-/// Where keys are in the config text, for findings about checked values (which carry no
-/// spans). Table names are compared without quotes and spaces.
-struct KeyLines<'a> {
-    text: &'a str,
-}
-
-impl KeyLines<'_> {
-    fn normalize(header: &str) -> String {
-        header
-            .trim()
-            .trim_start_matches('[')
-            .trim_end_matches(']')
-            .chars()
-            .filter(|c| !c.is_whitespace() && *c != '"' && *c != '\'')
-            .collect()
-    }
-
-    /// The line of `[table]`.
-    fn table(&self, table: &str) -> Option<usize> {
-        self.text.lines().enumerate().find_map(|(i, line)| {
-            let t = line.trim();
-            (t.starts_with('[') && !t.starts_with("[[") && Self::normalize(t) == table)
-                .then_some(i + 1)
-        })
-    }
-
-    /// The line of `key = ...` inside `[table]`, else of the table.
-    fn key(&self, table: &str, key: &str) -> Option<usize> {
-        let mut current = String::new();
-        for (i, line) in self.text.lines().enumerate() {
-            let t = line.trim();
-            if t.starts_with('[') {
-                current = Self::normalize(t);
-                continue;
-            }
-            if current == table {
-                if let Some(rest) = t.strip_prefix(key) {
-                    if rest.trim_start().starts_with('=') {
-                        return Some(i + 1);
-                    }
-                }
-            }
-        }
-        self.table(table)
-    }
-
-    /// The line of the n-th `[[node_set]]`.
-    fn node_set(&self, index: usize) -> Option<usize> {
-        self.text
-            .lines()
-            .enumerate()
-            .filter(|(_, l)| {
-                Self::normalize(l.trim()) == "[node_set]" || l.trim() == "[[node_set]]"
-            })
-            .nth(index)
-            .map(|(i, _)| i + 1)
-    }
-}
-
-/// Lints the config at `path`. `on_node`: this machine is `node`, so its missing files
-/// and NICs are errors; elsewhere they are warnings.
+/// Lints the config at `path` ([`gpudirect_core::lint`]). `on_node`: this machine is
+/// `node`, so its missing files and NICs are errors; elsewhere they are warnings.
 pub fn check_config(path: &Path, on_node: bool, node: &str) -> Vec<Finding> {
     let file = path.display().to_string();
-    let finding = |line: usize, level: Level, message: String| Finding {
-        file: file.clone(),
-        line,
-        level,
-        message,
-    };
     let config = match load_config(path, Ownership::Any) {
         Ok(config) => config,
-        Err(LoadError::Config(e)) => {
-            let message = match &e.key {
-                Some(key) => format!("{key}: {}", e.message),
-                None => e.message.clone(),
-            };
-            return vec![finding(e.line.unwrap_or(1), Level::Error, message)];
-        }
-        Err(e) => return vec![finding(1, Level::Error, e.to_string())],
+        Err(e) => return vec![lint::load_failure(&file, &e)],
     };
     let mut findings = Vec::new();
     // The plugin runs as root and refuses a config others could change: always an error,
     // wherever `check` runs, since it is a property of the file.
     if let Err(e @ LoadError::Insecure { .. }) = load_config(path, Ownership::RootOnly) {
-        findings.push(finding(1, Level::Error, e.to_string()));
+        findings.push(lint::load_failure(&file, &e));
     }
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    let lines = KeyLines { text: &text };
-    findings.extend(
-        structure_findings(&config, &lines)
-            .into_iter()
-            .map(|(line, level, message)| finding(line, level, message)),
-    );
-    findings.extend(
-        node_findings(&config, &lines, on_node, node)
-            .into_iter()
-            .map(|(line, level, message)| finding(line, level, message)),
-    );
+    let machine = Machine {
+        node,
+        on_node,
+        probe: &SystemProbe,
+    };
+    findings.extend(lint::lint(&config, &machine));
     findings.sort_by_key(|f| f.line);
     findings
-}
-
-type RawFinding = (usize, Level, String);
-
-/// Lints that hold everywhere: they are about the text, not a node.
-fn structure_findings(config: &Config, lines: &KeyLines<'_>) -> Vec<RawFinding> {
-    let mut out = Vec::new();
-    for p in config.profiles.values() {
-        let table = format!("profiles.{}", p.name);
-        let line = |key: &str| lines.key(&table, key).unwrap_or(1);
-        for nic in &p.data_nics {
-            let looks_rdma = nic.starts_with("mlx") || nic.starts_with("rdmap");
-            let looks_net = ["eth", "enp", "ens", "eno", "ib"]
-                .iter()
-                .any(|p| nic.starts_with(p));
-            match p.data_nic_class {
-                NicClass::Net if looks_rdma => out.push((
-                    line("data_nics"),
-                    Level::Warning,
-                    format!(
-                        "profiles.{}.data_nics: `{nic}` looks like an RDMA device, not an interface: set data_nic_class = \"infiniband\" (checked under /sys/class/infiniband)",
-                        p.name
-                    ),
-                )),
-                NicClass::Infiniband if looks_net && !looks_rdma => out.push((
-                    line("data_nics"),
-                    Level::Warning,
-                    format!(
-                        "profiles.{}.data_nics: `{nic}` looks like an interface name, but data_nic_class = \"infiniband\" wants RDMA device names (ibv_devices)",
-                        p.name
-                    ),
-                )),
-                _ => {}
-            }
-        }
-        for var in &p.env {
-            let uses_nic = var
-                .value
-                .placeholders()
-                .any(|ph| matches!(ph, Placeholder::Nic));
-            if var.name == "NCCL_IB_HCA" && uses_nic && p.data_nic_class == NicClass::Net {
-                out.push((
-                    lines.key(&format!("{table}.env"), "NCCL_IB_HCA").unwrap_or(1),
-                    Level::Warning,
-                    format!(
-                        "profiles.{}.env.NCCL_IB_HCA: {{nic}} gives interface names here, but NCCL_IB_HCA takes RDMA device names: set data_nic_class = \"infiniband\"",
-                        p.name
-                    ),
-                ));
-            }
-            if uses_nic && p.gpu_nics.is_empty() && p.nic_locality == NicLocality::Config {
-                out.push((
-                    lines.key(&format!("{table}.env"), &var.name).unwrap_or(1),
-                    Level::Warning,
-                    format!(
-                        "profiles.{}.env.{}: {{nic}} is empty without gpu_nics or nic_locality = \"sysfs\"",
-                        p.name, var.name
-                    ),
-                ));
-            }
-        }
-    }
-    for (index, set) in config.node_sets.iter().enumerate() {
-        let Some(profile) = set.profile.as_ref().and_then(|p| config.profiles.get(p)) else {
-            continue;
-        };
-        let declared: Vec<&String> = profile
-            .control_nic
-            .iter()
-            .chain(profile.data_nics.iter())
-            .collect();
-        for logical in set.nic_names.keys() {
-            if !declared.contains(&logical) {
-                out.push((
-                    lines.node_set(index).unwrap_or(1),
-                    Level::Warning,
-                    format!(
-                        "node_set[{index}] ({}).nic_names: `{logical}` is not a NIC of profile {} ({}): the mapping is never used",
-                        set.name,
-                        profile.name,
-                        declared.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
-                    ),
-                ));
-            }
-        }
-    }
-    out
-}
-
-/// The profile's checks against this machine, as the plugin runs them on a node.
-fn node_findings(
-    config: &Config,
-    lines: &KeyLines<'_>,
-    on_node: bool,
-    node: &str,
-) -> Vec<RawFinding> {
-    let level = if on_node {
-        Level::Error
-    } else {
-        Level::Warning
-    };
-    let set = if on_node {
-        config.node_set_for(node)
-    } else {
-        None
-    };
-    // On a node, only what can apply there: its set's profile; else every profile.
-    let profiles: Vec<&Profile> = match set.and_then(|s| s.profile.as_ref()) {
-        Some(name) => config.profiles.get(name).into_iter().collect(),
-        None => config.profiles.values().collect(),
-    };
-    let suffix = if on_node {
-        format!(" on node {node}")
-    } else {
-        " (here; an error only with --on-node on the node)".to_string()
-    };
-    let mut out = Vec::new();
-    for profile in profiles {
-        let table = format!("profiles.{}", profile.name);
-        let skipped: Vec<CheckKind> = set.map(|s| s.skip_checks.clone()).unwrap_or_default();
-        let resolved = Resolved {
-            profile,
-            node_set: set,
-        };
-        let step = StepFacts {
-            node: node.to_string(),
-            nnodes: 1,
-            local_size: 1,
-            ..StepFacts::default()
-        };
-        let plan = plan_node_with_locality(resolved, step, &SystemProbe, None);
-        // One finding per check: eight missing NICs are one problem.
-        for kind in CheckKind::ALL {
-            let failures: Vec<_> = plan.failures.iter().filter(|f| f.kind == kind).collect();
-            let Some(first) = failures.first() else {
-                continue;
-            };
-            let line = match kind {
-                CheckKind::Nics => lines.key(&table, "data_nics"),
-                CheckKind::Libraries => lines.key(&format!("{table}.checks"), "libraries"),
-                CheckKind::TopologyFile => lines.key(&table, "topology_file"),
-                // The socket directory exists only while a job runs: not a lint.
-                CheckKind::RxdmSocketDir => continue,
-            };
-            let problems: Vec<&str> = failures.iter().map(|f| f.problem.as_str()).collect();
-            out.push((
-                line.unwrap_or(1),
-                level,
-                format!(
-                    "profile {}: {}: {} ({}){suffix}",
-                    profile.name,
-                    kind.name(),
-                    problems.join("; "),
-                    first.fix
-                ),
-            ));
-        }
-        if !skipped.contains(&CheckKind::Libraries) {
-            for dir in &profile.library_dirs {
-                if !SystemProbe.dir_exists(dir) {
-                    out.push((
-                        lines.key(&table, "library_dirs").unwrap_or(1),
-                        level,
-                        format!(
-                            "profile {}: library_dirs: {dir} does not exist{suffix}",
-                            profile.name
-                        ),
-                    ));
-                }
-            }
-        }
-        // A topology file is exported whether or not the profile asks to check it.
-        if let Some(file) = &profile.topology_file {
-            if !profile.checks.topology_file
-                && !skipped.contains(&CheckKind::TopologyFile)
-                && !SystemProbe.file_readable(file)
-            {
-                out.push((
-                    lines.key(&table, "topology_file").unwrap_or(1),
-                    level,
-                    format!(
-                        "profile {}: topology_file: {file} is not readable{suffix}",
-                        profile.name
-                    ),
-                ));
-            }
-        }
-    }
-    out
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1188,17 +874,6 @@ mod tests {
             template_text(tcpx.checks.rxdm_socket_dir.as_ref().unwrap()),
             "/run/tcpx-{job_id}"
         );
-    }
-
-    #[test]
-    fn key_lines_find_keys_in_their_table() {
-        let text = "[profiles.a]\nlibrary_dirs = [\"/x\"]\n[profiles.a.checks]\nlibraries = [\"l\"]\n[[node_set]]\nname = \"n\"\n[[node_set]]\n";
-        let lines = KeyLines { text };
-        assert_eq!(lines.key("profiles.a", "library_dirs"), Some(2));
-        assert_eq!(lines.key("profiles.a.checks", "libraries"), Some(4));
-        assert_eq!(lines.key("profiles.a", "libraries"), Some(1), "table line");
-        assert_eq!(lines.key("profiles.b", "x"), None);
-        assert_eq!(lines.node_set(1), Some(7));
     }
 
     #[test]
