@@ -18,6 +18,7 @@
 //!   verdicts on nodes and links, and the simulator that proves them.
 //! - [`report`]: the HTML report with its plots (busbw by size, pair heat map, nodes over time).
 
+pub mod baseline;
 pub mod cell;
 pub mod checks;
 pub mod history;

@@ -134,7 +134,14 @@ fn report_with_every_plot_in_both_formats() {
         "{:?}",
         data.verdicts[3]
     );
-    assert_eq!(data.verdicts[0].verdict, "ok", "{:?}", data.verdicts[0]);
+    // The same rule as `compare RUN --baseline`: the first run has no earlier run to be
+    // judged against; the next clean one is ok against it.
+    assert_eq!(
+        data.verdicts[0].verdict, "no baseline",
+        "{:?}",
+        data.verdicts[0]
+    );
+    assert_eq!(data.verdicts[1].verdict, "ok", "{:?}", data.verdicts[1]);
 
     let out = dir.join("out");
     let files = write_report(&data, &out, ReportFormat::Both).unwrap();

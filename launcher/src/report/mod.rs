@@ -58,7 +58,7 @@ use std::str::FromStr;
 
 use serde::Serialize;
 
-use crate::history::compare::median;
+use crate::baseline::{judge_against_baseline, median, CompareOptions};
 use crate::history::{
     History, HistoryError, NodeResult, Placement, RunDetail, RunFilter, RunId, RunStatus,
     REPLAY_ENV,
@@ -343,67 +343,7 @@ pub fn baseline_points(runs: &[&[SizePoint]]) -> Vec<(u64, f64)> {
         .collect()
 }
 
-/// A run's verdict against its baseline, at the largest size both have.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct RunVerdict {
-    /// Run id.
-    pub run_id: RunId,
-    /// The size compared at.
-    pub size_bytes: Option<u64>,
-    /// The run's busbw there, GB/s.
-    pub busbw: Option<f64>,
-    /// The baseline there, GB/s.
-    pub baseline: Option<f64>,
-    /// `(busbw - baseline) / baseline`, percent.
-    pub delta_pct: Option<f64>,
-    /// `ok`, `regression`, `improvement`, `no baseline`, `no data`, or the run's own
-    /// failure status (`failed`, `wrong`, `timeout`, `interrupted`).
-    pub verdict: String,
-}
-
-/// Judges a run against its baseline (pure). The run's own failure comes first; then the
-/// largest size at which both have a number decides: below `-tolerance` is a regression,
-/// above `+tolerance` an improvement. The largest size is the one that measures the
-/// fabric; small sizes measure latency and are noise for this purpose.
-pub fn judge_run(run: &RunSeries, band: Option<&BaselineBand>, tolerance_pct: f64) -> RunVerdict {
-    let mut v = RunVerdict {
-        run_id: run.run_id,
-        size_bytes: None,
-        busbw: None,
-        baseline: None,
-        delta_pct: None,
-        verdict: String::new(),
-    };
-    let common = band.and_then(|band| {
-        run.points
-            .iter()
-            .rev()
-            .find_map(|p| Some((p.size_bytes, p.busbw?, band.at(p.size_bytes)?)))
-    });
-    if let Some((size, busbw, base)) = common {
-        v.size_bytes = Some(size);
-        v.busbw = Some(busbw);
-        v.baseline = Some(base);
-        v.delta_pct = (base > 0.0).then(|| (busbw - base) / base * 100.0);
-    } else if let Some((size, busbw)) = run.at_largest_size() {
-        v.size_bytes = Some(size);
-        v.busbw = Some(busbw);
-    }
-    v.verdict = if run.status != RunStatus::Ok {
-        run.status.to_string()
-    } else if v.busbw.is_none() {
-        "no data".into()
-    } else if v.baseline.is_none() {
-        "no baseline".into()
-    } else {
-        match v.delta_pct {
-            Some(d) if d < -tolerance_pct => "regression".into(),
-            Some(d) if d > tolerance_pct => "improvement".into(),
-            _ => "ok".into(),
-        }
-    };
-    v
-}
+pub use crate::baseline::RunVerdict;
 
 /// A node x node matrix of pair bandwidths. Row and column `i` are `nodes[i]`;
 /// `values[i][j]` is the busbw measured between `nodes[i]` and `nodes[j]` (symmetric),
@@ -774,11 +714,26 @@ pub fn gather(history: &History, opts: &ReportOptions) -> Result<ReportData, Rep
             )),
         }
     }
+    // Each run's verdict is `compare RUN --baseline`'s (crate::baseline): the bands above are
+    // what the plots draw, not what decides.
+    let compare = CompareOptions {
+        tolerance_pct: opts.tolerance_pct,
+        ..CompareOptions::default()
+    };
     data.verdicts = data
         .runs
         .iter()
-        .map(|r| judge_run(r, data.band_for(r), opts.tolerance_pct))
-        .collect();
+        .map(|r| {
+            judge_against_baseline(
+                history,
+                r.run_id,
+                r.status,
+                r.at_largest_size(),
+                opts.baseline_runs,
+                compare,
+            )
+        })
+        .collect::<Result<_, _>>()?;
 
     // The heat map, from pairs recorded with the runs.
     let (triples, size) = heat_triples(&node_results);

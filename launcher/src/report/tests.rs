@@ -40,76 +40,6 @@ fn series(id: RunId, points: Vec<SizePoint>) -> RunSeries {
     }
 }
 
-fn band(points: Vec<(u64, f64)>) -> BaselineBand {
-    BaselineBand {
-        key: BaselineKey::of(&series(0, Vec::new())),
-        run_ids: vec![1, 2, 3],
-        from_report: false,
-        points,
-        tolerance_pct: 5.0,
-    }
-}
-
-#[test]
-fn a_loaded_gpu_is_a_regression_against_the_clean_run() {
-    let clean = fixture_points("h200x2-degraded/all_reduce_g2_clean.txt");
-    let loaded = fixture_points("h200x2-degraded/all_reduce_g2_load_copy_gpu1.txt");
-    let base = band(baseline_points(&[&clean]));
-    assert_eq!(base.points.last().map(|p| p.0), Some(8 << 30));
-
-    let ok = judge_run(&series(1, clean.clone()), Some(&base), 5.0);
-    assert_eq!(ok.verdict, "ok");
-    assert_eq!(ok.size_bytes, Some(8 << 30));
-    assert_eq!(ok.delta_pct, Some(0.0));
-
-    let slow = judge_run(&series(2, loaded), Some(&base), 5.0);
-    assert_eq!(slow.verdict, "regression", "{slow:?}");
-    assert!(slow.delta_pct.unwrap() < -5.0, "{slow:?}");
-}
-
-#[test]
-fn verdict_without_baseline_or_data_or_when_failed() {
-    let clean = fixture_points("h200x2-degraded/all_reduce_g2_clean.txt");
-    let v = judge_run(&series(1, clean.clone()), None, 5.0);
-    assert_eq!(v.verdict, "no baseline");
-    assert_eq!(v.size_bytes, Some(8 << 30));
-    assert!(v.busbw.unwrap() > 300.0, "{v:?}");
-
-    let nan = vec![SizePoint {
-        size_bytes: 1024,
-        busbw: None,
-    }];
-    assert_eq!(judge_run(&series(2, nan), None, 5.0).verdict, "no data");
-
-    let mut failed = series(3, clean);
-    failed.status = RunStatus::Failed;
-    assert_eq!(judge_run(&failed, None, 5.0).verdict, "failed");
-}
-
-#[test]
-fn judged_at_the_largest_size_both_sides_have() {
-    // The baseline stops at 1 GiB (a socket run), the candidate goes to 8 GiB.
-    let run = series(
-        1,
-        vec![
-            SizePoint {
-                size_bytes: 1 << 30,
-                busbw: Some(90.0),
-            },
-            SizePoint {
-                size_bytes: 8 << 30,
-                busbw: Some(200.0),
-            },
-        ],
-    );
-    let v = judge_run(&run, Some(&band(vec![(1 << 30, 100.0)])), 5.0);
-    assert_eq!(v.size_bytes, Some(1 << 30));
-    assert_eq!(v.verdict, "regression");
-    assert!((v.delta_pct.unwrap() + 10.0).abs() < 1e-9);
-    let up = judge_run(&run, Some(&band(vec![(1 << 30, 80.0)])), 5.0);
-    assert_eq!(up.verdict, "improvement");
-}
-
 #[test]
 fn baseline_is_the_per_size_median_and_skips_missing_values() {
     let a = [
@@ -232,7 +162,12 @@ fn labels_and_table_carry_the_replay_label() {
     assert!(run.label().contains(REPLAY_LABEL), "{}", run.label());
     assert!(run.label().starts_with("run 7 all_reduce [nvlink], 1 node"));
     let data = ReportData {
-        verdicts: vec![judge_run(&run, None, 5.0)],
+        verdicts: vec![crate::baseline::run_verdict(
+            run.run_id,
+            run.status,
+            run.at_largest_size(),
+            None,
+        )],
         runs: vec![run],
         tolerance_pct: 5.0,
         notes: vec!["no baseline".into()],
