@@ -3,9 +3,10 @@
 //! The binary (`src/main.rs`) parses arguments and dispatches; the logic lives in this
 //! library so that it can be tested without a GPU, a cluster or a terminal:
 //!
-//! - [`nccl_output`]: one parser for every form of nccl-tests output (text tables of every
-//!   version, `-J` JSON, interleaved `NCCL_DEBUG` lines and launcher banners), the transport
-//!   evidence in the debug lines, and the bus-bandwidth arithmetic.
+//! - [`nccl_output`]: the `nccl-output` crate, re-exported: one parser for every form of
+//!   nccl-tests output (text tables of every version, `-J` JSON, interleaved `NCCL_DEBUG`
+//!   lines and launcher banners), the transport evidence in the debug lines, and the
+//!   bus-bandwidth arithmetic.
 //! - [`history`]: the SQLite history of runs (schema migrations, import with dedupe,
 //!   queries, comparison against runs and baselines, export).
 //! - [`runner`]: runs srun/mpirun/nccl-tests in a process group with timeouts and Ctrl-C.
@@ -23,10 +24,13 @@ pub mod history;
 pub mod judging;
 pub mod launch;
 pub mod matrix;
-pub mod nccl_output;
 pub mod pairing;
 pub mod probe;
 pub mod record;
 pub mod report;
 pub mod runner;
 pub mod simulate;
+
+// Its own crate so that fuzz/ and its bench build without SQLite and clap; re-exported so
+// that `gpudirect::nccl_output::...` paths stay as they were.
+pub use nccl_output;
