@@ -501,17 +501,6 @@ pub fn parse_headerless(input: &[u8], opts: &ParseOptions, ranks: Option<u32>) -
     out
 }
 
-/// Parse the text form (stdout of a `*_perf` binary, possibly with NCCL and launcher lines).
-pub fn parse_text(input: &str) -> ParsedOutput {
-    text::parse_text_str(input)
-}
-
-/// Parse the `-J` JSON form. A truncated report (a run killed mid-way) is read up to the
-/// last complete value, with [`JsonMeta::truncated`] set and a diagnostic.
-pub fn parse_json(input: &str) -> ParsedOutput {
-    json::parse_json_str(input)
-}
-
 fn apply_options(out: &mut ParsedOutput, opts: &ParseOptions) {
     let Some(given) = opts.collective.as_deref() else {
         return;
