@@ -1,5 +1,6 @@
-//! The nccl-tests output parser (`gpudirect::nccl_output::parse`): text tables of every
-//! version, `-J` JSON (whole or truncated), with NCCL debug and launcher lines mixed in.
+//! The nccl-tests output parser (`nccl_output::parse`, the `nccl-output` crate): text tables
+//! of every version, `-J` JSON (whole or truncated), with NCCL debug and launcher lines mixed
+//! in.
 //!
 //! Invariants (the parser's documented promises, checked cheaply):
 //! - never panics, whatever the bytes;
@@ -14,13 +15,6 @@
 //!   refused), and the result serializes to JSON (the history stores it that way);
 //! - the derived queries (ranks, transport, busbw re-check, ...) do not panic.
 #![no_main]
-
-// The module as the launcher (crate `gpudirect`) has it, compiled from the same source;
-// it depends on serde and serde_json only. Parts the launcher uses and this target does
-// not are dead code here.
-#[allow(dead_code, unused_imports)]
-#[path = "../../launcher/src/nccl_output/mod.rs"]
-mod nccl_output;
 
 use libfuzzer_sys::fuzz_target;
 use nccl_output::{parse, Placement, SourceFormat};

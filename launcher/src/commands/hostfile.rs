@@ -10,7 +10,6 @@ use std::ffi::OsString;
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
@@ -20,7 +19,7 @@ use super::{Ctx, ExitStatus};
 use gpudirect::output::emit;
 
 /// Environment variable Slurm sets to the allocation's compressed node list.
-pub const NODELIST_ENV: &str = "SLURM_JOB_NODELIST";
+pub use gpudirect::slurm::NODELIST_ENV;
 /// Environment variable Slurm sets to the tasks per node, e.g. `8(x2),4`.
 pub const TASKS_PER_NODE_ENV: &str = "SLURM_TASKS_PER_NODE";
 
@@ -260,59 +259,6 @@ pub fn render(format: Format, entries: &[Entry]) -> String {
     out
 }
 
-/// The argv of the `scontrol` call that expands `expr`.
-pub fn scontrol_argv(expr: &str) -> Vec<OsString> {
-    ["scontrol", "show", "hostnames", expr]
-        .into_iter()
-        .map(OsString::from)
-        .collect()
-}
-
-/// Judge a finished `scontrol show hostnames` call: the host names, or an error naming the
-/// command, its exit status and what it printed on stderr.
-///
-/// Slurm 22.05 exits 0 on an invalid hostlist, printing `Invalid hostlist: ...` on stderr
-/// and nothing on stdout, so an empty stdout is a failure too.
-pub fn scontrol_outcome(
-    command_line: &str,
-    status: std::process::ExitStatus,
-    stdout: &[u8],
-    stderr: &[u8],
-) -> Result<Vec<String>> {
-    let stderr = String::from_utf8_lossy(stderr);
-    let stderr = stderr.trim();
-    let shown_stderr = if stderr.is_empty() {
-        "(nothing on stderr)".to_string()
-    } else {
-        format!("stderr: {stderr}")
-    };
-    if !status.success() {
-        bail!("`{command_line}` failed ({status}); {shown_stderr}");
-    }
-    let hosts: Vec<String> = String::from_utf8_lossy(stdout)
-        .split_whitespace()
-        .map(str::to_string)
-        .collect();
-    if hosts.is_empty() {
-        bail!("`{command_line}` printed no host names ({status}); {shown_stderr}");
-    }
-    Ok(hosts)
-}
-
-fn expand_via_scontrol(expr: &str) -> Result<Vec<String>> {
-    let argv = scontrol_argv(expr);
-    let command_line = format!("scontrol show hostnames '{expr}'");
-    tracing::info!(command = %command_line, "running");
-    let output = Command::new(&argv[0])
-        .args(&argv[1..])
-        .stdin(Stdio::null())
-        .output()
-        .with_context(|| {
-            format!("could not start `{command_line}`: is Slurm installed and scontrol on PATH?")
-        })?;
-    scontrol_outcome(&command_line, output.status, &output.stdout, &output.stderr)
-}
-
 /// Write `contents` to `path` through a temporary file in the same directory and a rename,
 /// so readers see the old file or the whole new one, never a part.
 pub fn write_atomically(path: &Path, contents: &[u8]) -> Result<()> {
@@ -359,7 +305,7 @@ pub fn run(args: &HostfileArgs, _ctx: &Ctx) -> Result<ExitStatus> {
                 request.nodelist_origin, request.nodelist
             )
         })?;
-        expand_via_scontrol(&request.nodelist)?
+        gpudirect::slurm::show_hostnames(&request.nodelist)?
     } else {
         hostlist::expand(&request.nodelist).with_context(|| {
             format!(
@@ -382,7 +328,6 @@ pub fn run(args: &HostfileArgs, _ctx: &Ctx) -> Result<ExitStatus> {
 mod tests {
     use super::*;
     use std::collections::HashMap;
-    use std::os::unix::process::ExitStatusExt;
 
     fn args(nodelist: Option<&str>, slots: Option<&str>) -> HostfileArgs {
         HostfileArgs {
@@ -514,52 +459,6 @@ mod tests {
         assert!(msg.contains("1200000 tasks"), "{msg}");
         assert!(check_size(Format::Openmpi, &huge).is_ok());
         assert!(check_size(Format::Slurm, &entries).is_ok());
-    }
-
-    #[test]
-    fn scontrol_call_and_outcomes() {
-        assert_eq!(
-            scontrol_argv("n[1-2]"),
-            ["scontrol", "show", "hostnames", "n[1-2]"].map(OsString::from)
-        );
-        let ok = std::process::ExitStatus::from_raw(0);
-        assert_eq!(
-            scontrol_outcome("cmd", ok, b"n1\nn2\n", b"").unwrap(),
-            ["n1", "n2"]
-        );
-        // Exit status 1 (wait status 1 << 8) with Slurm's real message.
-        let failed = std::process::ExitStatus::from_raw(1 << 8);
-        let msg = scontrol_outcome(
-            "scontrol show hostnames 'n[1-2]'",
-            failed,
-            b"",
-            b"scontrol: fatal: Could not establish a configuration source\n",
-        )
-        .unwrap_err()
-        .to_string();
-        assert!(
-            msg.contains("`scontrol show hostnames 'n[1-2]'` failed")
-                && msg.contains("exit status: 1")
-                && msg.contains("Could not establish a configuration source"),
-            "{msg}"
-        );
-        // Slurm 22.05 exits 0 on a bad hostlist but prints nothing on stdout.
-        let msg = scontrol_outcome("cmd", ok, b"", b"Invalid hostlist: a[3-1]\n")
-            .unwrap_err()
-            .to_string();
-        assert!(
-            msg.contains("no host names") && msg.contains("Invalid hostlist: a[3-1]"),
-            "{msg}"
-        );
-        // Killed by a signal.
-        let killed = std::process::ExitStatus::from_raw(9);
-        let msg = scontrol_outcome("cmd", killed, b"", b"")
-            .unwrap_err()
-            .to_string();
-        assert!(
-            msg.contains("signal") && msg.contains("nothing on stderr"),
-            "{msg}"
-        );
     }
 
     #[test]

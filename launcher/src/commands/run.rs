@@ -164,14 +164,6 @@ fn this_host() -> String {
         .unwrap_or_else(|_| "localhost".into())
 }
 
-fn allocation_nodes() -> Result<Vec<String>> {
-    match env_var("SLURM_JOB_NODELIST") {
-        Some(list) => gpudirect_core::hostlist::expand(&list)
-            .with_context(|| format!("SLURM_JOB_NODELIST `{list}` is not a hostlist")),
-        None => Ok(Vec::new()),
-    }
-}
-
 /// The matrix from the file or the flags.
 fn build_matrix(args: &RunArgs, nodes_in_allocation: usize) -> Result<Matrix> {
     let mut matrix = match &args.matrix {
@@ -490,7 +482,7 @@ fn submit(args: &RunArgs, matrix: &Matrix) -> Result<ExitStatus> {
 /// [`ExitStatus::Failed`].
 pub fn run(args: &RunArgs, ctx: &Ctx) -> Result<ExitStatus> {
     let wall = Instant::now();
-    let nodes = allocation_nodes()?;
+    let nodes = gpudirect::slurm::allocation_nodes()?;
     let in_allocation = env_var("SLURM_JOB_ID").is_some();
     let matrix = build_matrix(args, nodes.len())?;
     if args.submit {

@@ -587,21 +587,9 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx) -> Result<ExitStatus> {
                 n.verdict,
                 n.evidence.join("; ")
             );
-            let argv = [
-                "update".to_string(),
-                format!("nodename={}", n.node),
-                "state=drain".into(),
-                format!("reason={reason}"),
-            ];
-            tracing::info!(command = %format!("scontrol {}", argv.join(" ")), "running");
-            let status = std::process::Command::new("scontrol").args(&argv).status();
-            match status {
-                Ok(s) if s.success() => eprintln!("gpudirect validate: drained {}", n.node),
-                Ok(s) => eprintln!(
-                    "gpudirect validate: scontrol could not drain {} ({s})",
-                    n.node
-                ),
-                Err(e) => eprintln!("gpudirect validate: could not run scontrol: {e}"),
+            match gpudirect::slurm::drain(&n.node, &reason) {
+                Ok(()) => eprintln!("gpudirect validate: drained {}", n.node),
+                Err(e) => eprintln!("gpudirect validate: could not drain {}: {e}", n.node),
             }
         }
     }

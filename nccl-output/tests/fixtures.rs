@@ -4,9 +4,9 @@
 
 use std::path::{Path, PathBuf};
 
-use gpudirect::nccl_output::{
-    self, busbw_factor, FailureKind, MinBwCheck, ParseOptions, ParsedOutput, PlacementKind,
-    SourceFormat, TimeKind, TransportClass, TransportMatch,
+use nccl_output::{
+    busbw_factor, FailureKind, MinBwCheck, ParseOptions, ParsedOutput, PlacementKind, SourceFormat,
+    TimeKind, TransportClass, TransportMatch,
 };
 
 fn fixtures() -> PathBuf {

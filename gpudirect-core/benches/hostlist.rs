@@ -1,6 +1,6 @@
 //! Times hostlist expansion, compression and membership on 1k/10k/100k-node lists.
 //!
-//! `cargo bench -p gpudirect --bench hostlist` prints a markdown table. No harness crate:
+//! `cargo bench -p gpudirect-core --bench hostlist` prints a markdown table. No harness crate:
 //! each case is repeated, and the median and 95th percentile of the repeats are reported.
 
 use std::fmt::Write as _;

@@ -1,4 +1,11 @@
-//! One parser for every form of nccl-tests output.
+//! `nccl-output`: one parser for every form of nccl-tests output.
+//!
+//! The `gpudirect` launcher parses what each nccl-tests run printed to judge the run and
+//! record it in its history (it re-exports this crate as `gpudirect::nccl_output`). The
+//! parser is its own crate, depending on serde and serde_json only, so that the fuzz
+//! target (`fuzz/fuzz_targets/nccl_output.rs`) and the throughput bench (`benches/parse.rs`)
+//! build it without the launcher's SQLite, clap and tracing: several minutes less on two
+//! cores. Its tests run on the recorded outputs in the workspace's `tests/fixtures/`.
 //!
 //! nccl-tests (`all_reduce_perf` and friends) reports in two forms: a `#`-commented text
 //! table on stdout, and since late 2025 a JSON file (`-J file.json`). Both change with
@@ -493,17 +500,6 @@ pub fn parse_headerless(input: &[u8], opts: &ParseOptions, ranks: Option<u32>) -
         }
     }
     out
-}
-
-/// Parse the text form (stdout of a `*_perf` binary, possibly with NCCL and launcher lines).
-pub fn parse_text(input: &str) -> ParsedOutput {
-    text::parse_text_str(input)
-}
-
-/// Parse the `-J` JSON form. A truncated report (a run killed mid-way) is read up to the
-/// last complete value, with [`JsonMeta::truncated`] set and a diagnostic.
-pub fn parse_json(input: &str) -> ParsedOutput {
-    json::parse_json_str(input)
 }
 
 fn apply_options(out: &mut ParsedOutput, opts: &ParseOptions) {

@@ -1,4 +1,4 @@
-//! Parser throughput on the recorded fixtures: `cargo bench -p gpudirect --bench nccl_parse`.
+//! Parser throughput on the recorded fixtures: `cargo bench -p nccl-output --bench parse`.
 //! Prints MB/s per form (text, text with NCCL debug lines, JSON); no external harness.
 
 use std::path::Path;
@@ -44,7 +44,7 @@ fn main() {
         let start = Instant::now();
         while start.elapsed().as_secs_f64() < 1.0 {
             for i in &inputs {
-                rows += gpudirect::nccl_output::parse(i).rows.len();
+                rows += nccl_output::parse(i).rows.len();
             }
             rounds += 1;
         }

@@ -1,0 +1,229 @@
+//! Everything the launcher asks Slurm: the allocation it runs in (the `SLURM_*` variables)
+//! and the `scontrol` calls, each logged before it runs and run through [`crate::runner`]
+//! with a time limit, so that a hung slurmctld cannot hang a command. A pure function
+//! turns each call's result into a typed answer or an error that names the command, how
+//! it ended and what it printed (hyperqueue's habit), with unit tests beside it.
+//!
+//! `salloc` for `run --submit` is the one exception: it runs the user's own `gpudirect`
+//! inside the allocation, whose progress must reach the terminal as it happens, so it
+//! inherits stdout and stderr (`commands/run.rs`).
+
+use std::ffi::OsString;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use crate::launch::env_var;
+use crate::runner::{self, Finished, Job, Outcome};
+
+/// How long one `scontrol` call may take: a healthy slurmctld answers in milliseconds.
+pub const SCONTROL_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The variable that holds the allocation's nodes.
+pub const NODELIST_ENV: &str = "SLURM_JOB_NODELIST";
+
+/// A Slurm call that did not give an answer.
+#[derive(Debug, thiserror::Error)]
+pub enum SlurmError {
+    /// The program could not be started.
+    #[error("could not start `{command}`: {source}; is Slurm installed and scontrol on PATH?")]
+    Start {
+        /// The command line.
+        command: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// It ran and failed, or printed nothing usable.
+    #[error("`{command}` {what} ({how}); {stderr}")]
+    Failed {
+        /// The command line.
+        command: String,
+        /// What went wrong.
+        what: &'static str,
+        /// How it ended.
+        how: String,
+        /// What it said on stderr, or that it said nothing.
+        stderr: String,
+    },
+    /// `SLURM_JOB_NODELIST` is not a hostlist.
+    #[error("{NODELIST_ENV} `{list}` is not a hostlist: {source}")]
+    BadNodelist {
+        /// The value.
+        list: String,
+        /// Why.
+        source: gpudirect_core::hostlist::HostlistError,
+    },
+}
+
+/// The nodes of the allocation this process runs in (empty outside one).
+pub fn allocation_nodes() -> Result<Vec<String>, SlurmError> {
+    match env_var(NODELIST_ENV) {
+        Some(list) => gpudirect_core::hostlist::expand(&list)
+            .map_err(|source| SlurmError::BadNodelist { list, source }),
+        None => Ok(Vec::new()),
+    }
+}
+
+/// `scontrol show hostnames EXPR`: Slurm's own expansion of a hostlist.
+pub fn show_hostnames(expr: &str) -> Result<Vec<String>, SlurmError> {
+    let job = scontrol(["show", "hostnames", expr]);
+    let shown = format!("scontrol show hostnames '{expr}'");
+    let finished = call(&job, &shown)?;
+    hostnames_outcome(&shown, &finished)
+}
+
+/// `scontrol update nodename=NODE state=drain reason=REASON`.
+pub fn drain(node: &str, reason: &str) -> Result<(), SlurmError> {
+    let job = scontrol([
+        "update",
+        &format!("nodename={node}"),
+        "state=drain",
+        &format!("reason={reason}"),
+    ]);
+    let shown = job.command_line();
+    let finished = call(&job, &shown)?;
+    succeeded(&shown, &finished)
+}
+
+fn scontrol<const N: usize>(args: [&str; N]) -> Job {
+    Job {
+        program: "scontrol".into(),
+        args: args.iter().map(OsString::from).collect(),
+        env: Vec::new(),
+        cwd: None,
+        timeout: SCONTROL_TIMEOUT,
+        grace: Duration::from_secs(2),
+    }
+}
+
+fn call(job: &Job, shown: &str) -> Result<Finished, SlurmError> {
+    tracing::info!(command = %shown, "running");
+    // Never cancelled from outside: the time limit bounds it.
+    runner::run(job, &AtomicBool::new(false)).map_err(|e| SlurmError::Start {
+        command: shown.to_string(),
+        source: e.source,
+    })
+}
+
+fn how(outcome: Outcome) -> String {
+    match outcome {
+        Outcome::Exited { code } => format!("exit status: {code}"),
+        Outcome::Signaled { signal } => format!("killed by signal {signal}"),
+        Outcome::TimedOut => format!("no answer within {}s", SCONTROL_TIMEOUT.as_secs()),
+        Outcome::Interrupted => "interrupted".into(),
+    }
+}
+
+fn stderr_of(finished: &Finished) -> String {
+    let text = String::from_utf8_lossy(&finished.stderr);
+    match text.trim() {
+        "" => "(nothing on stderr)".into(),
+        t => format!("stderr: {t}"),
+    }
+}
+
+/// A call that must exit 0 (pure).
+pub fn succeeded(shown: &str, finished: &Finished) -> Result<(), SlurmError> {
+    if finished.outcome == (Outcome::Exited { code: 0 }) {
+        return Ok(());
+    }
+    Err(SlurmError::Failed {
+        command: shown.to_string(),
+        what: "failed",
+        how: how(finished.outcome),
+        stderr: stderr_of(finished),
+    })
+}
+
+/// Judges a finished `scontrol show hostnames` (pure): the host names, or an error.
+/// Slurm 22.05 exits 0 on an invalid hostlist, printing `Invalid hostlist: ...` on stderr
+/// and nothing on stdout, so an empty stdout is a failure too.
+pub fn hostnames_outcome(shown: &str, finished: &Finished) -> Result<Vec<String>, SlurmError> {
+    succeeded(shown, finished)?;
+    let hosts: Vec<String> = String::from_utf8_lossy(&finished.stdout)
+        .split_whitespace()
+        .map(str::to_string)
+        .collect();
+    if hosts.is_empty() {
+        return Err(SlurmError::Failed {
+            command: shown.to_string(),
+            what: "printed no host names",
+            how: how(finished.outcome),
+            stderr: stderr_of(finished),
+        });
+    }
+    Ok(hosts)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn finished(outcome: Outcome, stdout: &[u8], stderr: &[u8]) -> Finished {
+        Finished {
+            outcome,
+            stdout: stdout.to_vec(),
+            stderr: stderr.to_vec(),
+            elapsed: Duration::from_millis(5),
+        }
+    }
+
+    #[test]
+    fn hostnames_and_their_failures() {
+        let ok = Outcome::Exited { code: 0 };
+        assert_eq!(
+            hostnames_outcome("cmd", &finished(ok, b"n1\nn2\n", b"")).unwrap(),
+            ["n1", "n2"]
+        );
+        let msg = hostnames_outcome(
+            "scontrol show hostnames 'n[1-2]'",
+            &finished(
+                Outcome::Exited { code: 1 },
+                b"",
+                b"scontrol: fatal: Could not establish a configuration source\n",
+            ),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            msg.contains("`scontrol show hostnames 'n[1-2]'` failed")
+                && msg.contains("exit status: 1")
+                && msg.contains("Could not establish a configuration source"),
+            "{msg}"
+        );
+        // Slurm 22.05 exits 0 on a bad hostlist but prints nothing on stdout.
+        let msg = hostnames_outcome("cmd", &finished(ok, b"", b"Invalid hostlist: a[3-1]\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            msg.contains("no host names") && msg.contains("Invalid hostlist: a[3-1]"),
+            "{msg}"
+        );
+        let msg = hostnames_outcome("cmd", &finished(Outcome::Signaled { signal: 9 }, b"", b""))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            msg.contains("signal 9") && msg.contains("nothing on stderr"),
+            "{msg}"
+        );
+        let msg = hostnames_outcome("cmd", &finished(Outcome::TimedOut, b"", b""))
+            .unwrap_err()
+            .to_string();
+        assert!(msg.contains("no answer within 30s"), "{msg}");
+    }
+
+    #[test]
+    fn a_missing_scontrol_names_the_command() {
+        let job = Job {
+            program: "/nonexistent/scontrol".into(),
+            ..scontrol(["show", "hostnames", "n1"])
+        };
+        let err = call(&job, "scontrol show hostnames 'n1'")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("could not start `scontrol show hostnames 'n1'`")
+                && err.contains("on PATH"),
+            "{err}"
+        );
+    }
+}
