@@ -20,13 +20,12 @@ pub mod template;
 /// Helpers for this crate's unit tests.
 #[cfg(test)]
 pub(crate) mod test_support {
-    use std::path::PathBuf;
-
-    /// A fresh empty directory for one test, in the system temp folder.
-    pub fn temp_dir(tag: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("gpudirect-core-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("create a test directory");
-        dir
+    /// A fresh empty directory for one test, in the system temp folder; removed when
+    /// dropped, so also when the test fails.
+    pub fn temp_dir(tag: &str) -> tempfile::TempDir {
+        tempfile::Builder::new()
+            .prefix(&format!("gpudirect-core-{tag}-"))
+            .tempdir()
+            .expect("create a test directory")
     }
 }

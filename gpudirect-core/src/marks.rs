@@ -176,7 +176,7 @@ mod tests {
         unsafe { libc::geteuid() }
     }
 
-    fn scratch(name: &str) -> PathBuf {
+    fn scratch(name: &str) -> tempfile::TempDir {
         crate::test_support::temp_dir(&format!("marks-{name}"))
     }
 
@@ -192,7 +192,8 @@ mod tests {
 
     #[test]
     fn a_recorded_mark_is_found_for_that_node_config_and_build_only() {
-        let root = scratch("found");
+        let tmp = scratch("found");
+        let root = tmp.path();
         let marks = UntouchedMarks::open_owned_by(&root.join("m"), euid()).expect("trusted");
         let (config, build) = (settled(100), "0123abcd");
         assert!(!marks.contains("node1", &config, build));
@@ -217,8 +218,9 @@ mod tests {
 
     #[test]
     fn a_new_mark_replaces_the_nodes_older_ones_only() {
-        let root = scratch("prune");
-        let marks = UntouchedMarks::open_owned_by(&root, euid()).unwrap();
+        let tmp = scratch("prune");
+        let root = tmp.path();
+        let marks = UntouchedMarks::open_owned_by(root, euid()).unwrap();
         marks.record("node1", &settled(100), "aa").unwrap();
         marks.record("node1-gpu", &settled(100), "aa").unwrap();
         marks.record("node2", &settled(100), "aa").unwrap();
@@ -230,24 +232,26 @@ mod tests {
             "another node"
         );
         assert!(marks.contains("node2", &settled(100), "aa"));
-        assert_eq!(std::fs::read_dir(&root).unwrap().count(), 3);
+        assert_eq!(std::fs::read_dir(root).unwrap().count(), 3);
     }
 
     #[test]
     fn a_full_directory_gets_no_more_marks() {
-        let root = scratch("full");
+        let tmp = scratch("full");
+        let root = tmp.path();
         for i in 0..MAX_MARKS {
             std::fs::write(root.join(format!("other-{i}")), "").unwrap();
         }
-        let marks = UntouchedMarks::open_owned_by(&root, euid()).unwrap();
+        let marks = UntouchedMarks::open_owned_by(root, euid()).unwrap();
         marks.record("node1", &settled(1), "aa").unwrap();
         assert!(!marks.contains("node1", &settled(1), "aa"));
     }
 
     #[test]
     fn a_config_changed_just_now_is_not_marked() {
-        let root = scratch("racy");
-        let marks = UntouchedMarks::open_owned_by(&root, euid()).unwrap();
+        let tmp = scratch("racy");
+        let root = tmp.path();
+        let marks = UntouchedMarks::open_owned_by(root, euid()).unwrap();
         let now = i64::try_from(
             SystemTime::now()
                 .duration_since(UNIX_EPOCH)
@@ -265,15 +269,16 @@ mod tests {
 
     #[test]
     fn untrusted_directories_and_marks_are_ignored() {
-        let root = scratch("untrusted");
-        std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let tmp = scratch("untrusted");
+        let root = tmp.path();
+        std::fs::set_permissions(root, std::fs::Permissions::from_mode(0o777)).unwrap();
         assert!(
-            UntouchedMarks::open_owned_by(&root, euid()).is_none(),
+            UntouchedMarks::open_owned_by(root, euid()).is_none(),
             "world-writable"
         );
-        std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::set_permissions(root, std::fs::Permissions::from_mode(0o755)).unwrap();
         assert!(
-            UntouchedMarks::open_owned_by(&root, euid() + 1).is_none(),
+            UntouchedMarks::open_owned_by(root, euid() + 1).is_none(),
             "someone else's"
         );
         let file = root.join("file");
@@ -283,14 +288,14 @@ mod tests {
             "not a dir"
         );
         let link = root.join("link");
-        std::os::unix::fs::symlink(&root, &link).unwrap();
+        std::os::unix::fs::symlink(root, &link).unwrap();
         assert!(
             UntouchedMarks::open_owned_by(&link, euid()).is_none(),
             "a symlink"
         );
 
         // A mark that is a symlink, or not owned by the trusted owner, does not count.
-        let marks = UntouchedMarks::open_owned_by(&root, euid()).unwrap();
+        let marks = UntouchedMarks::open_owned_by(root, euid()).unwrap();
         let config = settled(1);
         let name = mark_name("node1", &config, "aa").unwrap();
         std::os::unix::fs::symlink(&file, root.join(&name)).unwrap();
@@ -301,7 +306,7 @@ mod tests {
         );
         assert!(!marks.contains("node1", &config, "aa"));
         let other_owner = UntouchedMarks {
-            dir: root.clone(),
+            dir: root.to_path_buf(),
             owner: euid() + 1,
         };
         std::fs::remove_file(root.join(&name)).unwrap();

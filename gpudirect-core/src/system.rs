@@ -304,7 +304,8 @@ mod tests {
 
     #[test]
     fn refuses_world_writable_and_accepts_lint_mode() {
-        let dir = temp_dir("perm");
+        let tmp = temp_dir("perm");
+        let dir = tmp.path();
         let file = dir.join("gpudirect.toml");
         std::fs::write(&file, "[profiles.a]\n").unwrap();
         std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o666)).unwrap();
@@ -314,7 +315,6 @@ mod tests {
         assert!(err.to_string().contains("chmod go-w"), "{err}");
         let config = load_config(&file, Ownership::Any).unwrap();
         assert!(config.profiles.contains_key("a"));
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
@@ -327,33 +327,34 @@ mod tests {
             load_config(Path::new("/nonexistent/x.toml"), Ownership::Any),
             Err(LoadError::Io { .. })
         ));
-        let dir = temp_dir("utf8");
+        let tmp = temp_dir("utf8");
+        let dir = tmp.path();
         let file = dir.join("bad.toml");
         std::fs::write(&file, b"a = \"\xff\"").unwrap();
         let err = load_config(&file, Ownership::Any).unwrap_err();
         assert!(err.to_string().contains("not UTF-8"), "{err}");
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
     fn rdma_ports_are_read_from_sysfs_class_infiniband() {
-        let root = temp_dir("rdma");
+        let tmp = temp_dir("rdma");
+        let root = tmp.path();
         let port = root.join("class/infiniband/mlx5_0/ports/1");
         std::fs::create_dir_all(&port).unwrap();
         std::fs::write(port.join("state"), "4: ACTIVE\n").unwrap();
         let down = root.join("class/infiniband/mlx5_1/ports/1");
         std::fs::create_dir_all(&down).unwrap();
         std::fs::write(down.join("state"), "1: DOWN\n").unwrap();
-        assert_eq!(rdma_port_active_under(&root, "mlx5_0"), Some(true));
-        assert_eq!(rdma_port_active_under(&root, "mlx5_1"), Some(false));
-        assert_eq!(rdma_port_active_under(&root, "mlx5_9"), None);
-        assert_eq!(rdma_port_active_under(&root, "../mlx5_0"), None);
-        std::fs::remove_dir_all(&root).unwrap();
+        assert_eq!(rdma_port_active_under(root, "mlx5_0"), Some(true));
+        assert_eq!(rdma_port_active_under(root, "mlx5_1"), Some(false));
+        assert_eq!(rdma_port_active_under(root, "mlx5_9"), None);
+        assert_eq!(rdma_port_active_under(root, "../mlx5_0"), None);
     }
 
     #[test]
     fn socket_directories_need_a_listening_socket() {
-        let dir = temp_dir("rxdm");
+        let tmp = temp_dir("rxdm");
+        let dir = tmp.path();
         let d = dir.to_str().unwrap();
         assert!(SystemProbe.dir_exists(d));
         assert!(
@@ -364,7 +365,6 @@ mod tests {
         assert!(!SystemProbe.dir_has_socket(d));
         let _listener = std::os::unix::net::UnixListener::bind(dir.join("rxdm.sock")).unwrap();
         assert!(SystemProbe.dir_has_socket(d));
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

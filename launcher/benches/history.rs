@@ -5,9 +5,10 @@
 //! labelled `weekly` (a named baseline) and every 50th is marked as a stand-in replay.
 //!
 //! `cargo bench -p gpudirect --bench history`; `HISTORY_BENCH_RUNS=N` changes the count.
-//! The file goes to a temporary folder and is removed at the end, unless
+//! The file goes to a temporary folder, removed at the end (also on an error), unless
 //! `HISTORY_BENCH_DB=PATH` names where to write it (kept, e.g. to time `gpudirect history
-//! --limit 0` on it).
+//! --limit 0` on it). The runs are drawn from the simulator's seeded generator, so they are
+//! the same on every machine.
 
 use std::time::{Duration, Instant};
 
@@ -15,34 +16,21 @@ use gpudirect::history::{
     CompareOptions, ExportFormat, History, LaunchKind, NewRow, NewRun, Placement, RunFilter,
     RunStatus,
 };
+use gpudirect::simulate::Rng;
 
 const RAW: &[u8] =
     include_bytes!("../../tests/fixtures/nccl-tests/h200x2-nvlink/all_reduce_g2.txt");
-
-/// A deterministic pseudo-random stream (xorshift), so that runs differ reproducibly.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
-    }
-}
 
 /// Rows per run: 16 sizes, out-of-place and in-place.
 const ROWS_PER_RUN: usize = 32;
 
 fn make_run(i: usize, rng: &mut Rng) -> NewRun {
-    let nodes_in_run = 2 + (rng.next() % 4) as usize * 2;
-    let first = (rng.next() % 60) as usize;
+    let nodes_in_run = 2 + rng.below(4) * 2;
+    let first = rng.below(60);
     let nodes: Vec<String> = (0..nodes_in_run)
         .map(|k| format!("gpu{:03}", first + k))
         .collect();
-    let speed = 0.9 + 0.2 * rng.unit();
+    let speed = 0.9 + 0.2 * rng.uniform();
     let mut rows = Vec::with_capacity(ROWS_PER_RUN);
     for s in 0..(ROWS_PER_RUN as u32 / 2) {
         let size = 1u64 << (20 + s);
@@ -87,7 +75,7 @@ fn make_run(i: usize, rng: &mut Rng) -> NewRun {
         },
         launcher: LaunchKind::Srun,
         source_path: Some(format!("/runs/{i}.txt")),
-        status: if rng.next().is_multiple_of(20) {
+        status: if rng.below(20) == 0 {
             RunStatus::Failed
         } else {
             RunStatus::Ok
@@ -120,17 +108,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .and_then(|v| v.parse().ok())
         .unwrap_or(10_000);
     let keep = std::env::var_os("HISTORY_BENCH_DB").map(std::path::PathBuf::from);
-    let dir = std::env::temp_dir().join(format!("gpudirect-history-bench-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let dir = tempfile::Builder::new()
+        .prefix("gpudirect-history-bench-")
+        .tempdir()?;
     let path = match &keep {
         Some(p) => {
             let _ = std::fs::remove_file(p);
             p.clone()
         }
-        None => dir.join("history.sqlite"),
+        None => dir.path().join("history.sqlite"),
     };
     let mut db = History::open(&path)?;
-    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let mut rng = Rng::new(0x9e37_79b9_7f4a_7c15);
     let prepared: Vec<NewRun> = (0..runs).map(|i| make_run(i, &mut rng)).collect();
     let mut table = Vec::new();
 
@@ -246,11 +235,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "history file: {:.1} MiB for {runs} runs",
         size as f64 / (1024.0 * 1024.0)
     );
-    match keep {
-        Some(p) => println!("kept {}", p.display()),
-        None => {
-            let _ = std::fs::remove_dir_all(&dir);
-        }
+    if let Some(p) = keep {
+        println!("kept {}", p.display());
     }
     Ok(())
 }

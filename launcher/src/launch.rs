@@ -265,8 +265,11 @@ mod tests {
     use super::*;
     use crate::matrix::{variants_from_flags, Matrix};
 
-    fn setup(launcher: Launcher) -> (Matrix, LaunchOptions, tempdir::TempDir) {
-        let dir = tempdir::TempDir::new();
+    fn setup(launcher: Launcher) -> (Matrix, LaunchOptions, tempfile::TempDir) {
+        let dir = tempfile::Builder::new()
+            .prefix("gd-launch-")
+            .tempdir()
+            .unwrap();
         std::fs::write(dir.path().join("all_reduce_perf"), "").unwrap();
         let matrix = Matrix {
             collectives: vec!["all_reduce".into()],
@@ -397,27 +400,5 @@ mod tests {
             e.to_string().contains("no all_gather_perf in") && e.to_string().contains("make MPI=1"),
             "{e}"
         );
-    }
-
-    /// A tiny self-deleting temp folder (tests only).
-    mod tempdir {
-        pub struct TempDir(std::path::PathBuf);
-        impl TempDir {
-            pub fn new() -> Self {
-                static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-                let n = N.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                let p = std::env::temp_dir().join(format!("gd-launch-{}-{n}", std::process::id()));
-                std::fs::create_dir_all(&p).unwrap();
-                TempDir(p)
-            }
-            pub fn path(&self) -> &std::path::Path {
-                &self.0
-            }
-        }
-        impl Drop for TempDir {
-            fn drop(&mut self) {
-                let _ = std::fs::remove_dir_all(&self.0);
-            }
-        }
     }
 }

@@ -269,7 +269,12 @@ mod tests {
 
     #[test]
     fn timeout_kills_the_whole_group_even_when_term_is_ignored() {
-        let marker = std::env::temp_dir().join(format!("gd-runner-{}", std::process::id()));
+        // The marker is only written if the test fails; the folder goes either way.
+        let tmp = tempfile::Builder::new()
+            .prefix("gd-runner-")
+            .tempdir()
+            .unwrap();
+        let marker = tmp.path().join("survived");
         let script = format!(
             "trap '' TERM; (trap '' TERM; sleep 30; touch {}) & sleep 30",
             marker.display()

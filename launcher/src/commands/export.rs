@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
-use gpudirect::history::export::{csv_field, ExportRecord, CSV_HEADER};
+use gpudirect::history::export::{write_csv_header, write_csv_record, ExportRecord};
 use gpudirect::history::{History, RunDetail, RunFilter};
 use serde::Serialize;
 
@@ -68,6 +68,13 @@ pub struct ExportArgs {
 struct Line {
     #[serde(flatten)]
     record: ExportRecord,
+    #[serde(flatten)]
+    marks: Marks,
+}
+
+/// The columns this command adds after the history's.
+#[derive(Debug, Default, Serialize)]
+struct Marks {
     /// The recording replayed, when the run came from the nccl-tests stand-in.
     replay_of: Option<String>,
 }
@@ -111,7 +118,9 @@ fn records(detail: &RunDetail) -> Result<Vec<Line>> {
                     busbw: r.busbw,
                     wrong: r.wrong.map(|w| big(w, "#wrong")).transpose()?,
                 },
-                replay_of: replay.clone(),
+                marks: Marks {
+                    replay_of: replay.clone(),
+                },
             })
         })
         .collect()
@@ -126,10 +135,9 @@ fn write_export(
     out: &mut dyn Write,
 ) -> Result<u64> {
     let runs = history.list_runs(filter)?;
+    // csv cannot write a flattened struct: a CSV record is (history's columns, marks).
     if format == Format::Csv {
-        let mut header: Vec<&str> = CSV_HEADER.to_vec();
-        header.push("replay_of");
-        writeln!(out, "{}", header.join(","))?;
+        write_csv_header(out, &(ExportRecord::blank(), Marks::default()))?;
     }
     if format == Format::Json {
         out.write_all(b"[")?;
@@ -139,12 +147,7 @@ fn write_export(
         let detail = history.get_run(run.id)?;
         for line in records(&detail)? {
             match format {
-                Format::Csv => {
-                    let mut values = line.record.csv_values();
-                    values.push(line.replay_of.clone().unwrap_or_default());
-                    let fields: Vec<_> = values.iter().map(|v| csv_field(v)).collect();
-                    writeln!(out, "{}", fields.join(","))?;
-                }
+                Format::Csv => write_csv_record(out, &(&line.record, &line.marks))?,
                 Format::Jsonl => {
                     serde_json::to_writer(&mut *out, &line)?;
                     out.write_all(b"\n")?;

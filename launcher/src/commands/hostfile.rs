@@ -463,14 +463,16 @@ mod tests {
 
     #[test]
     fn atomic_write_replaces_and_cleans_up() {
-        let dir =
-            std::env::temp_dir().join(format!("gpudirect-hostfile-unit-{}", std::process::id()));
-        fs::create_dir_all(&dir).unwrap();
+        let tmp = tempfile::Builder::new()
+            .prefix("gpudirect-hostfile-unit-")
+            .tempdir()
+            .unwrap();
+        let dir = tmp.path();
         let path = dir.join("hosts");
         write_atomically(&path, b"old\n").unwrap();
         write_atomically(&path, b"new\n").unwrap();
         assert_eq!(fs::read_to_string(&path).unwrap(), "new\n");
-        let names: Vec<_> = fs::read_dir(&dir)
+        let names: Vec<_> = fs::read_dir(dir)
             .unwrap()
             .map(|e| e.unwrap().file_name())
             .collect();
@@ -479,13 +481,12 @@ mod tests {
         let blocked = dir.join("sub");
         fs::create_dir_all(blocked.join("x")).unwrap();
         assert!(write_atomically(&blocked, b"data").is_err());
-        let mut names: Vec<_> = fs::read_dir(&dir)
+        let mut names: Vec<_> = fs::read_dir(dir)
             .unwrap()
             .map(|e| e.unwrap().file_name())
             .collect();
         names.sort();
         assert_eq!(names, [OsString::from("hosts"), OsString::from("sub")]);
         assert!(write_atomically(&dir.join("missing/hosts"), b"x").is_err());
-        fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -1,9 +1,10 @@
 //! Exporting result rows with their run's metadata, for spreadsheets and notebooks.
 //!
 //! One record per stored table row (per size, type, op, root and placement), newest run
-//! first, rows in output order. CSV follows RFC 4180 (a field with a comma, quote, CR or
-//! LF, or with spaces at either end, is quoted, quotes doubled; CRLF line ends are not
-//! used: `\n` as every Unix tool expects). JSON is one object per line or one array.
+//! first, rows in output order. CSV (through the `csv` crate: [`write_csv_record`]) follows
+//! RFC 4180 (a field with a comma, quote, CR or LF is quoted, quotes doubled; CRLF line
+//! ends are not used: `\n` as every Unix tool expects), with a header line named after
+//! [`ExportRecord`]'s fields. JSON is one object per line or one array.
 
 use std::io::Write;
 use std::str::FromStr;
@@ -99,88 +100,70 @@ pub struct ExportRecord {
     pub wrong: Option<i64>,
 }
 
-/// CSV column names, in [`ExportRecord`] field order.
-pub const CSV_HEADER: &[&str] = &[
-    "run_id",
-    "at",
-    "cluster",
-    "job_id",
-    "nodelist",
-    "node_count",
-    "gpus_per_node",
-    "total_ranks",
-    "collective",
-    "variant",
-    "launcher",
-    "status",
-    "transport",
-    "nccl_tests_version",
-    "nccl_version",
-    "cuda_version",
-    "size_bytes",
-    "count",
-    "dtype",
-    "redop",
-    "root",
-    "placement",
-    "time_us",
-    "algbw",
-    "busbw",
-    "wrong",
-];
-
-/// Quotes one CSV field when RFC 4180 (or a spreadsheet's trimming) needs it.
-pub fn csv_field(value: &str) -> std::borrow::Cow<'_, str> {
-    let needs =
-        value.contains([',', '"', '\n', '\r']) || value.starts_with(' ') || value.ends_with(' ');
-    if needs {
-        format!("\"{}\"", value.replace('"', "\"\"")).into()
-    } else {
-        value.into()
-    }
-}
-
-fn opt<T: ToString>(v: &Option<T>) -> String {
-    v.as_ref().map_or(String::new(), T::to_string)
-}
-
 impl ExportRecord {
-    /// The record's fields as CSV text, in [`CSV_HEADER`] order (unquoted).
-    pub fn csv_values(&self) -> Vec<String> {
-        vec![
-            self.run_id.to_string(),
-            self.at.clone(),
-            opt(&self.cluster),
-            opt(&self.job_id),
-            opt(&self.nodelist),
-            opt(&self.node_count),
-            opt(&self.gpus_per_node),
-            opt(&self.total_ranks),
-            self.collective.clone(),
-            opt(&self.variant),
-            self.launcher.to_string(),
-            self.status.to_string(),
-            opt(&self.transport),
-            opt(&self.nccl_tests_version),
-            opt(&self.nccl_version),
-            opt(&self.cuda_version),
-            self.size_bytes.to_string(),
-            self.count.to_string(),
-            self.dtype.clone(),
-            self.redop.clone(),
-            opt(&self.root),
-            self.placement.to_string(),
-            opt(&self.time_us),
-            opt(&self.algbw),
-            opt(&self.busbw),
-            opt(&self.wrong),
-        ]
+    /// A record with every field empty or zero. Only its field names matter: csv takes a
+    /// header's column names from a value, and an export with no rows still has a header.
+    pub fn blank() -> ExportRecord {
+        ExportRecord {
+            run_id: 0,
+            at: String::new(),
+            cluster: None,
+            job_id: None,
+            nodelist: None,
+            node_count: None,
+            gpus_per_node: None,
+            total_ranks: None,
+            collective: String::new(),
+            variant: None,
+            launcher: LaunchKind::default(),
+            status: RunStatus::default(),
+            transport: None,
+            nccl_tests_version: None,
+            nccl_version: None,
+            cuda_version: None,
+            size_bytes: 0,
+            count: 0,
+            dtype: String::new(),
+            redop: String::new(),
+            root: None,
+            placement: Placement::Out,
+            time_us: None,
+            algbw: None,
+            busbw: None,
+            wrong: None,
+        }
     }
 }
 
-fn write_csv_line(out: &mut dyn Write, values: &[impl AsRef<str>]) -> std::io::Result<()> {
-    let line: Vec<_> = values.iter().map(|v| csv_field(v.as_ref())).collect();
-    writeln!(out, "{}", line.join(","))
+/// Writes the CSV header line of records shaped like `sample`: their field names, in
+/// order (csv names columns only from a value; see [`ExportRecord::blank`]).
+///
+/// A record is any `Serialize` struct, or a tuple of structs for extra columns, so the
+/// header cannot drift from the fields.
+pub fn write_csv_header(out: &mut dyn Write, sample: &impl Serialize) -> std::io::Result<()> {
+    let mut probe = csv::Writer::from_writer(Vec::new());
+    probe.serialize(sample)?;
+    let text = probe.into_inner().map_err(|e| e.into_error())?;
+    // Field names are identifiers, never quoted: the header ends at the first newline.
+    let end = text
+        .iter()
+        .position(|&b| b == b'\n')
+        .map_or(text.len(), |i| i + 1);
+    out.write_all(&text[..end])
+}
+
+/// Writes one record as one CSV line, through the `csv` crate: a field with a comma,
+/// quote, CR or LF is quoted and its quotes doubled (RFC 4180); `None` and an empty string
+/// are both an empty field; numbers are as serde gives them (floats through `ryu`, as in
+/// the JSON export: `0.0`, `343.09`).
+pub fn write_csv_record(out: &mut dyn Write, record: &impl Serialize) -> std::io::Result<()> {
+    // A writer per record: csv's writer owns its stream, and `out` is shared with the
+    // callers' other formats. It costs one 8 KiB buffer, small next to reading the row.
+    let mut wtr = csv::WriterBuilder::new()
+        .has_headers(false)
+        .from_writer(out);
+    wtr.serialize(record)?;
+    wtr.flush()
 }
 
 impl History {
@@ -212,7 +195,7 @@ impl History {
             .query(params_from_iter(values))
             .map_err(self.err("exporting"))?;
         if format == ExportFormat::Csv {
-            write_csv_line(out, CSV_HEADER)?;
+            write_csv_header(out, &ExportRecord::blank())?;
         }
         if format == ExportFormat::JsonArray {
             out.write_all(b"[")?;
@@ -221,7 +204,7 @@ impl History {
         while let Some(row) = rows.next().map_err(self.err("exporting"))? {
             let record = record_from_row(row).map_err(self.err("exporting"))?;
             match format {
-                ExportFormat::Csv => write_csv_line(out, &record.csv_values())?,
+                ExportFormat::Csv => write_csv_record(out, &record)?,
                 ExportFormat::JsonLines => {
                     serde_json::to_writer(&mut *out, &record)?;
                     out.write_all(b"\n")?;
@@ -280,14 +263,78 @@ fn record_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ExportRecord> {
 mod tests {
     use super::*;
 
+    const HEADER: &str = "run_id,at,cluster,job_id,nodelist,node_count,gpus_per_node,\
+        total_ranks,collective,variant,launcher,status,transport,nccl_tests_version,\
+        nccl_version,cuda_version,size_bytes,count,dtype,redop,root,placement,time_us,algbw,\
+        busbw,wrong";
+
+    fn odd_record() -> ExportRecord {
+        ExportRecord {
+            run_id: 7,
+            at: "2026-11-30T04:53:20Z".into(),
+            cluster: Some("lab, \"east\"".into()),
+            // An empty string and None are the same empty field.
+            job_id: Some(String::new()),
+            nodelist: Some("two\nlines".into()),
+            node_count: Some(2),
+            collective: "all_reduce".into(),
+            // RFC 4180 keeps spaces as part of the field: no quotes needed.
+            variant: Some(" padded ".into()),
+            transport: Some("cr\rhere".into()),
+            size_bytes: 8,
+            count: 2,
+            dtype: "float".into(),
+            redop: "sum".into(),
+            root: Some(-1),
+            placement: Placement::In,
+            time_us: Some(28.78),
+            algbw: Some(0.0),
+            busbw: Some(343.09),
+            wrong: Some(0),
+            ..ExportRecord::blank()
+        }
+    }
+
     #[test]
-    fn csv_quoting() {
-        assert_eq!(csv_field("all_reduce"), "all_reduce");
-        assert_eq!(csv_field("a,b"), "\"a,b\"");
-        assert_eq!(csv_field("say \"hi\""), "\"say \"\"hi\"\"\"");
-        assert_eq!(csv_field("two\nlines"), "\"two\nlines\"");
-        assert_eq!(csv_field(" padded"), "\" padded\"");
-        assert_eq!(csv_field(""), "");
+    fn csv_header_quoting_and_empty_fields() {
+        let mut out = Vec::new();
+        write_csv_header(&mut out, &ExportRecord::blank()).unwrap();
+        write_csv_record(&mut out, &odd_record()).unwrap();
+        write_csv_record(&mut out, &ExportRecord::blank()).unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            format!(
+                "{HEADER}\n\
+                 7,2026-11-30T04:53:20Z,\"lab, \"\"east\"\"\",,\"two\nlines\",2,,,all_reduce, padded ,\
+                 import,ok,\"cr\rhere\",,,,8,2,float,sum,-1,in,28.78,0.0,343.09,0\n\
+                 0,,,,,,,,,,import,ok,,,,,0,0,,,,out,,,,\n"
+            )
+        );
+    }
+
+    #[test]
+    fn csv_extra_columns_follow_the_record() {
+        // How `gpudirect export` adds its own columns: a tuple of structs.
+        #[derive(Serialize)]
+        struct Extra {
+            replay_of: Option<String>,
+        }
+        let mut out = Vec::new();
+        let sample = (ExportRecord::blank(), Extra { replay_of: None });
+        write_csv_header(&mut out, &sample).unwrap();
+        let row = (
+            odd_record(),
+            Extra {
+                replay_of: Some("h200x2-nvlink/all_reduce_g2.txt".into()),
+            },
+        );
+        write_csv_record(&mut out, &row).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.starts_with(&format!("{HEADER},replay_of\n")), "{text}");
+        assert!(
+            text.ends_with(",0,h200x2-nvlink/all_reduce_g2.txt\n"),
+            "{text}"
+        );
     }
 
     #[test]

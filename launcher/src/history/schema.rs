@@ -233,10 +233,11 @@ mod tests {
     #[test]
     fn an_old_database_upgrades_with_its_runs_intact() {
         // A version-1 file, as gpudirect before labels wrote it: the first migration only.
-        let dir = std::env::temp_dir().join(format!("gpudirect-schema-v1-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("history.sqlite");
+        let dir = tempfile::Builder::new()
+            .prefix("gpudirect-schema-v1-")
+            .tempdir()
+            .unwrap();
+        let path = dir.path().join("history.sqlite");
         {
             let mut conn = Connection::open(&path).unwrap();
             let tx = conn.transaction().unwrap();
@@ -294,8 +295,6 @@ mod tests {
             Some("h200x2-nvlink/all_reduce_g2.txt")
         );
         assert_eq!(runs[0].busbw, Some(321.81));
-        drop(history);
-        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

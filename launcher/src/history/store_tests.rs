@@ -1,7 +1,7 @@
 //! Tests of [`History`] against real files in a temporary folder, fed with rows read from
 //! the recorded nccl-tests outputs in `tests/fixtures/nccl-tests/`.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -10,12 +10,12 @@ use crate::history::{ExportFormat, Verdict};
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures/nccl-tests");
 
-/// A fresh, empty folder for one test.
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("gpudirect-history-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+/// A fresh, empty folder for one test, removed when dropped (also when the test fails).
+fn scratch(name: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("gpudirect-history-{name}-"))
+        .tempdir()
+        .unwrap()
 }
 
 /// Reads the table of a recorded text output into rows. Test-only: the real parser is
@@ -81,7 +81,8 @@ fn socket() -> NewRun {
 
 #[test]
 fn import_and_read_back() {
-    let dir = scratch("roundtrip");
+    let tmp = scratch("roundtrip");
+    let dir = tmp.path();
     let mut db = History::open(&dir.join("sub/h.sqlite")).unwrap();
     let mut run = nvlink();
     run.started_at = Some(1_796_000_000);
@@ -139,7 +140,8 @@ fn import_and_read_back() {
 
 #[test]
 fn same_output_twice_is_recognised() {
-    let dir = scratch("dedupe");
+    let tmp = scratch("dedupe");
+    let dir = tmp.path();
     let mut db = History::open(&dir.join("h.sqlite")).unwrap();
     let run = nvlink();
     let first = db.import_run(&run, false).unwrap();
@@ -162,7 +164,8 @@ fn same_output_twice_is_recognised() {
 
 #[test]
 fn a_failed_import_leaves_nothing_behind() {
-    let dir = scratch("atomic");
+    let tmp = scratch("atomic");
+    let dir = tmp.path();
     let mut db = History::open(&dir.join("h.sqlite")).unwrap();
     // Make the last insert of the import fail, after the run and its rows went in.
     db.conn
@@ -191,7 +194,8 @@ fn a_failed_import_leaves_nothing_behind() {
 
 #[test]
 fn invalid_runs_are_refused_with_the_field() {
-    let dir = scratch("invalid");
+    let tmp = scratch("invalid");
+    let dir = tmp.path();
     let mut db = History::open(&dir.join("h.sqlite")).unwrap();
     let err = db.import_run(&NewRun::default(), false).unwrap_err();
     assert!(err.to_string().contains("collective"), "{err}");
@@ -245,8 +249,9 @@ fn populated(dir: &Path) -> (History, Vec<RunId>) {
 
 #[test]
 fn list_runs_filters_and_orders() {
-    let dir = scratch("list");
-    let (db, ids) = populated(&dir);
+    let tmp = scratch("list");
+    let dir = tmp.path();
+    let (db, ids) = populated(dir);
     let list =
         |f: RunFilter| -> Vec<RunId> { db.list_runs(&f).unwrap().iter().map(|r| r.id).collect() };
     assert_eq!(
@@ -281,8 +286,9 @@ fn list_runs_filters_and_orders() {
 
 #[test]
 fn node_history_and_baseline() {
-    let dir = scratch("node");
-    let (db, ids) = populated(&dir);
+    let tmp = scratch("node");
+    let dir = tmp.path();
+    let (db, ids) = populated(dir);
     let h = db.node_history("gpu1", None, None).unwrap();
     let runs: Vec<_> = h.runs.iter().map(|p| (p.run_id, p.size_bytes)).collect();
     assert_eq!(
@@ -333,7 +339,8 @@ fn node_history_and_baseline() {
 
 #[test]
 fn node_results_show_in_node_history() {
-    let dir = scratch("checks");
+    let tmp = scratch("checks");
+    let dir = tmp.path();
     let mut db = History::open(&dir.join("h.sqlite")).unwrap();
     let mut run = nvlink();
     run.node_results = vec![
@@ -370,8 +377,9 @@ fn node_results_show_in_node_history() {
 
 #[test]
 fn compare_runs_and_baseline() {
-    let dir = scratch("compare");
-    let (mut db, ids) = populated(&dir);
+    let tmp = scratch("compare");
+    let dir = tmp.path();
+    let (mut db, ids) = populated(dir);
     // NVLink run against the socket-transport run: every size above the smallest regresses.
     let c = db
         .compare_runs(
@@ -473,8 +481,9 @@ fn compare_runs_and_baseline() {
 
 #[test]
 fn export_csv_and_json() {
-    let dir = scratch("export");
-    let (mut db, ids) = populated(&dir);
+    let tmp = scratch("export");
+    let dir = tmp.path();
+    let (mut db, ids) = populated(dir);
     let mut odd = nvlink();
     odd.cluster = Some("lab, \"east\"".into());
     odd.started_at = Some(1_700_000_000);
@@ -543,7 +552,8 @@ fn export_csv_and_json() {
 
 #[test]
 fn garbage_files_are_refused_and_left_alone() {
-    let dir = scratch("garbage");
+    let tmp = scratch("garbage");
+    let dir = tmp.path();
     let cases: [(&str, &[u8]); 3] = [
         ("notes.txt", b"these are my notes, not a database\n"),
         ("short.bin", b"SQLite"),
@@ -562,7 +572,7 @@ fn garbage_files_are_refused_and_left_alone() {
         assert_eq!(std::fs::read(&path).unwrap(), bytes, "{name} was modified");
         assert!(!dir.join(format!("{name}-wal")).exists());
     }
-    let err = History::open(&dir).unwrap_err();
+    let err = History::open(dir).unwrap_err();
     assert!(err.to_string().contains("not a regular file"), "{err}");
     let err = History::open_existing(&dir.join("absent.sqlite")).unwrap_err();
     assert!(matches!(err, HistoryError::Missing { .. }), "{err}");
@@ -571,7 +581,8 @@ fn garbage_files_are_refused_and_left_alone() {
 
 #[test]
 fn foreign_sqlite_database_is_refused_and_left_alone() {
-    let dir = scratch("foreign");
+    let tmp = scratch("foreign");
+    let dir = tmp.path();
     let path = dir.join("app.db");
     {
         let c = rusqlite::Connection::open(&path).unwrap();
@@ -594,7 +605,8 @@ fn foreign_sqlite_database_is_refused_and_left_alone() {
 
 #[test]
 fn newer_schema_is_refused_without_writing() {
-    let dir = scratch("newer");
+    let tmp = scratch("newer");
+    let dir = tmp.path();
     let path = dir.join("h.sqlite");
     {
         let mut db = History::open(&path).unwrap();
@@ -622,7 +634,8 @@ fn newer_schema_is_refused_without_writing() {
 
 #[test]
 fn reopening_is_a_no_op_and_keeps_data() {
-    let dir = scratch("reopen");
+    let tmp = scratch("reopen");
+    let dir = tmp.path();
     let path = dir.join("h.sqlite");
     let id = History::open(&path)
         .unwrap()
@@ -645,7 +658,8 @@ fn reopening_is_a_no_op_and_keeps_data() {
 
 #[test]
 fn truncated_database_errors_or_reads_cleanly() {
-    let dir = scratch("truncated");
+    let tmp = scratch("truncated");
+    let dir = tmp.path();
     let path = dir.join("h.sqlite");
     {
         let mut db = History::open(&path).unwrap();
@@ -694,7 +708,8 @@ fn truncated_database_errors_or_reads_cleanly() {
 
 #[test]
 fn concurrent_writers_and_a_reader() {
-    let dir = scratch("concurrent");
+    let tmp = scratch("concurrent");
+    let dir = tmp.path();
     let path = dir.join("h.sqlite");
     History::open(&path).unwrap();
     let template = nvlink();
@@ -745,7 +760,8 @@ fn concurrent_writers_and_a_reader() {
 
 #[test]
 fn concurrent_first_open_migrates_once() {
-    let dir = scratch("first-open");
+    let tmp = scratch("first-open");
+    let dir = tmp.path();
     let path = dir.join("h.sqlite");
     let threads: Vec<_> = (0..6)
         .map(|_| {
@@ -792,7 +808,8 @@ fn child_process_writer() {
 /// ones) while this one reads: nothing lost, no "database is locked".
 #[test]
 fn concurrent_processes() {
-    let dir = scratch("processes");
+    let tmp = scratch("processes");
+    let dir = tmp.path();
     let path = dir.join("h.sqlite");
     let db = History::open(&path).unwrap();
     let exe = std::env::current_exe().unwrap();
@@ -836,7 +853,8 @@ fn concurrent_processes() {
 
 #[test]
 fn rows_can_be_replaced_after_a_reparse() {
-    let dir = scratch("reparse");
+    let tmp = scratch("reparse");
+    let dir = tmp.path();
     let mut db = History::open(&dir.join("h.sqlite")).unwrap();
     let old = db.import_run(&nvlink(), false).unwrap().run_id();
     let mut newer = socket();
@@ -859,7 +877,8 @@ fn rows_can_be_replaced_after_a_reparse() {
 
 #[test]
 fn labels_filter_and_name_a_baseline() {
-    let dir = scratch("labels");
+    let tmp = scratch("labels");
+    let dir = tmp.path();
     let mut db = History::open(&dir.join("h.sqlite")).unwrap();
     let labelled = |mut run: NewRun, at: i64, label: Option<&str>| {
         run.started_at = Some(at);
@@ -926,8 +945,9 @@ fn labels_filter_and_name_a_baseline() {
 /// baseline validate judges against; replays are compared only with replays.
 #[test]
 fn baselines_keep_replays_and_measurements_apart() {
-    let dir = scratch("replay-baseline");
-    let (mut db, ids) = populated(&dir);
+    let tmp = scratch("replay-baseline");
+    let dir = tmp.path();
+    let (mut db, ids) = populated(dir);
     // A fast replay after the a3 tcpx runs, then a measurement after it.
     let mut replay = nvlink();
     replay.cluster = Some("a3".into());
@@ -983,7 +1003,8 @@ fn baselines_keep_replays_and_measurements_apart() {
 
 #[test]
 fn listings_carry_the_replay_marking() {
-    let dir = scratch("replay-summary");
+    let tmp = scratch("replay-summary");
+    let dir = tmp.path();
     let mut db = History::open(&dir.join("h.sqlite")).unwrap();
     let mut replay = nvlink();
     replay.env.insert(

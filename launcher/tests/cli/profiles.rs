@@ -7,10 +7,11 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-mod common;
+use tempfile::TempDir;
 
-use common::{ok, run, stderr, stdout};
-const SHIPPED: &str = include_str!("../../slurm-conf/gpudirect.toml");
+use crate::common::{self, ok, run, stderr, stdout};
+
+const SHIPPED: &str = include_str!("../../../slurm-conf/gpudirect.toml");
 
 fn sysfs_fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -23,15 +24,13 @@ fn gpudirect() -> Command {
     common::gpudirect_without(&["GPUDIRECT_CONFIG", "GPUDIRECT_DB", "RUST_LOG"])
 }
 
-/// A fresh directory in /tmp (world-writable above it: the plugin would refuse it).
-fn scratch(name: &str) -> PathBuf {
-    common::scratch("cli-profiles", name)
-}
-
-fn write_config(name: &str, text: &str) -> PathBuf {
-    let file = scratch(name).join("gpudirect.toml");
+/// `text` as `gpudirect.toml` in a fresh directory in /tmp (world-writable above it: the
+/// plugin would refuse it). The file lives as long as the directory.
+fn write_config(name: &str, text: &str) -> (TempDir, PathBuf) {
+    let dir = common::scratch("profiles", name);
+    let file = dir.path().join("gpudirect.toml");
     fs::write(&file, text).expect("write config");
-    file
+    (dir, file)
 }
 
 fn profiles(config: &Path, args: &[&str]) -> Command {
@@ -42,7 +41,7 @@ fn profiles(config: &Path, args: &[&str]) -> Command {
 
 #[test]
 fn list_shows_every_shipped_profile_and_node_set() {
-    let config = write_config("list", SHIPPED);
+    let (_dir, config) = write_config("list", SHIPPED);
     let out = ok(&mut profiles(&config, &["list"]));
     for name in [
         "tcpx",
@@ -84,7 +83,7 @@ fn list_shows_every_shipped_profile_and_node_set() {
 
 #[test]
 fn reading_commands_warn_when_the_plugin_would_refuse_the_file() {
-    let config = write_config("warn", SHIPPED);
+    let (_dir, config) = write_config("warn", SHIPPED);
     let out = run(&mut profiles(&config, &["list"]));
     assert!(out.status.success());
     assert!(
@@ -96,7 +95,7 @@ fn reading_commands_warn_when_the_plugin_would_refuse_the_file() {
 
 #[test]
 fn config_comes_from_gpudirect_config_then_the_default_path() {
-    let config = write_config("env", SHIPPED);
+    let (_dir, config) = write_config("env", SHIPPED);
     let out = ok(gpudirect()
         .args(["profiles", "show", "ib"])
         .env("GPUDIRECT_CONFIG", &config));
@@ -114,7 +113,7 @@ fn config_comes_from_gpudirect_config_then_the_default_path() {
 
 #[test]
 fn show_prints_templates_as_written_and_the_node_sets() {
-    let config = write_config("show", SHIPPED);
+    let (_dir, config) = write_config("show", SHIPPED);
     let out = ok(&mut profiles(&config, &["show", "tcpx"]));
     assert!(
         out.contains("forced    NCCL_GPUDIRECTTCPX_UNIX_CLIENT_PREFIX=/run/tcpx-{job_id}"),
@@ -147,7 +146,7 @@ fn show_prints_templates_as_written_and_the_node_sets() {
 
 #[test]
 fn check_in_tmp_reports_the_ownership_error_and_fails() {
-    let config = write_config("own", SHIPPED);
+    let (_dir, config) = write_config("own", SHIPPED);
     let out = run(&mut profiles(&config, &["check"]));
     assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
     let text = stdout(&out);
@@ -187,9 +186,12 @@ fn secure(dir: &Path) -> bool {
 
 #[test]
 fn check_of_a_secure_clean_file_passes_or_names_the_insecure_directory() {
-    let dir =
-        Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("profiles-{}", std::process::id()));
-    fs::create_dir_all(&dir).unwrap();
+    // Under target/, not /tmp (world-writable): run as root, the rule can hold there.
+    let tmp = tempfile::Builder::new()
+        .prefix("profiles-")
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .unwrap();
+    let dir = tmp.path();
     let file = dir.join("gpudirect.toml");
     fs::write(
         &file,
@@ -197,7 +199,7 @@ fn check_of_a_secure_clean_file_passes_or_names_the_insecure_directory() {
     )
     .unwrap();
     let out = run(&mut profiles(&file, &["check"]));
-    if secure(&dir) {
+    if secure(dir) {
         assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
         assert_eq!(stdout(&out), "");
         assert!(
@@ -214,7 +216,6 @@ fn check_of_a_secure_clean_file_passes_or_names_the_insecure_directory() {
             stdout(&out)
         );
     }
-    fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -238,7 +239,7 @@ fn check_reports_broken_configs_with_file_and_line() {
         ),
     ];
     for (i, (text, line, needle)) in cases.iter().enumerate() {
-        let config = write_config(&format!("broken{i}"), text);
+        let (_dir, config) = write_config(&format!("broken{i}"), text);
         let out = run(&mut profiles(&config, &["check"]));
         assert_eq!(out.status.code(), Some(1), "{text}");
         let expected = format!("{}:{line}: {needle}", config.display());
@@ -258,7 +259,7 @@ fn check_reports_broken_configs_with_file_and_line() {
 #[test]
 fn check_lints_rdma_names_used_as_interfaces() {
     let text = "[profiles.ib]\ndata_nics = [\"mlx5_0\"]\ngpu_nics = [\"mlx5_0\"]\n[profiles.ib.env]\nNCCL_IB_HCA = \"={nic}\"\n";
-    let config = write_config("hca", text);
+    let (_dir, config) = write_config("hca", text);
     let out = stdout(&run(&mut profiles(&config, &["check"])));
     let file = config.display().to_string();
     assert!(
@@ -276,7 +277,7 @@ fn check_lints_rdma_names_used_as_interfaces() {
 #[test]
 fn node_checks_are_warnings_off_the_node_and_errors_on_it() {
     let text = "[profiles.x]\nlibrary_dirs = [\"/nonexistent/gpudirect/lib\"]\n[profiles.x.checks]\nlibraries = [\"libnccl-net.so\"]\n";
-    let config = write_config("onnode", text);
+    let (_dir, config) = write_config("onnode", text);
     let file = config.display().to_string();
     let off = stdout(&run(&mut profiles(&config, &["check"])));
     assert!(
@@ -306,7 +307,7 @@ fn node_checks_are_warnings_off_the_node_and_errors_on_it() {
 
 #[test]
 fn explain_gives_the_tasks_variables_nic_and_cpus() {
-    let config = write_config("explain", SHIPPED);
+    let (_dir, config) = write_config("explain", SHIPPED);
     let out = ok(&mut profiles(
         &config,
         &[
@@ -358,7 +359,7 @@ fn explain_gives_the_tasks_variables_nic_and_cpus() {
 
 #[test]
 fn explain_auto_reads_sysfs_locality_from_a_fixture_tree() {
-    let config = write_config("sysfs", SHIPPED);
+    let (_dir, config) = write_config("sysfs", SHIPPED);
     let a3_mega = sysfs_fixture("a3-mega");
     let json = ok(profiles(
         &config,
@@ -413,7 +414,7 @@ fn explain_auto_reads_sysfs_locality_from_a_fixture_tree() {
 
 #[test]
 fn explain_says_what_happens_without_a_profile_and_refuses_bad_input() {
-    let config = write_config("noprofile", SHIPPED);
+    let (_dir, config) = write_config("noprofile", SHIPPED);
     let out = ok(&mut profiles(&config, &["explain", "--node", "cpu-007"]));
     assert!(out.contains("mode none (from node set cpu)"), "{out}");
     let out = ok(&mut profiles(&config, &["explain", "--node", "gpu-x"]));

@@ -4,23 +4,18 @@
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
-fn gpudirect() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_gpudirect"))
-}
+use crate::common::{fixture, gpudirect_without, scratch};
 
-fn fixture() -> Vec<u8> {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../tests/fixtures/nccl-tests/h200x2-nvlink/all_reduce_g2.txt");
-    std::fs::read(path).expect("fixture")
+fn gpudirect() -> Command {
+    gpudirect_without(&["GPUDIRECT_DB", "RUST_LOG"])
 }
 
 #[test]
 fn two_writers_and_a_reader_share_one_history() {
-    let dir = std::env::temp_dir().join(format!("gd-concurrency-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let tmp = scratch("concurrency", "writers");
+    let dir = tmp.path();
     let db = dir.join("history.sqlite");
-    let bytes = fixture();
+    let bytes = std::fs::read(fixture("h200x2-nvlink/all_reduce_g2.txt")).expect("fixture");
     let files = |tag: &str| -> Vec<PathBuf> {
         (0..25)
             .map(|i| {
@@ -103,5 +98,4 @@ fn two_writers_and_a_reader_share_one_history() {
         Some(50),
         "every run from both writers is there ({reads} reads during the writes)"
     );
-    std::fs::remove_dir_all(&dir).unwrap();
 }

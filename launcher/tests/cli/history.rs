@@ -7,13 +7,14 @@
 //! file's modification time, which the tests set to order the runs.
 
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::time::{Duration, SystemTime};
 
 use serde_json::Value;
+use tempfile::TempDir;
 
-const BIN: &str = env!("CARGO_BIN_EXE_gpudirect");
+use crate::common::{fixture, gpudirect_without, scratch, stderr};
 
 const NVLINK: &str = "h200x2-nvlink/all_reduce_g2.txt";
 const SOCKET: &str = "h200x2-nvlink/all_reduce_g2_socket.txt";
@@ -26,36 +27,22 @@ const DEGRADED: [&str; 3] = [
 const REPLAY_LINE: &str = "# nccl-tests STAND-IN replaying h200x2-nvlink/all_reduce_g2.txt \
     (recorded on 2xH200; not a measurement of this machine)";
 
-fn fixture(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../tests/fixtures/nccl-tests")
-        .join(rel)
-}
-
 /// A scratch folder with its own history file.
 struct Scratch {
-    dir: PathBuf,
+    dir: TempDir,
     db: PathBuf,
 }
 
 impl Scratch {
     fn new(name: &str) -> Scratch {
-        let dir = std::env::temp_dir().join(format!(
-            "gpudirect-cli-history-{}-{name}",
-            std::process::id()
-        ));
-        let _ = fs::remove_dir_all(&dir);
-        fs::create_dir_all(&dir).unwrap();
-        let db = dir.join("history.sqlite");
+        let dir = scratch("history", name);
+        let db = dir.path().join("history.sqlite");
         Scratch { dir, db }
     }
 
     /// The binary with this history and nothing from the test runner's environment.
     fn cmd(&self, args: &[&str]) -> Command {
-        let mut cmd = Command::new(BIN);
-        for var in ["GPUDIRECT_DB", "RUST_LOG", "XDG_DATA_HOME"] {
-            cmd.env_remove(var);
-        }
+        let mut cmd = gpudirect_without(&["GPUDIRECT_DB", "RUST_LOG", "XDG_DATA_HOME"]);
         cmd.arg("--db").arg(&self.db).args(args);
         cmd
     }
@@ -81,7 +68,7 @@ impl Scratch {
     /// Copies `content` to `name` in the scratch folder, dated `age_days` ago, and imports
     /// it; returns the new run's id.
     fn import_bytes(&self, name: &str, content: &[u8], age_days: u64, extra: &[&str]) -> i64 {
-        let path = self.dir.join(name);
+        let path = self.dir.path().join(name);
         fs::write(&path, content).unwrap();
         let when = SystemTime::now() - Duration::from_secs(age_days * 86_400);
         fs::File::options()
@@ -104,12 +91,6 @@ impl Scratch {
     }
 }
 
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.dir);
-    }
-}
-
 /// NVLink run (id 1, two days old) and socket run (id 2, variant `socket`, one day old).
 fn two_runs(name: &str) -> Scratch {
     let s = Scratch::new(name);
@@ -119,10 +100,6 @@ fn two_runs(name: &str) -> Scratch {
         2
     );
     s
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 #[test]
@@ -399,19 +376,19 @@ fn export_formats_parse_back() {
     assert_eq!(parsed.len(), 56);
 
     // -o writes the file whole and leaves no temporary file behind.
-    let target = s.dir.join("out.csv");
+    let target = s.dir.path().join("out.csv");
     let out = s.run(&["export", "-o", target.to_str().unwrap()]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(out.stdout.is_empty());
     assert_eq!(fs::read_to_string(&target).unwrap(), csv);
-    let leftovers: Vec<_> = fs::read_dir(&s.dir)
+    let leftovers: Vec<_> = fs::read_dir(s.dir.path())
         .unwrap()
         .filter_map(|e| e.ok())
         .filter(|e| e.file_name().to_string_lossy().contains(".tmp-"))
         .collect();
     assert!(leftovers.is_empty());
     // A folder that does not exist: an error naming the file, nothing created.
-    let bad = s.dir.join("no/such/dir/out.csv");
+    let bad = s.dir.path().join("no/such/dir/out.csv");
     let out = s.run(&["export", "-o", bad.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(3));
     assert!(stderr(&out).contains("out.csv"), "{}", stderr(&out));
@@ -676,7 +653,7 @@ fn a_bare_table_imports_when_collective_and_ranks_are_named() {
             !table.contains("nThread") && table.lines().count() >= 31,
             "{table}"
         );
-        let path = s.dir.join(name);
+        let path = s.dir.path().join(name);
         fs::write(&path, &table).unwrap();
         let file = path.to_str().unwrap();
 

@@ -2,51 +2,51 @@
 //! binary is the stand-in (replays of real 2xH200 recordings, a GPU slowed by a competing
 //! load for the slow one); what is tested is the pairing, launching and judging around it.
 
-mod common;
-
 use std::path::PathBuf;
 use std::process::Command;
 
-use common::{gpudirect_without, run, scratch, stderr, stdout};
+use tempfile::TempDir;
 
-/// The history file validate writes for the test `name`.
-fn scratch_db(name: &str) -> PathBuf {
-    std::env::temp_dir()
-        .join(format!(
-            "gpudirect-validate-gpus-{}-{name}",
-            std::process::id()
-        ))
-        .join("history.sqlite")
+use crate::common::{gpudirect_without, run, scratch, stderr, stdout};
+
+/// A scratch folder whose `all_reduce_perf` is the stand-in, and where validate writes
+/// its history.
+struct Standin {
+    dir: TempDir,
 }
 
-/// A folder whose `all_reduce_perf` is the stand-in.
-fn standin_dir(name: &str) -> PathBuf {
-    let dir = scratch("validate-gpus", name);
-    std::os::unix::fs::symlink(
-        env!("CARGO_BIN_EXE_nccl-tests-standin"),
-        dir.join("all_reduce_perf"),
-    )
-    .expect("link the stand-in");
-    dir
-}
+impl Standin {
+    fn new(name: &str) -> Standin {
+        let dir = scratch("validate-gpus", name);
+        std::os::unix::fs::symlink(
+            env!("CARGO_BIN_EXE_nccl-tests-standin"),
+            dir.path().join("all_reduce_perf"),
+        )
+        .expect("link the stand-in");
+        Standin { dir }
+    }
 
-fn validate(name: &str, args: &[&str]) -> Command {
-    let dir = standin_dir(name);
-    let mut cmd = gpudirect_without(&[
-        "SLURM_JOB_NODELIST",
-        "SLURM_JOB_ID",
-        "STANDIN_SLOW_NODES",
-        "STANDIN_SLOW_GPUS",
-        "CUDA_VISIBLE_DEVICES",
-        "GPUDIRECT_CLUSTER",
-    ]);
-    assert_eq!(dir.join("history.sqlite"), scratch_db(name));
-    cmd.env("GPUDIRECT_DB", dir.join("history.sqlite"))
-        .args(["validate", "--floor", "300", "-b", "8", "-e", "8G"])
-        .arg("--nccl-tests-dir")
-        .arg(&dir)
-        .args(args);
-    cmd
+    /// The history file validate writes.
+    fn db(&self) -> PathBuf {
+        self.dir.path().join("history.sqlite")
+    }
+
+    fn validate(&self, args: &[&str]) -> Command {
+        let mut cmd = gpudirect_without(&[
+            "SLURM_JOB_NODELIST",
+            "SLURM_JOB_ID",
+            "STANDIN_SLOW_NODES",
+            "STANDIN_SLOW_GPUS",
+            "CUDA_VISIBLE_DEVICES",
+            "GPUDIRECT_CLUSTER",
+        ]);
+        cmd.env("GPUDIRECT_DB", self.db())
+            .args(["validate", "--floor", "300", "-b", "8", "-e", "8G"])
+            .arg("--nccl-tests-dir")
+            .arg(self.dir.path())
+            .args(args);
+        cmd
+    }
 }
 
 /// The verdict line of one unit in the summary.
@@ -59,7 +59,10 @@ fn verdict_of<'a>(summary: &'a str, unit: &str) -> &'a str {
 
 #[test]
 fn a_slowed_gpu_is_named_and_nothing_else() {
-    let out = run(validate("slow", &["--gpus", "0-7"]).env("STANDIN_SLOW_GPUS", "5"));
+    let standin = Standin::new("slow");
+    let out = run(standin
+        .validate(&["--gpus", "0-7"])
+        .env("STANDIN_SLOW_GPUS", "5"));
     let summary = stdout(&out);
     assert_eq!(
         out.status.code(),
@@ -91,7 +94,7 @@ fn a_slowed_gpu_is_named_and_nothing_else() {
     assert!(log.contains("gpu4+gpu5: 162.91 GB/s (slow)"), "{log}");
 
     // The units are the runs' nodes: the per-node history shows gpu5 slow in every round.
-    let db = scratch_db("slow");
+    let db = standin.db();
     let mut history = gpudirect_without(&["GPUDIRECT_DB"]);
     history
         .arg("--db")
@@ -111,7 +114,7 @@ fn a_slowed_gpu_is_named_and_nothing_else() {
 
 #[test]
 fn clean_gpus_pass_in_one_round() {
-    let out = run(&mut validate("clean", &["--gpus", "0,1,2,3"]));
+    let out = run(&mut Standin::new("clean").validate(&["--gpus", "0,1,2,3"]));
     let summary = stdout(&out);
     assert_eq!(out.status.code(), Some(0), "{summary}{}", stderr(&out));
     assert!(summary.contains(", 1 round(s),"), "{summary}");
@@ -123,19 +126,14 @@ fn units_of_two_gpus_are_named_by_their_range() {
     // Units of 2 make pairs of 4 GPUs (-g 4), which nothing recorded: every pair fails,
     // and the failure names the units, which is what this checks. The list's order is
     // kept: 0,4,1,5 makes the units 0+4 and 1+5.
-    let out = run(&mut validate(
-        "order",
-        &["--gpus", "0,4,1,5", "--gpus-per-unit", "2"],
-    ));
+    let out =
+        run(&mut Standin::new("order").validate(&["--gpus", "0,4,1,5", "--gpus-per-unit", "2"]));
     let summary = stdout(&out);
     assert!(
         summary.contains("gpu0.4") && summary.contains("gpu1.5"),
         "{summary}"
     );
-    let out = run(&mut validate(
-        "units",
-        &["--gpus", "0-7", "--gpus-per-unit", "2"],
-    ));
+    let out = run(&mut Standin::new("units").validate(&["--gpus", "0-7", "--gpus-per-unit", "2"]));
     let summary = stdout(&out);
     assert_eq!(out.status.code(), Some(2), "{summary}{}", stderr(&out));
     for unit in ["gpu0-1", "gpu2-3", "gpu4-5", "gpu6-7"] {
@@ -150,7 +148,8 @@ fn units_of_two_gpus_are_named_by_their_range() {
 /// means the first visible GPU to any CUDA program: never someone else's GPUs 0-3.
 #[test]
 fn gpu_indices_follow_an_inherited_cuda_visible_devices() {
-    let out = run(validate("visible", &["--gpus", "0-3"])
+    let out = run(Standin::new("visible")
+        .validate(&["--gpus", "0-3"])
         .env("CUDA_VISIBLE_DEVICES", "4,5,6,7")
         .env("STANDIN_SLOW_GPUS", "6"));
     let summary = stdout(&out);
@@ -164,7 +163,9 @@ fn gpu_indices_follow_an_inherited_cuda_visible_devices() {
         "{}",
         stderr(&out)
     );
-    let out = run(validate("visible", &["--gpus", "0-4"]).env("CUDA_VISIBLE_DEVICES", "4,5,6,7"));
+    let out = run(Standin::new("visible")
+        .validate(&["--gpus", "0-4"])
+        .env("CUDA_VISIBLE_DEVICES", "4,5,6,7"));
     assert_eq!(out.status.code(), Some(3));
     assert!(
         stderr(&out).contains("there is no GPU 4: 4 visible (CUDA_VISIBLE_DEVICES=4,5,6,7)"),
@@ -202,7 +203,7 @@ fn bad_gpu_lists_and_options_are_refused_with_the_fix() {
         ),
     ];
     for (args, expected) in cases {
-        let out = run(&mut validate("bad", args));
+        let out = run(&mut Standin::new("bad").validate(args));
         assert_eq!(out.status.code(), Some(3), "{args:?}: {}", stderr(&out));
         assert!(
             stderr(&out).contains(expected),
@@ -211,15 +212,12 @@ fn bad_gpu_lists_and_options_are_refused_with_the_fix() {
         );
     }
     // A usage error is "could not run" (3) for every command: 2 means "runs failed".
-    let out = run(&mut validate("usage", &["--no-such-flag"]));
+    let out = run(&mut Standin::new("usage").validate(&["--no-such-flag"]));
     assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
     let out = run(gpudirect_without(&[]).args(["history", "--no-such-flag"]));
     assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
     // The old fraction form of --tolerance is refused, not read as 0.1 %.
-    let out = run(&mut validate(
-        "fraction",
-        &["--gpus", "0,1", "--tolerance", "0.1"],
-    ));
+    let out = run(&mut Standin::new("fraction").validate(&["--gpus", "0,1", "--tolerance", "0.1"]));
     assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
     assert!(
         stderr(&out).contains("write 10 for 10 %"),
@@ -228,7 +226,7 @@ fn bad_gpu_lists_and_options_are_refused_with_the_fix() {
     );
 
     // Without --gpus and outside an allocation, the error says both ways.
-    let out = run(&mut validate("no-alloc", &[]));
+    let out = run(&mut Standin::new("no-alloc").validate(&[]));
     assert!(
         stderr(&out).contains("or pass --gpus to validate this host's GPUs"),
         "{}",

@@ -2,7 +2,7 @@
 //! from the recorded nccl-tests outputs, then the report written and its files checked
 //! (PNG signature and size, SVG text, the HTML embedding them, replay labels).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use gpudirect::checks::{judge, Expectations};
 use gpudirect::history::{History, NewNodeResult, NewRun, RunId};
@@ -13,19 +13,11 @@ use gpudirect::report::{
     ReportOptions, Selection, REPLAY_LABEL,
 };
 
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("gpudirect-report-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
+use crate::common;
 
 fn fixture(rel: &str) -> Vec<u8> {
-    let path = format!(
-        "{}/../tests/fixtures/nccl-tests/{rel}",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+    let path = common::fixture(rel);
+    std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
 /// A run as `gpudirect import` records it (parse, judge, map), at a chosen time.
@@ -117,8 +109,9 @@ fn history(dir: &Path) -> (History, Vec<RunId>) {
 
 #[test]
 fn report_with_every_plot_in_both_formats() {
-    let dir = scratch("both");
-    let (db, ids) = history(&dir);
+    let tmp = common::scratch("report", "both");
+    let dir = tmp.path();
+    let (db, ids) = history(dir);
     let opts = ReportOptions {
         selection: Selection::Runs(ids.clone()),
         ..ReportOptions::default()
@@ -208,8 +201,9 @@ fn report_with_every_plot_in_both_formats() {
 
 #[test]
 fn png_only_report_embeds_base64_and_last_n_selects_newest() {
-    let dir = scratch("png");
-    let (db, ids) = history(&dir);
+    let tmp = common::scratch("report", "png");
+    let dir = tmp.path();
+    let (db, ids) = history(dir);
     let opts = ReportOptions {
         selection: Selection::Last {
             n: 2,
@@ -238,7 +232,8 @@ fn png_only_report_embeds_base64_and_last_n_selects_newest() {
 
 #[test]
 fn no_runs_is_a_clear_error() {
-    let dir = scratch("empty");
+    let tmp = common::scratch("report", "empty");
+    let dir = tmp.path();
     let db = History::open(&dir.join("history.sqlite")).unwrap();
     let opts = ReportOptions::default();
     let err = gather(&db, &opts).unwrap_err();
@@ -270,7 +265,8 @@ fn no_runs_is_a_clear_error() {
 
 #[test]
 fn odd_data_is_drawn_not_panicked_on() {
-    let dir = scratch("odd");
+    let tmp = common::scratch("report", "odd");
+    let dir = tmp.path();
     let mut db = History::open(&dir.join("history.sqlite")).unwrap();
     // NaN everywhere but one size, and a run of a single row.
     let mut nan = run_from(&fixture("h200x2-nvlink/all_reduce_g2.txt"), "x", T0, "nan");
@@ -301,7 +297,8 @@ fn odd_data_is_drawn_not_panicked_on() {
 
 #[test]
 fn heat_map_of_500_nodes_thins_its_labels() {
-    let dir = scratch("500");
+    let tmp = common::scratch("report", "500");
+    let dir = tmp.path();
     let names: Vec<String> = (0..500).map(|i| format!("gpu{i:03}")).collect();
     // Pairwise rounds' worth of pairs for a few partners each, one slow node.
     let mut triples = Vec::new();

@@ -1,10 +1,9 @@
-//! Helpers shared by the CLI integration tests: each test file is its own crate and
-//! includes this with `mod common;`, using only some of it.
-#![allow(dead_code, reason = "each test crate uses a different subset")]
+//! Helpers shared by the CLI test modules.
 
-use std::fs;
 use std::path::PathBuf;
 use std::process::{Command, Output};
+
+use tempfile::TempDir;
 
 /// The `gpudirect` binary under test.
 pub const BIN: &str = env!("CARGO_BIN_EXE_gpudirect");
@@ -41,10 +40,20 @@ pub fn ok(cmd: &mut Command) -> String {
     stdout(&out)
 }
 
-/// A fresh empty directory in the system temp folder, for one test of one suite.
-pub fn scratch(suite: &str, name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("gpudirect-{suite}-{}-{name}", std::process::id()));
-    let _ = fs::remove_dir_all(&dir);
-    fs::create_dir_all(&dir).expect("create scratch dir");
-    dir
+/// A fresh empty directory in the system temp folder for one test of one module, named
+/// `gpudirect-{module}-{name}-XXXXXX`. It is removed when dropped, so also when the test
+/// fails (the panic unwinds through it): keep it alive as long as its paths are used.
+pub fn scratch(module: &str, name: &str) -> TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("gpudirect-{module}-{name}-"))
+        .tempdir()
+        .expect("create a scratch directory")
+}
+
+/// A recorded nccl-tests output, by its path under `tests/fixtures/nccl-tests/` (in the
+/// cluster-tests crate).
+pub fn fixture(rel: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/fixtures/nccl-tests")
+        .join(rel)
 }

@@ -4,12 +4,10 @@
 //! checked that a missing scontrol gives a clear error naming the command.
 
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
-mod common;
-
-use common::{ok, run, stderr, stdout};
+use crate::common::{self, ok, run, stderr, stdout};
 
 /// The binary with no allocation in its environment, whatever the test runner has.
 fn gpudirect() -> Command {
@@ -31,11 +29,6 @@ fn fails(cmd: &mut Command) -> String {
     assert_eq!(out.status.code(), Some(3));
     assert!(out.stdout.is_empty(), "nothing on stdout on failure");
     stderr(&out)
-}
-
-/// A fresh empty directory for one test.
-fn scratch(name: &str) -> PathBuf {
-    common::scratch("cli-hostfile", name)
 }
 
 fn names_in(dir: &Path) -> Vec<String> {
@@ -112,7 +105,8 @@ fn flags_override_environment() {
 
 #[test]
 fn output_file_is_written_whole_with_no_leftovers() {
-    let dir = scratch("output");
+    let tmp = common::scratch("hostfile", "output");
+    let dir = tmp.path();
     let path = dir.join("hostfile");
     fs::write(&path, "stale\n").expect("seed");
     let out = ok(gpudirect()
@@ -123,7 +117,7 @@ fn output_file_is_written_whole_with_no_leftovers() {
         fs::read_to_string(&path).expect("read"),
         "n1 slots=8\nn2 slots=8\n"
     );
-    assert_eq!(names_in(&dir), ["hostfile"]);
+    assert_eq!(names_in(dir), ["hostfile"]);
     // A failure leaves the old file untouched and no temporary file behind.
     let err = fails(
         gpudirect()
@@ -135,7 +129,7 @@ fn output_file_is_written_whole_with_no_leftovers() {
         fs::read_to_string(&path).expect("read"),
         "n1 slots=8\nn2 slots=8\n"
     );
-    assert_eq!(names_in(&dir), ["hostfile"]);
+    assert_eq!(names_in(dir), ["hostfile"]);
     let err = fails(
         gpudirect()
             .args(["hostfile", "--nodelist", "n1", "-o"])
@@ -145,7 +139,6 @@ fn output_file_is_written_whole_with_no_leftovers() {
         err.contains("could not write the hostfile") && err.contains("caused by:"),
         "{err}"
     );
-    fs::remove_dir_all(&dir).expect("cleanup");
 }
 
 #[test]

@@ -1,0 +1,15 @@
+//! The launcher's integration tests, one binary (as ripgrep does): the built `gpudirect`
+//! run end to end, one module per command, sharing `common`. One binary links SQLite and
+//! plotters once instead of once per file.
+//!
+//! The parser's tests on the recorded outputs are their own binary
+//! (`tests/nccl_output_fixtures.rs`).
+
+mod common;
+
+mod concurrency;
+mod history;
+mod hostfile;
+mod profiles;
+mod report;
+mod validate_gpus;
