@@ -162,7 +162,16 @@ pub fn write_csv_record(out: &mut dyn Write, record: &impl Serialize) -> std::io
     let mut wtr = csv::WriterBuilder::new()
         .has_headers(false)
         .from_writer(out);
-    wtr.serialize(record)?;
+    wtr.serialize(record).map_err(|e| {
+        if !e.is_io_error() {
+            return std::io::Error::other(e);
+        }
+        // The stream's own error as it was (a closed pipe stays a closed pipe).
+        match e.into_kind() {
+            csv::ErrorKind::Io(io) => io,
+            other => std::io::Error::other(format!("{other:?}")),
+        }
+    })?;
     wtr.flush()
 }
 

@@ -549,6 +549,66 @@ fn a_reader_that_goes_away_is_not_a_crash() {
     }
 }
 
+/// Every other command that writes to stdout ends quietly on a closed stdout too, with
+/// its usual status (3 only where it could not run anyway), never a panic.
+#[test]
+fn every_command_survives_a_closed_stdout() {
+    let s = two_runs("pipe-all");
+    let config = s.dir.path().join("gpudirect.toml");
+    fs::write(&config, include_str!("../../../slurm-conf/gpudirect.toml")).unwrap();
+    let config = config.to_str().unwrap();
+    let nvlink = fixture(NVLINK);
+    let report_dir = s.dir.path().join("report");
+    for args in [
+        &["--help"][..],
+        &["history", "--help"],
+        &["hostfile", "--nodelist", "n[1-64]"],
+        &["import", "--force", nvlink.to_str().unwrap()],
+        &["import", "--json", "--force", nvlink.to_str().unwrap()],
+        &["profiles", "--config", config, "list"],
+        &["profiles", "--config", config, "show", "tcpx"],
+        &[
+            "profiles",
+            "--config",
+            config,
+            "explain",
+            "--profile",
+            "tcpx",
+            "--node",
+            "n1",
+        ],
+        &[
+            "report",
+            "--runs",
+            "1,2",
+            "-o",
+            report_dir.to_str().unwrap(),
+        ],
+        &["export", "--format", "json"],
+        &["compare", "1", "2", "--json"],
+    ] {
+        let mut child = s
+            .cmd(args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        drop(child.stdout.take());
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            matches!(out.status.code(), Some(0 | 1)),
+            "{args:?}: {:?} {}",
+            out.status,
+            stderr(&out)
+        );
+        assert!(
+            !stderr(&out).contains("panicked"),
+            "{args:?}: {}",
+            stderr(&out)
+        );
+    }
+}
+
 #[test]
 fn labels_are_recorded_filtered_shown_and_name_a_baseline() {
     let s = Scratch::new("labels");
