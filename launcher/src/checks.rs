@@ -40,7 +40,7 @@ pub struct Verdict {
     pub transport: Option<String>,
 }
 
-/// What an nccl-tests exit code means (from nccl-tests' own sources: 0 ok, 1 a failed check).
+/// What an nccl-tests exit code means (its testResult_t values, as its sources define them).
 pub fn exit_code_meaning(code: i32) -> &'static str {
     match code {
         0 => "success",
