@@ -171,7 +171,10 @@ pub fn parse_rfc3339(input: &str) -> Result<i64, UnitError> {
             .map(|z| z.timestamp().as_second())
             .map_err(|e| bad(e.to_string()));
     }
-    if s.len() >= 19 && !s[19..].contains(['Z', 'z', '+', '-']) {
+    // `get`, not indexing: byte 19 may fall inside a multi-byte character.
+    if s.get(19..)
+        .is_some_and(|zone| !zone.contains(['Z', 'z', '+', '-']))
+    {
         return Err(bad("missing time zone: end with Z or +HH:MM".into()));
     }
     s.parse::<jiff::Timestamp>()
@@ -240,11 +243,11 @@ pub fn parse_percent(input: &str) -> Result<f64, UnitError> {
         return Err(bad("write a number of percent >= 0, e.g. 5 or 5%"));
     }
     if value > 0.0 && value < 1.0 && !has_sign {
+        // Rounded so that 0.07 reads as 7, not as 7.000000000000001.
+        let pct = (value * 100.0 * 1e6).round() / 1e6;
         return Err(bad(&format!(
-            "tolerances are percentages: write {} for {} %, or {value}% if you mean a \
-             fraction of one percent",
-            value * 100.0,
-            value * 100.0
+            "tolerances are percentages: write {pct} for {pct} %, or {value}% if you mean a \
+             fraction of one percent"
         )));
     }
     Ok(value)
@@ -374,6 +377,8 @@ mod tests {
             "2026-11-29T10:00:00+\u{e9}:00",
             "2026-11-29T10:00:00.Z",
             "２０２６-11-29",
+            "2026-11-29T10:00:0é",
+            "2026-11-29T10:00:00é",
         ] {
             let err = parse_rfc3339(bad).unwrap_err().to_string();
             assert!(err.contains("is not a timestamp"), "{bad}: {err}");
@@ -419,6 +424,8 @@ mod tests {
         assert_eq!(parse_percent("0.5%"), Ok(0.5));
         let fraction = parse_percent("0.1").unwrap_err().to_string();
         assert!(fraction.contains("write 10 for 10 %"), "{fraction}");
+        let fraction = parse_percent("0.07").unwrap_err().to_string();
+        assert!(fraction.contains("write 7 for 7 %"), "{fraction}");
         for bad in ["", "-1", "x", "inf", "NaN", "5%%"] {
             assert!(parse_percent(bad).is_err(), "{bad}");
         }
