@@ -124,6 +124,33 @@ pub fn evaluate(output: CellOutput, reading: &Reading, run: Run) -> Evaluated {
     judge_and_record(parsed, &output, run)
 }
 
+/// A cell that ran as a process (`run` and `validate`): its output and `-J` report read
+/// with the collective it ran, judged on how the process ended. The record's exit code
+/// and collective come from the same facts.
+pub fn evaluate_finished(
+    finished: &Finished,
+    json_report: Option<&Path>,
+    collective: &str,
+    expect: Expectations,
+    mut context: RunContext,
+) -> Evaluated {
+    context.exit_code = finished.outcome.exit_code();
+    context.collective = Some(collective.to_string());
+    evaluate(
+        CellOutput::from_finished(finished, json_report),
+        &Reading {
+            collective: Some(collective.to_string()),
+            headerless: None,
+        },
+        Run {
+            outcome: Some(finished.outcome),
+            exit_code: None,
+            expect,
+            context,
+        },
+    )
+}
+
 /// The pipeline after [`parse`], for a caller that looked at the parsed output first
 /// (`import` refuses a bare table it cannot read before recording it).
 pub fn judge_and_record(parsed: ParsedOutput, output: &CellOutput, run: Run) -> Evaluated {
@@ -202,41 +229,47 @@ mod tests {
                 stderr: Vec::new(),
                 elapsed: std::time::Duration::from_secs(1),
             };
-            let as_run = evaluate(
-                CellOutput::from_finished(&finished, None),
-                &Reading::default(),
-                Run {
-                    outcome: Some(finished.outcome),
-                    context: RunContext {
-                        launcher: LaunchKind::Srun,
-                        ..RunContext::default()
-                    },
-                    ..Run::default()
+            // What run and validate call, each with its own context.
+            let collective = crate::nccl_output::parse(&raw)
+                .collective
+                .unwrap_or_else(|| "all_reduce".into());
+            let as_run = evaluate_finished(
+                &finished,
+                None,
+                &collective,
+                Expectations::default(),
+                RunContext {
+                    launcher: LaunchKind::Srun,
+                    ..RunContext::default()
                 },
             );
-            let as_validate = evaluate(
-                CellOutput::from_finished(&finished, None),
-                &Reading::default(),
-                Run {
-                    outcome: Some(finished.outcome),
-                    context: RunContext {
-                        launcher: LaunchKind::Srun,
-                        variant: Some("validate:pairs".into()),
-                        ..RunContext::default()
-                    },
-                    ..Run::default()
+            let as_validate = evaluate_finished(
+                &finished,
+                None,
+                &collective,
+                Expectations::default(),
+                RunContext {
+                    launcher: LaunchKind::Local,
+                    variant: Some("validate:pairs".into()),
+                    nodes: vec!["gpu0".into(), "gpu1".into()],
+                    ..RunContext::default()
                 },
             );
+            // What import calls: a file, read as possibly headerless, with the collective
+            // given as run and validate know it (`import --collective NAME`): an output
+            // without a header names none.
             let as_import = evaluate(
                 CellOutput::from_file(raw.clone()),
                 &Reading {
+                    collective: Some(collective.clone()),
                     headerless: Some(None),
-                    ..Reading::default()
                 },
+                // As `import --exit-code 0` passes it: to the checks and to the record.
                 Run {
                     exit_code: Some(0),
                     context: RunContext {
                         launcher: LaunchKind::Import,
+                        exit_code: Some(0),
                         ..RunContext::default()
                     },
                     ..Run::default()

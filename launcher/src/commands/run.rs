@@ -2,7 +2,7 @@
 //! history, and says whether everything passed.
 
 use std::collections::BTreeMap;
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
@@ -25,8 +25,9 @@ use gpudirect::launch::env_var;
 use gpudirect::units::now_unix;
 
 use super::{Ctx, ExitStatus};
-use gpudirect::cell::{self, CellOutput, Evaluated, Reading};
+use gpudirect::cell::{self, Evaluated};
 use gpudirect::outln;
+use gpudirect::output::{emit_json, gbps};
 
 /// Arguments of `gpudirect run`.
 #[derive(Debug, Args, Clone)]
@@ -155,13 +156,6 @@ pub struct RunArgs {
     /// Extra nccl-tests arguments for every cell, after `--` (e.g. `-- -n 50 -w 10`).
     #[arg(last = true, value_name = "NCCL_TESTS_ARGS")]
     pub extra: Vec<String>,
-}
-
-/// This host's short name.
-fn this_host() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|h| h.trim().split('.').next().unwrap_or_default().to_string())
-        .unwrap_or_else(|_| "localhost".into())
 }
 
 /// The matrix from the file or the flags.
@@ -715,33 +709,25 @@ pub fn run(args: &RunArgs, ctx: &Ctx) -> Result<ExitStatus> {
                     .map(<[String]>::to_vec)
                     .unwrap_or_default()
             } else {
-                vec![this_host()]
+                vec![gpudirect_core::system::short_hostname()]
             },
             launcher: launch_kind,
             command_line: Some(command),
             binary_path: Some(prepared.binary.display().to_string()),
             variant: Some(cell.variant.name.clone()),
             env,
-            exit_code: finished.outcome.exit_code(),
-            collective: Some(cell.collective.clone()),
             ..RunContext::default()
         };
         let Evaluated {
             parsed,
             verdict,
             record,
-        } = cell::evaluate(
-            CellOutput::from_finished(&finished, prepared.json_path.as_deref()),
-            &Reading {
-                collective: Some(cell.collective.clone()),
-                headerless: None,
-            },
-            cell::Run {
-                outcome: Some(finished.outcome),
-                exit_code: None,
-                expect,
-                context,
-            },
+        } = cell::evaluate_finished(
+            &finished,
+            prepared.json_path.as_deref(),
+            &cell.collective,
+            expect,
+            context,
         );
         let replay = gpudirect::history::replay_of(&record.env).is_some();
         let run_id = match history.replace_run(placeholder, &record) {
@@ -802,12 +788,10 @@ fn print_summary(
     db: &std::path::Path,
 ) -> Result<()> {
     if json {
-        outln!("{}", serde_json::to_string_pretty(results)?)?;
+        emit_json(results)?;
         return Ok(());
     }
-    let mut out = std::io::stdout().lock();
-    writeln!(
-        out,
+    outln!(
         "\n{:>4}  {:<38} {:<11} {:>12} {:>14}  {:<14} {:>6}",
         "cell",
         "collective/nodes/gpus/variant",
@@ -818,42 +802,36 @@ fn print_summary(
         "run"
     )?;
     for r in results {
-        writeln!(
-            out,
+        outln!(
             "{:>4}  {:<38} {:<11} {:>12} {:>14}  {:<14} {:>6}",
             r.cell,
             r.label,
             r.status.to_string(),
-            r.avg_busbw
-                .map(|b| format!("{b:.2}"))
-                .unwrap_or_else(|| "-".into()),
-            r.busbw_at_max_size
-                .map(|b| format!("{b:.2}"))
-                .unwrap_or_else(|| "-".into()),
+            gbps(r.avg_busbw),
+            gbps(r.busbw_at_max_size),
             r.transport.as_deref().unwrap_or("-"),
             r.run_id
                 .map(|i| i.to_string())
                 .unwrap_or_else(|| "-".into())
         )?;
         for f in &r.findings {
-            writeln!(out, "        {f}")?;
+            outln!("        {f}")?;
         }
     }
     let ok = results.iter().filter(|r| r.status == RunStatus::Ok).count();
-    writeln!(
-        out,
+    outln!(
         "\n{ok} of {planned} cells passed; {} ran. History: {}",
         results.len(),
         db.display()
     )?;
     if results.iter().any(|r| r.replay) {
-        writeln!(out, "NOTE: these outputs were replayed by the nccl-tests STAND-IN (recorded on 2xH200): they are not measurements of this machine.")?;
+        outln!("NOTE: these outputs were replayed by the nccl-tests STAND-IN (recorded on 2xH200): they are not measurements of this machine.")?;
     }
     if let (Some(first), Some(last)) = (
         results.iter().find_map(|r| r.run_id),
         results.iter().rev().find_map(|r| r.run_id),
     ) {
-        writeln!(out, "Details: gpudirect show {first} .. gpudirect show {last}; compare runs with gpudirect compare A B")?;
+        outln!("Details: gpudirect show {first} .. gpudirect show {last}; compare runs with gpudirect compare A B")?;
     }
     Ok(())
 }

@@ -26,8 +26,9 @@ use gpudirect::units::now_unix;
 use gpudirect_core::system::short_hostname;
 
 use super::{Ctx, ExitStatus};
-use gpudirect::cell::{self, CellOutput, Evaluated, Reading};
+use gpudirect::cell::{self, Evaluated};
 use gpudirect::outln;
+use gpudirect::output::emit_json;
 
 /// Arguments of `gpudirect validate`.
 #[derive(Debug, Args)]
@@ -466,8 +467,6 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx) -> Result<ExitStatus> {
                 command_line: Some(job.command_line()),
                 binary_path: Some(binary.display().to_string()),
                 variant: Some(format!("validate:{}", args.mode)),
-                collective: Some(args.collective.clone()),
-                exit_code: finished.outcome.exit_code(),
                 // What the pair ran with (CUDA_VISIBLE_DEVICES with --gpus).
                 env: cell.variant.env.clone(),
                 ..RunContext::default()
@@ -476,18 +475,12 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx) -> Result<ExitStatus> {
                 parsed,
                 verdict,
                 mut record,
-            } = cell::evaluate(
-                CellOutput::from_finished(&finished, json_path.as_deref()),
-                &Reading {
-                    collective: Some(args.collective.clone()),
-                    headerless: None,
-                },
-                cell::Run {
-                    outcome: Some(finished.outcome),
-                    exit_code: None,
-                    expect,
-                    context,
-                },
+            } = cell::evaluate_finished(
+                &finished,
+                json_path.as_deref(),
+                &args.collective,
+                expect,
+                context,
             );
             // The pair's figure: the busbw of the run, by the one rule every command uses.
             let busbw = parsed.busbw_at_max_size();
@@ -537,7 +530,7 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx) -> Result<ExitStatus> {
     let report = validation.report();
     let status = health(&report);
     if args.json {
-        outln!("{}", serde_json::to_string_pretty(&report)?)?;
+        emit_json(&report)?;
     } else {
         outln!(
             "validation: {} {}, mode {}, {} round(s), threshold {:.2} GB/s at {}",
