@@ -16,7 +16,7 @@ use gpudirect::history::{
 use serde::Serialize;
 
 use super::{Ctx, ExitStatus};
-use gpudirect::output::{emit, gbps, note, render_table, Align};
+use gpudirect::output::{emit, emit_json, gbps, note, render_table, Align};
 use gpudirect::units::{human_size as format_size, percent_arg, size_arg};
 
 /// Earlier runs a baseline is made of when `--baseline` has no number (as clap reads it).
@@ -203,7 +203,7 @@ pub fn run(args: &CompareArgs, ctx: &Ctx) -> Result<ExitStatus> {
         comparison,
     };
     if args.json {
-        emit(&format!("{}\n", serde_json::to_string_pretty(&report)?))?;
+        emit_json(&report)?;
     } else {
         emit(&report_text(&report, &reference, &candidate))?;
     }

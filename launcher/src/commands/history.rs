@@ -20,7 +20,7 @@ use serde::Serialize;
 
 use super::args::FilterArgs;
 use super::{Ctx, ExitStatus};
-use gpudirect::output::{emit, gbps, or_dash, render_table, replay_footnote, Align};
+use gpudirect::output::{emit, emit_json, gbps, or_dash, render_table, replay_footnote, Align};
 use gpudirect::units::{human_size as format_size, percent_arg, short_time, size_arg};
 
 /// Runs listed when `--limit` is not given.
@@ -181,7 +181,7 @@ pub fn run(args: &HistoryArgs, ctx: &Ctx) -> Result<ExitStatus> {
     }
     if args.json {
         // Each summary carries `replay_of` (null for measurements).
-        emit(&format!("{}\n", serde_json::to_string_pretty(&runs)?))?;
+        emit_json(&runs)?;
         return Ok(ExitStatus::Ok);
     }
     if runs.is_empty() {
@@ -336,7 +336,7 @@ fn node_view(
         trends,
     };
     if args.json {
-        emit(&format!("{}\n", serde_json::to_string_pretty(&report)?))?;
+        emit_json(&report)?;
         return Ok(());
     }
     if report.runs.is_empty() && report.checks.is_empty() {

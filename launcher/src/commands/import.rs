@@ -14,6 +14,7 @@ use serde::Serialize;
 use super::{Ctx, ExitStatus};
 use gpudirect::cell::{self, CellOutput, Evaluated, Reading};
 use gpudirect::outln;
+use gpudirect::output::emit_json;
 
 /// Files larger than this are not nccl-tests outputs.
 const MAX_FILE_BYTES: u64 = 256 << 20;
@@ -245,7 +246,7 @@ pub fn run(args: &ImportArgs, ctx: &Ctx) -> Result<ExitStatus> {
         results.push(result);
     }
     if args.json {
-        outln!("{}", serde_json::to_string_pretty(&results)?)?;
+        emit_json(&results)?;
     } else {
         for r in &results {
             match (&r.error, r.run_id) {

@@ -1,7 +1,6 @@
 //! `gpudirect report`: a self-contained HTML report with plots, and a verdict table on
 //! the terminal. The work is in [`gpudirect::report`]; this module reads the arguments.
 
-use std::io::Write as _;
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
@@ -13,6 +12,8 @@ use gpudirect::report::{
 use gpudirect::units::{percent_arg, size_arg};
 
 use super::{Ctx, ExitStatus};
+use gpudirect::outln;
+use gpudirect::output::{emit, emit_json};
 
 /// Arguments of `gpudirect report`.
 #[derive(Debug, Args)]
@@ -101,15 +102,11 @@ pub fn run(args: &ReportArgs, ctx: &Ctx) -> Result<ExitStatus> {
     let data = gather(&history, &options(args))?;
     let files = write_report(&data, &args.output, args.format)
         .with_context(|| format!("writing the report into {}", args.output.display()))?;
-    // Written, not printed: `gpudirect report ... | head` must not panic on a closed pipe.
-    let mut out = std::io::stdout().lock();
     if args.json {
-        let json = serde_json::json!({ "report": data, "files": files });
-        writeln!(out, "{}", serde_json::to_string_pretty(&json)?)?;
+        emit_json(&serde_json::json!({ "report": data, "files": files }))?;
     } else {
-        write!(out, "{}", terminal_table(&data))?;
-        writeln!(
-            out,
+        emit(&terminal_table(&data))?;
+        outln!(
             "report: {} ({} plot file{})",
             files.html.display(),
             files.images.len(),

@@ -2,15 +2,13 @@
 //! command line, findings, environment and the whole table; `--raw` prints the output
 //! exactly as it was captured, byte for byte.
 
-use std::io::Write;
-
 use anyhow::{Context, Result};
 use clap::Args;
 use gpudirect::history::{Placement, ResultRow, RunDetail, RunId};
 
 use super::{Ctx, ExitStatus};
 use gpudirect::history::replay_of;
-use gpudirect::output::{emit, gbps, or_dash, render_table, Align};
+use gpudirect::output::{emit, emit_bytes, emit_json, gbps, or_dash, render_table, Align};
 use gpudirect::units::human_size as format_size;
 
 /// Arguments of `gpudirect show`.
@@ -39,16 +37,13 @@ pub fn run(args: &ShowArgs, ctx: &Ctx) -> Result<ExitStatus> {
     let history = ctx.open_history()?;
     if args.raw {
         let (raw, _) = history.raw_output(args.id)?;
-        let mut out = std::io::stdout().lock();
-        out.write_all(&raw)
-            .and_then(|()| out.flush())
-            .context("writing the raw output to stdout")?;
+        emit_bytes(&raw).context("writing the raw output to stdout")?;
         return Ok(ExitStatus::Ok);
     }
     let detail = history.get_run(args.id)?;
     if args.json {
         // The summary's `replay_of` marks a stand-in replay in the JSON too.
-        emit(&format!("{}\n", serde_json::to_string_pretty(&detail)?))?;
+        emit_json(&detail)?;
     } else {
         emit(&detail_text(&detail))?;
     }

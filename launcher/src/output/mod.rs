@@ -18,8 +18,13 @@ pub use table::{render_table, Align};
 /// Writes `text` to stdout and flushes. Unlike `print!`, which panics, a reader that went
 /// away comes back as an `io::Error` of kind `BrokenPipe`, which `main` ends on quietly.
 pub fn emit(text: &str) -> io::Result<()> {
+    emit_bytes(text.as_bytes())
+}
+
+/// [`emit`] for bytes that need not be UTF-8 (a run's raw output, as recorded).
+pub fn emit_bytes(bytes: &[u8]) -> io::Result<()> {
     let mut out = io::stdout().lock();
-    out.write_all(text.as_bytes())?;
+    out.write_all(bytes)?;
     out.flush()
 }
 
