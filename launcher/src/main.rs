@@ -73,7 +73,7 @@ fn print_error_chain(err: &anyhow::Error) {
 }
 
 /// Whether the error is a write to a reader that went away, however it was wrapped:
-/// serde_json and csv keep the `io::Error` inside rather than as their source.
+/// serde_json keeps the `io::Error` of `to_writer` inside rather than as its source.
 fn is_broken_pipe(err: &anyhow::Error) -> bool {
     let broken = |kind: Option<io::ErrorKind>| kind == Some(io::ErrorKind::BrokenPipe);
     err.chain().any(|cause| {
@@ -82,14 +82,6 @@ fn is_broken_pipe(err: &anyhow::Error) -> bool {
                 cause
                     .downcast_ref::<serde_json::Error>()
                     .and_then(serde_json::Error::io_error_kind),
-            )
-            || broken(
-                cause
-                    .downcast_ref::<csv::Error>()
-                    .and_then(|e| match e.kind() {
-                        csv::ErrorKind::Io(io) => Some(io.kind()),
-                        _ => None,
-                    }),
             )
     })
 }

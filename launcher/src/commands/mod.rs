@@ -27,7 +27,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use clap::{ArgAction, Parser, Subcommand};
-use gpudirect::history::{db_path_from_env, resolve_db_path, History, HistoryError};
+use gpudirect::history::{db_path_from_env, locate_db, History, HistoryError};
 
 /// Runs, checks and records nccl-tests on Slurm allocations.
 #[derive(Debug, Parser)]
@@ -112,13 +112,7 @@ impl Ctx {
     /// Opens the history for reading. Unlike recording, nothing is created: a missing file
     /// (often a typo in `--db`) is an error that says how a history comes to exist.
     pub fn open_history(&self) -> Result<History> {
-        let var = std::env::var_os;
-        let path: PathBuf = resolve_db_path(
-            self.db.as_deref(),
-            var("GPUDIRECT_DB").as_deref(),
-            var("XDG_DATA_HOME").as_deref(),
-            var("HOME").as_deref(),
-        )?;
+        let path = locate_db(self.db.as_deref())?;
         match History::open_existing(&path) {
             Ok(h) => Ok(h),
             Err(HistoryError::Missing { path }) => anyhow::bail!(
@@ -133,8 +127,9 @@ impl Ctx {
 }
 
 /// How a command ended: the one meaning of each exit code, for every command (written in
-/// `gpudirect --help` and docs/cli.md). Health checks and scripts read it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// `gpudirect --help` and docs/cli.md). Health checks and scripts read it. Ordered from
+/// best to worst, so `max` of two is the worse (an interruption outranks everything).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum ExitStatus {
     /// 0: the command did its work and found nothing wrong.
     Ok,
@@ -147,24 +142,6 @@ pub enum ExitStatus {
     CouldNotRun,
     /// 130: stopped by Ctrl-C (SIGINT) or SIGTERM; what finished was kept.
     Interrupted,
-}
-
-impl ExitStatus {
-    /// The worse of two statuses (an interruption outranks everything, then could-not-run).
-    pub fn max(self, other: ExitStatus) -> ExitStatus {
-        let rank = |s: ExitStatus| match s {
-            ExitStatus::Ok => 0,
-            ExitStatus::Problem => 1,
-            ExitStatus::Failed => 2,
-            ExitStatus::CouldNotRun => 3,
-            ExitStatus::Interrupted => 4,
-        };
-        if rank(other) > rank(self) {
-            other
-        } else {
-            self
-        }
-    }
 }
 
 impl From<ExitStatus> for ExitCode {
@@ -239,7 +216,8 @@ const RULES: &str = "\
 - **The busbw of a run** is its out-of-place busbw at its largest size (the in-place figure
   where a run has no out-of-place one), in every command.
 - **Output.** Data goes to stdout, notes and progress to stderr; a closed stdout
-  (`gpudirect history | head -1`) ends a command quietly with its usual status.
+  (`gpudirect history | head -1`) ends a command quietly with exit 0, as ripgrep does (a
+  health check that reads `validate`'s status must keep its stdout open).
 
 ";
 

@@ -13,7 +13,8 @@ use gpudirect_core::system::{load_config, Ownership};
 
 use super::{Ctx, ExitStatus};
 use gpudirect::outln;
-use gpudirect::output::emit;
+use gpudirect::output::{emit, emit_json};
+use gpudirect::units::duration_arg;
 
 /// Arguments of `gpudirect probe`.
 #[derive(Debug, Args)]
@@ -46,9 +47,9 @@ pub struct ProbeArgs {
     )]
     pub config: PathBuf,
 
-    /// Give up on the tasks after this many seconds.
-    #[arg(long, default_value_t = 120)]
-    pub timeout: u64,
+    /// Give up on the tasks after this long (120, 120s, 2m).
+    #[arg(long, value_name = "DURATION", default_value = "120", value_parser = duration_arg)]
+    pub timeout: Duration,
 
     /// Print the tasks' reports and the analysis as JSON.
     #[arg(long)]
@@ -107,7 +108,7 @@ pub fn run(args: &ProbeArgs, _ctx: &Ctx) -> Result<ExitStatus> {
         args: srun_args,
         env: Vec::new(),
         cwd: None,
-        timeout: Duration::from_secs(args.timeout),
+        timeout: args.timeout,
         grace: Duration::from_secs(5),
     };
     tracing::info!(command = %job.command_line(), "running");
@@ -138,7 +139,7 @@ pub fn run(args: &ProbeArgs, _ctx: &Ctx) -> Result<ExitStatus> {
     if args.json {
         let out =
             serde_json::json!({ "tasks": reports, "analysis": analysis, "srun_stderr": stderr });
-        outln!("{}", serde_json::to_string_pretty(&out)?)?;
+        emit_json(&out)?;
     } else {
         outln!(
             "{} tasks on {} nodes ({})",
@@ -182,7 +183,7 @@ pub fn run(args: &ProbeArgs, _ctx: &Ctx) -> Result<ExitStatus> {
     if matches!(finished.outcome, Outcome::TimedOut) {
         eprintln!(
             "gpudirect probe: the tasks did not all answer within {}s",
-            args.timeout
+            args.timeout.as_secs()
         );
         return Ok(ExitStatus::Problem);
     }

@@ -212,15 +212,20 @@ pub fn resolve_db_path(
     Err(HistoryError::NoLocation)
 }
 
-/// [`resolve_db_path`] with the real environment, then creates the parent folder.
-pub fn db_path_from_env(explicit: Option<&Path>) -> Result<PathBuf, HistoryError> {
+/// [`resolve_db_path`] with the real environment; creates nothing (for reading).
+pub fn locate_db(explicit: Option<&Path>) -> Result<PathBuf, HistoryError> {
     let var = std::env::var_os;
-    let path = resolve_db_path(
+    resolve_db_path(
         explicit,
         var("GPUDIRECT_DB").as_deref(),
         var("XDG_DATA_HOME").as_deref(),
         var("HOME").as_deref(),
-    )?;
+    )
+}
+
+/// [`locate_db`], then creates the parent folder (for recording).
+pub fn db_path_from_env(explicit: Option<&Path>) -> Result<PathBuf, HistoryError> {
+    let path = locate_db(explicit)?;
     create_parent(&path)?;
     Ok(path)
 }

@@ -185,7 +185,8 @@ fn verdict_table(h: &mut String, data: &ReportData) {
     let _ = writeln!(
         h,
         "<p class=\"meta\">busbw at the largest size a run and its baseline share; verdict \
-         threshold ±{}%.</p>",
+         as <code>gpudirect compare RUN --baseline</code> gives it (earlier ok runs of its \
+         kind, bandwidth-bound sizes decide), threshold ±{}%.</p>",
         data.tolerance_pct
     );
 }

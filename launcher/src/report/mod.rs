@@ -13,8 +13,9 @@
 //! 3. **Is a node getting slower?** A node's busbw over time (`node_history`), with each
 //!    point that dropped below the median of the node's previous runs marked.
 //!
-//! The terminal gets [`terminal_table`]: one line per run with its verdict against the
-//! baseline.
+//! The terminal gets [`terminal_table`]: one line per run with its verdict against its
+//! baseline, by the rule of [`crate::baseline`] (the one `gpudirect compare` uses); the
+//! baseline bands drawn in the plots are the report's own.
 //!
 //! # Layout
 //! - this file: the data (pure types and functions: series, baselines, verdicts, the heat
@@ -260,7 +261,7 @@ pub struct BaselineKey {
 }
 
 impl BaselineKey {
-    /// The key a run is judged under.
+    /// The key of the band drawn for a run (its verdict comes from [`crate::baseline`]).
     pub fn of(run: &RunSeries) -> BaselineKey {
         BaselineKey {
             cluster: run.cluster.clone(),
@@ -606,12 +607,6 @@ impl ReportData {
                 .trends
                 .iter()
                 .any(|t| t.runs.iter().chain(&t.checks).any(|p| p.replay))
-    }
-
-    /// The band a run is judged against.
-    pub fn band_for(&self, run: &RunSeries) -> Option<&BaselineBand> {
-        let key = BaselineKey::of(run);
-        self.bands.iter().find(|b| b.key == key)
     }
 }
 
