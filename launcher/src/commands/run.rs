@@ -12,7 +12,6 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use gpudirect::checks::{expected_sizes, Expectations};
 use gpudirect::history::{History, LaunchKind, RunFilter, RunStatus};
-use gpudirect::launch::{prepare, LaunchOptions, Launcher};
 use gpudirect::matrix::{variants_from_flags, Cell, Matrix};
 use gpudirect::record::RunContext;
 use gpudirect::runner::{self, INTERRUPTED};
@@ -21,7 +20,7 @@ use gpudirect_core::config::Config;
 use gpudirect_core::system::{load_config, Ownership};
 use serde::Serialize;
 
-use gpudirect::launch::env_var;
+use gpudirect::launch::{env_var, find_binary, prepare, LaunchOptions, Launcher};
 use gpudirect::units::now_unix;
 
 use super::{Ctx, ExitStatus};
@@ -514,6 +513,11 @@ pub fn run(args: &RunArgs, ctx: &Ctx) -> Result<ExitStatus> {
     let Some(dir) = args.nccl_tests_dir.clone() else {
         bail!("where are the nccl-tests binaries? pass --nccl-tests-dir DIR or set NCCL_TESTS_DIR");
     };
+    // Every collective's binary is there before anything runs or is recorded: a wrong
+    // folder is a bad option (exit 3), not a matrix of failed cells.
+    for collective in &matrix.collectives {
+        find_binary(&dir, collective)?;
+    }
     if in_allocation {
         let most = matrix.nodes.iter().max().copied().unwrap_or(1) as usize;
         if most > nodes.len() {

@@ -12,4 +12,5 @@ mod history;
 mod hostfile;
 mod profiles;
 mod report;
+mod run;
 mod validate_gpus;
