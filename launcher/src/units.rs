@@ -17,39 +17,24 @@ use std::time::Duration;
 
 /// A value that does not read as its unit; the message says what to write instead.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum UnitError {
-    /// Not a size.
-    #[error("`{input}` is not a size: {reason}")]
-    Size {
-        /// What was given.
-        input: String,
-        /// What is wrong and what to write.
-        reason: String,
-    },
-    /// Not a duration.
-    #[error("`{input}` is not a duration: {reason}")]
-    Duration {
-        /// What was given.
-        input: String,
-        /// What is wrong and what to write.
-        reason: String,
-    },
-    /// Not a timestamp.
-    #[error("`{input}` is not a timestamp: {reason}")]
-    Time {
-        /// What was given.
-        input: String,
-        /// What is wrong and what to write.
-        reason: String,
-    },
-    /// Not a percentage.
-    #[error("`{input}` is not a percentage: {reason}")]
-    Percent {
-        /// What was given.
-        input: String,
-        /// What is wrong and what to write.
-        reason: String,
-    },
+#[error("`{input}` is not a {unit}: {reason}")]
+pub struct UnitError {
+    /// What it should have been: `size`, `duration`, `timestamp` or `percentage`.
+    pub unit: &'static str,
+    /// What was given.
+    pub input: String,
+    /// What is wrong and what to write.
+    pub reason: String,
+}
+
+impl UnitError {
+    fn new(unit: &'static str, input: &str, reason: impl Into<String>) -> UnitError {
+        UnitError {
+            unit,
+            input: input.to_string(),
+            reason: reason.into(),
+        }
+    }
 }
 
 /// The hint every size error ends with.
@@ -61,10 +46,7 @@ const SIZE_FORMS: &str = "write bytes with an optional K, M, G or T suffix (powe
 /// space before the suffix are accepted (`8B`, `8 GiB`); `GB` is refused because it reads
 /// as 10^9. The result fits in an `i64`, which is what the history stores.
 pub fn parse_size(input: &str) -> Result<u64, UnitError> {
-    let bad = |reason: String| UnitError::Size {
-        input: input.to_string(),
-        reason,
-    };
+    let bad = |reason: String| UnitError::new("size", input, reason);
     let s = input.trim();
     let digits_end = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
     let (number, suffix) = s.split_at(digits_end);
@@ -123,10 +105,7 @@ pub fn human_size(bytes: u64) -> String {
 /// Reads a duration longer than zero: a whole number of seconds (`90`) or a number with a
 /// unit (`90s`, `10m`, `1h30m`, `7d`, `2w`).
 pub fn parse_duration(input: &str) -> Result<Duration, UnitError> {
-    let bad = |reason: &str| UnitError::Duration {
-        input: input.to_string(),
-        reason: reason.to_string(),
-    };
+    let bad = |reason: &str| UnitError::new("duration", input, reason);
     let s = input.trim();
     let duration = if !s.is_empty() && s.bytes().all(|c| c.is_ascii_digit()) {
         s.parse::<u64>()
@@ -157,10 +136,7 @@ pub fn format_rfc3339(unix: i64) -> String {
 /// a bare date `YYYY-MM-DD` meaning midnight UTC (handy for `--since`). A time without a
 /// zone is refused: it would mean a different instant on every machine.
 pub fn parse_rfc3339(input: &str) -> Result<i64, UnitError> {
-    let bad = |reason: String| UnitError::Time {
-        input: input.to_string(),
-        reason,
-    };
+    let bad = |reason: String| UnitError::new("timestamp", input, reason);
     let s = input.trim();
     if s.len() == 10 {
         let date: jiff::civil::Date = s
@@ -194,19 +170,18 @@ pub fn parse_since(input: &str, now: i64) -> Result<i64, UnitError> {
     if s.as_bytes().get(4) == Some(&b'-') {
         return parse_rfc3339(s);
     }
-    let age = parse_duration(s).map_err(|_| UnitError::Time {
-        input: input.to_string(),
-        reason: "write an age (90m, 36h, 7d, 2w) or an RFC 3339 time or date \
-                 (2026-11-29, 2026-11-29T22:10:07Z)"
-            .into(),
+    let age = parse_duration(s).map_err(|_| {
+        UnitError::new(
+            "timestamp",
+            input,
+            "write an age (90m, 36h, 7d, 2w) or an RFC 3339 time or date \
+             (2026-11-29, 2026-11-29T22:10:07Z)",
+        )
     })?;
     i64::try_from(age.as_secs())
         .ok()
         .and_then(|age| now.checked_sub(age))
-        .ok_or_else(|| UnitError::Time {
-            input: input.to_string(),
-            reason: "age too large".into(),
-        })
+        .ok_or_else(|| UnitError::new("timestamp", input, "age too large"))
 }
 
 /// Now, in unix seconds (0 if the clock is before 1970, which no real host is).
@@ -227,10 +202,7 @@ pub fn short_time(rfc3339: &str) -> String {
 /// refused: it is almost always a fraction written for the old `validate --tolerance`
 /// (`0.1` meant 10 %), and taking it as 0.1 % would call every healthy run slow.
 pub fn parse_percent(input: &str) -> Result<f64, UnitError> {
-    let bad = |reason: &str| UnitError::Percent {
-        input: input.to_string(),
-        reason: reason.to_string(),
-    };
+    let bad = |reason: &str| UnitError::new("percentage", input, reason);
     let s = input.trim();
     let (number, has_sign) = match s.strip_suffix('%') {
         Some(n) => (n.trim_end(), true),
