@@ -117,7 +117,7 @@ impl UntouchedMarks {
             .write(true)
             .create_new(true)
             .mode(0o644)
-            .custom_flags(libc::O_NOFOLLOW)
+            .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
             .open(self.dir.join(&name));
         match created {
             Ok(_) => {}
@@ -172,8 +172,7 @@ mod tests {
     use std::os::unix::fs::PermissionsExt;
 
     fn euid() -> u32 {
-        // SAFETY: geteuid cannot fail.
-        unsafe { libc::geteuid() }
+        nix::unistd::geteuid().as_raw()
     }
 
     fn scratch(name: &str) -> tempfile::TempDir {

@@ -2,6 +2,8 @@
 //! sshd-style ownership checks, and the [`NodeProbe`] that reads sysfs. Both the plugin
 //! and `gpudirect profiles` use these, so the launcher reports what the plugin would see.
 
+use nix::sched::{sched_getaffinity, sched_setaffinity, CpuSet};
+use nix::unistd::Pid;
 use std::fs::File;
 use std::io::Read;
 use std::os::unix::fs::MetadataExt;
@@ -184,15 +186,13 @@ pub fn load_config_stamped(
 /// This machine's host name up to the first dot (`gethostname`), or `localhost` when it
 /// cannot be read.
 pub fn short_hostname() -> String {
-    let mut buf = [0u8; 256];
-    // SAFETY: gethostname writes at most buf.len() bytes into buf.
-    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
-    if rc != 0 {
-        return "localhost".into();
+    match nix::unistd::gethostname() {
+        Ok(host) => {
+            let host = host.to_string_lossy();
+            host.split('.').next().unwrap_or_default().to_string()
+        }
+        Err(_) => "localhost".into(),
     }
-    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
-    let host = String::from_utf8_lossy(&buf[..end]).into_owned();
-    host.split('.').next().unwrap_or_default().to_string()
 }
 
 /// Reads the node from `/sys/class/net` and the filesystem.
@@ -270,30 +270,20 @@ pub fn rdma_port_active_under(sysfs_root: &Path, name: &str) -> Option<bool> {
 
 /// The CPUs this process may run on.
 pub fn current_affinity() -> Option<CpuList> {
-    // SAFETY: cpu_set_t is plain data; sched_getaffinity fills it for pid 0 (us).
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
-            return None;
-        }
-        let ids = (0..libc::CPU_SETSIZE as u32).filter(|&i| libc::CPU_ISSET(i as usize, &set));
-        Some(CpuList::from_ids(ids))
-    }
+    let set = sched_getaffinity(Pid::from_raw(0)).ok()?;
+    let ids = (0..CpuSet::count()).filter(|&i| set.is_set(i).unwrap_or(false));
+    Some(CpuList::from_ids(ids.filter_map(|i| u32::try_from(i).ok())))
 }
 
-/// Pins this process to `cpus`.
+/// Pins this process to `cpus`. Ids beyond what a CPU set holds (`CPU_SETSIZE`) are
+/// skipped.
 pub fn set_affinity(cpus: &CpuList) -> std::io::Result<()> {
-    // SAFETY: as above; ids beyond CPU_SETSIZE are skipped, never written out of bounds.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        for id in cpus.ids().filter(|&i| i < libc::CPU_SETSIZE as u32) {
-            libc::CPU_SET(id as usize, &mut set);
-        }
-        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
+    let mut set = CpuSet::new();
+    for id in cpus.ids() {
+        // Only an id past the set's size fails, and it is skipped as documented.
+        let _ = set.set(id as usize);
     }
-    Ok(())
+    sched_setaffinity(Pid::from_raw(0), &set).map_err(std::io::Error::from)
 }
 
 #[cfg(test)]

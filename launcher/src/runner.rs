@@ -4,6 +4,8 @@
 //! period, then SIGKILL, and a cancel flag (Ctrl-C) that does the same. "Timed out" and
 //! "interrupted" are outcomes of their own, not generic failures.
 
+use nix::sys::signal::{killpg, sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
+use nix::unistd::Pid;
 use std::ffi::OsString;
 use std::io::Read;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
@@ -119,13 +121,11 @@ fn drain(mut pipe: impl Read + Send + 'static) -> JoinHandle<Vec<u8>> {
     })
 }
 
-fn signal_group(child: &Child, signal: i32) {
-    // The child leads its own group (process_group(0)): -pid names the group.
+fn signal_group(child: &Child, signal: Signal) {
+    // The child leads its own group (process_group(0)), so its pid names the group. A
+    // group already gone (ESRCH) is what we wanted.
     if let Ok(pid) = i32::try_from(child.id()) {
-        // SAFETY: kill(2) with a negative pid signals that process group; no memory involved.
-        unsafe {
-            libc::kill(-pid, signal);
-        }
+        let _ = killpg(Pid::from_raw(pid), signal);
     }
 }
 
@@ -169,12 +169,12 @@ pub fn run(job: &Job, cancel: &AtomicBool) -> Result<Finished, StartError> {
                 };
                 if let Some(why) = why {
                     tracing::warn!(command = %job.command_line(), outcome = ?why, "stopping the process group (SIGTERM)");
-                    signal_group(&child, libc::SIGTERM);
+                    signal_group(&child, Signal::SIGTERM);
                     stopping = Some((why, now));
                 }
             }
             Some((_, since)) if now.duration_since(since) >= job.grace => {
-                signal_group(&child, libc::SIGKILL);
+                signal_group(&child, Signal::SIGKILL);
             }
             Some(_) => {}
         }
@@ -182,7 +182,7 @@ pub fn run(job: &Job, cancel: &AtomicBool) -> Result<Finished, StartError> {
     };
     // The leader is gone; anything left in its group goes too, so no stray process keeps
     // our pipes (and the drain threads) open.
-    signal_group(&child, libc::SIGKILL);
+    signal_group(&child, Signal::SIGKILL);
     let stdout = stdout.and_then(|h| h.join().ok()).unwrap_or_default();
     let stderr = stderr.and_then(|h| h.join().ok()).unwrap_or_default();
     let outcome = match (stopping, status) {
@@ -208,18 +208,22 @@ pub fn run(job: &Job, cancel: &AtomicBool) -> Result<Finished, StartError> {
 /// Raised by SIGINT/SIGTERM once [`install_interrupt_handler`] ran.
 pub static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
-extern "C" fn on_signal(_signal: libc::c_int) {
+extern "C" fn on_signal(_signal: std::ffi::c_int) {
     INTERRUPTED.store(true, Ordering::SeqCst);
 }
 
 /// Makes Ctrl-C (and SIGTERM) raise [`INTERRUPTED`] instead of killing us, so the caller
 /// can stop its running command, keep what finished, and exit cleanly.
 pub fn install_interrupt_handler() {
-    let handler = on_signal as extern "C" fn(libc::c_int);
-    // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
-    unsafe {
-        libc::signal(libc::SIGINT, handler as libc::sighandler_t);
-        libc::signal(libc::SIGTERM, handler as libc::sighandler_t);
+    let action = SigAction::new(
+        SigHandler::Handler(on_signal),
+        SaFlags::SA_RESTART,
+        SigSet::empty(),
+    );
+    for signal in [Signal::SIGINT, Signal::SIGTERM] {
+        // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+        // sigaction cannot fail for these two signals and a valid action.
+        let _ = unsafe { sigaction(signal, &action) };
     }
 }
 
@@ -236,6 +240,15 @@ mod tests {
             timeout: Duration::from_millis(timeout_ms),
             grace: Duration::from_millis(200),
         }
+    }
+
+    #[test]
+    fn after_the_handler_is_installed_sigterm_raises_the_flag_instead_of_killing_us() {
+        // No other test in this binary uses INTERRUPTED, so the flag is ours to look at.
+        install_interrupt_handler();
+        nix::sys::signal::raise(Signal::SIGTERM).expect("raise SIGTERM");
+        assert!(INTERRUPTED.load(Ordering::SeqCst));
+        INTERRUPTED.store(false, Ordering::SeqCst);
     }
 
     #[test]

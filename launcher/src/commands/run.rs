@@ -545,7 +545,7 @@ pub fn run(args: &RunArgs, ctx: &Ctx) -> Result<ExitStatus> {
     std::fs::create_dir_all(&work_dir)
         .with_context(|| format!("cannot create {}", work_dir.display()))?;
     // SAFETY: geteuid has no preconditions.
-    let as_root = unsafe { libc::geteuid() } == 0;
+    let as_root = nix::unistd::geteuid().is_root();
     let opts = LaunchOptions {
         launcher,
         nccl_tests_dir: dir,

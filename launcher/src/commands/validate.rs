@@ -356,7 +356,7 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx) -> Result<ExitStatus> {
         variants: vec![variant.clone()],
     };
     // SAFETY: geteuid has no preconditions.
-    let as_root = unsafe { libc::geteuid() } == 0;
+    let as_root = nix::unistd::geteuid().is_root();
     // The pairs' -J reports; removed when validate ends, however it ends.
     let work = tempfile::Builder::new()
         .prefix("gpudirect-validate-")
