@@ -2,10 +2,9 @@
 //! history, and says whether everything passed.
 
 use std::collections::BTreeMap;
-use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
+
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
@@ -26,7 +25,7 @@ use gpudirect::units::now_unix;
 use super::{Ctx, ExitStatus};
 use gpudirect::cell::{self, Evaluated};
 use gpudirect::outln;
-use gpudirect::output::{emit_json, gbps};
+use gpudirect::output::{emit_json, gbps, Progress};
 
 /// Arguments of `gpudirect run`.
 #[derive(Debug, Args, Clone)]
@@ -275,136 +274,24 @@ struct CellResult {
     replay: bool,
 }
 
-/// What the progress line shows.
-#[derive(Default)]
-struct ProgressState {
-    done: usize,
-    total: usize,
-    current: String,
-    started: Option<Instant>,
-    cell_started: Option<Instant>,
-    last_busbw: Option<f64>,
-    seconds_per_cell: Option<f64>,
-}
-
-fn fmt_secs(s: f64) -> String {
-    let s = s.max(0.0) as u64;
-    format!("{}:{:02}", s / 60, s % 60)
-}
-
-impl ProgressState {
-    fn line(&self) -> String {
-        let elapsed = self
-            .started
-            .map(|s| s.elapsed().as_secs_f64())
-            .unwrap_or(0.0);
-        let eta = self
-            .seconds_per_cell
-            .map(|per| fmt_secs(per * (self.total - self.done) as f64))
-            .unwrap_or_else(|| "?".into());
-        let last = self
-            .last_busbw
-            .map(|b| format!(" | last busbw {b:.2} GB/s"))
-            .unwrap_or_default();
-        format!(
-            "[{}/{}] {} | {} elapsed, ~{} left{}",
-            self.done,
-            self.total,
-            self.current,
-            fmt_secs(elapsed),
-            eta,
-            last
-        )
-    }
-}
-
-/// A status line redrawn every second on a terminal; plain log lines otherwise.
-struct Progress {
-    state: Arc<Mutex<ProgressState>>,
-    tty: bool,
-    ticker: Option<std::thread::JoinHandle<()>>,
-    stop: Arc<std::sync::atomic::AtomicBool>,
-}
-
-impl Progress {
-    fn new(total: usize) -> Self {
-        let tty = std::io::stderr().is_terminal();
-        let state = Arc::new(Mutex::new(ProgressState {
-            total,
-            started: Some(Instant::now()),
-            ..Default::default()
-        }));
-        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let ticker = tty.then(|| {
-            let (state, stop) = (state.clone(), stop.clone());
-            std::thread::spawn(move || {
-                while !stop.load(Ordering::SeqCst) {
-                    if let Ok(s) = state.lock() {
-                        eprint!("\r\x1b[2K{}", s.line());
-                    }
-                    std::thread::sleep(Duration::from_millis(500));
-                }
-            })
-        });
-        Progress {
-            state,
-            tty,
-            ticker,
-            stop,
-        }
-    }
-
-    fn start(&self, cell: &Cell, command: &str) {
-        if let Ok(mut s) = self.state.lock() {
-            s.current = cell.label();
-            s.cell_started = Some(Instant::now());
-            if !self.tty {
-                eprintln!(
-                    "gpudirect run: [{}/{}] {}: {command}",
-                    cell.index, s.total, s.current
-                );
-            }
-        }
-    }
-
-    fn finish(&self, result: &CellResult) {
-        if let Ok(mut s) = self.state.lock() {
-            s.done += 1;
-            if result.avg_busbw.is_some() {
-                s.last_busbw = result.busbw_at_max_size.or(result.avg_busbw);
-            }
-            let elapsed = s.started.map(|t| t.elapsed().as_secs_f64()).unwrap_or(0.0);
-            s.seconds_per_cell = Some(elapsed / s.done as f64);
-            let line = format!(
-                "[{}/{}] {}: {}{}{}",
-                result.cell,
-                s.total,
-                result.label,
-                result.status,
-                result
-                    .busbw_at_max_size
-                    .map(|b| format!(", busbw {b:.2} GB/s at max size"))
-                    .unwrap_or_default(),
-                result
-                    .findings
-                    .first()
-                    .map(|f| format!(" ({f})"))
-                    .unwrap_or_default()
-            );
-            if self.tty {
-                eprint!("\r\x1b[2K");
-            }
-            eprintln!("gpudirect run: {line}");
-        }
-    }
-
-    fn close(mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-        if let Some(t) = self.ticker.take() {
-            let _ = t.join();
-            eprint!("\r\x1b[2K");
-        }
-    }
+/// The line printed when a cell ends: `[3/8] all_reduce N=2 G=8 tcpx: ok, busbw ...`.
+fn finished_line(result: &CellResult, total: usize) -> String {
+    format!(
+        "[{}/{}] {}: {}{}{}",
+        result.cell,
+        total,
+        result.label,
+        result.status,
+        result
+            .busbw_at_max_size
+            .map(|b| format!(", busbw {b:.2} GB/s at max size"))
+            .unwrap_or_default(),
+        result
+            .findings
+            .first()
+            .map(|f| format!(" ({f})"))
+            .unwrap_or_default()
+    )
 }
 
 /// Median seconds of earlier runs like this cell, for --dry-run.
@@ -629,7 +516,8 @@ pub fn run(args: &RunArgs, ctx: &Ctx) -> Result<ExitStatus> {
         Launcher::Local => LaunchKind::Local,
     };
     runner::install_interrupt_handler();
-    let progress = Progress::new(cells.len());
+    let total = cells.len();
+    let progress = Progress::new("gpudirect run", total);
     let mut results = Vec::new();
     for cell in &cells {
         if INTERRUPTED.load(Ordering::SeqCst) {
@@ -650,7 +538,10 @@ pub fn run(args: &RunArgs, ctx: &Ctx) -> Result<ExitStatus> {
                     seconds: 0.0,
                     replay: false,
                 };
-                progress.finish(&result);
+                progress.finish(
+                    &finished_line(&result, total),
+                    result.busbw_at_max_size.or(result.avg_busbw),
+                );
                 results.push(result);
                 if args.fail_fast {
                     break;
@@ -681,7 +572,7 @@ pub fn run(args: &RunArgs, ctx: &Ctx) -> Result<ExitStatus> {
                 history.import_run(&mark, true)?.run_id()
             }
         };
-        progress.start(cell, &command);
+        progress.start(cell.index, &cell.label(), &command);
         let started_at = now_unix();
         let finished = runner::run(&prepared.job, &INTERRUPTED)?;
         let expect = Expectations {
@@ -753,7 +644,10 @@ pub fn run(args: &RunArgs, ctx: &Ctx) -> Result<ExitStatus> {
             seconds: finished.elapsed.as_secs_f64(),
             replay,
         };
-        progress.finish(&result);
+        progress.finish(
+            &finished_line(&result, total),
+            result.busbw_at_max_size.or(result.avg_busbw),
+        );
         let failed = result.status != RunStatus::Ok;
         results.push(result);
         if failed && args.fail_fast {
@@ -877,25 +771,5 @@ mod tests {
         );
         assert_eq!(expected_transport(&cell(None), Some(&config), None), None);
         assert_eq!(expected_transport(&cell(Some("tcpx")), None, None), None);
-    }
-
-    #[test]
-    fn progress_line_shows_counts_and_eta() {
-        let s = ProgressState {
-            done: 2,
-            total: 5,
-            current: "all_reduce N=2 G=8 tcpx".into(),
-            started: Some(Instant::now()),
-            last_busbw: Some(65.25),
-            seconds_per_cell: Some(30.0),
-            ..Default::default()
-        };
-        let line = s.line();
-        assert!(
-            line.starts_with(
-                "[2/5] all_reduce N=2 G=8 tcpx | 0:00 elapsed, ~1:30 left | last busbw 65.25 GB/s"
-            ),
-            "{line}"
-        );
     }
 }

@@ -5,6 +5,7 @@
 //! Notes, progress and warnings go to stderr (through `tracing` or [`note`]); stdout
 //! carries only what a pipe wants: tables, hostfiles, JSON.
 
+mod progress;
 mod table;
 
 use std::io::{self, Write};
@@ -13,6 +14,7 @@ use serde::Serialize;
 
 use crate::history::RunId;
 
+pub use progress::Progress;
 pub use table::{render_table, Align};
 
 /// Writes `text` to stdout and flushes. Unlike `print!`, which panics, a reader that went
