@@ -34,6 +34,7 @@ pub mod matrix;
 pub mod output;
 pub mod pairing;
 pub mod probe;
+pub mod rails;
 pub mod record;
 pub mod report;
 pub mod runner;
