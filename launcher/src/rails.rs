@@ -19,7 +19,17 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::history::{NewNodeResult, NewRow, NewRun, Placement, RunStatus};
 use crate::runner::Job;
+
+/// The collective name rail runs are recorded under: host-memory point-to-point over MPI,
+/// a kind of its own that no nccl-tests run shares (and never a replay).
+pub const RAIL_COLLECTIVE: &str = "mpi_p2p";
+
+/// The variant a rail run is recorded under: `rail:eth2`.
+pub fn rail_variant(rail: &str) -> String {
+    format!("rail:{rail}")
+}
 
 /// The key that marks a measurement line among other output.
 pub const LINE_KEY: &str = "gpudirect_rail";
@@ -226,6 +236,75 @@ pub fn pair_job(spec: &PairSpec, rail: &str, pair: [&str; 2]) -> Job {
         timeout: spec.timeout,
         grace: Duration::from_secs(5),
     }
+}
+
+/// A pair's step as a history record: one row at the message size with the slower
+/// direction's figure, and one per-node result per direction (the node is the sender, so a
+/// node's numbers on a rail are what its NIC sent). `base` carries the when and where; its
+/// status, rows and node results are set here.
+pub fn record_of(
+    base: NewRun,
+    rail: &str,
+    pair: [&str; 2],
+    result: Result<&RailMeasurement, &str>,
+    verdict: &str,
+) -> NewRun {
+    let mut run = NewRun {
+        collective: RAIL_COLLECTIVE.into(),
+        variant: Some(rail_variant(rail)),
+        nodes: pair.iter().map(|n| n.to_string()).collect(),
+        ..base
+    };
+    run.env.insert("GPUDIRECT_RAIL".into(), rail.into());
+    match result {
+        Ok(m) => {
+            let gbps = m.gbps();
+            run.status = RunStatus::Ok;
+            run.rows = vec![NewRow {
+                size_bytes: m.size_bytes,
+                count: m.size_bytes,
+                dtype: "byte".into(),
+                redop: "none".into(),
+                root: None,
+                placement: Placement::Out,
+                time_us: m.size_bytes as f64 / (gbps * 1e3),
+                algbw: gbps,
+                busbw: gbps,
+                wrong: None,
+            }];
+            run.avg_busbw = Some(gbps);
+            let directions = [
+                (&m.hosts[0], &m.hosts[1], m.forward_gbps),
+                (&m.hosts[1], &m.hosts[0], m.backward_gbps),
+            ];
+            run.node_results = directions
+                .into_iter()
+                .map(|(node, partner, figure)| NewNodeResult {
+                    node: node.clone(),
+                    role: Some(format!("rail {rail} send")),
+                    partner: Some(partner.clone()),
+                    size_bytes: Some(m.size_bytes),
+                    busbw: Some(figure),
+                    verdict: Some(verdict.into()),
+                })
+                .collect();
+        }
+        Err(why) => {
+            run.status = RunStatus::Failed;
+            run.failures = vec![why.to_string()];
+            run.node_results = pair
+                .iter()
+                .map(|node| NewNodeResult {
+                    node: node.to_string(),
+                    role: Some(format!("rail {rail}")),
+                    partner: pair.iter().find(|p| *p != node).map(|p| p.to_string()),
+                    verdict: Some(verdict.into()),
+                    ..NewNodeResult::default()
+                })
+                .collect();
+        }
+    }
+    run
 }
 
 /// Why a pair's step gave no figure, in one line: the MPI program's own message where it

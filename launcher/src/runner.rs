@@ -89,6 +89,17 @@ impl Outcome {
     }
 }
 
+impl std::fmt::Display for Outcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Outcome::Exited { code } => write!(f, "exit code {code}"),
+            Outcome::Signaled { signal } => write!(f, "killed by signal {signal}"),
+            Outcome::TimedOut => f.write_str("timed out"),
+            Outcome::Interrupted => f.write_str("interrupted"),
+        }
+    }
+}
+
 /// A finished command.
 #[derive(Debug, Clone)]
 pub struct Finished {

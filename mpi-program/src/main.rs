@@ -73,6 +73,10 @@ fn node_name() -> String {
 
 fn fail(code: u8, message: &str) -> ExitCode {
     eprintln!("gpudirect-mpi: {}: {message}", node_name());
+    // srun ends the step as soon as a task fails (--kill-on-bad-exit), and the line above
+    // can be lost on the way to srun when the step is torn down at once (seen on the local
+    // cluster): give it a moment to arrive, since it is the reason the launcher reports.
+    std::thread::sleep(std::time::Duration::from_millis(300));
     ExitCode::from(code)
 }
 

@@ -4,6 +4,8 @@ use std::sync::{Mutex, MutexGuard};
 
 use cluster_tests::*;
 
+mod rails;
+
 static CLUSTER: Mutex<()> = Mutex::new(());
 
 fn cluster() -> MutexGuard<'static, ()> {

@@ -25,10 +25,24 @@ use gpudirect::launch::env_var;
 use gpudirect::units::now_unix;
 use gpudirect_core::system::short_hostname;
 
+mod rails;
+
 use super::{Ctx, ExitStatus};
 use gpudirect::cell::{self, Evaluated};
 use gpudirect::outln;
 use gpudirect::output::emit_json;
+
+/// How far below the baseline an nccl-tests pair may be, percent, by default.
+const DEFAULT_TOLERANCE: f64 = 10.0;
+
+/// What validate measures between the units.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Test {
+    /// nccl-tests between the nodes' GPUs (or this host's, with --gpus).
+    Nccl,
+    /// Host-memory traffic over MPI, one data NIC (rail) at a time: units are (node, rail).
+    Rails,
+}
 
 /// Arguments of `gpudirect validate`.
 #[derive(Debug, Args)]
@@ -45,6 +59,33 @@ gpu0-1, ... with --gpus-per-unit 2) and each pair is one local nccl-tests proces
 both groups' GPUs (CUDA_VISIBLE_DEVICES, -g). Exit status: 0 healthy, 1 degraded (slow\n\
 nodes or links), 2 failed (runs failed), 3 could not run (nothing measured, bad options).")]
 pub struct ValidateArgs {
+    /// What to measure: nccl-tests on the GPUs, or each rail (data NIC) of each node with
+    /// real MPI traffic (`gpudirect-mpi`, no GPU needed).
+    #[arg(long, value_enum, default_value_t = Test::Nccl)]
+    pub test: Test,
+
+    /// With --test rails: the NICs to test, e.g. `eth1,eth2,eth3,eth4` (default: the data
+    /// NICs of the --gpudirect profile).
+    #[arg(long, value_name = "LIST")]
+    pub rails: Option<String>,
+
+    /// With --test rails: the message size of the bandwidth runs.
+    #[arg(long, value_name = "SIZE", default_value = "16M", value_parser = size_arg)]
+    pub message_size: u64,
+
+    /// With --test rails: the MPI program (default: gpudirect-mpi beside this executable).
+    #[arg(long, env = "GPUDIRECT_MPI_PROGRAM", value_name = "PATH")]
+    pub mpi_program: Option<PathBuf>,
+
+    /// The admin config the --gpudirect profile (and with --test rails its data NICs) comes
+    /// from.
+    #[arg(
+        long,
+        env = "GPUDIRECT_CONFIG",
+        default_value = "/etc/slurm/gpudirect.toml"
+    )]
+    pub config: PathBuf,
+
     /// Pairing: pairs, pairs-across, pairwise, groups:K, ring, all.
     #[arg(long, default_value = "pairs")]
     pub mode: String,
@@ -92,8 +133,10 @@ pub struct ValidateArgs {
     pub floor: Option<f64>,
 
     /// How far below the baseline a pair may be before it is slow, percent (10 or 10%).
-    #[arg(long, value_name = "PCT", default_value = "10", value_parser = percent_arg)]
-    pub tolerance: f64,
+    /// Default 10 for nccl-tests; 75 for --test rails, whose reference is the median of its
+    /// first round.
+    #[arg(long, value_name = "PCT", value_parser = percent_arg)]
+    pub tolerance: Option<f64>,
 
     /// How many recent good runs the baseline is the median of.
     #[arg(long, default_value_t = 10)]
@@ -280,6 +323,12 @@ fn gpu_units(
 /// `gpudirect validate`. Returns the health exit status.
 pub fn run(args: &ValidateArgs, ctx: &Ctx) -> Result<ExitStatus> {
     let (units, nodes) = Units::from_args(args)?;
+    if args.test == Test::Rails {
+        if !matches!(units, Units::Nodes) {
+            bail!("--test rails measures the NICs of Slurm nodes; --gpus validates this host's GPUs with nccl-tests");
+        }
+        return rails::run(args, ctx, nodes);
+    }
     if let Some(dir) = &args.report {
         // Found out now, before any pair runs, not after the verdict.
         std::fs::create_dir_all(dir)
@@ -322,7 +371,10 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx) -> Result<ExitStatus> {
                         db.display()
                     )
                 })?;
-            Threshold::baseline(baseline.median_busbw, args.tolerance / 100.0)?
+            Threshold::baseline(
+                baseline.median_busbw,
+                args.tolerance.unwrap_or(DEFAULT_TOLERANCE) / 100.0,
+            )?
         }
     };
     let mut validation = match &args.topology {

@@ -1,0 +1,510 @@
+//! `gpudirect validate --test rails`: the units are (node, rail). Each rail is validated
+//! like nodes are with nccl-tests (screen, recheck, confirm from [`gpudirect::judging`]),
+//! on real traffic: every pair is a two-task step of `gpudirect-mpi pair` with the MPI
+//! transport bound to the rail's NIC. Rounds of all rails run at the same time, since
+//! pairs on different rails share no NIC.
+
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+
+use anyhow::{bail, Context, Result};
+use gpudirect::history::{compare::median, History, LaunchKind, NewRun};
+use gpudirect::judging::{health, Health, Outcome, Report, Threshold, Validation, Verdict};
+use gpudirect::launch::env_var;
+use gpudirect::outln;
+use gpudirect::output::emit_json;
+use gpudirect::pairing::Mode;
+use gpudirect::rails::{failure_reason, pair_job, read_measurement, record_of, PairSpec};
+use gpudirect::runner::{self, INTERRUPTED};
+use gpudirect::units::{nccl_size as format_size, now_unix};
+use gpudirect_core::config::{Mode as ProfileMode, NicClass};
+use gpudirect_core::resolve::resolve_profile;
+use gpudirect_core::system::{load_config, Ownership};
+use serde::Serialize;
+
+use super::ValidateArgs;
+use crate::commands::{Ctx, ExitStatus};
+
+/// How far below the reference a rail may be before it is slow, by default (percent): a
+/// rail test moves host memory through the kernel's TCP stack on CPUs that every pair of
+/// the round shares, so it is far noisier than nccl-tests (on the 2-core local cluster a
+/// healthy pair measured 0.45x to 1.6x of the round's median); the faults it is for, a NIC
+/// at a fraction of its speed or a dead link, land far below a quarter.
+pub const DEFAULT_TOLERANCE: f64 = 75.0;
+
+/// One (node, rail) in the report.
+#[derive(Debug, Serialize)]
+struct Unit {
+    node: String,
+    rail: String,
+    verdict: Verdict,
+    /// Median of what this node's NIC sent on this rail, GB/s.
+    send_gbps: Option<f64>,
+    /// The rail's reference: median of its passing pairs (the whole run's when none passed).
+    rail_gbps: Option<f64>,
+    evidence: Vec<String>,
+}
+
+#[derive(Debug, Serialize)]
+struct RailsReport<'a> {
+    test: &'static str,
+    nodes: &'a [String],
+    rails: &'a [String],
+    message_size: u64,
+    threshold: &'a Threshold,
+    rounds: usize,
+    health: Health,
+    units: Vec<Unit>,
+    runs: Vec<i64>,
+}
+
+/// The rails: `--rails`, else the data NICs of the `--gpudirect` profile for the first node
+/// (its node set's real names), from `--config`.
+fn rails_of(args: &ValidateArgs, first_node: &str) -> Result<Vec<String>> {
+    if let Some(list) = &args.rails {
+        let rails: Vec<String> = list
+            .split(',')
+            .map(|r| r.trim().to_string())
+            .filter(|r| !r.is_empty())
+            .collect();
+        if rails.is_empty() {
+            bail!("--rails {list:?} names no NIC: write e.g. --rails eth1,eth2,eth3,eth4");
+        }
+        return Ok(rails);
+    }
+    let Some(mode) = &args.gpudirect else {
+        bail!("which NICs are the rails? pass --rails eth1,eth2,... or --gpudirect MODE (its profile's data_nics)");
+    };
+    let config = load_config(&args.config, Ownership::Any).with_context(|| {
+        format!(
+            "--gpudirect {mode}: the rails come from the profile in {}; or pass --rails",
+            args.config.display()
+        )
+    })?;
+    let parsed: ProfileMode = config
+        .parse_mode(mode)
+        .map_err(|e| anyhow::anyhow!("--gpudirect {mode}: {e}"))?;
+    let resolved = resolve_profile(&config, first_node, &parsed)
+        .map_err(|e| anyhow::anyhow!("--gpudirect {mode}: {e}"))?
+        .with_context(|| format!("--gpudirect {mode} sets no profile: pass --rails"))?;
+    let profile = resolved.profile;
+    if profile.data_nic_class == NicClass::Infiniband {
+        bail!(
+            "the rails of --gpudirect {mode} are RDMA devices ({}): the rail test binds Open MPI's TCP transport to an IP interface; pass --rails with the IP interfaces of those ports",
+            profile.data_nics.join(", ")
+        );
+    }
+    let rename = |nic: &String| {
+        resolved
+            .node_set
+            .and_then(|s| s.nic_names.get(nic))
+            .cloned()
+            .unwrap_or_else(|| nic.clone())
+    };
+    let rails: Vec<String> = profile.data_nics.iter().map(rename).collect();
+    if rails.is_empty() {
+        bail!("the profile of --gpudirect {mode} has no data_nics: pass --rails");
+    }
+    Ok(rails)
+}
+
+/// `--mpi-program`, else `gpudirect-mpi` beside this executable.
+fn mpi_program(args: &ValidateArgs) -> Result<PathBuf> {
+    let path = match &args.mpi_program {
+        Some(p) => p.clone(),
+        None => std::env::current_exe()
+            .context("cannot find the gpudirect executable")?
+            .with_file_name("gpudirect-mpi"),
+    };
+    if !path.is_file() {
+        bail!(
+            "the MPI program {} does not exist: build it with `cargo build --release -p gpudirect-mpi` (needs an MPI library, e.g. Debian's libopenmpi-dev) or pass --mpi-program PATH",
+            path.display()
+        );
+    }
+    Ok(path)
+}
+
+/// One pair's step, as it ended.
+struct PairRun {
+    rail: usize,
+    pair: [String; 2],
+    outcome: Outcome,
+    record: NewRun,
+}
+
+/// Runs every (rail, pair) at once, one step each.
+fn run_wave(
+    spec: &PairSpec,
+    rails: &[String],
+    jobs: Vec<(usize, [String; 2])>,
+    base: &NewRun,
+) -> Result<Vec<PairRun>> {
+    let handles: Vec<_> = jobs
+        .into_iter()
+        .map(|(rail, pair)| {
+            let job = pair_job(spec, &rails[rail], [&pair[0], &pair[1]]);
+            std::thread::spawn(move || {
+                let started = now_unix();
+                let finished = runner::run(&job, &INTERRUPTED);
+                (rail, pair, job, started, finished)
+            })
+        })
+        .collect();
+    let mut runs = Vec::new();
+    for handle in handles {
+        let Ok((rail, pair, job, started, finished)) = handle.join() else {
+            bail!("a pair's runner thread panicked");
+        };
+        let finished = finished?;
+        let stdout = String::from_utf8_lossy(&finished.stdout);
+        let stderr = String::from_utf8_lossy(&finished.stderr);
+        let measured = read_measurement(&stdout).filter(|m| m.gbps().is_finite());
+        let outcome = match &measured {
+            Some(m) => Outcome::Busbw(m.gbps()),
+            None => Outcome::Failed(failure_reason(&stderr, &finished.outcome.to_string())),
+        };
+        let mut raw = finished.stdout.clone();
+        raw.extend_from_slice(&finished.stderr);
+        let base = NewRun {
+            started_at: Some(started),
+            finished_at: Some(now_unix()),
+            command_line: Some(job.command_line()),
+            exit_code: finished.outcome.exit_code(),
+            raw_output: raw,
+            ..base.clone()
+        };
+        let result = match (&measured, &outcome) {
+            (Some(m), _) => Ok(m),
+            (None, Outcome::Failed(why)) => Err(why.as_str()),
+            (None, Outcome::Busbw(_)) => Err("no measurement line"),
+        };
+        let record = record_of(base, &rails[rail], [&pair[0], &pair[1]], result, "");
+        runs.push(PairRun {
+            rail,
+            pair,
+            outcome,
+            record,
+        });
+    }
+    Ok(runs)
+}
+
+/// `gpudirect validate --test rails` over the allocation's `nodes`.
+pub fn run(args: &ValidateArgs, ctx: &Ctx, nodes: Vec<String>) -> Result<ExitStatus> {
+    let mode: Mode = args
+        .mode
+        .parse()
+        .map_err(|e| anyhow::anyhow!("--mode: {e}"))?;
+    if matches!(mode, Mode::Groups(_) | Mode::All) {
+        bail!("--test rails measures pairs: use --mode pairs, pairs-across, pairwise or ring");
+    }
+    let rails = rails_of(args, &nodes[0])?;
+    let spec = PairSpec {
+        program: mpi_program(args)?,
+        mpi: args.mpi.clone(),
+        size_bytes: args.message_size,
+        seconds: 0.5,
+        timeout: args.timeout,
+    };
+    let tolerance = args.tolerance.unwrap_or(DEFAULT_TOLERANCE) / 100.0;
+    let db = ctx.db_path()?;
+    let mut history = History::open(&db)?;
+    let base = NewRun {
+        cluster: args
+            .cluster
+            .clone()
+            .or_else(|| env_var("SLURM_CLUSTER_NAME")),
+        job_id: env_var("SLURM_JOB_ID"),
+        gpus_per_node: Some(0),
+        launcher: LaunchKind::Srun,
+        binary_path: Some(spec.program.display().to_string()),
+        ..NewRun::default()
+    };
+    runner::install_interrupt_handler();
+    eprintln!(
+        "gpudirect validate: rails {} on {} nodes, {} messages, every rail at once",
+        rails.join(","),
+        nodes.len(),
+        format_size(spec.size_bytes)
+    );
+
+    // The first round of every rail sets the reference (unless --floor does): the median
+    // of all its pairs, so that one slow rail or node cannot move it far.
+    let placeholder = Threshold::floor(f64::MIN_POSITIVE)?;
+    let first = Validation::new(nodes.clone(), mode, placeholder)?
+        .next_round()
+        .context("no pairs to run")?;
+    let jobs = (0..rails.len())
+        .flat_map(|r| {
+            first
+                .named_groups(&nodes)
+                .into_iter()
+                .map(move |g| (r, [g[0].to_string(), g[1].to_string()]))
+        })
+        .collect();
+    eprintln!(
+        "gpudirect validate: round 1 (Screen): {} pair(s) on {} rail(s) at once",
+        first.groups.len(),
+        rails.len()
+    );
+    let screen = run_wave(&spec, &rails, jobs, &base)?;
+    let figures: Vec<f64> = screen
+        .iter()
+        .filter_map(|p| match p.outcome {
+            Outcome::Busbw(b) => Some(b),
+            Outcome::Failed(_) => None,
+        })
+        .collect();
+    let threshold = match (args.floor, median(&figures)) {
+        (Some(floor), _) => Threshold::floor(floor)?,
+        (None, Some(m)) if m > 0.0 => Threshold::baseline(m, tolerance)?,
+        _ => Threshold::floor(f64::MIN_POSITIVE)?,
+    };
+    let mut validations: Vec<Validation> = rails
+        .iter()
+        .map(|_| Validation::new(nodes.clone(), mode, threshold.clone()))
+        .collect::<Result<_, _>>()?;
+    let mut run_ids = Vec::new();
+    let mut record = |history: &mut History, runs: &[PairRun], threshold: &Threshold| {
+        for p in runs {
+            let class = format!("{:?}", threshold.classify(&p.outcome)).to_lowercase();
+            let mut rec = p.record.clone();
+            for r in &mut rec.node_results {
+                r.verdict = Some(class.clone());
+            }
+            match history.import_run(&rec, true) {
+                Ok(o) => run_ids.push(o.run_id()),
+                Err(e) => eprintln!(
+                    "gpudirect validate: could not record {} {}: {e}",
+                    p.pair.join("+"),
+                    rails[p.rail]
+                ),
+            }
+            eprintln!(
+                "gpudirect validate:   {} {}: {}",
+                rails[p.rail],
+                p.pair.join("+"),
+                match &p.outcome {
+                    Outcome::Busbw(b) => format!("{b:.3} GB/s ({class})"),
+                    Outcome::Failed(why) => format!("failed: {why}"),
+                }
+            );
+        }
+    };
+    record(&mut history, &screen, &threshold);
+    for (r, v) in validations.iter_mut().enumerate() {
+        let round = v.next_round().context("no pairs to run")?;
+        let outcomes = screen
+            .iter()
+            .filter(|p| p.rail == r)
+            .map(|p| p.outcome.clone())
+            .collect();
+        v.record(&round, outcomes)?;
+    }
+    let mut rounds = 1;
+    loop {
+        if INTERRUPTED.load(Ordering::SeqCst) {
+            bail!("interrupted after {rounds} round(s); every pair run so far is recorded");
+        }
+        let wave: Vec<(usize, gpudirect::judging::Round)> = validations
+            .iter_mut()
+            .enumerate()
+            .filter_map(|(r, v)| v.next_round().map(|round| (r, round)))
+            .collect();
+        if wave.is_empty() {
+            break;
+        }
+        rounds += 1;
+        let jobs: Vec<(usize, [String; 2])> = wave
+            .iter()
+            .flat_map(|(r, round)| {
+                round
+                    .named_groups(&nodes)
+                    .into_iter()
+                    .map(move |g| (*r, [g[0].to_string(), g[1].to_string()]))
+            })
+            .collect();
+        eprintln!(
+            "gpudirect validate: round {rounds}: {} pair(s) on {} rail(s) at once",
+            jobs.len(),
+            wave.len()
+        );
+        let runs = run_wave(&spec, &rails, jobs, &base)?;
+        record(&mut history, &runs, &threshold);
+        for (r, round) in &wave {
+            let outcomes = runs
+                .iter()
+                .filter(|p| p.rail == *r)
+                .map(|p| p.outcome.clone())
+                .collect();
+            validations[*r].record(round, outcomes)?;
+        }
+    }
+
+    let reports: Vec<Report> = validations.iter().map(Validation::report).collect();
+    let units = units_of(&nodes, &rails, &validations, &reports);
+    let status = combined_health(reports.iter().map(health));
+    let report = RailsReport {
+        test: "rails",
+        nodes: &nodes,
+        rails: &rails,
+        message_size: spec.size_bytes,
+        threshold: &threshold,
+        rounds,
+        health: status,
+        units,
+        runs: run_ids.clone(),
+    };
+    if args.json {
+        emit_json(&report)?;
+    } else {
+        print_text(&report, &db)?;
+    }
+    if args.drain {
+        drain_bad_units(&report.units);
+    }
+    Ok(match status {
+        Health::Healthy => ExitStatus::Ok,
+        Health::Degraded => ExitStatus::Problem,
+        Health::Failed => ExitStatus::Failed,
+        Health::CouldNotRun => ExitStatus::CouldNotRun,
+    })
+}
+
+/// Every (node, rail) with its verdict and figures.
+fn units_of(
+    nodes: &[String],
+    rails: &[String],
+    validations: &[Validation],
+    reports: &[Report],
+) -> Vec<Unit> {
+    let mut units = Vec::new();
+    for (i, node) in nodes.iter().enumerate() {
+        for ((rail, v), report) in rails.iter().zip(validations).zip(reports) {
+            let mine: Vec<f64> = v
+                .measurements()
+                .iter()
+                .filter(|m| m.nodes.contains(&i))
+                .filter_map(|m| match m.outcome {
+                    Outcome::Busbw(b) => Some(b),
+                    Outcome::Failed(_) => None,
+                })
+                .collect();
+            let passing: Vec<f64> = v
+                .measurements()
+                .iter()
+                .filter(|m| m.class == gpudirect::judging::Class::Pass)
+                .filter_map(|m| match m.outcome {
+                    Outcome::Busbw(b) => Some(b),
+                    Outcome::Failed(_) => None,
+                })
+                .collect();
+            let node_report = &report.nodes[i];
+            units.push(Unit {
+                node: node.clone(),
+                rail: rail.clone(),
+                verdict: node_report.verdict.clone(),
+                send_gbps: node_report.slow_busbw.or_else(|| median(&mine)),
+                rail_gbps: median(&passing).or(v.threshold().reference()),
+                evidence: node_report.evidence.clone(),
+            });
+        }
+    }
+    units
+}
+
+/// The worst of the rails' health: could not run only when no rail ran.
+fn combined_health(all: impl Iterator<Item = Health>) -> Health {
+    let all: Vec<Health> = all.collect();
+    if all.iter().all(|h| *h == Health::CouldNotRun) {
+        Health::CouldNotRun
+    } else if all.contains(&Health::Failed) {
+        Health::Failed
+    } else if all
+        .iter()
+        .any(|h| matches!(h, Health::Degraded | Health::CouldNotRun))
+    {
+        Health::Degraded
+    } else {
+        Health::Healthy
+    }
+}
+
+/// The one-line verdict of a unit: `slow, 0.02 GB/s against 1.45 GB/s for that rail`.
+fn describe(unit: &Unit) -> String {
+    let against = |what: &str| match (unit.send_gbps, unit.rail_gbps) {
+        (Some(v), Some(r)) => format!("{what}, {v:.3} GB/s against {r:.3} GB/s for that rail"),
+        (Some(v), None) => format!("{what}, {v:.3} GB/s"),
+        _ => what.to_string(),
+    };
+    match &unit.verdict {
+        Verdict::SlowNode => against("slow"),
+        Verdict::Healthy => against("healthy"),
+        other => other.to_string(),
+    }
+}
+
+fn print_text(report: &RailsReport, db: &std::path::Path) -> Result<()> {
+    let limit = report.threshold.limit();
+    outln!(
+        "rails validation: {} nodes x {} rails ({}), {} round(s), {} messages, slow under {limit:.3} GB/s ({})",
+        report.nodes.len(),
+        report.rails.len(),
+        report.rails.join(", "),
+        report.rounds,
+        format_size(report.message_size),
+        match report.threshold {
+            Threshold::Baseline { tolerance, .. } =>
+                format!("{:.0}% below the first round's median", tolerance * 100.0),
+            Threshold::Floor { .. } => "--floor".to_string(),
+        }
+    )?;
+    for unit in &report.units {
+        let evidence = match unit.verdict {
+            Verdict::Healthy => String::new(),
+            _ => format!("  [{}]", unit.evidence.join("; ")),
+        };
+        outln!(
+            "  {:<10} {:<8} {}{evidence}",
+            unit.node,
+            unit.rail,
+            describe(unit)
+        )?;
+    }
+    let bad = report
+        .units
+        .iter()
+        .filter(|u| u.verdict != Verdict::Healthy)
+        .count();
+    outln!(
+        "verdict: {:?} (exit {}): {} of {} (node, rail) healthy; runs {:?} in {}",
+        report.health,
+        report.health.exit_code(),
+        report.units.len() - bad,
+        report.units.len(),
+        report.runs,
+        db.display()
+    )?;
+    Ok(())
+}
+
+/// Drains each node with a slow or failed rail, the rails named in the reason.
+fn drain_bad_units(units: &[Unit]) {
+    let mut by_node: std::collections::BTreeMap<&str, Vec<String>> = Default::default();
+    for u in units {
+        if matches!(u.verdict, Verdict::SlowNode | Verdict::Failed) {
+            by_node
+                .entry(&u.node)
+                .or_default()
+                .push(format!("{} {}", u.rail, u.verdict));
+        }
+    }
+    for (node, why) in by_node {
+        let reason = format!("gpudirect validate: {}", why.join(", "));
+        match gpudirect::slurm::drain(node, &reason) {
+            Ok(()) => eprintln!("gpudirect validate: drained {node}"),
+            Err(e) => eprintln!("gpudirect validate: could not drain {node}: {e}"),
+        }
+    }
+}

@@ -1,0 +1,186 @@
+//! `gpudirect validate --test rails` and `gpudirect-mpi` on the real local cluster: real MPI
+//! traffic between the namespaced nodes, one data NIC at a time, with NICs slowed (tc) and
+//! taken down (ip) inside a node's namespace by `scripts/local-cluster nic`.
+
+use std::path::PathBuf;
+use std::process::Output;
+
+use cluster_tests::*;
+
+use super::cluster;
+
+const RAILS: &str = "eth1,eth2,eth3,eth4";
+
+/// `scripts/local-cluster nic NODE NIC ACTION...`, undone (restore) when dropped.
+struct Nic {
+    node: &'static str,
+    nic: &'static str,
+}
+
+impl Nic {
+    fn set(node: &'static str, nic: &'static str, action: &[&str]) -> Nic {
+        let output = local_cluster(&[&["nic", node, nic], action].concat());
+        assert_ok(
+            &output,
+            &format!("local-cluster nic {node} {nic} {action:?}"),
+        );
+        Nic { node, nic }
+    }
+}
+
+impl Drop for Nic {
+    fn drop(&mut self) {
+        local_cluster(&["nic", self.node, self.nic, "restore"]);
+    }
+}
+
+fn local_cluster(args: &[&str]) -> Output {
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts/local-cluster");
+    run(std::process::Command::new(script).args(args))
+}
+
+/// The nodes of the cluster, as sinfo lists them.
+fn cluster_nodes() -> usize {
+    let mut sinfo = slurm_command("sinfo");
+    sinfo.args(["-h", "-N", "-o", "%N"]);
+    stdout(&run(&mut sinfo)).lines().count()
+}
+
+/// `salloc -N<all> gpudirect validate --test rails --json`: the exit code and the report.
+fn validate_rails(db: &std::path::Path, extra: &[&str]) -> (Option<i32>, serde_json::Value) {
+    let nodes = cluster_nodes() as u32;
+    let mpi = workspace_bin("gpudirect-mpi");
+    let mut args = vec![
+        "validate",
+        "--test",
+        "rails",
+        "--rails",
+        RAILS,
+        "--json",
+        "--mpi-program",
+        mpi.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    let output = gpudirect_in_allocation(nodes, db, &args, &[]);
+    let report = serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
+        panic!(
+            "validate --json gave no report ({e}):\n{}\n{}",
+            stdout(&output),
+            stderr(&output)
+        )
+    });
+    (output.status.code(), report)
+}
+
+/// (node, rail, verdict kind) of every unit that is not healthy.
+fn unhealthy(report: &serde_json::Value) -> Vec<(String, String, String)> {
+    report["units"]
+        .as_array()
+        .expect("units")
+        .iter()
+        .filter(|u| u["verdict"]["kind"] != "healthy")
+        .map(|u| {
+            (
+                u["node"].as_str().unwrap().to_string(),
+                u["rail"].as_str().unwrap().to_string(),
+                u["verdict"]["kind"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn a_clean_cluster_is_healthy_on_every_rail_and_every_pair_is_recorded() {
+    let _guard = cluster();
+    let db = temp_db("rails-clean");
+    let (code, report) = validate_rails(&db, &[]);
+    assert_eq!(code, Some(0), "{report:#}");
+    assert!(unhealthy(&report).is_empty(), "{report:#}");
+    let nodes = cluster_nodes();
+    assert_eq!(report["units"].as_array().unwrap().len(), nodes * 4);
+    // An even number of nodes is covered by the first round; an odd one needs a second
+    // round for the node left out of the pairs.
+    let rounds = report["rounds"].as_u64().unwrap();
+    assert_eq!(rounds, if nodes.is_multiple_of(2) { 1 } else { 2 }, "{report:#}");
+    // Every unit carries a real figure, and every pair run is in the history as a
+    // measurement of its rail (never a replay).
+    for unit in report["units"].as_array().unwrap() {
+        assert!(unit["send_gbps"].as_f64().unwrap() > 0.0, "{unit}");
+    }
+    let history = gpudirect::history::History::open_existing(&db).unwrap();
+    let runs = history.list_runs(&Default::default()).unwrap();
+    assert_eq!(runs.len(), report["runs"].as_array().unwrap().len());
+    for summary in &runs {
+        assert_eq!(summary.collective, gpudirect::rails::RAIL_COLLECTIVE);
+        assert!(summary.variant.as_deref().unwrap().starts_with("rail:eth"));
+        let detail = history.get_run(summary.id).unwrap();
+        assert!(gpudirect::history::replay_of(&detail.env).is_none());
+    }
+}
+
+#[test]
+fn a_slowed_nic_is_named_with_its_node_and_nothing_else_and_healthy_after_restore() {
+    let _guard = cluster();
+    let db = temp_db("rails-slow");
+    {
+        let _slow = Nic::set("node2", "eth3", &["slow", "200mbit"]);
+        let (code, report) = validate_rails(&db, &[]);
+        assert_eq!(code, Some(1), "degraded: {report:#}");
+        assert_eq!(
+            unhealthy(&report),
+            [("node2".into(), "eth3".into(), "slow_node".into())],
+            "{report:#}"
+        );
+        assert!(report["rounds"].as_u64().unwrap() <= 3, "{report:#}");
+    }
+    let (code, report) = validate_rails(&db, &[]);
+    assert_eq!(code, Some(0), "restored: {report:#}");
+}
+
+#[test]
+fn a_nic_that_is_down_fails_its_unit_with_a_reason_naming_it() {
+    let _guard = cluster();
+    let db = temp_db("rails-down");
+    let _down = Nic::set("node3", "eth2", &["down"]);
+    let (code, report) = validate_rails(&db, &[]);
+    assert_eq!(code, Some(2), "failed: {report:#}");
+    assert_eq!(
+        unhealthy(&report),
+        [("node3".into(), "eth2".into(), "failed".into())],
+        "{report:#}"
+    );
+    let unit = report["units"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|u| u["node"] == "node3" && u["rail"] == "eth2")
+        .unwrap();
+    let evidence = unit["evidence"].to_string();
+    assert!(
+        evidence.contains("node3: eth2 is down (operstate down)"),
+        "{evidence}"
+    );
+}
+
+#[test]
+fn an_mpi_world_that_is_not_the_step_is_refused_with_the_fix() {
+    let _guard = cluster();
+    let mpi = workspace_bin("gpudirect-mpi");
+    for launch in [&["-N2"][..], &["-N2", "--mpi=none"]] {
+        let mut srun = slurm_command("srun");
+        srun.args(launch).arg(&mpi).arg("check");
+        let output = run(&mut srun);
+        let err = stderr(&output);
+        assert!(!output.status.success(), "srun {launch:?}: {err}");
+        assert!(
+            err.contains("the MPI world cannot be this Slurm step")
+                && err.contains("Fix: launch with `srun --mpi=pmix`"),
+            "srun {launch:?}: {err}"
+        );
+    }
+    let mut srun = slurm_command("srun");
+    srun.args(["-N2", "--mpi=pmix"]).arg(&mpi).arg("check");
+    let output = run(&mut srun);
+    assert_ok(&output, "srun --mpi=pmix gpudirect-mpi check");
+    assert!(stdout(&output).contains("the MPI world is this step: 2 rank(s)"));
+}
