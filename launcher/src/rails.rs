@@ -187,6 +187,25 @@ pub fn transport_env(rail: &str) -> Vec<(String, String)> {
     ]
 }
 
+/// The MPI program: `explicit` (`--mpi-program`, `GPUDIRECT_MPI_PROGRAM`), else
+/// `gpudirect-mpi` beside the running executable. `Err` says how to get it.
+pub fn locate_mpi_program(explicit: Option<&Path>) -> Result<PathBuf, String> {
+    let path = match explicit {
+        Some(p) => p.to_path_buf(),
+        None => std::env::current_exe()
+            .map_err(|e| format!("cannot find the gpudirect executable: {e}"))?
+            .with_file_name("gpudirect-mpi"),
+    };
+    if path.is_file() {
+        Ok(path)
+    } else {
+        Err(format!(
+            "the MPI program {} does not exist: build it with `cargo build --release -p gpudirect-mpi` (needs an MPI library, e.g. Debian's libopenmpi-dev) or pass --mpi-program PATH",
+            path.display()
+        ))
+    }
+}
+
 /// How one pair is measured.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PairSpec {

@@ -101,7 +101,11 @@ fn a_clean_cluster_is_healthy_on_every_rail_and_every_pair_is_recorded() {
     // An even number of nodes is covered by the first round; an odd one needs a second
     // round for the node left out of the pairs.
     let rounds = report["rounds"].as_u64().unwrap();
-    assert_eq!(rounds, if nodes.is_multiple_of(2) { 1 } else { 2 }, "{report:#}");
+    assert_eq!(
+        rounds,
+        if nodes.is_multiple_of(2) { 1 } else { 2 },
+        "{report:#}"
+    );
     // Every unit carries a real figure, and every pair run is in the history as a
     // measurement of its rail (never a replay).
     for unit in report["units"].as_array().unwrap() {
@@ -183,4 +187,34 @@ fn an_mpi_world_that_is_not_the_step_is_refused_with_the_fix() {
     let output = run(&mut srun);
     assert_ok(&output, "srun --mpi=pmix gpudirect-mpi check");
     assert!(stdout(&output).contains("the MPI world is this step: 2 rank(s)"));
+}
+
+#[test]
+fn probe_gathers_every_tasks_facts_over_mpi() {
+    let _guard = cluster();
+    let db = temp_db("probe-mpi");
+    let nodes = cluster_nodes();
+    let mpi = workspace_bin("gpudirect-mpi");
+    let output = gpudirect_in_allocation_with(
+        &[&format!("-N{nodes}"), "--ntasks-per-node=2"],
+        &db,
+        &[
+            "probe",
+            "--mpi",
+            "--mpi-program",
+            mpi.to_str().unwrap(),
+            "--gpudirect",
+            "tcpx",
+            "--json",
+        ],
+        &[],
+    );
+    assert_ok(&output, "gpudirect probe --mpi --gpudirect tcpx");
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).expect("probe --json");
+    let tasks = report["tasks"].as_array().expect("tasks");
+    assert_eq!(tasks.len(), nodes * 2, "{report:#}");
+    for (rank, task) in tasks.iter().enumerate() {
+        assert_eq!(task["rank"].as_u64(), Some(rank as u64), "{task}");
+        assert_eq!(task["vars"]["GPUDIRECT_PROFILE"], "tcpx", "{task}");
+    }
 }

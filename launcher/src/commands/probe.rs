@@ -51,6 +51,21 @@ pub struct ProbeArgs {
     #[arg(long, value_name = "DURATION", default_value = "120", value_parser = duration_arg)]
     pub timeout: Duration,
 
+    /// Gather the tasks' reports over MPI (`srun --mpi=pmix gpudirect-mpi facts`: rank 0
+    /// collects and prints them) instead of each task printing its own; also proves that
+    /// the step forms one MPI world.
+    #[arg(long)]
+    pub mpi: bool,
+
+    /// With --mpi: the MPI program (default: gpudirect-mpi beside this executable).
+    #[arg(
+        long,
+        env = "GPUDIRECT_MPI_PROGRAM",
+        value_name = "PATH",
+        requires = "mpi"
+    )]
+    pub mpi_program: Option<PathBuf>,
+
     /// Print the tasks' reports and the analysis as JSON.
     #[arg(long)]
     pub json: bool,
@@ -82,8 +97,11 @@ pub fn run(args: &ProbeArgs, _ctx: &Ctx) -> Result<ExitStatus> {
     let exe = std::env::current_exe().context("cannot find the gpudirect executable")?;
     // --label makes srun keep each task's lines whole (a long line from one task is
     // otherwise cut by another's output).
-    let mut srun_args: Vec<std::ffi::OsString> =
-        vec!["--kill-on-bad-exit=0".into(), "--label".into()];
+    // With --mpi only rank 0 prints, one whole line per task: a label would glue them.
+    let mut srun_args: Vec<std::ffi::OsString> = vec!["--kill-on-bad-exit=0".into()];
+    if !args.mpi {
+        srun_args.push("--label".into());
+    }
     if let Some(n) = args.nodes {
         srun_args.push(format!("--nodes={n}").into());
     }
@@ -93,13 +111,14 @@ pub fn run(args: &ProbeArgs, _ctx: &Ctx) -> Result<ExitStatus> {
     if let Some(mode) = &args.gpudirect {
         srun_args.push(format!("--gpudirect={mode}").into());
     }
-    srun_args.push(exe.into());
-    srun_args.extend([
-        "probe".into(),
-        "--task".into(),
-        "--config".into(),
-        args.config.clone().into(),
-    ]);
+    if args.mpi {
+        let program = gpudirect::rails::locate_mpi_program(args.mpi_program.as_deref())
+            .map_err(anyhow::Error::msg)?;
+        srun_args.extend(["--mpi=pmix".into(), program.into(), "facts".into()]);
+    } else {
+        srun_args.extend([exe.into(), "probe".into(), "--task".into()]);
+    }
+    srun_args.extend(["--config".into(), args.config.clone().into()]);
     if let Some(mode) = &args.gpudirect {
         srun_args.extend(["--gpudirect".into(), mode.into()]);
     }

@@ -4,7 +4,6 @@
 //! transport bound to the rail's NIC. Rounds of all rails run at the same time, since
 //! pairs on different rails share no NIC.
 
-use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 
 use anyhow::{bail, Context, Result};
@@ -14,7 +13,9 @@ use gpudirect::launch::env_var;
 use gpudirect::outln;
 use gpudirect::output::emit_json;
 use gpudirect::pairing::Mode;
-use gpudirect::rails::{failure_reason, pair_job, read_measurement, record_of, PairSpec};
+use gpudirect::rails::{
+    failure_reason, locate_mpi_program, pair_job, read_measurement, record_of, PairSpec,
+};
 use gpudirect::runner::{self, INTERRUPTED};
 use gpudirect::units::{nccl_size as format_size, now_unix};
 use gpudirect_core::config::{Mode as ProfileMode, NicClass};
@@ -108,23 +109,6 @@ fn rails_of(args: &ValidateArgs, first_node: &str) -> Result<Vec<String>> {
     Ok(rails)
 }
 
-/// `--mpi-program`, else `gpudirect-mpi` beside this executable.
-fn mpi_program(args: &ValidateArgs) -> Result<PathBuf> {
-    let path = match &args.mpi_program {
-        Some(p) => p.clone(),
-        None => std::env::current_exe()
-            .context("cannot find the gpudirect executable")?
-            .with_file_name("gpudirect-mpi"),
-    };
-    if !path.is_file() {
-        bail!(
-            "the MPI program {} does not exist: build it with `cargo build --release -p gpudirect-mpi` (needs an MPI library, e.g. Debian's libopenmpi-dev) or pass --mpi-program PATH",
-            path.display()
-        );
-    }
-    Ok(path)
-}
-
 /// One pair's step, as it ended.
 struct PairRun {
     rail: usize,
@@ -201,7 +185,7 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx, nodes: Vec<String>) -> Result<ExitSta
     }
     let rails = rails_of(args, &nodes[0])?;
     let spec = PairSpec {
-        program: mpi_program(args)?,
+        program: locate_mpi_program(args.mpi_program.as_deref()).map_err(anyhow::Error::msg)?,
         mpi: args.mpi.clone(),
         size_bytes: args.message_size,
         seconds: 0.5,
