@@ -395,11 +395,7 @@ fn validate_names_the_slow_node_in_three_rounds_records_it_and_drains_it() {
             ("node3".into(), "slow_node".into())
         ]
     );
-    assert!(
-        stderr(&output).contains("drained node3"),
-        "{}",
-        stderr(&output)
-    );
+    assert_stderr_contains(&output, "drained node3");
     let mut sinfo = slurm_command("sinfo");
     sinfo.args(["-h", "-n", "node3", "-o", "%T %E"]);
     let state = stdout(&run(&mut sinfo));
@@ -515,16 +511,8 @@ fn a_killed_run_keeps_finished_cells_marks_the_interrupted_one_and_resumes() {
         &[],
     );
     assert_ok(&output, "gpudirect run --resume");
-    assert!(
-        stderr(&output).contains("resuming killed-1: 1 of 3 cells already recorded"),
-        "{}",
-        stderr(&output)
-    );
-    assert!(
-        stdout(&output).contains("2 of 2 cells passed"),
-        "{}",
-        stdout(&output)
-    );
+    assert_stderr_contains(&output, "resuming killed-1: 1 of 3 cells already recorded");
+    assert_stdout_contains(&output, "2 of 2 cells passed");
     let history = gpudirect::history::History::open_existing(&db).unwrap();
     let runs = history.list_runs(&Default::default()).unwrap();
     let mut statuses: Vec<(String, String)> = runs

@@ -33,6 +33,20 @@ pub fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
+/// Asserts that a command's stderr contains `needle`, showing all of stderr when not.
+#[track_caller]
+pub fn assert_stderr_contains(output: &Output, needle: &str) {
+    let text = stderr(output);
+    assert!(text.contains(needle), "stderr lacks {needle:?}:\n{text}");
+}
+
+/// Asserts that a command's stdout contains `needle`, showing all of stdout when not.
+#[track_caller]
+pub fn assert_stdout_contains(output: &Output, needle: &str) {
+    let text = stdout(output);
+    assert!(text.contains(needle), "stdout lacks {needle:?}:\n{text}");
+}
+
 /// Runs a command that must succeed; returns its stdout.
 pub fn ok(cmd: &mut Command) -> String {
     let out = run(cmd);

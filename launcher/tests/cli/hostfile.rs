@@ -7,7 +7,7 @@ use std::fs;
 use std::path::Path;
 use std::process::Command;
 
-use crate::common::{self, ok, run, stderr, stdout};
+use crate::common::{self, assert_stderr_contains, ok, run, stderr, stdout};
 
 /// The binary with no allocation in its environment, whatever the test runner has.
 fn gpudirect() -> Command {
@@ -241,11 +241,7 @@ fn verbose_logs_go_to_stderr_only() {
     let out = run(gpudirect().args(["-vv", "hostfile", "--nodelist", "n1"]));
     assert!(out.status.success());
     assert_eq!(stdout(&out), "n1 slots=1\n");
-    assert!(
-        stderr(&out).contains("hostfile request"),
-        "{}",
-        stderr(&out)
-    );
+    assert_stderr_contains(&out, "hostfile request");
 }
 
 #[test]
