@@ -6,6 +6,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+mod output;
+pub use output::{assert_stderr_contains, assert_stdout_contains, stderr, stdout};
+
 /// The cluster's state folder (`GPUDIRECT_CLUSTER_DIR`, as the script reads it).
 pub fn state_dir() -> PathBuf {
     std::env::var_os("GPUDIRECT_CLUSTER_DIR")
@@ -54,30 +57,6 @@ pub fn run(cmd: &mut Command) -> Output {
         Ok(output) => output,
         Err(e) => panic!("could not run {cmd:?}: {e}"),
     }
-}
-
-/// stdout as text.
-pub fn stdout(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
-
-/// stderr as text.
-pub fn stderr(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stderr).into_owned()
-}
-
-/// Asserts that a command's stderr contains `needle`, showing all of stderr when not.
-#[track_caller]
-pub fn assert_stderr_contains(output: &Output, needle: &str) {
-    let text = stderr(output);
-    assert!(text.contains(needle), "stderr lacks {needle:?}:\n{text}");
-}
-
-/// Asserts that a command's stdout contains `needle`, showing all of stdout when not.
-#[track_caller]
-pub fn assert_stdout_contains(output: &Output, needle: &str) {
-    let text = stdout(output);
-    assert!(text.contains(needle), "stdout lacks {needle:?}:\n{text}");
 }
 
 /// Asserts success, showing everything when it is not.
