@@ -4,7 +4,6 @@
 //! node's NIC, so they run one at a time whatever the test harness's thread count.
 
 use std::collections::BTreeMap;
-use std::sync::{Mutex, MutexGuard};
 
 use cluster_tests::*;
 use gpudirect_core::config::parse_config;
@@ -13,14 +12,6 @@ use gpudirect_core::resolve::{
     plan_node, plan_task, resolve_profile, AssumeHealthy, StepFacts, TaskFacts,
 };
 use gpudirect_core::system::FileStamp;
-
-static CLUSTER: Mutex<()> = Mutex::new(());
-
-fn cluster() -> MutexGuard<'static, ()> {
-    CLUSTER
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
 
 /// The variables the shipped tcpx profile gives a task, computed by the shared crate from
 /// the cluster's own config file (the literal checks below pin the important ones).
