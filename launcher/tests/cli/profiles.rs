@@ -41,6 +41,14 @@ fn profiles(config: &Path, args: &[&str]) -> Command {
     cmd
 }
 
+/// `gpudirect profiles explain ARGS` with the node's sysfs read from the fixture tree
+/// `tree`; its stdout.
+fn explain_on_sysfs(config: &Path, tree: &str, args: &[&str]) -> String {
+    let mut cmd = profiles(config, &["explain"]);
+    cmd.args(args).arg("--sysfs").arg(sysfs_fixture(tree));
+    ok(&mut cmd)
+}
+
 #[test]
 fn list_shows_every_shipped_profile_and_node_set() {
     let (_dir, config) = write_config("list", SHIPPED);
@@ -342,11 +350,10 @@ fn explain_gives_the_tasks_variables_nic_and_cpus() {
 #[test]
 fn explain_auto_reads_sysfs_locality_from_a_fixture_tree() {
     let (_dir, config) = write_config("sysfs", SHIPPED);
-    let a3_mega = sysfs_fixture("a3-mega");
-    let json = ok(profiles(
+    let json = explain_on_sysfs(
         &config,
+        "a3-mega",
         &[
-            "explain",
             "--mode",
             "auto",
             "--node",
@@ -355,9 +362,7 @@ fn explain_auto_reads_sysfs_locality_from_a_fixture_tree() {
             "5",
             "--json",
         ],
-    )
-    .arg("--sysfs")
-    .arg(&a3_mega));
+    );
     let json: serde_json::Value = serde_json::from_str(&json).unwrap();
     assert_eq!(json["profile"], "tcpxo");
     assert_eq!(json["mode"], "auto");
@@ -370,11 +375,10 @@ fn explain_auto_reads_sysfs_locality_from_a_fixture_tree() {
         "{notes}"
     );
 
-    let p5 = sysfs_fixture("p5");
-    let out = ok(profiles(
+    let out = explain_on_sysfs(
         &config,
+        "p5",
         &[
-            "explain",
             "--profile",
             "efa",
             "--node",
@@ -384,9 +388,7 @@ fn explain_auto_reads_sysfs_locality_from_a_fixture_tree() {
             "--cuda-visible-devices",
             "7",
         ],
-    )
-    .arg("--sysfs")
-    .arg(&p5));
+    );
     assert!(
         out.contains("GPU 7, NIC rdmap203s0,rdmap204s0,rdmap205s0,rdmap206s0, CPUs 48-95,144-191"),
         "{out}"
