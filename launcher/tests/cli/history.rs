@@ -104,6 +104,14 @@ impl Scratch {
     }
 }
 
+/// The run ids of a `history --json` listing, in its order.
+fn run_ids(listing: &Value) -> Vec<i64> {
+    let runs = listing.as_array().expect("a JSON array of runs");
+    runs.iter()
+        .map(|r| r["id"].as_i64().expect("an id"))
+        .collect()
+}
+
 /// NVLink run (id 1, two days old) and socket run (id 2, variant `socket`, one day old).
 fn two_runs(name: &str) -> Scratch {
     let s = Scratch::new(name);
@@ -134,25 +142,14 @@ fn history_lists_filters_and_prints_json() {
     assert!(!table.contains("(replay)"), "{table}");
 
     let all = s.json(&["history", "--json"]);
-    let ids: Vec<i64> = all
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["id"].as_i64().unwrap())
-        .collect();
-    assert_eq!(ids, [2, 1]);
+    assert_eq!(run_ids(&all), [2, 1]);
     assert_eq!(all[1]["busbw"], 343.64);
     assert_eq!(all[1]["replay_of"], Value::Null);
 
     let ids_of = |args: &[&str]| -> Vec<i64> {
         let mut full = vec!["history", "--json"];
         full.extend_from_slice(args);
-        s.json(&full)
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|r| r["id"].as_i64().unwrap())
-            .collect()
+        run_ids(&s.json(&full))
     };
     assert_eq!(ids_of(&["--variant", "socket"]), [2]);
     // --node switches to the node's view; the other filters still apply.
@@ -592,13 +589,7 @@ fn labels_are_recorded_filtered_shown_and_name_a_baseline() {
     let socket = s.import(SOCKET, "socket.txt", 1, &[]);
 
     let listed = s.json(&["history", "--json", "--label", "before-upgrade"]);
-    let ids: Vec<i64> = listed
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["id"].as_i64().unwrap())
-        .collect();
-    assert_eq!(ids, [later, base]);
+    assert_eq!(run_ids(&listed), [later, base]);
     assert_eq!(listed[0]["label"], "before-upgrade");
     let table = s.ok(&["history"]);
     assert!(table.lines().next().unwrap().ends_with("LABEL"), "{table}");
