@@ -1089,18 +1089,25 @@ mod tests {
             "n[18446744073709551610-18446744073709551615]",
         ];
         for case in cases {
-            let hosts = ex(case);
-            assert_eq!(ex(&compress(&hosts)), hosts, "{case}");
-            let mut sorted = hosts.clone();
-            sorted.sort();
-            sorted.dedup();
-            assert_eq!(ex(&compress(&sorted)), sorted, "{case} sorted");
-            let mut grouped = ex(&compress_sorted(&hosts));
-            grouped.sort();
-            let mut expected = hosts.clone();
-            expected.sort();
-            assert_eq!(grouped, expected, "{case} compress_sorted");
+            assert_round_trips(case, &ex(case));
         }
+    }
+
+    /// What `compress` writes of `hosts` (the expansion of `expr`) expands to `hosts`
+    /// again, order kept, whatever the order; so does the sorted unique list (the brief's
+    /// property); `compress_sorted` gives back the same hosts, in its own order.
+    #[track_caller]
+    fn assert_round_trips(expr: &str, hosts: &[String]) {
+        assert_eq!(ex(&compress(hosts)), hosts, "{expr}");
+        let mut sorted = hosts.to_vec();
+        sorted.sort();
+        sorted.dedup();
+        assert_eq!(ex(&compress(&sorted)), sorted, "{expr} sorted");
+        let mut grouped = ex(&compress_sorted(hosts));
+        grouped.sort();
+        let mut all = hosts.to_vec();
+        all.sort();
+        assert_eq!(grouped, all, "{expr} compress_sorted");
     }
 
     /// Seeded linear congruential generator: reproducible "random" cases without a crate.
@@ -1158,19 +1165,7 @@ mod tests {
         for _ in 0..400 {
             let expr = random_expr(&mut rng);
             let hosts = ex(&expr);
-            // Order kept exactly, whatever the order.
-            assert_eq!(ex(&compress(&hosts)), hosts, "{expr}");
-            // Sorted unique input (the brief's property).
-            let mut sorted = hosts.clone();
-            sorted.sort();
-            sorted.dedup();
-            assert_eq!(ex(&compress(&sorted)), sorted, "{expr} sorted");
-            // compress_sorted: same multiset, never longer than compress.
-            let mut grouped = ex(&compress_sorted(&hosts));
-            grouped.sort();
-            let mut all = hosts.clone();
-            all.sort();
-            assert_eq!(grouped, all, "{expr} compress_sorted");
+            assert_round_trips(&expr, &hosts);
             // Membership: every member matches, near misses do not.
             let pattern = HostlistPattern::new(&expr).unwrap();
             assert_eq!(pattern.host_count(), hosts.len() as u128);
@@ -1260,31 +1255,22 @@ mod tests {
         assert_eq!(parse_tasks_per_node("1,2(x2),3").unwrap(), [1, 2, 2, 3]);
         use HostlistError as E;
         let err = |s: &str| parse_tasks_per_node(s).expect_err(s);
-        assert!(matches!(err(""), E::InvalidTasksPerNode { offset: 0, .. }));
-        assert!(matches!(
-            err("8,,4"),
-            E::InvalidTasksPerNode { offset: 2, .. }
-        ));
-        assert!(matches!(
-            err("8(4)"),
-            E::InvalidTasksPerNode { offset: 1, .. }
-        ));
-        assert!(matches!(
-            err("8(x)"),
-            E::InvalidTasksPerNode { offset: 3, .. }
-        ));
-        assert!(matches!(
-            err("8(x0)"),
-            E::InvalidTasksPerNode { offset: 3, .. }
-        ));
-        assert!(matches!(
-            err("4,a"),
-            E::InvalidTasksPerNode { offset: 2, .. }
-        ));
-        assert!(matches!(
-            err("(x2)"),
-            E::InvalidTasksPerNode { offset: 0, .. }
-        ));
+        // Malformed text, and the byte offset the error points at.
+        for (text, at) in [
+            ("", 0),
+            ("8,,4", 2),
+            ("8(4)", 1),
+            ("8(x)", 3),
+            ("8(x0)", 3),
+            ("4,a", 2),
+            ("(x2)", 0),
+        ] {
+            assert!(
+                matches!(err(text), E::InvalidTasksPerNode { offset, .. } if offset == at),
+                "{text:?}: {:?}",
+                err(text)
+            );
+        }
         assert_eq!(err("4294967296"), E::NumberOverflow { offset: 0 });
         assert_eq!(
             err("1(x99999999999999999999)"),

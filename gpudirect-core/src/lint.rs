@@ -354,6 +354,17 @@ mod tests {
             .any(|f| f.line == line && f.severity == severity && f.message.starts_with(start))
     }
 
+    /// Asserts that each `(line, start)` is a warning at that line whose message starts so.
+    #[track_caller]
+    fn assert_warnings(findings: &[Finding], expected: &[(usize, &str)]) {
+        for &(line, start) in expected {
+            assert!(
+                has(findings, line, Severity::Warning, start),
+                "no warning at line {line} starting {start:?}: {findings:#?}"
+            );
+        }
+    }
+
     #[test]
     fn findings_print_one_line_with_file_line_and_severity() {
         let f = finding(
@@ -408,27 +419,28 @@ node_set = [
         assert_eq!(config.profiles["ib"].env[0].line, 4);
         assert_eq!(config.node_sets[1].line, 9);
         let found = off_node(&config);
-        let warning = |line, start| has(&found, line, Severity::Warning, start);
-        assert!(warning(
-            2,
-            "profiles.ib.data_nics: `mlx5_0` looks like an RDMA device"
-        ));
-        assert!(warning(
-            4,
-            "profiles.ib.env.NCCL_IB_HCA: {nic} gives interface names"
-        ));
-        assert!(warning(
-            6,
-            "profile x: libraries: transport library libnccl-net.so"
-        ));
-        assert!(warning(
-            6,
-            "profile x: library_dirs: /nonexistent/lib does not exist"
-        ));
-        assert!(warning(
-            9,
-            "node_set[1] (b).nic_names: `eth9` is not a NIC of profile ib"
-        ));
+        assert_warnings(
+            &found,
+            &[
+                (
+                    2,
+                    "profiles.ib.data_nics: `mlx5_0` looks like an RDMA device",
+                ),
+                (
+                    4,
+                    "profiles.ib.env.NCCL_IB_HCA: {nic} gives interface names",
+                ),
+                (6, "profile x: libraries: transport library libnccl-net.so"),
+                (
+                    6,
+                    "profile x: library_dirs: /nonexistent/lib does not exist",
+                ),
+                (
+                    9,
+                    "node_set[1] (b).nic_names: `eth9` is not a NIC of profile ib",
+                ),
+            ],
+        );
         assert_eq!(found.len(), 5, "{found:#?}");
         assert!(found.windows(2).all(|w| w[0].line <= w[1].line), "by line");
     }
@@ -454,23 +466,18 @@ nic_names = { eth0 = \"enp0s1\" }
         let found = off_node(&config(text));
         let lines: Vec<usize> = found.iter().map(|f| f.line).collect();
         assert_eq!(lines, [3, 6, 8, 10], "{found:#?}");
-        let warning = |line, start| has(&found, line, Severity::Warning, start);
-        assert!(warning(
-            3,
-            "profile a: library_dirs: /nonexistent/lib does not exist"
-        ));
-        assert!(warning(
-            6,
-            "profile a: topology_file: /nonexistent/topo.xml is not"
-        ));
-        assert!(warning(
-            8,
-            "profile a: libraries: transport library l.so not found"
-        ));
-        assert!(warning(
-            10,
-            "node_set[0] (n).nic_names: `eth0` is not a NIC"
-        ));
+        assert_warnings(
+            &found,
+            &[
+                (
+                    3,
+                    "profile a: library_dirs: /nonexistent/lib does not exist",
+                ),
+                (6, "profile a: topology_file: /nonexistent/topo.xml is not"),
+                (8, "profile a: libraries: transport library l.so not found"),
+                (10, "node_set[0] (n).nic_names: `eth0` is not a NIC"),
+            ],
+        );
     }
 
     #[test]

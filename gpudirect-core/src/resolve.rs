@@ -975,17 +975,32 @@ skip_checks = ["libraries", "rxdm_socket_dir"]
         );
     }
 
+    /// A task's environment that holds exactly `vars`.
+    fn env_of<'a>(vars: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
+        move |name| {
+            vars.iter()
+                .find(|(var, _)| *var == name)
+                .map(|(_, value)| value.to_string())
+        }
+    }
+
+    /// The plan of a default task on `stage1` (every NIC up) in `mode`, in `env`.
+    fn stage1_task(mode: &str, env: &dyn Fn(&str) -> Option<String>) -> TaskPlan {
+        let c = config();
+        let node = node_plan(&c, "stage1", mode, &eth_probe());
+        plan_task(&node, &TaskFacts::default(), env)
+    }
+
     #[test]
     fn user_values_survive_unless_forced() {
-        let c = config();
-        let node = node_plan(&c, "stage1", "tcpx", &eth_probe());
-        let env = |name: &str| match name {
-            "NCCL_SOCKET_IFNAME" => Some("=eth9".to_string()),
-            "NCCL_NET" => Some("Socket".to_string()),
-            "LD_LIBRARY_PATH" => Some("/usr/local/cuda/lib64".to_string()),
-            _ => None,
-        };
-        let plan = plan_task(&node, &TaskFacts::default(), &env);
+        let plan = stage1_task(
+            "tcpx",
+            &env_of(&[
+                ("NCCL_SOCKET_IFNAME", "=eth9"),
+                ("NCCL_NET", "Socket"),
+                ("LD_LIBRARY_PATH", "/usr/local/cuda/lib64"),
+            ]),
+        );
         assert_eq!(get(&plan, "NCCL_SOCKET_IFNAME"), None);
         assert_eq!(plan.kept_user, ["NCCL_SOCKET_IFNAME"]);
         assert_eq!(get(&plan, "NCCL_NET"), Some("GPUDirectTCPX_v7"), "forced");
@@ -997,15 +1012,12 @@ skip_checks = ["libraries", "rxdm_socket_dir"]
 
     #[test]
     fn variables_set_by_an_enclosing_step_are_ours_not_the_users() {
-        let c = config();
-        let node = node_plan(&c, "stage1", "plain", &eth_probe());
-        let env = |name: &str| match name {
-            "GPUDIRECT_SET" => Some("NCCL_NET,NCCL_DEBUG".to_string()),
-            "NCCL_NET" => Some("GPUDirectTCPX_v7".to_string()),
-            "NCCL_DEBUG" => Some("WARN".to_string()),
-            _ => None,
-        };
-        let plan = plan_task(&node, &TaskFacts::default(), &env);
+        let env = env_of(&[
+            ("GPUDIRECT_SET", "NCCL_NET,NCCL_DEBUG"),
+            ("NCCL_NET", "GPUDirectTCPX_v7"),
+            ("NCCL_DEBUG", "WARN"),
+        ]);
+        let plan = stage1_task("plain", &env);
         assert_eq!(
             get(&plan, "NCCL_DEBUG"),
             Some("INFO"),

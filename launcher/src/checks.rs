@@ -83,43 +83,29 @@ pub fn judge(
     exit_code: Option<i32>,
     expect: &Expectations,
 ) -> Verdict {
-    let mut findings = Vec::new();
-    let mut status = RunStatus::Ok;
-    let worse = |s: RunStatus, status: &mut RunStatus| {
-        // failed/timeout/interrupted outrank wrong, which outranks ok.
-        let rank = |s: RunStatus| match s {
-            RunStatus::Ok => 0,
-            RunStatus::Wrong => 1,
-            RunStatus::Failed => 2,
-            RunStatus::Timeout => 3,
-            RunStatus::Interrupted => 4,
-        };
-        if rank(s) > rank(*status) {
-            *status = s;
-        }
-    };
+    let mut tally = Tally::default();
 
     match outcome {
         Some(Outcome::TimedOut) => {
-            worse(RunStatus::Timeout, &mut status);
-            findings.push(Finding {
-                check: "timeout",
-                message: "ran past its timeout: the process group was stopped".into(),
-            });
+            tally.add(
+                RunStatus::Timeout,
+                "timeout",
+                "ran past its timeout: the process group was stopped",
+            );
         }
         Some(Outcome::Interrupted) => {
-            worse(RunStatus::Interrupted, &mut status);
-            findings.push(Finding {
-                check: "interrupted",
-                message: "interrupted (Ctrl-C) before it finished".into(),
-            });
+            tally.add(
+                RunStatus::Interrupted,
+                "interrupted",
+                "interrupted (Ctrl-C) before it finished",
+            );
         }
         Some(Outcome::Signaled { signal }) => {
-            worse(RunStatus::Failed, &mut status);
-            findings.push(Finding {
-                check: "exit",
-                message: format!("killed by signal {signal}"),
-            });
+            tally.add(
+                RunStatus::Failed,
+                "exit",
+                format!("killed by signal {signal}"),
+            );
         }
         Some(Outcome::Exited { .. }) | None => {}
     }
@@ -132,11 +118,11 @@ pub fn judge(
         } else {
             RunStatus::Failed
         };
-        worse(kind, &mut status);
-        findings.push(Finding {
-            check: "exit",
-            message: format!("exit code {code}: {}", exit_code_meaning(code)),
-        });
+        tally.add(
+            kind,
+            "exit",
+            format!("exit code {code}: {}", exit_code_meaning(code)),
+        );
     }
     // nccl-tests ends a run whose results were wrong or too slow with exit code 7 and a
     // `Test failure` line: that line is the consequence, and the run is `wrong`.
@@ -152,49 +138,45 @@ pub fn judge(
             FailureKind::Timeout => RunStatus::Timeout,
             _ => RunStatus::Failed,
         };
-        worse(kind, &mut status);
-        findings.push(Finding {
-            check: "failure",
-            message: match &failure.host {
+        tally.add(
+            kind,
+            "failure",
+            match &failure.host {
                 Some(host) => format!("{host}: {}", failure.text),
                 None => failure.text.clone(),
             },
-        });
+        );
     }
     let wrong: Vec<u64> = parsed.wrong_rows().map(|r| r.size_bytes).collect();
     if !wrong.is_empty() {
-        worse(RunStatus::Wrong, &mut status);
-        findings.push(Finding {
-            check: "wrong",
-            message: format!(
+        tally.add(
+            RunStatus::Wrong,
+            "wrong",
+            format!(
                 "#wrong > 0 at {} size(s), first {} B",
                 wrong.len(),
                 wrong[0]
             ),
-        });
+        );
     }
     if let Some(oob) = &parsed.out_of_bounds {
         if !oob.ok {
-            worse(RunStatus::Wrong, &mut status);
-            findings.push(Finding {
-                check: "out_of_bounds",
-                message: format!("{} out-of-bounds values", oob.count),
-            });
+            tally.add(
+                RunStatus::Wrong,
+                "out_of_bounds",
+                format!("{} out-of-bounds values", oob.count),
+            );
         }
     }
     if min_bw_failed {
-        worse(RunStatus::Wrong, &mut status);
-        findings.push(Finding {
-            check: "min_bw",
-            message: "average bus bandwidth below NCCL_TESTS_MIN_BW".into(),
-        });
+        tally.add(
+            RunStatus::Wrong,
+            "min_bw",
+            "average bus bandwidth below NCCL_TESTS_MIN_BW",
+        );
     }
     if parsed.rows.is_empty() {
-        worse(RunStatus::Failed, &mut status);
-        findings.push(Finding {
-            check: "rows",
-            message: "no result rows in the output".into(),
-        });
+        tally.add(RunStatus::Failed, "rows", "no result rows in the output");
     } else if !expect.sizes.is_empty() {
         // nccl-tests rounds each size down to whole, 16-byte-aligned per-rank chunks: a
         // small size may vanish (all_gather on 2 ranks starts at 32 B) and a large one may
@@ -213,15 +195,15 @@ pub fn judge(
             })
             .collect();
         if !missing.is_empty() {
-            worse(RunStatus::Failed, &mut status);
-            findings.push(Finding {
-                check: "rows",
-                message: format!(
+            tally.add(
+                RunStatus::Failed,
+                "rows",
+                format!(
                     "{} expected sizes missing from the table, first {} B",
                     missing.len(),
                     missing[0]
                 ),
-            });
+            );
         }
     }
     let transport = parsed.network_transport().map(str::to_string);
@@ -241,17 +223,41 @@ pub fn judge(
             )),
         };
         if let Some(message) = problem {
-            worse(RunStatus::Failed, &mut status);
-            findings.push(Finding {
-                check: "transport",
-                message,
-            });
+            tally.add(RunStatus::Failed, "transport", message);
         }
     }
     Verdict {
-        status,
-        findings,
+        status: tally.status,
+        findings: tally.findings,
         transport,
+    }
+}
+
+/// The findings of [`judge`] so far, and the worst status they add up to.
+#[derive(Default)]
+struct Tally {
+    status: RunStatus,
+    findings: Vec<Finding>,
+}
+
+impl Tally {
+    /// Records a finding that makes the run at least `status`.
+    fn add(&mut self, status: RunStatus, check: &'static str, message: impl Into<String>) {
+        // failed/timeout/interrupted outrank wrong, which outranks ok.
+        let rank = |s: RunStatus| match s {
+            RunStatus::Ok => 0,
+            RunStatus::Wrong => 1,
+            RunStatus::Failed => 2,
+            RunStatus::Timeout => 3,
+            RunStatus::Interrupted => 4,
+        };
+        if rank(status) > rank(self.status) {
+            self.status = status;
+        }
+        self.findings.push(Finding {
+            check,
+            message: message.into(),
+        });
     }
 }
 
@@ -268,13 +274,32 @@ mod tests {
         parse(&std::fs::read(path).unwrap())
     }
 
+    /// Expectations of a run on two nodes over `NET/<transport>`, sizes unchecked.
+    fn two_nodes_over(transport: &str) -> Expectations {
+        Expectations {
+            transport: Some(transport.into()),
+            nodes: 2,
+            sizes: vec![],
+        }
+    }
+
+    /// Expectations of exactly these sizes, nothing else.
+    fn sizes(sizes: Vec<u64>) -> Expectations {
+        Expectations {
+            sizes,
+            ..Default::default()
+        }
+    }
+
+    /// The verdict on a fixture whose run exited with `code`, with no expectations.
+    fn judge_exit(name: &str, code: i32) -> Verdict {
+        judge(&fixture(name), None, Some(code), &Expectations::default())
+    }
+
     #[test]
     fn a_clean_run_is_ok() {
         let parsed = fixture("h200x2-nvlink/all_reduce_g2.txt");
-        let expect = Expectations {
-            sizes: expected_sizes(8, 8 << 30, Some(2), None),
-            ..Default::default()
-        };
+        let expect = sizes(expected_sizes(8, 8 << 30, Some(2), None));
         let v = judge(&parsed, Some(Outcome::Exited { code: 0 }), None, &expect);
         assert_eq!(v.status, RunStatus::Ok, "{:?}", v.findings);
         assert_eq!(expect.sizes.len(), 31);
@@ -283,11 +308,7 @@ mod tests {
     #[test]
     fn socket_instead_of_tcpx_fails_loudly() {
         let parsed = fixture("h200x2-twohost/all_reduce_2host_socket.txt");
-        let expect = Expectations {
-            transport: Some("GPUDirectTCPX".into()),
-            nodes: 2,
-            sizes: vec![],
-        };
+        let expect = two_nodes_over("GPUDirectTCPX");
         let v = judge(&parsed, Some(Outcome::Exited { code: 0 }), None, &expect);
         assert_eq!(v.status, RunStatus::Failed);
         assert_eq!(v.transport.as_deref(), Some("Socket"));
@@ -298,11 +319,7 @@ mod tests {
                 && msg.contains("did not load"),
             "{msg}"
         );
-        let socket_ok = Expectations {
-            transport: Some("Socket".into()),
-            nodes: 2,
-            sizes: vec![],
-        };
+        let socket_ok = two_nodes_over("Socket");
         assert_eq!(
             judge(&parsed, None, Some(0), &socket_ok).status,
             RunStatus::Ok
@@ -312,11 +329,7 @@ mod tests {
     #[test]
     fn no_debug_lines_is_no_proof() {
         let parsed = fixture("h200x2-mpirun/all_reduce_mpi_np2.txt");
-        let expect = Expectations {
-            transport: Some("IB".into()),
-            nodes: 2,
-            sizes: vec![],
-        };
+        let expect = two_nodes_over("IB");
         let v = judge(&parsed, None, Some(0), &expect);
         assert_eq!(v.status, RunStatus::Failed);
         assert!(v.findings[0].message.contains("NCCL_DEBUG=INFO"));
@@ -324,37 +337,19 @@ mod tests {
 
     #[test]
     fn failures_exit_codes_and_missing_rows() {
-        let v = judge(
-            &fixture("h200x2-nvlink/all_reduce_g4_toomany.txt"),
-            None,
-            Some(5),
-            &Expectations::default(),
-        );
+        let v = judge_exit("h200x2-nvlink/all_reduce_g4_toomany.txt", 5);
         assert_eq!(v.status, RunStatus::Failed);
         assert!(v
             .findings
             .iter()
             .any(|f| f.message == "exit code 5: not implemented or too few GPUs"));
-        let v = judge(
-            &fixture("h200x2-formats/cur_all_reduce_minbw_fail.txt"),
-            None,
-            Some(7),
-            &Expectations::default(),
-        );
+        let v = judge_exit("h200x2-formats/cur_all_reduce_minbw_fail.txt", 7);
         assert_eq!(v.status, RunStatus::Wrong);
         assert!(v.findings.iter().any(|f| f.check == "min_bw"));
-        let v = judge(
-            &fixture("h200x2-formats/cur_all_reduce_badsize.txt"),
-            None,
-            Some(255),
-            &Expectations::default(),
-        );
+        let v = judge_exit("h200x2-formats/cur_all_reduce_badsize.txt", 255);
         assert_eq!(v.status, RunStatus::Failed);
         let parsed = fixture("h200x2-nvlink/all_reduce_g2.txt");
-        let more = Expectations {
-            sizes: expected_sizes(8, 16 << 30, Some(2), None),
-            ..Default::default()
-        };
+        let more = sizes(expected_sizes(8, 16 << 30, Some(2), None));
         let v = judge(&parsed, None, Some(0), &more);
         assert_eq!(v.status, RunStatus::Failed);
         assert_eq!(
@@ -362,10 +357,7 @@ mod tests {
             "1 expected sizes missing from the table, first 17179869184 B"
         );
         let twohost = fixture("h200x2-twohost/all_gather_2host_socket.txt");
-        let sizes = Expectations {
-            sizes: expected_sizes(8, 1 << 30, Some(2), None),
-            ..Default::default()
-        };
+        let sizes = sizes(expected_sizes(8, 1 << 30, Some(2), None));
         assert_eq!(
             judge(&twohost, None, Some(0), &sizes).status,
             RunStatus::Ok,
@@ -376,20 +368,13 @@ mod tests {
     #[test]
     fn timeouts_and_interrupts_are_their_own_outcomes() {
         let parsed = fixture("h200x2-nvlink/all_reduce_g2.txt");
-        let v = judge(
-            &parsed,
-            Some(Outcome::TimedOut),
-            None,
-            &Expectations::default(),
-        );
-        assert_eq!(v.status, RunStatus::Timeout);
-        let v = judge(
-            &parsed,
-            Some(Outcome::Interrupted),
-            None,
-            &Expectations::default(),
-        );
-        assert_eq!(v.status, RunStatus::Interrupted);
+        for (outcome, status) in [
+            (Outcome::TimedOut, RunStatus::Timeout),
+            (Outcome::Interrupted, RunStatus::Interrupted),
+        ] {
+            let v = judge(&parsed, Some(outcome), None, &Expectations::default());
+            assert_eq!(v.status, status);
+        }
     }
 
     #[test]

@@ -1064,6 +1064,16 @@ mod tests {
         (0..n).map(|i| format!("node{i}")).collect()
     }
 
+    /// Asserts that a line of the node's evidence contains `text`.
+    #[track_caller]
+    fn assert_evidence(node: &NodeReport, text: &str) {
+        assert!(
+            node.evidence.iter().any(|e| e.contains(text)),
+            "no {text:?} in {:?}",
+            node.evidence
+        );
+    }
+
     /// Runs a validation to the end with `busbw(group)` as every run's outcome.
     fn drive(mut v: Validation, busbw: impl Fn(&[usize]) -> Outcome) -> (Report, Vec<Round>) {
         let mut rounds = Vec::new();
@@ -1120,14 +1130,7 @@ mod tests {
         );
         assert_eq!(five.slow_busbw, Some(41.0));
         assert_eq!(r.nodes[4].verdict, Verdict::Healthy);
-        assert!(
-            r.nodes[4]
-                .evidence
-                .iter()
-                .any(|e| e.contains("node5 only because")),
-            "{:?}",
-            r.nodes[4].evidence
-        );
+        assert_evidence(&r.nodes[4], "node5 only because");
         for (i, n) in r.nodes.iter().enumerate() {
             if i != 5 {
                 assert_eq!(n.verdict, Verdict::Healthy, "{n:?}");
@@ -1183,14 +1186,7 @@ mod tests {
         assert_eq!(rounds.len(), 3, "{rounds:?}");
         assert!(r.nodes.iter().all(|n| n.verdict == Verdict::Healthy));
         assert!(r.links.is_empty() && r.suspect_links.is_empty());
-        assert!(
-            r.nodes[0]
-                .evidence
-                .iter()
-                .any(|e| e.contains("passed when run again")),
-            "{:?}",
-            r.nodes[0].evidence
-        );
+        assert_evidence(&r.nodes[0], "passed when run again");
         assert_eq!(health(&r), Health::Healthy);
     }
 
@@ -1211,14 +1207,7 @@ mod tests {
         assert!(r.links.is_empty());
         assert_eq!(r.suspect_links.len(), 1);
         assert_eq!(r.nodes[0].verdict, Verdict::Healthy);
-        assert!(
-            r.nodes[0]
-                .evidence
-                .iter()
-                .any(|e| e.contains("bad in 2 of 3 runs with node1")),
-            "{:?}",
-            r.nodes[0].evidence
-        );
+        assert_evidence(&r.nodes[0], "bad in 2 of 3 runs with node1");
 
         // A real bad link stays slow: confirmed in 3 of 3 runs.
         let v = Validation::new(names(6), Mode::Pairwise, base()).unwrap();
@@ -1226,10 +1215,7 @@ mod tests {
             Outcome::Busbw(if g == [0, 1] { 60.0 } else { 100.0 })
         });
         assert_eq!(r.links.len(), 1);
-        assert!(r.nodes[1]
-            .evidence
-            .iter()
-            .any(|e| e.contains("in 3 of 3 runs")));
+        assert_evidence(&r.nodes[1], "in 3 of 3 runs");
     }
 
     #[test]
@@ -1286,10 +1272,7 @@ mod tests {
                 "{:?}",
                 n.evidence
             );
-            assert!(n
-                .evidence
-                .iter()
-                .any(|e| e.contains("no pair passed anywhere")));
+            assert_evidence(n, "no pair passed anywhere");
             assert!(n.evidence.iter().any(|e| e == "first failure: exit code 1"));
         }
         assert_eq!(health(&r).exit_code(), 2);

@@ -329,12 +329,16 @@ fn transport_evidence_in_debug_runs() {
     assert_eq!(two.rows.len(), 28);
 }
 
+/// The kinds of an output's failure lines, in output order.
+fn failure_kinds(out: &ParsedOutput) -> Vec<FailureKind> {
+    out.failures.iter().map(|f| f.kind).collect()
+}
+
 #[test]
 fn failure_kinds_of_failed_runs() {
     let g4 = recorded("h200x2-nvlink/all_reduce_g4_toomany.txt");
-    let kinds: Vec<FailureKind> = g4.failures.iter().map(|f| f.kind).collect();
     assert_eq!(
-        kinds,
+        failure_kinds(&g4),
         vec![FailureKind::InvalidGpuCount, FailureKind::TestFailure]
     );
     assert_eq!(g4.failures[0].line, 6);
@@ -343,9 +347,8 @@ fn failure_kinds_of_failed_runs() {
     assert!(g4.rows.is_empty() && g4.avg_busbw.is_none());
 
     let mpi = recorded("h200x2-mpirun/all_reduce_mpi_np2_g2_fail.txt");
-    let kinds: Vec<FailureKind> = mpi.failures.iter().map(|f| f.kind).collect();
     assert_eq!(
-        kinds,
+        failure_kinds(&mpi),
         vec![
             FailureKind::InvalidGpuCount,
             FailureKind::TestFailure,
@@ -527,9 +530,8 @@ fn handmade_tagged_and_interleaved_mpirun_output() {
 #[test]
 fn handmade_timeout_wrong_results_and_blank_block() {
     let t = handmade("v2.19_all_reduce_mpi_timeout.txt");
-    let kinds: Vec<FailureKind> = t.failures.iter().map(|f| f.kind).collect();
     assert_eq!(
-        kinds,
+        failure_kinds(&t),
         vec![
             FailureKind::Timeout,
             FailureKind::TestFailure,

@@ -5,6 +5,10 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::sync::{Mutex, MutexGuard};
+
+mod output;
+pub use output::{assert_stderr_contains, assert_stdout_contains, stderr, stdout};
 
 /// The cluster's state folder (`GPUDIRECT_CLUSTER_DIR`, as the script reads it).
 pub fn state_dir() -> PathBuf {
@@ -54,16 +58,6 @@ pub fn run(cmd: &mut Command) -> Output {
         Ok(output) => output,
         Err(e) => panic!("could not run {cmd:?}: {e}"),
     }
-}
-
-/// stdout as text.
-pub fn stdout(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
-
-/// stderr as text.
-pub fn stderr(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
 /// Asserts success, showing everything when it is not.
@@ -205,9 +199,7 @@ pub fn workspace_bin(name: &str) -> PathBuf {
 /// A folder of nccl-tests STAND-INs: `<collective>_perf` links to the replaying
 /// `nccl-tests-standin` binary (no GPU here; see launcher/src/bin/nccl-tests-standin.rs).
 pub fn standin_dir(tag: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("gd-standin-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("create the stand-in folder");
+    let dir = fresh_temp_dir(&format!("standin-{tag}"));
     let standin = workspace_bin("nccl-tests-standin");
     for collective in [
         "all_reduce",
@@ -222,12 +214,34 @@ pub fn standin_dir(tag: &str) -> PathBuf {
     dir
 }
 
+/// A test's fresh stand-in folder and fresh history path, both named after `tag`.
+pub fn standin_and_db(tag: &str) -> (PathBuf, PathBuf) {
+    (standin_dir(tag), temp_db(tag))
+}
+
 /// A fresh history file path in a fresh folder.
 pub fn temp_db(tag: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("gd-db-{tag}-{}", std::process::id()));
+    fresh_temp_dir(&format!("db-{tag}")).join("history.sqlite")
+}
+
+/// `gd-{name}-{pid}` in the system temp folder, emptied: what an earlier run of this test
+/// left there is gone (it stays after the test, for a look at what went wrong).
+pub fn fresh_temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("gd-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("create the history folder");
-    dir.join("history.sqlite")
+    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("create {}: {e}", dir.display()));
+    dir
+}
+
+static CLUSTER: Mutex<()> = Mutex::new(());
+
+/// The cluster to this test alone until the guard drops: some tests change the cluster's
+/// config or a node's NIC, so the tests of one binary run one at a time whatever the test
+/// harness's thread count. A test that panicked while holding it does not stop the others.
+pub fn cluster() -> MutexGuard<'static, ()> {
+    CLUSTER
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// `salloc -N<nodes> gpudirect ARGS` with the history at `db`.

@@ -42,9 +42,7 @@ fn every_command_in_the_guides_runs() {
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let bin_dir = workspace_bin("gpudirect").parent().unwrap().to_path_buf();
     let standin = standin_dir("docs");
-    let work = std::env::temp_dir().join(format!("gd-docs-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&work);
-    std::fs::create_dir_all(&work).unwrap();
+    let work = fresh_temp_dir("docs");
     let mut all = Vec::new();
     for file in ["user-guide.md", "admin-guide.md", "troubleshooting.md"] {
         let text = std::fs::read_to_string(repo.join("docs").join(file)).expect("read a guide");

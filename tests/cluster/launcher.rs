@@ -1,17 +1,61 @@
 //! The `gpudirect` launcher against the real local cluster.
 
-use std::sync::{Mutex, MutexGuard};
+use std::path::Path;
 
 use cluster_tests::*;
 
 mod rails;
 
-static CLUSTER: Mutex<()> = Mutex::new(());
+/// The arguments of `gpudirect run` of the nccl-tests stand-in in `standin_dir` on 2 nodes,
+/// for `collectives` from 8 B to `max_size`, then `extra`.
+fn standin_run<'a>(
+    standin_dir: &'a str,
+    collectives: &'a str,
+    max_size: &'a str,
+    extra: &[&'a str],
+) -> Vec<&'a str> {
+    let mut args = vec![
+        "run",
+        "-c",
+        collectives,
+        "-N",
+        "2",
+        "-b",
+        "8",
+        "-e",
+        max_size,
+        "--nccl-tests-dir",
+        standin_dir,
+    ];
+    args.extend_from_slice(extra);
+    args
+}
 
-fn cluster() -> MutexGuard<'static, ()> {
-    CLUSTER
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
+/// Every run in the history at `db` as `collective: status`, sorted.
+fn collectives_and_statuses(db: &Path) -> Vec<String> {
+    let history = gpudirect::history::History::open_existing(db).expect("open the history");
+    let mut runs: Vec<String> = history
+        .list_runs(&Default::default())
+        .expect("list runs")
+        .iter()
+        .map(|r| format!("{}: {}", r.collective, r.status))
+        .collect();
+    runs.sort();
+    runs
+}
+
+/// `gpudirect run` of the stand-in in `standin` (see [`standin_run`]) in a fresh allocation
+/// of 2 nodes, with the history at `db` and `env` added to its environment.
+fn standin_matrix(
+    db: &Path,
+    standin: &Path,
+    collectives: &str,
+    max_size: &str,
+    extra: &[&str],
+    env: &[(&str, &str)],
+) -> std::process::Output {
+    let dir = standin.to_str().expect("a UTF-8 temp path");
+    gpudirect_in_allocation(2, db, &standin_run(dir, collectives, max_size, extra), env)
 }
 
 #[test]
@@ -64,29 +108,13 @@ fn hostfile_via_the_real_scontrol() {
 #[test]
 fn run_checks_the_transport_of_every_cell_and_records_it() {
     let _guard = cluster();
-    let standin = standin_dir("run");
-    let db = temp_db("run");
-    let dir = standin.to_str().unwrap();
-    let output = gpudirect_in_allocation(
-        2,
+    let (standin, db) = standin_and_db("run");
+    let output = standin_matrix(
         &db,
-        &[
-            "run",
-            "-c",
-            "all_reduce,all_gather",
-            "-N",
-            "2",
-            "-b",
-            "8",
-            "-e",
-            "1G",
-            "--variants",
-            "tcpx,none",
-            "--mpi",
-            "none",
-            "--nccl-tests-dir",
-            dir,
-        ],
+        &standin,
+        "all_reduce,all_gather",
+        "1G",
+        &["--variants", "tcpx,none", "--mpi", "none"],
         &[],
     );
     let out = stdout(&output);
@@ -137,32 +165,14 @@ fn run_checks_the_transport_of_every_cell_and_records_it() {
 #[test]
 fn a_hung_rank_times_out_the_cell_kills_the_step_and_the_matrix_goes_on() {
     let _guard = cluster();
-    let standin = standin_dir("hang");
-    let db = temp_db("hang");
-    let dir = standin.to_str().unwrap();
+    let (standin, db) = standin_and_db("hang");
     let started = std::time::Instant::now();
-    let output = gpudirect_in_allocation(
-        2,
+    let output = standin_matrix(
         &db,
-        &[
-            "run",
-            "-c",
-            "all_reduce,all_gather",
-            "-N",
-            "2",
-            "-b",
-            "8",
-            "-e",
-            "1G",
-            "--mpi",
-            "none",
-            "--timeout",
-            "3s",
-            "--grace",
-            "2s",
-            "--nccl-tests-dir",
-            dir,
-        ],
+        &standin,
+        "all_reduce,all_gather",
+        "1G",
+        &["--mpi", "none", "--timeout", "3s", "--grace", "2s"],
         &[("STANDIN_HANG_RANKS", "1")],
     );
     let out = stdout(&output);
@@ -281,28 +291,13 @@ fn probe_names_the_node_whose_tasks_did_not_get_the_profile() {
 #[test]
 fn run_through_mpirun_inside_the_allocation() {
     let _guard = cluster();
-    let standin = standin_dir("mpirun");
-    let db = temp_db("mpirun");
-    let output = gpudirect_in_allocation(
-        2,
+    let (standin, db) = standin_and_db("mpirun");
+    let output = standin_matrix(
         &db,
-        &[
-            "run",
-            "--launcher",
-            "mpirun",
-            "-c",
-            "all_reduce",
-            "-N",
-            "2",
-            "-b",
-            "8",
-            "-e",
-            "1G",
-            "--variants",
-            "none",
-            "--nccl-tests-dir",
-            standin.to_str().unwrap(),
-        ],
+        &standin,
+        "all_reduce",
+        "1G",
+        &["--launcher", "mpirun", "--variants", "none"],
         &[],
     );
     let out = stdout(&output);
@@ -330,8 +325,7 @@ fn run_through_mpirun_inside_the_allocation() {
 #[test]
 fn validate_names_the_slow_node_in_three_rounds_records_it_and_drains_it() {
     let _guard = cluster();
-    let standin = standin_dir("validate");
-    let db = temp_db("validate");
+    let (standin, db) = standin_and_db("validate");
     let report_dir = db.parent().unwrap().join("report");
     struct Resume;
     impl Drop for Resume {
@@ -397,11 +391,7 @@ fn validate_names_the_slow_node_in_three_rounds_records_it_and_drains_it() {
             ("node3".into(), "slow_node".into())
         ]
     );
-    assert!(
-        stderr(&output).contains("drained node3"),
-        "{}",
-        stderr(&output)
-    );
+    assert_stderr_contains(&output, "drained node3");
     let mut sinfo = slurm_command("sinfo");
     sinfo.args(["-h", "-n", "node3", "-o", "%T %E"]);
     let state = stdout(&run(&mut sinfo));
@@ -426,27 +416,12 @@ fn validate_names_the_slow_node_in_three_rounds_records_it_and_drains_it() {
 #[test]
 fn a_killed_run_keeps_finished_cells_marks_the_interrupted_one_and_resumes() {
     let _guard = cluster();
-    let standin = standin_dir("resume");
-    let db = temp_db("resume");
+    let (standin, db) = standin_and_db("resume");
     let dir = standin.to_str().unwrap();
-    let args = |extra: &[&str]| {
-        let mut v = vec![
-            "run",
-            "-c",
-            "all_reduce,all_gather,reduce_scatter",
-            "-N",
-            "2",
-            "-b",
-            "8",
-            "-e",
-            "4G",
-            "--mpi",
-            "none",
-            "--nccl-tests-dir",
-            dir,
-        ];
-        v.extend_from_slice(extra);
-        v.into_iter().map(str::to_string).collect::<Vec<_>>()
+    let args = |extra: &[&'static str]| {
+        let mut args = vec!["--mpi", "none"];
+        args.extend_from_slice(extra);
+        standin_run(dir, "all_reduce,all_gather,reduce_scatter", "4G", &args)
     };
     // The second cell hangs; kill -9 the launcher while it waits for it.
     let mut cmd = slurm_command("salloc");
@@ -507,40 +482,13 @@ fn a_killed_run_keeps_finished_cells_marks_the_interrupted_one_and_resumes() {
     assert!(by_collective("reduce_scatter").is_empty());
     drop(history);
 
-    let output = gpudirect_in_allocation(
-        2,
-        &db,
-        &args(&["--resume", "killed-1"])
-            .iter()
-            .map(String::as_str)
-            .collect::<Vec<_>>(),
-        &[],
-    );
+    let output = gpudirect_in_allocation(2, &db, &args(&["--resume", "killed-1"]), &[]);
     assert_ok(&output, "gpudirect run --resume");
-    assert!(
-        stderr(&output).contains("resuming killed-1: 1 of 3 cells already recorded"),
-        "{}",
-        stderr(&output)
-    );
-    assert!(
-        stdout(&output).contains("2 of 2 cells passed"),
-        "{}",
-        stdout(&output)
-    );
-    let history = gpudirect::history::History::open_existing(&db).unwrap();
-    let runs = history.list_runs(&Default::default()).unwrap();
-    let mut statuses: Vec<(String, String)> = runs
-        .iter()
-        .map(|r| (r.collective.clone(), r.status.to_string()))
-        .collect();
-    statuses.sort();
+    assert_stderr_contains(&output, "resuming killed-1: 1 of 3 cells already recorded");
+    assert_stdout_contains(&output, "2 of 2 cells passed");
     assert_eq!(
-        statuses,
-        [
-            ("all_gather".into(), "ok".into()),
-            ("all_reduce".into(), "ok".into()),
-            ("reduce_scatter".into(), "ok".into())
-        ],
+        collectives_and_statuses(&db),
+        ["all_gather: ok", "all_reduce: ok", "reduce_scatter: ok"],
         "each cell once: the placeholder was replaced"
     );
 }
@@ -548,8 +496,7 @@ fn a_killed_run_keeps_finished_cells_marks_the_interrupted_one_and_resumes() {
 #[test]
 fn submit_makes_one_allocation_per_node_count_and_records_each() {
     let _guard = cluster();
-    let standin = standin_dir("submit");
-    let db = temp_db("submit");
+    let (standin, db) = standin_and_db("submit");
     let mut cmd = slurm_command(workspace_bin("gpudirect").to_str().unwrap());
     cmd.arg("--db")
         .arg(&db)
@@ -590,8 +537,7 @@ fn submit_makes_one_allocation_per_node_count_and_records_each() {
 #[test]
 fn ctrl_c_stops_the_running_step_and_keeps_what_finished() {
     let _guard = cluster();
-    let standin = standin_dir("sigint");
-    let db = temp_db("sigint");
+    let (standin, db) = standin_and_db("sigint");
     let mut cmd = slurm_command("salloc");
     cmd.args(["-N2", "--quiet"])
         .arg(workspace_bin("gpudirect"))
@@ -643,20 +589,9 @@ fn ctrl_c_stops_the_running_step_and_keeps_what_finished() {
     std::thread::sleep(std::time::Duration::from_millis(500));
     let strays = run(std::process::Command::new("pgrep").args(["-f", "gd-standin-sigint"]));
     assert!(strays.stdout.is_empty(), "stray ranks: {}", stdout(&strays));
-    let history = gpudirect::history::History::open_existing(&db).unwrap();
-    let mut statuses: Vec<(String, String)> = history
-        .list_runs(&Default::default())
-        .unwrap()
-        .iter()
-        .map(|r| (r.collective.clone(), r.status.to_string()))
-        .collect();
-    statuses.sort();
     assert_eq!(
-        statuses,
-        [
-            ("all_gather".into(), "interrupted".into()),
-            ("all_reduce".into(), "ok".into())
-        ]
+        collectives_and_statuses(&db),
+        ["all_gather: interrupted", "all_reduce: ok"]
     );
 }
 
@@ -744,8 +679,7 @@ fn a_slurmd_killed_mid_matrix_fails_the_cells_on_its_node_only() {
         }
     }
     let _restart = RestartNodes;
-    let standin = standin_dir("slurmd");
-    let db = temp_db("slurmd");
+    let (standin, db) = standin_and_db("slurmd");
     let pidfile = state_dir().join("run/slurmd-node2.pid");
     let script = format!(
         "kill -9 $(cat {pid}) && exec {gd} --db {db} run -c all_reduce,all_gather -N 1,2 -b 8 -e 1G --variants none --mpi none --timeout 60s --nccl-tests-dir {dir}",

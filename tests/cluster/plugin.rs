@@ -4,7 +4,6 @@
 //! node's NIC, so they run one at a time whatever the test harness's thread count.
 
 use std::collections::BTreeMap;
-use std::sync::{Mutex, MutexGuard};
 
 use cluster_tests::*;
 use gpudirect_core::config::parse_config;
@@ -13,14 +12,6 @@ use gpudirect_core::resolve::{
     plan_node, plan_task, resolve_profile, AssumeHealthy, StepFacts, TaskFacts,
 };
 use gpudirect_core::system::FileStamp;
-
-static CLUSTER: Mutex<()> = Mutex::new(());
-
-fn cluster() -> MutexGuard<'static, ()> {
-    CLUSTER
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
 
 /// The variables the shipped tcpx profile gives a task, computed by the shared crate from
 /// the cluster's own config file (the literal checks below pin the important ones).
@@ -278,11 +269,7 @@ fn unknown_mode_is_refused_before_anything_runs() {
     cmd.args(["-N1", "true"]).env("SLURM_GPUDIRECT", "bogus");
     let output = run(&mut cmd);
     assert!(!output.status.success(), "SLURM_GPUDIRECT=bogus accepted");
-    assert!(
-        stderr(&output).contains("SLURM_GPUDIRECT: unknown --gpudirect mode `bogus`"),
-        "{}",
-        stderr(&output)
-    );
+    assert_stderr_contains(&output, "SLURM_GPUDIRECT: unknown --gpudirect mode `bogus`");
 }
 
 #[test]
@@ -302,7 +289,7 @@ fn oversized_or_hostile_mode_values_are_refused() {
             "accepted {}",
             &arg[..arg.len().min(40)]
         );
-        assert!(stderr(&output).contains("gpudirect"), "{}", stderr(&output));
+        assert_stderr_contains(&output, "gpudirect");
     }
     assert!(!std::path::Path::new("/tmp/gd-pwned").exists());
 }
@@ -433,10 +420,9 @@ fn a_failed_check_fails_the_step_when_the_plugin_is_required() {
         !output.status.success(),
         "required plugin: the step ran although a check failed"
     );
-    assert!(
-        stderr(&output).contains("node node1: profile tcpx not usable: NIC eth2 is down"),
-        "{}",
-        stderr(&output)
+    assert_stderr_contains(
+        &output,
+        "node node1: profile tcpx not usable: NIC eth2 is down",
     );
     drop(_down);
     // With every NIC up the same required plugin runs the step.
@@ -485,11 +471,7 @@ fn an_unprivileged_user_cannot_steer_the_plugin_to_their_own_files() {
     for mode in [evil.to_str().unwrap(), "../../tmp/gd-user-evil"] {
         let out = as_user(&["-N1", &format!("--gpudirect={mode}"), "true"], &[]);
         assert!(!out.status.success(), "mode {mode} accepted");
-        assert!(
-            stderr(&out).contains("unknown --gpudirect mode"),
-            "{}",
-            stderr(&out)
-        );
+        assert_stderr_contains(&out, "unknown --gpudirect mode");
     }
     let out = as_user(
         &["-N1", "true"],
@@ -526,11 +508,8 @@ fn an_unprivileged_user_cannot_steer_the_plugin_to_their_own_files() {
         .arg(swap.path()));
     assert_ok(&chown, "chown the config to the user");
     let (out, tasks) = srun_env(&["-N1", "--gpudirect=tcpx"], &[]);
-    assert!(
-        stderr(&out).contains("refusing the config") && stderr(&out).contains("owned by uid"),
-        "{}",
-        stderr(&out)
-    );
+    assert_stderr_contains(&out, "refusing the config");
+    assert_stderr_contains(&out, "owned by uid");
     assert!(!tasks[&0].contains_key("GPUDIRECT_PROFILE"));
     drop(swap);
     let restore = run(std::process::Command::new("chown")

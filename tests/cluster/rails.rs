@@ -7,8 +7,6 @@ use std::process::Output;
 
 use cluster_tests::*;
 
-use super::cluster;
-
 const RAILS: &str = "eth1,eth2,eth3,eth4";
 
 /// `scripts/local-cluster nic NODE NIC ACTION...`, undone (restore) when dropped.

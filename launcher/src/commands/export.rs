@@ -14,8 +14,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
-use gpudirect::history::export::{write_csv_header, write_csv_record, ExportRecord};
-use gpudirect::history::{History, RunDetail, RunFilter};
+use gpudirect::history::export::{ExportRecord, RecordWriter};
+use gpudirect::history::{ExportFormat, History, RunDetail, RunFilter};
 use serde::Serialize;
 
 use super::args::FilterArgs;
@@ -135,36 +135,21 @@ fn write_export(
     out: &mut dyn Write,
 ) -> Result<u64> {
     let runs = history.list_runs(filter)?;
+    let format = match format {
+        Format::Csv => ExportFormat::Csv,
+        Format::Json => ExportFormat::JsonArray,
+        Format::Jsonl => ExportFormat::JsonLines,
+    };
     // csv cannot write a flattened struct: a CSV record is (history's columns, marks).
-    if format == Format::Csv {
-        write_csv_header(out, &(ExportRecord::blank(), Marks::default()))?;
-    }
-    if format == Format::Json {
-        out.write_all(b"[")?;
-    }
-    let mut written = 0u64;
+    let sample = (ExportRecord::blank(), Marks::default());
+    let mut writer = RecordWriter::start(out, format, &sample)?;
     for run in &runs {
         let detail = history.get_run(run.id)?;
         for line in records(&detail)? {
-            match format {
-                Format::Csv => write_csv_record(out, &(&line.record, &line.marks))?,
-                Format::Jsonl => {
-                    serde_json::to_writer(&mut *out, &line)?;
-                    out.write_all(b"\n")?;
-                }
-                Format::Json => {
-                    out.write_all(if written == 0 { b"\n" } else { b",\n" })?;
-                    serde_json::to_writer(&mut *out, &line)?;
-                }
-            }
-            written += 1;
+            writer.write(&(&line.record, &line.marks), &line)?;
         }
     }
-    if format == Format::Json {
-        out.write_all(b"\n]\n")?;
-    }
-    out.flush()?;
-    Ok(written)
+    Ok(writer.finish()?)
 }
 
 /// The temporary name beside `target`: same folder (so the rename is atomic), hidden,

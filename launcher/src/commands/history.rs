@@ -20,7 +20,10 @@ use serde::Serialize;
 
 use super::args::FilterArgs;
 use super::{Ctx, ExitStatus};
-use gpudirect::output::{emit, emit_json, gbps, or_dash, render_table, replay_footnote, Align};
+use gpudirect::output::{
+    emit, emit_json, gbps, node_result_cells, or_dash, render_table, replay_footnote, Align,
+    NODE_RESULT_COLUMNS,
+};
 use gpudirect::units::{human_size as format_size, percent_arg, short_time, size_arg};
 
 /// Runs listed when `--limit` is not given.
@@ -407,30 +410,23 @@ fn node_text(report: &NodeReport) -> String {
     }
     if !report.checks.is_empty() {
         out.push_str("\nvalidation results:\n");
-        let columns = [
+        let mut columns = vec![
             ("RUN", Align::Right),
             ("WHEN (UTC)", Align::Left),
             ("COLLECTIVE", Align::Left),
-            ("ROLE", Align::Left),
-            ("PARTNER", Align::Left),
-            ("SIZE", Align::Right),
-            ("BUSBW", Align::Right),
-            ("VERDICT", Align::Left),
         ];
+        columns.extend(NODE_RESULT_COLUMNS);
         let rows: Vec<Vec<String>> = report
             .checks
             .iter()
             .map(|c| {
-                vec![
+                let mut cells = vec![
                     c.run_id.to_string(),
                     short_time(&c.at),
                     c.collective.clone(),
-                    or_dash(c.result.role.as_deref()),
-                    or_dash(c.result.partner.as_deref()),
-                    c.result.size_bytes.map_or("-".into(), format_size),
-                    gbps(c.result.busbw),
-                    or_dash(c.result.verdict.as_deref()),
-                ]
+                ];
+                cells.extend(node_result_cells(&c.result));
+                cells
             })
             .collect();
         out.push_str(&render_table(&columns, &rows));

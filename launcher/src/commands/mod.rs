@@ -221,6 +221,30 @@ const RULES: &str = "\
 
 ";
 
+/// Appends the `--help` of each subcommand of `parent` (which runs as `parent_name`) under
+/// a `heading` (`##`), then, `depth` levels down, that of their own subcommands one heading
+/// level lower.
+#[cfg(test)]
+fn push_subcommand_help(
+    out: &mut String,
+    parent: &clap::Command,
+    parent_name: &str,
+    heading: &str,
+    depth: usize,
+) {
+    for sub in parent.get_subcommands().filter(|s| s.get_name() != "help") {
+        let name = format!("{parent_name} {}", sub.get_name());
+        let mut sub = sub.clone().term_width(100).bin_name(&name);
+        out.push_str(&format!(
+            "\n{heading} {name}\n\n```text\n{}\n```\n",
+            sub.render_long_help()
+        ));
+        if depth > 0 {
+            push_subcommand_help(out, &sub, &name, &format!("{heading}#"), depth - 1);
+        }
+    }
+}
+
 /// The CLI reference (`docs/cli.md`), rendered from the clap definitions: every
 /// subcommand's `--help`. A test keeps the file in step with the code.
 #[cfg(test)]
@@ -237,41 +261,7 @@ pub fn cli_reference() -> String {
         "## gpudirect\n\n```text\n{}\n```\n",
         root.render_long_help()
     ));
-    let names: Vec<String> = root
-        .get_subcommands()
-        .map(|s| s.get_name().to_string())
-        .filter(|n| n != "help")
-        .collect();
-    for name in names {
-        let Some(sub) = root.find_subcommand_mut(&name) else {
-            continue;
-        };
-        let mut sub = sub
-            .clone()
-            .term_width(100)
-            .bin_name(format!("gpudirect {name}"));
-        out.push_str(&format!(
-            "\n## gpudirect {name}\n\n```text\n{}\n```\n",
-            sub.render_long_help()
-        ));
-        let nested: Vec<String> = sub
-            .get_subcommands()
-            .map(|s| s.get_name().to_string())
-            .filter(|n| n != "help")
-            .collect();
-        for inner in nested {
-            if let Some(s) = sub.find_subcommand_mut(&inner) {
-                let mut s = s
-                    .clone()
-                    .term_width(100)
-                    .bin_name(format!("gpudirect {name} {inner}"));
-                out.push_str(&format!(
-                    "\n### gpudirect {name} {inner}\n\n```text\n{}\n```\n",
-                    s.render_long_help()
-                ));
-            }
-        }
-    }
+    push_subcommand_help(&mut out, &root, "gpudirect", "##", 1);
     // `[env: NAME=value]` shows the renderer's environment: keep the name only.
     out.lines()
         .map(|line| match (line.find("[env: "), line.rfind(']')) {

@@ -8,7 +8,10 @@ use gpudirect::history::{Placement, ResultRow, RunDetail, RunId};
 
 use super::{Ctx, ExitStatus};
 use gpudirect::history::replay_of;
-use gpudirect::output::{emit, emit_bytes, emit_json, gbps, or_dash, render_table, Align};
+use gpudirect::output::{
+    emit, emit_bytes, emit_json, gbps, node_result_cells, or_dash, render_table, Align,
+    NODE_RESULT_COLUMNS,
+};
 use gpudirect::units::human_size as format_size;
 
 /// Arguments of `gpudirect show`.
@@ -217,26 +220,15 @@ fn detail_text(d: &RunDetail) -> String {
     }
     if !d.node_results.is_empty() {
         text.push_str("\nper-node results:\n");
-        let columns = [
-            ("NODE", Align::Left),
-            ("ROLE", Align::Left),
-            ("PARTNER", Align::Left),
-            ("SIZE", Align::Right),
-            ("BUSBW", Align::Right),
-            ("VERDICT", Align::Left),
-        ];
+        let mut columns = vec![("NODE", Align::Left)];
+        columns.extend(NODE_RESULT_COLUMNS);
         let rows: Vec<Vec<String>> = d
             .node_results
             .iter()
             .map(|n| {
-                vec![
-                    n.node.clone(),
-                    or_dash(n.role.as_deref()),
-                    or_dash(n.partner.as_deref()),
-                    n.size_bytes.map_or("-".into(), format_size),
-                    gbps(n.busbw),
-                    or_dash(n.verdict.as_deref()),
-                ]
+                let mut cells = vec![n.node.clone()];
+                cells.extend(node_result_cells(n));
+                cells
             })
             .collect();
         text.push_str(&render_table(&columns, &rows));

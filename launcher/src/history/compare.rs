@@ -402,24 +402,21 @@ mod tests {
 
     #[test]
     fn socket_fallback_is_a_regression_at_every_size() {
-        let c = compare_series(
-            &series(&NVLINK),
-            &series(&SOCKET),
-            CompareOptions::default(),
-        )
-        .unwrap();
+        let compare = |reference: &[(u64, f64)], candidate: &[(u64, f64)]| {
+            compare_series(
+                &series(reference),
+                &series(candidate),
+                CompareOptions::default(),
+            )
+            .unwrap()
+        };
+        let c = compare(&NVLINK, &SOCKET);
         assert_eq!(c.overall, Verdict::Regression);
         assert_eq!(c.counts.regression, 3);
         let d = c.rows[0].delta_pct.unwrap();
         assert!((d - (2.78 - 297.96) / 297.96 * 100.0).abs() < 1e-9);
         // And the other way round, an improvement.
-        let c = compare_series(
-            &series(&SOCKET),
-            &series(&NVLINK),
-            CompareOptions::default(),
-        )
-        .unwrap();
-        assert_eq!(c.overall, Verdict::Improvement);
+        assert_eq!(compare(&SOCKET, &NVLINK).overall, Verdict::Improvement);
     }
 
     #[test]

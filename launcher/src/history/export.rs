@@ -203,33 +203,71 @@ impl History {
         let mut rows = st
             .query(params_from_iter(values))
             .map_err(self.err("exporting"))?;
-        if format == ExportFormat::Csv {
-            write_csv_header(out, &ExportRecord::blank())?;
-        }
-        if format == ExportFormat::JsonArray {
-            out.write_all(b"[")?;
-        }
-        let mut written = 0u64;
+        let mut writer = RecordWriter::start(out, format, &ExportRecord::blank())?;
         while let Some(row) = rows.next().map_err(self.err("exporting"))? {
             let record = record_from_row(row).map_err(self.err("exporting"))?;
-            match format {
-                ExportFormat::Csv => write_csv_record(out, &record)?,
-                ExportFormat::JsonLines => {
-                    serde_json::to_writer(&mut *out, &record)?;
-                    out.write_all(b"\n")?;
-                }
-                ExportFormat::JsonArray => {
-                    out.write_all(if written == 0 { b"\n" } else { b",\n" })?;
-                    serde_json::to_writer(&mut *out, &record)?;
-                }
+            writer.write(&record, &record)?;
+        }
+        Ok(writer.finish()?)
+    }
+}
+
+/// A stream of records in one [`ExportFormat`]: the CSV header line, or the JSON array's
+/// brackets and commas, around the records. [`History::export`] and `gpudirect export`
+/// (which adds a column) both write through it.
+pub struct RecordWriter<'a> {
+    out: &'a mut dyn Write,
+    format: ExportFormat,
+    written: u64,
+}
+
+impl<'a> RecordWriter<'a> {
+    /// Starts the stream: the CSV header of records shaped like `csv_sample` (see
+    /// [`write_csv_header`]), or the JSON array's `[`.
+    pub fn start(
+        out: &'a mut dyn Write,
+        format: ExportFormat,
+        csv_sample: &impl Serialize,
+    ) -> std::io::Result<Self> {
+        match format {
+            ExportFormat::Csv => write_csv_header(out, csv_sample)?,
+            ExportFormat::JsonArray => out.write_all(b"[")?,
+            ExportFormat::JsonLines => {}
+        }
+        Ok(RecordWriter {
+            out,
+            format,
+            written: 0,
+        })
+    }
+
+    /// Writes one record: `csv` as a CSV line (a tuple of structs for extra columns: csv
+    /// cannot write a flattened struct), else `json` as one JSON object.
+    pub fn write(&mut self, csv: &impl Serialize, json: &impl Serialize) -> std::io::Result<()> {
+        let out = &mut *self.out;
+        match self.format {
+            ExportFormat::Csv => write_csv_record(out, csv)?,
+            ExportFormat::JsonLines => {
+                serde_json::to_writer(&mut *out, json)?;
+                out.write_all(b"\n")?;
             }
-            written += 1;
+            ExportFormat::JsonArray => {
+                out.write_all(if self.written == 0 { b"\n" } else { b",\n" })?;
+                serde_json::to_writer(&mut *out, json)?;
+            }
         }
-        if format == ExportFormat::JsonArray {
-            out.write_all(b"\n]\n")?;
+        self.written += 1;
+        Ok(())
+    }
+
+    /// Ends the stream (the JSON array's `]`) and flushes it; returns how many records
+    /// were written.
+    pub fn finish(self) -> std::io::Result<u64> {
+        if self.format == ExportFormat::JsonArray {
+            self.out.write_all(b"\n]\n")?;
         }
-        out.flush()?;
-        Ok(written)
+        self.out.flush()?;
+        Ok(self.written)
     }
 }
 

@@ -254,27 +254,25 @@ mod tests {
     #[test]
     fn db_path_priority() {
         let r = |e: Option<&str>, g, x, h| resolve_db_path(e.map(Path::new), g, x, h).unwrap();
-        assert_eq!(
-            r(Some("/a.sqlite"), os("/b"), os("/x"), os("/h")),
-            PathBuf::from("/a.sqlite")
-        );
-        assert_eq!(
-            r(None, os("/b.sqlite"), os("/x"), os("/h")),
-            PathBuf::from("/b.sqlite")
-        );
-        assert_eq!(
-            r(None, None, os("/x"), os("/h")),
-            PathBuf::from("/x/gpudirect/history.sqlite")
-        );
-        assert_eq!(
-            r(None, os(""), os(""), os("/home/u")),
-            PathBuf::from("/home/u/.local/share/gpudirect/history.sqlite")
-        );
-        // A relative XDG_DATA_HOME is invalid per the spec and skipped.
-        assert_eq!(
-            r(None, None, os("rel/data"), os("/home/u")),
-            PathBuf::from("/home/u/.local/share/gpudirect/history.sqlite")
-        );
+        let local_share = "/home/u/.local/share/gpudirect/history.sqlite";
+        // (--db, GPUDIRECT_DB, XDG_DATA_HOME, HOME) and the path they give.
+        for (db, db_env, xdg, home, expected) in [
+            (Some("/a.sqlite"), os("/b"), os("/x"), os("/h"), "/a.sqlite"),
+            (None, os("/b.sqlite"), os("/x"), os("/h"), "/b.sqlite"),
+            (
+                None,
+                None,
+                os("/x"),
+                os("/h"),
+                "/x/gpudirect/history.sqlite",
+            ),
+            (None, os(""), os(""), os("/home/u"), local_share),
+            // A relative XDG_DATA_HOME is invalid per the spec and skipped.
+            (None, None, os("rel/data"), os("/home/u"), local_share),
+        ] {
+            let path = r(db, db_env, xdg, home);
+            assert_eq!(path, PathBuf::from(expected), "{db:?} {db_env:?} {xdg:?}");
+        }
         let err = resolve_db_path(None, None, None, None).unwrap_err();
         assert!(err.to_string().contains("--db"), "{err}");
     }

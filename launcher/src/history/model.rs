@@ -116,9 +116,10 @@ pub struct NewRow {
     pub wrong: Option<u64>,
 }
 
-/// A per-node (or per-pair) number recorded by validation, kept with its run.
+/// A per-node (or per-pair) number recorded by validation, kept with its run. The same
+/// fields go in ([`NewNodeResult`]) and come back out of the history.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct NewNodeResult {
+pub struct NodeResult {
     /// The node the number is about.
     pub node: String,
     /// Its part in the measurement, e.g. `pair`, `single`, `recheck` (free text).
@@ -334,22 +335,8 @@ pub struct ResultRow {
     pub wrong: Option<u64>,
 }
 
-/// A stored per-node result.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct NodeResult {
-    /// Node.
-    pub node: String,
-    /// Role.
-    pub role: Option<String>,
-    /// Partner node.
-    pub partner: Option<String>,
-    /// Size, bytes.
-    pub size_bytes: Option<u64>,
-    /// GB/s.
-    pub busbw: Option<f64>,
-    /// Verdict.
-    pub verdict: Option<String>,
-}
+/// A per-node result to record: a stored one has the same fields.
+pub type NewNodeResult = NodeResult;
 
 /// Everything about one run (`gpudirect show`), except the raw output, which
 /// [`super::History::raw_output`] returns.

@@ -12,7 +12,8 @@ use std::io::{self, Write};
 
 use serde::Serialize;
 
-use crate::history::RunId;
+use crate::history::{NodeResult, RunId};
+use crate::units::human_size;
 
 pub use progress::Progress;
 pub use table::{render_table, Align};
@@ -62,6 +63,27 @@ pub fn gbps(value: Option<f64>) -> String {
 /// An optional text, `-` when missing.
 pub fn or_dash(value: Option<&str>) -> String {
     value.map_or_else(|| "-".into(), str::to_string)
+}
+
+/// The columns of a per-node validation result, after the columns saying whose it is
+/// (`gpudirect show`'s node, `gpudirect history --node`'s run).
+pub const NODE_RESULT_COLUMNS: [(&str, Align); 5] = [
+    ("ROLE", Align::Left),
+    ("PARTNER", Align::Left),
+    ("SIZE", Align::Right),
+    ("BUSBW", Align::Right),
+    ("VERDICT", Align::Left),
+];
+
+/// A per-node validation result's cells under [`NODE_RESULT_COLUMNS`].
+pub fn node_result_cells(result: &NodeResult) -> [String; 5] {
+    [
+        or_dash(result.role.as_deref()),
+        or_dash(result.partner.as_deref()),
+        result.size_bytes.map_or("-".into(), human_size),
+        gbps(result.busbw),
+        or_dash(result.verdict.as_deref()),
+    ]
 }
 
 /// The footnote under any table that shows replayed runs: what `(replay)` means and which

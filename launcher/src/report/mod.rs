@@ -788,20 +788,11 @@ pub fn gather(history: &History, opts: &ReportOptions) -> Result<ReportData, Rep
             .or_else(|| run_nodes.get(&node).copied().flatten())
             .or(largest_overall);
         let h = history.node_history(&node, data.trend_collective.as_deref(), size)?;
-        let mut runs = Vec::new();
-        for p in &h.runs {
-            let Some(busbw) = p.busbw.filter(|b| b.is_finite()) else {
-                continue;
-            };
-            runs.push(TrendPoint {
-                run_id: p.run_id,
-                unix: parse_rfc3339(&p.at).unwrap_or(0),
-                at: p.at.clone(),
-                busbw,
-                replay: is_replay(history, &mut replay_cache, p.run_id)?,
-                drop: false,
-            });
-        }
+        let mut runs = trend_points(
+            history,
+            &mut replay_cache,
+            h.runs.iter().map(|p| (p.run_id, p.at.as_str(), p.busbw)),
+        )?;
         let values: Vec<f64> = runs.iter().map(|p| p.busbw).collect();
         for (p, d) in runs
             .iter_mut()
@@ -809,20 +800,13 @@ pub fn gather(history: &History, opts: &ReportOptions) -> Result<ReportData, Rep
         {
             p.drop = d;
         }
-        let mut checks = Vec::new();
-        for c in &h.checks {
-            let Some(busbw) = c.result.busbw.filter(|b| b.is_finite()) else {
-                continue;
-            };
-            checks.push(TrendPoint {
-                run_id: c.run_id,
-                unix: parse_rfc3339(&c.at).unwrap_or(0),
-                at: c.at.clone(),
-                busbw,
-                replay: is_replay(history, &mut replay_cache, c.run_id)?,
-                drop: false,
-            });
-        }
+        let checks = trend_points(
+            history,
+            &mut replay_cache,
+            h.checks
+                .iter()
+                .map(|c| (c.run_id, c.at.as_str(), c.result.busbw)),
+        )?;
         data.trends.push(NodeTrend {
             node: h.node,
             size_bytes: size,
@@ -831,6 +815,30 @@ pub fn gather(history: &History, opts: &ReportOptions) -> Result<ReportData, Rep
         });
     }
     Ok(data)
+}
+
+/// A node's numbers, `(run, at, busbw)`, as trend points (none flagged a drop yet); a
+/// number without a finite busbw is left out.
+fn trend_points<'a>(
+    history: &History,
+    replay_cache: &mut BTreeMap<RunId, bool>,
+    numbers: impl Iterator<Item = (RunId, &'a str, Option<f64>)>,
+) -> Result<Vec<TrendPoint>, ReportError> {
+    let mut points = Vec::new();
+    for (run_id, at, busbw) in numbers {
+        let Some(busbw) = busbw.filter(|b| b.is_finite()) else {
+            continue;
+        };
+        points.push(TrendPoint {
+            run_id,
+            unix: parse_rfc3339(at).unwrap_or(0),
+            at: at.to_string(),
+            busbw,
+            replay: is_replay(history, replay_cache, run_id)?,
+            drop: false,
+        });
+    }
+    Ok(points)
 }
 
 fn is_replay(

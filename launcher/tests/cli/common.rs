@@ -5,6 +5,11 @@ use std::process::{Command, Output};
 
 use tempfile::TempDir;
 
+// The output helpers are the cluster tests' own, so that both suites fail alike.
+#[path = "../../../tests/cluster/output.rs"]
+mod output;
+pub use output::{assert_stderr_contains, assert_stdout_contains, stderr, stdout};
+
 /// The `gpudirect` binary under test.
 pub const BIN: &str = env!("CARGO_BIN_EXE_gpudirect");
 
@@ -21,16 +26,6 @@ pub fn gpudirect_without(vars: &[&str]) -> Command {
 /// Runs a command to its end.
 pub fn run(cmd: &mut Command) -> Output {
     cmd.output().expect("start gpudirect")
-}
-
-/// stdout as text.
-pub fn stdout(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// stderr as text.
-pub fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 /// Runs a command that must succeed; returns its stdout.

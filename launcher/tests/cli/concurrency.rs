@@ -50,6 +50,15 @@ fn two_writers_and_a_reader_share_one_history() {
         "{}",
         String::from_utf8_lossy(&first.stderr)
     );
+    // Every run in the history, as JSON.
+    let list_all = || {
+        gpudirect()
+            .arg("--db")
+            .arg(&db)
+            .args(["history", "--json", "--limit", "0"])
+            .output()
+            .expect("start gpudirect history")
+    };
     let w1 = writer(&a[1..]);
     let w2 = writer(&b);
     let mut reads = 0;
@@ -57,12 +66,7 @@ fn two_writers_and_a_reader_share_one_history() {
     let mut w2 = Some(w2);
     let mut outcomes = Vec::new();
     while w1.is_some() || w2.is_some() {
-        let read = gpudirect()
-            .arg("--db")
-            .arg(&db)
-            .args(["history", "--json", "--limit", "0"])
-            .output()
-            .unwrap();
+        let read = list_all();
         let err = String::from_utf8_lossy(&read.stderr);
         assert!(read.status.success(), "a read failed during writes: {err}");
         assert!(!err.contains("locked"), "{err}");
@@ -82,12 +86,7 @@ fn two_writers_and_a_reader_share_one_history() {
         assert!(out.status.success(), "an importer failed: {err}");
         assert!(!err.contains("locked"), "{err}");
     }
-    let all = gpudirect()
-        .arg("--db")
-        .arg(&db)
-        .args(["history", "--json", "--limit", "0"])
-        .output()
-        .unwrap();
+    let all = list_all();
     let runs: serde_json::Value = serde_json::from_slice(&all.stdout).unwrap();
     let count = runs
         .as_array()

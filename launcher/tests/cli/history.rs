@@ -14,7 +14,7 @@ use std::time::{Duration, SystemTime};
 use serde_json::Value;
 use tempfile::TempDir;
 
-use crate::common::{fixture, gpudirect_without, scratch, stderr};
+use crate::common::{assert_stderr_contains, fixture, gpudirect_without, scratch, stderr};
 
 const NVLINK: &str = "h200x2-nvlink/all_reduce_g2.txt";
 const SOCKET: &str = "h200x2-nvlink/all_reduce_g2_socket.txt";
@@ -104,6 +104,14 @@ impl Scratch {
     }
 }
 
+/// The run ids of a `history --json` listing, in its order.
+fn run_ids(listing: &Value) -> Vec<i64> {
+    let runs = listing.as_array().expect("a JSON array of runs");
+    runs.iter()
+        .map(|r| r["id"].as_i64().expect("an id"))
+        .collect()
+}
+
 /// NVLink run (id 1, two days old) and socket run (id 2, variant `socket`, one day old).
 fn two_runs(name: &str) -> Scratch {
     let s = Scratch::new(name);
@@ -134,25 +142,14 @@ fn history_lists_filters_and_prints_json() {
     assert!(!table.contains("(replay)"), "{table}");
 
     let all = s.json(&["history", "--json"]);
-    let ids: Vec<i64> = all
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["id"].as_i64().unwrap())
-        .collect();
-    assert_eq!(ids, [2, 1]);
+    assert_eq!(run_ids(&all), [2, 1]);
     assert_eq!(all[1]["busbw"], 343.64);
     assert_eq!(all[1]["replay_of"], Value::Null);
 
     let ids_of = |args: &[&str]| -> Vec<i64> {
         let mut full = vec!["history", "--json"];
         full.extend_from_slice(args);
-        s.json(&full)
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|r| r["id"].as_i64().unwrap())
-            .collect()
+        run_ids(&s.json(&full))
     };
     assert_eq!(ids_of(&["--variant", "socket"]), [2]);
     // --node switches to the node's view; the other filters still apply.
@@ -170,16 +167,12 @@ fn history_lists_filters_and_prints_json() {
     // No match is not an error; a bad filter value is, and says what to write.
     let empty = s.run(&["history", "--cluster", "nowhere"]);
     assert!(empty.status.success());
-    assert!(
-        stderr(&empty).contains("no runs match"),
-        "{}",
-        stderr(&empty)
-    );
+    assert_stderr_contains(&empty, "no runs match");
     let bad = s.run(&["history", "--since", "yesterday"]);
     assert_eq!(bad.status.code(), Some(3));
-    assert!(stderr(&bad).contains("RFC 3339"), "{}", stderr(&bad));
+    assert_stderr_contains(&bad, "RFC 3339");
     let bad = s.run(&["history", "--status", "great"]);
-    assert!(stderr(&bad).contains("ok, wrong"), "{}", stderr(&bad));
+    assert_stderr_contains(&bad, "ok, wrong");
 }
 
 #[test]
@@ -209,11 +202,7 @@ fn show_prints_every_row_and_the_raw_output_unchanged() {
     let missing = s.run(&["show", "99"]);
     assert_eq!(missing.status.code(), Some(3));
     assert!(missing.stdout.is_empty());
-    assert!(
-        stderr(&missing).contains("no run 99"),
-        "{}",
-        stderr(&missing)
-    );
+    assert_stderr_contains(&missing, "no run 99");
 }
 
 #[test]
@@ -240,16 +229,8 @@ fn compare_flags_the_socket_fallback_and_exits_1() {
         text.contains("band large (1 MiB and up, bandwidth-bound): REGRESSION"),
         "{text}"
     );
-    assert!(
-        stderr(&out).contains("of the large band"),
-        "{}",
-        stderr(&out)
-    );
-    assert!(
-        stderr(&out).contains("regression: run 2"),
-        "{}",
-        stderr(&out)
-    );
+    assert_stderr_contains(&out, "of the large band");
+    assert_stderr_contains(&out, "regression: run 2");
 
     let json_out = s.run(&["compare", "1", "2", "--json", "--min-size", "0"]);
     assert_eq!(json_out.status.code(), Some(1));
@@ -295,13 +276,9 @@ fn compare_flags_the_socket_fallback_and_exits_1() {
 
     let usage = s.run(&["compare", "1"]);
     assert_eq!(usage.status.code(), Some(3));
-    assert!(stderr(&usage).contains("two run ids"), "{}", stderr(&usage));
+    assert_stderr_contains(&usage, "two run ids");
     let unknown = s.run(&["compare", "1", "42"]);
-    assert!(
-        stderr(&unknown).contains("no run 42"),
-        "{}",
-        stderr(&unknown)
-    );
+    assert_stderr_contains(&unknown, "no run 42");
     let help = s.ok(&["compare", "--help"]);
     assert!(
         help.contains("Exit status: 1 when the overall verdict is regression"),
@@ -338,11 +315,7 @@ fn compare_with_a_baseline_of_earlier_runs() {
 
     let none = s.run(&["compare", &first.to_string(), "--baseline"]);
     assert_eq!(none.status.code(), Some(3));
-    assert!(
-        stderr(&none).contains("no earlier ok run"),
-        "{}",
-        stderr(&none)
-    );
+    assert_stderr_contains(&none, "no earlier ok run");
 }
 
 impl Scratch {
@@ -404,7 +377,7 @@ fn export_formats_parse_back() {
     let bad = s.dir.path().join("no/such/dir/out.csv");
     let out = s.run(&["export", "-o", bad.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(3));
-    assert!(stderr(&out).contains("out.csv"), "{}", stderr(&out));
+    assert_stderr_contains(&out, "out.csv");
 }
 
 #[test]
@@ -512,7 +485,7 @@ fn node_history_flags_a_downward_trend() {
     // --size without --node makes no sense and says so.
     let out = s.run(&["history", "--size", "1G"]);
     assert_eq!(out.status.code(), Some(3));
-    assert!(stderr(&out).contains("--node"), "{}", stderr(&out));
+    assert_stderr_contains(&out, "--node");
 }
 
 #[test]
@@ -616,13 +589,7 @@ fn labels_are_recorded_filtered_shown_and_name_a_baseline() {
     let socket = s.import(SOCKET, "socket.txt", 1, &[]);
 
     let listed = s.json(&["history", "--json", "--label", "before-upgrade"]);
-    let ids: Vec<i64> = listed
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["id"].as_i64().unwrap())
-        .collect();
-    assert_eq!(ids, [later, base]);
+    assert_eq!(run_ids(&listed), [later, base]);
     assert_eq!(listed[0]["label"], "before-upgrade");
     let table = s.ok(&["history"]);
     assert!(table.lines().next().unwrap().ends_with("LABEL"), "{table}");
@@ -675,14 +642,10 @@ fn labels_are_recorded_filtered_shown_and_name_a_baseline() {
     assert_eq!(own["reference"]["run_id"], base);
     let none = s.run(&["compare", &socket.to_string(), "--baseline-label", "nope"]);
     assert_eq!(none.status.code(), Some(3));
-    assert!(
-        stderr(&none).contains("no ok run labelled `nope`"),
-        "{}",
-        stderr(&none)
-    );
+    assert_stderr_contains(&none, "no ok run labelled `nope`");
     let empty = s.run(&["import", "--label", " ", fixture(NVLINK).to_str().unwrap()]);
     assert_eq!(empty.status.code(), Some(3));
-    assert!(stderr(&empty).contains("empty label"), "{}", stderr(&empty));
+    assert_stderr_contains(&empty, "empty label");
 }
 
 /// The rows of a recorded output, as someone would paste them from a log: optionally with
@@ -727,10 +690,9 @@ fn a_bare_table_imports_when_collective_and_ranks_are_named() {
             stderr(&out)
         );
         let out = s.run(&["import", "--collective", "all_reduce", file]);
-        assert!(
-            stderr(&out).contains("this output has no header: pass --ranks (the number of ranks)"),
-            "{}",
-            stderr(&out)
+        assert_stderr_contains(
+            &out,
+            "this output has no header: pass --ranks (the number of ranks)",
         );
         let out = s.run(&["import", "--ranks", "2", file]);
         assert!(
@@ -749,11 +711,7 @@ fn a_bare_table_imports_when_collective_and_ranks_are_named() {
             file,
         ]);
         assert_eq!(out.status.code(), Some(3));
-        assert!(
-            stderr(&out).contains("does not fit all_reduce on 16 ranks"),
-            "{}",
-            stderr(&out)
-        );
+        assert_stderr_contains(&out, "does not fit all_reduce on 16 ranks");
         let out = s.json(&[
             "import",
             "--json",

@@ -9,7 +9,9 @@ use std::process::Command;
 
 use tempfile::TempDir;
 
-use crate::common::{self, ok, run, stderr, stdout};
+use crate::common::{
+    self, assert_stderr_contains, assert_stdout_contains, ok, run, stderr, stdout,
+};
 
 const SHIPPED: &str = include_str!("../../../slurm-conf/gpudirect.toml");
 
@@ -37,6 +39,14 @@ fn profiles(config: &Path, args: &[&str]) -> Command {
     let mut cmd = gpudirect();
     cmd.arg("profiles").args(args).arg("--config").arg(config);
     cmd
+}
+
+/// `gpudirect profiles explain ARGS` with the node's sysfs read from the fixture tree
+/// `tree`; its stdout.
+fn explain_on_sysfs(config: &Path, tree: &str, args: &[&str]) -> String {
+    let mut cmd = profiles(config, &["explain"]);
+    cmd.args(args).arg("--sysfs").arg(sysfs_fixture(tree));
+    ok(&mut cmd)
 }
 
 #[test]
@@ -86,11 +96,7 @@ fn reading_commands_warn_when_the_plugin_would_refuse_the_file() {
     let (_dir, config) = write_config("warn", SHIPPED);
     let out = run(&mut profiles(&config, &["list"]));
     assert!(out.status.success());
-    assert!(
-        stderr(&out).contains("the plugin would refuse this config"),
-        "{}",
-        stderr(&out)
-    );
+    assert_stderr_contains(&out, "the plugin would refuse this config");
 }
 
 #[test]
@@ -103,11 +109,7 @@ fn config_comes_from_gpudirect_config_then_the_default_path() {
     if !Path::new("/etc/slurm/gpudirect.toml").exists() {
         let out = run(gpudirect().args(["profiles", "list"]));
         assert_eq!(out.status.code(), Some(3));
-        assert!(
-            stderr(&out).contains("/etc/slurm/gpudirect.toml"),
-            "{}",
-            stderr(&out)
-        );
+        assert_stderr_contains(&out, "/etc/slurm/gpudirect.toml");
     }
 }
 
@@ -137,11 +139,7 @@ fn show_prints_templates_as_written_and_the_node_sets() {
 
     let out = run(&mut profiles(&config, &["show", "tcpz"]));
     assert_eq!(out.status.code(), Some(3));
-    assert!(
-        stderr(&out).contains("no profile `tcpz` (profiles: azure-ndv5, efa"),
-        "{}",
-        stderr(&out)
-    );
+    assert_stderr_contains(&out, "no profile `tcpz` (profiles: azure-ndv5, efa");
 }
 
 #[test]
@@ -174,7 +172,7 @@ fn check_in_tmp_reports_the_ownership_error_and_fails() {
         lib.starts_with(&format!("{}:{line_no}: warning: ", config.display())),
         "{lib}"
     );
-    assert!(stderr(&out).contains("1 error(s)"), "{}", stderr(&out));
+    assert_stderr_contains(&out, "1 error(s)");
 }
 
 /// Whether the plugin's ownership rule holds for `dir`: root-owned, not group- or
@@ -202,19 +200,11 @@ fn check_of_a_secure_clean_file_passes_or_names_the_insecure_directory() {
     if secure(dir) {
         assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
         assert_eq!(stdout(&out), "");
-        assert!(
-            stderr(&out).contains("ok, 0 warning(s)"),
-            "{}",
-            stderr(&out)
-        );
+        assert_stderr_contains(&out, "ok, 0 warning(s)");
     } else {
         assert_eq!(out.status.code(), Some(1));
-        assert!(stdout(&out).contains(":1: error: "), "{}", stdout(&out));
-        assert!(
-            stdout(&out).contains("refusing the config"),
-            "{}",
-            stdout(&out)
-        );
+        assert_stdout_contains(&out, ":1: error: ");
+        assert_stdout_contains(&out, "refusing the config");
     }
 }
 
@@ -360,11 +350,10 @@ fn explain_gives_the_tasks_variables_nic_and_cpus() {
 #[test]
 fn explain_auto_reads_sysfs_locality_from_a_fixture_tree() {
     let (_dir, config) = write_config("sysfs", SHIPPED);
-    let a3_mega = sysfs_fixture("a3-mega");
-    let json = ok(profiles(
+    let json = explain_on_sysfs(
         &config,
+        "a3-mega",
         &[
-            "explain",
             "--mode",
             "auto",
             "--node",
@@ -373,9 +362,7 @@ fn explain_auto_reads_sysfs_locality_from_a_fixture_tree() {
             "5",
             "--json",
         ],
-    )
-    .arg("--sysfs")
-    .arg(&a3_mega));
+    );
     let json: serde_json::Value = serde_json::from_str(&json).unwrap();
     assert_eq!(json["profile"], "tcpxo");
     assert_eq!(json["mode"], "auto");
@@ -388,11 +375,10 @@ fn explain_auto_reads_sysfs_locality_from_a_fixture_tree() {
         "{notes}"
     );
 
-    let p5 = sysfs_fixture("p5");
-    let out = ok(profiles(
+    let out = explain_on_sysfs(
         &config,
+        "p5",
         &[
-            "explain",
             "--profile",
             "efa",
             "--node",
@@ -402,9 +388,7 @@ fn explain_auto_reads_sysfs_locality_from_a_fixture_tree() {
             "--cuda-visible-devices",
             "7",
         ],
-    )
-    .arg("--sysfs")
-    .arg(&p5));
+    );
     assert!(
         out.contains("GPU 7, NIC rdmap203s0,rdmap204s0,rdmap205s0,rdmap206s0, CPUs 48-95,144-191"),
         "{out}"
@@ -425,21 +409,13 @@ fn explain_says_what_happens_without_a_profile_and_refuses_bad_input() {
         &["explain", "--mode", "auto", "--node", "gpu-x"],
     ));
     assert_eq!(out.status.code(), Some(3));
-    assert!(
-        stderr(&out).contains("node gpu-x is in no node set"),
-        "{}",
-        stderr(&out)
-    );
+    assert_stderr_contains(&out, "node gpu-x is in no node set");
     let out = run(&mut profiles(
         &config,
         &["explain", "--profile", "tcpz", "--node", "n"],
     ));
     assert_eq!(out.status.code(), Some(3));
-    assert!(
-        stderr(&out).contains("unknown --gpudirect mode `tcpz`"),
-        "{}",
-        stderr(&out)
-    );
+    assert_stderr_contains(&out, "unknown --gpudirect mode `tcpz`");
     let out = run(&mut profiles(
         &config,
         &[
@@ -453,9 +429,5 @@ fn explain_says_what_happens_without_a_profile_and_refuses_bad_input() {
         ],
     ));
     assert_eq!(out.status.code(), Some(3));
-    assert!(
-        stderr(&out).contains("--local-rank 8 is not below --ntasks-per-node 8"),
-        "{}",
-        stderr(&out)
-    );
+    assert_stderr_contains(&out, "--local-rank 8 is not below --ntasks-per-node 8");
 }

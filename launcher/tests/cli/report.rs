@@ -58,10 +58,23 @@ fn png_size(path: &Path) -> (u32, u32) {
     (be(&bytes[16..20]), be(&bytes[20..24]))
 }
 
+/// An empty history in `dir`.
+fn new_history(dir: &Path) -> History {
+    History::open(&dir.join("history.sqlite")).expect("create a history")
+}
+
+/// Report options that select exactly these runs, everything else as by default.
+fn of_runs(ids: Vec<RunId>) -> ReportOptions {
+    ReportOptions {
+        selection: Selection::Runs(ids),
+        ..ReportOptions::default()
+    }
+}
+
 /// A history with clean and degraded all_reduce runs on one 2-GPU host, a replay, and a
 /// pairwise validation run over six nodes where `n03` is slow.
 fn history(dir: &Path) -> (History, Vec<RunId>) {
-    let mut db = History::open(&dir.join("history.sqlite")).unwrap();
+    let mut db = new_history(dir);
     let mut ids = Vec::new();
     for (i, rel) in [
         "h200x2-degraded/all_reduce_g2_clean.txt",
@@ -112,10 +125,7 @@ fn report_with_every_plot_in_both_formats() {
     let tmp = common::scratch("report", "both");
     let dir = tmp.path();
     let (db, ids) = history(dir);
-    let opts = ReportOptions {
-        selection: Selection::Runs(ids.clone()),
-        ..ReportOptions::default()
-    };
+    let opts = of_runs(ids.clone());
     let data = gather(&db, &opts).unwrap();
     assert_eq!(data.runs.len(), ids.len());
     let heat = data.heat.as_ref().expect("pairs make a heat map");
@@ -234,23 +244,17 @@ fn png_only_report_embeds_base64_and_last_n_selects_newest() {
 fn no_runs_is_a_clear_error() {
     let tmp = common::scratch("report", "empty");
     let dir = tmp.path();
-    let db = History::open(&dir.join("history.sqlite")).unwrap();
+    let db = new_history(dir);
     let opts = ReportOptions::default();
     let err = gather(&db, &opts).unwrap_err();
     assert!(matches!(err, ReportError::NoRuns { .. }), "{err}");
     assert!(err.to_string().contains("--runs"), "{err}");
-    let none = ReportOptions {
-        selection: Selection::Runs(Vec::new()),
-        ..ReportOptions::default()
-    };
+    let none = of_runs(Vec::new());
     assert!(matches!(
         gather(&db, &none),
         Err(ReportError::NoRuns { .. })
     ));
-    let missing = ReportOptions {
-        selection: Selection::Runs(vec![42]),
-        ..ReportOptions::default()
-    };
+    let missing = of_runs(vec![42]);
     let err = gather(&db, &missing).unwrap_err();
     assert!(err.to_string().contains("no run 42"), "{err}");
     let bad = ReportOptions {
@@ -267,7 +271,7 @@ fn no_runs_is_a_clear_error() {
 fn odd_data_is_drawn_not_panicked_on() {
     let tmp = common::scratch("report", "odd");
     let dir = tmp.path();
-    let mut db = History::open(&dir.join("history.sqlite")).unwrap();
+    let mut db = new_history(dir);
     // NaN everywhere but one size, and a run of a single row.
     let mut nan = run_from(&fixture("h200x2-nvlink/all_reduce_g2.txt"), "x", T0, "nan");
     for (i, row) in nan.rows.iter_mut().enumerate() {
@@ -283,10 +287,7 @@ fn odd_data_is_drawn_not_panicked_on() {
     empty.rows.clear();
     let c = db.import_run(&empty, true).unwrap().run_id();
     for (k, ids) in [vec![a, b, c], vec![c], vec![b]].into_iter().enumerate() {
-        let opts = ReportOptions {
-            selection: Selection::Runs(ids.clone()),
-            ..ReportOptions::default()
-        };
+        let opts = of_runs(ids.clone());
         let data = gather(&db, &opts).unwrap();
         let out = dir.join(format!("out-{k}"));
         let files = write_report(&data, &out, ReportFormat::Both).unwrap();

@@ -7,7 +7,7 @@ use std::process::Command;
 
 use tempfile::TempDir;
 
-use crate::common::{gpudirect_without, run, scratch, stderr, stdout};
+use crate::common::{assert_stderr_contains, gpudirect_without, run, scratch, stderr, stdout};
 
 /// A scratch folder whose `all_reduce_perf` is the stand-in, and where validate writes
 /// its history.
@@ -158,19 +158,17 @@ fn gpu_indices_follow_an_inherited_cuda_visible_devices() {
         verdict_of(&summary, "gpu2").contains("slow node"),
         "{summary}"
     );
-    assert!(
-        stderr(&out).contains("CUDA_VISIBLE_DEVICES=4,5,6,7 is set: --gpus 0-3 indexes it"),
-        "{}",
-        stderr(&out)
+    assert_stderr_contains(
+        &out,
+        "CUDA_VISIBLE_DEVICES=4,5,6,7 is set: --gpus 0-3 indexes it",
     );
     let out = run(Standin::new("visible")
         .validate(&["--gpus", "0-4"])
         .env("CUDA_VISIBLE_DEVICES", "4,5,6,7"));
     assert_eq!(out.status.code(), Some(3));
-    assert!(
-        stderr(&out).contains("there is no GPU 4: 4 visible (CUDA_VISIBLE_DEVICES=4,5,6,7)"),
-        "{}",
-        stderr(&out)
+    assert_stderr_contains(
+        &out,
+        "there is no GPU 4: 4 visible (CUDA_VISIBLE_DEVICES=4,5,6,7)",
     );
 }
 
@@ -219,17 +217,9 @@ fn bad_gpu_lists_and_options_are_refused_with_the_fix() {
     // The old fraction form of --tolerance is refused, not read as 0.1 %.
     let out = run(&mut Standin::new("fraction").validate(&["--gpus", "0,1", "--tolerance", "0.1"]));
     assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains("write 10 for 10 %"),
-        "{}",
-        stderr(&out)
-    );
+    assert_stderr_contains(&out, "write 10 for 10 %");
 
     // Without --gpus and outside an allocation, the error says both ways.
     let out = run(&mut Standin::new("no-alloc").validate(&[]));
-    assert!(
-        stderr(&out).contains("or pass --gpus to validate this host's GPUs"),
-        "{}",
-        stderr(&out)
-    );
+    assert_stderr_contains(&out, "or pass --gpus to validate this host's GPUs");
 }
