@@ -14,12 +14,14 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
 use gpudirect::probe::TaskReport;
 use gpudirect::rails::{
-    check_launch, check_world, rail_state, RailMeasurement, StepEnv, EXIT_RAIL_DOWN,
-    EXIT_WORLD_MISMATCH,
+    check_launch, check_world, rail_state, RailMeasurement, StepEnv, CONNECT_TIMEOUT,
+    EXIT_NO_CONNECTION, EXIT_RAIL_DOWN, EXIT_WORLD_MISMATCH, NO_CONNECTION,
 };
 use gpudirect::units::size_arg;
 use gpudirect_core::system::{load_config, short_hostname, Ownership};
@@ -159,6 +161,26 @@ fn pair(world: &SimpleCommunicator, rail: &str, size: u64, seconds: f64) -> anyh
     let other = world.process_at_rank(1 - me);
     let size = usize::try_from(size)?;
 
+    // The first message opens the connection over the rail; see CONNECT_TIMEOUT for why it
+    // is watched.
+    let connected = Arc::new(AtomicBool::new(false));
+    let watched = connected.clone();
+    let rail_name = rail.to_string();
+    std::thread::spawn(move || {
+        std::thread::sleep(CONNECT_TIMEOUT);
+        if !watched.load(Ordering::SeqCst) {
+            eprintln!(
+                "gpudirect-mpi: {}: {NO_CONNECTION} over {rail_name} within {}s",
+                node_name(),
+                CONNECT_TIMEOUT.as_secs()
+            );
+            // Not exit(): the main thread is inside MPI, whose exit handlers could wait on it.
+            // SAFETY: _exit ends the process at once; nothing of ours is left half-written
+            // (stderr is unbuffered).
+            unsafe { libc::_exit(EXIT_NO_CONNECTION) }
+        }
+    });
+
     // Host names, so that the line says which node was which rank.
     let mine = node_name().into_bytes();
     let theirs = if me == 0 {
@@ -170,6 +192,7 @@ fn pair(world: &SimpleCommunicator, rail: &str, size: u64, seconds: f64) -> anyh
         v
     };
     let theirs = String::from_utf8_lossy(&theirs).into_owned();
+    connected.store(true, Ordering::SeqCst);
 
     let latency_us = latency(world);
     let mut buffer = vec![0x5au8; size];

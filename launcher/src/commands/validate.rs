@@ -35,6 +35,9 @@ use gpudirect::output::emit_json;
 /// How far below the baseline an nccl-tests pair may be, percent, by default.
 const DEFAULT_TOLERANCE: f64 = 10.0;
 
+/// An nccl-tests pair's time limit by default.
+const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
+
 /// What validate measures between the units.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Test {
@@ -154,9 +157,10 @@ pub struct ValidateArgs {
     #[arg(long, env = "NCCL_TESTS_DIR", value_name = "DIR")]
     pub nccl_tests_dir: Option<PathBuf>,
 
-    /// Per-run time limit (90, 90s, 10m, 1h).
-    #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = duration_arg)]
-    pub timeout: Duration,
+    /// Per-run time limit (90, 90s, 10m, 1h). Default 10m for nccl-tests, 1m for a rail
+    /// pair (which takes seconds: a pair past it is failed as hung and re-tested).
+    #[arg(long, value_name = "DURATION", value_parser = duration_arg)]
+    pub timeout: Option<Duration>,
 
     /// Cluster name recorded with each run.
     #[arg(long, env = "GPUDIRECT_CLUSTER")]
@@ -342,7 +346,8 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx) -> Result<ExitStatus> {
         bail!("where are the nccl-tests binaries? pass --nccl-tests-dir DIR or set NCCL_TESTS_DIR");
     };
     let binary = find_binary(&dir, &args.collective)?;
-    let (min, max, timeout) = (args.min_bytes, args.max_bytes, args.timeout);
+    let (min, max) = (args.min_bytes, args.max_bytes);
+    let timeout = args.timeout.unwrap_or(DEFAULT_TIMEOUT);
     // GPU units are recorded as the nodes of runs on a "cluster" named after this host
     // (even inside an allocation), so `gpudirect history --node gpu3` and the baseline
     // work per host as they do per node, never mixed with another host's gpu3.

@@ -5,6 +5,7 @@
 //! pairs on different rails share no NIC.
 
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use gpudirect::history::{compare::median, History, LaunchKind, NewRun};
@@ -14,7 +15,8 @@ use gpudirect::outln;
 use gpudirect::output::emit_json;
 use gpudirect::pairing::Mode;
 use gpudirect::rails::{
-    failure_reason, locate_mpi_program, pair_job, read_measurement, record_of, PairSpec,
+    failure_reason, locate_mpi_program, pair_job, read_measurement, record_of, worth_a_retry,
+    PairSpec,
 };
 use gpudirect::runner::{self, INTERRUPTED};
 use gpudirect::units::{nccl_size as format_size, now_unix};
@@ -32,6 +34,10 @@ use crate::commands::{Ctx, ExitStatus};
 /// healthy pair measured 0.45x to 1.6x of the round's median); the faults it is for, a NIC
 /// at a fraction of its speed or a dead link, land far below a quarter.
 pub const DEFAULT_TOLERANCE: f64 = 75.0;
+
+/// A pair's time limit by default: a pair takes seconds, even on a rail slowed to 1% of
+/// its speed (the sender sends at least 2 messages, and no more than about 0.5 s allows).
+const PAIR_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// One (node, rail) in the report.
 #[derive(Debug, Serialize)]
@@ -115,10 +121,47 @@ struct PairRun {
     pair: [String; 2],
     outcome: Outcome,
     record: NewRun,
+    /// Whether the step did not connect or hung ([`worth_a_retry`]).
+    flaky: bool,
+    /// Earlier attempts that were run again ([`worth_a_retry`]); recorded as they were.
+    retried: Vec<NewRun>,
+}
+
+/// Runs every (rail, pair) at once, one step each; a pair that did not connect in time
+/// (or hung) runs once more, with the others that did, before its outcome counts.
+fn run_wave(
+    spec: &PairSpec,
+    rails: &[String],
+    jobs: Vec<(usize, [String; 2])>,
+    base: &NewRun,
+) -> Result<Vec<PairRun>> {
+    let mut runs = run_steps(spec, rails, jobs, base)?;
+    let again: Vec<(usize, [String; 2])> = runs
+        .iter()
+        .filter(|p| p.flaky)
+        .map(|p| (p.rail, p.pair.clone()))
+        .collect();
+    if again.is_empty() || INTERRUPTED.load(Ordering::SeqCst) {
+        return Ok(runs);
+    }
+    eprintln!(
+        "gpudirect validate: {} pair(s) did not connect or hung: running them once more",
+        again.len()
+    );
+    for second in run_steps(spec, rails, again, base)? {
+        if let Some(first) = runs
+            .iter_mut()
+            .find(|p| p.rail == second.rail && p.pair == second.pair)
+        {
+            let earlier = std::mem::replace(first, second);
+            first.retried.push(earlier.record);
+        }
+    }
+    Ok(runs)
 }
 
 /// Runs every (rail, pair) at once, one step each.
-fn run_wave(
+fn run_steps(
     spec: &PairSpec,
     rails: &[String],
     jobs: Vec<(usize, [String; 2])>,
@@ -169,6 +212,8 @@ fn run_wave(
             pair,
             outcome,
             record,
+            flaky: worth_a_retry(&finished.outcome, &stderr),
+            retried: Vec::new(),
         });
     }
     Ok(runs)
@@ -189,7 +234,7 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx, nodes: Vec<String>) -> Result<ExitSta
         mpi: args.mpi.clone(),
         size_bytes: args.message_size,
         seconds: 0.5,
-        timeout: args.timeout,
+        timeout: args.timeout.unwrap_or(PAIR_TIMEOUT),
     };
     let tolerance = args.tolerance.unwrap_or(DEFAULT_TOLERANCE) / 100.0;
     let db = ctx.db_path()?;
@@ -257,13 +302,22 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx, nodes: Vec<String>) -> Result<ExitSta
             for r in &mut rec.node_results {
                 r.verdict = Some(class.clone());
             }
-            match history.import_run(&rec, true) {
-                Ok(o) => run_ids.push(o.run_id()),
-                Err(e) => eprintln!(
-                    "gpudirect validate: could not record {} {}: {e}",
-                    p.pair.join("+"),
-                    rails[p.rail]
-                ),
+            let retried = p.retried.iter().map(|earlier| {
+                let mut earlier = earlier.clone();
+                for r in &mut earlier.node_results {
+                    r.verdict = Some("retried".into());
+                }
+                earlier
+            });
+            for rec in retried.chain([rec]) {
+                match history.import_run(&rec, true) {
+                    Ok(o) => run_ids.push(o.run_id()),
+                    Err(e) => eprintln!(
+                        "gpudirect validate: could not record {} {}: {e}",
+                        p.pair.join("+"),
+                        rails[p.rail]
+                    ),
+                }
             }
             eprintln!(
                 "gpudirect validate:   {} {}: {}",
