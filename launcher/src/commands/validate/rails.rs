@@ -4,6 +4,7 @@
 //! transport bound to the rail's NIC. Rounds of all rails run at the same time, since
 //! pairs on different rails share no NIC.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
@@ -45,7 +46,8 @@ struct Unit {
     node: String,
     rail: String,
     verdict: Verdict,
-    /// Median of what this node's NIC sent on this rail, GB/s.
+    /// Median of what this node sent on this rail, GB/s, over the pairs it was in (the
+    /// direction a NIC's egress limits; a pair's own figure is its slower direction).
     send_gbps: Option<f64>,
     /// The rail's reference: median of its passing pairs (the whole run's when none passed).
     rail_gbps: Option<f64>,
@@ -121,6 +123,8 @@ struct PairRun {
     pair: [String; 2],
     outcome: Outcome,
     record: NewRun,
+    /// What each node sent, GB/s (empty when the pair failed).
+    sent: Vec<(String, f64)>,
     /// Whether the step did not connect or hung ([`worth_a_retry`]).
     flaky: bool,
     /// Earlier attempts that were run again ([`worth_a_retry`]); recorded as they were.
@@ -212,6 +216,15 @@ fn run_steps(
             pair,
             outcome,
             record,
+            sent: measured
+                .as_ref()
+                .map(|m| {
+                    vec![
+                        (m.hosts[0].clone(), m.forward_gbps),
+                        (m.hosts[1].clone(), m.backward_gbps),
+                    ]
+                })
+                .unwrap_or_default(),
             flaky: worth_a_retry(&finished.outcome, &stderr),
             retried: Vec::new(),
         });
@@ -295,8 +308,13 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx, nodes: Vec<String>) -> Result<ExitSta
         .map(|_| Validation::new(nodes.clone(), mode, threshold.clone()))
         .collect::<Result<_, _>>()?;
     let mut run_ids = Vec::new();
+    // What each node sent on each rail, over every pair it was in.
+    let mut sent: BTreeMap<(String, usize), Vec<f64>> = BTreeMap::new();
     let mut record = |history: &mut History, runs: &[PairRun], threshold: &Threshold| {
         for p in runs {
+            for (node, gbps) in &p.sent {
+                sent.entry((node.clone(), p.rail)).or_default().push(*gbps);
+            }
             let class = format!("{:?}", threshold.classify(&p.outcome)).to_lowercase();
             let mut rec = p.record.clone();
             for r in &mut rec.node_results {
@@ -381,7 +399,7 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx, nodes: Vec<String>) -> Result<ExitSta
     }
 
     let reports: Vec<Report> = validations.iter().map(Validation::report).collect();
-    let units = units_of(&nodes, &rails, &validations, &reports);
+    let units = units_of(&nodes, &rails, &validations, &reports, &sent);
     let status = combined_health(reports.iter().map(health));
     let report = RailsReport {
         test: "rails",
@@ -416,19 +434,14 @@ fn units_of(
     rails: &[String],
     validations: &[Validation],
     reports: &[Report],
+    sent: &BTreeMap<(String, usize), Vec<f64>>,
 ) -> Vec<Unit> {
     let mut units = Vec::new();
     for (i, node) in nodes.iter().enumerate() {
-        for ((rail, v), report) in rails.iter().zip(validations).zip(reports) {
-            let mine: Vec<f64> = v
-                .measurements()
-                .iter()
-                .filter(|m| m.nodes.contains(&i))
-                .filter_map(|m| match m.outcome {
-                    Outcome::Busbw(b) => Some(b),
-                    Outcome::Failed(_) => None,
-                })
-                .collect();
+        for (r, ((rail, v), report)) in rails.iter().zip(validations).zip(reports).enumerate() {
+            let mine = sent
+                .get(&(node.clone(), r))
+                .and_then(|values| median(values));
             let passing: Vec<f64> = v
                 .measurements()
                 .iter()
@@ -443,7 +456,7 @@ fn units_of(
                 node: node.clone(),
                 rail: rail.clone(),
                 verdict: node_report.verdict.clone(),
-                send_gbps: node_report.slow_busbw.or_else(|| median(&mine)),
+                send_gbps: mine,
                 rail_gbps: median(&passing).or(v.threshold().reference()),
                 evidence: node_report.evidence.clone(),
             });
