@@ -496,6 +496,9 @@ fn describe(unit: &Unit) -> String {
     }
 }
 
+/// Up to this many (node, rail) units the text report lists the healthy ones too.
+const LIST_ALL_UP_TO: usize = 32;
+
 fn print_text(report: &RailsReport, db: &std::path::Path) -> Result<()> {
     let limit = report.threshold.limit();
     outln!(
@@ -511,10 +514,18 @@ fn print_text(report: &RailsReport, db: &std::path::Path) -> Result<()> {
             Threshold::Floor { .. } => "--floor".to_string(),
         }
     )?;
+    // Every unit of a small cluster; on a large one the healthy are counted, not listed
+    // (--json lists every unit).
+    let list_all = report.units.len() <= LIST_ALL_UP_TO;
     for unit in &report.units {
-        let evidence = match unit.verdict {
-            Verdict::Healthy => String::new(),
-            _ => format!("  [{}]", unit.evidence.join("; ")),
+        let healthy = unit.verdict == Verdict::Healthy;
+        if healthy && !list_all {
+            continue;
+        }
+        let evidence = if healthy {
+            String::new()
+        } else {
+            format!("  [{}]", unit.evidence.join("; "))
         };
         outln!(
             "  {:<10} {:<8} {}{evidence}",
