@@ -216,3 +216,58 @@ fn probe_gathers_every_tasks_facts_over_mpi() {
         assert_eq!(task["vars"]["GPUDIRECT_PROFILE"], "tcpx", "{task}");
     }
 }
+
+#[test]
+fn per_rail_nccl_tests_name_the_slow_rail_of_a_node() {
+    let db = temp_db("per-rail");
+    let standin = standin_dir("per-rail");
+    let _guard = cluster();
+    let nodes = cluster_nodes() as u32;
+    let output = gpudirect_in_allocation(
+        nodes,
+        &db,
+        &[
+            "validate",
+            "--per-rail",
+            "--gpudirect",
+            "tcpx",
+            "--floor",
+            "300",
+            "-G",
+            "2",
+            "--gpus-per-process",
+            "2",
+            "-b",
+            "8",
+            "-e",
+            "8G",
+            "--mpi",
+            "none",
+            "--json",
+            "--nccl-tests-dir",
+            standin.to_str().unwrap(),
+        ],
+        &[("STANDIN_SLOW_RAILS", "node3:eth2")],
+    );
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|e| panic!("no report ({e}): {}", stderr(&output)));
+    assert_eq!(output.status.code(), Some(1), "{report:#}");
+    assert_eq!(report["test"], "nccl-per-rail");
+    assert_eq!(
+        unhealthy(&report),
+        [("node3".into(), "eth2".into(), "slow_node".into())],
+        "{report:#}"
+    );
+    // Each rail's pairs ran with NCCL held to that NIC by the profile's own variable.
+    let history = gpudirect::history::History::open_existing(&db).unwrap();
+    for summary in history.list_runs(&Default::default()).unwrap() {
+        let variant = summary.variant.clone().unwrap();
+        let rail = variant.rsplit(':').next().unwrap().to_string();
+        let detail = history.get_run(summary.id).unwrap();
+        assert_eq!(
+            detail.env.get("NCCL_GPUDIRECTTCPX_SOCKET_IFNAME"),
+            Some(&rail),
+            "{variant}"
+        );
+    }
+}

@@ -23,7 +23,9 @@
 //! (a GPU slowed by a competing load, about 47% of the clean busbw) when the command matches
 //! it and the step runs on one of those nodes: one slow node slows the whole collective,
 //! as it does for real. `STANDIN_SLOW_GPUS=2` does the same when CUDA_VISIBLE_DEVICES
-//! names GPU 2 (`gpudirect validate --gpus`).
+//! names GPU 2 (`gpudirect validate --gpus`). `STANDIN_SLOW_RAILS=node3:eth2` does the same
+//! when the step runs on node3 with NCCL held to eth2 alone (`NCCL_SOCKET_IFNAME`,
+//! `NCCL_GPUDIRECTTCPX_SOCKET_IFNAME` or `NCCL_IB_HCA` is `eth2`: `validate --per-rail`).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -183,6 +185,30 @@ fn step_has_slow_node() -> bool {
         .any(|s| step_nodes.iter().any(|n| n == s))
 }
 
+/// Whether this step runs on a node of `STANDIN_SLOW_RAILS` (`node:nic,...`) with NCCL held
+/// to that node's slow NIC.
+fn step_has_slow_rail() -> bool {
+    let Ok(slow) = std::env::var("STANDIN_SLOW_RAILS") else {
+        return false;
+    };
+    let held_to = |nic: &str| {
+        [
+            "NCCL_SOCKET_IFNAME",
+            "NCCL_GPUDIRECTTCPX_SOCKET_IFNAME",
+            "NCCL_IB_HCA",
+        ]
+        .iter()
+        .any(|v| std::env::var(v).is_ok_and(|value| value == nic))
+    };
+    let step_nodes = std::env::var("SLURM_STEP_NODELIST")
+        .ok()
+        .and_then(|list| gpudirect_core::hostlist::expand(&list).ok())
+        .unwrap_or_else(|| vec![host()]);
+    slow.split(',')
+        .filter_map(|s| s.trim().split_once(':'))
+        .any(|(node, nic)| held_to(nic) && step_nodes.iter().any(|n| n == node))
+}
+
 /// Whether the comma-separated lists in two variables share an item.
 fn in_both_lists(a: &str, b: &str) -> bool {
     let Ok(first) = std::env::var(a) else {
@@ -215,7 +241,9 @@ fn main() -> ExitCode {
     let (wanted, json_path) = canonical_args(&argv[1..]);
     let env = |name: &str| std::env::var(name).ok();
     let forced = std::env::var("STANDIN_RECORDING").ok();
-    let slow = step_has_slow_node() || in_both_lists("STANDIN_SLOW_GPUS", "CUDA_VISIBLE_DEVICES");
+    let slow = step_has_slow_node()
+        || step_has_slow_rail()
+        || in_both_lists("STANDIN_SLOW_GPUS", "CUDA_VISIBLE_DEVICES");
     let chosen = recordings
         .iter()
         .filter(|r| r.binary == collective && canonical_args(&r.args).0 == wanted)

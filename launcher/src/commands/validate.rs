@@ -72,6 +72,17 @@ pub struct ValidateArgs {
     #[arg(long, value_name = "LIST")]
     pub rails: Option<String>,
 
+    /// Run the nccl-tests validation once per rail (the --rails, or the data NICs of the
+    /// --gpudirect profile), NCCL held to that rail's NIC; units are (node, rail).
+    #[arg(long, conflicts_with = "gpus")]
+    pub per_rail: bool,
+
+    /// With --per-rail: the variable that holds NCCL to one NIC (default: the profile's
+    /// variable set from {data_nics}, e.g. NCCL_GPUDIRECTTCPX_SOCKET_IFNAME; else NCCL_IB_HCA
+    /// for RDMA devices, NCCL_SOCKET_IFNAME for interfaces).
+    #[arg(long, value_name = "VAR", requires = "per_rail")]
+    pub rail_variable: Option<String>,
+
     /// With --test rails: the message size of the bandwidth runs.
     #[arg(long, value_name = "SIZE", default_value = "16M", value_parser = size_arg)]
     pub message_size: u64,
@@ -324,117 +335,39 @@ fn gpu_units(
         .collect()
 }
 
-/// `gpudirect validate`. Returns the health exit status.
-pub fn run(args: &ValidateArgs, ctx: &Ctx) -> Result<ExitStatus> {
-    let (units, nodes) = Units::from_args(args)?;
-    if args.test == Test::Rails {
-        if !matches!(units, Units::Nodes) {
-            bail!("--test rails measures the NICs of Slurm nodes; --gpus validates this host's GPUs with nccl-tests");
-        }
-        return rails::run(args, ctx, nodes);
-    }
-    if let Some(dir) = &args.report {
-        // Found out now, before any pair runs, not after the verdict.
-        std::fs::create_dir_all(dir)
-            .with_context(|| format!("--report {}: cannot create the folder", dir.display()))?;
-    }
-    let mode: Mode = args
-        .mode
-        .parse()
-        .map_err(|e| anyhow::anyhow!("--mode: {e}"))?;
-    let Some(dir) = args.nccl_tests_dir.clone() else {
-        bail!("where are the nccl-tests binaries? pass --nccl-tests-dir DIR or set NCCL_TESTS_DIR");
-    };
-    let binary = find_binary(&dir, &args.collective)?;
-    let (min, max) = (args.min_bytes, args.max_bytes);
-    let timeout = args.timeout.unwrap_or(DEFAULT_TIMEOUT);
-    // GPU units are recorded as the nodes of runs on a "cluster" named after this host
-    // (even inside an allocation), so `gpudirect history --node gpu3` and the baseline
-    // work per host as they do per node, never mixed with another host's gpu3.
-    let cluster = match units {
-        Units::Nodes => args
-            .cluster
-            .clone()
-            .or_else(|| env_var("SLURM_CLUSTER_NAME")),
-        Units::Gpus(_) => Some(args.cluster.clone().unwrap_or_else(short_hostname)),
-    };
+/// What every round of an nccl-tests validation shares.
+struct RoundContext<'a> {
+    args: &'a ValidateArgs,
+    units: &'a Units,
+    launch: &'a LaunchOptions,
+    matrix: &'a Matrix,
+    sizes: &'a [u64],
+    cluster: &'a Option<String>,
+    binary: &'a std::path::Path,
+    max: u64,
+}
 
-    let db = ctx.db_path()?;
-    let mut history = History::open(&db)?;
-    let threshold = match args.floor {
-        Some(floor) => Threshold::floor(floor)?,
-        None => {
-            let baseline = history
-                // Of 2-node (2-unit) runs: what a pair measures, and what every round
-                // but a `groups`/`all` screen runs.
-                .baseline(cluster.as_deref(), &args.collective, 2, max, args.baseline_runs)?
-                .with_context(|| {
-                    format!(
-                        "no baseline for {} at {} in {}: pass --floor GBPS, or record good runs first (gpudirect run -N 2 ...)",
-                        args.collective,
-                        format_size(max),
-                        db.display()
-                    )
-                })?;
-            Threshold::baseline(
-                baseline.median_busbw,
-                args.tolerance.unwrap_or(DEFAULT_TOLERANCE) / 100.0,
-            )?
-        }
-    };
-    let mut validation = match &args.topology {
-        Some(file) => {
-            let text = std::fs::read_to_string(file)
-                .with_context(|| format!("cannot read the topology file {}", file.display()))?;
-            let blocks: BTreeMap<String, String> =
-                parse_topology(&text).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
-            Validation::with_blocks(nodes.clone(), mode, threshold, &blocks)?
-        }
-        None => Validation::new(nodes.clone(), mode, threshold)?,
-    };
-
-    runner::install_interrupt_handler();
-    let sizes = expected_sizes(min, max, Some(args.factor), None);
-    // Each group is one cell of a one-cell matrix, launched like `gpudirect run` launches.
-    let variant = Variant {
-        name: format!("validate:{}", args.mode),
-        gpudirect: args.gpudirect.clone(),
-        env: BTreeMap::new(),
-    };
-    let matrix = Matrix {
-        collectives: vec![args.collective.clone()],
-        nodes: vec![2],
-        gpus_per_node: vec![args.gpus_per_node],
-        min_bytes: min,
-        max_bytes: max,
-        factor: args.factor,
-        timeout,
-        extra_args: Vec::new(),
-        variants: vec![variant.clone()],
-    };
-    // SAFETY: geteuid has no preconditions.
-    let as_root = nix::unistd::geteuid().is_root();
-    // The pairs' -J reports; removed when validate ends, however it ends.
-    let work = tempfile::Builder::new()
-        .prefix("gpudirect-validate-")
-        .tempdir()
-        .context("cannot create a folder for the pairs' JSON reports")?;
-    let work_dir = work.path().to_path_buf();
-    let launch = LaunchOptions {
-        launcher: Launcher::Srun,
-        nccl_tests_dir: dir.clone(),
-        mpi: Some(args.mpi.clone()),
-        nodes: Vec::new(),
-        work_dir: Some(work_dir.clone()),
-        timeout,
-        grace: Duration::from_secs(10),
-        as_root,
-        gpus_per_process: args.gpus_per_process,
-        exact: true,
-    };
-    let mut run_ids = Vec::new();
-    // Each pair's -J report gets its own file: cells are numbered across rounds.
-    let mut cells_started = 0usize;
+/// Runs `validation`'s rounds to the end with `variant` (its environment reaches every
+/// pair), recording every pair run; `cells_started` numbers the pairs' -J reports across
+/// calls.
+fn run_rounds(
+    rc: &RoundContext,
+    validation: &mut Validation,
+    variant: &Variant,
+    history: &mut History,
+    run_ids: &mut Vec<i64>,
+    cells_started: &mut usize,
+) -> Result<()> {
+    let RoundContext {
+        args,
+        units,
+        launch,
+        matrix,
+        sizes,
+        cluster,
+        binary,
+        max,
+    } = *rc;
     while let Some(round) = validation.next_round() {
         if INTERRUPTED.load(Ordering::SeqCst) {
             bail!(
@@ -456,8 +389,8 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx) -> Result<ExitStatus> {
                 let group: Vec<String> = group.iter().map(|s| s.to_string()).collect();
                 let mut cell = Cell {
                     index: {
-                        cells_started += 1;
-                        cells_started
+                        *cells_started += 1;
+                        *cells_started
                     },
                     collective: args.collective.clone(),
                     nodes: group.len() as u32,
@@ -483,7 +416,7 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx) -> Result<ExitStatus> {
                     opts.launcher = Launcher::Local;
                     opts.nodes = Vec::new();
                 }
-                prepare(&cell, &matrix, &opts, true).map(|p| (group, cell, p.job, p.json_path))
+                prepare(&cell, matrix, &opts, true).map(|p| (group, cell, p.job, p.json_path))
             })
             .collect::<Result<Vec<_>, _>>()?;
         let handles: Vec<_> = jobs
@@ -505,7 +438,7 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx) -> Result<ExitStatus> {
             let expect = Expectations {
                 transport: None,
                 nodes: cell.nodes,
-                sizes: sizes.clone(),
+                sizes: sizes.to_vec(),
             };
             let context = RunContext {
                 started_at: Some(started),
@@ -523,7 +456,7 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx) -> Result<ExitStatus> {
                 },
                 command_line: Some(job.command_line()),
                 binary_path: Some(binary.display().to_string()),
-                variant: Some(format!("validate:{}", args.mode)),
+                variant: Some(variant.name.clone()),
                 // What the pair ran with (CUDA_VISIBLE_DEVICES with --gpus).
                 env: cell.variant.env.clone(),
                 ..RunContext::default()
@@ -584,6 +517,201 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx) -> Result<ExitStatus> {
         }
         validation.record(&round, outcomes)?;
     }
+    Ok(())
+}
+
+/// The HTML report of a validation's runs in `dir`. The verdict stands whatever happens to
+/// the report: a failure is said, not returned.
+fn write_validation_report(history: &History, run_ids: &[i64], dir: &std::path::Path) {
+    let options = ReportOptions {
+        selection: Selection::Runs(run_ids.to_vec()),
+        ..ReportOptions::default()
+    };
+    match gather(history, &options).and_then(|data| write_report(&data, dir, ReportFormat::Both)) {
+        Ok(files) => eprintln!(
+            "gpudirect validate: report written to {}",
+            files.html.display()
+        ),
+        Err(e) => eprintln!("gpudirect validate: no report: {e}"),
+    }
+}
+
+/// `gpudirect validate`. Returns the health exit status.
+pub fn run(args: &ValidateArgs, ctx: &Ctx) -> Result<ExitStatus> {
+    let (units, nodes) = Units::from_args(args)?;
+    if let Some(dir) = &args.report {
+        // Found out now, before any pair runs, not after the verdict.
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("--report {}: cannot create the folder", dir.display()))?;
+    }
+    if args.per_rail && args.test == Test::Rails {
+        bail!("--per-rail runs nccl-tests once per rail; --test rails already measures each rail (with MPI): use one of them");
+    }
+    if args.test == Test::Rails {
+        if !matches!(units, Units::Nodes) {
+            bail!("--test rails measures the NICs of Slurm nodes; --gpus validates this host's GPUs with nccl-tests");
+        }
+        return rails::run(args, ctx, nodes);
+    }
+    let mode: Mode = args
+        .mode
+        .parse()
+        .map_err(|e| anyhow::anyhow!("--mode: {e}"))?;
+    let Some(dir) = args.nccl_tests_dir.clone() else {
+        bail!("where are the nccl-tests binaries? pass --nccl-tests-dir DIR or set NCCL_TESTS_DIR");
+    };
+    let binary = find_binary(&dir, &args.collective)?;
+    let (min, max) = (args.min_bytes, args.max_bytes);
+    let timeout = args.timeout.unwrap_or(DEFAULT_TIMEOUT);
+    // GPU units are recorded as the nodes of runs on a "cluster" named after this host
+    // (even inside an allocation), so `gpudirect history --node gpu3` and the baseline
+    // work per host as they do per node, never mixed with another host's gpu3.
+    let cluster = match units {
+        Units::Nodes => args
+            .cluster
+            .clone()
+            .or_else(|| env_var("SLURM_CLUSTER_NAME")),
+        Units::Gpus(_) => Some(args.cluster.clone().unwrap_or_else(short_hostname)),
+    };
+
+    let db = ctx.db_path()?;
+    let mut history = History::open(&db)?;
+    let threshold = match args.floor {
+        Some(floor) => Threshold::floor(floor)?,
+        None => {
+            let baseline = history
+                // Of 2-node (2-unit) runs: what a pair measures, and what every round
+                // but a `groups`/`all` screen runs.
+                .baseline(cluster.as_deref(), &args.collective, 2, max, args.baseline_runs)?
+                .with_context(|| {
+                    format!(
+                        "no baseline for {} at {} in {}: pass --floor GBPS, or record good runs first (gpudirect run -N 2 ...)",
+                        args.collective,
+                        format_size(max),
+                        db.display()
+                    )
+                })?;
+            Threshold::baseline(
+                baseline.median_busbw,
+                args.tolerance.unwrap_or(DEFAULT_TOLERANCE) / 100.0,
+            )?
+        }
+    };
+    let mut validation = match &args.topology {
+        Some(file) => {
+            let text = std::fs::read_to_string(file)
+                .with_context(|| format!("cannot read the topology file {}", file.display()))?;
+            let blocks: BTreeMap<String, String> =
+                parse_topology(&text).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
+            Validation::with_blocks(nodes.clone(), mode, threshold, &blocks)?
+        }
+        None => Validation::new(nodes.clone(), mode, threshold)?,
+    };
+
+    // With --per-rail: the rails and the variable, found out before anything runs.
+    let per_rail = match args.per_rail {
+        true => {
+            let plan = rails::rail_plan(args, &nodes[0])?;
+            Some((plan.variable, plan.rails))
+        }
+        false => None,
+    };
+    runner::install_interrupt_handler();
+    let sizes = expected_sizes(min, max, Some(args.factor), None);
+    // Each group is one cell of a one-cell matrix, launched like `gpudirect run` launches.
+    let variant = Variant {
+        name: format!("validate:{}", args.mode),
+        gpudirect: args.gpudirect.clone(),
+        env: BTreeMap::new(),
+    };
+    let matrix = Matrix {
+        collectives: vec![args.collective.clone()],
+        nodes: vec![2],
+        gpus_per_node: vec![args.gpus_per_node],
+        min_bytes: min,
+        max_bytes: max,
+        factor: args.factor,
+        timeout,
+        extra_args: Vec::new(),
+        variants: vec![variant.clone()],
+    };
+    // SAFETY: geteuid has no preconditions.
+    let as_root = nix::unistd::geteuid().is_root();
+    // The pairs' -J reports; removed when validate ends, however it ends.
+    let work = tempfile::Builder::new()
+        .prefix("gpudirect-validate-")
+        .tempdir()
+        .context("cannot create a folder for the pairs' JSON reports")?;
+    let work_dir = work.path().to_path_buf();
+    let launch = LaunchOptions {
+        launcher: Launcher::Srun,
+        nccl_tests_dir: dir.clone(),
+        mpi: Some(args.mpi.clone()),
+        nodes: Vec::new(),
+        work_dir: Some(work_dir.clone()),
+        timeout,
+        grace: Duration::from_secs(10),
+        as_root,
+        gpus_per_process: args.gpus_per_process,
+        exact: true,
+    };
+    let mut run_ids = Vec::new();
+    // Each pair's -J report gets its own file: cells are numbered across rounds.
+    let mut cells_started = 0usize;
+    let rounds = RoundContext {
+        args,
+        units: &units,
+        launch: &launch,
+        matrix: &matrix,
+        sizes: &sizes,
+        cluster: &cluster,
+        binary: &binary,
+        max,
+    };
+    if let Some((variable, rails)) = &per_rail {
+        // One validation per rail, NCCL held to that NIC through the profile's variable.
+        let mut validations = Vec::new();
+        for rail in rails {
+            let mut on_rail = validation.clone();
+            let mut variant = variant.clone();
+            variant.name = format!("{}:rail:{rail}", variant.name);
+            variant.env.insert(variable.clone(), rail.clone());
+            eprintln!("gpudirect validate: rail {rail} ({variable}={rail})");
+            run_rounds(
+                &rounds,
+                &mut on_rail,
+                &variant,
+                &mut history,
+                &mut run_ids,
+                &mut cells_started,
+            )?;
+            validations.push(on_rail);
+        }
+        let rounds = validations.iter().map(Validation::rounds_done).sum();
+        return rails::conclude(
+            args,
+            rails::Verdicts {
+                test: "nccl-per-rail",
+                history: &history,
+                db: &db,
+                nodes: &nodes,
+                rails,
+                validations: &validations,
+                sent: &BTreeMap::new(),
+                run_ids: &run_ids,
+                size_bytes: max,
+                rounds,
+            },
+        );
+    }
+    run_rounds(
+        &rounds,
+        &mut validation,
+        &variant,
+        &mut history,
+        &mut run_ids,
+        &mut cells_started,
+    )?;
     let report = validation.report();
     let status = health(&report);
     if args.json {
@@ -644,20 +772,7 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx) -> Result<ExitStatus> {
         }
     }
     if let Some(dir) = &args.report {
-        // The verdict stands whatever happens to the report: say why, keep the status.
-        let options = ReportOptions {
-            selection: Selection::Runs(run_ids.clone()),
-            ..ReportOptions::default()
-        };
-        match gather(&history, &options)
-            .and_then(|data| write_report(&data, dir, ReportFormat::Both))
-        {
-            Ok(files) => eprintln!(
-                "gpudirect validate: report written to {}",
-                files.html.display()
-            ),
-            Err(e) => eprintln!("gpudirect validate: no report: {e}"),
-        }
+        write_validation_report(&history, &run_ids, dir);
     }
     Ok(match status {
         Health::Healthy => ExitStatus::Ok,

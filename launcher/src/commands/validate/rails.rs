@@ -5,6 +5,7 @@
 //! pairs on different rails share no NIC.
 
 use std::collections::BTreeMap;
+use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
@@ -24,6 +25,7 @@ use gpudirect::units::{nccl_size as format_size, now_unix};
 use gpudirect_core::config::{Mode as ProfileMode, NicClass};
 use gpudirect_core::resolve::resolve_profile;
 use gpudirect_core::system::{load_config, Ownership};
+use gpudirect_core::template::Placeholder;
 use serde::Serialize;
 
 use super::ValidateArgs;
@@ -47,7 +49,8 @@ struct Unit {
     rail: String,
     verdict: Verdict,
     /// Median of what this node sent on this rail, GB/s, over the pairs it was in (the
-    /// direction a NIC's egress limits; a pair's own figure is its slower direction).
+    /// direction a NIC's egress limits; a pair's own figure is its slower direction); for
+    /// nccl-tests per rail, the median busbw of its pairs.
     send_gbps: Option<f64>,
     /// The rail's reference: median of its passing pairs (the whole run's when none passed).
     rail_gbps: Option<f64>,
@@ -67,9 +70,31 @@ struct RailsReport<'a> {
     runs: Vec<i64>,
 }
 
+/// The rails, and the variable that holds NCCL to one NIC (`validate --per-rail`).
+pub(super) struct RailPlan {
+    /// The NICs, as the nodes name them.
+    pub rails: Vec<String>,
+    /// `--rail-variable`, else the profile's variable set from `{data_nics}` (e.g.
+    /// `NCCL_GPUDIRECTTCPX_SOCKET_IFNAME`), else `NCCL_IB_HCA` for RDMA devices and
+    /// `NCCL_SOCKET_IFNAME` for interfaces.
+    pub variable: String,
+    /// The rails are RDMA devices (`data_nic_class = "infiniband"`).
+    pub rdma: bool,
+}
+
 /// The rails: `--rails`, else the data NICs of the `--gpudirect` profile for the first node
 /// (its node set's real names), from `--config`.
-fn rails_of(args: &ValidateArgs, first_node: &str) -> Result<Vec<String>> {
+pub(super) fn rail_plan(args: &ValidateArgs, first_node: &str) -> Result<RailPlan> {
+    let fallback = |rdma: bool| {
+        args.rail_variable.clone().unwrap_or_else(|| {
+            if rdma {
+                "NCCL_IB_HCA"
+            } else {
+                "NCCL_SOCKET_IFNAME"
+            }
+            .to_string()
+        })
+    };
     if let Some(list) = &args.rails {
         let rails: Vec<String> = list
             .split(',')
@@ -79,7 +104,11 @@ fn rails_of(args: &ValidateArgs, first_node: &str) -> Result<Vec<String>> {
         if rails.is_empty() {
             bail!("--rails {list:?} names no NIC: write e.g. --rails eth1,eth2,eth3,eth4");
         }
-        return Ok(rails);
+        return Ok(RailPlan {
+            rails,
+            variable: fallback(false),
+            rdma: false,
+        });
     }
     let Some(mode) = &args.gpudirect else {
         bail!("which NICs are the rails? pass --rails eth1,eth2,... or --gpudirect MODE (its profile's data_nics)");
@@ -97,12 +126,6 @@ fn rails_of(args: &ValidateArgs, first_node: &str) -> Result<Vec<String>> {
         .map_err(|e| anyhow::anyhow!("--gpudirect {mode}: {e}"))?
         .with_context(|| format!("--gpudirect {mode} sets no profile: pass --rails"))?;
     let profile = resolved.profile;
-    if profile.data_nic_class == NicClass::Infiniband {
-        bail!(
-            "the rails of --gpudirect {mode} are RDMA devices ({}): the rail test binds Open MPI's TCP transport to an IP interface; pass --rails with the IP interfaces of those ports",
-            profile.data_nics.join(", ")
-        );
-    }
     let rename = |nic: &String| {
         resolved
             .node_set
@@ -114,7 +137,28 @@ fn rails_of(args: &ValidateArgs, first_node: &str) -> Result<Vec<String>> {
     if rails.is_empty() {
         bail!("the profile of --gpudirect {mode} has no data_nics: pass --rails");
     }
-    Ok(rails)
+    let rdma = profile.data_nic_class == NicClass::Infiniband;
+    // The variable the profile fills with its data NICs is the one that restricts NCCL to
+    // them; one it forces would replace the rail set per pair, so it cannot be used.
+    let from_data_nics = profile.env.iter().find(|v| {
+        v.value
+            .placeholders()
+            .any(|p| matches!(p, Placeholder::DataNics))
+    });
+    let variable = match (&args.rail_variable, from_data_nics) {
+        (Some(v), _) => v.clone(),
+        (None, Some(v)) if v.forced => bail!(
+            "the profile of --gpudirect {mode} forces {} (its data NICs), so a pair cannot be held to one rail through it: pass --rail-variable",
+            v.name
+        ),
+        (None, Some(v)) => v.name.clone(),
+        (None, None) => fallback(rdma),
+    };
+    Ok(RailPlan {
+        rails,
+        variable,
+        rdma,
+    })
 }
 
 /// One pair's step, as it ended.
@@ -241,7 +285,16 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx, nodes: Vec<String>) -> Result<ExitSta
     if matches!(mode, Mode::Groups(_) | Mode::All) {
         bail!("--test rails measures pairs: use --mode pairs, pairs-across, pairwise or ring");
     }
-    let rails = rails_of(args, &nodes[0])?;
+    let plan = rail_plan(args, &nodes[0])?;
+    if plan.rdma {
+        bail!(
+            "the rails of --gpudirect {} are RDMA devices ({}): --test rails binds Open MPI's TCP transport to an IP interface; pass --rails with the IP interfaces of those ports, or use --per-rail (nccl-tests, {})",
+            args.gpudirect.as_deref().unwrap_or_default(),
+            plan.rails.join(", "),
+            plan.variable
+        );
+    }
+    let rails = plan.rails;
     let spec = PairSpec {
         program: locate_mpi_program(args.mpi_program.as_deref()).map_err(anyhow::Error::msg)?,
         mpi: args.mpi.clone(),
@@ -398,27 +451,73 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx, nodes: Vec<String>) -> Result<ExitSta
         }
     }
 
-    let reports: Vec<Report> = validations.iter().map(Validation::report).collect();
-    let units = units_of(&nodes, &rails, &validations, &reports, &sent);
+    conclude(
+        args,
+        Verdicts {
+            test: "rails",
+            history: &history,
+            db: &db,
+            nodes: &nodes,
+            rails: &rails,
+            validations: &validations,
+            sent: &sent,
+            run_ids: &run_ids,
+            size_bytes: spec.size_bytes,
+            rounds,
+        },
+    )
+}
+
+/// What a rails validation (MPI or nccl-tests per rail) ends with.
+pub(super) struct Verdicts<'a> {
+    /// `rails` or `nccl-per-rail`.
+    pub test: &'static str,
+    pub history: &'a History,
+    pub db: &'a Path,
+    pub nodes: &'a [String],
+    pub rails: &'a [String],
+    /// One per rail, in `rails` order, all with the same threshold.
+    pub validations: &'a [Validation],
+    /// What each node sent per rail, when the test knows (MPI pairs).
+    pub sent: &'a BTreeMap<(String, usize), Vec<f64>>,
+    pub run_ids: &'a [i64],
+    /// The size the figures are read at.
+    pub size_bytes: u64,
+    /// Rounds run (rails run theirs at the same time, or one rail after another).
+    pub rounds: usize,
+}
+
+/// Per (node, rail) verdicts: printed (or JSON), drains, the report, the exit status.
+pub(super) fn conclude(args: &ValidateArgs, v: Verdicts) -> Result<ExitStatus> {
+    let reports: Vec<Report> = v.validations.iter().map(Validation::report).collect();
+    let units = units_of(v.nodes, v.rails, v.validations, &reports, v.sent);
     let status = combined_health(reports.iter().map(health));
+    let threshold = v
+        .validations
+        .first()
+        .map(|x| x.threshold().clone())
+        .context("no rail was validated")?;
     let report = RailsReport {
-        test: "rails",
-        nodes: &nodes,
-        rails: &rails,
-        message_size: spec.size_bytes,
+        test: v.test,
+        nodes: v.nodes,
+        rails: v.rails,
+        message_size: v.size_bytes,
         threshold: &threshold,
-        rounds,
+        rounds: v.rounds,
         health: status,
         units,
-        runs: run_ids.clone(),
+        runs: v.run_ids.to_vec(),
     };
     if args.json {
         emit_json(&report)?;
     } else {
-        print_text(&report, &db)?;
+        print_text(&report, v.db)?;
     }
     if args.drain {
         drain_bad_units(&report.units);
+    }
+    if let Some(dir) = &args.report {
+        super::write_validation_report(v.history, v.run_ids, dir);
     }
     Ok(match status {
         Health::Healthy => ExitStatus::Ok,
@@ -439,9 +538,20 @@ fn units_of(
     let mut units = Vec::new();
     for (i, node) in nodes.iter().enumerate() {
         for (r, ((rail, v), report)) in rails.iter().zip(validations).zip(reports).enumerate() {
+            // What the node sent, where the test knows; else the median of its pairs.
+            let pairs: Vec<f64> = v
+                .measurements()
+                .iter()
+                .filter(|m| m.nodes.contains(&i))
+                .filter_map(|m| match m.outcome {
+                    Outcome::Busbw(b) => Some(b),
+                    Outcome::Failed(_) => None,
+                })
+                .collect();
             let mine = sent
                 .get(&(node.clone(), r))
-                .and_then(|values| median(values));
+                .and_then(|values| median(values))
+                .or_else(|| median(&pairs));
             let passing: Vec<f64> = v
                 .measurements()
                 .iter()
@@ -501,16 +611,24 @@ const LIST_ALL_UP_TO: usize = 32;
 
 fn print_text(report: &RailsReport, db: &std::path::Path) -> Result<()> {
     let limit = report.threshold.limit();
+    let what = match report.test {
+        "rails" => format!("MPI pairs, {} messages", format_size(report.message_size)),
+        _ => format!(
+            "nccl-tests per rail, busbw at {}",
+            format_size(report.message_size)
+        ),
+    };
     outln!(
-        "rails validation: {} nodes x {} rails ({}), {} round(s), {} messages, slow under {limit:.3} GB/s ({})",
+        "rails validation ({what}): {} nodes x {} rails ({}), {} round(s), slow under {limit:.3} GB/s ({})",
         report.nodes.len(),
         report.rails.len(),
         report.rails.join(", "),
         report.rounds,
-        format_size(report.message_size),
         match report.threshold {
-            Threshold::Baseline { tolerance, .. } =>
+            Threshold::Baseline { tolerance, .. } if report.test == "rails" =>
                 format!("{:.0}% below the first round's median", tolerance * 100.0),
+            Threshold::Baseline { tolerance, .. } =>
+                format!("{:.0}% below the baseline", tolerance * 100.0),
             Threshold::Floor { .. } => "--floor".to_string(),
         }
     )?;
