@@ -123,7 +123,7 @@ fn caption(plot: Plot, data: &ReportData) -> String {
             data.tolerance_pct
         ),
         Plot::HeatMap => "Each cell is the busbw measured between the node of its row and the \
-             node of its column, coloured by its share of the median over all pairs. A row \
+             node of its column, coloured by its share of the 90th percentile pair. A row \
              that is red throughout is a slow node; a single red cell is a slow link."
             .to_string(),
         Plot::RailMap => "Each cell is the busbw the node of its row sent to its partners over \

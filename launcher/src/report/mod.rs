@@ -378,7 +378,6 @@ impl HeatMap {
             .collect()
     }
 
-    /// The median of all measured cells: the colour scale's 100 %.
     /// The colour scale's 100%: the 90th percentile of all pairs (nearest rank). Not the
     /// median: on a small cluster with one slow node most pairs include it, and the slow
     /// pairs would look normal.
