@@ -20,7 +20,8 @@
 //! - [`probe`]: what each task sees, and where tasks and nodes differ.
 //! - [`pairing`], [`judging`], [`simulate`]: `gpudirect validate`'s rounds of pairs, its
 //!   verdicts on nodes and links, and the simulator that proves them.
-//! - [`report`]: the HTML report with its plots (busbw by size, pair heat map, nodes over time).
+//! - [`report`]: the HTML report with its plots (busbw by size, pair heat map, node x rail
+//!   map, nodes over time).
 //! - [`units`]: one grammar for sizes, durations, times and percentages.
 //! - [`output`]: the only code that writes to stdout (safe when the reader goes away).
 

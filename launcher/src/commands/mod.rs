@@ -79,7 +79,7 @@ pub enum Command {
     /// and name the nodes and ranks that differ from the profile or from each other.
     Probe(probe::ProbeArgs),
     /// Write an HTML report with plots (busbw by size against the baseline, the pair heat
-    /// map, nodes over time) and print a verdict table.
+    /// map, the node x rail map of rail runs, nodes over time) and print a verdict table.
     Report(report::ReportArgs),
     /// Validate every node and link: concurrent rounds of pairs, suspects re-paired with
     /// good nodes, slow nodes and bad links named (exit 0 healthy, 1 degraded, 2 failed).

@@ -24,7 +24,8 @@ use gpudirect::output::{emit, emit_json};
         gpudirect report --last 10 --collective all_reduce --format png\n  \
         gpudirect report --runs 12 --node gpu07 --node gpu08 --size 1G\n\n\
         Writes DIR/index.html (plots inlined, so the one file stands alone) and the plots \
-        as busbw.svg/.png, heatmap.svg/.png (when the runs recorded pairs) and \
+        as busbw.svg/.png, heatmap.svg/.png (when the runs recorded pairs), \
+        railmap.svg/.png (when they include `validate --test rails` runs) and \
         node-trend.svg/.png."
 )]
 pub struct ReportArgs {

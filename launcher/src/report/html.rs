@@ -123,8 +123,14 @@ fn caption(plot: Plot, data: &ReportData) -> String {
             data.tolerance_pct
         ),
         Plot::HeatMap => "Each cell is the busbw measured between the node of its row and the \
-             node of its column, coloured by its share of the median over all pairs. A row \
+             node of its column, coloured by its share of the 90th percentile pair. A row \
              that is red throughout is a slow node; a single red cell is a slow link."
+            .to_string(),
+        Plot::RailMap => "Each cell is the busbw the node of its row sent to its partners over \
+             the data NIC (rail) of its column (gpudirect validate --test rails; the median of \
+             its sends), coloured by its share of the median over all cells. A slow or dead NIC \
+             shows as a low or blank cell in its node's row; a column low throughout is a slow \
+             rail (its switch or settings)."
             .to_string(),
         Plot::NodeTrend => format!(
             "busbw of each node's runs{}, oldest to newest; hollow circles are validation's \

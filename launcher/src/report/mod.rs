@@ -1,6 +1,6 @@
 //! `gpudirect report`: a self-contained HTML report with plots, from the history.
 //!
-//! Three questions, three plots:
+//! Three questions, three plots (question 2 gets a second one when there are rail runs):
 //!
 //! 1. **Are these runs as fast as usual?** busbw against message size for the chosen runs,
 //!    side by side on a log2 size axis (8 B .. 8 GiB), one line per run, with the baseline
@@ -10,6 +10,9 @@
 //!    validation records with a run (`node_results` with a partner). Cells without data
 //!    stay blank. [`heat_matrix`] builds it from plain `(node, partner, busbw)` triples,
 //!    so a caller that has fresh pair results can draw it without the history.
+//!    Rail runs (`gpudirect validate --test rails`, collective [`RAIL_COLLECTIVE`]) get a
+//!    node x rail map of their own instead ([`rail_map`]): what each node sent on each
+//!    data NIC, so a slow or dead NIC is one low or blank cell in its node's row.
 //! 3. **Is a node getting slower?** A node's busbw over time (`node_history`), with each
 //!    point that dropped below the median of the node's previous runs marked.
 //!
@@ -19,8 +22,8 @@
 //!
 //! # Layout
 //! - this file: the data (pure types and functions: series, baselines, verdicts, the heat
-//!   matrix, drop detection, formatting) and [`gather`], the one function that reads the
-//!   history;
+//!   matrix, the rail map, drop detection, formatting) and [`gather`], the one function
+//!   that reads the history;
 //! - [`plots`]: drawing with `plotters` into SVG strings and PNG files;
 //! - [`html`]: the HTML page, with every plot inlined (SVG) or embedded (base64 PNG), so
 //!   that the one file can be mailed or attached to a ticket and still show everything.
@@ -64,6 +67,7 @@ use crate::history::{
     History, HistoryError, NodeResult, Placement, RunDetail, RunFilter, RunId, RunStatus,
     REPLAY_ENV,
 };
+use crate::rails::RAIL_COLLECTIVE;
 use crate::units::{format_rfc3339, human_size, now_unix, parse_rfc3339, short_time};
 
 /// What every replayed run is labelled with, wherever it is shown.
@@ -374,7 +378,6 @@ impl HeatMap {
             .collect()
     }
 
-    /// The median of all measured cells: the colour scale's 100 %.
     /// The colour scale's 100%: the 90th percentile of all pairs (nearest rank). Not the
     /// median: on a small cluster with one slow node most pairs include it, and the slow
     /// pairs would look normal.
@@ -469,6 +472,101 @@ pub fn heat_triples(results: &[NodeResult]) -> (Vec<(String, String, f64)>, Opti
         .filter_map(|r| Some((r.node.clone(), r.partner.clone()?, r.busbw?)))
         .collect();
     (triples, size)
+}
+
+/// A node x rail matrix: per node and data NIC ("rail"), what the node sent to its
+/// partners over that rail (`gpudirect validate --test rails`). Row `i` is `nodes[i]`,
+/// column `k` is `rails[k]`; `values[i][k]` is `None` where that node sent nothing
+/// measured on that rail (its pairs there failed, or it was not paired there).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct RailMap {
+    /// Nodes, in natural order (`gpu2` before `gpu10`).
+    pub nodes: Vec<String>,
+    /// Rails (data NIC names), in natural order (`eth2` before `eth10`).
+    pub rails: Vec<String>,
+    /// `nodes.len()` rows of `rails.len()` cells, GB/s.
+    pub values: Vec<Vec<Option<f64>>>,
+    /// The message size the numbers were read at, if known.
+    pub size_bytes: Option<u64>,
+}
+
+impl RailMap {
+    /// The colour scale's 100%: the median of all measured cells.
+    ///
+    /// Not the pair map's 90th percentile: here every rail of every node is its own cell,
+    /// so a slow or dead NIC spoils one cell in `nodes x rails` rather than most pairs of
+    /// a small cluster, and the median is a healthy NIC that every other should match.
+    pub fn reference(&self) -> Option<f64> {
+        let v: Vec<f64> = self.values.iter().flatten().flatten().copied().collect();
+        median(&v)
+    }
+}
+
+/// The rail a rail run's node result is about, and whether its number is what the node
+/// sent: `rail eth2 send` gives `("eth2", true)`, `rail eth2` (a pair that measured
+/// nothing) gives `("eth2", false)`; any other role gives `None`. The roles are those of
+/// [`crate::rails::record_of`].
+pub fn rail_of_role(role: &str) -> Option<(&str, bool)> {
+    let rest = role.strip_prefix("rail ")?;
+    let (rail, sent) = match rest.strip_suffix(" send") {
+        Some(rail) => (rail, true),
+        None => (rest, false),
+    };
+    (!rail.is_empty() && !rail.contains(' ')).then_some((rail, sent))
+}
+
+/// Builds the node x rail matrix from the node results of rail runs (pure).
+///
+/// A cell is the median of what the node sent on that rail (roles `rail ethK send`) at
+/// the largest size present (results without a size count as that size). A node or rail
+/// seen only in results without a finite number (failed pairs, role `rail ethK`, or a
+/// smaller size) still gets its row or column, blank: a dead NIC shows as a gap rather
+/// than vanishing. Results whose role names no rail are ignored; `None` when no result
+/// names one.
+pub fn rail_map(results: &[NodeResult]) -> Option<RailMap> {
+    let mut nodes: BTreeSet<&str> = BTreeSet::new();
+    let mut rails: BTreeSet<&str> = BTreeSet::new();
+    // (node, rail, busbw, size) of every number a node sent.
+    let mut sent = Vec::new();
+    for r in results {
+        let Some((rail, is_send)) = r.role.as_deref().and_then(rail_of_role) else {
+            continue;
+        };
+        nodes.insert(&r.node);
+        rails.insert(rail);
+        if let Some(busbw) = r.busbw.filter(|b| is_send && b.is_finite()) {
+            sent.push((r.node.as_str(), rail, busbw, r.size_bytes));
+        }
+    }
+    if nodes.is_empty() {
+        return None;
+    }
+    let size = sent.iter().filter_map(|s| s.3).max();
+    let mut cells: BTreeMap<(&str, &str), Vec<f64>> = BTreeMap::new();
+    for (node, rail, busbw, at) in sent {
+        if at.is_none() || at == size {
+            cells.entry((node, rail)).or_default().push(busbw);
+        }
+    }
+    let mut nodes: Vec<&str> = nodes.into_iter().collect();
+    nodes.sort_by(|a, b| natural_cmp(a, b));
+    let mut rails: Vec<&str> = rails.into_iter().collect();
+    rails.sort_by(|a, b| natural_cmp(a, b));
+    let values = nodes
+        .iter()
+        .map(|node| {
+            rails
+                .iter()
+                .map(|rail| cells.get(&(*node, *rail)).and_then(|v| median(v)))
+                .collect()
+        })
+        .collect();
+    Some(RailMap {
+        nodes: nodes.into_iter().map(str::to_string).collect(),
+        rails: rails.into_iter().map(str::to_string).collect(),
+        values,
+        size_bytes: size,
+    })
 }
 
 /// One point of a node's busbw over time.
@@ -588,6 +686,8 @@ pub struct ReportData {
     pub verdicts: Vec<RunVerdict>,
     /// The pairwise heat map, when the runs recorded pairs.
     pub heat: Option<HeatMap>,
+    /// The node x rail map, when the runs include rail runs (`validate --test rails`).
+    pub rail_map: Option<RailMap>,
     /// Nodes over time.
     pub trends: Vec<NodeTrend>,
     /// The collective the trends were read for (`None`: all).
@@ -664,12 +764,19 @@ pub fn gather(history: &History, opts: &ReportOptions) -> Result<ReportData, Rep
         ..ReportData::default()
     };
     let mut node_results = Vec::new();
+    let mut rail_results = Vec::new();
     let mut pairs_replayed = false;
     // Each node of the runs, with the largest size measured in a run that included it.
     let mut run_nodes: BTreeMap<String, Option<u64>> = BTreeMap::new();
     for id in &ids {
         let detail = history.get_run(*id)?;
-        node_results.extend(detail.node_results.iter().cloned());
+        // A rail run's pairs are one NIC's host-memory traffic, not comparable with
+        // nccl-tests pairs: they go to the node x rail map only.
+        if detail.summary.collective == RAIL_COLLECTIVE {
+            rail_results.extend(detail.node_results.iter().cloned());
+        } else {
+            node_results.extend(detail.node_results.iter().cloned());
+        }
         let series = RunSeries::from_detail(&detail);
         pairs_replayed |= series.replay.is_some() && !detail.node_results.is_empty();
         let largest = series.at_largest_size().map(|(s, _)| s);
@@ -738,6 +845,7 @@ pub fn gather(history: &History, opts: &ReportOptions) -> Result<ReportData, Rep
         heat.replay = pairs_replayed;
         data.heat = Some(heat);
     }
+    data.rail_map = rail_map(&rail_results);
 
     // Nodes over time.
     let mut nodes = opts.nodes.clone();

@@ -1,7 +1,8 @@
 //! Drawing the report's plots with `plotters`, into SVG strings or PNG files.
 //!
-//! One drawing function per plot, generic over the backend, so the SVG and the PNG of a
-//! plot are the same picture. Text is laid out with the DejaVu Sans font compiled into
+//! One drawing function per kind of plot, generic over the backend, so the SVG and the PNG
+//! of a plot are the same picture. The pair map (node x node) and the rail map (node x
+//! rail) are both a `Matrix` drawn by `draw_matrix`. Text is laid out with the DejaVu Sans font compiled into
 //! the binary (`assets/fonts/`, registered once as `sans-serif`): no fontconfig at build
 //! time and no system fonts at run time, so a report renders the same on a bare compute
 //! node as on a desktop.
@@ -21,7 +22,7 @@ use plotters::prelude::*;
 use plotters::style::register_font;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use super::{HeatMap, ReportData, ReportError, REPLAY_LABEL};
+use super::{HeatMap, RailMap, ReportData, ReportError, REPLAY_LABEL};
 use crate::units::format_rfc3339;
 use crate::units::{human_size, short_time};
 
@@ -56,6 +57,8 @@ pub enum Plot {
     Busbw,
     /// Node x node pair busbw.
     HeatMap,
+    /// Node x rail: what each node sent on each data NIC.
+    RailMap,
     /// Nodes' busbw over time.
     NodeTrend,
 }
@@ -70,6 +73,9 @@ impl Plot {
         if data.heat.is_some() {
             plots.push(Plot::HeatMap);
         }
+        if data.rail_map.is_some() {
+            plots.push(Plot::RailMap);
+        }
         if !data.trends.is_empty() {
             plots.push(Plot::NodeTrend);
         }
@@ -81,6 +87,7 @@ impl Plot {
         match self {
             Plot::Busbw => "busbw",
             Plot::HeatMap => "heatmap",
+            Plot::RailMap => "railmap",
             Plot::NodeTrend => "node-trend",
         }
     }
@@ -90,6 +97,7 @@ impl Plot {
         match self {
             Plot::Busbw => "Bus bandwidth by message size",
             Plot::HeatMap => "Pairwise bus bandwidth (node x node)",
+            Plot::RailMap => "Bandwidth sent per data NIC (node x rail)",
             Plot::NodeTrend => "Nodes over time",
         }
     }
@@ -99,17 +107,8 @@ impl Plot {
         match self {
             Plot::Busbw => (1100, 650),
             Plot::NodeTrend => (1100, 560),
-            Plot::HeatMap => {
-                let (n, labels) = data
-                    .heat
-                    .as_ref()
-                    .map_or((0, 0), |h| (h.nodes.len(), heat_label_px(&h.nodes)));
-                let grid = heat_grid_px(n);
-                (
-                    (grid + labels + HEAT_BAR + 70).max(HEAT_MIN_WIDTH),
-                    grid + labels + HEAT_TITLE + 70,
-                )
-            }
+            Plot::HeatMap => Matrix::dimensions(data.heat.as_ref().map(heat_view).as_ref()),
+            Plot::RailMap => Matrix::dimensions(data.rail_map.as_ref().map(rail_view).as_ref()),
         }
     }
 }
@@ -195,8 +194,12 @@ fn draw<DB: DrawingBackend>(
     let result = match plot {
         Plot::Busbw => draw_busbw(root, data),
         Plot::HeatMap => match &data.heat {
-            Some(heat) => draw_heat(root, heat),
+            Some(heat) => draw_matrix(root, &heat_view(heat)),
             None => draw_empty(root, "no pairwise results"),
+        },
+        Plot::RailMap => match &data.rail_map {
+            Some(rails) => draw_matrix(root, &rail_view(rails)),
+            None => draw_empty(root, "no rail results"),
         },
         Plot::NodeTrend => draw_trend(root, data),
     }
@@ -478,8 +481,8 @@ pub fn label_step(n: usize, axis_px: u32, label_px: u32) -> usize {
     ((label_px as f64 / per_label).ceil() as usize).max(1)
 }
 
-/// Colour for a cell at `ratio` of the reference (the p90 pair): red at half or less, through orange and
-/// pale yellow, to green at the median and above.
+/// Colour for a cell at `ratio` of its map's reference (the colour scale's 100%): red at
+/// half or less, through orange and pale yellow, to green at the reference and above.
 pub fn heat_color(ratio: f64) -> RGBColor {
     const STOPS: [(f64, (f64, f64, f64)); 5] = [
         (0.5, (165.0, 0.0, 38.0)),
@@ -502,31 +505,131 @@ pub fn heat_color(ratio: f64) -> RGBColor {
     RGBColor(c.0 as u8, c.1 as u8, c.2 as u8)
 }
 
-fn draw_heat<DB: DrawingBackend>(
+/// A matrix as [`draw_matrix`] draws it: the pair map (node x node) and the rail map
+/// (node x rail) are one picture with different labels and a different 100%.
+struct Matrix<'a> {
+    /// The title above the grid.
+    caption: String,
+    /// Some numbers come from stand-in replays: [`REPLAY_LABEL`] goes under the title.
+    replay: bool,
+    /// Row labels, top to bottom.
+    rows: &'a [String],
+    /// Column labels, left to right.
+    columns: &'a [String],
+    /// `rows.len()` rows of `columns.len()` cells; `None` is drawn blank.
+    values: &'a [Vec<Option<f64>>],
+    /// The value drawn as 100% on the colour scale.
+    reference: Option<f64>,
+    /// Axis titles: beside the rows, under the columns.
+    row_title: &'static str,
+    column_title: &'static str,
+    /// What the reference is, under the colour bar: `% of {scale_of}`, `{reference_name}:
+    /// 41.8 GB/s`.
+    scale_of: &'static str,
+    reference_name: &'static str,
+    /// Said in the frame when there are no rows.
+    empty: &'static str,
+    /// Width and height of the grid in pixels (before the picture's minimum width).
+    grid_px: (u32, u32),
+}
+
+impl Matrix<'_> {
+    /// Picture size: the grid, its labels, the colour bar and the title.
+    fn dimensions(view: Option<&Matrix>) -> (u32, u32) {
+        let (gw, gh, row_labels, column_labels) =
+            view.map_or((heat_grid_px(0), heat_grid_px(0), 0, 0), |m| {
+                (
+                    m.grid_px.0,
+                    m.grid_px.1,
+                    heat_label_px(m.rows),
+                    heat_label_px(m.columns),
+                )
+            });
+        (
+            (gw + row_labels + HEAT_BAR + 70).max(HEAT_MIN_WIDTH),
+            gh + column_labels + HEAT_TITLE + 70,
+        )
+    }
+}
+
+/// The pair heat map as a [`Matrix`]: nodes both ways, 100% at the p90 pair.
+fn heat_view(heat: &HeatMap) -> Matrix<'_> {
+    let n = heat.nodes.len();
+    let measured = heat.values.iter().flatten().flatten().count() / 2;
+    Matrix {
+        caption: format!(
+            "pair busbw{} - {n} nodes, {measured} pairs measured",
+            heat.size_bytes
+                .map(|s| format!(" at {}", human_size(s)))
+                .unwrap_or_default()
+        ),
+        replay: heat.replay,
+        rows: &heat.nodes,
+        columns: &heat.nodes,
+        values: &heat.values,
+        reference: heat.reference(),
+        row_title: "node",
+        column_title: "partner",
+        scale_of: "the p90 pair",
+        reference_name: "pair",
+        empty: "no pairwise results",
+        grid_px: (heat_grid_px(n), heat_grid_px(n)),
+    }
+}
+
+/// The rail map as a [`Matrix`]: nodes down, rails across, 100% at the median cell.
+fn rail_view(rails: &RailMap) -> Matrix<'_> {
+    let plural = |n: usize, word: &str| format!("{n} {word}{}", if n == 1 { "" } else { "s" });
+    Matrix {
+        caption: format!(
+            "rail busbw sent{} - {} x {}",
+            rails
+                .size_bytes
+                .map(|s| format!(" at {}", human_size(s)))
+                .unwrap_or_default(),
+            plural(rails.nodes.len(), "node"),
+            plural(rails.rails.len(), "rail"),
+        ),
+        replay: false,
+        rows: &rails.nodes,
+        columns: &rails.rails,
+        values: &rails.values,
+        reference: rails.reference(),
+        row_title: "node (sender)",
+        column_title: "rail (data NIC)",
+        scale_of: "the median cell",
+        reference_name: "median",
+        empty: "no rail results",
+        grid_px: (
+            rail_grid_px(rails.rails.len()),
+            heat_grid_px(rails.nodes.len()),
+        ),
+    }
+}
+
+/// Width of the rail map's grid: 64 px per rail (there are few, and their names are
+/// longer than a node number), capped like the pair map's.
+fn rail_grid_px(rails: usize) -> u32 {
+    (rails as u32).saturating_mul(64).clamp(128, 1000)
+}
+
+fn draw_matrix<DB: DrawingBackend>(
     root: &DrawingArea<DB, Shift>,
-    heat: &HeatMap,
+    m: &Matrix,
 ) -> Result<(), String> {
     root.fill(&WHITE).map_err(txt)?;
-    let n = heat.nodes.len();
-    if n == 0 {
-        return draw_empty(root, "no pairwise results");
+    let (rows, cols) = (m.rows.len(), m.columns.len());
+    if rows == 0 || cols == 0 {
+        return draw_empty(root, m.empty);
     }
-    let median = heat.reference();
-    let measured = heat.values.iter().flatten().flatten().count() / 2;
-    let caption = format!(
-        "pair busbw{} - {n} nodes, {measured} pairs measured",
-        heat.size_bytes
-            .map(|s| format!(" at {}", human_size(s)))
-            .unwrap_or_default()
-    );
     let (w, _) = root.dim_in_pixel();
     root.draw(&Text::new(
-        caption,
+        m.caption.clone(),
         (w as i32 / 2, 14),
         font(20).pos(Pos::new(HPos::Center, VPos::Top)),
     ))
     .map_err(txt)?;
-    if heat.replay {
+    if m.replay {
         root.draw(&Text::new(
             REPLAY_LABEL,
             (w as i32 / 2, 38),
@@ -539,33 +642,40 @@ fn draw_heat<DB: DrawingBackend>(
     let body = root.margin(HEAT_TITLE, 0, 0, 0);
     let (bw, _) = body.dim_in_pixel();
     let (grid_area, bar_area) = body.split_horizontally(bw.saturating_sub(HEAT_BAR));
-    let grid = heat_grid_px(n);
-    let labels = heat_label_px(&heat.nodes);
-    let step = label_step(n, grid, 16);
-    let nf = n as f64;
+    let (grid_w, grid_h) = m.grid_px;
+    let row_step = label_step(rows, grid_h, 16);
+    let col_step = label_step(cols, grid_w, 16);
     // Label key points at the centre of every `step`-th cell; rows run top to bottom.
-    let ticks: Vec<f64> = (0..n).step_by(step).map(|i| i as f64 + 0.5).collect();
-    let flipped_ticks: Vec<f64> = (0..n)
-        .step_by(step)
-        .map(|i| (n - 1 - i) as f64 + 0.5)
+    let col_ticks: Vec<f64> = (0..cols)
+        .step_by(col_step)
+        .map(|j| j as f64 + 0.5)
         .collect();
-    let name = |v: f64, flip: bool| -> String {
+    let row_ticks: Vec<f64> = (0..rows)
+        .step_by(row_step)
+        .map(|i| (rows - 1 - i) as f64 + 0.5)
+        .collect();
+    // The label of the cell a key point is in (`None` off the grid).
+    let label = |v: f64, labels: &[String], flip: bool| -> String {
         if !v.is_finite() || v < 0.0 {
             return String::new();
         }
         let i = v.floor() as usize;
-        let i = if flip { n.checked_sub(i + 1) } else { Some(i) };
-        i.and_then(|i| heat.nodes.get(i))
+        let i = if flip {
+            labels.len().checked_sub(i + 1)
+        } else {
+            Some(i)
+        };
+        i.and_then(|i| labels.get(i))
             .map(|s| heat_label(s))
             .unwrap_or_default()
     };
     let mut chart = ChartBuilder::on(&grid_area)
         .margin(12)
-        .x_label_area_size(labels + 30)
-        .y_label_area_size(labels + 30)
+        .x_label_area_size(heat_label_px(m.columns) + 30)
+        .y_label_area_size(heat_label_px(m.rows) + 30)
         .build_cartesian_2d(
-            KeyedAxis::new(0.0, nf, ticks),
-            KeyedAxis::new(0.0, nf, flipped_ticks),
+            KeyedAxis::new(0.0, cols as f64, col_ticks),
+            KeyedAxis::new(0.0, rows as f64, row_ticks),
         )
         .map_err(txt)?;
     chart
@@ -574,21 +684,21 @@ fn draw_heat<DB: DrawingBackend>(
         // The column labels are drawn below by hand (rotated, anchored at their start);
         // the mesh only draws their tick marks.
         .x_label_formatter(&|_| String::new())
-        .y_label_formatter(&|y| name(*y, true))
+        .y_label_formatter(&|y| label(*y, m.rows, true))
         .y_label_style(font(13))
-        .x_desc("partner")
-        .y_desc("node")
+        .x_desc(m.column_title)
+        .y_desc(m.row_title)
         .axis_desc_style(font(15))
         .draw()
         .map_err(txt)?;
     let mut cells = Vec::new();
-    for (i, row) in heat.values.iter().enumerate() {
-        for (j, v) in row.iter().enumerate() {
-            let (Some(v), Some(m)) = (v, median) else {
+    for (i, row) in m.values.iter().enumerate().take(rows) {
+        for (j, v) in row.iter().enumerate().take(cols) {
+            let (Some(v), Some(reference)) = (v, m.reference) else {
                 continue;
             };
-            let ratio = if m > 0.0 { v / m } else { 1.0 };
-            let y = (n - 1 - i) as f64;
+            let ratio = if reference > 0.0 { v / reference } else { 1.0 };
+            let y = (rows - 1 - i) as f64;
             cells.push(Rectangle::new(
                 [(j as f64, y), (j as f64 + 1.0, y + 1.0)],
                 heat_color(ratio).filled(),
@@ -601,10 +711,10 @@ fn draw_heat<DB: DrawingBackend>(
     let label_style = font(13)
         .transform(FontTransform::Rotate90)
         .pos(Pos::new(HPos::Left, VPos::Center));
-    for j in (0..n).step_by(step) {
+    for j in (0..cols).step_by(col_step) {
         let (x, y) = chart.backend_coord(&(j as f64 + 0.5, 0.0));
         root.draw(&Text::new(
-            name(j as f64 + 0.5, false),
+            label(j as f64 + 0.5, m.columns, false),
             (x, y + 10),
             label_style.clone(),
         ))
@@ -613,16 +723,26 @@ fn draw_heat<DB: DrawingBackend>(
     // A thin frame so blank cells at the edge still read as part of the grid.
     chart
         .draw_series(std::iter::once(Rectangle::new(
-            [(0.0, 0.0), (nf, nf)],
+            [(0.0, 0.0), (cols as f64, rows as f64)],
             RGBColor(150, 150, 150).stroke_width(1),
         )))
         .map_err(txt)?;
-    draw_color_bar(&bar_area, median)
+    draw_color_bar(&bar_area, m)
+}
+
+/// The reference under the colour bar with two significant digits below 1 GB/s (a rail
+/// over TCP moves about 0.8 GB/s: `0.9` would hide a 10% difference), one decimal above.
+fn reference_number(r: f64) -> String {
+    match r {
+        r if r >= 1.0 => format!("{r:.1}"),
+        r if r >= 0.1 => format!("{r:.2}"),
+        _ => format!("{r:.3}"),
+    }
 }
 
 fn draw_color_bar<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
-    median: Option<f64>,
+    m: &Matrix,
 ) -> Result<(), String> {
     let (_, h) = area.dim_in_pixel();
     let top = 10i32;
@@ -652,10 +772,10 @@ fn draw_color_bar<DB: DrawingBackend>(
             .map_err(txt)?;
     }
     let lines = [
-        "% of the p90 pair".to_string(),
-        match median {
-            Some(m) => format!("pair: {m:.1} GB/s"),
-            None => "pair: -".to_string(),
+        format!("% of {}", m.scale_of),
+        match m.reference {
+            Some(r) => format!("{}: {} GB/s", m.reference_name, reference_number(r)),
+            None => format!("{}: -", m.reference_name),
         },
         "blank: not measured".to_string(),
     ];
@@ -845,6 +965,13 @@ mod tests {
         assert!(red.0 > red.1, "{red:?}");
         assert!(green.1 > green.0, "{green:?}");
         assert_eq!(heat_color(f64::NAN), heat_color(0.5));
+    }
+
+    #[test]
+    fn reference_keeps_two_digits_below_one_gbps() {
+        assert_eq!(reference_number(41.83), "41.8");
+        assert_eq!(reference_number(0.8512), "0.85");
+        assert_eq!(reference_number(0.0243), "0.024");
     }
 
     #[test]

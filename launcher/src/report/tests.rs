@@ -135,6 +135,50 @@ fn heat_triples_take_pairs_at_the_largest_size() {
 }
 
 #[test]
+fn rail_map_is_what_each_node_sent_per_rail_at_the_largest_size() {
+    let r = |node: &str, role: &str, size: Option<u64>, busbw: Option<f64>| NodeResult {
+        node: node.into(),
+        role: Some(role.into()),
+        partner: Some("other".into()),
+        size_bytes: size,
+        busbw,
+        verdict: None,
+    };
+    const MIB16: u64 = 16 << 20;
+    let results = [
+        r("n10", "rail eth2 send", Some(MIB16), Some(0.80)),
+        r("n2", "rail eth2 send", Some(MIB16), Some(0.70)),
+        r("n2", "rail eth2 send", Some(MIB16), Some(0.90)), // a second partner: median 0.8
+        r("n2", "rail eth10 send", Some(MIB16), Some(0.02)), // a slow NIC
+        r("n2", "rail eth2 send", Some(1 << 20), Some(5.0)), // a smaller size: not drawn
+        r("n10", "rail eth10 send", Some(1 << 20), Some(0.75)), // only there: blank
+        // A pair on eth10 that measured nothing: n3 gets a row, blank.
+        r("n3", "rail eth10", None, None),
+        r("n2", "rail eth2 send", Some(MIB16), Some(f64::NAN)),
+        // Not a rail result: ignored.
+        r("n1", "pair", Some(MIB16), Some(40.0)),
+    ];
+    let map = rail_map(&results).expect("rail results make a map");
+    assert_eq!(map.nodes, ["n2", "n3", "n10"]);
+    assert_eq!(map.rails, ["eth2", "eth10"]);
+    assert_eq!(map.size_bytes, Some(MIB16));
+    assert_eq!(
+        map.values,
+        [
+            vec![Some(0.8), Some(0.02)],
+            vec![None, None],
+            vec![Some(0.8), None],
+        ]
+    );
+    assert_eq!(map.reference(), Some(0.8));
+    assert_eq!(rail_map(&results[8..]), None, "no rail, no map");
+    assert_eq!(rail_of_role("rail eth2 send"), Some(("eth2", true)));
+    assert_eq!(rail_of_role("rail eth2"), Some(("eth2", false)));
+    assert_eq!(rail_of_role("rail "), None);
+    assert_eq!(rail_of_role("pair"), None);
+}
+
+#[test]
 fn drops_are_judged_against_earlier_runs() {
     let v = [100.0, 101.0, 99.0, 100.0, 80.0, f64::NAN, 100.0, 93.0];
     let d = flag_drops(&v, 5, 5.0);

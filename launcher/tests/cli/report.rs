@@ -7,6 +7,7 @@ use std::path::Path;
 use gpudirect::checks::{judge, Expectations};
 use gpudirect::history::{History, NewNodeResult, NewRun, RunId};
 use gpudirect::nccl_output::parse;
+use gpudirect::rails::{record_of, RailMeasurement};
 use gpudirect::record::{new_run, RunContext, STANDIN_MARKER};
 use gpudirect::report::{
     gather, heat_matrix, terminal_table, write_report, ReportData, ReportError, ReportFormat,
@@ -56,6 +57,15 @@ fn png_size(path: &Path) -> (u32, u32) {
     assert_eq!(&bytes[12..16], b"IHDR", "{}", path.display());
     let be = |b: &[u8]| u32::from_be_bytes([b[0], b[1], b[2], b[3]]);
     (be(&bytes[16..20]), be(&bytes[20..24]))
+}
+
+/// Asserts that the SVG of plot `stem` in `out` holds each of `texts`.
+fn svg_with(out: &Path, stem: &str, texts: &[&str]) {
+    let path = out.join(format!("{stem}.svg"));
+    let svg = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    for text in texts {
+        assert!(svg.contains(text), "{stem}.svg lacks `{text}`");
+    }
 }
 
 /// An empty history in `dir`.
@@ -164,21 +174,22 @@ fn report_with_every_plot_in_both_formats() {
     let (w, h) = png_size(&out.join("heatmap.png"));
     assert!(w > 300 && h > 300, "{w}x{h}");
 
-    let svg = std::fs::read_to_string(out.join("busbw.svg")).unwrap();
-    for text in [
-        "message size (log2 scale)",
-        "busbw (GB/s)",
-        "8 B",
-        "8 GiB",
-        &format!("run {} all_reduce [nvlink], 1 node", ids[0]),
-        "baseline all_reduce [nvlink], 1 node: median of 4 shown ok runs",
-        &format!(
-            "run {} all_reduce [nvlink], 1 node ({REPLAY_LABEL})",
-            ids[4]
-        ),
-    ] {
-        assert!(svg.contains(text), "busbw.svg lacks `{text}`");
-    }
+    svg_with(
+        &out,
+        "busbw",
+        &[
+            "message size (log2 scale)",
+            "busbw (GB/s)",
+            "8 B",
+            "8 GiB",
+            &format!("run {} all_reduce [nvlink], 1 node", ids[0]),
+            "baseline all_reduce [nvlink], 1 node: median of 4 shown ok runs",
+            &format!(
+                "run {} all_reduce [nvlink], 1 node ({REPLAY_LABEL})",
+                ids[4]
+            ),
+        ],
+    );
     let heat_svg = std::fs::read_to_string(out.join("heatmap.svg")).unwrap();
     assert!(heat_svg.contains("n03") && heat_svg.contains("at 1 GiB"));
     let trend_svg = std::fs::read_to_string(out.join("node-trend.svg")).unwrap();
@@ -330,4 +341,106 @@ fn heat_map_of_500_nodes_thins_its_labels() {
         "{labelled} of 500 node labels drawn"
     );
     png_size(&out.join("heatmap.png"));
+}
+
+/// Rail runs as `validate --test rails` records them, on the pair map's own nodes: n01..n04
+/// paired on eth1 and eth2, n03's eth2 sending at a tenth, and the pair n02-n04 on eth2
+/// measuring nothing.
+fn rail_runs(db: &mut History) -> Vec<RunId> {
+    let mut ids = Vec::new();
+    let pairs = [
+        ["n01", "n02"],
+        ["n03", "n04"],
+        ["n01", "n03"],
+        ["n02", "n04"],
+    ];
+    for (k, rail) in ["eth1", "eth2"].into_iter().enumerate() {
+        for (i, pair) in pairs.iter().enumerate() {
+            let base = NewRun {
+                started_at: Some(T0 + 7 * 3600 + (k * 10 + i) as i64),
+                ..NewRun::default()
+            };
+            let sent = |node: &str| {
+                if rail == "eth2" && node == "n03" {
+                    0.08
+                } else {
+                    0.8
+                }
+            };
+            let m = RailMeasurement {
+                gpudirect_rail: 1,
+                rail: rail.into(),
+                hosts: pair.map(String::from),
+                size_bytes: 16 << 20,
+                messages: 30,
+                forward_gbps: sent(pair[0]),
+                backward_gbps: sent(pair[1]),
+                latency_us: 20.0,
+            };
+            let result = if rail == "eth2" && i == 3 {
+                Err("n04: eth2 is down (operstate down)")
+            } else {
+                Ok(&m)
+            };
+            let run = record_of(base, rail, [pair[0], pair[1]], result, "");
+            ids.push(db.import_run(&run, true).unwrap().run_id());
+        }
+    }
+    ids
+}
+
+#[test]
+fn rail_runs_get_their_own_node_x_rail_map() {
+    let tmp = common::scratch("report", "rails");
+    let dir = tmp.path();
+    let (mut db, ids) = history(dir);
+    let without_rails = gather(&db, &of_runs(ids.clone())).unwrap();
+    assert_eq!(without_rails.rail_map, None);
+    let rail_ids = rail_runs(&mut db);
+    let only_rails = gather(&db, &of_runs(rail_ids.clone())).unwrap();
+    assert_eq!(only_rails.heat, None, "rail pairs are no nccl-tests pairs");
+    assert_eq!(only_rails.rail_map.as_ref().map(|m| m.nodes.len()), Some(4));
+    let data = gather(&db, &of_runs([ids, rail_ids].concat())).unwrap();
+    assert_eq!(
+        data.heat, without_rails.heat,
+        "rail results stay out of the pair heat map"
+    );
+
+    let map = data.rail_map.as_ref().expect("rail runs make a rail map");
+    assert_eq!(map.nodes, ["n01", "n02", "n03", "n04"]);
+    assert_eq!(map.rails, ["eth1", "eth2"]);
+    assert_eq!(map.size_bytes, Some(16 << 20));
+    assert_eq!(map.values[2], [Some(0.8), Some(0.08)], "n03's slow eth2");
+    assert_eq!(map.values[3][1], Some(0.8), "n04 sent to n03 on eth2");
+    assert_eq!(map.values[1][1], Some(0.8), "n02 sent to n01 on eth2");
+
+    let out = dir.join("out");
+    let files = write_report(&data, &out, ReportFormat::Both).unwrap();
+    for ext in ["svg", "png"] {
+        let p = out.join(format!("railmap.{ext}"));
+        assert!(files.images.contains(&p), "{} not listed", p.display());
+    }
+    let (w, h) = png_size(&out.join("railmap.png"));
+    assert!(w >= 640 && h > 300, "{w}x{h}");
+    svg_with(
+        &out,
+        "railmap",
+        &[
+            "rail busbw sent at 16 MiB - 4 nodes x 2 rails",
+            "eth2",
+            "n03",
+            "% of the median cell",
+        ],
+    );
+    let heat_svg = std::fs::read_to_string(out.join("heatmap.svg")).unwrap();
+    assert!(!heat_svg.contains("eth2"));
+    let html = std::fs::read_to_string(&files.html).unwrap();
+    let heat_at = html
+        .find("<section id=\"heatmap\">")
+        .expect("heat map section");
+    let rails_at = html
+        .find("<section id=\"railmap\">")
+        .expect("rail map section");
+    assert!(heat_at < rails_at, "the rail map follows the heat map");
+    assert!(html.contains("slow or dead NIC"));
 }
