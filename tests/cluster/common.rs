@@ -33,22 +33,70 @@ pub fn plugin_config() -> PathBuf {
     state_dir().join("etc/gpudirect.toml")
 }
 
-/// A command with a clean environment: only what the test gives reaches the job, so a
-/// variable in the test runner's own environment cannot make a test pass.
+/// The ordinary user the tests run jobs as: a job never runs as root on a real cluster,
+/// and slurmstepd runs the plugin's user_init and task_init with the job user's
+/// credentials. `scripts/local-cluster up` creates it.
+pub const TEST_USER: &str = "gdtestuser";
+
+/// Who runs a command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Who {
+    /// [`TEST_USER`]: every job step, unless the test is about root or an admin action.
+    User,
+    /// root: admin actions (`scontrol update`, draining) and tests about root.
+    Root,
+}
+
+/// A command run as [`TEST_USER`] with a clean environment: only what the test gives
+/// reaches the job, so a variable in the test runner's own environment cannot make a test
+/// pass.
 pub fn slurm_command(program: &str) -> Command {
-    let mut cmd = Command::new("timeout");
+    slurm_command_as(Who::User, program)
+}
+
+/// [`slurm_command`] run by `who`.
+pub fn slurm_command_as(who: Who, program: &str) -> Command {
+    let mut cmd = match who {
+        Who::User => {
+            let mut cmd = Command::new("setpriv");
+            cmd.args([
+                "--reuid",
+                TEST_USER,
+                "--regid",
+                TEST_USER,
+                "--init-groups",
+                "--",
+                "timeout",
+            ]);
+            cmd
+        }
+        Who::Root => Command::new("timeout"),
+    };
     cmd.arg("120").arg(program);
+    let home = match who {
+        Who::User => std::env::temp_dir().into_os_string(),
+        Who::Root => std::env::var_os("HOME").unwrap_or_else(|| "/root".into()),
+    };
     cmd.env_clear()
         .env(
             "PATH",
             "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
         )
         .env("SLURM_CONF", slurm_conf())
-        .env(
-            "HOME",
-            std::env::var_os("HOME").unwrap_or_else(|| "/root".into()),
-        );
+        .env("HOME", home);
     cmd
+}
+
+/// Gives `path` to [`TEST_USER`], so that jobs run as the user can write there.
+pub fn give_to_test_user(path: &Path) {
+    let user = nix::unistd::User::from_name(TEST_USER)
+        .ok()
+        .flatten()
+        .unwrap_or_else(|| {
+            panic!("no user {TEST_USER}: run `scripts/local-cluster up` (it creates the user)")
+        });
+    std::os::unix::fs::chown(path, Some(user.uid.as_raw()), Some(user.gid.as_raw()))
+        .unwrap_or_else(|e| panic!("chown {} to {TEST_USER}: {e}", path.display()));
 }
 
 /// Runs a command and returns its output, with stdout/stderr in the panic message on failure
@@ -230,6 +278,8 @@ pub fn fresh_temp_dir(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("gd-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("create {}: {e}", dir.display()));
+    // Jobs run as the test user write here (histories, reports, job output).
+    give_to_test_user(&dir);
     dir
 }
 
@@ -254,14 +304,25 @@ pub fn gpudirect_in_allocation(
     gpudirect_in_allocation_with(&[&format!("-N{nodes}")], db, args, env)
 }
 
-/// `salloc ALLOC gpudirect ARGS` with the history at `db`.
+/// `salloc ALLOC gpudirect ARGS` with the history at `db`, as the test user.
 pub fn gpudirect_in_allocation_with(
     alloc: &[&str],
     db: &Path,
     args: &[&str],
     env: &[(&str, &str)],
 ) -> Output {
-    let mut cmd = slurm_command("salloc");
+    gpudirect_in_allocation_as(Who::User, alloc, db, args, env)
+}
+
+/// [`gpudirect_in_allocation_with`] run by `who`.
+pub fn gpudirect_in_allocation_as(
+    who: Who,
+    alloc: &[&str],
+    db: &Path,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> Output {
+    let mut cmd = slurm_command_as(who, "salloc");
     cmd.args(alloc)
         .arg("--quiet")
         .arg(workspace_bin("gpudirect"))

@@ -330,14 +330,17 @@ fn validate_names_the_slow_node_in_three_rounds_records_it_and_drains_it() {
     struct Resume;
     impl Drop for Resume {
         fn drop(&mut self) {
-            let mut cmd = slurm_command("scontrol");
+            // An admin action: root.
+            let mut cmd = slurm_command_as(Who::Root, "scontrol");
             cmd.args(["update", "nodename=node3", "state=resume"]);
             run(&mut cmd);
         }
     }
     let _resume = Resume;
-    let output = gpudirect_in_allocation(
-        3,
+    // --drain is an admin's action (scontrol update): this validation runs as root.
+    let output = gpudirect_in_allocation_as(
+        Who::Root,
+        &["-N3"],
         &db,
         &[
             "validate",
@@ -457,7 +460,7 @@ fn a_killed_run_keeps_finished_cells_marks_the_interrupted_one_and_resumes() {
     assert_ok(&killed, "kill -9 gpudirect run");
     let _ = salloc.wait();
     let mut scancel = slurm_command("scancel");
-    scancel.args(["-u", "root"]);
+    scancel.args(["-u", TEST_USER]);
     run(&mut scancel);
 
     let history = gpudirect::history::History::open_existing(&db)
@@ -599,9 +602,7 @@ fn ctrl_c_stops_the_running_step_and_keeps_what_finished() {
 fn the_sbatch_templates_run() {
     let _guard = cluster();
     let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let dir = std::env::temp_dir().join(format!("gd-templates-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = fresh_temp_dir("templates");
     let bin_dir = workspace_bin("gpudirect").parent().unwrap().to_path_buf();
     let path = format!(
         "{}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
@@ -688,7 +689,9 @@ fn a_slurmd_killed_mid_matrix_fails_the_cells_on_its_node_only() {
         db = db.display(),
         dir = standin.display()
     );
-    let mut cmd = slurm_command("salloc");
+    // Killing slurmd is fault injection, which needs root; the launcher's side is the same
+    // whoever runs it.
+    let mut cmd = slurm_command_as(Who::Root, "salloc");
     cmd.args(["-N3", "--quiet", "bash", "-c", &script]);
     let output = run(&mut cmd);
     let out = stdout(&output);
