@@ -128,9 +128,9 @@ fn caption(plot: Plot, data: &ReportData) -> String {
             .to_string(),
         Plot::RailMap => "Each cell is the busbw the node of its row sent to its partners over \
              the data NIC (rail) of its column (gpudirect validate --test rails; the median of \
-             its sends), coloured by its share of the median over all cells. A slow or dead NIC \
-             shows as a low or blank cell in its node's row; a column low throughout is a slow \
-             rail (its switch or settings)."
+             its sends), coloured by its share of that rail's median, so that a slow or dead \
+             NIC shows as a low or blank cell among its rail's. A rail slow on every node is \
+             not a colour here: validate's verdicts compare the rails with each other."
             .to_string(),
         Plot::NodeTrend => format!(
             "busbw of each node's runs{}, oldest to newest; hollow circles are validation's \

@@ -491,14 +491,31 @@ pub struct RailMap {
 }
 
 impl RailMap {
-    /// The colour scale's 100%: the median of all measured cells.
+    /// The median of all measured cells, named under the colour scale (each column is
+    /// drawn against its own rail's median, [`RailMap::rail_medians`]).
     ///
-    /// Not the pair map's 90th percentile: here every rail of every node is its own cell,
-    /// so a slow or dead NIC spoils one cell in `nodes x rails` rather than most pairs of
-    /// a small cluster, and the median is a healthy NIC that every other should match.
+    /// Medians, not the pair map's 90th percentile: here every rail of every node is its
+    /// own cell, so a slow or dead NIC spoils one cell in `nodes x rails` rather than most
+    /// pairs of a small cluster, and the median is a healthy NIC that every other should
+    /// match.
     pub fn reference(&self) -> Option<f64> {
         let v: Vec<f64> = self.values.iter().flatten().flatten().copied().collect();
         median(&v)
+    }
+
+    /// Per rail, the median of its measured cells (`None` for a rail with none): what the
+    /// plot draws as 100% in that rail's column.
+    pub fn rail_medians(&self) -> Vec<Option<f64>> {
+        (0..self.rails.len())
+            .map(|j| {
+                let column: Vec<f64> = self
+                    .values
+                    .iter()
+                    .filter_map(|row| row.get(j).copied().flatten())
+                    .collect();
+                median(&column)
+            })
+            .collect()
     }
 }
 

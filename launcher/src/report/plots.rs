@@ -518,8 +518,10 @@ struct Matrix<'a> {
     columns: &'a [String],
     /// `rows.len()` rows of `columns.len()` cells; `None` is drawn blank.
     values: &'a [Vec<Option<f64>>],
-    /// The value drawn as 100% on the colour scale.
+    /// The value drawn as 100% on the colour scale (and named under it).
     reference: Option<f64>,
+    /// Per column, the value drawn as 100% in that column instead of `reference`.
+    column_references: Option<Vec<Option<f64>>>,
     /// Axis titles: beside the rows, under the columns.
     row_title: &'static str,
     column_title: &'static str,
@@ -568,6 +570,7 @@ fn heat_view(heat: &HeatMap) -> Matrix<'_> {
         columns: &heat.nodes,
         values: &heat.values,
         reference: heat.reference(),
+        column_references: None,
         row_title: "node",
         column_title: "partner",
         scale_of: "the p90 pair",
@@ -577,7 +580,8 @@ fn heat_view(heat: &HeatMap) -> Matrix<'_> {
     }
 }
 
-/// The rail map as a [`Matrix`]: nodes down, rails across, 100% at the median cell.
+/// The rail map as a [`Matrix`]: nodes down, rails across, each cell as a share of its
+/// rail's median.
 fn rail_view(rails: &RailMap) -> Matrix<'_> {
     let plural = |n: usize, word: &str| format!("{n} {word}{}", if n == 1 { "" } else { "s" });
     Matrix {
@@ -595,9 +599,12 @@ fn rail_view(rails: &RailMap) -> Matrix<'_> {
         columns: &rails.rails,
         values: &rails.values,
         reference: rails.reference(),
+        // Each rail against its own median: a slow NIC stands out in its column even when
+        // rails differ (a whole rail that is slow is in validate's verdicts).
+        column_references: Some(rails.rail_medians()),
         row_title: "node (sender)",
         column_title: "rail (data NIC)",
-        scale_of: "the median cell",
+        scale_of: "the rail's median",
         reference_name: "median",
         empty: "no rail results",
         grid_px: (
@@ -694,7 +701,11 @@ fn draw_matrix<DB: DrawingBackend>(
     let mut cells = Vec::new();
     for (i, row) in m.values.iter().enumerate().take(rows) {
         for (j, v) in row.iter().enumerate().take(cols) {
-            let (Some(v), Some(reference)) = (v, m.reference) else {
+            let column = m
+                .column_references
+                .as_ref()
+                .and_then(|refs| refs.get(j).copied().flatten());
+            let (Some(v), Some(reference)) = (v, column.or(m.reference)) else {
                 continue;
             };
             let ratio = if reference > 0.0 { v / reference } else { 1.0 };

@@ -429,7 +429,7 @@ fn rail_runs_get_their_own_node_x_rail_map() {
             "rail busbw sent at 16 MiB - 4 nodes x 2 rails",
             "eth2",
             "n03",
-            "% of the median cell",
+            "% of the rail&apos;s median",
         ],
     );
     let heat_svg = std::fs::read_to_string(out.join("heatmap.svg")).unwrap();
