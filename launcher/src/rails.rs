@@ -296,6 +296,8 @@ pub fn record_of(
         collective: RAIL_COLLECTIVE.into(),
         variant: Some(rail_variant(rail)),
         nodes: pair.iter().map(|n| n.to_string()).collect(),
+        nodelist: Some(gpudirect_core::hostlist::compress(&pair)),
+        node_count: Some(2),
         ..base
     };
     run.env.insert("GPUDIRECT_RAIL".into(), rail.into());
@@ -487,6 +489,56 @@ mod tests {
             .env
             .iter()
             .any(|(k, v)| k == "OMPI_MCA_btl_tcp_if_include" && v == "eth3"));
+    }
+
+    #[test]
+    fn a_pair_is_recorded_as_a_rail_measurement_with_one_result_per_direction() {
+        let m = RailMeasurement {
+            gpudirect_rail: 1,
+            rail: "eth3".into(),
+            hosts: ["node2".into(), "node1".into()],
+            size_bytes: 16 << 20,
+            messages: 3,
+            forward_gbps: 0.024,
+            backward_gbps: 2.1,
+            latency_us: 9.0,
+        };
+        let run = record_of(
+            NewRun::default(),
+            "eth3",
+            ["node1", "node2"],
+            Ok(&m),
+            "slow",
+        );
+        assert_eq!(run.collective, RAIL_COLLECTIVE);
+        assert_eq!(run.variant.as_deref(), Some("rail:eth3"));
+        assert_eq!(run.nodelist.as_deref(), Some("node[1-2]"));
+        assert_eq!(run.status, RunStatus::Ok);
+        assert_eq!(run.rows.len(), 1);
+        assert_eq!(run.rows[0].busbw, 0.024, "the slower direction");
+        let sent: Vec<(&str, Option<f64>)> = run
+            .node_results
+            .iter()
+            .map(|r| (r.node.as_str(), r.busbw))
+            .collect();
+        assert_eq!(sent, [("node2", Some(0.024)), ("node1", Some(2.1))]);
+        assert!(run
+            .node_results
+            .iter()
+            .all(|r| r.role.as_deref() == Some("rail eth3 send")));
+
+        let failed = record_of(
+            NewRun::default(),
+            "eth2",
+            ["node3", "node4"],
+            Err("node3: eth2 is down (operstate down)"),
+            "failed",
+        );
+        assert_eq!(failed.status, RunStatus::Failed);
+        assert_eq!(failed.failures, ["node3: eth2 is down (operstate down)"]);
+        assert!(failed.rows.is_empty());
+        assert_eq!(failed.node_results[0].partner.as_deref(), Some("node4"));
+        assert!(failed.node_results.iter().all(|r| r.busbw.is_none()));
     }
 
     #[test]
