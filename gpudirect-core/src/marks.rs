@@ -16,14 +16,21 @@
 //! at every step); the ownership checks of the config and its directories run at every
 //! step; a step that asks for a mode always reads the config.
 //!
-//! Trust: the directory must be a real directory owned by root and writable by root only,
-//! and a mark a regular file owned by root; anything else is ignored and never written
-//! into, and the plugin then reads the config every time. Deleting the directory at any
-//! time is safe: the next step reads the config again and writes a new mark.
+//! Where: slurmstepd looks marks up and writes them in the remote `init_post_opt`, where it
+//! still runs as root. `user_init` runs with the job user's effective credentials (Slurm
+//! drops them before calling it), so there the directory could be neither trusted nor
+//! written, and an ordinary user's steps never got a mark (security review F1).
+//!
+//! Trust: the directory, [`MARKS_DIR`], comes from the shipped tmpfiles.d entry
+//! (`slurm-conf/tmpfiles.d/gpudirect-slurm.conf`); the plugin never creates it. It must be
+//! a real directory owned by root and writable by root only, and a mark a regular file
+//! owned by root; anything else is ignored and never written into, and the plugin then
+//! reads the config every time. Deleting a mark or the directory's contents at any time is
+//! safe: the next step reads the config again and writes a new mark.
 
-use std::fs::{DirBuilder, OpenOptions};
+use std::fs::OpenOptions;
 use std::io::ErrorKind;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -52,27 +59,18 @@ pub struct UntouchedMarks {
 }
 
 impl UntouchedMarks {
-    /// The marks under `dir`, which is created (mode 0755) when missing. `None` when it
-    /// cannot be created or trusted (not a directory, not owned by root, writable by
-    /// others): the plugin then reads the config at every step.
+    /// The marks under `dir`. `None` when it is missing or cannot be trusted (not a
+    /// directory, not owned by root, writable by others): the plugin then reads the config
+    /// at every step.
     pub fn open(dir: &Path) -> Option<Self> {
         Self::open_owned_by(dir, 0)
     }
 
     /// [`UntouchedMarks::open`] with another owner than root (for tests run unprivileged).
     pub fn open_owned_by(dir: &Path, owner: u32) -> Option<Self> {
-        let meta = match std::fs::symlink_metadata(dir) {
-            Err(e) if e.kind() == ErrorKind::NotFound => {
-                // Two slurmstepds may race here; the loser sees AlreadyExists.
-                match DirBuilder::new().mode(0o755).create(dir) {
-                    Ok(()) => {}
-                    Err(e) if e.kind() == ErrorKind::AlreadyExists => {}
-                    Err(_) => return None,
-                }
-                std::fs::symlink_metadata(dir).ok()?
-            }
-            other => other.ok()?,
-        };
+        // Never created here: a directory made by whichever process came first would be
+        // as trustworthy as that process; the tmpfiles.d entry makes it at boot.
+        let meta = std::fs::symlink_metadata(dir).ok()?;
         let trusted = meta.is_dir() && meta.uid() == owner && meta.mode() & 0o022 == 0;
         trusted.then(|| UntouchedMarks {
             dir: dir.to_path_buf(),
@@ -193,6 +191,12 @@ mod tests {
     fn a_recorded_mark_is_found_for_that_node_config_and_build_only() {
         let tmp = scratch("found");
         let root = tmp.path();
+        assert!(
+            UntouchedMarks::open_owned_by(&root.join("m"), euid()).is_none(),
+            "a missing directory is not created"
+        );
+        std::fs::create_dir(root.join("m")).unwrap();
+        std::fs::set_permissions(root.join("m"), std::fs::Permissions::from_mode(0o755)).unwrap();
         let marks = UntouchedMarks::open_owned_by(&root.join("m"), euid()).expect("trusted");
         let (config, build) = (settled(100), "0123abcd");
         assert!(!marks.contains("node1", &config, build));
@@ -208,11 +212,13 @@ mod tests {
             !marks.contains("node1", &config, "0123abce"),
             "plugin rebuilt"
         );
-        let mode = std::fs::metadata(root.join("m"))
+        let mark = std::fs::read_dir(root.join("m"))
             .unwrap()
-            .permissions()
-            .mode();
-        assert_eq!(mode & 0o022, 0, "created without group/other write");
+            .next()
+            .expect("one mark")
+            .unwrap();
+        let mode = mark.metadata().unwrap().permissions().mode();
+        assert_eq!(mode & 0o022, 0, "a mark has no group/other write");
     }
 
     #[test]

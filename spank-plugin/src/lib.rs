@@ -9,10 +9,14 @@
 //! What happens where (SPANK contexts):
 //! - srun / sbatch / salloc (`local`, `allocator`): the config is read to validate the mode;
 //!   an unknown mode is refused before anything is submitted, naming the profiles.
-//! - slurmstepd (`remote`), once per node in `user_init`: the config is read (skipped for
-//!   a step that asks for no mode when a mark says this very config leaves such steps on
-//!   this node untouched: [`gpudirect_core::marks`]), the mode chosen by precedence, the
-//!   profile resolved for this node and its checks run ([`gpudirect_core::resolve`]).
+//! - slurmstepd (`remote`), once per node in `init_post_opt`, still as root: a step that
+//!   asks for no mode is left untouched when a root-owned mark (or, without one, the
+//!   config) says this very config leaves such steps on this node untouched
+//!   ([`gpudirect_core::marks`]).
+//! - slurmstepd, once per node in `user_init`, with the job user's effective uid, gid and
+//!   groups (Slurm drops them before calling it): the config is read, the mode chosen by
+//!   precedence, the profile resolved for this node and its checks run
+//!   ([`gpudirect_core::resolve`]), all with the user's rights.
 //! - slurmstepd, per task in `task_init` (in the task's own process, just before exec):
 //!   the task's variables are set and its CPU affinity pinned.
 //!
@@ -24,8 +28,12 @@
 //!   and the plugstack.conf arguments;
 //! - this file: the policy of each callback and what a node decides for its tasks.
 //!
-//! It reads one root-owned config named by the admin, runs no shell, starts no thread,
-//! and never lets a panic cross into Slurm (the callbacks are guarded in `ffi.rs`;
+//! Privileges (docs/security.md): as root it only parses plugstack.conf, registers the
+//! option, keeps the option's value, and looks up or writes marks from the admin's
+//! root-owned config; everything a user can influence is read as that user, and the task
+//! callback runs in the task, which already is the user. It reads one root-owned config
+//! named by the admin, runs no shell, starts no thread, and never lets a panic cross into
+//! Slurm (the callbacks are guarded in `ffi.rs`;
 //! `panic = "unwind"` is required).
 
 mod ffi;
@@ -42,7 +50,8 @@ use gpudirect_core::resolve::{
     StepFacts, TaskFacts,
 };
 use gpudirect_core::system::{
-    check_config_file, current_affinity, set_affinity, short_hostname, Ownership, SystemProbe,
+    check_config_file, current_affinity, load_config_stamped, set_affinity, short_hostname,
+    Ownership, SystemProbe,
 };
 use slurm_spank::{spank_log, Context, LogLevel, Plugin, SpankHandle};
 
@@ -174,37 +183,43 @@ fn node_name() -> String {
 }
 
 impl GpuDirect {
-    /// slurmstepd: whether a mark shows that this step, asking for no mode, is left
-    /// untouched by this very config on this node, so the config need not be read.
-    fn marked_untouched(spank: &SpankHandle, node: &str) -> bool {
-        let Some(Ok(path)) = STATE.config_path() else {
-            return false;
-        };
+    /// slurmstepd, in the remote `init_post_opt`, where it still runs as root (`user_init`
+    /// runs with the job user's rights, where marks can be neither trusted nor written:
+    /// security review F1). A step that asks for no mode is left untouched when a
+    /// root-owned mark names this config version, plugin build and node. Without a mark the
+    /// admin's config is parsed here, with the same ownership checks as in `user_init`, and
+    /// when it leaves the node untouched the step is, and a mark is written for the next.
+    /// Anything else (a mode, a config error) is left to `user_init`, which reads the
+    /// config again with the user's credentials and reports what is wrong.
+    fn consult_marks(spank: &SpankHandle) {
         if step_asks_for_mode(spank) {
-            return false;
-        }
-        // The same ownership checks as a full read, without reading: a config made
-        // writable by others since it was marked is refused as before.
-        let Ok(config) = check_config_file(Path::new(path), Ownership::RootOnly) else {
-            return false;
-        };
-        UntouchedMarks::open(Path::new(MARKS_DIR))
-            .is_some_and(|marks| marks.contains(node, &config, BUILD_ID))
-    }
-
-    /// slurmstepd, after a full read: marks the config version that was read when it
-    /// leaves steps on this node that ask for no mode untouched. Errors are never marked.
-    fn mark_if_untouched(node: &str) {
-        let Some((config, read)) = STATE.config_read() else {
-            return;
-        };
-        if !matches!(choose_mode(config, node, None, None), Ok(None)) {
             return;
         }
-        if let Some(marks) = UntouchedMarks::open(Path::new(MARKS_DIR)) {
-            if let Err(e) = marks.record(node, read, BUILD_ID) {
+        let Some(Ok(path)) = STATE.config_path() else {
+            return;
+        };
+        let Some(marks) = UntouchedMarks::open(Path::new(MARKS_DIR)) else {
+            return;
+        };
+        let path = Path::new(path);
+        let node = node_name();
+        // The ownership checks run at every step, marked or not: a config made writable by
+        // others since it was marked is refused as before.
+        let Ok(stamp) = check_config_file(path, Ownership::RootOnly) else {
+            return;
+        };
+        if marks.contains(&node, &stamp, BUILD_ID) {
+            STATE.set_untouched_by_mark();
+            return;
+        }
+        let Ok((config, read)) = load_config_stamped(path, Ownership::RootOnly) else {
+            return;
+        };
+        if matches!(choose_mode(&config, &node, None, None), Ok(None)) {
+            if let Err(e) = marks.record(&node, &read, BUILD_ID) {
                 log_verbose(&format!("node {node}: no mark in {MARKS_DIR}: {e}"));
             }
+            STATE.set_untouched_by_mark();
         }
     }
 
@@ -308,8 +323,13 @@ unsafe impl Plugin for GpuDirect {
     }
 
     fn init_post_opt(&mut self, spank: &mut SpankHandle) -> Result<(), Box<dyn Error>> {
-        if !matches!(spank.context()?, Context::Local | Context::Allocator) {
-            return Ok(());
+        match spank.context()? {
+            Context::Remote => {
+                GpuDirect::consult_marks(spank);
+                return Ok(());
+            }
+            Context::Local | Context::Allocator => {}
+            _ => return Ok(()),
         }
         let option = STATE.option();
         let env_mode = std::env::var(vars::MODE_ENV)
@@ -344,11 +364,11 @@ unsafe impl Plugin for GpuDirect {
     }
 
     fn user_init(&mut self, spank: &mut SpankHandle) -> Result<(), Box<dyn Error>> {
-        let node = node_name();
-        if GpuDirect::marked_untouched(spank, &node) {
+        if STATE.untouched_by_mark() {
             self.node = NodeDecision::Untouched;
             return Ok(());
         }
+        let node = node_name();
         match self.decide(spank, node.clone()) {
             Ok(decision) => self.node = decision,
             Err(message) => {
@@ -359,7 +379,6 @@ unsafe impl Plugin for GpuDirect {
                 };
             }
         }
-        GpuDirect::mark_if_untouched(&node);
         Ok(())
     }
 

@@ -11,7 +11,7 @@ use std::path::Path;
 use std::sync::{Mutex, OnceLock};
 
 use gpudirect_core::config::{sanitize_for_message, Config};
-use gpudirect_core::system::{load_config_stamped, FileStamp, Ownership};
+use gpudirect_core::system::{load_config, Ownership};
 
 /// This process's state. The only instance is [`STATE`].
 pub(crate) struct State {
@@ -21,10 +21,11 @@ pub(crate) struct State {
     /// sbatch and salloc only when a mode was asked for, so that a step without
     /// `--gpudirect` does not pay for reading it.
     config: OnceLock<Result<Config, String>>,
-    /// The version of the config file that `config` was read from.
-    config_stamp: OnceLock<FileStamp>,
     /// The `--gpudirect` value Slurm handed to the option callback, if any.
     option: Mutex<Option<String>>,
+    /// slurmstepd: `init_post_opt` (as root) found this step, which asks for no mode, left
+    /// untouched by the config on this node, so `user_init` need not read it.
+    untouched_by_mark: OnceLock<()>,
 }
 
 /// The state of this process.
@@ -35,9 +36,19 @@ impl State {
         State {
             config_path: OnceLock::new(),
             config: OnceLock::new(),
-            config_stamp: OnceLock::new(),
             option: Mutex::new(None),
+            untouched_by_mark: OnceLock::new(),
         }
+    }
+
+    /// Records that this step is left untouched on this node (see the field).
+    pub(crate) fn set_untouched_by_mark(&self) {
+        let _ = self.untouched_by_mark.set(());
+    }
+
+    /// Whether `init_post_opt` left this step untouched on this node.
+    pub(crate) fn untouched_by_mark(&self) -> bool {
+        self.untouched_by_mark.get().is_some()
     }
 
     /// Keeps the config path from plugstack.conf (the first call wins).
@@ -50,28 +61,16 @@ impl State {
         self.config_path.get()
     }
 
-    /// The config, read (with its stamp kept) on the first call.
+    /// The config, read on the first call.
     pub(crate) fn config(&self) -> Result<&Config, String> {
         let loaded = self.config.get_or_init(|| match self.config_path.get() {
-            Some(Ok(path)) => load_config_stamped(Path::new(path), Ownership::RootOnly)
-                .map(|(config, stamp)| {
-                    let _ = self.config_stamp.set(stamp);
-                    config
-                })
-                .map_err(|e| e.to_string()),
+            Some(Ok(path)) => {
+                load_config(Path::new(path), Ownership::RootOnly).map_err(|e| e.to_string())
+            }
             Some(Err(e)) => Err(e.clone()),
             None => Err("the config path is unknown (plugin init did not run)".into()),
         });
         loaded.as_ref().map_err(Clone::clone)
-    }
-
-    /// The config and the version of the file it came from, if it has been read
-    /// successfully; never reads it.
-    pub(crate) fn config_read(&self) -> Option<(&Config, &FileStamp)> {
-        match (self.config.get(), self.config_stamp.get()) {
-            (Some(Ok(config)), Some(stamp)) => Some((config, stamp)),
-            _ => None,
-        }
     }
 
     /// Keeps the `--gpudirect` value; false if the lock is poisoned.
@@ -137,7 +136,7 @@ mod tests {
         assert!(state
             .config()
             .is_err_and(|e| e.contains("plugin init did not run")));
-        assert!(state.config_read().is_none());
+        assert!(!state.untouched_by_mark());
     }
 
     #[test]
@@ -145,7 +144,14 @@ mod tests {
         let state = State::new();
         state.set_config_path(config_path_from_args(&["config=rel.toml"]));
         assert!(state.config().is_err_and(|e| e.contains("absolute")));
-        assert!(state.config_read().is_none());
+    }
+
+    #[test]
+    fn an_untouched_step_stays_untouched() {
+        let state = State::new();
+        state.set_untouched_by_mark();
+        state.set_untouched_by_mark();
+        assert!(state.untouched_by_mark());
     }
 
     #[test]

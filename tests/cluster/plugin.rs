@@ -645,15 +645,15 @@ fn wait_until_config_settles() {
 
 /// slurmstepd skips reading the config for a step that asks for no mode only when a
 /// root-owned mark names this very config version, plugin build and node; a step that
-/// asks for a mode always reads it, and a broken config is never marked.
+/// asks for a mode always reads it, and a broken config is never marked. Every step here
+/// is an ordinary user's: slurmstepd looks marks up and writes them while it is still root
+/// (init_post_opt), not in user_init, which runs with the user's rights (review F1).
 #[test]
 fn a_mark_skips_reading_only_the_config_version_it_names() {
     use std::os::unix::fs::MetadataExt;
     let _guard = cluster();
-    // Marks are written only by steps that slurmstepd runs as root today (issue #14, F1:
-    // user_init runs with the job user's rights): this test is about root's steps.
     let on_node1 = |extra: &[&str]| {
-        let mut cmd = slurm_command_as(Who::Root, "srun");
+        let mut cmd = slurm_command("srun");
         cmd.args(["-N1", "-w", "node1"]).args(extra).arg("true");
         run(&mut cmd)
     };
@@ -676,6 +676,36 @@ fn a_mark_skips_reading_only_the_config_version_it_names() {
     let prefix = mark_prefix("node1", &stamp_of(&plugin_config())).unwrap();
     let name = marks[0].file_name().unwrap().to_string_lossy().into_owned();
     let build = name.strip_prefix(&prefix).unwrap().to_string();
+
+    // The user's plain steps skip the read: with the config readable by root alone, a
+    // plain step still runs and says nothing (root's side decided and marked the new
+    // version), while a step that asks for a mode reads it as the user and is told why.
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let _restore = FileSwap::config();
+        std::fs::set_permissions(plugin_config(), std::fs::Permissions::from_mode(0o600))
+            .expect("chmod 600 the config");
+        wait_until_config_settles();
+        let plain = on_node1(&[]);
+        assert_ok(&plain, "a plain step with the config readable by root only");
+        assert!(
+            !stderr(&plain).contains("gpudirect"),
+            "the user's plain step read the config: {}",
+            stderr(&plain)
+        );
+        assert_eq!(marks_for("node1").len(), 1, "the new version is marked");
+        let asked = on_node1(&["--gpudirect=tcpx"]);
+        assert!(
+            stderr(&asked).contains("Permission denied"),
+            "a mode is read with the user's rights: {}",
+            stderr(&asked)
+        );
+    }
+    wait_until_config_settles();
+    assert_ok(
+        &on_node1(&[]),
+        "a plain step once the config is readable again",
+    );
 
     // Break the config under a required plugin: the mark named the old version, so the
     // next step without a mode reads the new one and fails.
