@@ -294,6 +294,24 @@ pub fn cluster() -> MutexGuard<'static, ()> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
+/// The arguments with which `gpudirect validate` judges pairs replayed by the nccl-tests
+/// stand-in: 2 GPUs per node in one process, the 2xH200 recordings' sizes and a floor their
+/// clean busbw passes and their slowed one does not, and no MPI (the stand-in needs none).
+pub const VALIDATE_STANDIN_ARGS: [&str; 12] = [
+    "--floor",
+    "300",
+    "-G",
+    "2",
+    "--gpus-per-process",
+    "2",
+    "-b",
+    "8",
+    "-e",
+    "8G",
+    "--mpi",
+    "none",
+];
+
 /// `salloc -N<nodes> gpudirect ARGS` with the history at `db`.
 pub fn gpudirect_in_allocation(
     nodes: u32,
