@@ -83,7 +83,11 @@ pub fn slurm_command_as(who: Who, program: &str) -> Command {
             "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
         )
         .env("SLURM_CONF", slurm_conf())
-        .env("HOME", home);
+        .env("HOME", home)
+        .env("STANDIN_FIXTURES", shared_fixtures())
+        // The checkout may be out of the user's reach; a test that needs another folder
+        // sets its own.
+        .current_dir(std::env::temp_dir());
     cmd
 }
 
@@ -225,9 +229,10 @@ pub fn ip_in_node(node: &str, args: &[&str]) -> Output {
     run(Command::new("ip").arg("-n").arg(ns).args(args))
 }
 
-/// A binary of this workspace (`gpudirect`, `nccl-tests-standin`), from the same target
-/// folder as the running test. scripts/test builds them first (`cargo test` builds every
-/// default member's binaries).
+/// A binary of this workspace (`gpudirect`, `nccl-tests-standin`, `gpudirect-mpi`), built
+/// in the same target folder as the running test (scripts/test builds them first), as a
+/// copy in [`shared_dir`]: jobs run as [`TEST_USER`], who may not be able to reach the
+/// checkout (a clone under /root, or in a 0700 temporary folder, as CI makes).
 pub fn workspace_bin(name: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("current test executable");
     // target/<profile>/deps/<test> -> target/<profile>/<name>
@@ -241,7 +246,67 @@ pub fn workspace_bin(name: &str) -> PathBuf {
         "{} is not built: run `cargo build -p gpudirect` (scripts/test does)",
         bin.display()
     );
-    bin
+    let shared = shared_dir().join(name);
+    share(&bin, &shared);
+    shared
+}
+
+/// A root-owned folder every user can read, in the cluster's state folder: where the tests
+/// put what jobs run as [`TEST_USER`] must read (binaries, the stand-in's recordings).
+pub fn shared_dir() -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = state_dir().join("test-shared");
+    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("create {}: {e}", dir.display()));
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755))
+        .unwrap_or_else(|e| panic!("chmod {}: {e}", dir.display()));
+    dir
+}
+
+/// Copies `from` to `to` (a file, or a folder with everything in it), each file through a
+/// temporary name and a rename, so that a job still running the old copy is not disturbed.
+pub fn share(from: &Path, to: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let copy_file = |from: &Path, to: &Path| {
+        let tmp = to.with_extension(format!("tmp{}", std::process::id()));
+        std::fs::copy(from, &tmp).unwrap_or_else(|e| panic!("copy {}: {e}", from.display()));
+        let mode = if from
+            .metadata()
+            .map(|m| m.permissions().mode() & 0o111 != 0)
+            .unwrap_or(false)
+        {
+            0o755
+        } else {
+            0o644
+        };
+        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(mode))
+            .unwrap_or_else(|e| panic!("chmod {}: {e}", tmp.display()));
+        std::fs::rename(&tmp, to).unwrap_or_else(|e| panic!("rename to {}: {e}", to.display()));
+    };
+    if from.is_dir() {
+        std::fs::create_dir_all(to).unwrap_or_else(|e| panic!("create {}: {e}", to.display()));
+        std::fs::set_permissions(to, std::fs::Permissions::from_mode(0o755))
+            .unwrap_or_else(|e| panic!("chmod {}: {e}", to.display()));
+        for entry in std::fs::read_dir(from).expect("read a folder to share") {
+            let path = entry.expect("a folder entry").path();
+            share(&path, &to.join(path.file_name().expect("a file name")));
+        }
+    } else {
+        copy_file(from, to);
+    }
+}
+
+/// The stand-in's recordings, where jobs run as [`TEST_USER`] can read them (the stand-in
+/// reads `STANDIN_FIXTURES`, which [`slurm_command`] sets).
+pub fn shared_fixtures() -> PathBuf {
+    static SHARED: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    SHARED
+        .get_or_init(|| {
+            let from = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/nccl-tests");
+            let to = shared_dir().join("nccl-tests-fixtures");
+            share(&from, &to);
+            to
+        })
+        .clone()
 }
 
 /// A folder of nccl-tests STAND-INs: `<collective>_perf` links to the replaying

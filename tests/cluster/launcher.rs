@@ -592,7 +592,12 @@ fn ctrl_c_stops_the_running_step_and_keeps_what_finished() {
 #[test]
 fn the_sbatch_templates_run() {
     let _guard = cluster();
-    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    // sbatch reads the script as the user: from the shared folder, not the checkout.
+    let templates = shared_dir().join("sbatch");
+    share(
+        &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/sbatch"),
+        &templates,
+    );
     let dir = fresh_temp_dir("templates");
     let bin_dir = workspace_bin("gpudirect").parent().unwrap().to_path_buf();
     let path = format!(
@@ -605,7 +610,7 @@ fn the_sbatch_templates_run() {
     train
         .args(["--wait", "-N2", "-o"])
         .arg(&train_out)
-        .arg(repo.join("scripts/sbatch/train.sbatch"))
+        .arg(templates.join("train.sbatch"))
         .args([
             "sh",
             "-c",
@@ -631,7 +636,7 @@ fn the_sbatch_templates_run() {
     weekly
         .args(["--wait", "-N3", "-o"])
         .arg(&weekly_out)
-        .arg(repo.join("scripts/sbatch/weekly-validation.sbatch"))
+        .arg(templates.join("weekly-validation.sbatch"))
         .current_dir(&dir)
         .env("PATH", &path)
         .env("NCCL_TESTS_DIR", &standin)
