@@ -143,7 +143,13 @@ fn accept_option(value: Option<&[u8]>, remote: bool) -> bool {
             "--gpudirect value of {} bytes refused: a mode is a profile name, `auto` or `none`",
             bytes.len()
         ));
-        return false;
+        if !remote {
+            return false;
+        }
+        // In slurmstepd a refusal makes Slurm log the raw value into slurmd's log, where a
+        // newline in it would forge log lines (security review F2). Keep a mode that names
+        // nothing instead: user_init then refuses it with a sanitized message.
+        return STATE.set_option(unusable_mode(bytes));
     }
     if !remote {
         // In srun/sbatch/salloc: refuse unknown modes now. A broken config cannot
@@ -156,6 +162,14 @@ fn accept_option(value: Option<&[u8]>, remote: bool) -> bool {
         }
     }
     STATE.set_option(value)
+}
+
+/// What slurmstepd keeps of an over-long `--gpudirect` value: its start, printable only,
+/// marked as cut. No profile can have that name (it holds characters names cannot), so
+/// the step is told its mode names nothing.
+fn unusable_mode(bytes: &[u8]) -> String {
+    let start = String::from_utf8_lossy(&bytes[..bytes.len().min(MAX_MODE_LEN)]).into_owned();
+    format!("{}... (cut)", sanitize_for_message(&start))
 }
 
 /// This build's id (spank-plugin/build.rs): marks written by another build never count.
@@ -413,5 +427,20 @@ unsafe impl Plugin for GpuDirect {
                 Err(message.clone().into())
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_over_long_remote_value_keeps_no_newline_and_names_no_profile() {
+        let mut forged = b"tcpx\n[2026-11-30T00:00:00.000] error: forged".to_vec();
+        forged.resize(200, b'x');
+        let kept = unusable_mode(&forged);
+        assert!(!kept.contains('\n'), "{kept}");
+        assert!(kept.ends_with("... (cut)"), "{kept}");
+        assert!(kept.len() < 2 * MAX_MODE_LEN, "{kept}");
     }
 }

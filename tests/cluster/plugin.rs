@@ -778,3 +778,32 @@ fn a_mark_skips_reading_only_the_config_version_it_names() {
         "a config with a default was marked"
     );
 }
+
+/// An over-long `--gpudirect` value that reaches slurmstepd (by hand, through the job
+/// environment: srun itself refuses it) is not refused there, since Slurm would then copy
+/// the raw value, newline and all, into slurmd's log (security review F2).
+#[test]
+fn an_over_long_remote_option_cannot_forge_a_slurmd_log_line() {
+    let _guard = cluster();
+    let forged = "gpudirect-forged-line: all is well";
+    let value = format!("tcpx\n{forged}{}", "x".repeat(100));
+    let log_path = state_dir().join("log/slurmd-node1.log");
+    let before = std::fs::metadata(&log_path).map(|m| m.len()).unwrap_or(0) as usize;
+    let mut cmd = slurm_command("srun");
+    cmd.args(["-N1", "-w", "node1", "true"])
+        .env("_SLURM_SPANK_OPTION_gpudirect_gpudirect", &value);
+    let output = run(&mut cmd);
+    let log = std::fs::read(&log_path).expect("read slurmd's log");
+    // Only what this step wrote: an earlier build's run may have left forged lines.
+    let log = String::from_utf8_lossy(log.get(before..).unwrap_or_default());
+    assert!(
+        !log.lines().any(|line| line.starts_with(forged)),
+        "a forged line in slurmd's log (srun: {})",
+        stderr(&output)
+    );
+    assert!(
+        stderr(&output).contains("bytes refused") || output.status.success(),
+        "{}",
+        stderr(&output)
+    );
+}
