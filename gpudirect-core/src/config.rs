@@ -138,10 +138,14 @@ pub enum CheckKind {
     TopologyFile,
     /// The TCPX receive daemon's socket directory exists.
     RxdmSocketDir,
+    /// Only root can change the files and directories the profile exports (`library_dirs`,
+    /// `topology_file`, path values of `[env]`). Always run; a node set cannot skip it.
+    Ownership,
 }
 
 impl CheckKind {
-    /// Every check, in the order they run.
+    /// Every check a profile can ask for and a node set can skip, in the order they run
+    /// ([`CheckKind::Ownership`] always runs, after them).
     pub const ALL: [CheckKind; 4] = [
         CheckKind::Nics,
         CheckKind::Libraries,
@@ -156,6 +160,7 @@ impl CheckKind {
             CheckKind::Libraries => "libraries",
             CheckKind::TopologyFile => "topology_file",
             CheckKind::RxdmSocketDir => "rxdm_socket_dir",
+            CheckKind::Ownership => "ownership",
         }
     }
 

@@ -243,7 +243,7 @@ pub fn node_findings(config: &Config, machine: &Machine<'_>) -> Vec<Finding> {
         };
         let plan = plan_node_with_locality(resolved, step, probe, None);
         // One finding per check: eight missing NICs are one problem.
-        for kind in CheckKind::ALL {
+        for kind in CheckKind::ALL.into_iter().chain([CheckKind::Ownership]) {
             let failures: Vec<_> = plan.failures.iter().filter(|f| f.kind == kind).collect();
             let Some(first) = failures.first() else {
                 continue;
@@ -254,6 +254,8 @@ pub fn node_findings(config: &Config, machine: &Machine<'_>) -> Vec<Finding> {
                 CheckKind::TopologyFile => lines.topology_file,
                 // The socket directory exists only while a job runs: not a lint.
                 CheckKind::RxdmSocketDir => continue,
+                // Each problem names its key (library_dirs, topology_file, env.NAME).
+                CheckKind::Ownership => lines.library_dirs.or(lines.topology_file),
             };
             let problems: Vec<&str> = failures.iter().map(|f| f.problem.as_str()).collect();
             out.push(finding(

@@ -164,6 +164,20 @@ pub fn resolve_profile<'c>(
         .map(|profile| Resolved { profile, node_set }))
 }
 
+/// What a probed path must be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PathKind {
+    /// A regular file (a library, the topology file).
+    File,
+    /// A directory (a library directory, the RxDM socket directory).
+    Directory,
+    /// Whatever is there (a path value of `[env]`: a file, a directory, a device).
+    Any,
+}
+
+/// The fix for a [`CheckKind::Ownership`] failure.
+pub const OWNERSHIP_FIX: &str = "make it and every directory above it root-owned and not group/other-writable (chown root, chmod go-w)";
+
 /// What the plugin can ask a node: one implementation reads sysfs and the filesystem,
 /// tests give data.
 pub trait NodeProbe {
@@ -185,6 +199,14 @@ pub trait NodeProbe {
     /// nodes with `data_nic_class = "infiniband"` profiles must override it.
     fn rdma_port_active(&self, name: &str) -> Option<bool> {
         let _ = name;
+        None
+    }
+    /// Why the file or directory at `path` cannot be trusted: someone other than root could
+    /// change it or a directory above it, or it is not of `kind` (a FIFO where a file is
+    /// expected). The answer names the path at fault. `None` when it is trusted or missing
+    /// (whether it must exist is another check's business). The default trusts every path.
+    fn untrusted(&self, path: &str, kind: PathKind) -> Option<String> {
+        let _ = (path, kind);
         None
     }
 }
@@ -365,7 +387,52 @@ pub fn plan_node_with_locality<'c>(
         let failures = run_check(&plan, kind, probe);
         plan.failures.extend(failures);
     }
+    let failures = ownership_failures(&plan, probe);
+    plan.failures.extend(failures);
     plan
+}
+
+/// Security review F4: what the profile exports (`LD_LIBRARY_PATH`, `NCCL_TOPO_FILE`, path
+/// values of `[env]`) runs or is read in every user's job, so only root may change it, as
+/// for the config. Run whatever checks the profile asks for. An `[env]` value is checked
+/// when it is an absolute path that exists, after the node's placeholders are filled in
+/// (values with task placeholders differ per task and are not checked).
+fn ownership_failures(plan: &NodePlan<'_>, probe: &dyn NodeProbe) -> Vec<CheckFailure> {
+    let profile = plan.profile;
+    let mut paths: Vec<(String, String, PathKind)> = profile
+        .library_dirs
+        .iter()
+        .map(|dir| ("library_dirs".to_string(), dir.clone(), PathKind::Directory))
+        .collect();
+    if let Some(file) = &profile.topology_file {
+        paths.push(("topology_file".into(), file.clone(), PathKind::File));
+    }
+    for var in &profile.env {
+        let per_node = var.value.placeholders().all(|p| {
+            matches!(
+                p,
+                Placeholder::JobId
+                    | Placeholder::StepId
+                    | Placeholder::Node
+                    | Placeholder::NNodes
+                    | Placeholder::LocalSize
+            )
+        });
+        let value = expand(&var.value, plan, None);
+        if per_node && value.starts_with('/') {
+            paths.push((format!("env.{}", var.name), value, PathKind::Any));
+        }
+    }
+    paths
+        .into_iter()
+        .filter_map(|(key, path, kind)| {
+            probe.untrusted(&path, kind).map(|problem| CheckFailure {
+                kind: CheckKind::Ownership,
+                problem: format!("{key}: {problem}"),
+                fix: OWNERSHIP_FIX.into(),
+            })
+        })
+        .collect()
 }
 
 fn run_check(plan: &NodePlan<'_>, kind: CheckKind, probe: &dyn NodeProbe) -> Vec<CheckFailure> {
@@ -421,8 +488,19 @@ fn run_check(plan: &NodePlan<'_>, kind: CheckKind, probe: &dyn NodeProbe) -> Vec
                 let found = profile
                     .library_dirs
                     .iter()
-                    .any(|dir| probe.file_exists(&format!("{dir}/{lib}")));
-                if !found {
+                    .map(|dir| format!("{dir}/{lib}"))
+                    .find(|path| probe.file_exists(path));
+                if let Some(path) = &found {
+                    // The directories are checked with every profile ([`ownership_failures`]);
+                    // the library itself here.
+                    if let Some(problem) = probe.untrusted(path, PathKind::File) {
+                        failures.push(CheckFailure {
+                            kind,
+                            problem: format!("checks.libraries: {problem}"),
+                            fix: OWNERSHIP_FIX.into(),
+                        });
+                    }
+                } else {
                     failures.push(CheckFailure {
                         kind,
                         problem: format!(
@@ -455,6 +533,14 @@ fn run_check(plan: &NodePlan<'_>, kind: CheckKind, probe: &dyn NodeProbe) -> Vec
                         problem: format!("RxDM socket directory {dir} is missing"),
                         fix: fix.into(),
                     });
+                } else if let Some(problem) = probe.untrusted(&dir, PathKind::Directory) {
+                    // Another user could have made it, with their own listening socket,
+                    // before root's prolog (security review F4).
+                    failures.push(CheckFailure {
+                        kind,
+                        problem: format!("rxdm_socket_dir: {problem}"),
+                        fix: format!("{OWNERSHIP_FIX}; the prolog must make it"),
+                    });
                 } else if !probe.dir_has_socket(&dir) {
                     failures.push(CheckFailure {
                         kind,
@@ -464,6 +550,8 @@ fn run_check(plan: &NodePlan<'_>, kind: CheckKind, probe: &dyn NodeProbe) -> Vec
                 }
             }
         }
+        // Run by [`ownership_failures`], for every profile.
+        CheckKind::Ownership => {}
     }
     failures
 }

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 use crate::config::{parse_config, Config, ConfigError};
 use crate::cpulist::CpuList;
-use crate::resolve::NodeProbe;
+use crate::resolve::{NodeProbe, PathKind};
 
 /// A config larger than this is not an admin's profile file.
 pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
@@ -195,9 +195,91 @@ pub fn short_hostname() -> String {
     }
 }
 
-/// Reads the node from `/sys/class/net` and the filesystem.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct SystemProbe;
+/// Reads the node from `/sys/class/net` and the filesystem. Probes never block (files are
+/// opened with `O_NONBLOCK`, so a FIFO cannot hang slurmstepd) and trust a path only when
+/// root alone can change it and every directory above it (security review F4, F5).
+#[derive(Debug, Clone)]
+pub struct SystemProbe {
+    /// Who besides root may own a trusted path: root itself, except in tests.
+    owner: u32,
+    /// Directories above this one are not checked: `/`, except in tests.
+    checked_below: PathBuf,
+}
+
+impl Default for SystemProbe {
+    fn default() -> Self {
+        SystemProbe {
+            owner: 0,
+            checked_below: PathBuf::from("/"),
+        }
+    }
+}
+
+/// An open flag of `open(2)` for [`std::os::unix::fs::OpenOptionsExt::custom_flags`].
+fn flag(flag: nix::fcntl::OFlag) -> i32 {
+    flag.bits()
+}
+
+impl SystemProbe {
+    /// A probe that also trusts paths owned by `owner` and checks no directory above
+    /// `checked_below`, for tests run unprivileged in a temporary directory (whose parent,
+    /// `/tmp`, anyone can write).
+    pub fn trusting(owner: u32, checked_below: &Path) -> Self {
+        SystemProbe {
+            owner,
+            checked_below: checked_below.to_path_buf(),
+        }
+    }
+
+    /// What is wrong with who may change the file or directory `meta` describes.
+    fn owner_problem(&self, meta: &std::fs::Metadata) -> Option<String> {
+        let mode = meta.mode() & 0o7777;
+        if meta.uid() != 0 && meta.uid() != self.owner {
+            return Some(format!("owned by uid {}, not root", meta.uid()));
+        }
+        let writers = match (mode & 0o020 != 0, mode & 0o002 != 0) {
+            (true, true) => "group and others",
+            (true, false) => "group",
+            (false, true) => "others",
+            (false, false) => return None,
+        };
+        Some(format!("writable by {writers} (mode {mode:o})"))
+    }
+
+    /// Opens `path` without following a symlink and without blocking, and returns what
+    /// the descriptor is (never what the name now points at).
+    fn stat_open(path: &Path, kind: PathKind) -> std::io::Result<std::fs::Metadata> {
+        use nix::fcntl::OFlag;
+        use std::os::unix::fs::OpenOptionsExt;
+        let mut flags = flag(OFlag::O_NONBLOCK) | flag(OFlag::O_NOFOLLOW);
+        if kind == PathKind::Directory {
+            flags |= flag(OFlag::O_DIRECTORY);
+        }
+        // std adds O_CLOEXEC.
+        std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(flags)
+            .open(path)?
+            .metadata()
+    }
+}
+
+/// What `meta` describes, for messages.
+fn kind_name(meta: &std::fs::Metadata) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    let t = meta.file_type();
+    if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_socket() {
+        "a socket"
+    } else if t.is_char_device() || t.is_block_device() {
+        "a device"
+    } else if t.is_dir() {
+        "a directory"
+    } else {
+        "not a regular file"
+    }
+}
 
 impl NodeProbe for SystemProbe {
     fn nic_up(&self, name: &str) -> Option<bool> {
@@ -224,8 +306,14 @@ impl NodeProbe for SystemProbe {
     }
 
     fn file_readable(&self, path: &str) -> bool {
-        File::open(path)
-            .map(|f| f.metadata().map(|m| m.is_file()).unwrap_or(false))
+        // O_NONBLOCK: a FIFO here must not hang the step (security review F5).
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(flag(nix::fcntl::OFlag::O_NONBLOCK))
+            .open(path)
+            .and_then(|f| f.metadata())
+            .map(|m| m.is_file())
             .unwrap_or(false)
     }
 
@@ -238,12 +326,64 @@ impl NodeProbe for SystemProbe {
         // Bounded: a socket directory holds a handful of entries.
         std::fs::read_dir(path)
             .map(|entries| {
-                entries
-                    .flatten()
-                    .take(1024)
-                    .any(|e| e.file_type().map(|t| t.is_socket()).unwrap_or(false))
+                entries.flatten().take(1024).any(|e| {
+                    // A socket another user made is not the daemon's (review F4).
+                    e.metadata()
+                        .map(|m| m.file_type().is_socket() && self.owner_problem(&m).is_none())
+                        .unwrap_or(false)
+                })
             })
             .unwrap_or(false)
+    }
+
+    fn untrusted(&self, path: &str, kind: PathKind) -> Option<String> {
+        let written = Path::new(path);
+        if !written.is_absolute() {
+            return Some(format!("{path} is not an absolute path"));
+        }
+        let real = match written.canonicalize() {
+            Ok(real) => real,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
+            Err(e) => return Some(format!("{path} cannot be resolved: {e}")),
+        };
+        // The directories of the path as written (which hold its symlinks) and of the
+        // real one: with all of them root-only, nobody else can swap what is opened next.
+        let dirs = written.ancestors().skip(1).chain(real.ancestors().skip(1));
+        for dir in dirs.filter(|d| d.starts_with(&self.checked_below)) {
+            let problem = match std::fs::metadata(dir) {
+                Ok(meta) => self.owner_problem(&meta),
+                Err(e) => Some(format!("cannot be read: {e}")),
+            };
+            if let Some(problem) = problem {
+                return Some(format!(
+                    "{path}: the directory {} above it is {problem}",
+                    dir.display()
+                ));
+            }
+        }
+        let meta = match kind {
+            // Never opened: stat cannot block on a FIFO or open a device.
+            PathKind::Any => std::fs::metadata(&real),
+            PathKind::File | PathKind::Directory => Self::stat_open(&real, kind),
+        };
+        let meta = match meta {
+            Ok(meta) => meta,
+            Err(e) if e.raw_os_error() == Some(nix::libc::ENOTDIR) => {
+                return Some(format!("{path} is not a directory"))
+            }
+            Err(e) => return Some(format!("{path} cannot be opened: {e}")),
+        };
+        if kind == PathKind::File && !meta.is_file() {
+            return Some(format!(
+                "{path} is {}, not a regular file",
+                kind_name(&meta)
+            ));
+        }
+        if kind == PathKind::Directory && !meta.is_dir() {
+            return Some(format!("{path} is {}, not a directory", kind_name(&meta)));
+        }
+        self.owner_problem(&meta)
+            .map(|problem| format!("{path} is {problem}"))
     }
 
     fn rdma_port_active(&self, name: &str) -> Option<bool> {
@@ -289,8 +429,189 @@ pub fn set_affinity(cpus: &CpuList) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::parse_config;
+    use crate::resolve::{plan_node, Resolved, StepFacts};
     use crate::test_support::temp_dir;
     use std::os::unix::fs::PermissionsExt;
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    fn euid() -> u32 {
+        nix::unistd::geteuid().as_raw()
+    }
+
+    fn chmod(path: &Path, mode: u32) {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+
+    /// The check failures of profile `p` of `text` on a node, as the plugin sees them with
+    /// `probe`, computed on another thread: a probe that blocks fails the test after 10 s
+    /// instead of hanging it.
+    fn failures_within_10s(text: String, probe: SystemProbe) -> Vec<String> {
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let config = parse_config(&text, "t.toml").unwrap();
+            let resolved = Resolved {
+                profile: &config.profiles["p"],
+                node_set: None,
+            };
+            let plan = plan_node(resolved, StepFacts::default(), &probe);
+            let _ = tx.send(plan.failures.iter().map(ToString::to_string).collect());
+        });
+        rx.recv_timeout(Duration::from_secs(10))
+            .expect("the node checks blocked (a probe opened a FIFO without O_NONBLOCK?)")
+    }
+
+    /// Security review F4 (Appendix B item 4): a library directory, topology file or `[env]`
+    /// path that someone other than root can change is refused, naming the path and the fix.
+    #[test]
+    fn profile_paths_others_can_change_are_refused() {
+        let tmp = temp_dir("owner");
+        let root = tmp.path();
+        let lib = root.join("lib");
+        std::fs::create_dir(&lib).unwrap();
+        std::fs::write(lib.join("libnccl-net.so"), "").unwrap();
+        let topo = root.join("topo.xml");
+        std::fs::write(&topo, "<system/>").unwrap();
+        let tuner = root.join("tuner.txtpb");
+        std::fs::write(&tuner, "").unwrap();
+        for p in [&lib, &topo, &tuner] {
+            chmod(p, 0o755);
+        }
+        let text = format!(
+            "[profiles.p]\nlibrary_dirs = [\"{}\"]\ntopology_file = \"{}\"\n\
+             checks.libraries = [\"libnccl-net.so\"]\n\
+             [profiles.p.env]\nNCCL_TUNER_CONFIG_PATH = \"{}\"\nNCCL_DEBUG_FILE = \"/nonexistent/%h\"\n",
+            lib.display(),
+            topo.display(),
+            tuner.display()
+        );
+        let trusted = || SystemProbe::trusting(euid(), root);
+        assert_eq!(
+            failures_within_10s(text.clone(), trusted()),
+            Vec::<String>::new()
+        );
+
+        chmod(&lib, 0o2775);
+        let failures = failures_within_10s(text.clone(), trusted());
+        let expected = format!(
+            "library_dirs: {} is writable by group (mode 2775)",
+            lib.display()
+        );
+        assert!(
+            failures.iter().any(|f| f.contains(&expected)),
+            "{failures:?}"
+        );
+        assert!(
+            failures.iter().any(|f| f.contains("chmod go-w")),
+            "{failures:?}"
+        );
+        chmod(&lib, 0o755);
+
+        chmod(&topo, 0o646);
+        chmod(&tuner, 0o666);
+        let failures = failures_within_10s(text.clone(), trusted());
+        let topo_msg = format!("topology_file: {} is writable by others", topo.display());
+        let tuner_msg = format!(
+            "env.NCCL_TUNER_CONFIG_PATH: {} is writable by group and others (mode 666)",
+            tuner.display()
+        );
+        assert!(
+            failures.iter().any(|f| f.contains(&topo_msg)),
+            "{failures:?}"
+        );
+        assert!(
+            failures.iter().any(|f| f.contains(&tuner_msg)),
+            "{failures:?}"
+        );
+        chmod(&topo, 0o644);
+        chmod(&tuner, 0o644);
+
+        // A directory above: the library directory's parent.
+        chmod(root, 0o777);
+        let failures = failures_within_10s(text.clone(), trusted());
+        chmod(root, 0o700);
+        assert!(
+            failures.iter().any(|f| f.contains(&format!(
+                "library_dirs: {}: the directory {} above it is writable by group and others",
+                lib.display(),
+                root.display()
+            ))),
+            "{failures:?}"
+        );
+
+        // Owned by another user than root (and than the trusted test user).
+        let probe = if euid() == 0 {
+            let other = Some(nix::unistd::Uid::from_raw(12345));
+            nix::unistd::chown(&lib, other, None).unwrap();
+            trusted()
+        } else {
+            SystemProbe::trusting(euid() + 1, root)
+        };
+        let failures = failures_within_10s(text, probe);
+        assert!(
+            failures
+                .iter()
+                .any(|f| f.contains("library_dirs:") && f.contains("owned by uid")),
+            "{failures:?}"
+        );
+    }
+
+    /// Security review F5: a FIFO at `topology_file` fails the check at once, naming it,
+    /// where a blocking `open` would hang slurmstepd.
+    #[test]
+    fn a_fifo_topology_file_fails_fast_instead_of_hanging() {
+        let tmp = temp_dir("fifo");
+        let root = tmp.path();
+        let fifo = root.join("topo.xml");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o644)).unwrap();
+        let text = format!(
+            "[profiles.p]\ntopology_file = \"{}\"\nchecks.topology_file = true\n",
+            fifo.display()
+        );
+        let failures = failures_within_10s(text, SystemProbe::trusting(euid(), root));
+        let named = format!("{} is a FIFO, not a regular file", fifo.display());
+        assert!(failures.iter().any(|f| f.contains(&named)), "{failures:?}");
+        assert!(
+            failures
+                .iter()
+                .any(|f| f.contains(&format!("topology file {} is not readable", fifo.display()))),
+            "{failures:?}"
+        );
+    }
+
+    /// A library directory or RxDM directory must be a directory, and a symlink to a file
+    /// in a directory others can write is refused for that directory.
+    #[test]
+    fn probes_see_through_symlinks_and_want_the_right_kind() {
+        let tmp = temp_dir("kind");
+        let root = tmp.path();
+        let file = root.join("f");
+        std::fs::write(&file, "").unwrap();
+        chmod(&file, 0o644);
+        let probe = SystemProbe::trusting(euid(), root);
+        let f = file.to_str().unwrap();
+        assert_eq!(probe.untrusted(f, PathKind::File), None);
+        let not_dir = probe.untrusted(f, PathKind::Directory).unwrap_or_default();
+        assert!(not_dir.contains("not a directory"), "{not_dir}");
+        let open = root.join("open");
+        std::fs::create_dir(&open).unwrap();
+        chmod(&open, 0o777);
+        let target = open.join("t");
+        std::fs::write(&target, "").unwrap();
+        chmod(&target, 0o644);
+        let link = root.join("link");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        let problem = probe
+            .untrusted(link.to_str().unwrap(), PathKind::File)
+            .unwrap_or_default();
+        assert!(problem.contains(&open.display().to_string()), "{problem}");
+        assert_eq!(
+            probe.untrusted(&format!("{}/missing", root.display()), PathKind::File),
+            None
+        );
+        assert!(probe.untrusted("relative", PathKind::Any).is_some());
+    }
 
     #[test]
     fn refuses_world_writable_and_accepts_lint_mode() {
@@ -346,22 +667,28 @@ mod tests {
         let tmp = temp_dir("rxdm");
         let dir = tmp.path();
         let d = dir.to_str().unwrap();
-        assert!(SystemProbe.dir_exists(d));
+        let probe = SystemProbe::trusting(euid(), dir);
+        assert!(probe.dir_exists(d));
         assert!(
-            !SystemProbe.dir_has_socket(d),
+            !probe.dir_has_socket(d),
             "an empty directory is not a running daemon"
         );
         std::fs::write(dir.join("not-a-socket"), "").unwrap();
-        assert!(!SystemProbe.dir_has_socket(d));
+        assert!(!probe.dir_has_socket(d));
         let _listener = std::os::unix::net::UnixListener::bind(dir.join("rxdm.sock")).unwrap();
-        assert!(SystemProbe.dir_has_socket(d));
+        assert!(probe.dir_has_socket(d));
+        // Another user's socket is not the daemon's (security review F4); root's always is.
+        if euid() != 0 {
+            assert!(!SystemProbe::trusting(euid() + 1, dir).dir_has_socket(d));
+        }
     }
 
     #[test]
     fn probe_sees_loopback() {
-        assert!(SystemProbe.nic_up("lo").is_some());
-        assert_eq!(SystemProbe.nic_up("no-such-nic0"), None);
-        assert_eq!(SystemProbe.nic_up("../etc"), None);
+        let probe = SystemProbe::default();
+        assert!(probe.nic_up("lo").is_some());
+        assert_eq!(probe.nic_up("no-such-nic0"), None);
+        assert_eq!(probe.nic_up("../etc"), None);
         assert!(current_affinity().is_some_and(|c| !c.is_empty()));
     }
 }

@@ -163,7 +163,7 @@ impl TaskReport {
                 .and_then(|v| v.split(['(', ',']).next().and_then(|n| n.parse().ok()))
                 .unwrap_or(1),
         };
-        let node_plan = plan_node(resolved, step, &SystemProbe);
+        let node_plan = plan_node(resolved, step, &SystemProbe::default());
         report.check_failures = node_plan.failures.iter().map(ToString::to_string).collect();
         let facts = TaskFacts {
             rank: report.rank,

@@ -271,7 +271,8 @@ impl GpuDirect {
         } else {
             None
         };
-        let plan = plan_node_with_locality(resolved, step, &SystemProbe, locality.as_ref());
+        let plan =
+            plan_node_with_locality(resolved, step, &SystemProbe::default(), locality.as_ref());
         for note in &plan.notes {
             log_verbose(&format!("node {}: {note}", plan.step.node));
         }

@@ -555,7 +555,7 @@ pub fn check_config(path: &Path, on_node: bool, node: &str) -> Vec<Finding> {
     let machine = Machine {
         node,
         on_node,
-        probe: &SystemProbe,
+        probe: &SystemProbe::default(),
     };
     findings.extend(lint::lint(&config, &machine));
     findings.sort_by_key(|f| f.line);
@@ -668,7 +668,7 @@ pub fn explain_task(config: &Config, args: &ExplainArgs) -> Result<Explanation> 
         local_size: args.ntasks_per_node,
     };
     let probe: &dyn NodeProbe = if args.on_node {
-        &SystemProbe
+        &SystemProbe::default()
     } else {
         &AssumeHealthy
     };
