@@ -171,7 +171,8 @@ pub enum PathKind {
     File,
     /// A directory (a library directory, the RxDM socket directory).
     Directory,
-    /// Whatever is there (a path value of `[env]`: a file, a directory, a device).
+    /// A path value of `[env]`: checked only when it is a regular file (a plugin, a file
+    /// NCCL reads); a directory (`TMPDIR=/tmp`) or a device is left alone.
     Any,
 }
 

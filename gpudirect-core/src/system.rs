@@ -341,6 +341,12 @@ impl NodeProbe for SystemProbe {
         if !written.is_absolute() {
             return Some(format!("{path} is not an absolute path"));
         }
+        // An [env] path is the profile's code or data only when it is a regular file (a
+        // net or tuner plugin, a file NCCL reads); a directory such as TMPDIR=/tmp, or a
+        // device, is not something the profile vouches for. stat: never opened.
+        if kind == PathKind::Any && !std::fs::metadata(written).is_ok_and(|m| m.is_file()) {
+            return None;
+        }
         let real = match written.canonicalize() {
             Ok(real) => real,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
@@ -611,6 +617,11 @@ mod tests {
             None
         );
         assert!(probe.untrusted("relative", PathKind::Any).is_some());
+        // An [env] value that is a directory others can write (TMPDIR=/tmp) is not code.
+        assert_eq!(
+            SystemProbe::default().untrusted("/tmp", PathKind::Any),
+            None
+        );
     }
 
     #[test]
