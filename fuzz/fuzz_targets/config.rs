@@ -68,18 +68,21 @@ fn tasks() -> Vec<TaskFacts> {
             rank: 9,
             local_rank: 1,
             cuda_visible_devices: Some("3".into()),
+            step_gpus: None,
             allowed_cpus: Some(CpuList::from_ids(0..64)),
         },
         TaskFacts {
             rank: 7,
             local_rank: 7,
             cuda_visible_devices: Some("GPU-5b3e,MIG-1,2".into()),
+            step_gpus: None,
             allowed_cpus: Some(CpuList::default()),
         },
         TaskFacts {
             rank: u32::MAX,
             local_rank: u32::MAX,
             cuda_visible_devices: Some("18446744073709551616".into()),
+            step_gpus: None,
             allowed_cpus: None,
         },
     ]

@@ -64,6 +64,7 @@ fn main() {
             rank: 11,
             local_rank: 3,
             cuda_visible_devices: None,
+            step_gpus: None,
             allowed_cpus: None,
         };
         std::hint::black_box(plan_task(&node, &task, &env));

@@ -566,6 +566,11 @@ pub struct TaskFacts {
     pub local_rank: u32,
     /// The task's `CUDA_VISIBLE_DEVICES`, if set.
     pub cuda_visible_devices: Option<String>,
+    /// The step's GPUs as the node numbers them (`SLURM_STEP_GPUS`, else `SLURM_JOB_GPUS`),
+    /// if set. Under `ConstrainDevices=yes` Slurm numbers `CUDA_VISIBLE_DEVICES` from 0 in
+    /// every job, so on a node shared by two jobs only this says which GPU, and so which
+    /// NIC and CPUs, a task has (security review F3).
+    pub step_gpus: Option<String>,
     /// The CPUs the task may run on now (its affinity mask), if known.
     pub allowed_cpus: Option<CpuList>,
 }
@@ -606,6 +611,28 @@ fn task_gpu(task: &TaskFacts) -> String {
     }
 }
 
+/// The node's number of the task's GPU `entry` (its `CUDA_VISIBLE_DEVICES` entry): the
+/// step's GPU list (`step_gpus`) at the entry's place in `CUDA_VISIBLE_DEVICES`. `None`
+/// when the step's GPUs are unknown, the two lists differ in length, or an entry is not a
+/// number (a UUID): the entry itself is then the best there is.
+fn physical_gpu(task: &TaskFacts, entry: &str) -> Option<usize> {
+    let list = |text: &Option<String>| -> Vec<String> {
+        text.as_deref()
+            .unwrap_or("")
+            .split(',')
+            .map(|e| e.trim().to_string())
+            .filter(|e| !e.is_empty())
+            .collect()
+    };
+    let visible = list(&task.cuda_visible_devices);
+    let step = list(&task.step_gpus);
+    if step.is_empty() || step.len() != visible.len() {
+        return None;
+    }
+    let place = visible.iter().position(|e| e == entry)?;
+    step.get(place)?.parse().ok()
+}
+
 fn names_in(list: Option<String>) -> BTreeSet<String> {
     list.unwrap_or_default()
         .split(',')
@@ -626,10 +653,10 @@ pub fn plan_task(
         gpu: task_gpu(task),
         ..TaskPlan::default()
     };
-    // A UUID or MIG entry has no index into gpu_nics: the local rank stands in.
-    let gpu_index = plan
-        .gpu
-        .parse::<usize>()
+    // The node's own number of the GPU picks its NIC and CPUs; a UUID or MIG entry has no
+    // index into gpu_nics: the local rank stands in.
+    let gpu_index = physical_gpu(task, &plan.gpu)
+        .or_else(|| plan.gpu.parse::<usize>().ok())
         .unwrap_or(task.local_rank as usize);
     let link = node.links.as_ref().and_then(|links| links.get(gpu_index));
     if node.links.is_some() && link.is_none() {
@@ -1062,6 +1089,31 @@ skip_checks = ["libraries", "rxdm_socket_dir"]
             nic_of("GPU-3f2a", 4),
             ("GPU-3f2a".into(), Some("eth3".into()))
         );
+    }
+
+    #[test]
+    fn the_nic_follows_the_nodes_gpu_not_the_jobs_numbering() {
+        // Two jobs share a node under ConstrainDevices=yes: each sees its GPUs as 0-3, and
+        // only SLURM_STEP_GPUS says the second job's are the node's 4-7.
+        let c = config();
+        let node = node_plan(&c, "stage1", "tcpx", &eth_probe());
+        let nic_of = |cvd: &str, step: Option<&str>, local_rank| {
+            let task = TaskFacts {
+                local_rank,
+                cuda_visible_devices: Some(cvd.into()),
+                step_gpus: step.map(str::to_string),
+                ..Default::default()
+            };
+            plan_task(&node, &task, &|_| None).nic
+        };
+        assert_eq!(nic_of("0,1,2,3", Some("0,1,2,3"), 0), Some("eth1".into()));
+        assert_eq!(nic_of("0,1,2,3", Some("4,5,6,7"), 0), Some("eth3".into()));
+        assert_eq!(nic_of("0,1,2,3", Some("4,5,6,7"), 3), Some("eth4".into()));
+        // Without ConstrainDevices both lists name the node's GPUs.
+        assert_eq!(nic_of("4,5,6,7", Some("4,5,6,7"), 0), Some("eth3".into()));
+        // Lists that do not match, or none: the entry itself, as before.
+        assert_eq!(nic_of("0,1", Some("4,5,6,7"), 0), Some("eth1".into()));
+        assert_eq!(nic_of("6", None, 0), Some("eth4".into()));
     }
 
     /// A task's environment that holds exactly `vars`.

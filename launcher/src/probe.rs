@@ -169,6 +169,7 @@ impl TaskReport {
             rank: report.rank,
             local_rank: report.local_rank,
             cuda_visible_devices: env("CUDA_VISIBLE_DEVICES"),
+            step_gpus: env("SLURM_STEP_GPUS").or_else(|| env("SLURM_JOB_GPUS")),
             allowed_cpus: affinity,
         };
         // Plan as if the task had nothing: every profile variable is expected.

@@ -297,6 +297,9 @@ impl GpuDirect {
             rank: spank.task_global_id()?,
             local_rank: u32::try_from(spank.task_id()?).unwrap_or(0),
             cuda_visible_devices: spank.getenv("CUDA_VISIBLE_DEVICES").ok().flatten(),
+            step_gpus: ["SLURM_STEP_GPUS", "SLURM_JOB_GPUS"]
+                .iter()
+                .find_map(|name| spank.getenv(name).ok().flatten()),
             allowed_cpus: current_affinity(),
         };
         let env = |name: &str| spank.getenv(name).ok().flatten();

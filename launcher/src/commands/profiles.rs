@@ -688,6 +688,7 @@ pub fn explain_task(config: &Config, args: &ExplainArgs) -> Result<Explanation> 
         rank: out.rank,
         local_rank: args.local_rank,
         cuda_visible_devices: args.cuda_visible_devices.clone(),
+        step_gpus: None,
         allowed_cpus: None,
     };
     let env = |name: &str| {
