@@ -233,6 +233,16 @@ pub enum Outcome {
     Failed(String),
 }
 
+impl Outcome {
+    /// The busbw of a run that finished, `None` for a failed one.
+    pub fn busbw(&self) -> Option<f64> {
+        match self {
+            Outcome::Busbw(b) => Some(*b),
+            Outcome::Failed(_) => None,
+        }
+    }
+}
+
 /// A run against the threshold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]

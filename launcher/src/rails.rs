@@ -284,13 +284,13 @@ pub fn pair_job(spec: &PairSpec, rail: &str, pair: [&str; 2]) -> Job {
 /// A pair's step as a history record: one row at the message size with the slower
 /// direction's figure, and one per-node result per direction (the node is the sender, so a
 /// node's numbers on a rail are what its NIC sent). `base` carries the when and where; its
-/// status, rows and node results are set here.
+/// status, rows and node results are set here; the node results' verdicts are the
+/// caller's, once the pair is judged.
 pub fn record_of(
     base: NewRun,
     rail: &str,
     pair: [&str; 2],
     result: Result<&RailMeasurement, &str>,
-    verdict: &str,
 ) -> NewRun {
     let mut run = NewRun {
         collective: RAIL_COLLECTIVE.into(),
@@ -330,7 +330,7 @@ pub fn record_of(
                     partner: Some(partner.clone()),
                     size_bytes: Some(m.size_bytes),
                     busbw: Some(figure),
-                    verdict: Some(verdict.into()),
+                    verdict: None,
                 })
                 .collect();
         }
@@ -343,7 +343,7 @@ pub fn record_of(
                     node: node.to_string(),
                     role: Some(format!("rail {rail}")),
                     partner: pair.iter().find(|p| *p != node).map(|p| p.to_string()),
-                    verdict: Some(verdict.into()),
+                    verdict: None,
                     ..NewNodeResult::default()
                 })
                 .collect();
@@ -503,13 +503,7 @@ mod tests {
             backward_gbps: 2.1,
             latency_us: 9.0,
         };
-        let run = record_of(
-            NewRun::default(),
-            "eth3",
-            ["node1", "node2"],
-            Ok(&m),
-            "slow",
-        );
+        let run = record_of(NewRun::default(), "eth3", ["node1", "node2"], Ok(&m));
         assert_eq!(run.collective, RAIL_COLLECTIVE);
         assert_eq!(run.variant.as_deref(), Some("rail:eth3"));
         assert_eq!(run.nodelist.as_deref(), Some("node[1-2]"));
@@ -532,7 +526,6 @@ mod tests {
             "eth2",
             ["node3", "node4"],
             Err("node3: eth2 is down (operstate down)"),
-            "failed",
         );
         assert_eq!(failed.status, RunStatus::Failed);
         assert_eq!(failed.failures, ["node3: eth2 is down (operstate down)"]);

@@ -520,6 +520,15 @@ fn run_rounds(
     Ok(())
 }
 
+/// Drains `node` with `reason` and says how it went (a failed drain does not change the
+/// verdict).
+fn drain_node(node: &str, reason: &str) {
+    match gpudirect::slurm::drain(node, reason) {
+        Ok(()) => eprintln!("gpudirect validate: drained {node}"),
+        Err(e) => eprintln!("gpudirect validate: could not drain {node}: {e}"),
+    }
+}
+
 /// The HTML report of a validation's runs in `dir`. The verdict stands whatever happens to
 /// the report: a failure is said, not returned.
 fn write_validation_report(history: &History, run_ids: &[i64], dir: &std::path::Path) {
@@ -765,10 +774,7 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx) -> Result<ExitStatus> {
                 n.verdict,
                 n.evidence.join("; ")
             );
-            match gpudirect::slurm::drain(&n.node, &reason) {
-                Ok(()) => eprintln!("gpudirect validate: drained {}", n.node),
-                Err(e) => eprintln!("gpudirect validate: could not drain {}: {e}", n.node),
-            }
+            drain_node(&n.node, &reason);
         }
     }
     if let Some(dir) = &args.report {

@@ -382,7 +382,7 @@ fn rail_runs(db: &mut History) -> Vec<RunId> {
             } else {
                 Ok(&m)
             };
-            let run = record_of(base, rail, [pair[0], pair[1]], result, "");
+            let run = record_of(base, rail, [pair[0], pair[1]], result);
             ids.push(db.import_run(&run, true).unwrap().run_id());
         }
     }

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use gpudirect::history::{compare::median, History, LaunchKind, NewRun};
-use gpudirect::judging::{health, Health, Outcome, Report, Threshold, Validation, Verdict};
+use gpudirect::judging::{health, Health, Outcome, Report, Round, Threshold, Validation, Verdict};
 use gpudirect::launch::env_var;
 use gpudirect::outln;
 use gpudirect::output::emit_json;
@@ -175,6 +175,24 @@ struct PairRun {
     retried: Vec<NewRun>,
 }
 
+/// The steps of one rail's round: (rail, the pair's two nodes) per group.
+fn pair_jobs(rail: usize, round: &Round, nodes: &[String]) -> Vec<(usize, [String; 2])> {
+    round
+        .named_groups(nodes)
+        .into_iter()
+        .map(|g| (rail, [g[0].to_string(), g[1].to_string()]))
+        .collect()
+}
+
+/// The outcomes of `rail`'s pairs among `runs`, in the order they ran: one per group of
+/// the round that planned them.
+fn outcomes_on(runs: &[PairRun], rail: usize) -> Vec<Outcome> {
+    runs.iter()
+        .filter(|p| p.rail == rail)
+        .map(|p| p.outcome.clone())
+        .collect()
+}
+
 /// Runs every (rail, pair) at once, one step each; a pair that did not connect in time
 /// (or hung) runs once more, with the others that did, before its outcome counts.
 fn run_wave(
@@ -254,7 +272,7 @@ fn run_steps(
             (None, Outcome::Failed(why)) => Err(why.as_str()),
             (None, Outcome::Busbw(_)) => Err("no measurement line"),
         };
-        let record = record_of(base, &rails[rail], [&pair[0], &pair[1]], result, "");
+        let record = record_of(base, &rails[rail], [&pair[0], &pair[1]], result);
         runs.push(PairRun {
             rail,
             pair,
@@ -331,12 +349,7 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx, nodes: Vec<String>) -> Result<ExitSta
         .next_round()
         .context("no pairs to run")?;
     let jobs = (0..rails.len())
-        .flat_map(|r| {
-            first
-                .named_groups(&nodes)
-                .into_iter()
-                .map(move |g| (r, [g[0].to_string(), g[1].to_string()]))
-        })
+        .flat_map(|r| pair_jobs(r, &first, &nodes))
         .collect();
     eprintln!(
         "gpudirect validate: round 1 (Screen): {} pair(s) on {} rail(s) at once",
@@ -344,13 +357,7 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx, nodes: Vec<String>) -> Result<ExitSta
         rails.len()
     );
     let screen = run_wave(&spec, &rails, jobs, &base)?;
-    let figures: Vec<f64> = screen
-        .iter()
-        .filter_map(|p| match p.outcome {
-            Outcome::Busbw(b) => Some(b),
-            Outcome::Failed(_) => None,
-        })
-        .collect();
+    let figures: Vec<f64> = screen.iter().filter_map(|p| p.outcome.busbw()).collect();
     let threshold = match (args.floor, median(&figures)) {
         (Some(floor), _) => Threshold::floor(floor)?,
         (None, Some(m)) if m > 0.0 => Threshold::baseline(m, tolerance)?,
@@ -404,19 +411,14 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx, nodes: Vec<String>) -> Result<ExitSta
     record(&mut history, &screen, &threshold);
     for (r, v) in validations.iter_mut().enumerate() {
         let round = v.next_round().context("no pairs to run")?;
-        let outcomes = screen
-            .iter()
-            .filter(|p| p.rail == r)
-            .map(|p| p.outcome.clone())
-            .collect();
-        v.record(&round, outcomes)?;
+        v.record(&round, outcomes_on(&screen, r))?;
     }
     let mut rounds = 1;
     loop {
         if INTERRUPTED.load(Ordering::SeqCst) {
             bail!("interrupted after {rounds} round(s); every pair run so far is recorded");
         }
-        let wave: Vec<(usize, gpudirect::judging::Round)> = validations
+        let wave: Vec<(usize, Round)> = validations
             .iter_mut()
             .enumerate()
             .filter_map(|(r, v)| v.next_round().map(|round| (r, round)))
@@ -427,12 +429,7 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx, nodes: Vec<String>) -> Result<ExitSta
         rounds += 1;
         let jobs: Vec<(usize, [String; 2])> = wave
             .iter()
-            .flat_map(|(r, round)| {
-                round
-                    .named_groups(&nodes)
-                    .into_iter()
-                    .map(move |g| (*r, [g[0].to_string(), g[1].to_string()]))
-            })
+            .flat_map(|(r, round)| pair_jobs(*r, round, &nodes))
             .collect();
         eprintln!(
             "gpudirect validate: round {rounds}: {} pair(s) on {} rail(s) at once",
@@ -442,12 +439,7 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx, nodes: Vec<String>) -> Result<ExitSta
         let runs = run_wave(&spec, &rails, jobs, &base)?;
         record(&mut history, &runs, &threshold);
         for (r, round) in &wave {
-            let outcomes = runs
-                .iter()
-                .filter(|p| p.rail == *r)
-                .map(|p| p.outcome.clone())
-                .collect();
-            validations[*r].record(round, outcomes)?;
+            validations[*r].record(round, outcomes_on(&runs, *r))?;
         }
     }
 
@@ -543,10 +535,7 @@ fn units_of(
                 .measurements()
                 .iter()
                 .filter(|m| m.nodes.contains(&i))
-                .filter_map(|m| match m.outcome {
-                    Outcome::Busbw(b) => Some(b),
-                    Outcome::Failed(_) => None,
-                })
+                .filter_map(|m| m.outcome.busbw())
                 .collect();
             let mine = sent
                 .get(&(node.clone(), r))
@@ -556,10 +545,7 @@ fn units_of(
                 .measurements()
                 .iter()
                 .filter(|m| m.class == gpudirect::judging::Class::Pass)
-                .filter_map(|m| match m.outcome {
-                    Outcome::Busbw(b) => Some(b),
-                    Outcome::Failed(_) => None,
-                })
+                .filter_map(|m| m.outcome.busbw())
                 .collect();
             let node_report = &report.nodes[i];
             units.push(Unit {
@@ -681,10 +667,6 @@ fn drain_bad_units(units: &[Unit]) {
         }
     }
     for (node, why) in by_node {
-        let reason = format!("gpudirect validate: {}", why.join(", "));
-        match gpudirect::slurm::drain(node, &reason) {
-            Ok(()) => eprintln!("gpudirect validate: drained {node}"),
-            Err(e) => eprintln!("gpudirect validate: could not drain {node}: {e}"),
-        }
+        super::drain_node(node, &format!("gpudirect validate: {}", why.join(", ")));
     }
 }
