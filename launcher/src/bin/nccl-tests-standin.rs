@@ -170,16 +170,21 @@ fn host() -> String {
         .unwrap_or_default()
 }
 
+/// The nodes of this step (of the job outside a step; this host outside Slurm).
+fn step_nodes() -> Vec<String> {
+    std::env::var("SLURM_STEP_NODELIST")
+        .or_else(|_| std::env::var("SLURM_JOB_NODELIST"))
+        .ok()
+        .and_then(|list| gpudirect_core::hostlist::expand(&list).ok())
+        .unwrap_or_else(|| vec![host()])
+}
+
 /// Whether this step runs on a node listed in `STANDIN_SLOW_NODES`.
 fn step_has_slow_node() -> bool {
     let Ok(slow) = std::env::var("STANDIN_SLOW_NODES") else {
         return false;
     };
-    let step_nodes = std::env::var("SLURM_STEP_NODELIST")
-        .or_else(|_| std::env::var("SLURM_JOB_NODELIST"))
-        .ok()
-        .and_then(|list| gpudirect_core::hostlist::expand(&list).ok())
-        .unwrap_or_else(|| vec![host()]);
+    let step_nodes = step_nodes();
     slow.split(',')
         .map(str::trim)
         .any(|s| step_nodes.iter().any(|n| n == s))
@@ -200,10 +205,7 @@ fn step_has_slow_rail() -> bool {
         .iter()
         .any(|v| std::env::var(v).is_ok_and(|value| value == nic))
     };
-    let step_nodes = std::env::var("SLURM_STEP_NODELIST")
-        .ok()
-        .and_then(|list| gpudirect_core::hostlist::expand(&list).ok())
-        .unwrap_or_else(|| vec![host()]);
+    let step_nodes = step_nodes();
     slow.split(',')
         .filter_map(|s| s.trim().split_once(':'))
         .any(|(node, nic)| held_to(nic) && step_nodes.iter().any(|n| n == node))
