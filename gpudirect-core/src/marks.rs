@@ -34,7 +34,7 @@ use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use crate::system::FileStamp;
+use crate::system::{safe_from_others, FileStamp};
 
 /// Where slurmstepd keeps the marks (a tmpfs on most systems: gone at reboot).
 pub const MARKS_DIR: &str = "/run/gpudirect-slurm";
@@ -71,7 +71,7 @@ impl UntouchedMarks {
         // Never created here: a directory made by whichever process came first would be
         // as trustworthy as that process; the tmpfiles.d entry makes it at boot.
         let meta = std::fs::symlink_metadata(dir).ok()?;
-        let trusted = meta.is_dir() && meta.uid() == owner && meta.mode() & 0o022 == 0;
+        let trusted = meta.is_dir() && safe_from_others(&meta, &[owner]).is_ok();
         trusted.then(|| UntouchedMarks {
             dir: dir.to_path_buf(),
             owner,

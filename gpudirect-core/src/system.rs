@@ -65,17 +65,33 @@ fn insecure(path: &Path, problem: String) -> LoadError {
     }
 }
 
-fn check_owner(path: &Path, meta: &std::fs::Metadata) -> Result<(), LoadError> {
-    if meta.uid() != 0 {
-        return Err(insecure(path, format!("owned by uid {}", meta.uid())));
+/// Why a file or directory is not safe from other users.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Untrusted {
+    /// Owned by this uid, none of the allowed owners.
+    Owner(u32),
+    /// Writable by group or others: its permission bits (`mode & 0o7777`).
+    Writable(u32),
+}
+
+/// The one rule for what the plugin trusts (the config, the paths a profile names, the
+/// marks): owned by one of `owners` (root in production) and not writable by group or
+/// others. Each caller says it in its own words.
+pub fn safe_from_others(meta: &std::fs::Metadata, owners: &[u32]) -> Result<(), Untrusted> {
+    if !owners.contains(&meta.uid()) {
+        return Err(Untrusted::Owner(meta.uid()));
     }
     if meta.mode() & 0o022 != 0 {
-        return Err(insecure(
-            path,
-            format!("mode {:o} lets others write it", meta.mode() & 0o7777),
-        ));
+        return Err(Untrusted::Writable(meta.mode() & 0o7777));
     }
     Ok(())
+}
+
+fn check_owner(path: &Path, meta: &std::fs::Metadata) -> Result<(), LoadError> {
+    safe_from_others(meta, &[0]).map_err(|problem| match problem {
+        Untrusted::Owner(uid) => insecure(path, format!("owned by uid {uid}")),
+        Untrusted::Writable(mode) => insecure(path, format!("mode {mode:o} lets others write it")),
+    })
 }
 
 /// One version of a file, as the kernel identifies it: writing the file, renaming another
@@ -233,17 +249,17 @@ impl SystemProbe {
 
     /// What is wrong with who may change the file or directory `meta` describes.
     fn owner_problem(&self, meta: &std::fs::Metadata) -> Option<String> {
-        let mode = meta.mode() & 0o7777;
-        if meta.uid() != 0 && meta.uid() != self.owner {
-            return Some(format!("owned by uid {}, not root", meta.uid()));
+        match safe_from_others(meta, &[0, self.owner]).err()? {
+            Untrusted::Owner(uid) => Some(format!("owned by uid {uid}, not root")),
+            Untrusted::Writable(mode) => {
+                let writers = match (mode & 0o020 != 0, mode & 0o002 != 0) {
+                    (true, true) => "group and others",
+                    (true, false) => "group",
+                    _ => "others",
+                };
+                Some(format!("writable by {writers} (mode {mode:o})"))
+            }
         }
-        let writers = match (mode & 0o020 != 0, mode & 0o002 != 0) {
-            (true, true) => "group and others",
-            (true, false) => "group",
-            (false, true) => "others",
-            (false, false) => return None,
-        };
-        Some(format!("writable by {writers} (mode {mode:o})"))
     }
 
     /// Opens `path` without following a symlink and without blocking, and returns what
