@@ -14,7 +14,8 @@
 //!   config) says this very config leaves such steps on this node untouched
 //!   ([`gpudirect_core::marks`]).
 //! - slurmstepd, once per node in `user_init`, with the job user's effective uid, gid and
-//!   groups (Slurm drops them before calling it): the config is read, the mode chosen by
+//!   groups (Slurm drops them before calling it): the config is read (unless
+//!   `init_post_opt` read it for a plain step on a node with a default mode), the mode chosen by
 //!   precedence, the profile resolved for this node and its checks run
 //!   ([`gpudirect_core::resolve`]), all with the user's rights.
 //! - slurmstepd, per task in `task_init` (in the task's own process, just before exec):
@@ -202,9 +203,10 @@ impl GpuDirect {
     /// security review F1). A step that asks for no mode is left untouched when a
     /// root-owned mark names this config version, plugin build and node. Without a mark the
     /// admin's config is parsed here, with the same ownership checks as in `user_init`, and
-    /// when it leaves the node untouched the step is, and a mark is written for the next.
-    /// Anything else (a mode, a config error) is left to `user_init`, which reads the
-    /// config again with the user's credentials and reports what is wrong.
+    /// when it leaves the node untouched the step is, and a mark is written for the next;
+    /// when the node's default mode applies instead, `user_init` works from this read. A
+    /// step that asks for a mode, or a config that cannot be read, is left to `user_init`,
+    /// which reads the config with the user's credentials and reports what is wrong.
     fn consult_marks(spank: &SpankHandle) {
         if step_asks_for_mode(spank) {
             return;
@@ -234,6 +236,11 @@ impl GpuDirect {
                 log_verbose(&format!("node {node}: no mark in {MARKS_DIR}: {e}"));
             }
             STATE.set_untouched_by_mark();
+        } else {
+            // The node's default mode applies to this step: user_init decides from this
+            // very read rather than parsing the file a second time (nodes with a default
+            // never get a mark, so this is every plain step there).
+            STATE.keep_config(config);
         }
     }
 

@@ -61,7 +61,7 @@ impl State {
         self.config_path.get()
     }
 
-    /// The config, read on the first call.
+    /// The config, read on the first call (unless [`State::keep_config`] gave it).
     pub(crate) fn config(&self) -> Result<&Config, String> {
         let loaded = self.config.get_or_init(|| match self.config_path.get() {
             Some(Ok(path)) => {
@@ -71,6 +71,12 @@ impl State {
             None => Err("the config path is unknown (plugin init did not run)".into()),
         });
         loaded.as_ref().map_err(Clone::clone)
+    }
+
+    /// Keeps a config already read (slurmstepd's `init_post_opt`), so that [`State::config`]
+    /// does not read the file again; a config read earlier stays.
+    pub(crate) fn keep_config(&self, config: Config) {
+        let _ = self.config.set(Ok(config));
     }
 
     /// Keeps the `--gpudirect` value; false if the lock is poisoned.
@@ -144,6 +150,15 @@ mod tests {
         let state = State::new();
         state.set_config_path(config_path_from_args(&["config=rel.toml"]));
         assert!(state.config().is_err_and(|e| e.contains("absolute")));
+    }
+
+    #[test]
+    fn a_kept_config_is_not_read_again() {
+        let state = State::new();
+        // No config path: a read would fail, so the config must be the kept one.
+        let config = gpudirect_core::config::parse_config("[profiles.a]\n", "test").unwrap();
+        state.keep_config(config);
+        assert!(state.config().is_ok_and(|c| c.profiles.contains_key("a")));
     }
 
     #[test]
