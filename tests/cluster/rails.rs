@@ -97,13 +97,13 @@ fn a_clean_cluster_is_healthy_on_every_rail_and_every_pair_is_recorded() {
     let nodes = cluster_nodes();
     assert_eq!(report["units"].as_array().unwrap().len(), nodes * 4);
     // An even number of nodes is covered by the first round; an odd one needs a second
-    // round for the node left out of the pairs.
+    // round for the node left out of the pairs. Every rail runs at once, so on a busy
+    // two-core machine a pair can fall under the threshold by noise alone (seen in CI:
+    // figures from 0.15 to 1.6 GB/s in one round): it is then re-tested with other
+    // partners and cleared, which costs rounds but must never cost the verdict.
     let rounds = report["rounds"].as_u64().unwrap();
-    assert_eq!(
-        rounds,
-        if nodes.is_multiple_of(2) { 1 } else { 2 },
-        "{report:#}"
-    );
+    let fewest = if nodes.is_multiple_of(2) { 1 } else { 2 };
+    assert!((fewest..=fewest + 3).contains(&rounds), "{report:#}");
     // Every unit carries a real figure, and every pair run is in the history as a
     // measurement of its rail (never a replay).
     for unit in report["units"].as_array().unwrap() {
@@ -125,7 +125,9 @@ fn a_slowed_nic_is_named_with_its_node_and_nothing_else_and_healthy_after_restor
     let _guard = cluster();
     let db = temp_db("rails-slow");
     {
-        let _slow = Nic::set("node2", "eth3", &["slow", "200mbit"]);
+        // 50 Mbit/s is 0.006 GB/s: far under a quarter of the median even on a busy CI
+        // machine, where the clean median was 0.16 GB/s (200mbit left only 1.6x margin).
+        let _slow = Nic::set("node2", "eth3", &["slow", "50mbit"]);
         let (code, report) = validate_rails(&db, &[]);
         assert_eq!(code, Some(1), "degraded: {report:#}");
         assert_eq!(
