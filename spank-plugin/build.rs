@@ -1,9 +1,14 @@
-//! Two things for spank_gpudirect.so.
+//! What the build adds to spank_gpudirect.so.
 //!
 //! **A build id.** `GPUDIRECT_BUILD_ID` is a hash of every source the plugin's behaviour
 //! comes from (this crate, gpudirect-core, the manifests and Cargo.lock). slurmstepd's
 //! marks (gpudirect_core::marks) name it, so a rebuilt plugin never trusts a verdict an
 //! older build wrote, whatever file it was installed as.
+//!
+//! **The Slurm it is built for.** Reads `SLURM_VERSION_NUMBER` from the `slurm/slurm_version.h`
+//! that the C compiler (and so slurm-spank's bindgen) finds: `GPUDIRECT_SLURM_VERSION` names
+//! it (the plugin's log line), and `slurm_lacks_prepend_task_argv` is set for a Slurm
+//! before 23.x, whose header lacks that function (ffi.rs then defines a stub).
 //!
 //! **The unwinder.** Links the unwinder (libgcc_eh) into spank_gpudirect.so instead of depending on
 //! libgcc_s.so.1: neither srun nor slurmstepd loads libgcc_s, so that dependency alone
@@ -47,7 +52,57 @@ fn hash_tree(path: &Path, hasher: &mut DefaultHasher) {
     }
 }
 
+/// Where `slurm/slurm_version.h` is looked for: CPATH and C_INCLUDE_PATH (as the compiler
+/// does; this workspace's own compat folder has no slurm_version.h), then the system's.
+fn include_dirs() -> Vec<PathBuf> {
+    let mut dirs = Vec::new();
+    for var in ["CPATH", "C_INCLUDE_PATH"] {
+        if let Some(value) = std::env::var_os(var) {
+            dirs.extend(std::env::split_paths(&value));
+        }
+        println!("cargo:rerun-if-env-changed={var}");
+    }
+    dirs.extend(["/usr/local/include", "/usr/include"].map(PathBuf::from));
+    dirs
+}
+
+/// (major, minor, micro) of the Slurm whose headers the build uses, if found.
+fn slurm_version() -> Option<(u32, u32, u32)> {
+    for dir in include_dirs() {
+        let header = dir.join("slurm/slurm_version.h");
+        let Ok(text) = std::fs::read_to_string(&header) else {
+            continue;
+        };
+        println!("cargo:rerun-if-changed={}", header.display());
+        let number = text.lines().find_map(|line| {
+            let rest = line.trim().strip_prefix("#define")?.trim();
+            let value = rest.strip_prefix("SLURM_VERSION_NUMBER")?.trim();
+            let hex = value
+                .strip_prefix("0x")
+                .or_else(|| value.strip_prefix("0X"))?;
+            u32::from_str_radix(hex, 16).ok()
+        })?;
+        return Some((number >> 16, (number >> 8) & 0xff, number & 0xff));
+    }
+    None
+}
+
 fn main() {
+    println!("cargo::rustc-check-cfg=cfg(slurm_lacks_prepend_task_argv)");
+    match slurm_version() {
+        Some((major, minor, micro)) => {
+            println!("cargo:rustc-env=GPUDIRECT_SLURM_VERSION={major}.{minor:02}.{micro}");
+            // The same rule as compat/slurm/spank.h, which declares the function then.
+            if major < 23 {
+                println!("cargo:rustc-cfg=slurm_lacks_prepend_task_argv");
+            }
+        }
+        // bindgen fails on the missing spank.h with its own message; name the fix here too.
+        None => println!(
+            "cargo:warning=slurm/slurm_version.h not found (CPATH, /usr/include): install libslurm-dev"
+        ),
+    }
+
     // Cargo runs build scripts in the crate's directory: the paths above are relative to it.
     let mut hasher = DefaultHasher::new();
     hasher.write(env!("CARGO_PKG_VERSION").as_bytes());
@@ -67,4 +122,7 @@ fn main() {
         .expect("write OUT_DIR/static-unwinder/libgcc_s.so");
     println!("cargo:rustc-link-search=native={}", dir.display());
     println!("cargo:rustc-cdylib-link-arg=-static-libgcc");
+    // Symbols of the archives linked in (the crates' rlibs, libgcc_eh) stay out of the
+    // dynamic symbol table: slurm-spank exports an option callback this plugin never uses.
+    println!("cargo:rustc-cdylib-link-arg=-Wl,--exclude-libs=ALL");
 }

@@ -8,14 +8,21 @@
 //! - `slurm_spank_init`, `slurm_spank_init_post_opt`, `slurm_spank_user_init`,
 //!   `slurm_spank_task_init`: the callbacks the plugin implements, and no others
 //!   (`export_callback!` says why).
-//! - `spank_prepend_task_argv`: a stub for Slurm 22.05, which lacks it.
-//! - `spank_option_callback`: slurm-spank's own, exported by that crate; unused here.
+//! - `spank_prepend_task_argv`: a stub, only when built against a Slurm older than 23.x,
+//!   whose header lacks it (build.rs sets `slurm_lacks_prepend_task_argv`).
 //!
-//! No panic crosses into Slurm: the callbacks run inside slurm-spank's guard
-//! (`catch_unwind`, a panic is logged and the callback returns -1), and the option
+//! rustc would also export every `#[no_mangle]` item of the crates linked in (slurm-spank's
+//! unused `spank_option_callback`); build.rs links with `--exclude-libs=ALL`, which keeps
+//! the symbols of those archives, and of the static unwinder, out of the dynamic table
+//! (review F10; the cluster test `the_plugin_exports_only_its_own_symbols` checks `nm -D`).
+//!
+//! No panic crosses into Slurm: the callbacks catch their own panics (lib.rs, so that a
+//! `strict` profile still fails closed after one, review F7) and run inside slurm-spank's
+//! guard besides (`catch_unwind`, a panic is logged and the callback returns -1); the option
 //! callback, which Slurm calls directly, has its own. That needs `panic = "unwind"`
 //! (the workspace's release profile) and an unwinder, linked statically (build.rs).
 
+use std::cell::Cell;
 use std::ffi::{c_char, c_int, c_uint, CStr, CString};
 
 use slurm_spank::spank_sys;
@@ -92,6 +99,68 @@ pub(crate) fn exit_task(code: c_int) -> ! {
     unsafe { libc::_exit(code) }
 }
 
+thread_local! {
+    /// The SPANK handle of the callback now running, for [`job_env`]; null outside one.
+    /// (slurm-spank's handle does not give its raw pointer back.)
+    static CURRENT: Cell<spank_sys::spank_t> = const { Cell::new(std::ptr::null_mut()) };
+}
+
+/// Runs `callback` with `spank` as the current handle for [`job_env`].
+fn with_handle<T>(spank: spank_sys::spank_t, callback: impl FnOnce() -> T) -> T {
+    let outer = CURRENT.with(|c| c.replace(spank));
+    let result = callback();
+    CURRENT.with(|c| c.set(outer));
+    result
+}
+
+/// Why a job variable could not be read by [`job_env`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum JobEnvError {
+    /// The value is longer than the reader's limit; it was not copied.
+    TooLong { max: usize },
+    /// The value is not UTF-8.
+    NotUtf8,
+    /// Slurm refused the read (outside a remote callback), with its error code.
+    Unavailable(u32),
+}
+
+/// Reads `name` from the job's environment (remote context) into a buffer of `max` bytes,
+/// whatever the value's size: slurm-spank's getenv doubles its buffer until the value
+/// fits, so a launch request with a value of hundreds of MB would have slurmstepd, as
+/// root, copy it several times (security review F6). Stock srun caps values at 256 KiB.
+pub(crate) fn job_env(name: &str, max: usize) -> Result<Option<String>, JobEnvError> {
+    let spank = CURRENT.with(Cell::get);
+    let Ok(c_name) = CString::new(name) else {
+        return Ok(None);
+    };
+    if spank.is_null() {
+        return Err(JobEnvError::Unavailable(
+            spank_sys::slurm_err_t_ESPANK_BAD_ARG,
+        ));
+    }
+    // One byte more for the NUL that spank_getenv writes.
+    let mut buf = vec![0u8; max + 1];
+    let Ok(len) = c_int::try_from(buf.len()) else {
+        return Err(JobEnvError::TooLong { max });
+    };
+    // SAFETY: `spank` is the running callback's handle (set by `with_handle`); `buf` is
+    // writable for `len` bytes and spank_getenv writes at most that many, NUL included.
+    let rc =
+        unsafe { spank_sys::spank_getenv(spank, c_name.as_ptr(), buf.as_mut_ptr().cast(), len) };
+    match rc {
+        spank_sys::ESPANK_SUCCESS => {
+            let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+            buf.truncate(end);
+            String::from_utf8(buf)
+                .map(Some)
+                .map_err(|_| JobEnvError::NotUtf8)
+        }
+        spank_sys::slurm_err_t_ESPANK_ENV_NOEXIST => Ok(None),
+        spank_sys::slurm_err_t_ESPANK_NOSPACE => Err(JobEnvError::TooLong { max }),
+        other => Err(JobEnvError::Unavailable(other)),
+    }
+}
+
 /// Exports one SPANK callback, routed through slurm-spank's panic guard.
 ///
 /// slurm-spank's `SPANK_PLUGIN!` exports every callback, including job_prolog/epilog,
@@ -108,7 +177,7 @@ macro_rules! export_callback {
         ) -> c_int {
             slurm_spank::spank_callback_with_globals::<GpuDirect, _>(|plugin, options, _setup| {
                 let mut handle = slurm_spank::init_spank_handle(spank, ac, argv, options);
-                plugin.$method(&mut handle)
+                with_handle(spank, || plugin.$method(&mut handle))
             })
         }
     };
@@ -134,7 +203,9 @@ pub extern "C" fn slurm_spank_init(
 }
 
 /// Slurm 22.05 lacks `spank_prepend_task_argv`, which slurm-spank 0.4 binds; without this
-/// definition the plugin would not load. The plugin never calls it.
+/// definition the plugin would not load. The plugin never calls it. Built against a Slurm
+/// that has it (23.x and later), the plugin defines nothing of that name (build.rs).
+#[cfg(slurm_lacks_prepend_task_argv)]
 #[no_mangle]
 #[doc(hidden)]
 pub extern "C" fn spank_prepend_task_argv(

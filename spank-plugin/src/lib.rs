@@ -41,6 +41,7 @@ mod ffi;
 mod state;
 
 use std::error::Error;
+use std::panic::AssertUnwindSafe;
 use std::path::Path;
 
 use gpudirect_core::config::{sanitize_for_message, NicLocality};
@@ -63,6 +64,9 @@ const NAME: &str = "gpudirect";
 
 /// A mode longer than this cannot be a profile name: it is refused unread.
 const MAX_MODE_LEN: usize = 64;
+
+/// The most of CUDA_VISIBLE_DEVICES or SLURM_STEP_GPUS a task reads.
+const MAX_GPU_LIST_LEN: usize = 4096;
 
 fn log_error(message: &str) {
     spank_log(LogLevel::Error, &format!("{NAME}: {message}"));
@@ -92,6 +96,9 @@ enum NodeDecision {
 #[derive(Default)]
 struct GpuDirect {
     node: NodeDecision,
+    /// Whether the chosen profile is strict, once `user_init` knows: what a panic after
+    /// that point decides by.
+    strict: std::cell::Cell<Option<bool>>,
 }
 
 /// `slurm_spank_init` in srun, sbatch, salloc and slurmstepd: keeps the config path from
@@ -178,14 +185,55 @@ const BUILD_ID: &str = env!("GPUDIRECT_BUILD_ID");
 
 /// Whether the step asks for a mode itself: `--gpudirect` or SLURM_GPUDIRECT. A value
 /// that cannot be read (not UTF-8) counts as asking: the full read then reports it.
-fn step_asks_for_mode(spank: &SpankHandle) -> bool {
+fn step_asks_for_mode() -> bool {
     let asked = |m: &String| !m.trim().is_empty();
     STATE.option().is_some_and(|m| asked(&m))
-        || spank
-            .getenv(vars::MODE_ENV)
+        || ffi::job_env(vars::MODE_ENV, MAX_MODE_LEN)
             .unwrap_or_else(|_| Some("unreadable".into()))
             .is_some_and(|m| asked(&m))
 }
+
+/// SLURM_GPUDIRECT from the job's environment, read into a buffer of [`MAX_MODE_LEN`]
+/// bytes (review F6); the error names the variable and the fix.
+fn mode_from_job_env(node: &str) -> Result<Option<String>, String> {
+    ffi::job_env(vars::MODE_ENV, MAX_MODE_LEN).map_err(|e| {
+        let what = match e {
+            ffi::JobEnvError::TooLong { max } => format!("is longer than {max} bytes"),
+            ffi::JobEnvError::NotUtf8 => "is not valid UTF-8".into(),
+            ffi::JobEnvError::Unavailable(code) => format!("cannot be read (spank error {code})"),
+        };
+        format!(
+            "node {node}: {} {what}: set it to a profile name, `auto` or `none`",
+            vars::MODE_ENV
+        )
+    })
+}
+
+/// The text of a caught panic's payload.
+fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "no message".into())
+}
+
+/// Test builds only (`--features fault-injection`): panics in the callback that the job's
+/// GPUDIRECT_TEST_PANIC names, so that the cluster tests can show what a panic does.
+#[cfg(feature = "fault-injection")]
+fn inject_fault(callback: &str) {
+    if ffi::job_env("GPUDIRECT_TEST_PANIC", 64)
+        .ok()
+        .flatten()
+        .as_deref()
+        == Some(callback)
+    {
+        panic!("fault injected in {callback}");
+    }
+}
+
+#[cfg(not(feature = "fault-injection"))]
+fn inject_fault(_callback: &str) {}
 
 /// This node's Slurm name, as slurmd knows it (slurmstepd's own SLURMD_NODENAME), else the
 /// short host name. Never the step's SLURMD_NODENAME: that is the user's environment, and
@@ -207,8 +255,8 @@ impl GpuDirect {
     /// when the node's default mode applies instead, `user_init` works from this read. A
     /// step that asks for a mode, or a config that cannot be read, is left to `user_init`,
     /// which reads the config with the user's credentials and reports what is wrong.
-    fn consult_marks(spank: &SpankHandle) {
-        if step_asks_for_mode(spank) {
+    fn consult_marks() {
+        if step_asks_for_mode() {
             return;
         }
         let Some(Ok(path)) = STATE.config_path() else {
@@ -248,12 +296,7 @@ impl GpuDirect {
     fn decide(&self, spank: &SpankHandle, node: String) -> Result<NodeDecision, String> {
         let config = STATE.config().map_err(|e| format!("node {node}: {e}"))?;
         let option = STATE.option();
-        let env_mode = spank.getenv(vars::MODE_ENV).map_err(|_| {
-            format!(
-                "node {node}: {} is not valid UTF-8: set it to a profile name, `auto` or `none`",
-                vars::MODE_ENV
-            )
-        })?;
+        let env_mode = mode_from_job_env(&node)?;
         let chosen = choose_mode(config, &node, option.as_deref(), env_mode.as_deref())
             .map_err(|e| format!("node {node}: {e}"))?;
         let Some(chosen) = chosen else {
@@ -263,6 +306,10 @@ impl GpuDirect {
         let Some(resolved) = resolved else {
             return Ok(NodeDecision::NoneMode);
         };
+        // Known before the checks and the planning: a panic after this point still fails a
+        // strict profile's step (review F7).
+        self.strict.set(Some(resolved.profile.strict));
+        inject_fault("user_init");
         let step = StepFacts {
             job_id: spank.job_id().unwrap_or(0),
             step_id: spank.job_stepid().unwrap_or(0),
@@ -300,15 +347,18 @@ impl GpuDirect {
     }
 
     fn apply_to_task(plan: &NodePlan<'static>, spank: &SpankHandle) -> Result<(), Box<dyn Error>> {
+        // GPU lists: a few bytes per GPU; a longer value is no list of this node's GPUs.
+        let gpu_list = |name: &str| ffi::job_env(name, MAX_GPU_LIST_LEN).ok().flatten();
         let facts = TaskFacts {
             rank: spank.task_global_id()?,
             local_rank: u32::try_from(spank.task_id()?).unwrap_or(0),
-            cuda_visible_devices: spank.getenv("CUDA_VISIBLE_DEVICES").ok().flatten(),
+            cuda_visible_devices: gpu_list("CUDA_VISIBLE_DEVICES"),
             step_gpus: ["SLURM_STEP_GPUS", "SLURM_JOB_GPUS"]
                 .iter()
-                .find_map(|name| spank.getenv(name).ok().flatten()),
+                .find_map(|name| gpu_list(name)),
             allowed_cpus: current_affinity(),
         };
+        inject_fault("task_init");
         let env = |name: &str| spank.getenv(name).ok().flatten();
         let task = plan_task(plan, &facts, &env);
         for name in &task.unset {
@@ -350,7 +400,7 @@ unsafe impl Plugin for GpuDirect {
     fn init_post_opt(&mut self, spank: &mut SpankHandle) -> Result<(), Box<dyn Error>> {
         match spank.context()? {
             Context::Remote => {
-                GpuDirect::consult_marks(spank);
+                GpuDirect::consult_marks();
                 return Ok(());
             }
             Context::Local | Context::Allocator => {}
@@ -394,16 +444,33 @@ unsafe impl Plugin for GpuDirect {
             return Ok(());
         }
         let node = node_name();
-        match self.decide(spank, node.clone()) {
-            Ok(decision) => self.node = decision,
-            Err(message) => {
+        let decided =
+            std::panic::catch_unwind(AssertUnwindSafe(|| self.decide(spank, node.clone())));
+        self.node = match decided {
+            Ok(Ok(decision)) => decision,
+            Ok(Err(message)) => {
                 log_error(&message);
-                self.node = NodeDecision::Unusable {
+                NodeDecision::Unusable {
                     message,
                     strict: false,
-                };
+                }
             }
-        }
+            // Caught here rather than by slurm-spank's guard, whose lock a panic would
+            // poison: every later callback of this slurmstepd, task_init included, would
+            // then return -1, which Slurm ignores for an optional plugin, and a strict
+            // profile would run without its transport (review F7).
+            Err(panic) => {
+                let message = format!(
+                    "node {node}: internal error while deciding the profile ({}): please report it with this node's slurmd log",
+                    panic_text(&*panic)
+                );
+                log_error(&message);
+                // A strict profile fails closed; before the profile was known, a step that
+                // asked for a mode is treated as strict.
+                let strict = self.strict.get().unwrap_or_else(step_asks_for_mode);
+                NodeDecision::Unusable { message, strict }
+            }
+        };
         Ok(())
     }
 
@@ -417,7 +484,27 @@ unsafe impl Plugin for GpuDirect {
                 }
                 Ok(())
             }
-            NodeDecision::Apply(plan) => GpuDirect::apply_to_task(plan, spank),
+            NodeDecision::Apply(plan) => {
+                match std::panic::catch_unwind(AssertUnwindSafe(|| {
+                    GpuDirect::apply_to_task(plan, spank)
+                })) {
+                    Ok(applied) => applied,
+                    Err(panic) => {
+                        let message = format!(
+                            "internal error while applying profile {} ({}): please report it with this node's slurmd log",
+                            plan.profile.name,
+                            panic_text(&*panic)
+                        );
+                        log_error(&message);
+                        tell_user(&message);
+                        if plan.profile.strict {
+                            // Half applied, the task must not run (review F7).
+                            ffi::exit_task(1);
+                        }
+                        Err(message.into())
+                    }
+                }
+            }
             NodeDecision::Unusable { message, strict } => {
                 let first_task = spank.task_id().map(|id| id == 0).unwrap_or(true);
                 if *strict {

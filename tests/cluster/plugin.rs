@@ -807,3 +807,199 @@ fn an_over_long_remote_option_cannot_forge_a_slurmd_log_line() {
         stderr(&output)
     );
 }
+
+/// Cancels a job when dropped (also when the test panics), so that the GPUs it holds are
+/// free for the next test.
+struct CancelOnDrop(String);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        run(slurm_command("scancel").arg(&self.0));
+    }
+}
+
+/// Review F3: under ConstrainDevices=yes Slurm numbers CUDA_VISIBLE_DEVICES from 0 inside
+/// every job, so the second job on a node sees its physical GPUs 4-7 as 0-3. Its tasks must
+/// get the NICs and CPUs of GPUs 4-7 (eth3, eth4), not those of the first job's GPUs.
+#[test]
+fn a_second_job_on_a_node_gets_the_nics_of_its_own_physical_gpus() {
+    let _guard = cluster();
+    let mut sbatch = slurm_command("sbatch");
+    sbatch.args([
+        "--parsable",
+        "-w",
+        "node1",
+        "-n1",
+        "--gres=gpu:4",
+        "-o",
+        "/dev/null",
+        "--wrap",
+        "sleep 300",
+    ]);
+    let output = run(&mut sbatch);
+    assert_ok(&output, "sbatch holding GPUs 0-3 of node1");
+    let first = stdout(&output)
+        .trim()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_string();
+    let _cancel = CancelOnDrop(first.clone());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let state = run(slurm_command("squeue").args(["-h", "-o", "%T", "-j", &first]));
+        if stdout(&state).trim() == "RUNNING" {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "job {first} never ran: {}",
+            stdout(&state)
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+
+    let (output, tasks) = srun_env(
+        &["-w", "node1", "-n4", "--gres=gpu:4", "--gpudirect=tcpx"],
+        &[],
+    );
+    assert_ok(&output, "srun --gres=gpu:4 beside the first job");
+    assert_eq!(tasks.len(), 4, "{}", stdout(&output));
+    for (rank, env) in &tasks {
+        // The premise: the job's own numbering starts at 0, the node's at 4.
+        assert_eq!(env["CUDA_VISIBLE_DEVICES"], "0,1,2,3", "rank {rank}");
+        assert_eq!(env["SLURM_STEP_GPUS"], "4,5,6,7", "rank {rank}");
+        let local_rank: u32 = env["SLURM_LOCALID"].parse().unwrap();
+        // Local rank r uses the job's GPU r, which is the node's GPU 4 + r:
+        // GPUs 4,5 -> eth3; 6,7 -> eth4.
+        let nic = format!("eth{}", (4 + local_rank) / 2 + 1);
+        assert_eq!(
+            env.get("GPUDIRECT_NIC"),
+            Some(&nic),
+            "rank {rank} local {local_rank}"
+        );
+        // GPUs 4-7 are near CPUs 52-103,156-207, which this machine lacks: the task keeps
+        // the CPUs the job gave it (GPUs 0-3 would have pinned it to CPUs 0-51's).
+        assert_eq!(env.get("GPUDIRECT_CPUS"), None, "rank {rank}");
+    }
+}
+
+/// Review F6: slurmstepd reads SLURM_GPUDIRECT into a buffer of the longest mode, whatever
+/// the job's value holds. `--export` gives the value to the job only, so that srun's own
+/// check of its environment does not stop it first.
+#[test]
+fn an_oversized_mode_variable_is_refused_unread_by_the_step() {
+    let _guard = cluster();
+    let long = "a".repeat(100_000);
+    let mut cmd = slurm_command("srun");
+    cmd.args(["-N1", &format!("--export=ALL,SLURM_GPUDIRECT={long}")])
+        .args(["sh", "-c", "echo profile=${GPUDIRECT_PROFILE:-unset}"]);
+    let output = run(&mut cmd);
+    assert_ok(&output, "srun with a 100 kB SLURM_GPUDIRECT");
+    assert_eq!(stdout(&output).trim(), "profile=unset");
+    let err = stderr(&output);
+    assert!(
+        err.contains("SLURM_GPUDIRECT is longer than 64 bytes: set it to a profile name"),
+        "{err}"
+    );
+    assert!(!err.contains(&"a".repeat(65)), "the value is echoed: {err}");
+}
+
+/// Built by scripts/test (`cargo build --release -p spank-gpudirect --features
+/// fault-injection`, copied here before the plugin proper is built again): the plugin that
+/// panics in the callback a job's GPUDIRECT_TEST_PANIC names.
+fn fault_injection_plugin() -> std::path::PathBuf {
+    // target/<profile>/deps/<test> -> target/fault-injection/spank_gpudirect.so
+    let exe = std::env::current_exe().expect("current test executable");
+    let target = exe
+        .ancestors()
+        .nth(3)
+        .expect("target/<profile>/deps/<test>");
+    let built = target.join("fault-injection/spank_gpudirect.so");
+    assert!(
+        built.is_file(),
+        "{} is missing: build it as scripts/test does (fault-injection feature)",
+        built.display()
+    );
+    // Slurm loads it from a root-owned folder, as it would the real one.
+    let installed = state_dir().join("lib/spank_gpudirect_faults.so");
+    std::fs::copy(&built, &installed).expect("install the fault-injection plugin");
+    installed
+}
+
+/// Review F7: a panic inside a callback must not leave a strict profile's step running
+/// without its transport. Before the fix the panic poisoned slurm-spank's lock, task_init
+/// returned -1, which Slurm ignores for an optional plugin, and the task ran.
+#[test]
+fn a_panic_fails_a_strict_profile_closed_and_a_lenient_one_open() {
+    let _guard = cluster();
+    let faulty = fault_injection_plugin();
+    let plugstack = FileSwap::plugstack();
+    let real = state_dir().join("lib/spank_gpudirect.so");
+    plugstack.write(
+        &plugstack
+            .original_text()
+            .replace(real.to_str().unwrap(), faulty.to_str().unwrap()),
+    );
+    let config = FileSwap::config();
+    let lenient = config.original_text();
+    let strict = lenient.replacen("[profiles.tcpx]\n", "[profiles.tcpx]\nstrict = true\n", 1);
+    assert_ne!(strict, lenient, "the tcpx profile header was found");
+    for (text, is_strict) in [(&strict, true), (&lenient, false)] {
+        config.write(text);
+        for callback in ["user_init", "task_init"] {
+            let mut cmd = slurm_command("srun");
+            cmd.args(["-N2", "--gpudirect=tcpx"])
+                .args(["sh", "-c", "echo ran ${GPUDIRECT_PROFILE:-unset}"])
+                .env("GPUDIRECT_TEST_PANIC", callback);
+            let output = run(&mut cmd);
+            let what = format!("strict={is_strict}, panic in {callback}");
+            let err = stderr(&output);
+            assert!(err.contains("internal error while"), "{what}: {err}");
+            assert!(err.contains("fault injected in"), "{what}: {err}");
+            if is_strict {
+                assert!(!output.status.success(), "{what}: the step ran");
+                assert!(!stdout(&output).contains("ran"), "{what}");
+            } else {
+                assert_ok(&output, &what);
+            }
+        }
+    }
+}
+
+/// Review F10: the dynamic symbol table holds what Slurm looks up and nothing else; the
+/// stub for `spank_prepend_task_argv` only where the Slurm built against lacks it.
+#[test]
+fn the_plugin_exports_only_its_own_symbols() {
+    let so = state_dir().join("lib/spank_gpudirect.so");
+    let output = run(std::process::Command::new("nm")
+        .args(["-D", "--defined-only"])
+        .arg(&so));
+    assert_ok(&output, "nm -D");
+    let exported: std::collections::BTreeSet<String> = stdout(&output)
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(2).map(str::to_string))
+        .collect();
+    let version = stdout(&run(slurm_command("srun").arg("--version")));
+    let major: u32 = version
+        .split_whitespace()
+        .nth(1)
+        .and_then(|v| v.split('.').next())
+        .and_then(|m| m.parse().ok())
+        .unwrap_or_else(|| panic!("srun --version: {version}"));
+    let mut expected: std::collections::BTreeSet<String> = [
+        "plugin_name",
+        "plugin_type",
+        "plugin_version",
+        "slurm_spank_init",
+        "slurm_spank_init_post_opt",
+        "slurm_spank_task_init",
+        "slurm_spank_user_init",
+    ]
+    .map(String::from)
+    .into();
+    if major < 23 {
+        expected.insert("spank_prepend_task_argv".into());
+    }
+    assert_eq!(exported, expected, "{}", so.display());
+}
