@@ -466,7 +466,20 @@ pub fn parse_config(text: &str, source: &str) -> Result<Config, ConfigError> {
         // The toml crate's messages can span lines ("invalid table header\nexpected ...").
         message: one_line(e.message()),
     })?;
-    Checker { text, source }.check(raw)
+    Checker {
+        text,
+        source,
+        newlines: newline_offsets(text),
+    }
+    .check(raw)
+}
+
+/// The byte offset of every `\n` in `text`, in order: what [`Checker`] finds lines with.
+fn newline_offsets(text: &str) -> Vec<usize> {
+    text.bytes()
+        .enumerate()
+        .filter_map(|(i, b)| (b == b'\n').then_some(i))
+        .collect()
 }
 
 /// Makes a message one log line: its lines joined with `; `, control characters (from
@@ -520,6 +533,10 @@ fn line_of(text: &str, offset: usize) -> usize {
 struct Checker<'a> {
     text: &'a str,
     source: &'a str,
+    /// [`newline_offsets`] of `text`: every value's line is looked up in it (counting the
+    /// newlines before each of some hundred values made parsing the shipped config take
+    /// 0.9 ms instead of 0.15 ms).
+    newlines: Vec<usize>,
 }
 
 type Checked<T> = Result<T, ConfigError>;
@@ -527,7 +544,12 @@ type Checked<T> = Result<T, ConfigError>;
 impl Checker<'_> {
     /// The line where a value (or key) starts.
     fn line<T>(&self, value: &Spanned<T>) -> usize {
-        line_of(self.text, value.span().start)
+        self.line_at(value.span().start)
+    }
+
+    /// The line (from 1) that byte `offset` is on.
+    fn line_at(&self, offset: usize) -> usize {
+        self.newlines.partition_point(|&nl| nl < offset) + 1
     }
 
     fn error(
@@ -538,7 +560,7 @@ impl Checker<'_> {
     ) -> ConfigError {
         ConfigError {
             file: self.source.to_string(),
-            line: Some(line_of(self.text, span.start)),
+            line: Some(self.line_at(span.start)),
             key: Some(escape_controls(&key.into())),
             message: escape_controls(&message.into()),
         }
@@ -770,7 +792,7 @@ impl Checker<'_> {
             ));
         }
         let lines = ProfileLines {
-            name: line_of(self.text, name_span.start),
+            name: self.line_at(name_span.start),
             data_nics: raw.data_nics.as_ref().map(|v| self.line(v)),
             library_dirs: raw.library_dirs.as_ref().map(|v| self.line(v)),
             topology_file: raw.topology_file.as_ref().map(|v| self.line(v)),
@@ -956,7 +978,7 @@ impl Checker<'_> {
             default_mode,
             skip_checks,
             nic_names,
-            line: line_of(self.text, span.start),
+            line: self.line_at(span.start),
         })
     }
 }
@@ -994,6 +1016,19 @@ fn env_name_problem(name: &str, has_topology_file: bool) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lines_from_the_newline_index_match_counting_newlines() {
+        let text = "a = 1\n\n[profiles.x]\nb = \"\u{e9}\"\nc = 2";
+        let checker = Checker {
+            text,
+            source: "t",
+            newlines: newline_offsets(text),
+        };
+        for offset in 0..=text.len() + 2 {
+            assert_eq!(checker.line_at(offset), line_of(text, offset), "{offset}");
+        }
+    }
 
     pub(crate) const SAMPLE: &str = r#"
 [profiles.tcpx]
