@@ -905,25 +905,17 @@ fn an_oversized_mode_variable_is_refused_unread_by_the_step() {
     assert!(!err.contains(&"a".repeat(65)), "the value is echoed: {err}");
 }
 
-/// Built by scripts/test (`cargo build --release -p spank-gpudirect --features
-/// fault-injection`, copied here before the plugin proper is built again): the plugin that
-/// panics in the callback a job's GPUDIRECT_TEST_PANIC names.
+/// The plugin built with the test-only fault-injection feature, against the cluster's own
+/// Slurm: it panics in the callback a job's GPUDIRECT_TEST_PANIC names. `scripts/local-cluster
+/// up` builds and installs it beside the plugin proper; nothing loads it unless a test
+/// points plugstack.conf at it.
 fn fault_injection_plugin() -> std::path::PathBuf {
-    // target/<profile>/deps/<test> -> target/fault-injection/spank_gpudirect.so
-    let exe = std::env::current_exe().expect("current test executable");
-    let target = exe
-        .ancestors()
-        .nth(3)
-        .expect("target/<profile>/deps/<test>");
-    let built = target.join("fault-injection/spank_gpudirect.so");
-    assert!(
-        built.is_file(),
-        "{} is missing: build it as scripts/test does (fault-injection feature)",
-        built.display()
-    );
-    // Slurm loads it from a root-owned folder, as it would the real one.
     let installed = state_dir().join("lib/spank_gpudirect_faults.so");
-    std::fs::copy(&built, &installed).expect("install the fault-injection plugin");
+    assert!(
+        installed.is_file(),
+        "{} is missing: run scripts/local-cluster up",
+        installed.display()
+    );
     installed
 }
 
