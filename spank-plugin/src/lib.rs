@@ -180,6 +180,13 @@ fn unusable_mode(bytes: &[u8]) -> String {
     format!("{}... (cut)", sanitize_for_message(&start))
 }
 
+/// The Slurm whose headers the plugin was built against (spank-plugin/build.rs); Slurm
+/// itself refuses a plugin built for another major version.
+const BUILT_FOR_SLURM: &str = match option_env!("GPUDIRECT_SLURM_VERSION") {
+    Some(version) => version,
+    None => "(unknown: slurm_version.h was not found at build time)",
+};
+
 /// This build's id (spank-plugin/build.rs): marks written by another build never count.
 const BUILD_ID: &str = env!("GPUDIRECT_BUILD_ID");
 
@@ -337,11 +344,13 @@ impl GpuDirect {
             });
         }
         log_verbose(&format!(
-            "node {}: profile {} from {} (node set {})",
+            "node {}: profile {} from {} (node set {}; spank_gpudirect {} for Slurm {})",
             plan.step.node,
             plan.profile.name,
             chosen.source,
-            plan.node_set.as_deref().unwrap_or("-")
+            plan.node_set.as_deref().unwrap_or("-"),
+            env!("CARGO_PKG_VERSION"),
+            BUILT_FOR_SLURM
         ));
         Ok(NodeDecision::Apply(plan))
     }
