@@ -467,7 +467,6 @@ pub fn parse_config(text: &str, source: &str) -> Result<Config, ConfigError> {
         message: one_line(e.message()),
     })?;
     Checker {
-        text,
         source,
         newlines: newline_offsets(text),
     }
@@ -531,9 +530,8 @@ fn line_of(text: &str, offset: usize) -> usize {
 
 /// Turns raw values into checked ones, building errors that point into the text.
 struct Checker<'a> {
-    text: &'a str,
     source: &'a str,
-    /// [`newline_offsets`] of `text`: every value's line is looked up in it (counting the
+    /// [`newline_offsets`] of the text: every value's line is looked up in it (counting the
     /// newlines before each of some hundred values made parsing the shipped config take
     /// 0.9 ms instead of 0.15 ms).
     newlines: Vec<usize>,
@@ -1021,7 +1019,6 @@ mod tests {
     fn lines_from_the_newline_index_match_counting_newlines() {
         let text = "a = 1\n\n[profiles.x]\nb = \"\u{e9}\"\nc = 2";
         let checker = Checker {
-            text,
             source: "t",
             newlines: newline_offsets(text),
         };
