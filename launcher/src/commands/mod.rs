@@ -12,6 +12,7 @@
 pub mod args;
 pub mod compare;
 pub mod export;
+pub mod generate;
 pub mod history;
 pub mod hostfile;
 pub mod import;
@@ -94,6 +95,9 @@ pub enum Command {
     Compare(compare::CompareArgs),
     /// Export result rows with their run's metadata as CSV, JSON or JSON Lines.
     Export(export::ExportArgs),
+    /// Write man pages or shell completions (for packages: scripts/package).
+    #[command(hide = true)]
+    Generate(generate::GenerateArgs),
 }
 
 /// What every command gets besides its own arguments.
@@ -170,6 +174,7 @@ pub fn dispatch(command: Command, ctx: &Ctx) -> Result<ExitStatus> {
         Command::Show(args) => show::run(&args, ctx),
         Command::Compare(args) => compare::run(&args, ctx),
         Command::Export(args) => export::run(&args, ctx),
+        Command::Generate(args) => generate::run(&args),
     }
 }
 
@@ -232,7 +237,10 @@ fn push_subcommand_help(
     heading: &str,
     depth: usize,
 ) {
-    for sub in parent.get_subcommands().filter(|s| s.get_name() != "help") {
+    for sub in parent
+        .get_subcommands()
+        .filter(|s| s.get_name() != "help" && !s.is_hide_set())
+    {
         let name = format!("{parent_name} {}", sub.get_name());
         let mut sub = sub.clone().term_width(100).bin_name(&name);
         out.push_str(&format!(
