@@ -28,9 +28,53 @@ pub fn slurm_conf() -> PathBuf {
     conf
 }
 
-/// The admin config the cluster's plugstack.conf names.
+/// The plugstack.conf.d entry of the gpudirect-slurm package (a link to the package's line).
+const PACKAGE_PLUGSTACK: &str = "/etc/slurm/plugstack.conf.d/gpudirect.conf";
+
+/// Whether the cluster runs the plugin the gpudirect-slurm package installed
+/// (`scripts/local-cluster up --plugin installed`): its plugstack.conf then only includes
+/// the package's plugstack.conf.d, as Debian's own does.
+pub fn plugin_installed() -> bool {
+    std::fs::read_to_string(state_dir().join("etc/plugstack.conf"))
+        .is_ok_and(|text| text.trim_start().starts_with("include "))
+}
+
+/// The file that holds the plugin's plugstack line: the cluster's plugstack.conf, or the
+/// package's entry.
+pub fn plugstack_line_file() -> PathBuf {
+    if plugin_installed() {
+        PathBuf::from(PACKAGE_PLUGSTACK)
+    } else {
+        state_dir().join("etc/plugstack.conf")
+    }
+}
+
+/// The plugin's line: (path of the .so, path of the config).
+fn plugstack_line() -> (PathBuf, PathBuf) {
+    let file = plugstack_line_file();
+    let text = std::fs::read_to_string(&file)
+        .unwrap_or_else(|e| panic!("read {}: {e}: run scripts/local-cluster up", file.display()));
+    let line = text
+        .lines()
+        .find(|l| l.contains("spank_gpudirect"))
+        .unwrap_or_else(|| panic!("no spank_gpudirect line in {}", file.display()));
+    let mut words = line.split_whitespace().skip(1);
+    let so = words.next().map(PathBuf::from).expect("the plugin's path");
+    let config = words
+        .find_map(|w| w.strip_prefix("config="))
+        .map(PathBuf::from)
+        .expect("config= on the plugin's line");
+    (so, config)
+}
+
+/// The admin config the plugin's plugstack line names.
 pub fn plugin_config() -> PathBuf {
-    state_dir().join("etc/gpudirect.toml")
+    plugstack_line().1
+}
+
+/// The plugin Slurm loads: this checkout's build in the state folder, or the package's.
+pub fn plugin_so() -> PathBuf {
+    plugstack_line().0
 }
 
 /// The ordinary user the tests run jobs as: a job never runs as root on a real cluster,
@@ -172,9 +216,10 @@ impl FileSwap {
         Self::new(plugin_config())
     }
 
-    /// Saves the cluster's plugstack.conf.
+    /// Saves the file with the plugin's plugstack line ([`plugstack_line_file`]; the
+    /// package's is a link, written through).
     pub fn plugstack() -> Self {
-        Self::new(state_dir().join("etc/plugstack.conf"))
+        Self::new(plugstack_line_file())
     }
 
     /// Saves the file at `path`.

@@ -927,7 +927,7 @@ fn a_panic_fails_a_strict_profile_closed_and_a_lenient_one_open() {
     let _guard = cluster();
     let faulty = fault_injection_plugin();
     let plugstack = FileSwap::plugstack();
-    let real = state_dir().join("lib/spank_gpudirect.so");
+    let real = plugin_so();
     plugstack.write(
         &plugstack
             .original_text()
@@ -963,7 +963,7 @@ fn a_panic_fails_a_strict_profile_closed_and_a_lenient_one_open() {
 /// stub for `spank_prepend_task_argv` only where the Slurm built against lacks it.
 #[test]
 fn the_plugin_exports_only_its_own_symbols() {
-    let so = state_dir().join("lib/spank_gpudirect.so");
+    let so = plugin_so();
     let output = run(std::process::Command::new("nm")
         .args(["-D", "--defined-only"])
         .arg(&so));
