@@ -183,6 +183,16 @@ pub fn load_config_stamped(
     path: &Path,
     ownership: Ownership,
 ) -> Result<(Config, FileStamp), LoadError> {
+    let (text, stamp) = read_config_text(path, ownership)?;
+    Ok((parse_config(&text, &path.display().to_string())?, stamp))
+}
+
+/// The config's text, read with the same checks as [`load_config`], unparsed, and the stamp
+/// of the version read.
+pub fn read_config_text(
+    path: &Path,
+    ownership: Ownership,
+) -> Result<(String, FileStamp), LoadError> {
     let display = path.display().to_string();
     let (file, meta) = open_config(path, ownership)?;
     let mut bytes = Vec::new();
@@ -196,7 +206,7 @@ pub fn load_config_stamped(
         path: display.clone(),
         problem: format!("not UTF-8 (byte {})", e.utf8_error().valid_up_to()),
     })?;
-    Ok((parse_config(&text, &display)?, FileStamp::of(&meta)))
+    Ok((text, FileStamp::of(&meta)))
 }
 
 /// This machine's host name up to the first dot (`gethostname`), or `localhost` when it

@@ -159,9 +159,11 @@ fn accept_option(value: Option<&[u8]>, remote: bool) -> bool {
         // nothing instead: user_init then refuses it with a sanitized message.
         return STATE.set_option(unusable_mode(bytes));
     }
-    if !remote {
-        // In srun/sbatch/salloc: refuse unknown modes now. A broken config cannot
-        // validate anything; init already reported it, and the step will say so.
+    if !remote && !STATE.mode_declared(&value) {
+        // In srun/sbatch/salloc: refuse unknown modes now. A mode the config declares is
+        // taken without parsing the file (the step parses it, and reports what is wrong);
+        // anything else is looked up in the parsed config, for the exact message. A broken
+        // config cannot validate anything; the step will say so.
         if let Ok(config) = STATE.config() {
             if let Err(e) = config.parse_mode(&value) {
                 log_error(&e.to_string());
@@ -423,6 +425,10 @@ unsafe impl Plugin for GpuDirect {
             // No mode asked for: nothing to check, and no config to read.
             return Ok(());
         };
+        if STATE.mode_declared(&requested) {
+            // The config declares the mode: the step parses the file and reports the rest.
+            return Ok(());
+        }
         match STATE.config() {
             Ok(config) => {
                 if option.is_none() {

@@ -10,8 +10,8 @@
 use std::path::Path;
 use std::sync::{Mutex, OnceLock};
 
-use gpudirect_core::config::{sanitize_for_message, Config};
-use gpudirect_core::system::{load_config, Ownership};
+use gpudirect_core::config::{declares_profile, sanitize_for_message, Config};
+use gpudirect_core::system::{load_config, read_config_text, Ownership};
 
 /// This process's state. The only instance is [`STATE`].
 pub(crate) struct State {
@@ -21,6 +21,8 @@ pub(crate) struct State {
     /// sbatch and salloc only when a mode was asked for, so that a step without
     /// `--gpudirect` does not pay for reading it.
     config: OnceLock<Result<Config, String>>,
+    /// The config's text, unparsed (srun, sbatch, salloc: [`State::mode_declared`]).
+    config_text: OnceLock<Result<String, String>>,
     /// The `--gpudirect` value Slurm handed to the option callback, if any.
     option: Mutex<Option<String>>,
     /// slurmstepd: `init_post_opt` (as root) found this step, which asks for no mode, left
@@ -36,6 +38,7 @@ impl State {
         State {
             config_path: OnceLock::new(),
             config: OnceLock::new(),
+            config_text: OnceLock::new(),
             option: Mutex::new(None),
             untouched_by_mark: OnceLock::new(),
         }
@@ -71,6 +74,26 @@ impl State {
             None => Err("the config path is unknown (plugin init did not run)".into()),
         });
         loaded.as_ref().map_err(Clone::clone)
+    }
+
+    /// Whether `mode` is `auto`, `none`, or a profile the config's text declares
+    /// ([`declares_profile`]: a scan, not a parse). srun, sbatch and salloc accept a mode on
+    /// `true`; on `false`, or when the file cannot be read, they parse it ([`State::config`])
+    /// for the exact answer and message.
+    pub(crate) fn mode_declared(&self, mode: &str) -> bool {
+        if matches!(mode, "auto" | "none") {
+            return true;
+        }
+        let text = self
+            .config_text
+            .get_or_init(|| match self.config_path.get() {
+                Some(Ok(path)) => read_config_text(Path::new(path), Ownership::RootOnly)
+                    .map(|(text, _)| text)
+                    .map_err(|e| e.to_string()),
+                Some(Err(e)) => Err(e.clone()),
+                None => Err("the config path is unknown (plugin init did not run)".into()),
+            });
+        text.as_ref().is_ok_and(|text| declares_profile(text, mode))
     }
 
     /// Keeps a config already read (slurmstepd's `init_post_opt`), so that [`State::config`]
