@@ -26,8 +26,9 @@ use std::hash::Hasher;
 use std::path::{Path, PathBuf};
 
 /// What the plugin's behaviour is built from, relative to this crate.
-const SOURCES: [&str; 7] = [
+const SOURCES: [&str; 8] = [
     "build.rs",
+    "../build-support",
     "Cargo.toml",
     "src",
     "compat",
@@ -52,42 +53,11 @@ fn hash_tree(path: &Path, hasher: &mut DefaultHasher) {
     }
 }
 
-/// Where `slurm/slurm_version.h` is looked for: CPATH and C_INCLUDE_PATH (as the compiler
-/// does; this workspace's own compat folder has no slurm_version.h), then the system's.
-fn include_dirs() -> Vec<PathBuf> {
-    let mut dirs = Vec::new();
-    for var in ["CPATH", "C_INCLUDE_PATH"] {
-        if let Some(value) = std::env::var_os(var) {
-            dirs.extend(std::env::split_paths(&value));
-        }
-        println!("cargo:rerun-if-env-changed={var}");
-    }
-    dirs.extend(["/usr/local/include", "/usr/include"].map(PathBuf::from));
-    dirs
-}
-
-/// (major, minor, micro) of the Slurm whose headers the build uses, if found.
-fn slurm_version() -> Option<(u32, u32, u32)> {
-    for dir in include_dirs() {
-        let header = dir.join("slurm/slurm_version.h");
-        let Ok(text) = std::fs::read_to_string(&header) else {
-            continue;
-        };
-        println!("cargo:rerun-if-changed={}", header.display());
-        let number = text.lines().find_map(|line| {
-            let rest = line.trim().strip_prefix("#define")?.trim();
-            let value = rest.strip_prefix("SLURM_VERSION_NUMBER")?.trim();
-            let hex = value
-                .strip_prefix("0x")
-                .or_else(|| value.strip_prefix("0X"))?;
-            u32::from_str_radix(hex, 16).ok()
-        })?;
-        return Some((number >> 16, (number >> 8) & 0xff, number & 0xff));
-    }
-    None
-}
+// slurm_include_dirs() and slurm_version(), shared with the launcher's build script.
+include!("../build-support/slurm_version.rs");
 
 fn main() {
+    println!("cargo:rerun-if-changed=../build-support/slurm_version.rs");
     println!("cargo::rustc-check-cfg=cfg(slurm_lacks_prepend_task_argv)");
     match slurm_version() {
         Some((major, minor, micro)) => {

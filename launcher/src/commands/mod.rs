@@ -34,7 +34,8 @@ use gpudirect::history::{db_path_from_env, locate_db, History, HistoryError};
 #[derive(Debug, Parser)]
 #[command(
     name = "gpudirect",
-    version,
+    // `gpudirect 0.1.0 (built for Slurm 22.05.8)`: launcher/build.rs reads the headers.
+    version = concat!(env!("CARGO_PKG_VERSION"), " (built for ", env!("GPUDIRECT_BUILT_FOR"), ")"),
     propagate_version = true,
     after_help = "Examples:\n  \
         gpudirect hostfile                       # inside salloc/sbatch: Open MPI hostfile on stdout\n  \

@@ -235,6 +235,23 @@ fn help_teaches_with_examples() {
     );
 }
 
+/// `--version` names the Slurm the build was made for (launcher/build.rs reads the headers),
+/// as the plugin of the same package is built against them.
+#[test]
+fn version_names_the_slurm_it_was_built_for() {
+    let version = ok(gpudirect().arg("--version"));
+    let header = std::fs::read_to_string("/usr/include/slurm/slurm_version.h").unwrap_or_default();
+    let want = if header.contains("SLURM_VERSION_NUMBER") {
+        "(built for Slurm "
+    } else {
+        "(built for an unknown Slurm: no slurm_version.h at build time)"
+    };
+    assert!(
+        version.starts_with("gpudirect 0.") && version.contains(want),
+        "{version}"
+    );
+}
+
 #[test]
 fn verbose_logs_go_to_stderr_only() {
     let out = run(gpudirect().args(["-vv", "hostfile", "--nodelist", "n1"]));
