@@ -85,6 +85,18 @@ fn tokenize(line: &str) -> Vec<Tok<'_>> {
     toks
 }
 
+/// Whether a piece of a row cut by a debug line starts a row: a size and a count (integers),
+/// then a word that is not a number (the data type).
+fn starts_new_row(piece: &str) -> bool {
+    let is_uint = |t: &str| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit());
+    let mut toks = piece.split_whitespace();
+    matches!(
+        (toks.next(), toks.next(), toks.next()),
+        (Some(size), Some(count), Some(kind))
+            if is_uint(size) && is_uint(count) && kind.parse::<f64>().is_err()
+    )
+}
+
 /// Remove what launchers put before each line: Open MPI's `--tag-output`
 /// (`[1,0]<stdout>:`) and srun's `--label` (`0: `).
 fn strip_launcher_prefix(line: &str) -> &str {
@@ -190,14 +202,23 @@ impl TextParser {
         if let Some(mut d) = parse_debug_line(line) {
             // Interleaved output can glue the start of a row to another process's debug
             // line ("...  15.97    7.9" + "vm2:12:12 [0] NCCL INFO ..."); the rest of the
-            // row then follows on the next line. A known host name tells where the row
-            // fragment ends when nothing separates it from the host.
+            // row then follows on the next line. With NCCL's per-operation lines
+            // (`NCCL_DEBUG_SUBSYS=TUNING`) one process cuts its own row in three: nccl-tests
+            // prints the size columns, the out-of-place figures and the in-place figures
+            // separately, and the operations' lines come between them, the first glued to
+            // each piece. A known host name tells where a piece ends when nothing separates
+            // it from the host.
             let mut fragment = d.prefix.to_string();
             let starts_like_row = fragment
                 .split_whitespace()
                 .next()
                 .is_some_and(|t| t.bytes().all(|b| b.is_ascii_digit()));
-            if let Some(h) = d.host.filter(|_| starts_like_row) {
+            // A piece that starts with a size, a count and a type's name starts a row; any
+            // other piece while a row is pending continues it (a large time prints as a
+            // bare integer, `  12127`, so a leading integer alone does not tell).
+            let new_row = starts_new_row(&fragment) || (self.fragment.is_none() && starts_like_row);
+            let continues_row = !new_row && self.fragment.is_some() && !fragment.trim().is_empty();
+            if let Some(h) = d.host.filter(|_| starts_like_row || continues_row) {
                 if !self.hosts.iter().any(|k| k == h) {
                     if let Some(k) = self
                         .hosts
@@ -211,11 +232,11 @@ impl TextParser {
                 }
             }
             self.debug.add(&d, n);
-            let first_is_uint = fragment
-                .split_whitespace()
-                .next()
-                .is_some_and(|t| t.bytes().all(|b| b.is_ascii_digit()));
-            if first_is_uint && self.layout.is_some() {
+            if continues_row {
+                if let Some((pending, _)) = self.fragment.as_mut() {
+                    pending.push_str(&fragment);
+                }
+            } else if new_row && self.layout.is_some() {
                 self.flush_fragment();
                 self.fragment = Some((fragment, n));
             }

@@ -527,6 +527,39 @@ fn handmade_tagged_and_interleaved_mpirun_output() {
     }
 }
 
+/// `NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=TUNING`: NCCL prints a line per operation inside
+/// the table, and nccl-tests prints each row in three pieces (sizes, out-of-place,
+/// in-place), so every row is cut twice, the first operation's line glued to each piece,
+/// and large times print as bare integers (`12127`). Measured on 2 x H200 (issue #18).
+#[test]
+fn handmade_rows_cut_in_three_by_per_operation_lines() {
+    let out = handmade("v2.19_all_reduce_tuning_split_rows.txt");
+    assert!(out.diagnostics.is_empty(), "{:?}", out.diagnostics);
+    let sizes: Vec<u64> = out.rows.iter().map(|r| r.size_bytes).collect();
+    assert_eq!(sizes, vec![2147483648, 4294967296]);
+    let figures: Vec<(Option<f64>, Option<f64>)> = out
+        .rows
+        .iter()
+        .map(|r| {
+            (
+                r.out_of_place.as_ref().unwrap().busbw_gbps,
+                r.in_place.as_ref().unwrap().busbw_gbps,
+            )
+        })
+        .collect();
+    assert_eq!(
+        figures,
+        vec![(Some(345.78), Some(346.08)), (Some(354.17), Some(354.96))]
+    );
+    assert_eq!(out.rows[1].in_place.as_ref().unwrap().wrong, Some(0));
+    assert!(
+        out.busbw_mismatches().is_empty(),
+        "{:?}",
+        out.busbw_mismatches()
+    );
+    assert!(out.completed());
+}
+
 #[test]
 fn handmade_timeout_wrong_results_and_blank_block() {
     let t = handmade("v2.19_all_reduce_mpi_timeout.txt");
