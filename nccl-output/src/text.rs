@@ -143,7 +143,32 @@ struct TextParser {
     fragment: Option<(String, usize)>,
     /// `Collective test starting` lines seen.
     runs: u32,
+    /// What a log collector put before every line (`pod-7f9c 2024-05-01T12:00:00Z `), as
+    /// learned from the first nccl-tests header line behind it: its length in bytes and its
+    /// number of words ([`TextParser::strip_learned_prefix`]).
+    line_prefix: Option<(usize, usize)>,
 }
+
+/// How the header lines of nccl-tests start (after the `#`): a line that holds one of these
+/// behind other text tells what that text is, a prefix on every line.
+const HEADER_MARKERS: [&str; 4] = [
+    "# nccl-tests version",
+    "# Collective test starting",
+    "# nThread ",
+    "#  Rank ",
+];
+
+/// Header and summary lines as some documents and log collectors show them, without their
+/// `#`: read as if it were there (`Rank` lines only with their `Group` and `Pid`).
+const HEADER_WORDS: [&str; 7] = [
+    "nccl-tests version",
+    "Collective test starting",
+    "Collective test concluded",
+    "nThread ",
+    "Using devices",
+    "Out of bounds values",
+    "Avg bus bandwidth",
+];
 
 pub(crate) fn parse_text_str(input: &str) -> ParsedOutput {
     parse_text_inner(input, false)
@@ -196,9 +221,35 @@ impl TextParser {
         self.out
     }
 
+    /// Learns a prefix from a header line that has text before its `#` (and no prefix is
+    /// known yet); removes the known prefix from `line` where that line has one of the same
+    /// length and word count.
+    fn strip_learned_prefix<'a>(&mut self, line: &'a str) -> &'a str {
+        if self.line_prefix.is_none() && self.layout.is_none() {
+            let at = HEADER_MARKERS.iter().filter_map(|m| line.find(m)).min();
+            if let Some(at) = at.filter(|&at| !line[..at].trim().is_empty()) {
+                self.line_prefix = Some((at, tokenize(&line[..at]).len()));
+            }
+        }
+        let Some((len, words)) = self.line_prefix else {
+            return line;
+        };
+        let bytes = line.as_bytes();
+        let cut_between_words = line.is_char_boundary(len)
+            && len < bytes.len()
+            && (bytes[len - 1].is_ascii_whitespace() || bytes[len].is_ascii_whitespace());
+        if cut_between_words && tokenize(&line[..len]).len() == words {
+            &line[len..]
+        } else {
+            line
+        }
+    }
+
     fn line(&mut self, raw: &str, n: usize) {
         let raw = raw.strip_suffix('\r').unwrap_or(raw);
         let line = strip_launcher_prefix(raw);
+        let line = self.strip_learned_prefix(line);
+        let line = strip_launcher_prefix(line);
         if let Some(mut d) = parse_debug_line(line) {
             // Interleaved output can glue the start of a row to another process's debug
             // line ("...  15.97    7.9" + "vm2:12:12 [0] NCCL INFO ..."); the rest of the
@@ -254,7 +305,13 @@ impl TextParser {
         if trimmed.is_empty() {
             return;
         }
-        if trimmed.starts_with('#') {
+        if trimmed.starts_with('#')
+            || HEADER_WORDS.iter().any(|w| trimmed.starts_with(w))
+            || (trimmed.starts_with("Rank ")
+                && trimmed.contains(" Group ")
+                && trimmed.contains(" Pid "))
+            || (is_names_line(trimmed) && trimmed.starts_with("size"))
+        {
             self.comment(line, n);
             return;
         }

@@ -560,6 +560,78 @@ fn handmade_rows_cut_in_three_by_per_operation_lines() {
     assert!(out.completed());
 }
 
+/// One small table in the forms users paste (issue #18): as printed; `#wrong` as `N/A`
+/// (`-c 0`); behind mpirun's `--tag-output`, srun's `--label`, a log collector's prefix on
+/// every line (`pod-7f9c `); and with the `#` of its header and summary lines lost.
+#[test]
+fn the_forms_users_paste_give_the_same_rows() {
+    let base = "\
+# nThread 1 nGpus 2 minBytes 8 maxBytes 16 step: 2(factor) warmup iters: 5 iters: 20 agg iters: 1 validation: 0 graph: 0
+#
+#  Rank  0 Group  0 Pid   2101 on      node1 device  0 [0000:18:00] NVIDIA H200
+#  Rank  1 Group  0 Pid   2101 on      node1 device  1 [0000:2a:00] NVIDIA H200
+#
+#                                                              out-of-place                       in-place
+#       size         count      type   redop    root     time   algbw   busbw  #wrong     time   algbw   busbw  #wrong
+#        (B)    (elements)                               (us)  (GB/s)  (GB/s)             (us)  (GB/s)  (GB/s)
+           8             2     float     sum      -1    10.50    0.00    0.00     N/A    10.20    0.00    0.00     N/A
+     1048576        262144     float     sum      -1    20.97   50.00   50.00     N/A    20.90   50.17   50.17     N/A
+# Out of bounds values : 0 OK
+# Avg bus bandwidth    : 25.04
+#
+";
+    let per_line =
+        |f: &dyn Fn(&str) -> String| base.lines().map(|l| f(l) + "\n").collect::<String>();
+    let forms = [
+        ("as printed", base.to_string()),
+        (
+            "mpirun --tag-output",
+            per_line(&|l| format!("[1,0]<stdout>:{l}")),
+        ),
+        ("srun --label", per_line(&|l| format!("0: {l}"))),
+        (
+            "a collector's prefix",
+            per_line(&|l| format!("pod-7f9c {l}")),
+        ),
+        (
+            "a prefix before srun's label",
+            per_line(&|l| format!("pod-7f9c 0: {l}")),
+        ),
+        (
+            "header and summary without #",
+            per_line(&|l| match l.strip_prefix('#') {
+                Some(rest) if !rest.trim().is_empty() => rest.to_string(),
+                _ => l.to_string(),
+            }),
+        ),
+    ];
+    for (form, text) in forms {
+        let out = nccl_output::parse(text.as_bytes());
+        assert!(out.diagnostics.is_empty(), "{form}: {:?}", out.diagnostics);
+        let got: Vec<(u64, Option<f64>, Option<f64>)> = out
+            .rows
+            .iter()
+            .map(|r| {
+                (
+                    r.size_bytes,
+                    r.out_of_place.as_ref().unwrap().busbw_gbps,
+                    r.in_place.as_ref().unwrap().busbw_gbps,
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (8, Some(0.0), Some(0.0)),
+                (1048576, Some(50.0), Some(50.17))
+            ],
+            "{form}"
+        );
+        assert_eq!(out.nranks(), Some(2), "{form}");
+        assert!(out.completed(), "{form}: the summary lines were not read");
+    }
+}
+
 #[test]
 fn handmade_timeout_wrong_results_and_blank_block() {
     let t = handmade("v2.19_all_reduce_mpi_timeout.txt");
