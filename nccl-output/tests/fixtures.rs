@@ -527,6 +527,20 @@ fn handmade_tagged_and_interleaved_mpirun_output() {
     }
 }
 
+/// Each row's size and its out-of-place and in-place busbw.
+fn size_and_busbw(out: &ParsedOutput) -> Vec<(u64, Option<f64>, Option<f64>)> {
+    out.rows
+        .iter()
+        .map(|r| {
+            (
+                r.size_bytes,
+                r.out_of_place.as_ref().and_then(|p| p.busbw_gbps),
+                r.in_place.as_ref().and_then(|p| p.busbw_gbps),
+            )
+        })
+        .collect()
+}
+
 /// `NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=TUNING`: NCCL prints a line per operation inside
 /// the table, and nccl-tests prints each row in three pieces (sizes, out-of-place,
 /// in-place), so every row is cut twice, the first operation's line glued to each piece,
@@ -535,21 +549,12 @@ fn handmade_tagged_and_interleaved_mpirun_output() {
 fn handmade_rows_cut_in_three_by_per_operation_lines() {
     let out = handmade("v2.19_all_reduce_tuning_split_rows.txt");
     assert!(out.diagnostics.is_empty(), "{:?}", out.diagnostics);
-    let sizes: Vec<u64> = out.rows.iter().map(|r| r.size_bytes).collect();
-    assert_eq!(sizes, vec![2147483648, 4294967296]);
-    let figures: Vec<(Option<f64>, Option<f64>)> = out
-        .rows
-        .iter()
-        .map(|r| {
-            (
-                r.out_of_place.as_ref().unwrap().busbw_gbps,
-                r.in_place.as_ref().unwrap().busbw_gbps,
-            )
-        })
-        .collect();
     assert_eq!(
-        figures,
-        vec![(Some(345.78), Some(346.08)), (Some(354.17), Some(354.96))]
+        size_and_busbw(&out),
+        vec![
+            (2147483648, Some(345.78), Some(346.08)),
+            (4294967296, Some(354.17), Some(354.96))
+        ]
     );
     assert_eq!(out.rows[1].in_place.as_ref().unwrap().wrong, Some(0));
     assert!(
@@ -608,19 +613,8 @@ fn the_forms_users_paste_give_the_same_rows() {
     for (form, text) in forms {
         let out = nccl_output::parse(text.as_bytes());
         assert!(out.diagnostics.is_empty(), "{form}: {:?}", out.diagnostics);
-        let got: Vec<(u64, Option<f64>, Option<f64>)> = out
-            .rows
-            .iter()
-            .map(|r| {
-                (
-                    r.size_bytes,
-                    r.out_of_place.as_ref().unwrap().busbw_gbps,
-                    r.in_place.as_ref().unwrap().busbw_gbps,
-                )
-            })
-            .collect();
         assert_eq!(
-            got,
+            size_and_busbw(&out),
             vec![
                 (8, Some(0.0), Some(0.0)),
                 (1048576, Some(50.0), Some(50.17))
