@@ -175,6 +175,19 @@ pub fn judge(
             "average bus bandwidth below NCCL_TESTS_MIN_BW",
         );
     }
+    if parsed.ranks_ran_alone() {
+        tally.add(
+            RunStatus::Failed,
+            "worlds",
+            format!(
+                "the test's header was printed {} times: every process ran the test alone, \
+                 in a world of one rank, so no figure measures the links between them. Fix: \
+                 build nccl-tests with MPI=1 and launch it with `srun --mpi=pmix` (or mpirun \
+                 inside the allocation); `gpudirect-mpi check` tells which launch works",
+                parsed.parameter_lines
+            ),
+        );
+    }
     if parsed.rows.is_empty() {
         tally.add(RunStatus::Failed, "rows", "no result rows in the output");
     } else if !expect.sizes.is_empty() {
@@ -303,6 +316,39 @@ mod tests {
         let v = judge(&parsed, Some(Outcome::Exited { code: 0 }), None, &expect);
         assert_eq!(v.status, RunStatus::Ok, "{:?}", v.findings);
         assert_eq!(expect.sizes.len(), 31);
+    }
+
+    /// Issue #18 item 3: two processes that each ran the whole test alone (nccl-tests
+    /// without MPI=1 under `srun -n2`) print two headers and two tables; every figure is a
+    /// world of one, and the run fails with the fix.
+    #[test]
+    fn ranks_that_each_ran_alone_fail_the_run_with_the_fix() {
+        let one = std::fs::read_to_string(format!(
+            "{}/../tests/fixtures/nccl-tests/h200x2-nvlink/all_reduce_g2.txt",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .unwrap();
+        let twice = parse(format!("{one}{one}").as_bytes());
+        let v = judge(
+            &twice,
+            Some(Outcome::Exited { code: 0 }),
+            None,
+            &Expectations::default(),
+        );
+        assert_eq!(v.status, RunStatus::Failed, "{:?}", v.findings);
+        let worlds = v.findings.iter().find(|f| f.check == "worlds").unwrap();
+        assert!(
+            worlds.message.contains("printed 2 times")
+                && worlds.message.contains("MPI=1")
+                && worlds.message.contains("srun --mpi=pmix"),
+            "{}",
+            worlds.message
+        );
+        let once = parse(one.as_bytes());
+        assert!(judge(&once, None, Some(0), &Expectations::default())
+            .findings
+            .iter()
+            .all(|f| f.check != "worlds"));
     }
 
     #[test]

@@ -118,6 +118,11 @@ pub struct ParsedOutput {
     pub debug: NcclDebugInfo,
     /// Lines that could not be understood, with the reason.
     pub diagnostics: Vec<Diagnostic>,
+    /// How many times the run's parameter line (`# nThread ...`) was printed. nccl-tests
+    /// prints it once per MPI job, from rank 0; more than once means several processes ran
+    /// the test each on its own, every rank in a world of one ([`ParsedOutput::ranks_ran_alone`]).
+    #[serde(default)]
+    pub parameter_lines: u32,
     /// The rank count the caller named for an output that does not show it (a bare table
     /// imported with `--ranks`, see [`parse_headerless`]); [`ParsedOutput::nranks`] uses it
     /// last.
@@ -361,6 +366,14 @@ pub struct Diagnostic {
 }
 
 impl ParsedOutput {
+    /// Whether the output shows processes that each ran the test alone instead of as one
+    /// MPI job: the run's parameter line printed more than once (nccl-tests built without
+    /// `MPI=1` and started as several tasks, or an MPI build under `srun` without the
+    /// matching `--mpi` plugin).
+    pub fn ranks_ran_alone(&self) -> bool {
+        self.parameter_lines > 1
+    }
+
     /// Number of ranks whose communicator produced the table, which is what bus bandwidth
     /// is computed for: the ranks in rank 0's `NCCL_TESTS_SPLIT` group when the text lists
     /// ranks; for JSON (which lists one device line per process) processes x threads x GPUs;

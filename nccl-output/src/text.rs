@@ -439,6 +439,7 @@ impl TextParser {
             params.other.insert(key.join(" "), String::new());
         }
         self.out.params = Some(params);
+        self.out.parameter_lines += 1;
     }
 
     fn rank_line(&mut self, body: &str, n: usize) {

@@ -855,4 +855,6 @@ fn several_independent_runs_are_flagged() {
     assert_eq!(out.rows[61].table, 1);
     assert_eq!(out.diagnostics.len(), 1);
     assert!(out.diagnostics[0].reason.contains("independently"));
+    assert!(out.ranks_ran_alone());
+    assert!(!nccl_output::parse(one.as_bytes()).ranks_ran_alone());
 }
