@@ -141,8 +141,6 @@ struct TextParser {
     hosts: Vec<String>,
     /// A row's first part cut off by an interleaved debug line, with its line number.
     fragment: Option<(String, usize)>,
-    /// `Collective test starting` lines seen.
-    runs: u32,
     /// What a log collector put before every line (`pod-7f9c 2024-05-01T12:00:00Z `), as
     /// learned from the first nccl-tests header line behind it: its length in bytes and its
     /// number of words ([`TextParser::strip_learned_prefix`]).
@@ -355,15 +353,6 @@ impl TextParser {
         if let Some(rest) = body.strip_prefix("nccl-tests version ") {
             self.version_line(rest);
         } else if let Some(rest) = body.strip_prefix("Collective test starting:") {
-            self.runs += 1;
-            if self.runs == 2 {
-                self.diag(
-                    n,
-                    "a second `Collective test starting` line: several processes ran the test \
-                     independently (a non-MPI binary launched as several tasks?), so the \
-                     tables below are not one run",
-                );
-            }
             let prog = rest.trim();
             if !prog.is_empty() {
                 self.out.program = Some(prog.to_string());
@@ -440,6 +429,16 @@ impl TextParser {
         }
         self.out.params = Some(params);
         self.out.parameter_lines += 1;
+        if self.out.parameter_lines == 2 {
+            // The fact the checks fail a run for (ParsedOutput::ranks_ran_alone), said
+            // where it shows; every nccl-tests version prints this line, once per job.
+            self.diag(
+                n,
+                "a second parameter line (`# nThread ...`): several processes ran the test \
+                 independently (a non-MPI binary launched as several tasks?), so the tables \
+                 below are not one run",
+            );
+        }
     }
 
     fn rank_line(&mut self, body: &str, n: usize) {
