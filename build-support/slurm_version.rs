@@ -35,3 +35,8 @@ fn slurm_version() -> Option<(u32, u32, u32)> {
     }
     None
 }
+
+/// A version as Slurm writes it: `22.05.8`.
+fn slurm_version_text((major, minor, micro): (u32, u32, u32)) -> String {
+    format!("{major}.{minor:02}.{micro}")
+}

@@ -7,7 +7,7 @@ include!("../build-support/slurm_version.rs");
 fn main() {
     println!("cargo:rerun-if-changed=../build-support/slurm_version.rs");
     let built_for = match slurm_version() {
-        Some((major, minor, micro)) => format!("Slurm {major}.{minor:02}.{micro}"),
+        Some(version) => format!("Slurm {}", slurm_version_text(version)),
         None => "an unknown Slurm: no slurm_version.h at build time".to_string(),
     };
     println!("cargo:rustc-env=GPUDIRECT_BUILT_FOR={built_for}");

@@ -60,10 +60,11 @@ fn main() {
     println!("cargo:rerun-if-changed=../build-support/slurm_version.rs");
     println!("cargo::rustc-check-cfg=cfg(slurm_lacks_prepend_task_argv)");
     match slurm_version() {
-        Some((major, minor, micro)) => {
-            println!("cargo:rustc-env=GPUDIRECT_SLURM_VERSION={major}.{minor:02}.{micro}");
+        Some(version) => {
+            let text = slurm_version_text(version);
+            println!("cargo:rustc-env=GPUDIRECT_SLURM_VERSION={text}");
             // The same rule as compat/slurm/spank.h, which declares the function then.
-            if major < 23 {
+            if version.0 < 23 {
                 println!("cargo:rustc-cfg=slurm_lacks_prepend_task_argv");
             }
         }
