@@ -54,7 +54,10 @@ use serde::{Deserialize, Serialize};
 
 pub use busbw::{busbw_factor, BusBwMismatch};
 pub use failure::{Failure, FailureKind};
-pub use transport::{NcclDebugInfo, NetworkUse, TransportClass, TransportMatch, TransportUse};
+pub use transport::{
+    NcclDebugInfo, NetworkUse, PluginVersion, TransportClass, TransportMatch, TransportUse,
+    TuningChoice,
+};
 
 /// Which form of nccl-tests output a [`ParsedOutput`] came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -449,6 +452,64 @@ impl ParsedOutput {
 
     /// True when the output shows the run completed: a footer with the average bus
     /// bandwidth and no failure line.
+    /// The algorithm and protocol NCCL chose for operations of a row's size, from its
+    /// per-operation lines ([`NcclDebugInfo::tuning`]): `("RING", "SIMPLE")`, or several
+    /// joined with `+` when not every operation of that size made the same choice. Lines
+    /// whose operation, where they name one, is not the output's collective are left out.
+    /// `None` without such lines.
+    ///
+    /// Sizes: NCCL names the whole buffer for most collectives, but for all_gather and
+    /// reduce_scatter some versions name one rank's part (`count` per rank) where
+    /// nccl-tests prints the whole. Which one an output uses is read from its largest
+    /// sizes: when NCCL's largest is the table's largest divided by the rank count, every
+    /// row is looked up divided by it.
+    pub fn tuning_for(&self, size_bytes: u64) -> Option<(String, String)> {
+        let op = self.collective.as_deref().and_then(nccl_op_name);
+        let of_op = |t: &&TuningChoice| match (&t.op, op) {
+            (Some(seen), Some(expected)) => seen.eq_ignore_ascii_case(expected),
+            _ => true,
+        };
+        let per_rank_sizes = matches!(op, Some("AllGather" | "ReduceScatter"));
+        let divisor = match self.nranks().map(u64::from) {
+            Some(n) if n > 1 && per_rank_sizes => {
+                let largest_line = self
+                    .debug
+                    .tuning
+                    .iter()
+                    .filter(of_op)
+                    .map(|t| t.bytes)
+                    .max();
+                let largest_row = self.rows.iter().map(|r| r.size_bytes).max();
+                match (largest_line, largest_row) {
+                    (Some(line), Some(row)) if line.checked_mul(n) == Some(row) => n,
+                    _ => 1,
+                }
+            }
+            _ => 1,
+        };
+        if size_bytes % divisor != 0 {
+            return None;
+        }
+        let wanted = size_bytes / divisor;
+        let found: Vec<&TuningChoice> = self
+            .debug
+            .tuning
+            .iter()
+            .filter(of_op)
+            .filter(|t| t.bytes == wanted)
+            .collect();
+        let joined = |pick: fn(&TuningChoice) -> &str| {
+            let mut names: Vec<&str> = Vec::new();
+            for t in &found {
+                if !names.contains(&pick(t)) {
+                    names.push(pick(t));
+                }
+            }
+            names.join("+")
+        };
+        (!found.is_empty()).then(|| (joined(|t| &t.algorithm), joined(|t| &t.protocol)))
+    }
+
     pub fn completed(&self) -> bool {
         self.avg_busbw.is_some() && self.failures.is_empty()
     }
@@ -535,6 +596,19 @@ fn apply_options(out: &mut ParsedOutput, opts: &ParseOptions) {
 
 /// Turn a program name (`./build/all_reduce_perf_mpi`, `alltoall_perf`) or a collective
 /// name into the collective (`all_reduce`, `alltoall`).
+/// NCCL's name of a collective in its per-operation lines (`AllReduce` for `all_reduce`);
+/// `None` for those NCCL runs as sends and receives (alltoall, sendrecv, ...).
+fn nccl_op_name(collective: &str) -> Option<&'static str> {
+    match collective {
+        "all_reduce" => Some("AllReduce"),
+        "all_gather" => Some("AllGather"),
+        "reduce_scatter" => Some("ReduceScatter"),
+        "broadcast" => Some("Broadcast"),
+        "reduce" => Some("Reduce"),
+        _ => None,
+    }
+}
+
 pub fn normalize_collective(name: &str) -> String {
     let base = name.rsplit(['/', '\\']).next().unwrap_or(name).trim();
     let base = match base.find("_perf") {

@@ -83,6 +83,108 @@ pub struct DebugWarning {
     pub line: usize,
 }
 
+/// The algorithm and protocol NCCL chose for operations of one size, from its
+/// per-operation lines (`NCCL_DEBUG_SUBSYS=TUNING`, or `COLL` in older versions):
+/// `AllReduce: 4294967296 Bytes -> Algo RING proto SIMPLE channel{Lo..Hi}={0..23}` (NCCL
+/// 2.19 and later) or `AllGather: 37756928 Bytes -> Algo 1 proto 2 time 2860.208008`
+/// (earlier, numbers: see [`algorithm_name`] and [`protocol_name`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TuningChoice {
+    /// NCCL's name of the operation (`AllReduce`, `AllGather`, ...), when the line gave it.
+    pub op: Option<String>,
+    /// The operation's size in bytes as NCCL counts it: the whole buffer for all_reduce,
+    /// one rank's part for all_gather and reduce_scatter.
+    pub bytes: u64,
+    /// `RING`, `TREE`, `NVLS`, `COLLNET_DIRECT`, `PAT`, ... (upper case).
+    pub algorithm: String,
+    /// `SIMPLE`, `LL`, `LL128` (upper case).
+    pub protocol: String,
+    /// How many lines said so.
+    pub count: u64,
+}
+
+/// NCCL's algorithm number in the per-operation lines before 2.19 (`Algo 1`): 0 and 1
+/// are Tree and Ring in every version; later numbers changed meaning between versions
+/// (CollNet, NVLS, PAT were added), so they are kept as numbers.
+pub fn algorithm_name(code: &str) -> String {
+    match code {
+        "0" => "TREE".to_string(),
+        "1" => "RING".to_string(),
+        c if c.bytes().all(|b| b.is_ascii_digit()) => format!("ALGO{c}"),
+        c => c.to_ascii_uppercase(),
+    }
+}
+
+/// NCCL's protocol number in the per-operation lines before 2.19 (`proto 2`): the same in
+/// every version.
+pub fn protocol_name(code: &str) -> String {
+    match code {
+        "0" => "LL".to_string(),
+        "1" => "LL128".to_string(),
+        "2" => "SIMPLE".to_string(),
+        c => c.to_ascii_uppercase(),
+    }
+}
+
+/// Reads one per-operation line's message: `[Op: ]N Bytes -> Algo A proto P ...`.
+fn parse_tuning(msg: &str) -> Option<(Option<&str>, u64, String, String)> {
+    let (head, tail) = msg.split_once(" Bytes -> Algo ")?;
+    let (op, bytes) = match head.rsplit_once(':') {
+        Some((op, bytes)) => (Some(op.trim()), bytes),
+        None => (None, head),
+    };
+    let bytes = bytes.trim().parse().ok()?;
+    let mut words = tail.split_whitespace();
+    let algorithm = words.next()?;
+    if words.next()? != "proto" {
+        return None;
+    }
+    let protocol = words.next()?;
+    let op = op.filter(|o| !o.is_empty() && o.bytes().all(|b| b.is_ascii_alphanumeric()));
+    Some((
+        op,
+        bytes,
+        algorithm_name(algorithm),
+        protocol_name(protocol),
+    ))
+}
+
+/// A network plugin's own version, as it logged it at init.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PluginVersion {
+    /// The plugin's name: `FasTrak`, `aws-ofi-nccl`, `GPUDirectTCPX_v7`, ...
+    pub name: String,
+    /// Its version as logged: `1.0.17`, `1.7.4-aws`, or the NCCL API version (`v7`) where
+    /// that is all the line gives.
+    pub version: String,
+}
+
+/// Reads a plugin's version line: `Initializing network FasTrak, version: 1.0.17`
+/// (TCPXO), `NET/OFI Initializing aws-ofi-nccl 1.7.4-aws` (EFA), `NET/Plugin: Loaded net
+/// plugin GPUDirectTCPX_v7 (v7)` and `NET/Plugin: Loaded net plugin NAME (v8)` (any).
+fn parse_plugin_version(msg: &str) -> Option<PluginVersion> {
+    let pair = |name: &str, version: &str| {
+        let (name, version) = (name.trim(), version.trim());
+        (!name.is_empty() && !version.is_empty()).then(|| PluginVersion {
+            name: name.to_string(),
+            version: version.to_string(),
+        })
+    };
+    if let Some(rest) = msg.strip_prefix("Initializing network ") {
+        let (name, version) = rest.split_once(", version:")?;
+        return pair(name, version);
+    }
+    if let Some(rest) = msg.strip_prefix("NET/OFI Initializing ") {
+        let (name, version) = rest.trim().split_once(' ')?;
+        return pair(name, version.split_whitespace().next()?);
+    }
+    let rest = msg
+        .strip_prefix("NET/Plugin: Loaded net plugin ")
+        .or_else(|| msg.strip_prefix("NET/Plugin : Loaded net plugin "))?;
+    let (name, version) = rest.trim().rsplit_once(" (")?;
+    pair(name, version.trim_end_matches(')'))
+}
+
 /// Everything gathered from the NCCL debug lines of one output.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct NcclDebugInfo {
@@ -112,6 +214,13 @@ pub struct NcclDebugInfo {
     pub warnings: Vec<DebugWarning>,
     /// Hosts that logged anything, sorted.
     pub hosts: Vec<String>,
+    /// Algorithm and protocol per operation size, in order of first appearance (empty
+    /// without `NCCL_DEBUG_SUBSYS=TUNING`).
+    #[serde(default)]
+    pub tuning: Vec<TuningChoice>,
+    /// Network plugins' own versions, as they logged them.
+    #[serde(default)]
+    pub plugin_versions: Vec<PluginVersion>,
 }
 
 /// Answer of [`NcclDebugInfo::transport_match`].
@@ -200,6 +309,9 @@ pub fn classify_via(via: &str) -> (TransportClass, Option<String>) {
     }
 }
 
+/// Distinct (operation, size, algorithm, protocol) choices kept per output.
+const MAX_TUNING_CHOICES: usize = 4096;
+
 /// Accumulates [`NcclDebugInfo`] line by line.
 #[derive(Debug, Default)]
 pub(crate) struct DebugCollector {
@@ -252,6 +364,28 @@ impl DebugCollector {
             }
         } else if let Some(v) = msg.strip_prefix("cudaDriverVersion ") {
             info.cuda_driver_version = info.cuda_driver_version.or(v.trim().parse().ok());
+        } else if let Some((op, bytes, algorithm, protocol)) = parse_tuning(msg) {
+            let op = op.map(str::to_string);
+            let same = |t: &&mut TuningChoice| {
+                (&t.op, t.bytes, &t.algorithm, &t.protocol) == (&op, bytes, &algorithm, &protocol)
+            };
+            if let Some(t) = info.tuning.iter_mut().find(same) {
+                t.count = t.count.saturating_add(1);
+            } else if info.tuning.len() < MAX_TUNING_CHOICES {
+                // Bounded: one entry per size and choice; a log of millions of lines has
+                // at most some hundred distinct ones.
+                info.tuning.push(TuningChoice {
+                    op,
+                    bytes,
+                    algorithm,
+                    protocol,
+                    count: 1,
+                });
+            }
+        } else if let Some(version) = parse_plugin_version(msg) {
+            if !info.plugin_versions.contains(&version) {
+                info.plugin_versions.push(version);
+            }
         } else if let Some(name) = msg.strip_prefix("Using network ") {
             let name = name.trim();
             let e = self

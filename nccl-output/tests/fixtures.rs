@@ -563,6 +563,69 @@ fn handmade_rows_cut_in_three_by_per_operation_lines() {
         out.busbw_mismatches()
     );
     assert!(out.completed());
+    // The per-operation lines name NCCL's choice for each size.
+    for row in &out.rows {
+        assert_eq!(
+            out.tuning_for(row.size_bytes),
+            Some(("RING".to_string(), "SIMPLE".to_string())),
+            "size {}",
+            row.size_bytes
+        );
+    }
+    assert_eq!(out.tuning_for(8), None);
+}
+
+/// NCCL before 2.19 wrote its choice as numbers and without the channel range; NCCL counts
+/// one rank's part for all_gather. Plugins log their own versions in their own words.
+#[test]
+fn older_per_operation_lines_and_plugin_versions() {
+    let text = "\
+# nccl-tests version 2.13.8 nccl-headers=21805 nccl-library=21805
+# Collective test starting: all_gather_perf
+# nThread 1 nGpus 1 minBytes 1048576 maxBytes 2097152 step: 2(factor) warmup iters: 5 iters: 20 agg iters: 1 validation: 1 graph: 0
+#
+#  Rank  0 Group  0 Pid   2101 on      node1 device  0 [0000:18:00] NVIDIA H100 80GB HBM3
+#  Rank  1 Group  0 Pid   2102 on      node2 device  0 [0000:18:00] NVIDIA H100 80GB HBM3
+node1:2101:2101 [0] NCCL INFO NET/Plugin: Loaded net plugin GPUDirectTCPX_v7 (v7)
+node1:2101:2101 [0] NCCL INFO Initializing network FasTrak, version: 1.0.17
+node1:2101:2101 [0] NCCL INFO NET/OFI Initializing aws-ofi-nccl 1.7.4-aws
+#
+#                                                              out-of-place                       in-place
+#       size         count      type   redop    root     time   algbw   busbw  #wrong     time   algbw   busbw  #wrong
+#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)
+node1:2101:2101 [0] NCCL INFO AllGather: 524288 Bytes -> Algo 1 proto 2 time 31.120001
+     1048576        131072     float    none      -1    60.10   17.45    8.72       0    59.80   17.53    8.77       0
+node1:2101:2101 [0] NCCL INFO AllGather: 1048576 Bytes -> Algo 0 proto 0 time 50.5
+node1:2101:2101 [0] NCCL INFO AllGather: 1048576 Bytes -> Algo 1 proto 2 time 50.5
+     2097152        262144     float    none      -1    90.00   23.30   11.65       0    91.00   23.05   11.52       0
+# Out of bounds values : 0 OK
+# Avg bus bandwidth    : 10.17
+";
+    let out = nccl_output::parse(text.as_bytes());
+    assert!(out.diagnostics.is_empty(), "{:?}", out.diagnostics);
+    assert_eq!(out.rows.len(), 2);
+    assert_eq!(
+        out.tuning_for(1048576),
+        Some(("RING".to_string(), "SIMPLE".to_string()))
+    );
+    assert_eq!(
+        out.tuning_for(2097152),
+        Some(("TREE+RING".to_string(), "LL+SIMPLE".to_string()))
+    );
+    let versions: Vec<(&str, &str)> = out
+        .debug
+        .plugin_versions
+        .iter()
+        .map(|v| (v.name.as_str(), v.version.as_str()))
+        .collect();
+    assert_eq!(
+        versions,
+        [
+            ("GPUDirectTCPX_v7", "v7"),
+            ("FasTrak", "1.0.17"),
+            ("aws-ofi-nccl", "1.7.4-aws")
+        ]
+    );
 }
 
 /// One small table in the forms users paste (issue #18): as printed; `#wrong` as `N/A`
