@@ -47,6 +47,8 @@ fn make_run(i: usize, rng: &mut Rng) -> NewRun {
                 algbw: busbw,
                 busbw,
                 wrong: Some(0),
+                algorithm: None,
+                protocol: None,
             });
         }
     }

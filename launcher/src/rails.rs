@@ -316,6 +316,8 @@ pub fn record_of(
                 algbw: gbps,
                 busbw: gbps,
                 wrong: None,
+                algorithm: None,
+                protocol: None,
             }];
             run.avg_busbw = Some(gbps);
             let directions = [

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use crate::checks::Verdict;
 use crate::history::store::REPLAY_ENV;
 use crate::history::{LaunchKind, NewRow, NewRun, Placement};
-use crate::nccl_output::{nccl_version_string, ParsedOutput};
+use crate::nccl_output::{nccl_version_string, InferredFact, ParsedOutput};
 
 /// Bumped when the parser changes what it extracts, so old runs can be re-parsed.
 pub const PARSER_VERSION: u32 = 1;
@@ -65,6 +65,42 @@ pub fn standin_recording(raw: &[u8]) -> Option<String> {
         })
 }
 
+/// The network plugin NCCL loaded (`Using network X`), with the versions plugins logged
+/// of themselves: `GPUDirectTCPX_v7 (FasTrak 1.0.17)`; `None` when the output shows none.
+pub fn net_plugin(parsed: &ParsedOutput) -> Option<String> {
+    let loaded = parsed.debug.network_plugin();
+    let versions: Vec<String> = parsed
+        .debug
+        .plugin_versions
+        .iter()
+        .filter(|v| Some(v.name.as_str()) != loaded)
+        .map(|v| format!("{} {}", v.name, v.version))
+        .collect();
+    match (loaded, versions.is_empty()) {
+        (Some(name), true) => Some(name.to_string()),
+        (Some(name), false) => Some(format!("{name} ({})", versions.join(", "))),
+        (None, false) => Some(versions.join(", ")),
+        (None, true) => None,
+    }
+}
+
+/// One line per fact the parser inferred, kept with the run and shown by `import` and
+/// `show`: `inferred 8 ranks: only 8 ranks fit busbw/algbw in every row (...)`.
+pub fn inference_notes(parsed: &ParsedOutput) -> Vec<String> {
+    parsed
+        .inferences
+        .iter()
+        .filter_map(|i| {
+            let value = i.value.as_deref()?;
+            let what = match i.fact {
+                InferredFact::Collective => format!("collective {value}"),
+                InferredFact::Ranks => format!("{value} ranks"),
+            };
+            Some(format!("inferred {what}: {}", i.basis))
+        })
+        .collect()
+}
+
 /// Builds the history record.
 pub fn new_run(parsed: &ParsedOutput, raw: &[u8], ctx: RunContext, verdict: &Verdict) -> NewRun {
     let mut nodes = ctx.nodes;
@@ -89,6 +125,7 @@ pub fn new_run(parsed: &ParsedOutput, raw: &[u8], ctx: RunContext, verdict: &Ver
     });
     let mut rows = Vec::new();
     for row in &parsed.rows {
+        let (algorithm, protocol) = parsed.tuning_for(row.size_bytes).unzip();
         for (placement, data) in [
             (Placement::Out, &row.out_of_place),
             (Placement::In, &row.in_place),
@@ -105,6 +142,8 @@ pub fn new_run(parsed: &ParsedOutput, raw: &[u8], ctx: RunContext, verdict: &Ver
                 algbw: data.algbw_gbps.unwrap_or(f64::NAN),
                 busbw: data.busbw_gbps.unwrap_or(f64::NAN),
                 wrong: data.wrong,
+                algorithm: algorithm.clone(),
+                protocol: protocol.clone(),
             });
         }
     }
@@ -137,6 +176,9 @@ pub fn new_run(parsed: &ParsedOutput, raw: &[u8], ctx: RunContext, verdict: &Ver
             .clone()
             .or_else(|| parsed.nccl_library_version.map(nccl_version_string)),
         cuda_version: parsed.debug.cuda_version.clone(),
+        cuda_driver: parsed.debug.cuda_driver_version,
+        net_plugin: net_plugin(parsed),
+        notes: inference_notes(parsed),
         launcher: ctx.launcher,
         source_path: ctx.source_path,
         exit_code: ctx.exit_code,

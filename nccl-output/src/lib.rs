@@ -44,6 +44,7 @@
 
 pub mod busbw;
 mod failure;
+mod infer;
 mod json;
 mod text;
 pub mod transport;
@@ -54,6 +55,7 @@ use serde::{Deserialize, Serialize};
 
 pub use busbw::{busbw_factor, BusBwMismatch};
 pub use failure::{Failure, FailureKind};
+pub use infer::{Inference, InferredFact};
 pub use transport::{
     NcclDebugInfo, NetworkUse, PluginVersion, TransportClass, TransportMatch, TransportUse,
     TuningChoice,
@@ -130,6 +132,14 @@ pub struct ParsedOutput {
     /// imported with `--ranks`, see [`parse_headerless`]); [`ParsedOutput::nranks`] uses it
     /// last.
     pub given_ranks: Option<u32>,
+    /// The rank count inferred from the rows' busbw/algbw where neither the output nor
+    /// the caller gave one ([`parse_headerless`]); [`ParsedOutput::nranks`] uses it last.
+    #[serde(default)]
+    pub inferred_ranks: Option<u32>,
+    /// What [`parse_headerless`] inferred (or could not) about a collective or rank count
+    /// the output does not state, with the basis: shown to the user as inferred.
+    #[serde(default)]
+    pub inferences: Vec<Inference>,
 }
 
 /// The run parameters from `# nThread 1 nGpus 2 minBytes 8 maxBytes ... step: 2(factor) ...`.
@@ -400,7 +410,10 @@ impl ParsedOutput {
                 .unwrap_or(1);
             return Some(procs.saturating_mul(per.max(1)));
         }
-        self.debug.n_ranks.or(self.given_ranks)
+        self.debug
+            .n_ranks
+            .or(self.given_ranks)
+            .or(self.inferred_ranks)
     }
 
     /// Whether the output has any of nccl-tests' preamble: the version line, the
@@ -487,7 +500,7 @@ impl ParsedOutput {
             }
             _ => 1,
         };
-        if size_bytes % divisor != 0 {
+        if !size_bytes.is_multiple_of(divisor) {
             return None;
         }
         let wanted = size_bytes / divisor;
@@ -549,7 +562,9 @@ pub const ASSUMED_LAYOUT_NOTE: &str = "no column header before the first row: ro
 /// knows; it is used when the output does not show one ([`ParsedOutput::given_ranks`]),
 /// and a diagnostic is added when the output shows another. The busbw re-check
 /// ([`ParsedOutput::busbw_mismatches`]) then tells whether the given collective and rank
-/// count fit the printed numbers.
+/// count fit the printed numbers. A collective or rank count that neither the output nor
+/// the caller gives is inferred from the rows where only one fits, and each inference, or
+/// why none could be made, is kept in [`ParsedOutput::inferences`] (module `infer`).
 pub fn parse_headerless(input: &[u8], opts: &ParseOptions, ranks: Option<u32>) -> ParsedOutput {
     let text = String::from_utf8_lossy(input);
     let text = text.trim_start_matches('\u{feff}');
@@ -573,6 +588,7 @@ pub fn parse_headerless(input: &[u8], opts: &ParseOptions, ranks: Option<u32>) -
             None => out.given_ranks = Some(given),
         }
     }
+    infer::infer_missing(&mut out);
     out
 }
 

@@ -921,3 +921,168 @@ fn several_independent_runs_are_flagged() {
     assert!(out.ranks_ran_alone());
     assert!(!nccl_output::parse(one.as_bytes()).ranks_ran_alone());
 }
+
+/// A bare table (issue #18): the collective and the rank count are inferred from the
+/// columns and busbw/algbw where only one fits, and said to be inferred; where several
+/// fit, the inference says which and what to pass.
+#[test]
+fn bare_tables_infer_what_fits_and_say_what_does_not() {
+    use nccl_output::{parse_headerless, InferredFact};
+    let row = |size: u64, dtype: &str, redop: &str, root: i64, alg: f64, bus: f64| {
+        format!(
+            "{size:>12} {:>13} {dtype:>9} {redop:>7} {root:>7} {:>8.2} {alg:>7.2} {bus:>7.2} {:>7} {:>8.2} {alg:>7.2} {bus:>7.2} {:>7}\n",
+            size / 4,
+            size as f64 / alg / 1e3,
+            0,
+            size as f64 / alg / 1e3,
+            0
+        )
+    };
+    let table = |rows: &[(u64, f64)], redop: &str, root: i64, factor: f64| {
+        rows.iter()
+            .map(|&(size, alg)| {
+                row(
+                    size,
+                    "float",
+                    redop,
+                    root,
+                    alg,
+                    (alg * factor * 100.0).round() / 100.0,
+                )
+            })
+            .collect::<String>()
+    };
+    let facts = |out: &nccl_output::ParsedOutput| -> Vec<(InferredFact, Option<String>)> {
+        out.inferences
+            .iter()
+            .map(|i| (i.fact, i.value.clone()))
+            .collect()
+    };
+    let sizes = [(1 << 20, 41.37), (1 << 26, 187.21), (1 << 30, 356.64)];
+    let opts = ParseOptions::default();
+
+    // all_reduce on 8 ranks: redop sum, root -1, factor 1.75.
+    let out = parse_headerless(table(&sizes, "sum", -1, 1.75).as_bytes(), &opts, None);
+    assert_eq!(
+        facts(&out),
+        [
+            (InferredFact::Collective, Some("all_reduce".into())),
+            (InferredFact::Ranks, Some("8".into()))
+        ],
+        "{:?}",
+        out.inferences
+    );
+    assert_eq!(
+        (out.collective.as_deref(), out.nranks()),
+        (Some("all_reduce"), Some(8))
+    );
+    assert!(out.busbw_mismatches().is_empty());
+    assert!(
+        out.inferences[1].basis.contains("1.75"),
+        "{}",
+        out.inferences[1].basis
+    );
+
+    // reduce_scatter on 16: the same columns, a factor under 1.
+    let out = parse_headerless(
+        table(&sizes, "sum", -1, 15.0 / 16.0).as_bytes(),
+        &opts,
+        None,
+    );
+    assert_eq!(
+        facts(&out),
+        [
+            (InferredFact::Collective, Some("reduce_scatter".into())),
+            (InferredFact::Ranks, Some("16".into()))
+        ]
+    );
+
+    // all_gather or alltoall: the rank count is the same for both, the collective is not.
+    let out = parse_headerless(table(&sizes, "none", -1, 0.75).as_bytes(), &opts, None);
+    assert_eq!(
+        facts(&out),
+        [
+            (InferredFact::Collective, None),
+            (InferredFact::Ranks, Some("4".into()))
+        ]
+    );
+    let basis = &out.inferences[0].basis;
+    assert!(
+        basis.contains("all_gather or alltoall") && basis.contains("--collective"),
+        "{basis}"
+    );
+
+    // broadcast: the factor is 1 whatever the count; the caller's collective is kept.
+    let given = ParseOptions {
+        collective: Some("broadcast".into()),
+    };
+    let out = parse_headerless(table(&sizes, "none", 0, 1.0).as_bytes(), &given, None);
+    assert_eq!(facts(&out), [(InferredFact::Ranks, None)]);
+    assert!(out.inferences[0].basis.contains("--ranks"));
+    assert_eq!(out.nranks(), None);
+
+    // A given rank count is used, not inferred; the collective is still inferred from it.
+    let out = parse_headerless(table(&sizes, "sum", -1, 1.75).as_bytes(), &opts, Some(8));
+    assert_eq!(
+        facts(&out),
+        [(InferredFact::Collective, Some("all_reduce".into()))]
+    );
+
+    // Bandwidths too small to narrow n: no guess.
+    let tiny = table(&[(8, 0.0), (16, 0.0)], "sum", -1, 1.75);
+    let out = parse_headerless(tiny.as_bytes(), &given_all_reduce(), None);
+    assert_eq!(facts(&out), [(InferredFact::Ranks, None)]);
+    assert!(out.inferences[0].basis.contains("too small"));
+
+    // An output with a header is left as it is.
+    let out = nccl_output::parse_headerless(
+        &std::fs::read(fixtures().join("nccl-tests/h200x2-formats/v2.13.8_all_reduce_g2.txt"))
+            .unwrap(),
+        &opts,
+        None,
+    );
+    assert_eq!(out.nranks(), Some(2));
+    assert!(out
+        .inferences
+        .iter()
+        .all(|i| i.fact == InferredFact::Collective));
+}
+
+fn given_all_reduce() -> ParseOptions {
+    ParseOptions {
+        collective: Some("all_reduce".into()),
+    }
+}
+
+/// all_reduce on 2 ranks prints busbw = algbw: reduce_scatter would fit only on tens of
+/// thousands of ranks, so all_reduce on 2 is inferred, and the basis says why.
+#[test]
+fn a_two_rank_all_reduce_table_is_not_taken_for_a_huge_reduce_scatter() {
+    let text =
+        std::fs::read_to_string(fixtures().join("nccl-tests/h200x2-nvlink/all_reduce_g2.txt"))
+            .unwrap();
+    let rows: String = text
+        .lines()
+        .filter(|l| {
+            l.split_whitespace()
+                .next()
+                .is_some_and(|w| w.parse::<u64>().is_ok())
+        })
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let out = nccl_output::parse_headerless(rows.as_bytes(), &ParseOptions::default(), None);
+    assert_eq!(
+        (out.collective.as_deref(), out.nranks()),
+        (Some("all_reduce"), Some(2)),
+        "{:?}",
+        out.inferences
+    );
+    assert!(
+        out.inferences[0]
+            .basis
+            .contains("reduce_scatter would need"),
+        "{:?}",
+        out.inferences
+    );
+    assert!(out.busbw_mismatches().is_empty());
+}

@@ -8,6 +8,7 @@ use clap::Args;
 use gpudirect::checks::Expectations;
 use gpudirect::history::{History, ImportOutcome, LaunchKind};
 use gpudirect::nccl_output::{busbw_factor, ParsedOutput, ASSUMED_LAYOUT_NOTE};
+use gpudirect::record::inference_notes;
 use gpudirect::record::RunContext;
 use serde::Serialize;
 
@@ -167,6 +168,7 @@ fn import_one(history: &mut History, args: &ImportArgs, file: &Path) -> Result<I
             .iter()
             .filter(|n| n.as_str() == ASSUMED_LAYOUT_NOTE)
             .cloned()
+            .chain(inference_notes(&parsed))
             .collect(),
         error: None,
     })
@@ -180,17 +182,30 @@ pub fn check_bare_table(parsed: &ParsedOutput) -> Result<()> {
     if parsed.has_preamble() || parsed.rows.is_empty() {
         return Ok(());
     }
-    let mut missing = Vec::new();
-    if parsed.collective.is_none() {
-        missing.push("--collective (e.g. all_reduce)");
-    }
-    if parsed.nranks().is_none() {
-        missing.push("--ranks (the number of ranks)");
-    }
+    // Where nothing was given, the parser inferred what only one answer fits; where it
+    // could not, its reason names what to pass.
+    let missing: Vec<&str> = parsed
+        .inferences
+        .iter()
+        .filter(|i| i.value.is_none())
+        .map(|i| i.basis.as_str())
+        .collect();
     anyhow::ensure!(
         missing.is_empty(),
+        "this output has no header, and {}",
+        missing.join("; ")
+    );
+    let mut unknown = Vec::new();
+    if parsed.collective.is_none() {
+        unknown.push("--collective (e.g. all_reduce)");
+    }
+    if parsed.nranks().is_none() {
+        unknown.push("--ranks (the number of ranks)");
+    }
+    anyhow::ensure!(
+        unknown.is_empty(),
         "this output has no header: pass {}",
-        missing.join(" and ")
+        unknown.join(" and ")
     );
     let bad = parsed.busbw_mismatches();
     if let Some(first) = bad.first() {
@@ -331,18 +346,21 @@ mod tests {
                 .unwrap_err()
                 .to_string()
         };
+        // all_gather's rows (redop none, root -1, busbw = algbw / 2) fit all_gather and
+        // alltoall on 2 ranks: the rank count is inferred, the collective must be given.
+        let both = err(None, None);
         assert_eq!(
-            err(None, None),
-            "this output has no header: pass --collective (e.g. all_reduce) and --ranks \
-             (the number of ranks)"
+            both,
+            "this output has no header, and rows with `redop` none, root -1 fit all_gather \
+             or alltoall: pass --collective"
         );
+        assert_eq!(err(None, Some(2)), both);
+        let inferred = parse_headerless(rows.as_bytes(), &opts(Some("all_gather")), None);
+        assert!(check_bare_table(&inferred).is_ok());
+        assert_eq!(inferred.nranks(), Some(2));
         assert_eq!(
-            err(Some("all_gather"), None),
-            "this output has no header: pass --ranks (the number of ranks)"
-        );
-        assert_eq!(
-            err(None, Some(2)),
-            "this output has no header: pass --collective (e.g. all_reduce)"
+            inference_notes(&inferred),
+            ["inferred 2 ranks: only 2 ranks fit busbw/algbw in every row (busbw = algbw x 0.5000)"]
         );
         // all_gather on 2 ranks: busbw = algbw / 2. Called all_reduce, busbw would be algbw.
         let wrong = err(Some("all_reduce"), Some(2));

@@ -184,10 +184,13 @@ fn detail_text(d: &RunDetail) -> String {
     field(
         "versions",
         format!(
-            "nccl-tests {}, NCCL {}, CUDA {}",
+            "nccl-tests {}, NCCL {}, CUDA {}{}, net plugin {}",
             or_dash(d.nccl_tests_version.as_deref()),
             or_dash(d.nccl_version.as_deref()),
-            or_dash(d.cuda_version.as_deref())
+            or_dash(d.cuda_version.as_deref()),
+            d.cuda_driver
+                .map_or(String::new(), |v| format!(" (driver {v})")),
+            or_dash(d.net_plugin.as_deref())
         ),
     );
     field("command", or_dash(d.command_line.as_deref()));
@@ -202,6 +205,9 @@ fn detail_text(d: &RunDetail) -> String {
             d.raw_output_bytes, s.output_sha256, d.parser_version, s.id
         ),
     );
+    for note in &d.notes {
+        field("note", note.clone());
+    }
     let mut text = head;
     text.push_str(&out);
     text.push_str("\nfindings:\n");
@@ -237,7 +243,9 @@ fn detail_text(d: &RunDetail) -> String {
         "\nresults ({} rows; time in us, algbw and busbw in GB/s):\n",
         d.rows.len()
     ));
-    let columns = [
+    // NCCL's choices, when its per-operation lines were in the output.
+    let tuned = d.rows.iter().any(|r| r.algorithm.is_some());
+    let mut columns = vec![
         ("SIZE", Align::Right),
         ("COUNT", Align::Right),
         ("TYPE", Align::Left),
@@ -252,6 +260,9 @@ fn detail_text(d: &RunDetail) -> String {
         ("BUSBW", Align::Right),
         ("#WRONG", Align::Right),
     ];
+    if tuned {
+        columns.extend([("ALGO", Align::Left), ("PROTO", Align::Left)]);
+    }
     let rows: Vec<Vec<String>> = pair_rows(&d.rows)
         .iter()
         .map(|l| {
@@ -264,6 +275,10 @@ fn detail_text(d: &RunDetail) -> String {
             ];
             cells.extend(placement_cells(l.out_of_place));
             cells.extend(placement_cells(l.in_place));
+            if tuned {
+                cells.push(or_dash(l.first.algorithm.as_deref()));
+                cells.push(or_dash(l.first.protocol.as_deref()));
+            }
             cells
         })
         .collect();
@@ -287,6 +302,8 @@ mod tests {
             algbw: Some(busbw),
             busbw: Some(busbw),
             wrong: Some(0),
+            algorithm: None,
+            protocol: None,
         }
     }
 

@@ -37,7 +37,7 @@
 //!     rows: vec![NewRow {
 //!         size_bytes: 8 << 30, count: 2 << 30, dtype: "float".into(), redop: "sum".into(),
 //!         root: None, placement: Placement::Out, time_us: 49_000.0, algbw: 175.3,
-//!         busbw: 175.3, wrong: Some(0),
+//!         busbw: 175.3, wrong: Some(0), algorithm: None, protocol: None,
 //!     }],
 //!     ..NewRun::default()
 //! };

@@ -114,6 +114,13 @@ pub struct NewRow {
     pub busbw: f64,
     /// `#wrong`; `None` when not checked (`-c 0` prints `N/A`).
     pub wrong: Option<u64>,
+    /// The algorithm NCCL chose for this size (`RING`, `TREE`, ...; `RING+TREE` when it
+    /// varied), from its per-operation lines; `None` without them.
+    #[serde(default)]
+    pub algorithm: Option<String>,
+    /// The protocol NCCL chose for this size (`SIMPLE`, `LL`, `LL128`), likewise.
+    #[serde(default)]
+    pub protocol: Option<String>,
 }
 
 /// A per-node (or per-pair) number recorded by validation, kept with its run. The same
@@ -179,6 +186,13 @@ pub struct NewRun {
     pub nccl_version: Option<String>,
     /// CUDA version, e.g. `13.0`.
     pub cuda_version: Option<String>,
+    /// The CUDA driver's version code NCCL logged (`cudaDriverVersion 13000`).
+    pub cuda_driver: Option<u32>,
+    /// The network plugin NCCL loaded, with the plugin's own version where it logged one:
+    /// `FasTrak 1.0.17`, `aws-ofi-nccl 1.7.4-aws`, `GPUDirectTCPX_v7`.
+    pub net_plugin: Option<String>,
+    /// What the parser noted about the output, e.g. a rank count it inferred.
+    pub notes: Vec<String>,
     /// How it was launched.
     pub launcher: LaunchKind,
     /// The file an import read, as the importer names it (make it absolute so that the
@@ -333,6 +347,10 @@ pub struct ResultRow {
     pub busbw: Option<f64>,
     /// `#wrong`, None when unchecked.
     pub wrong: Option<u64>,
+    /// NCCL's algorithm for this size, when its per-operation lines were in the output.
+    pub algorithm: Option<String>,
+    /// NCCL's protocol for this size, likewise.
+    pub protocol: Option<String>,
 }
 
 /// A per-node result to record: a stored one has the same fields.
@@ -359,6 +377,12 @@ pub struct RunDetail {
     pub nccl_version: Option<String>,
     /// CUDA version.
     pub cuda_version: Option<String>,
+    /// CUDA driver version code.
+    pub cuda_driver: Option<u32>,
+    /// Network plugin and its version.
+    pub net_plugin: Option<String>,
+    /// The parser's notes (what it inferred).
+    pub notes: Vec<String>,
     /// Failure messages.
     pub failures: Vec<String>,
     /// Parser version that produced `rows`.

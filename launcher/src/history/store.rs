@@ -397,6 +397,7 @@ impl History {
         });
         let env_json = serde_json::to_string(&run.env)?;
         let failures_json = serde_json::to_string(&run.failures)?;
+        let notes_json = serde_json::to_string(&run.notes)?;
         let path = self.path.clone();
         let err = |action: &str| {
             let action = action.to_string();
@@ -433,9 +434,10 @@ impl History {
                 nodelist, node_count, gpus_per_node, total_ranks, collective, command_line,
                 binary_path, variant, env_json, nccl_tests_version, nccl_version, cuda_version,
                 launcher, source_path, output_sha256, exit_code, status, transport, avg_busbw,
-                failures_json, raw_output, parser_version, label)
+                failures_json, raw_output, parser_version, label, net_plugin, cuda_driver,
+                notes_json)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,
-                ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30)",
+                ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33)",
             params![
                 at,
                 run.started_at,
@@ -467,6 +469,9 @@ impl History {
                 run.raw_output,
                 run.parser_version,
                 run.label,
+                run.net_plugin,
+                run.cuda_driver,
+                notes_json,
             ],
         )
         .map_err(err("recording the run"))?;
@@ -525,7 +530,8 @@ impl History {
         let sql = format!(
             "SELECT {SUMMARY_COLUMNS}, runs.command_line, runs.binary_path, runs.env_json,
                 runs.nccl_tests_version, runs.nccl_version, runs.cuda_version, runs.failures_json,
-                runs.parser_version, length(runs.raw_output)
+                runs.parser_version, length(runs.raw_output), runs.cuda_driver,
+                runs.net_plugin, runs.notes_json
              FROM runs WHERE runs.id = ?1"
         );
         let found = self.conn.query_row(&sql, [id], |row| {
@@ -539,6 +545,9 @@ impl History {
                 nccl_tests_version: row.get(at(3))?,
                 nccl_version: row.get(at(4))?,
                 cuda_version: row.get(at(5))?,
+                cuda_driver: row.get(at(9))?,
+                net_plugin: row.get(at(10))?,
+                notes: get_json(row, at(11))?,
                 failures: get_json(row, at(6))?,
                 parser_version: row.get(at(7))?,
                 raw_output_bytes: get_u64(row, at(8))?,
@@ -567,7 +576,8 @@ impl History {
         let mut st = self
             .conn
             .prepare_cached(
-                "SELECT size_bytes, count, dtype, redop, root, placement, time_us, algbw, busbw, wrong
+                "SELECT size_bytes, count, dtype, redop, root, placement, time_us, algbw, busbw, wrong,
+                    algorithm, protocol
                  FROM results WHERE run_id = ?1 ORDER BY seq",
             )
             .map_err(self.err(action.clone()))?;
@@ -584,6 +594,8 @@ impl History {
                     algbw: r.get(7)?,
                     busbw: r.get(8)?,
                     wrong: get_opt_u64(r, 9)?,
+                    algorithm: r.get(10)?,
+                    protocol: r.get(11)?,
                 })
             })
             .and_then(|rows| rows.collect())
@@ -970,8 +982,8 @@ impl History {
 fn insert_rows(conn: &Connection, id: RunId, rows: &[NewRow]) -> rusqlite::Result<()> {
     let mut st = conn.prepare_cached(
         "INSERT INTO results (run_id, seq, size_bytes, count, dtype, redop, root,
-            placement, time_us, algbw, busbw, wrong)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+            placement, time_us, algbw, busbw, wrong, algorithm, protocol)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
     )?;
     for (seq, r) in rows.iter().enumerate() {
         // Sizes and counts were checked to fit in i64 by `validate`.
@@ -988,6 +1000,8 @@ fn insert_rows(conn: &Connection, id: RunId, rows: &[NewRow]) -> rusqlite::Resul
             finite(r.algbw),
             finite(r.busbw),
             r.wrong.map(|w| w as i64),
+            r.algorithm,
+            r.protocol,
         ])?;
     }
     Ok(())

@@ -45,6 +45,8 @@ fn fixture_run(rel: &str) -> NewRun {
                 algbw: f[base + 1].parse().unwrap(),
                 busbw: f[base + 2].parse().unwrap(),
                 wrong: f[base + 3].parse().ok(),
+                algorithm: None,
+                protocol: None,
             });
         }
     }

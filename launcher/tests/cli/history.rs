@@ -667,7 +667,7 @@ fn bare_table(rel: &str, with_column_header: bool) -> String {
 }
 
 #[test]
-fn a_bare_table_imports_when_collective_and_ranks_are_named() {
+fn a_bare_table_imports_with_inferred_or_named_collective_and_ranks() {
     let s = Scratch::new("bare");
     for (name, header) in [("rows.txt", false), ("with-names.txt", true)] {
         let table = bare_table(NVLINK, header);
@@ -679,28 +679,28 @@ fn a_bare_table_imports_when_collective_and_ranks_are_named() {
         fs::write(&path, &table).unwrap();
         let file = path.to_str().unwrap();
 
-        let out = s.run(&["import", file]);
-        assert_eq!(out.status.code(), Some(3));
+        // Nothing named: both are inferred from the rows, recorded as inferred, and shown.
+        let out = s.json(&["import", "--json", "--force", file]);
+        let notes: Vec<&str> = out[0]["notes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(Value::as_str)
+            .filter(|n| n.starts_with("inferred"))
+            .collect();
+        assert_eq!(notes.len(), 2, "{out}");
         assert!(
-            stderr(&out).contains(
-                "this output has no header: pass --collective (e.g. all_reduce) and --ranks \
-                 (the number of ranks)"
-            ),
-            "{}",
-            stderr(&out)
+            notes[0].starts_with("inferred collective all_reduce: "),
+            "{out}"
         );
-        let out = s.run(&["import", "--collective", "all_reduce", file]);
-        assert_stderr_contains(
-            &out,
-            "this output has no header: pass --ranks (the number of ranks)",
-        );
-        let out = s.run(&["import", "--ranks", "2", file]);
+        assert!(notes[1].starts_with("inferred 2 ranks: "), "{out}");
+        let id = out[0]["run_id"].as_i64().unwrap().to_string();
+        let shown = s.ok(&["show", &id]);
         assert!(
-            stderr(&out).contains("pass --collective (e.g. all_reduce)\n")
-                || stderr(&out).ends_with("pass --collective (e.g. all_reduce)"),
-            "{}",
-            stderr(&out)
+            shown.contains("note:") && shown.contains("inferred 2 ranks"),
+            "{shown}"
         );
+        assert_eq!(s.json(&["show", &id, "--json"])["total_ranks"], 2);
         // All-reduce on 2 ranks prints busbw = algbw; 16 ranks would be 1.875 x algbw.
         let out = s.run(&[
             "import",
@@ -719,6 +719,7 @@ fn a_bare_table_imports_when_collective_and_ranks_are_named() {
             "all_reduce",
             "--ranks",
             "2",
+            "--force",
             file,
         ]);
         // Without the column-header lines the standard layout was assumed, and it says so.
@@ -731,4 +732,37 @@ fn a_bare_table_imports_when_collective_and_ranks_are_named() {
         assert_eq!(run["rows"].as_array().unwrap().len(), 62);
         assert_eq!(run["busbw"], 343.64);
     }
+}
+
+/// `gpudirect show` of a run whose output had NCCL's per-operation lines lists the
+/// algorithm and protocol per size, and the versions the output named (issue #18).
+#[test]
+fn show_lists_nccl_algorithm_and_protocol_per_size() {
+    let s = Scratch::new("tuning");
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/fixtures/nccl-tests-handmade/v2.19_all_reduce_tuning_split_rows.txt");
+    let out = s.json(&["import", "--json", path.to_str().unwrap()]);
+    let id = out[0]["run_id"].as_i64().unwrap().to_string();
+    let shown = s.ok(&["show", &id]);
+    let header = shown.lines().find(|l| l.contains("SIZE")).unwrap();
+    assert!(
+        header.contains("ALGO") && header.contains("PROTO"),
+        "{shown}"
+    );
+    let rows: Vec<&str> = shown
+        .lines()
+        .filter(|l| l.trim_end().ends_with("SIMPLE"))
+        .collect();
+    assert_eq!(rows.len(), 2, "{shown}");
+    assert!(
+        rows.iter().all(|r| r.trim_end().ends_with("RING  SIMPLE")),
+        "{shown}"
+    );
+    let json = s.json(&["show", &id, "--json"]);
+    assert_eq!(json["rows"][0]["algorithm"], "RING");
+    assert_eq!(json["rows"][0]["protocol"], "SIMPLE");
+    // A run without those lines has no such columns.
+    let plain = s.json(&["import", "--json", fixture(NVLINK).to_str().unwrap()]);
+    let plain = s.ok(&["show", &plain[0]["run_id"].as_i64().unwrap().to_string()]);
+    assert!(!plain.contains("ALGO"), "{plain}");
 }
