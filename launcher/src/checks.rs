@@ -175,16 +175,15 @@ pub fn judge(
             "average bus bandwidth below NCCL_TESTS_MIN_BW",
         );
     }
-    if parsed.ranks_ran_alone() {
+    if let Some(evidence) = parsed.ran_alone_evidence() {
         tally.add(
             RunStatus::Failed,
             "worlds",
             format!(
-                "the test's header was printed {} times: every process ran the test alone, \
-                 in a world of one rank, so no figure measures the links between them. Fix: \
-                 build nccl-tests with MPI=1 and launch it with `srun --mpi=pmix` (or mpirun \
-                 inside the allocation); `gpudirect-mpi check` tells which launch works",
-                parsed.parameter_lines
+                "{evidence}: every process ran the test alone, in a world of one rank, so no \
+                 figure measures the links between them. Fix: build nccl-tests with MPI=1 and \
+                 launch it with `srun --mpi=pmix` (or mpirun inside the allocation); \
+                 `gpudirect-mpi check` tells which launch works"
             ),
         );
     }
@@ -196,11 +195,13 @@ pub fn judge(
         // print a little smaller (1008 B for 1 KiB on 3 ranks). Only sizes well above the
         // rounding must appear, within 10%.
         let ranks = u64::from(parsed.nranks().unwrap_or(1).max(1));
+        // Sizes above a `# Reducing maxBytes` were never run: nccl-tests said so.
+        let largest_run = parsed.reduced_max_bytes.unwrap_or(u64::MAX);
         let missing: Vec<u64> = expect
             .sizes
             .iter()
             .copied()
-            .filter(|&s| s >= 256 * ranks)
+            .filter(|&s| s >= 256 * ranks && s <= largest_run)
             .filter(|&s| {
                 !parsed.rows.iter().any(|r| {
                     r.size_bytes <= s && r.size_bytes.saturating_mul(10) >= s.saturating_mul(9)
@@ -277,7 +278,7 @@ impl Tally {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::nccl_output::parse;
+    use crate::nccl_output::{parse, parse_with, ParseOptions};
 
     fn fixture(name: &str) -> ParsedOutput {
         let path = format!(
@@ -349,6 +350,160 @@ mod tests {
             .findings
             .iter()
             .all(|f| f.check != "worlds"));
+    }
+
+    /// Issue #18 item 1: the forms users paste, each judged end to end (parse, then the
+    /// checks): the rows read, the status and the findings. A form with no result row is
+    /// never `ok`.
+    #[test]
+    fn the_forms_found_in_the_wild_get_their_rows_status_and_findings() {
+        const HEADER: &str = "\
+# nccl-tests version 2.19.6 nccl-headers=22809 nccl-library=22809
+# Collective test starting: all_reduce_perf_mpi
+# nThread 1 nGpus 1 minBytes 1048576 maxBytes 4194304 step: 2(factor) warmup iters: 5 iters: 20 agg iters: 1 validation: 1 graph: 0
+#
+#  Rank  0 Group  0 Pid   2101 on      node1 device  0 [0000:18:00] NVIDIA H200
+#  Rank  1 Group  0 Pid   2202 on      node2 device  0 [0000:18:00] NVIDIA H200
+";
+        const NAMES: &str = "\
+#                                                              out-of-place                       in-place
+#       size         count      type   redop    root     time   algbw   busbw  #wrong     time   algbw   busbw  #wrong
+#        (B)    (elements)                               (us)  (GB/s)  (GB/s)             (us)  (GB/s)  (GB/s)
+";
+        const ROWS: [&str; 3] = [
+            "     1048576        262144     float     sum      -1    60.10   17.45   17.45       0    59.80   17.53   17.53       0\n",
+            "     2097152        524288     float     sum      -1    90.00   23.30   23.30       0    91.00   23.05   23.05       0\n",
+            "     4194304       1048576     float     sum      -1   150.00   27.96   27.96       0   151.00   27.78   27.78       0\n",
+        ];
+        const FOOTER: &str = "# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 22.85\n#\n# Collective test concluded: all_reduce_perf_mpi\n";
+        let rows = ROWS.concat();
+        let full = format!("{HEADER}{NAMES}{rows}{FOOTER}");
+        let ucx = "[1732986000.123456] [node1:2101:0]        ucp_context.c:1123 UCX  WARN  network device 'mlx5_0:1' is not available, please use one or more of: 'eth0'(tcp), 'lo'(tcp)\n";
+        let mpi_help = "\
+--------------------------------------------------------------------------
+WARNING: There was an error initializing an OpenFabrics device.
+
+  Local host:   node1
+  Local device: mlx5_0
+--------------------------------------------------------------------------
+";
+        let nccl_info =
+            "node1:2101:2101 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via NET/Socket/0\n";
+        let expected = expected_sizes(1 << 20, 4 << 20, Some(2), None);
+        struct Form {
+            name: &'static str,
+            text: String,
+            rows: usize,
+            status: RunStatus,
+            checks: &'static [&'static str],
+        }
+        let ok = |name, text| Form {
+            name,
+            text,
+            rows: 3,
+            status: RunStatus::Ok,
+            checks: &[],
+        };
+        let forms = [
+            ok("as printed", full.clone()),
+            ok("indented", full.lines().map(|l| format!("    {l}\n")).collect()),
+            ok(
+                "other programs' lines between header and rows",
+                format!("{HEADER}{ucx}{mpi_help}{NAMES}{nccl_info}{ucx}{rows}{FOOTER}"),
+            ),
+            Form {
+                name: "nccl-tests lowered maxBytes",
+                text: format!(
+                    "{HEADER}# Reducing maxBytes to 2097152 due to memory limitation\n{NAMES}{}{}{FOOTER}",
+                    ROWS[0], ROWS[1]
+                ),
+                rows: 2,
+                status: RunStatus::Ok,
+                checks: &[],
+            },
+            Form {
+                name: "a document's truncation marker",
+                text: format!("{HEADER}{NAMES}{}[...]\n{}{FOOTER}", ROWS[0], ROWS[2]),
+                rows: 2,
+                status: RunStatus::Failed,
+                checks: &["rows"],
+            },
+            Form {
+                name: "a failure that printed no table",
+                text: format!(
+                    "{HEADER}node1:2101:2101 [0] NCCL WARN NET/Socket : connect to 10.0.0.2<43211> failed : Connection refused\nnode1: Test NCCL failure common.cu:1279 'unhandled system error (run with NCCL_DEBUG=INFO for details) / '\n .. node1 pid 2101: Test failure common.cu:1094\n"
+                ),
+                rows: 0,
+                status: RunStatus::Failed,
+                checks: &["failure", "rows"],
+            },
+            Form {
+                name: "a header and nothing else",
+                text: HEADER.to_string(),
+                rows: 0,
+                status: RunStatus::Failed,
+                checks: &["rows"],
+            },
+            Form {
+                name: "each rank alone, headers lost",
+                text: format!(
+                    "{NAMES}{}",
+                    ROWS.iter()
+                        .flat_map(|r| [r, r])
+                        .map(|r| r.replace("17.45       0", " 0.00       0")
+                            .replace("17.53       0", " 0.00       0")
+                            .replace("23.30       0", " 0.00       0")
+                            .replace("23.05       0", " 0.00       0")
+                            .replace("27.96       0", " 0.00       0")
+                            .replace("27.78       0", " 0.00       0"))
+                        .collect::<String>()
+                ),
+                rows: 6,
+                status: RunStatus::Failed,
+                checks: &["worlds"],
+            },
+        ];
+        for form in forms {
+            let parsed = parse_with(
+                form.text.as_bytes(),
+                &ParseOptions {
+                    collective: Some("all_reduce".into()),
+                },
+            );
+            assert_eq!(
+                parsed.rows.len(),
+                form.rows,
+                "{}: {:?}",
+                form.name,
+                parsed.diagnostics
+            );
+            let v = judge(
+                &parsed,
+                Some(Outcome::Exited { code: 0 }),
+                None,
+                &sizes(expected.clone()),
+            );
+            assert_eq!(v.status, form.status, "{}: {:?}", form.name, v.findings);
+            let checks: Vec<&str> = v.findings.iter().map(|f| f.check).collect();
+            for check in form.checks {
+                assert!(checks.contains(check), "{}: {:?}", form.name, v.findings);
+            }
+            if form.checks.is_empty() {
+                assert!(checks.is_empty(), "{}: {:?}", form.name, v.findings);
+            }
+            assert!(
+                !parsed.rows.is_empty() || v.status != RunStatus::Ok,
+                "{}",
+                form.name
+            );
+            // The cut is said where it is, whatever the rows around it.
+            assert_eq!(
+                !parsed.cut_at_lines.is_empty(),
+                form.name.contains("truncation"),
+                "{}",
+                form.name
+            );
+        }
     }
 
     #[test]

@@ -132,6 +132,15 @@ pub struct ParsedOutput {
     /// imported with `--ranks`, see [`parse_headerless`]); [`ParsedOutput::nranks`] uses it
     /// last.
     pub given_ranks: Option<u32>,
+    /// `# Reducing maxBytes to N due to memory limitation`: nccl-tests lowered the
+    /// largest size to what fits in GPU memory, so sizes above `N` were never run.
+    #[serde(default)]
+    pub reduced_max_bytes: Option<u64>,
+    /// Lines where the output says it was cut (`...`, `[...]`, `<snip>`, `(truncated)`:
+    /// what documents and chat messages put in place of omitted lines). Rows may be
+    /// missing there.
+    #[serde(default)]
+    pub cut_at_lines: Vec<usize>,
     /// The rank count inferred from the rows' busbw/algbw where neither the output nor
     /// the caller gave one ([`parse_headerless`]); [`ParsedOutput::nranks`] uses it last.
     #[serde(default)]
@@ -384,7 +393,61 @@ impl ParsedOutput {
     /// `MPI=1` and started as several tasks, or an MPI build under `srun` without the
     /// matching `--mpi` plugin).
     pub fn ranks_ran_alone(&self) -> bool {
-        self.parameter_lines > 1
+        self.ran_alone_evidence().is_some()
+    }
+
+    /// What shows that several processes ran the test each in a world of one rank, said
+    /// for the user; `None` when nothing does. Two signs, either enough:
+    /// - the parameter line (`# nThread ...`) printed more than once: every process
+    ///   printed its own header;
+    /// - where headers were lost (a pasted table, a log collector that drops repeats): the
+    ///   sizes go back before the sweep reached its largest (`8, 8, 16, 16, ...` from two
+    ///   processes printing at once) and busbw is 0.00 in every row that moved data, as
+    ///   it is on one rank for every collective whose busbw factor is `(n-1)/n`-shaped.
+    ///   A single sweep, or several whole sweeps (`-N`, `-d all`), never goes back early.
+    pub fn ran_alone_evidence(&self) -> Option<String> {
+        if self.parameter_lines > 1 {
+            return Some(format!(
+                "the test's header was printed {} times",
+                self.parameter_lines
+            ));
+        }
+        let largest = self.rows.iter().map(|r| r.size_bytes).max()?;
+        let moved: Vec<&Row> = self
+            .rows
+            .iter()
+            .filter(|r| {
+                [&r.out_of_place, &r.in_place].iter().any(|p| {
+                    p.as_ref()
+                        .and_then(|p| p.algbw_gbps)
+                        .is_some_and(|a| a > 0.0)
+                })
+            })
+            .collect();
+        let all_zero = moved.len() >= 2
+            && moved.iter().all(|r| {
+                [&r.out_of_place, &r.in_place]
+                    .iter()
+                    .filter_map(|p| p.as_ref().and_then(|p| p.busbw_gbps))
+                    .all(|b| b == 0.0)
+            });
+        let zero_on_one_rank = self
+            .collective
+            .as_deref()
+            .is_none_or(|c| busbw_factor(c, 1) == Some(0.0));
+        if !all_zero || !zero_on_one_rank {
+            return None;
+        }
+        let back = self.rows.windows(2).find(|w| {
+            w[0].size_bytes != largest
+                && w[1].size_bytes <= w[0].size_bytes
+                && (&w[0].dtype, &w[0].redop) == (&w[1].dtype, &w[1].redop)
+        })?;
+        Some(format!(
+            "the sizes go back before reaching the largest (line {}: {} B after {} B) and \
+             busbw is 0.00 in every row",
+            back[1].line, back[1].size_bytes, back[0].size_bytes
+        ))
     }
 
     /// Number of ranks whose communicator produced the table, which is what bus bandwidth

@@ -116,6 +116,35 @@ fn strip_launcher_prefix(line: &str) -> &str {
     line
 }
 
+/// Whether a line is what a document or a chat message puts where it left lines out:
+/// `...`, `…`, `[...]`, `<snip>`, `(truncated)`, `# ... 20 lines omitted ...`: a few
+/// words at most, made of dots, `snip`, `truncated`, `omitted`, `lines` and numbers.
+fn is_cut_marker(trimmed: &str) -> bool {
+    let body = trimmed.trim_start_matches('#').trim();
+    if body.is_empty() || body.len() > 60 {
+        return false;
+    }
+    let words: Vec<String> = body
+        .split(|c: char| c.is_whitespace() || "[]()<>{}:,".contains(c))
+        .filter(|w| !w.is_empty())
+        .map(str::to_ascii_lowercase)
+        .collect();
+    let is_dots =
+        |w: &str| w.chars().all(|c| c == '.' || c == '…') && (w.contains('…') || w.len() >= 3);
+    let marker = |w: &str| {
+        is_dots(w)
+            || matches!(
+                w,
+                "snip" | "snipped" | "truncated" | "omitted" | "output" | "lines" | "rows" | "more"
+            )
+            || w.bytes().all(|b| b.is_ascii_digit())
+    };
+    let named = words
+        .iter()
+        .any(|w| is_dots(w) || matches!(w.as_str(), "snip" | "snipped" | "truncated" | "omitted"));
+    !words.is_empty() && words.len() <= 6 && named && words.iter().all(|w| marker(w))
+}
+
 /// Headers wider than this are not aligned value by value (the alignment is quadratic);
 /// real headers have at most 24 columns.
 const MAX_ALIGN_COLUMNS: usize = 128;
@@ -303,6 +332,14 @@ impl TextParser {
         if trimmed.is_empty() {
             return;
         }
+        if is_cut_marker(trimmed) {
+            self.out.cut_at_lines.push(n);
+            self.diag(
+                n,
+                format!("the output was cut here (`{trimmed}`): rows may be missing"),
+            );
+            return;
+        }
         if trimmed.starts_with('#')
             || HEADER_WORDS.iter().any(|w| trimmed.starts_with(w))
             || (trimmed.starts_with("Rank ")
@@ -379,6 +416,11 @@ impl TextParser {
             self.out_of_bounds(rest, n);
         } else if let Some(rest) = body.strip_prefix("Avg bus bandwidth") {
             self.avg_busbw(rest, n);
+        } else if let Some(rest) = body.strip_prefix("Reducing maxBytes to ") {
+            // "Reducing maxBytes to 11453246122 due to memory limitation"
+            self.out.reduced_max_bytes =
+                rest.split_whitespace().next().and_then(|v| v.parse().ok());
+            self.out.notes.push(body.to_string());
         } else if let Some(path) = body.strip_prefix("Writing JSON output to ") {
             self.out.json_output_path = Some(path.trim().to_string());
         } else if let Some(err) = body.strip_prefix("error:") {
@@ -922,6 +964,34 @@ mod tests {
 #        (B)    (elements)                               (us)  (GB/s)  (GB/s)             (us)  (GB/s)  (GB/s)         
          512            64     float              -1    31.67    0.01    0.01       0    17.07    0.01    0.01       0
 ";
+
+    #[test]
+    fn cut_markers_are_told_from_other_lines() {
+        for marker in [
+            "...",
+            "…",
+            "[...]",
+            "<snip>",
+            "(truncated)",
+            "# ... 20 lines omitted ...",
+            "[output truncated]",
+            "   ....",
+        ] {
+            assert!(is_cut_marker(marker.trim()), "{marker}");
+        }
+        for other in [
+            "..",
+            "# Out of bounds values : 0 OK",
+            "1024 256 float sum -1",
+            "loading...",
+            "Done.",
+            "# Using devices",
+            "#",
+            "3 lines",
+        ] {
+            assert!(!is_cut_marker(other.trim()), "{other}");
+        }
+    }
 
     #[test]
     fn empty_redop_is_skipped_by_alignment() {
