@@ -39,6 +39,7 @@ pub mod rails;
 pub mod record;
 pub mod report;
 pub mod runner;
+pub mod setup;
 pub mod simulate;
 pub mod slurm;
 pub mod units;

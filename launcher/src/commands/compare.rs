@@ -17,6 +17,7 @@ use serde::Serialize;
 
 use super::{Ctx, ExitStatus};
 use gpudirect::output::{emit, emit_json, gbps, note, render_table, Align};
+use gpudirect::setup::{setup_differences, RunSetup};
 use gpudirect::units::{human_size as format_size, percent_arg, size_arg};
 
 /// Earlier runs a baseline is made of when `--baseline` has no number (as clap reads it).
@@ -164,6 +165,17 @@ fn notes(reference: &[RunSummary], candidate: &RunSummary) -> Vec<String> {
     notes
 }
 
+/// Notes where the reference runs ran other software than the candidate (versions, or
+/// the algorithms NCCL chose: `gpudirect::setup`).
+fn setup_notes(history: &History, reference: &[RunId], candidate: RunId) -> Result<Vec<String>> {
+    let reference = reference
+        .iter()
+        .map(|id| Ok((*id, RunSetup::of(&history.get_run(*id)?))))
+        .collect::<Result<Vec<_>>>()?;
+    let candidate_setup = RunSetup::of(&history.get_run(candidate)?);
+    Ok(setup_differences(&reference, (candidate, &candidate_setup)))
+}
+
 fn summary(history: &History, id: RunId) -> Result<RunSummary> {
     Ok(history.get_run(id)?.summary)
 }
@@ -198,8 +210,10 @@ pub fn run(args: &CompareArgs, ctx: &Ctx) -> Result<ExitStatus> {
         .map(|id| summary(&history, *id))
         .collect::<Result<Vec<_>>>()?;
     let candidate = summary(&history, comparison.candidate)?;
+    let mut all_notes = notes(&reference, &candidate);
+    all_notes.extend(setup_notes(&history, &reference_ids, comparison.candidate)?);
     let report = Report {
-        notes: notes(&reference, &candidate),
+        notes: all_notes,
         comparison,
     };
     if args.json {

@@ -763,6 +763,22 @@ fn show_lists_nccl_algorithm_and_protocol_per_size() {
     assert_eq!(json["rows"][0]["protocol"], "SIMPLE");
     // A run without those lines has no such columns.
     let plain = s.json(&["import", "--json", fixture(NVLINK).to_str().unwrap()]);
-    let plain = s.ok(&["show", &plain[0]["run_id"].as_i64().unwrap().to_string()]);
-    assert!(!plain.contains("ALGO"), "{plain}");
+    let plain_id = plain[0]["run_id"].as_i64().unwrap().to_string();
+    let shown = s.ok(&["show", &plain_id]);
+    assert!(!shown.contains("ALGO"), "{shown}");
+    // The two ran other NCCL versions (2.28.9 and 2.28.3): compare says so.
+    let out = s.run(&["compare", "--json", &plain_id, &id]);
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let notes: Vec<&str> = report["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(
+        notes.iter().any(|n| n.starts_with(&format!(
+            "NCCL differs: run {id} ran 2.28.3, run {plain_id} had 2.28.9"
+        ))),
+        "{notes:?}"
+    );
 }
