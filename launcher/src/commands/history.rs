@@ -24,7 +24,163 @@ use gpudirect::output::{
     emit, emit_json, gbps, node_result_cells, or_dash, render_table, replay_footnote, Align,
     NODE_RESULT_COLUMNS,
 };
+use gpudirect::setup::RunSetup;
 use gpudirect::units::{human_size as format_size, percent_arg, short_time, size_arg};
+
+/// `--tolerance` when not given, percent.
+pub const DEFAULT_TOLERANCE_PCT: f64 = 5.0;
+
+/// Earlier runs a `--versions` baseline is the median of.
+pub const VERSIONS_BASELINE_RUNS: usize = 5;
+
+/// One line of `history --versions`: a cluster and fabric's last version set that met its
+/// baseline.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct VersionSet {
+    /// Cluster name (`-` when runs were recorded without one).
+    pub cluster: String,
+    /// The transport NCCL used, else the variant, else `-`.
+    pub fabric: String,
+    /// The run that met its baseline.
+    pub run_id: RunId,
+    /// Its time, RFC 3339 UTC.
+    pub at: String,
+    /// Its collective.
+    pub collective: String,
+    /// `(what, version)` as the output named them.
+    pub versions: Vec<(String, String)>,
+    /// Why it counts: `first run of its kind`, or its busbw against the baseline's.
+    pub basis: String,
+}
+
+/// For each (cluster, fabric), the newest run that met its baseline ([`met_baseline`]),
+/// newest group first. `runs` newest first, as `list_runs` gives them. Pure.
+pub fn last_good_per_fabric(runs: &[RunSummary], tolerance_pct: f64) -> Vec<(&RunSummary, String)> {
+    let usable: Vec<&RunSummary> = runs
+        .iter()
+        .filter(|r| r.status == RunStatus::Ok && r.replay_of.is_none())
+        .collect();
+    let mut seen: HashSet<(String, String)> = HashSet::new();
+    let mut found = Vec::new();
+    for (i, run) in usable.iter().enumerate() {
+        let key = (
+            or_dash(run.cluster.as_deref()),
+            or_dash(run.transport.as_deref().or(run.variant.as_deref())),
+        );
+        if seen.contains(&key) {
+            continue;
+        }
+        if let Some(basis) = met_baseline(run, &usable[i + 1..], tolerance_pct) {
+            seen.insert(key);
+            found.push((*run, basis));
+        }
+    }
+    found
+}
+
+/// Whether `run` met its baseline: the median busbw at the largest size of up to
+/// [`VERSIONS_BASELINE_RUNS`] of `earlier` (newest first) of the same kind (collective,
+/// cluster, node and rank count, variant, transport, largest size). `Some(basis)` when it did, said
+/// for the user; a run with no earlier one of its kind is its own baseline.
+fn met_baseline(run: &RunSummary, earlier: &[&RunSummary], tolerance_pct: f64) -> Option<String> {
+    let kind = |r: &RunSummary| {
+        (
+            r.collective.clone(),
+            r.cluster.clone(),
+            r.node_count,
+            r.total_ranks,
+            r.variant.clone(),
+            r.transport.clone(),
+            r.max_size_bytes,
+        )
+    };
+    let values: Vec<f64> = earlier
+        .iter()
+        .filter(|r| kind(r) == kind(run))
+        .filter_map(|r| r.busbw)
+        .take(VERSIONS_BASELINE_RUNS)
+        .collect();
+    let Some(reference) = median(&values) else {
+        return Some("first run of its kind".into());
+    };
+    let busbw = run.busbw?;
+    (busbw >= reference * (1.0 - tolerance_pct / 100.0)).then(|| {
+        format!(
+            "{busbw:.2} GB/s, baseline {reference:.2} (median of {} earlier)",
+            values.len()
+        )
+    })
+}
+
+fn versions_view(
+    history: &History,
+    runs: &[RunSummary],
+    tolerance_pct: f64,
+    json: bool,
+) -> Result<ExitStatus> {
+    let mut sets = Vec::new();
+    for (run, basis) in last_good_per_fabric(runs, tolerance_pct) {
+        let setup = RunSetup::of(&history.get_run(run.id)?);
+        sets.push(VersionSet {
+            cluster: or_dash(run.cluster.as_deref()),
+            fabric: or_dash(run.transport.as_deref().or(run.variant.as_deref())),
+            run_id: run.id,
+            at: run.at.clone(),
+            collective: run.collective.clone(),
+            versions: setup
+                .versions
+                .iter()
+                .map(|(w, v)| ((*w).to_string(), v.clone()))
+                .collect(),
+            basis,
+        });
+    }
+    if json {
+        emit_json(&sets)?;
+        return Ok(ExitStatus::Ok);
+    }
+    if sets.is_empty() {
+        eprintln!(
+            "no ok run matches these filters (history: {})",
+            history.path().display()
+        );
+        return Ok(ExitStatus::Ok);
+    }
+    let columns = [
+        ("CLUSTER", Align::Left),
+        ("FABRIC", Align::Left),
+        ("RUN", Align::Right),
+        ("WHEN (UTC)", Align::Left),
+        ("COLLECTIVE", Align::Left),
+        ("VERSIONS", Align::Left),
+        ("MET ITS BASELINE", Align::Left),
+    ];
+    let rows: Vec<Vec<String>> = sets
+        .iter()
+        .map(|s| {
+            let versions = if s.versions.is_empty() {
+                "- (the output named none)".to_string()
+            } else {
+                s.versions
+                    .iter()
+                    .map(|(w, v)| format!("{w} {v}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            vec![
+                s.cluster.clone(),
+                s.fabric.clone(),
+                s.run_id.to_string(),
+                short_time(&s.at),
+                s.collective.clone(),
+                versions,
+                s.basis.clone(),
+            ]
+        })
+        .collect();
+    emit(&render_table(&columns, &rows))?;
+    Ok(ExitStatus::Ok)
+}
 
 /// Runs listed when `--limit` is not given.
 pub const DEFAULT_LIMIT: u32 = 20;
@@ -42,6 +198,7 @@ pub const TREND_MIN_EARLIER: usize = 3;
     gpudirect history --collective all_reduce --since 7d --limit 0\n  \
     gpudirect history --cluster a3-prod --variant tcpx --status failed\n  \
     gpudirect history --node gpu07 --size 1G           # gpu07's busbw at 1 GiB over time, with trend\n  \
+    gpudirect history --versions                       # last versions that met their baseline, per fabric\n  \
     gpudirect history --json | jq '.[0].avg_busbw'\n\n\
     A run marked `(replay)` came from the nccl-tests stand-in: its numbers are a recording,\n\
     not a measurement. With --node, runs are grouped by collective, variant, node count, size\n\
@@ -58,9 +215,18 @@ pub struct HistoryArgs {
     pub size: Option<u64>,
 
     /// With --node: how far (percent) below the earlier median the last 3 points must be
-    /// to call the trend downward.
-    #[arg(long, value_name = "PCT", default_value = "5", value_parser = percent_arg, requires = "node")]
-    pub tolerance: f64,
+    /// to call the trend downward. With --versions: how far below its baseline a run may
+    /// be and still meet it. Default 5.
+    #[arg(long, value_name = "PCT", value_parser = percent_arg)]
+    pub tolerance: Option<f64>,
+
+    /// For each cluster and fabric (the transport NCCL used, else the variant), the last
+    /// set of versions (nccl-tests, NCCL, CUDA, driver, net plugin) whose run met its
+    /// baseline: busbw at the largest size within --tolerance % of the median of up to 5
+    /// earlier ok runs of the same kind (the first run of a kind is its own baseline).
+    /// The filters choose which runs count.
+    #[arg(long, conflicts_with = "node")]
+    pub versions: bool,
 
     /// Print JSON instead of a table: an array of runs, or with --node one object with the
     /// node's points, validation numbers and trends.
@@ -169,17 +335,28 @@ fn replays(runs: &[RunSummary]) -> HashMap<RunId, String> {
 
 /// `gpudirect history`.
 pub fn run(args: &HistoryArgs, ctx: &Ctx) -> Result<ExitStatus> {
+    let tolerance = args.tolerance.unwrap_or(DEFAULT_TOLERANCE_PCT);
     anyhow::ensure!(
-        args.tolerance.is_finite() && args.tolerance >= 0.0,
-        "--tolerance {}: write a percentage >= 0, e.g. 5",
-        args.tolerance
+        tolerance.is_finite() && tolerance >= 0.0,
+        "--tolerance {tolerance}: write a percentage >= 0, e.g. 5"
+    );
+    anyhow::ensure!(
+        args.tolerance.is_none() || args.filter.node.is_some() || args.versions,
+        "--tolerance applies to --node or --versions: add one of them"
     );
     let history = ctx.open_history()?;
+    if args.versions {
+        // Every matching run: a baseline needs the earlier ones.
+        let mut filter = args.filter.to_filter(None);
+        filter.limit = None;
+        let runs = history.list_runs(&filter)?;
+        return versions_view(&history, &runs, tolerance, args.json);
+    }
     let filter = args.filter.to_filter(Some(DEFAULT_LIMIT));
     let runs = history.list_runs(&filter)?;
     let replayed = replays(&runs);
     if let Some(node) = &args.filter.node {
-        node_view(&history, args, node, &runs, &replayed)?;
+        node_view(&history, args, node, &runs, &replayed, tolerance)?;
         return Ok(ExitStatus::Ok);
     }
     if args.json {
@@ -302,6 +479,7 @@ fn node_view(
     node: &str,
     runs: &[RunSummary],
     replayed: &HashMap<RunId, String>,
+    tolerance: f64,
 ) -> Result<()> {
     let NodeHistory {
         node: _,
@@ -329,11 +507,11 @@ fn node_view(
         .into_iter()
         .filter(|c| chosen.contains(&c.run_id))
         .collect();
-    let trends = group_trends(&points, args.tolerance);
+    let trends = group_trends(&points, tolerance);
     let report = NodeReport {
         node: node.to_string(),
         size_bytes: args.size,
-        tolerance_pct: args.tolerance,
+        tolerance_pct: tolerance,
         runs: points,
         checks,
         trends,
@@ -480,6 +658,71 @@ mod tests {
     // copies, matmul).
     const HEALTHY: [f64; 5] = [343.64, 346.51, 343.64, 346.51, 343.64];
     const DEGRADED: [f64; 3] = [290.45, 164.07, 162.91];
+
+    fn run(id: RunId, cluster: &str, transport: &str, busbw: f64, status: RunStatus) -> RunSummary {
+        RunSummary {
+            id,
+            at: format!("2026-11-{:02}T10:00:00Z", id),
+            started_at: None,
+            finished_at: None,
+            imported_at: String::new(),
+            cluster: Some(cluster.into()),
+            job_id: None,
+            step_id: None,
+            nodelist: None,
+            node_count: Some(2),
+            gpus_per_node: Some(8),
+            total_ranks: Some(16),
+            collective: "all_reduce".into(),
+            variant: None,
+            label: None,
+            launcher: gpudirect::history::LaunchKind::Srun,
+            status,
+            exit_code: Some(0),
+            transport: Some(transport.into()),
+            avg_busbw: None,
+            busbw: Some(busbw),
+            max_size_bytes: Some(8 << 30),
+            row_count: 62,
+            source_path: None,
+            output_sha256: String::new(),
+            replay_of: None,
+        }
+    }
+
+    /// `history --versions` (issue #18): per cluster and fabric, the newest run that met
+    /// its baseline; a slow or failed newer run is passed over, and a fabric's first run
+    /// is its own baseline.
+    #[test]
+    fn the_last_good_version_set_is_found_per_cluster_and_fabric() {
+        // Newest first, as list_runs gives them.
+        let runs = vec![
+            run(9, "a3", "GPUDirectTCPX", 120.0, RunStatus::Ok), // 40% under its baseline
+            run(8, "a3", "GPUDirectTCPX", 200.0, RunStatus::Failed),
+            run(7, "a3", "Socket", 20.0, RunStatus::Ok), // the only Socket run
+            run(6, "a3", "GPUDirectTCPX", 196.0, RunStatus::Ok), // 2% under: meets it
+            run(5, "a3", "GPUDirectTCPX", 200.0, RunStatus::Ok),
+            run(4, "a3", "GPUDirectTCPX", 200.0, RunStatus::Ok),
+            run(3, "a4", "gIB", 350.0, RunStatus::Ok),
+        ];
+        let found: Vec<(RunId, String)> = last_good_per_fabric(&runs, 5.0)
+            .into_iter()
+            .map(|(r, basis)| (r.id, basis))
+            .collect();
+        assert_eq!(
+            found,
+            [
+                (7, "first run of its kind".to_string()),
+                (
+                    6,
+                    "196.00 GB/s, baseline 200.00 (median of 2 earlier)".to_string()
+                ),
+                (3, "first run of its kind".to_string()),
+            ]
+        );
+        // At a 50% tolerance the slow newest run meets its baseline.
+        assert_eq!(last_good_per_fabric(&runs, 50.0)[0].0.id, 9);
+    }
 
     #[test]
     fn three_low_points_after_a_healthy_history_trend_down() {

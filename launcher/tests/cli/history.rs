@@ -781,4 +781,17 @@ fn show_lists_nccl_algorithm_and_protocol_per_size() {
         ))),
         "{notes:?}"
     );
+    // One cluster, one fabric: one version set, the newest run's (each is the first of
+    // its kind).
+    let sets = s.json(&["history", "--versions", "--json"]);
+    assert_eq!(sets.as_array().unwrap().len(), 1, "{sets}");
+    assert_eq!(sets[0]["basis"], "first run of its kind");
+    let text = s.ok(&["history", "--versions"]);
+    assert!(
+        text.contains("MET ITS BASELINE") && text.contains("NCCL 2.28."),
+        "{text}"
+    );
+    let misuse = s.run(&["history", "--tolerance", "3"]);
+    assert_eq!(misuse.status.code(), Some(3));
+    assert_stderr_contains(&misuse, "--tolerance applies to --node or --versions");
 }
