@@ -11,6 +11,8 @@
 //! gpu_nics = ["eth1", "eth1", "eth2", "eth2", "eth3", "eth3", "eth4", "eth4"]
 //! library_dirs = ["/var/lib/tcpx/lib64"]
 //! pin_cpus = true
+//! line_rate_gbit = 200                # each data NIC's line rate (or { eth1 = 200, ... }):
+//!                                     # busbw is also shown as a share of their sum
 //! forced = ["NCCL_NET"]               # set even where the user set it
 //! [profiles.tcpx.nic_cpus]
 //! eth1 = "8-21,112-125"
@@ -257,6 +259,8 @@ pub struct Profile {
     pub nic_cpus: BTreeMap<String, CpuList>,
     /// Pin each task to the CPUs of its NIC.
     pub pin_cpus: bool,
+    /// Each data NIC's line rate in Gbit/s (`line_rate_gbit`); empty when not declared.
+    pub line_rate_gbit: BTreeMap<String, u32>,
     /// Directories prepended to `LD_LIBRARY_PATH`.
     pub library_dirs: Vec<String>,
     /// Exported as `NCCL_TOPO_FILE`.
@@ -301,6 +305,21 @@ pub struct Config {
     pub profiles: BTreeMap<String, Profile>,
     /// Node sets, first match wins.
     pub node_sets: Vec<NodeSet>,
+}
+
+impl Profile {
+    /// What a node's data NICs can carry together, in GB/s (1e9 bytes, as nccl-tests'
+    /// busbw): the sum of `line_rate_gbit` over the data NICs, divided by 8. `None` when
+    /// the profile does not declare line rates.
+    pub fn node_line_rate_gbps(&self) -> Option<f64> {
+        (!self.line_rate_gbit.is_empty()).then(|| {
+            self.line_rate_gbit
+                .values()
+                .map(|&g| f64::from(g))
+                .sum::<f64>()
+                / 8.0
+        })
+    }
 }
 
 impl Config {
@@ -442,6 +461,8 @@ struct RawProfile {
     nic_cpus: BTreeMap<Spanned<String>, Spanned<String>>,
     #[serde(default)]
     pin_cpus: Option<Spanned<bool>>,
+    #[serde(default)]
+    line_rate_gbit: Option<Spanned<toml::Value>>,
     #[serde(default)]
     library_dirs: Option<Spanned<Vec<Spanned<String>>>>,
     #[serde(default)]
@@ -767,6 +788,12 @@ impl Checker<'_> {
             Some(pin) => *pin.get_ref(),
             None => false,
         };
+        let line_rate_gbit = match &raw.line_rate_gbit {
+            Some(rate) => {
+                self.check_line_rate(rate, &format!("{key}.line_rate_gbit"), &data_nics)?
+            }
+            None => BTreeMap::new(),
+        };
         let library_dirs = items(&raw.library_dirs)
             .iter()
             .map(|d| self.check_absolute_path(d, &format!("{key}.library_dirs")))
@@ -833,12 +860,74 @@ impl Checker<'_> {
             gpu_nics,
             nic_cpus,
             pin_cpus,
+            line_rate_gbit,
             library_dirs,
             topology_file,
             env,
             checks,
             lines,
         })
+    }
+
+    /// `line_rate_gbit`: one number for every data NIC (`200`), or a table with each data
+    /// NIC's (`{ eth1 = 200, eth2 = 100 }`); whole Gbit/s, as NICs are sold. Every data NIC
+    /// gets a rate, above zero.
+    fn check_line_rate(
+        &self,
+        rate: &Spanned<toml::Value>,
+        key: &str,
+        data_nics: &[String],
+    ) -> Checked<BTreeMap<String, u32>> {
+        let positive = |v: &toml::Value, what: &str| -> Checked<u32> {
+            v.as_integer()
+                .and_then(|n| u32::try_from(n).ok())
+                .filter(|n| *n > 0)
+                .ok_or_else(|| {
+                    self.error(
+                        rate.span(),
+                        key,
+                        format!("{what} must be a whole number of Gbit/s above 0, e.g. 200"),
+                    )
+                })
+        };
+        if data_nics.is_empty() {
+            return Err(self.error(
+                rate.span(),
+                key,
+                "the profile declares no data_nics to give a line rate to",
+            ));
+        }
+        match rate.get_ref() {
+            toml::Value::Table(per_nic) => {
+                let mut rates = BTreeMap::new();
+                for (nic, value) in per_nic {
+                    if !data_nics.contains(nic) {
+                        return Err(self.error(
+                            rate.span(),
+                            key,
+                            format!(
+                                "`{}` is not one of data_nics ({})",
+                                sanitize_for_message(nic),
+                                data_nics.join(", ")
+                            ),
+                        ));
+                    }
+                    rates.insert(nic.clone(), positive(value, &format!("the rate of {nic}"))?);
+                }
+                if let Some(missing) = data_nics.iter().find(|n| !rates.contains_key(*n)) {
+                    return Err(self.error(
+                        rate.span(),
+                        key,
+                        format!("no rate for {missing}: give every data NIC its rate, or one number for all"),
+                    ));
+                }
+                Ok(rates)
+            }
+            value => {
+                let each = positive(value, "the line rate")?;
+                Ok(data_nics.iter().map(|n| (n.clone(), each)).collect())
+            }
+        }
     }
 
     fn check_template(
@@ -1137,6 +1226,48 @@ nic_names = { eth0 = "enp0s12" }
         let set = config.node_set_for("a3h-005").unwrap();
         assert_eq!(set.profile.as_deref(), Some("tcpx"));
         assert!(config.node_set_for("a3h-009").is_none());
+    }
+
+    /// `line_rate_gbit` (issue #18): one number for every data NIC or a table per NIC;
+    /// a node's line rate is their sum in GB/s. Bad values name the key and the fix.
+    #[test]
+    fn line_rates_are_read_and_checked() {
+        let with = |rate: &str| {
+            SAMPLE.replace(
+                "pin_cpus = true\n",
+                &format!("pin_cpus = true\nline_rate_gbit = {rate}\n"),
+            )
+        };
+        let config = parse_config(&with("200"), "t.toml").unwrap();
+        assert_eq!(config.profiles["tcpx"].node_line_rate_gbps(), Some(50.0));
+        let config = parse_config(&with("{ eth1 = 400, eth2 = 100 }"), "t.toml").unwrap();
+        assert_eq!(config.profiles["tcpx"].line_rate_gbit["eth2"], 100);
+        assert_eq!(config.profiles["tcpx"].node_line_rate_gbps(), Some(62.5));
+        let plain = parse_config(SAMPLE, "t.toml").unwrap();
+        assert_eq!(plain.profiles["tcpx"].node_line_rate_gbps(), None);
+        for (rate, problem) in [
+            ("0", "must be a whole number of Gbit/s above 0"),
+            ("\"fast\"", "must be a whole number of Gbit/s above 0"),
+            ("12.5", "must be a whole number of Gbit/s above 0"),
+            (
+                "{ eth1 = 200 }",
+                "no rate for eth2: give every data NIC its rate",
+            ),
+            (
+                "{ eth1 = 200, eth2 = 200, eth9 = 1 }",
+                "`eth9` is not one of data_nics",
+            ),
+            ("{ eth1 = 200, eth2 = -5 }", "the rate of eth2 must be"),
+        ] {
+            let e = err(&with(rate));
+            assert_eq!(
+                e.key.as_deref(),
+                Some("profiles.tcpx.line_rate_gbit"),
+                "{rate}"
+            );
+            assert!(e.message.contains(problem), "{rate}: {}", e.message);
+            assert_eq!(e.line, Some(10), "{rate}");
+        }
     }
 
     #[test]

@@ -50,6 +50,8 @@ pub struct RunContext {
     pub exit_code: Option<i32>,
     /// The collective, when the output does not say (older formats).
     pub collective: Option<String>,
+    /// The node's line rate in GB/s, from the profile the run applied.
+    pub line_rate_gbps: Option<f64>,
 }
 
 /// The recording a stand-in replayed, if this output came from one.
@@ -179,6 +181,7 @@ pub fn new_run(parsed: &ParsedOutput, raw: &[u8], ctx: RunContext, verdict: &Ver
         cuda_driver: parsed.debug.cuda_driver_version,
         net_plugin: net_plugin(parsed),
         notes: inference_notes(parsed),
+        line_rate_gbps: ctx.line_rate_gbps,
         launcher: ctx.launcher,
         source_path: ctx.source_path,
         exit_code: ctx.exit_code,

@@ -16,7 +16,7 @@ use gpudirect::history::{
 use serde::Serialize;
 
 use super::{Ctx, ExitStatus};
-use gpudirect::output::{emit, emit_json, gbps, note, render_table, Align};
+use gpudirect::output::{emit, emit_json, gbps, line_share, note, render_table, Align};
 use gpudirect::setup::{setup_differences, RunSetup};
 use gpudirect::units::{human_size as format_size, percent_arg, size_arg};
 
@@ -340,6 +340,11 @@ fn report_text(report: &Report, reference: &[RunSummary], candidate: &RunSummary
         ("DELTA", Align::Right),
         ("VERDICT", Align::Left),
     ]);
+    // The candidate's busbw as a share of its node's line rate, where its profile gave one.
+    let line_rate = candidate.line_rate_gbps;
+    if line_rate.is_some() {
+        columns.push(("OF LINE RATE", Align::Right));
+    }
     let rows: Vec<Vec<String>> = r
         .rows
         .iter()
@@ -360,6 +365,10 @@ fn report_text(report: &Report, reference: &[RunSummary], candidate: &RunSummary
                 delta_cell(row),
                 row.verdict.to_string(),
             ]);
+            if line_rate.is_some() {
+                cells
+                    .push(line_share(row.candidate_busbw, line_rate).unwrap_or_else(|| "-".into()));
+            }
             cells
         })
         .collect();
@@ -479,6 +488,7 @@ mod tests {
             output_sha256: String::new(),
             label: None,
             replay_of: None,
+            line_rate_gbps: None,
         }
     }
 

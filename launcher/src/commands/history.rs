@@ -687,6 +687,7 @@ mod tests {
             source_path: None,
             output_sha256: String::new(),
             replay_of: None,
+            line_rate_gbps: None,
         }
     }
 

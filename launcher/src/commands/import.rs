@@ -59,6 +59,12 @@ pub struct ImportArgs {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub ranks: Option<u32>,
 
+    /// What each node's data NICs carry together, in Gbit/s (e.g. 800 for A3's 4 x 200):
+    /// `show`, `compare` and the report then give busbw also as a share of it. Runs made
+    /// with a --gpudirect profile that declares line_rate_gbit get it from the profile.
+    #[arg(long, value_name = "GBIT", value_parser = clap::value_parser!(u32).range(1..))]
+    pub line_rate_gbit: Option<u32>,
+
     /// The run's exit code, if you know it (checked like a live run's: 7 = wrong results).
     #[arg(long, allow_negative_numbers = true)]
     pub exit_code: Option<i32>,
@@ -133,6 +139,7 @@ fn import_one(history: &mut History, args: &ImportArgs, file: &Path) -> Result<I
         source_path: Some(path.display().to_string()),
         exit_code: args.exit_code,
         collective: args.collective.clone(),
+        line_rate_gbps: args.line_rate_gbit.map(|g| f64::from(g) / 8.0),
         started_at: meta
             .modified()
             .ok()

@@ -435,6 +435,8 @@ fn profile_json(config: &Config, p: &Profile) -> Value {
         "gpu_nics": p.gpu_nics,
         "nic_cpus": p.nic_cpus.iter().map(|(k, v)| (k.clone(), v.to_string())).collect::<std::collections::BTreeMap<_, _>>(),
         "pin_cpus": p.pin_cpus,
+        "line_rate_gbit": p.line_rate_gbit,
+        "node_line_rate_gbps": p.node_line_rate_gbps(),
         "library_dirs": p.library_dirs,
         "topology_file": p.topology_file,
         "env": p.env.iter().map(|v| json!({
@@ -473,6 +475,17 @@ fn show_text(config: &Config, p: &Profile) -> String {
     let cpus: Vec<String> = p.nic_cpus.iter().map(|(k, v)| format!("{k}={v}")).collect();
     field("nic_cpus", list(&cpus));
     field("pin_cpus", p.pin_cpus.to_string());
+    if let Some(node) = p.node_line_rate_gbps() {
+        let rates: Vec<String> = p
+            .line_rate_gbit
+            .iter()
+            .map(|(nic, g)| format!("{nic} {g}"))
+            .collect();
+        field(
+            "line rate",
+            format!("{node:.1} GB/s per node (Gbit/s: {})", rates.join(", ")),
+        );
+    }
     field("library_dirs", list(&p.library_dirs));
     field("topology_file", or_dash(p.topology_file.as_deref()));
     let checks = check_names(p);

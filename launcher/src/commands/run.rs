@@ -15,7 +15,7 @@ use gpudirect::matrix::{variants_from_flags, Cell, Matrix};
 use gpudirect::record::RunContext;
 use gpudirect::runner::{self, INTERRUPTED};
 use gpudirect::units::{duration_arg, size_arg};
-use gpudirect_core::config::Config;
+use gpudirect_core::config::{Config, Profile};
 use gpudirect_core::system::{load_config, Ownership};
 use serde::Serialize;
 
@@ -207,24 +207,32 @@ fn build_matrix(args: &RunArgs, nodes_in_allocation: usize) -> Result<Matrix> {
     Ok(matrix)
 }
 
+/// The profile a cell's `--gpudirect` mode applies, from the admin config (`auto`: the
+/// first node's node set's).
+fn cell_profile<'c>(
+    cell: &Cell,
+    config: Option<&'c Config>,
+    first_node: Option<&str>,
+) -> Option<&'c Profile> {
+    let config = config?;
+    match cell.variant.gpudirect.as_deref()? {
+        "none" => None,
+        "auto" => config
+            .node_set_for(first_node?)?
+            .profile
+            .as_ref()
+            .and_then(|p| config.profiles.get(p)),
+        name => config.profiles.get(name),
+    }
+}
+
 /// The transport a cell must use between nodes, from its profile in the admin config.
 fn expected_transport(
     cell: &Cell,
     config: Option<&Config>,
     first_node: Option<&str>,
 ) -> Option<String> {
-    let config = config?;
-    let mode = cell.variant.gpudirect.as_deref()?;
-    let profile = match mode {
-        "none" => return None,
-        "auto" => config
-            .node_set_for(first_node?)?
-            .profile
-            .as_ref()
-            .and_then(|p| config.profiles.get(p))?,
-        name => config.profiles.get(name)?,
-    };
-    profile.transport.clone()
+    cell_profile(cell, config, first_node)?.transport.clone()
 }
 
 /// Record keys that tie a cell's record to its matrix run, for --resume.
@@ -611,6 +619,8 @@ pub fn run(args: &RunArgs, ctx: &Ctx) -> Result<ExitStatus> {
             binary_path: Some(prepared.binary.display().to_string()),
             variant: Some(cell.variant.name.clone()),
             env,
+            line_rate_gbps: cell_profile(cell, config.as_ref(), nodes.first().map(String::as_str))
+                .and_then(Profile::node_line_rate_gbps),
             ..RunContext::default()
         };
         let Evaluated {

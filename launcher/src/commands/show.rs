@@ -9,7 +9,7 @@ use gpudirect::history::{Placement, ResultRow, RunDetail, RunId};
 use super::{Ctx, ExitStatus};
 use gpudirect::history::replay_of;
 use gpudirect::output::{
-    emit, emit_bytes, emit_json, gbps, node_result_cells, or_dash, render_table, Align,
+    emit, emit_bytes, emit_json, gbps, line_share, node_result_cells, or_dash, render_table, Align,
     NODE_RESULT_COLUMNS,
 };
 use gpudirect::units::human_size as format_size;
@@ -171,10 +171,15 @@ fn detail_text(d: &RunDetail) -> String {
     field(
         "busbw",
         format!(
-            "avg {} GB/s, busbw {} GB/s at the largest size ({})",
+            "avg {} GB/s, busbw {} GB/s at the largest size ({}){}",
             gbps(s.avg_busbw),
             gbps(s.busbw),
-            s.max_size_bytes.map_or("-".into(), format_size)
+            s.max_size_bytes.map_or("-".into(), format_size),
+            match (line_share(s.busbw, s.line_rate_gbps), s.line_rate_gbps) {
+                (Some(share), Some(rate)) =>
+                    format!(", {share} of the node's line rate ({rate:.1} GB/s)"),
+                _ => String::new(),
+            }
         ),
     );
     field(

@@ -193,6 +193,9 @@ pub struct NewRun {
     pub net_plugin: Option<String>,
     /// What the parser noted about the output, e.g. a rank count it inferred.
     pub notes: Vec<String>,
+    /// What the node's data NICs carry together, GB/s (the profile's `line_rate_gbit`
+    /// summed, over 8): busbw is also shown as a share of it. `None` when not declared.
+    pub line_rate_gbps: Option<f64>,
     /// How it was launched.
     pub launcher: LaunchKind,
     /// The file an import read, as the importer names it (make it absolute so that the
@@ -322,6 +325,8 @@ pub struct RunSummary {
     /// `GPUDIRECT_STANDIN_REPLAY` variable): such a run is not a measurement. Read by the
     /// listing query itself, so that a listing needs no second query per run.
     pub replay_of: Option<String>,
+    /// The node's line rate in GB/s recorded with the run, when its profile declared one.
+    pub line_rate_gbps: Option<f64>,
 }
 
 /// A stored table row.

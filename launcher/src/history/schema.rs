@@ -106,14 +106,17 @@ pub const MIGRATIONS: &[&str] = &[
     "#,
     // 3: what NCCL chose and ran with (issue #18): the algorithm and protocol per row
     // (from NCCL's per-operation lines, NULL without them), the network plugin with its
-    // own version and the CUDA driver, and the parser's notes on the run (what it
-    // inferred). Existing runs get NULL and no notes: their outputs were read without.
+    // own version and the CUDA driver, the parser's notes on the run (what it inferred),
+    // and the node's line rate (GB/s, from the profile's line_rate_gbit) that busbw is
+    // shown as a share of. Existing runs get NULL and no notes: their outputs were read
+    // without.
     r#"
     ALTER TABLE results ADD COLUMN algorithm TEXT;
     ALTER TABLE results ADD COLUMN protocol TEXT;
     ALTER TABLE runs ADD COLUMN net_plugin TEXT;
     ALTER TABLE runs ADD COLUMN cuda_driver INTEGER;
     ALTER TABLE runs ADD COLUMN notes_json TEXT NOT NULL DEFAULT '[]';
+    ALTER TABLE runs ADD COLUMN line_rate_gbps REAL;
     "#,
 ];
 

@@ -132,10 +132,11 @@ const SUMMARY_COLUMNS: &str = "runs.id, runs.at, runs.started_at, runs.finished_
     (SELECT count(*) FROM results x WHERE x.run_id = runs.id), \
     runs.source_path, runs.output_sha256, runs.label, \
     CASE WHEN instr(runs.env_json, '\"GPUDIRECT_STANDIN_REPLAY\"') > 0 AND json_valid(runs.env_json) \
-        THEN json_extract(runs.env_json, '$.GPUDIRECT_STANDIN_REPLAY') END";
+        THEN json_extract(runs.env_json, '$.GPUDIRECT_STANDIN_REPLAY') END, \
+    runs.line_rate_gbps";
 
 /// How many columns [`SUMMARY_COLUMNS`] has: queries that add columns after it start there.
-const SUMMARY_LEN: usize = 26;
+const SUMMARY_LEN: usize = 27;
 
 /// The `env` key that marks a run recorded from the nccl-tests stand-in (see
 /// `crate::record`); [`RunSummary::replay_of`] is its value.
@@ -184,6 +185,7 @@ fn summary_from_row(row: &Row<'_>) -> rusqlite::Result<RunSummary> {
         output_sha256: row.get(23)?,
         label: row.get(24)?,
         replay_of: row.get(25)?,
+        line_rate_gbps: row.get(26)?,
     })
 }
 
@@ -435,9 +437,10 @@ impl History {
                 binary_path, variant, env_json, nccl_tests_version, nccl_version, cuda_version,
                 launcher, source_path, output_sha256, exit_code, status, transport, avg_busbw,
                 failures_json, raw_output, parser_version, label, net_plugin, cuda_driver,
-                notes_json)
+                notes_json, line_rate_gbps)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,
-                ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33)",
+                ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33,
+                ?34)",
             params![
                 at,
                 run.started_at,
@@ -472,6 +475,7 @@ impl History {
                 run.net_plugin,
                 run.cuda_driver,
                 notes_json,
+                run.line_rate_gbps.and_then(finite),
             ],
         )
         .map_err(err("recording the run"))?;

@@ -60,6 +60,15 @@ pub fn gbps(value: Option<f64>) -> String {
     value.map_or_else(|| "-".into(), |v| format!("{v:.2}"))
 }
 
+/// busbw as a share of a node's line rate (GB/s, from the profile's `line_rate_gbit`):
+/// `43%`; `None` when either is unknown. busbw between nodes is bounded by what each
+/// node's NICs carry, so this says how much of the fabric a run used.
+pub fn line_share(busbw: Option<f64>, line_rate_gbps: Option<f64>) -> Option<String> {
+    let (busbw, rate) = (busbw?, line_rate_gbps?);
+    (busbw.is_finite() && rate.is_finite() && rate > 0.0)
+        .then(|| format!("{:.0}%", busbw / rate * 100.0))
+}
+
 /// An optional text, `-` when missing.
 pub fn or_dash(value: Option<&str>) -> String {
     value.map_or_else(|| "-".into(), str::to_string)

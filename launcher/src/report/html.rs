@@ -9,6 +9,7 @@ use std::fmt::Write as _;
 
 use super::plots::Plot;
 use super::{ReportData, REPLAY_LABEL};
+use crate::output::line_share;
 use crate::units::{human_size, short_time};
 
 /// One plot as drawn: its SVG text and/or PNG bytes.
@@ -155,7 +156,8 @@ fn verdict_table(h: &mut String, data: &ReportData) {
     h.push_str(
         "<h2>Runs and verdicts</h2>\n<table>\n<tr><th>run</th><th>when (UTC)</th>\
         <th>collective</th><th>variant</th><th>nodes</th><th>status</th><th>size</th>\
-        <th>busbw GB/s</th><th>baseline GB/s</th><th>delta</th><th>verdict</th></tr>\n",
+        <th>busbw GB/s</th><th>of line rate</th><th>baseline GB/s</th><th>delta</th>\
+        <th>verdict</th></tr>\n",
     );
     for (run, v) in data.runs.iter().zip(&data.verdicts) {
         let class = v.verdict.replace(' ', "-");
@@ -164,7 +166,8 @@ fn verdict_table(h: &mut String, data: &ReportData) {
             h,
             "<tr class=\"{}\"><td class=\"num\">{}</td><td>{}</td><td>{}</td><td>{}</td>\
              <td class=\"num\">{}</td><td>{}</td><td class=\"num\">{}</td>\
-             <td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}",
+             <td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
+             <td class=\"num\">{}</td><td>{}",
             escape(&class),
             run.run_id,
             escape(&short_time(&run.at)),
@@ -174,6 +177,7 @@ fn verdict_table(h: &mut String, data: &ReportData) {
             escape(run.status.as_str()),
             v.size_bytes.map_or("-".into(), human_size),
             num(v.busbw),
+            line_share(v.busbw, run.line_rate_gbps).unwrap_or_else(|| "-".into()),
             num(v.baseline),
             v.delta_pct.map_or("-".into(), |d| format!("{d:+.1}%")),
             escape(&v.verdict),
@@ -190,7 +194,8 @@ fn verdict_table(h: &mut String, data: &ReportData) {
     h.push_str("</table>\n");
     let _ = writeln!(
         h,
-        "<p class=\"meta\">busbw at the largest size a run and its baseline share; verdict \
+        "<p class=\"meta\">busbw at the largest size a run and its baseline share, and as a \
+         share of the node's line rate where its profile declared one (line_rate_gbit); verdict \
          as <code>gpudirect compare RUN --baseline</code> gives it (earlier ok runs of its \
          kind, bandwidth-bound sizes decide), threshold ±{}%.</p>",
         data.tolerance_pct

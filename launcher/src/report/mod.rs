@@ -177,6 +177,8 @@ pub struct RunSeries {
     pub replay: Option<String>,
     /// The data type drawn (a run with `-d all` has several; the first one is drawn).
     pub dtype: String,
+    /// The node's line rate in GB/s recorded with the run (its profile's line_rate_gbit).
+    pub line_rate_gbps: Option<f64>,
     /// One point per size, ascending.
     pub points: Vec<SizePoint>,
 }
@@ -210,6 +212,7 @@ impl RunSeries {
             status: s.status,
             replay: detail.env.get(REPLAY_ENV).cloned(),
             dtype,
+            line_rate_gbps: s.line_rate_gbps,
             points: by_size
                 .into_iter()
                 .map(|(size_bytes, v)| SizePoint {

@@ -36,6 +36,7 @@ fn series(id: RunId, points: Vec<SizePoint>) -> RunSeries {
         status: RunStatus::Ok,
         replay: None,
         dtype: "float".into(),
+        line_rate_gbps: None,
         points,
     }
 }

@@ -762,10 +762,24 @@ fn show_lists_nccl_algorithm_and_protocol_per_size() {
     assert_eq!(json["rows"][0]["algorithm"], "RING");
     assert_eq!(json["rows"][0]["protocol"], "SIMPLE");
     // A run without those lines has no such columns.
-    let plain = s.json(&["import", "--json", fixture(NVLINK).to_str().unwrap()]);
+    let plain = s.json(&[
+        "import",
+        "--json",
+        "--line-rate-gbit",
+        "3200",
+        fixture(NVLINK).to_str().unwrap(),
+    ]);
     let plain_id = plain[0]["run_id"].as_i64().unwrap().to_string();
     let shown = s.ok(&["show", &plain_id]);
     assert!(!shown.contains("ALGO"), "{shown}");
+    // 343.64 GB/s at 8 GiB of 3200 Gbit/s = 400 GB/s.
+    assert!(
+        shown.contains("86% of the node's line rate (400.0 GB/s)"),
+        "{shown}"
+    );
+    let compared = s.run(&["compare", &id, &plain_id]);
+    let text = String::from_utf8_lossy(&compared.stdout);
+    assert!(text.contains("OF LINE RATE"), "{text}");
     // The two ran other NCCL versions (2.28.9 and 2.28.3): compare says so.
     let out = s.run(&["compare", "--json", &plain_id, &id]);
     let report: Value = serde_json::from_slice(&out.stdout).unwrap();

@@ -251,6 +251,35 @@ fn png_only_report_embeds_base64_and_last_n_selects_newest() {
     );
 }
 
+/// A run whose profile declared its NICs' line rate shows busbw also as a share of it in
+/// the report's table (issue #18 item 5); one without shows `-`.
+#[test]
+fn the_verdict_table_gives_busbw_as_a_share_of_the_line_rate() {
+    let tmp = common::scratch("report", "line-rate");
+    let dir = tmp.path();
+    let mut db = new_history(dir);
+    let mut run = run_from(
+        &fixture("h200x2-nvlink/all_reduce_g2.txt"),
+        "nvlink",
+        T0,
+        "a",
+    );
+    run.line_rate_gbps = Some(400.0);
+    let with = db.import_run(&run, true).unwrap().run_id();
+    let without = import(
+        &mut db,
+        "h200x2-degraded/all_reduce_g2_clean.txt",
+        "nvlink",
+        T0 + 60,
+    );
+    let data = gather(&db, &of_runs(vec![with, without])).unwrap();
+    let files = write_report(&data, &dir.join("out"), ReportFormat::Svg).unwrap();
+    let html = std::fs::read_to_string(&files.html).unwrap();
+    assert!(html.contains("<th>of line rate</th>"), "header");
+    // 343.64 GB/s at 8 GiB of 400 GB/s.
+    assert!(html.contains("<td class=\"num\">86%</td>"), "{html}");
+}
+
 #[test]
 fn no_runs_is_a_clear_error() {
     let tmp = common::scratch("report", "empty");
