@@ -79,7 +79,7 @@ pub const DEFAULT_FOLLOWUPS: usize = 2;
 /// bad node at 1% and 10% bad on 16 to 1024 nodes. 2.5 already missed 1 of 100 and 4 of
 /// 200 on 16 nodes (8 pairs give a loose MAD, and a loose MAD widens the line past a node
 /// at 70%), 3 missed 5 and 9, 4 missed at every size. What a larger k buys is fewer false
-/// links (0.025% of healthy nodes at 1024 nodes with k = 2, none with 3), and the goal's
+/// links (0.025% of healthy nodes at 1024 nodes and 0% bad with k = 2, none with 3), and the goal's
 /// bound of 1% is met at 2 everywhere (at most 0.33%). At k = 2 the line on a round as
 /// quiet as the model is the tolerance (10%, twice the 5% noise), as with a baseline; on
 /// a noisier round it is twice the round's spread, so a healthy run still dips under it
@@ -393,7 +393,8 @@ pub struct RoundRule {
 }
 
 impl RoundRule {
-    /// Most steps of the iteration; it settles in 2 or 3 on the simulator's rounds.
+    /// Most steps of the iteration (each keeps more or fewer runs than the last; it stops
+    /// when one keeps the same).
     pub const MAX_STEPS: usize = 20;
 
     /// The rule with `tolerance` and [`DEFAULT_SPREAD_FACTOR`].
