@@ -5,17 +5,21 @@
 //! `cargo bench -p gpudirect --bench validate_sim` prints markdown tables (the model and
 //! the method are in `docs/validation.md` and `gpudirect::simulate`). 100 seeded trials per
 //! cell; `VALIDATE_SIM_TRIALS=N` changes that. The numbers are the same on every run.
+//! The last tables judge without a baseline, against each validation's own first round
+//! (`RoundRule`), beside the baseline on the same seeds.
 
 use std::time::Instant;
 
-use gpudirect::judging::DEFAULT_TOLERANCE;
+use gpudirect::judging::{DEFAULT_SPREAD_FACTOR, DEFAULT_TOLERANCE};
 use gpudirect::pairing::Mode;
 use gpudirect::simulate::{run_trials, LinkPlacement, Model, Scenario, Summary};
 
 const SEED: u64 = 2026;
 const SIZES: [usize; 5] = [16, 64, 256, 1024, 4096];
 const FRACTIONS: [f64; 4] = [0.01, 0.05, 0.10, 0.25];
-
+/// Sizes and fractions of the tables without a baseline (0 bad: false alarms alone).
+const ROUND_SIZES: [usize; 4] = [16, 64, 256, 1024];
+const ROUND_FRACTIONS: [f64; 4] = [0.0, 0.01, 0.10, 0.25];
 fn header(first: &str) {
     println!(
         "| {first} | bad | bad nodes/trial | rounds mean | rounds max | trials >3 rounds | missed bad nodes | false alarms | unknown | links inj/tested/masked | confirmed | suspected only | missed links | false links | ms/trial |"
@@ -50,8 +54,12 @@ fn row(first: &str, s: &Scenario, sum: &Summary, ms: f64) {
 }
 
 fn run(s: &Scenario, trials: usize) -> (Summary, f64) {
+    run_with(s, &Model::default(), trials)
+}
+
+fn run_with(s: &Scenario, model: &Model, trials: usize) -> (Summary, f64) {
     let start = Instant::now();
-    let sum = match run_trials(s, &Model::default(), trials, SEED) {
+    let sum = match run_trials(s, model, trials, SEED) {
         Ok(sum) => sum,
         Err(e) => {
             eprintln!("validate_sim: scenario {s:?} could not run: {e}");
@@ -131,5 +139,62 @@ fn main() {
         let (sum, ms) = run(&s, trials);
         row(&mode.to_string(), &s, &sum, ms);
     }
+    round_relative(trials);
     println!("\ntotal {:.1} s", total.elapsed().as_secs_f64());
+}
+
+/// No baseline: judged against the first round, beside the baseline on the same seeds;
+/// then the choice of k, and what the MAD term does on noisier rounds.
+fn round_relative(trials: usize) {
+    let reference = |s: &Scenario| match s.round_spread {
+        None => "baseline".to_string(),
+        Some(k) => format!("round, k={k}"),
+    };
+    println!(
+        "\n### No baseline: the first round's median and MAD (k = {DEFAULT_SPREAD_FACTOR}), beside the baseline, `pairs`, uniform links\n"
+    );
+    header("N, threshold");
+    for n in ROUND_SIZES {
+        for f in ROUND_FRACTIONS {
+            for s in [
+                Scenario::new(n, f),
+                Scenario::round_relative(n, f, DEFAULT_SPREAD_FACTOR),
+            ] {
+                let (sum, ms) = run(&s, trials);
+                row(&format!("{n}, {}", reference(&s)), &s, &sum, ms);
+            }
+        }
+    }
+
+    println!("\n### No baseline: the spread factor k, `pairs`, uniform links\n");
+    header("N, k");
+    for n in [16, 64, 1024] {
+        for k in [1.5, 2.0, 2.5, 3.0, 4.0] {
+            for f in ROUND_FRACTIONS {
+                let s = Scenario::round_relative(n, f, k);
+                let (sum, ms) = run(&s, trials);
+                row(&format!("{n}, {k}"), &s, &sum, ms);
+            }
+        }
+    }
+
+    println!(
+        "\n### Noisier rounds, N = 256, `pairs`, uniform links: baseline 1.0 vs the round's own\n"
+    );
+    header("noise, threshold");
+    for sigma in [0.05, 0.08, 0.10] {
+        let model = Model {
+            noise_sigma: sigma,
+            ..Model::default()
+        };
+        for f in [0.0, 0.10] {
+            for s in [
+                Scenario::new(256, f),
+                Scenario::round_relative(256, f, DEFAULT_SPREAD_FACTOR),
+            ] {
+                let (sum, ms) = run_with(&s, &model, trials);
+                row(&format!("{sigma}, {}", reference(&s)), &s, &sum, ms);
+            }
+        }
+    }
 }

@@ -71,6 +71,29 @@ pub const DEFAULT_TOLERANCE: f64 = 0.10;
 /// Default number of follow-up passes after the screen rounds (recheck, confirm).
 pub const DEFAULT_FOLLOWUPS: usize = 2;
 
+/// k of the round-relative rule ([`RoundRule`]): the margin below the round's median is
+/// at least k robust standard deviations (k x 1.4826 x MAD).
+///
+/// Chosen with the simulator (`docs/validation.md`, "Outliers without history"; 1.5, 2,
+/// 2.5, 3 and 4 tried at 5% noise, 100 trials per cell): 2 is the largest k that missed no
+/// bad node at 1% and 10% bad on 16 to 1024 nodes. 2.5 already missed 1 of 100 and 4 of
+/// 200 on 16 nodes (8 pairs give a loose MAD, and a loose MAD widens the line past a node
+/// at 70%), 3 missed 5 and 9, 4 missed at every size. What a larger k buys is fewer false
+/// links (0.025% of healthy nodes at 1024 nodes and 0% bad with k = 2, none with 3), and the goal's
+/// bound of 1% is met at 2 everywhere (at most 0.33%). At k = 2 the line on a round as
+/// quiet as the model is the tolerance (10%, twice the 5% noise), as with a baseline; on
+/// a noisier round it is twice the round's spread, so a healthy run still dips under it
+/// about as often as under a baseline less 10% at 5% noise: the rate the follow-up rounds
+/// are built to clear.
+pub const DEFAULT_SPREAD_FACTOR: f64 = 2.0;
+
+/// Fewest busbw figures the first round must give for [`RoundRule`] to judge: with 3 or
+/// fewer, one slow pair moves the median and the MAD is one of two or three numbers.
+pub const MIN_ROUND_FIGURES: usize = 4;
+
+/// The MAD of a normal sample times this is its standard deviation (1 / 0.6745).
+const MAD_TO_SIGMA: f64 = 1.4826;
+
 /// Errors in the inputs of a validation. None of them is a slow node: those are verdicts.
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum JudgeError {
@@ -116,6 +139,32 @@ pub enum JudgeError {
         /// The value given.
         value: f64,
     },
+    /// No baseline, and the first round has too few groups to judge against itself.
+    #[error(
+        "there is no baseline to judge by, and judging the units against their own first round needs at least {min} groups in it; {mode} on {units} units gives {groups}: pass a floor (--floor GBPS), or record good runs first for a baseline (gpudirect run -N 2 ...)"
+    )]
+    TooFewGroupsToCompare {
+        /// The pairing mode.
+        mode: String,
+        /// Units validated.
+        units: usize,
+        /// Groups in the first round.
+        groups: usize,
+        /// [`MIN_ROUND_FIGURES`].
+        min: usize,
+    },
+    /// No baseline, and too few runs of the first round finished to judge against it.
+    #[error(
+        "there is no baseline to judge by, and only {figures} of the first round's {groups} runs gave a busbw (the others failed); judging against the round needs at least {min}: fix the failures, or pass a floor (--floor GBPS)"
+    )]
+    TooFewFigures {
+        /// Runs of the first round that gave a busbw.
+        figures: usize,
+        /// Runs in the first round.
+        groups: usize,
+        /// [`MIN_ROUND_FIGURES`].
+        min: usize,
+    },
     /// A bad topology for the layout.
     #[error(transparent)]
     Pairing(#[from] PairingError),
@@ -136,6 +185,22 @@ pub enum Threshold {
         median: f64,
         /// Fraction below the median that is still fine (0.10: slow under 90%).
         tolerance: f64,
+    },
+    /// No baseline: the median of the first round's own groups less a margin, the larger
+    /// of the tolerance and `spread_factor` robust standard deviations ([`RoundRule`]).
+    RoundMedian {
+        /// Median busbw of the first round's groups at or above the line.
+        median: f64,
+        /// Their median absolute deviation from that median.
+        mad: f64,
+        /// Smallest margin, as a fraction of the median (0.10: never slow above 90%).
+        tolerance: f64,
+        /// k: the margin is at least k x 1.4826 x MAD.
+        spread_factor: f64,
+        /// Busbw figures the first round gave.
+        figures: usize,
+        /// Of those, the ones at or above the line (the median and MAD are theirs).
+        kept: usize,
     },
 }
 
@@ -180,9 +245,27 @@ impl Threshold {
                     "baseline {median} must be a number above 0 (GB/s)"
                 )))
             }
-            Threshold::Baseline { tolerance, .. } if !(0.0..1.0).contains(&tolerance) => {
+            Threshold::Baseline { tolerance, .. } | Threshold::RoundMedian { tolerance, .. }
+                if !(0.0..1.0).contains(&tolerance) =>
+            {
                 Err(JudgeError::BadThreshold(format!(
                     "tolerance {tolerance} must be in [0, 1), e.g. 0.10 for 10% below the baseline"
+                )))
+            }
+            Threshold::RoundMedian { median, .. } if !(median.is_finite() && median > 0.0) => {
+                Err(JudgeError::BadThreshold(format!(
+                    "the round's median {median} must be a number above 0 (GB/s)"
+                )))
+            }
+            Threshold::RoundMedian {
+                mad, spread_factor, ..
+            } if !(mad.is_finite()
+                && mad >= 0.0
+                && spread_factor.is_finite()
+                && spread_factor >= 0.0) =>
+            {
+                Err(JudgeError::BadThreshold(format!(
+                    "MAD {mad} and spread factor {spread_factor} must be numbers >= 0"
                 )))
             }
             _ => Ok(()),
@@ -194,14 +277,23 @@ impl Threshold {
         match *self {
             Threshold::Floor { busbw } => busbw,
             Threshold::Baseline { median, tolerance } => median * (1.0 - tolerance),
+            Threshold::RoundMedian {
+                median,
+                mad,
+                tolerance,
+                spread_factor,
+                ..
+            } => round_line(median, mad, tolerance, spread_factor),
         }
     }
 
-    /// The baseline that percentages are taken of, if there is one.
+    /// The baseline (or the round's median) that percentages are taken of, if there is one.
     pub fn reference(&self) -> Option<f64> {
         match *self {
             Threshold::Floor { .. } => None,
-            Threshold::Baseline { median, .. } => Some(median),
+            Threshold::Baseline { median, .. } | Threshold::RoundMedian { median, .. } => {
+                Some(median)
+            }
         }
     }
 
@@ -214,12 +306,184 @@ impl Threshold {
         }
     }
 
-    /// "41% of baseline" or "30.1 GB/s, floor 40.0".
+    /// "41% of baseline", "30.1 GB/s, floor 40.0" or "62% of the round's median (median
+    /// 100.0, MAD 2.1)".
     fn describe(&self, busbw: f64) -> String {
-        match self.reference() {
-            Some(r) => format!("{:.0}% of baseline", 100.0 * busbw / r),
-            None => format!("{busbw:.1} GB/s, floor {:.1}", self.limit()),
+        match *self {
+            Threshold::Floor { busbw: floor } => format!("{busbw:.1} GB/s, floor {floor:.1}"),
+            Threshold::Baseline { median, .. } => {
+                format!("{:.0}% of baseline", 100.0 * busbw / median)
+            }
+            Threshold::RoundMedian { median, mad, .. } => format!(
+                "{:.0}% of the round's median (median {median:.1}, MAD {mad:.1})",
+                100.0 * busbw / median
+            ),
         }
+    }
+
+    /// Where the line comes from, for the summary of a validation: `a fixed floor
+    /// (--floor)`, `10% below the baseline of 100.00 GB/s from the history`, or `no
+    /// baseline: the first round's own 8 runs, ...`.
+    pub fn explain(&self) -> String {
+        match *self {
+            Threshold::Floor { .. } => "a fixed floor (--floor)".to_string(),
+            Threshold::Baseline { median, tolerance } => format!(
+                "{:.0}% below the baseline of {median:.2} GB/s from the history",
+                tolerance * 100.0
+            ),
+            Threshold::RoundMedian {
+                median,
+                mad,
+                tolerance,
+                spread_factor,
+                figures,
+                kept,
+            } => format!(
+                "no baseline: judged against the first round's own {figures} runs: their median \
+                 {median:.2} GB/s ({kept} runs at or above the line) less the larger of {:.0}% \
+                 and {spread_factor} x 1.4826 x MAD {mad:.2}",
+                tolerance * 100.0
+            ),
+        }
+    }
+}
+
+/// The line of [`Threshold::RoundMedian`]: `median - max(tolerance x median, k x 1.4826 x
+/// MAD)` (0 or below when the spread is as wide as the median: nothing is slow then).
+fn round_line(median: f64, mad: f64, tolerance: f64, spread_factor: f64) -> f64 {
+    median - (tolerance * median).max(spread_factor * MAD_TO_SIGMA * mad)
+}
+
+/// The median busbw of `outcomes` that finished (failed runs have none), e.g. of all runs
+/// of a first round: the reference of `validate --test rails`, and where [`RoundRule`]
+/// starts.
+pub fn median_busbw<'a>(outcomes: impl IntoIterator<Item = &'a Outcome>) -> Option<f64> {
+    let figures: Vec<f64> = outcomes.into_iter().filter_map(Outcome::busbw).collect();
+    median(&figures)
+}
+
+/// Judging without a baseline: each run against the median and the median absolute
+/// deviation (MAD) of the validation's own first round, the groups that ran together.
+///
+/// The line is `median - max(tolerance x median, k x 1.4826 x MAD)`: 1.4826 x MAD is a
+/// standard deviation that a few outliers cannot inflate, k ([`DEFAULT_SPREAD_FACTOR`])
+/// says how many of them a healthy run may fall below the median, and the tolerance is the
+/// smallest margin, so that a quiet round (MAD near 0) does not make a run 1% under the
+/// median slow.
+///
+/// The median and MAD are those of the runs at or above the line, found by iterating from
+/// the tolerance alone: start at `median x (1 - tolerance)` of all runs, take the median
+/// and MAD of the runs at or above it, compute the line again, until it keeps the same
+/// runs. Slow runs only pull down (a pair is as fast as its slower member), so the runs
+/// well under the median are the ones to leave out: with a quarter of the nodes bad, 44% of
+/// the pairs are slow, and the MAD of all of them measures the gap between the two groups,
+/// not the noise (it would put the line under the slow pairs); without them it is the
+/// noise again, while a round that is merely noisy gets its wider line back in one or two
+/// steps. At most [`RoundRule::MAX_STEPS`] steps.
+///
+/// Limits: the rule needs [`MIN_ROUND_FIGURES`] runs in the first round, and a majority of
+/// them healthy; when half or more of the runs are slow, the median is a slow run and
+/// the slow look normal.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RoundRule {
+    /// Smallest margin below the median, a fraction in [0, 1).
+    pub tolerance: f64,
+    /// k: the margin is at least k x 1.4826 x MAD.
+    pub spread_factor: f64,
+}
+
+impl RoundRule {
+    /// Most steps of the iteration (each keeps more or fewer runs than the last; it stops
+    /// when one keeps the same).
+    pub const MAX_STEPS: usize = 20;
+
+    /// The rule with `tolerance` and [`DEFAULT_SPREAD_FACTOR`].
+    pub fn new(tolerance: f64) -> Self {
+        RoundRule {
+            tolerance,
+            spread_factor: DEFAULT_SPREAD_FACTOR,
+        }
+    }
+
+    fn check(&self) -> Result<(), JudgeError> {
+        if !(0.0..1.0).contains(&self.tolerance) {
+            return Err(JudgeError::BadThreshold(format!(
+                "tolerance {} must be in [0, 1), e.g. 0.10 for 10% below the round's median",
+                self.tolerance
+            )));
+        }
+        if !(self.spread_factor.is_finite() && self.spread_factor >= 0.0) {
+            return Err(JudgeError::BadThreshold(format!(
+                "spread factor {} must be a number >= 0",
+                self.spread_factor
+            )));
+        }
+        Ok(())
+    }
+
+    /// The threshold from the first round's outcomes (failed runs are left out).
+    pub fn threshold(&self, outcomes: &[Outcome]) -> Result<Threshold, JudgeError> {
+        self.check()?;
+        let figures: Vec<f64> = outcomes
+            .iter()
+            .filter_map(Outcome::busbw)
+            .filter(|v| v.is_finite() && *v > 0.0)
+            .collect();
+        let too_few = || JudgeError::TooFewFigures {
+            figures: figures.len(),
+            groups: outcomes.len(),
+            min: MIN_ROUND_FIGURES,
+        };
+        if figures.len() < MIN_ROUND_FIGURES {
+            return Err(too_few());
+        }
+        let all = median(&figures).ok_or_else(too_few)?;
+        let mut line = all * (1.0 - self.tolerance);
+        let (mut center, mut mad, mut kept) = (all, 0.0, figures.len());
+        for _ in 0..Self::MAX_STEPS {
+            let above: Vec<f64> = figures.iter().copied().filter(|v| *v >= line).collect();
+            // The median itself is always kept, so this is never empty.
+            let Some(m) = median(&above) else { break };
+            let deviations: Vec<f64> = above.iter().map(|v| (v - m).abs()).collect();
+            (center, mad, kept) = (m, median(&deviations).unwrap_or(0.0), above.len());
+            let next = round_line(center, mad, self.tolerance, self.spread_factor);
+            let same = figures.iter().filter(|v| **v >= next).count() == kept;
+            line = next;
+            if same {
+                break;
+            }
+        }
+        let t = Threshold::RoundMedian {
+            median: center,
+            mad,
+            tolerance: self.tolerance,
+            spread_factor: self.spread_factor,
+            figures: figures.len(),
+            kept,
+        };
+        t.check()?;
+        Ok(t)
+    }
+}
+
+/// Where a validation's threshold comes from.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reference {
+    /// Known before anything runs: a floor, or a baseline from the history.
+    Given(Threshold),
+    /// Computed from the first round's own runs when it is recorded (no baseline).
+    FirstRound(RoundRule),
+}
+
+impl From<Threshold> for Reference {
+    fn from(t: Threshold) -> Self {
+        Reference::Given(t)
+    }
+}
+
+impl From<RoundRule> for Reference {
+    fn from(rule: RoundRule) -> Self {
+        Reference::FirstRound(rule)
     }
 }
 
@@ -371,8 +635,8 @@ pub struct LinkReport {
 pub struct Report {
     /// Pairing mode of the screen rounds.
     pub mode: String,
-    /// The threshold used.
-    pub threshold: Threshold,
+    /// The threshold used (none while a round-relative one waits for its first round).
+    pub threshold: Option<Threshold>,
     /// Rounds run.
     pub rounds: usize,
     /// False while rounds remain to run.
@@ -474,7 +738,10 @@ struct Assessment {
 pub struct Validation {
     nodes: Vec<String>,
     mode: Mode,
-    threshold: Threshold,
+    /// None until the first round is recorded when judging against it.
+    threshold: Option<Threshold>,
+    /// The rule that sets `threshold` from the first round, when there is no baseline.
+    round_rule: Option<RoundRule>,
     max_followups: usize,
     queue: VecDeque<(Stage, RoundGroups)>,
     pending: Option<Round>,
@@ -490,10 +757,15 @@ pub struct Validation {
 }
 
 impl Validation {
-    /// A validation of `nodes` (in allocation order) with `mode`'s screen rounds.
-    pub fn new(nodes: Vec<String>, mode: Mode, threshold: Threshold) -> Result<Self, JudgeError> {
+    /// A validation of `nodes` (in allocation order) with `mode`'s screen rounds, judged
+    /// against a [`Threshold`] or, with a [`RoundRule`], against its own first round.
+    pub fn new(
+        nodes: Vec<String>,
+        mode: Mode,
+        reference: impl Into<Reference>,
+    ) -> Result<Self, JudgeError> {
         let layout = Layout::flat(nodes.len());
-        Self::with_layout(nodes, mode, threshold, layout)
+        Self::with_layout(nodes, mode, reference.into(), layout)
     }
 
     /// As [`Validation::new`], with nodes ordered by placement block (node -> block) so
@@ -501,20 +773,29 @@ impl Validation {
     pub fn with_blocks(
         nodes: Vec<String>,
         mode: Mode,
-        threshold: Threshold,
+        reference: impl Into<Reference>,
         blocks: &BTreeMap<String, String>,
     ) -> Result<Self, JudgeError> {
         let layout = Layout::from_blocks(&nodes, blocks)?;
-        Self::with_layout(nodes, mode, threshold, layout)
+        Self::with_layout(nodes, mode, reference.into(), layout)
     }
 
     fn with_layout(
         nodes: Vec<String>,
         mode: Mode,
-        threshold: Threshold,
+        reference: Reference,
         layout: Layout,
     ) -> Result<Self, JudgeError> {
-        threshold.check()?;
+        let (threshold, round_rule) = match reference {
+            Reference::Given(t) => {
+                t.check()?;
+                (Some(t), None)
+            }
+            Reference::FirstRound(rule) => {
+                rule.check()?;
+                (None, Some(rule))
+            }
+        };
         if nodes.len() < 2 {
             return Err(JudgeError::TooFewNodes(nodes.len()));
         }
@@ -529,10 +810,21 @@ impl Validation {
         }
         let screen = pairing::schedule(mode, &layout);
         let n = nodes.len();
+        let first_groups = screen.rounds.first().map_or(0, Vec::len);
+        if round_rule.is_some() && first_groups < MIN_ROUND_FIGURES {
+            // Said before anything runs: the first round could not set a line.
+            return Err(JudgeError::TooFewGroupsToCompare {
+                mode: mode.to_string(),
+                units: n,
+                groups: first_groups,
+                min: MIN_ROUND_FIGURES,
+            });
+        }
         Ok(Validation {
             nodes,
             mode,
             threshold,
+            round_rule,
             max_followups: DEFAULT_FOLLOWUPS,
             queue: screen
                 .rounds
@@ -559,9 +851,10 @@ impl Validation {
         self
     }
 
-    /// The threshold runs are judged against.
-    pub fn threshold(&self) -> &Threshold {
-        &self.threshold
+    /// The threshold runs are judged against; None while a validation judged against its
+    /// own first round ([`RoundRule`]) waits for that round.
+    pub fn threshold(&self) -> Option<&Threshold> {
+        self.threshold.as_ref()
     }
 
     /// The nodes, in the order indices refer to.
@@ -647,19 +940,31 @@ impl Validation {
             }
             Ok(())
         };
-        if let Err(e) = check() {
-            self.pending = Some(pending);
-            return Err(e);
-        }
+        let threshold = match (check(), &self.threshold, &self.round_rule) {
+            (Err(e), _, _) => Err(e),
+            (Ok(()), Some(t), _) => Ok(t.clone()),
+            (Ok(()), None, Some(rule)) => rule.threshold(&outcomes),
+            (Ok(()), None, None) => Err(JudgeError::BadThreshold(
+                "no threshold and no rule to compute one; give a floor or a baseline".into(),
+            )),
+        };
+        let threshold = match threshold {
+            Ok(t) => t,
+            Err(e) => {
+                self.pending = Some(pending);
+                return Err(e);
+            }
+        };
+        self.threshold = Some(threshold.clone());
         for (group, outcome) in pending.groups.into_iter().zip(outcomes) {
-            self.add(pending.index, group, outcome);
+            self.add(pending.index, group, outcome, &threshold);
         }
         self.rounds_done += 1;
         Ok(())
     }
 
-    fn add(&mut self, round: usize, group: Vec<usize>, outcome: Outcome) {
-        let class = self.threshold.classify(&outcome);
+    fn add(&mut self, round: usize, group: Vec<usize>, outcome: Outcome, threshold: &Threshold) {
+        let class = threshold.classify(&outcome);
         let mut key = group.clone();
         key.sort_unstable();
         if let [a, b] = key.as_slice() {
@@ -878,6 +1183,12 @@ impl Validation {
     /// index.
     fn judge_node(&self, x: usize, a: &Assessment) -> (NodeReport, Vec<(LinkReport, bool)>) {
         let mine: Vec<&GroupStat> = self.node_stats[x].iter().map(|&i| &self.stats[i]).collect();
+        // Nothing is judged before the first round is recorded, and it sets the threshold.
+        let describe = |v: f64| {
+            self.threshold
+                .as_ref()
+                .map_or_else(|| format!("{v:.1} GB/s"), |t| t.describe(v))
+        };
         let runs: usize = mine.iter().map(|s| s.pass + s.bad_runs()).sum();
         let bad_runs: usize = mine.iter().map(|s| s.bad_runs()).sum();
         let failed_runs: usize = mine.iter().map(|s| s.failed).sum();
@@ -903,7 +1214,7 @@ impl Validation {
                 format!("{word} in {bad_runs} of {runs} pairings")
             };
             let level = match (failed, slow_busbw) {
-                (false, Some(v)) => format!(", {}", self.threshold.describe(v)),
+                (false, Some(v)) => format!(", {}", describe(v)),
                 _ => String::new(),
             };
             evidence.push(format!("{share}{level}, with {}", self.names(&partners)));
@@ -953,9 +1264,7 @@ impl Validation {
                     }
                     Some(y) if a.fast[y] && s.pass == 0 && s.bad_runs() >= 2 => {
                         let m = median(&s.bad_values);
-                        let level = m
-                            .map(|v| self.threshold.describe(v))
-                            .unwrap_or_else(|| "failed".into());
+                        let level = m.map(describe).unwrap_or_else(|| "failed".into());
                         evidence.push(format!(
                             "link {}-{} only: {level} in {} of {} runs",
                             self.name(x),
@@ -971,7 +1280,7 @@ impl Validation {
                     }
                     Some(y) if a.fast[y] => {
                         let level = median(&s.bad_values)
-                            .map(|v| format!(" ({})", self.threshold.describe(v)))
+                            .map(|v| format!(" ({})", describe(v)))
                             .unwrap_or_default();
                         evidence.push(if s.pass == 0 {
                             format!("one bad run with {}{level}, not repeated", self.name(y))
@@ -1500,6 +1809,214 @@ mod tests {
         );
         assert!(r.nodes[0].evidence[1].contains("exit code 6"), "{r:?}");
         assert_eq!(health(&r), Health::Failed);
+    }
+
+    /// No baseline: the first round's own pairs, with the default rule.
+    fn own_round() -> RoundRule {
+        RoundRule::new(DEFAULT_TOLERANCE)
+    }
+
+    /// A pair's busbw, 98 to 102 by its first node (first round: median 100, MAD 1).
+    fn around_100(g: &[usize]) -> f64 {
+        100.0 + (g[0] % 5) as f64 - 2.0
+    }
+
+    #[test]
+    fn own_round_flags_a_clearly_slow_pair_among_many_healthy_ones() {
+        let v = Validation::new(names(32), Mode::Pairs, own_round()).unwrap();
+        assert_eq!(v.threshold(), None, "no line before the first round");
+        let (r, rounds) = drive(v, |g| {
+            let b = around_100(g);
+            Outcome::Busbw(if g.contains(&5) { 0.7 * b } else { b })
+        });
+        assert_eq!(rounds.len(), 3);
+        assert_eq!(r.nodes[5].verdict, Verdict::SlowNode);
+        assert_evidence(&r.nodes[5], "of the round's median (median 100.0, MAD 1.0)");
+        for n in r.nodes.iter().filter(|n| n.index != 5) {
+            assert_eq!(n.verdict, Verdict::Healthy, "{n:?}");
+        }
+        let Some(Threshold::RoundMedian {
+            figures, kept, mad, ..
+        }) = r.threshold
+        else {
+            panic!("{:?}", r.threshold)
+        };
+        // The slow pair is under the line, so the median and MAD are of the other 15.
+        assert_eq!((figures, kept), (16, 15));
+        assert!(mad <= 2.0, "{mad}");
+        assert_eq!(health(&r), Health::Degraded);
+    }
+
+    #[test]
+    fn own_round_never_flags_a_healthy_noisy_round_of_the_model() {
+        use crate::simulate::{run_trials, Model, Rng, Scenario};
+        // The line of 500 healthy first rounds of 32 pairs at the model's 5% noise: never
+        // within the tolerance of the median (a run 10% under it is noise), never so wide
+        // that a node at 70% of the median passes (0.7 x e^(3 x 0.05) = 0.81).
+        let mut rng = Rng::new(18);
+        for _ in 0..500 {
+            let round: Vec<Outcome> = (0..32)
+                .map(|_| Outcome::Busbw((0.05 * rng.normal()).exp()))
+                .collect();
+            let t = own_round().threshold(&round).unwrap();
+            let m = t.reference().unwrap();
+            assert!(t.limit() <= 0.9 * m + 1e-12, "{t:?}");
+            assert!(t.limit() > 0.82 * m, "{t:?}");
+        }
+        // 50 validations of 64 healthy nodes: no node is called slow, failed or unknown.
+        // The one thing noise can make is a false link, a healthy pair slow on both of
+        // its runs (2% x 2% of pairs, as with a baseline): both its nodes count.
+        let s = Scenario::round_relative(64, 0.0, DEFAULT_SPREAD_FACTOR);
+        let sum = run_trials(&s, &Model::default(), 50, 18).unwrap();
+        let t = sum.totals;
+        assert_eq!(t.healthy_nodes, 50 * 64);
+        assert_eq!(t.unknown, 0, "{sum:?}");
+        assert_eq!(t.false_alarms, 2 * t.false_links, "{sum:?}");
+        assert!(t.false_links <= 2, "{sum:?}");
+    }
+
+    #[test]
+    fn a_quiet_round_does_not_flag_a_pair_just_under_its_median() {
+        // Every pair at 100 but one at 95: MAD 0, yet 5% under is within the tolerance.
+        let outcomes: Vec<Outcome> = (0..8)
+            .map(|i| Outcome::Busbw(if i == 3 { 95.0 } else { 100.0 }))
+            .collect();
+        let t = own_round().threshold(&outcomes).unwrap();
+        assert_eq!(t.limit(), 90.0);
+        assert_eq!(t.classify(&Outcome::Busbw(95.0)), Class::Pass);
+        assert_eq!(t.classify(&Outcome::Busbw(89.0)), Class::Slow);
+    }
+
+    #[test]
+    fn a_noisy_round_widens_its_line_by_its_spread() {
+        // ±15% around 100: twice the robust spread is more than the 10% tolerance.
+        let values = [85.0, 88.0, 92.0, 96.0, 100.0, 104.0, 108.0, 112.0, 115.0];
+        let outcomes: Vec<Outcome> = values.iter().map(|&v| Outcome::Busbw(v)).collect();
+        let t = own_round().threshold(&outcomes).unwrap();
+        // Median 100, MAD 8: 100 - 2 x 1.4826 x 8.
+        assert!(
+            (t.limit() - (100.0 - 2.0 * 1.4826 * 8.0)).abs() < 1e-9,
+            "{t:?}"
+        );
+        assert!(values.iter().all(|&v| v >= t.limit()), "{t:?}");
+    }
+
+    #[test]
+    fn a_quarter_of_slow_pairs_does_not_widen_the_line_over_them() {
+        // 44% of the pairs slow, as with a quarter of the nodes bad: the MAD of all pairs
+        // measures the gap between the two groups and would put the line under them.
+        // The healthy pairs spread about 5% around 100, the slow about 5% around 70.
+        let healthy = [
+            92.0, 94.0, 95.0, 96.0, 98.0, 99.0, 100.0, 100.0, 101.0, 102.0, 104.0, 105.0, 106.0,
+            108.0,
+        ];
+        let slow = [
+            66.0, 67.0, 68.0, 69.0, 70.0, 70.0, 71.0, 72.0, 73.0, 74.0, 75.0,
+        ];
+        let outcomes: Vec<Outcome> = healthy
+            .iter()
+            .chain(&slow)
+            .map(|&v| Outcome::Busbw(v))
+            .collect();
+        let all: Vec<f64> = outcomes.iter().filter_map(Outcome::busbw).collect();
+        let m = median(&all).unwrap();
+        let deviations: Vec<f64> = all.iter().map(|v| (v - m).abs()).collect();
+        let naive = round_line(m, median(&deviations).unwrap(), 0.10, DEFAULT_SPREAD_FACTOR);
+        assert!(
+            naive < 66.0,
+            "the MAD of every pair would pass them all: {naive}"
+        );
+
+        let t = own_round().threshold(&outcomes).unwrap();
+        let Threshold::RoundMedian { median, kept, .. } = t else {
+            panic!("{t:?}")
+        };
+        assert_eq!((median, kept), (100.0, 14));
+        // Median 100 and MAD 4 of the healthy: 100 - 2 x 1.4826 x 4.
+        assert!((t.limit() - 88.1392).abs() < 1e-9, "{t:?}");
+        assert!(healthy.iter().all(|&v| v >= t.limit()));
+        assert!(slow.iter().all(|&v| v < t.limit()));
+    }
+
+    #[test]
+    fn too_few_pairs_without_a_baseline_is_a_clear_error() {
+        for (nodes, mode, groups) in [(3, Mode::Pairs, 1), (7, Mode::Pairs, 3), (8, Mode::All, 1)] {
+            let err = Validation::new(names(nodes), mode, own_round()).unwrap_err();
+            assert_eq!(
+                err,
+                JudgeError::TooFewGroupsToCompare {
+                    mode: mode.to_string(),
+                    units: nodes,
+                    groups,
+                    min: MIN_ROUND_FIGURES
+                }
+            );
+            let text = err.to_string();
+            assert!(
+                text.starts_with("there is no baseline to judge by"),
+                "{text}"
+            );
+            assert!(text.contains("--floor GBPS"), "{text}");
+            assert!(text.contains("record good runs first"), "{text}");
+        }
+        // Enough pairs, but most of the first round failed: said when it is recorded, and
+        // the round stays in progress.
+        let mut v = Validation::new(names(8), Mode::Pairs, own_round()).unwrap();
+        let round = v.next_round().unwrap();
+        let mut outcomes = vec![Outcome::Failed("exit code 1".into()); 2];
+        outcomes.extend([Outcome::Busbw(100.0), Outcome::Busbw(99.0)]);
+        let err = v.record(&round, outcomes).unwrap_err();
+        assert_eq!(
+            err,
+            JudgeError::TooFewFigures {
+                figures: 2,
+                groups: 4,
+                min: 4
+            }
+        );
+        assert!(err.to_string().contains("the others failed"), "{err}");
+        assert_eq!(v.next_round(), Some(round));
+    }
+
+    #[test]
+    fn the_round_threshold_says_what_it_is() {
+        let t = Threshold::RoundMedian {
+            median: 100.0,
+            mad: 2.1,
+            tolerance: 0.10,
+            spread_factor: 2.0,
+            figures: 8,
+            kept: 7,
+        };
+        assert_eq!(
+            t.describe(62.0),
+            "62% of the round's median (median 100.0, MAD 2.1)"
+        );
+        assert_eq!(t.limit(), 90.0);
+        assert_eq!(t.reference(), Some(100.0));
+        let text = t.explain();
+        assert!(
+            text.starts_with("no baseline: judged against the first round's own 8 runs"),
+            "{text}"
+        );
+        assert!(
+            text.contains("median 100.00 GB/s (7 runs at or above the line)"),
+            "{text}"
+        );
+        assert!(text.contains("10% and 2 x 1.4826 x MAD 2.10"), "{text}");
+        let json = serde_json::to_value(&t).unwrap();
+        assert_eq!(json["kind"], "round_median");
+        assert_eq!(
+            Threshold::floor(40.0).unwrap().describe(30.1),
+            "30.1 GB/s, floor 40.0"
+        );
+        assert_eq!(base().describe(41.0), "41% of baseline");
+        assert!(RoundRule {
+            tolerance: 1.0,
+            spread_factor: 2.0
+        }
+        .threshold(&[])
+        .is_err());
     }
 
     #[test]

@@ -13,7 +13,10 @@
 //!   `min(speed of its members) x min(link factor of its pairs) x noise`, where the noise is
 //!   log-normal, `exp(0.05 * Z)` with `Z` standard normal (drawn by Box-Muller): 5%
 //!   run-to-run noise, a new draw for every run. The baseline is 1.0 (the median of a
-//!   healthy pair's runs), so the threshold is `Threshold::baseline(1.0, tolerance)`.
+//!   healthy pair's runs), so the threshold is `Threshold::baseline(1.0, tolerance)`; or,
+//!   with [`Scenario::round_spread`], there is no baseline and the validation judges its
+//!   runs against its own first round ([`RoundRule`]), as `gpudirect validate` does with no
+//!   history and no `--floor`.
 //! - A scenario with bad fraction `f` on `N` nodes has `round(f x N)` bad nodes (at least
 //!   one), chosen uniformly, and half as many bad links (rounded down).
 //!   [`LinkPlacement::Uniform`] puts each link on a pair of distinct nodes chosen
@@ -26,7 +29,8 @@
 use std::collections::{HashMap, HashSet};
 
 use crate::judging::{
-    JudgeError, Outcome, Threshold, Validation, Verdict, DEFAULT_FOLLOWUPS, DEFAULT_TOLERANCE,
+    JudgeError, Outcome, Reference, RoundRule, Threshold, Validation, Verdict, DEFAULT_FOLLOWUPS,
+    DEFAULT_TOLERANCE,
 };
 use crate::pairing::{self, Layout, Mode};
 
@@ -114,6 +118,10 @@ pub struct Scenario {
     pub links: LinkPlacement,
     /// Follow-up passes allowed.
     pub followups: usize,
+    /// None: judged against the baseline 1.0 less the tolerance. Some(k): no baseline,
+    /// judged against the first round's median and MAD with k ([`RoundRule`]; the
+    /// tolerance is then its smallest margin).
+    pub round_spread: Option<f64>,
 }
 
 impl Scenario {
@@ -126,6 +134,16 @@ impl Scenario {
             tolerance: DEFAULT_TOLERANCE,
             links: LinkPlacement::Uniform,
             followups: DEFAULT_FOLLOWUPS,
+            round_spread: None,
+        }
+    }
+
+    /// As [`Scenario::new`], with no baseline: judged against the first round ([`RoundRule`]
+    /// with spread factor `k`).
+    pub fn round_relative(nodes: usize, bad_fraction: f64, k: f64) -> Self {
+        Scenario {
+            round_spread: Some(k),
+            ..Scenario::new(nodes, bad_fraction)
         }
     }
 
@@ -264,9 +282,16 @@ pub fn run_trial(scenario: &Scenario, model: &Model, seed: u64) -> Result<Trial,
     let mut rng = Rng::new(seed);
     let cluster = Cluster::draw(scenario, model, &mut rng);
     let names: Vec<String> = (0..scenario.nodes).map(|i| format!("node{i}")).collect();
-    let threshold = Threshold::baseline(1.0, scenario.tolerance)?;
+    let reference: Reference = match scenario.round_spread {
+        None => Threshold::baseline(1.0, scenario.tolerance)?.into(),
+        Some(k) => RoundRule {
+            tolerance: scenario.tolerance,
+            spread_factor: k,
+        }
+        .into(),
+    };
     let mut v =
-        Validation::new(names, scenario.mode, threshold)?.with_followups(scenario.followups);
+        Validation::new(names, scenario.mode, reference)?.with_followups(scenario.followups);
     while let Some(round) = v.next_round() {
         let outcomes = round
             .groups
@@ -480,6 +505,16 @@ mod tests {
         assert!(sum.rounds_max <= 3, "{sum:?}");
         assert_eq!(sum.totals.missed_nodes, 0, "{sum:?}");
         assert_eq!(sum.totals.bad_nodes, 20 * 3);
+        assert!(sum.false_alarm_pct() < 1.0, "{sum:?}");
+    }
+
+    #[test]
+    fn without_a_baseline_sixty_four_nodes_ten_percent_bad_are_found() {
+        let s = Scenario::round_relative(64, 0.10, crate::judging::DEFAULT_SPREAD_FACTOR);
+        let sum = run_trials(&s, &Model::default(), 20, 2026).unwrap();
+        assert!(sum.rounds_max <= 3, "{sum:?}");
+        assert_eq!(sum.totals.bad_nodes, 20 * 6);
+        assert_eq!(sum.totals.missed_nodes, 0, "{sum:?}");
         assert!(sum.false_alarm_pct() < 1.0, "{sum:?}");
     }
 

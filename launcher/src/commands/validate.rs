@@ -12,7 +12,9 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use gpudirect::checks::{expected_sizes, Expectations};
 use gpudirect::history::{History, LaunchKind, NewNodeResult, RunStatus};
-use gpudirect::judging::{health, Health, Outcome as PairOutcome, Threshold, Validation};
+use gpudirect::judging::{
+    health, Health, Outcome as PairOutcome, Reference, RoundRule, Threshold, Validation,
+};
 use gpudirect::launch::{find_binary, prepare, LaunchOptions, Launcher};
 use gpudirect::matrix::{Cell, Matrix, Variant};
 use gpudirect::pairing::{parse_topology, Mode};
@@ -142,13 +144,15 @@ pub struct ValidateArgs {
     pub gpus_per_process: u32,
 
     /// Fixed busbw floor in GB/s at the largest size; without it, the median of recent good
-    /// 2-node runs of this cluster in the history (measurements, not replays).
+    /// 2-node runs of this cluster in the history (measurements, not replays); with no
+    /// history either, the median and MAD of the first round's own pairs (4 or more).
     #[arg(long, value_name = "GBPS")]
     pub floor: Option<f64>,
 
     /// How far below the baseline a pair may be before it is slow, percent (10 or 10%).
-    /// Default 10 for nccl-tests; 75 for --test rails, whose reference is the median of its
-    /// first round.
+    /// Default 10 for nccl-tests (with no baseline, the smallest margin below the first
+    /// round's median); 75 for --test rails, whose reference is the median of its first
+    /// round.
     #[arg(long, value_name = "PCT", value_parser = percent_arg)]
     pub tolerance: Option<f64>,
 
@@ -430,6 +434,8 @@ fn run_rounds(
             })
             .collect();
         let mut outcomes = Vec::new();
+        // (group, its history record, busbw, outcome) of each run, stored once judged.
+        let mut finished_runs = Vec::new();
         for handle in handles {
             let Ok((group, cell, job, json_path, started, finished)) = handle.join() else {
                 bail!("a pair's runner thread panicked");
@@ -464,7 +470,7 @@ fn run_rounds(
             let Evaluated {
                 parsed,
                 verdict,
-                mut record,
+                record,
             } = cell::evaluate_finished(
                 &finished,
                 json_path.as_deref(),
@@ -484,7 +490,26 @@ fn run_rounds(
                         .unwrap_or_else(|| "no busbw at the largest size".into()),
                 ),
             };
-            let class = validation.threshold().classify(&outcome);
+            finished_runs.push((group, record, busbw, outcome.clone()));
+            outcomes.push(outcome);
+        }
+        // Recorded before the runs are classified: without a baseline, the first round
+        // sets the line the runs are judged by (and they are stored with that verdict).
+        let recorded = validation.record(&round, outcomes);
+        let threshold = validation.threshold().cloned();
+        if let (Ok(()), 0, Some(t @ Threshold::RoundMedian { .. })) =
+            (&recorded, round.index, &threshold)
+        {
+            eprintln!(
+                "gpudirect validate: threshold {:.2} GB/s ({})",
+                t.limit(),
+                t.explain()
+            );
+        }
+        for (group, mut record, busbw, outcome) in finished_runs {
+            let class = threshold
+                .as_ref()
+                .map(|t| format!("{:?}", t.classify(&outcome)).to_lowercase());
             for node in &group {
                 for partner in group.iter().filter(|p| *p != node) {
                     record.node_results.push(NewNodeResult {
@@ -493,7 +518,7 @@ fn run_rounds(
                         partner: Some(partner.clone()),
                         size_bytes: Some(max),
                         busbw,
-                        verdict: Some(format!("{class:?}").to_lowercase()),
+                        verdict: class.clone(),
                     });
                 }
             }
@@ -507,15 +532,14 @@ fn run_rounds(
             eprintln!(
                 "gpudirect validate:   {}: {}",
                 group.join("+"),
-                match &outcome {
-                    PairOutcome::Busbw(b) =>
-                        format!("{b:.2} GB/s ({})", format!("{class:?}").to_lowercase()),
-                    PairOutcome::Failed(why) => format!("failed: {why}"),
+                match (&outcome, &class) {
+                    (PairOutcome::Busbw(b), Some(class)) => format!("{b:.2} GB/s ({class})"),
+                    (PairOutcome::Busbw(b), None) => format!("{b:.2} GB/s (not judged)"),
+                    (PairOutcome::Failed(why), _) => format!("failed: {why}"),
                 }
             );
-            outcomes.push(outcome);
         }
-        validation.record(&round, outcomes)?;
+        recorded?;
     }
     Ok(())
 }
@@ -585,25 +609,31 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx) -> Result<ExitStatus> {
 
     let db = ctx.db_path()?;
     let mut history = History::open(&db)?;
-    let threshold = match args.floor {
-        Some(floor) => Threshold::floor(floor)?,
+    let tolerance = args.tolerance.unwrap_or(DEFAULT_TOLERANCE) / 100.0;
+    let reference: Reference = match args.floor {
+        Some(floor) => Threshold::floor(floor)?.into(),
         None => {
-            let baseline = history
-                // Of 2-node (2-unit) runs: what a pair measures, and what every round
-                // but a `groups`/`all` screen runs.
-                .baseline(cluster.as_deref(), &args.collective, 2, max, args.baseline_runs)?
-                .with_context(|| {
-                    format!(
-                        "no baseline for {} at {} in {}: pass --floor GBPS, or record good runs first (gpudirect run -N 2 ...)",
+            // Of 2-node (2-unit) runs: what a pair measures, and what every round but a
+            // `groups`/`all` screen runs.
+            let baseline = history.baseline(
+                cluster.as_deref(),
+                &args.collective,
+                2,
+                max,
+                args.baseline_runs,
+            )?;
+            match baseline {
+                Some(b) => Threshold::baseline(b.median_busbw, tolerance)?.into(),
+                None => {
+                    eprintln!(
+                        "gpudirect validate: no baseline for {} at {} in {}: judging the units against their own first round (its median and MAD); pass --floor GBPS, or record good runs, to judge against a fixed line",
                         args.collective,
                         format_size(max),
                         db.display()
-                    )
-                })?;
-            Threshold::baseline(
-                baseline.median_busbw,
-                args.tolerance.unwrap_or(DEFAULT_TOLERANCE) / 100.0,
-            )?
+                    );
+                    RoundRule::new(tolerance).into()
+                }
+            }
         }
     };
     let mut validation = match &args.topology {
@@ -612,9 +642,9 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx) -> Result<ExitStatus> {
                 .with_context(|| format!("cannot read the topology file {}", file.display()))?;
             let blocks: BTreeMap<String, String> =
                 parse_topology(&text).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
-            Validation::with_blocks(nodes.clone(), mode, threshold, &blocks)?
+            Validation::with_blocks(nodes.clone(), mode, reference, &blocks)?
         }
-        None => Validation::new(nodes.clone(), mode, threshold)?,
+        None => Validation::new(nodes.clone(), mode, reference)?,
     };
 
     // With --per-rail: the rails and the variable, found out before anything runs.
@@ -727,7 +757,7 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx) -> Result<ExitStatus> {
         emit_json(&report)?;
     } else {
         outln!(
-            "validation: {} {}, mode {}, {} round(s), threshold {:.2} GB/s at {}",
+            "validation: {} {}, mode {}, {} round(s), {}",
             report.nodes.len(),
             match units {
                 Units::Nodes => "nodes".to_string(),
@@ -735,8 +765,15 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx) -> Result<ExitStatus> {
             },
             report.mode,
             report.rounds,
-            validation.threshold().limit(),
-            format_size(max)
+            match validation.threshold() {
+                Some(t) => format!(
+                    "threshold {:.2} GB/s at {} ({})",
+                    t.limit(),
+                    format_size(max),
+                    t.explain()
+                ),
+                None => "no threshold: nothing was judged".to_string(),
+            }
         )?;
         for n in &report.nodes {
             outln!(

@@ -11,7 +11,9 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use gpudirect::history::{compare::median, History, LaunchKind, NewRun};
-use gpudirect::judging::{health, Health, Outcome, Report, Round, Threshold, Validation, Verdict};
+use gpudirect::judging::{
+    health, median_busbw, Health, Outcome, Report, Round, Threshold, Validation, Verdict,
+};
 use gpudirect::launch::env_var;
 use gpudirect::outln;
 use gpudirect::output::emit_json;
@@ -357,8 +359,7 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx, nodes: Vec<String>) -> Result<ExitSta
         rails.len()
     );
     let screen = run_wave(&spec, &rails, jobs, &base)?;
-    let figures: Vec<f64> = screen.iter().filter_map(|p| p.outcome.busbw()).collect();
-    let threshold = match (args.floor, median(&figures)) {
+    let threshold = match (args.floor, median_busbw(screen.iter().map(|p| &p.outcome))) {
         (Some(floor), _) => Threshold::floor(floor)?,
         (None, Some(m)) if m > 0.0 => Threshold::baseline(m, tolerance)?,
         _ => Threshold::floor(f64::MIN_POSITIVE)?,
@@ -487,7 +488,7 @@ pub(super) fn conclude(args: &ValidateArgs, v: Verdicts) -> Result<ExitStatus> {
     let threshold = v
         .validations
         .first()
-        .map(|x| x.threshold().clone())
+        .and_then(|x| x.threshold().cloned())
         .context("no rail was validated")?;
     let report = RailsReport {
         test: v.test,
@@ -553,7 +554,7 @@ fn units_of(
                 rail: rail.clone(),
                 verdict: node_report.verdict.clone(),
                 send_gbps: mine,
-                rail_gbps: median(&passing).or(v.threshold().reference()),
+                rail_gbps: median(&passing).or(v.threshold().and_then(Threshold::reference)),
                 evidence: node_report.evidence.clone(),
             });
         }
@@ -616,6 +617,8 @@ fn print_text(report: &RailsReport, db: &std::path::Path) -> Result<()> {
             Threshold::Baseline { tolerance, .. } =>
                 format!("{:.0}% below the baseline", tolerance * 100.0),
             Threshold::Floor { .. } => "--floor".to_string(),
+            Threshold::RoundMedian { .. } =>
+                "no baseline: against the rail's own first round".to_string(),
         }
     )?;
     // Every unit of a small cluster; on a large one the healthy are counted, not listed
