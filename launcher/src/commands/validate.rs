@@ -25,14 +25,15 @@ use gpudirect::units::{duration_arg, nccl_size as format_size, percent_arg, size
 
 use gpudirect::launch::env_var;
 use gpudirect::units::now_unix;
-use gpudirect_core::system::short_hostname;
+use gpudirect_core::system::{load_config, short_hostname, Ownership};
 
 mod rails;
 
 use super::{Ctx, ExitStatus};
 use gpudirect::cell::{self, Evaluated};
 use gpudirect::outln;
-use gpudirect::output::emit_json;
+use gpudirect::output::{emit_json, line_share};
+use gpudirect::setup::{setup_differences, RunSetup};
 
 /// How far below the baseline an nccl-tests pair may be, percent, by default.
 const DEFAULT_TOLERANCE: f64 = 10.0;
@@ -164,6 +165,13 @@ pub struct ValidateArgs {
     #[arg(long)]
     pub gpudirect: Option<String>,
 
+    /// NCCL_ALGO for every nccl-tests run of the validation. Default Ring: which algorithm
+    /// NCCL picks for two nodes changes with the size and the version (Tree at some sizes
+    /// inflates a pair's busbw), so pairs are compared on one. `default` leaves the choice
+    /// to NCCL; an NCCL_ALGO already in the environment is kept.
+    #[arg(long, value_name = "ALGO", default_value = DEFAULT_ALGO)]
+    pub algo: String,
+
     /// srun's --mpi plugin.
     #[arg(long, default_value = "pmix", conflicts_with = "gpus")]
     pub mpi: String,
@@ -192,6 +200,32 @@ pub struct ValidateArgs {
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
+}
+
+/// NCCL_ALGO validate's nccl-tests runs get unless told otherwise (`--algo`).
+pub const DEFAULT_ALGO: &str = "Ring";
+
+/// The NCCL_ALGO validate sets, if any, and the line that says so: `--algo default` sets
+/// none; an NCCL_ALGO in validate's own environment reaches the runs anyway and is kept.
+/// Pure.
+fn pinned_algorithm(algo: &str, from_env: Option<&str>) -> (Option<String>, String) {
+    match (algo, from_env) {
+        (_, Some(user)) => (
+            None,
+            format!("NCCL_ALGO={user} from the environment is kept for every run"),
+        ),
+        ("default", None) => (
+            None,
+            "NCCL chooses the algorithm (--algo default): two-node figures may differ by it".into(),
+        ),
+        (algo, None) => (
+            Some(algo.to_string()),
+            format!(
+                "every run with NCCL_ALGO={algo}, so that pairs are compared on one algorithm \
+                 (--algo default lets NCCL choose)"
+            ),
+        ),
+    }
 }
 
 /// What validate pairs.
@@ -349,6 +383,8 @@ struct RoundContext<'a> {
     cluster: &'a Option<String>,
     binary: &'a std::path::Path,
     max: u64,
+    /// The node's line rate (GB/s) from the --gpudirect profile, recorded with each run.
+    line_rate_gbps: Option<f64>,
 }
 
 /// Runs `validation`'s rounds to the end with `variant` (its environment reaches every
@@ -371,6 +407,7 @@ fn run_rounds(
         cluster,
         binary,
         max,
+        line_rate_gbps,
     } = *rc;
     while let Some(round) = validation.next_round() {
         if INTERRUPTED.load(Ordering::SeqCst) {
@@ -465,6 +502,7 @@ fn run_rounds(
                 variant: Some(variant.name.clone()),
                 // What the pair ran with (CUDA_VISIBLE_DEVICES with --gpus).
                 env: cell.variant.env.clone(),
+                line_rate_gbps,
                 ..RunContext::default()
             };
             let Evaluated {
@@ -544,6 +582,17 @@ fn run_rounds(
     Ok(())
 }
 
+/// The node's line rate (GB/s) from the profile `--gpudirect` names, when the config
+/// declares one; `None` otherwise (no mode, `none`/`auto`, an unreadable config).
+fn profile_line_rate(args: &ValidateArgs) -> Option<f64> {
+    let mode = args
+        .gpudirect
+        .as_deref()
+        .filter(|m| !matches!(*m, "none" | "auto"))?;
+    let config = load_config(&args.config, Ownership::Any).ok()?;
+    config.profiles.get(mode)?.node_line_rate_gbps()
+}
+
 /// Drains `node` with `reason` and says how it went (a failed drain does not change the
 /// verdict).
 fn drain_node(node: &str, reason: &str) {
@@ -610,6 +659,9 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx) -> Result<ExitStatus> {
     let db = ctx.db_path()?;
     let mut history = History::open(&db)?;
     let tolerance = args.tolerance.unwrap_or(DEFAULT_TOLERANCE) / 100.0;
+    // The runs the baseline is made of: their versions and algorithms are compared with
+    // the pairs' once these ran.
+    let mut baseline_runs: Vec<i64> = Vec::new();
     let reference: Reference = match args.floor {
         Some(floor) => Threshold::floor(floor)?.into(),
         None => {
@@ -623,7 +675,10 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx) -> Result<ExitStatus> {
                 args.baseline_runs,
             )?;
             match baseline {
-                Some(b) => Threshold::baseline(b.median_busbw, tolerance)?.into(),
+                Some(b) => {
+                    baseline_runs = b.samples.iter().map(|(id, _)| *id).collect();
+                    Threshold::baseline(b.median_busbw, tolerance)?.into()
+                }
                 None => {
                     eprintln!(
                         "gpudirect validate: no baseline for {} at {} in {}: judging the units against their own first round (its median and MAD); pass --floor GBPS, or record good runs, to judge against a fixed line",
@@ -658,11 +713,17 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx) -> Result<ExitStatus> {
     runner::install_interrupt_handler();
     let sizes = expected_sizes(min, max, Some(args.factor), None);
     // Each group is one cell of a one-cell matrix, launched like `gpudirect run` launches.
-    let variant = Variant {
+    let mut variant = Variant {
         name: format!("validate:{}", args.mode),
         gpudirect: args.gpudirect.clone(),
         env: BTreeMap::new(),
     };
+    let (algo, said) = pinned_algorithm(&args.algo, env_var("NCCL_ALGO").as_deref());
+    eprintln!("gpudirect validate: {said}");
+    if let Some(algo) = algo {
+        variant.env.insert("NCCL_ALGO".into(), algo);
+    }
+    let line_rate_gbps = profile_line_rate(args);
     let matrix = Matrix {
         collectives: vec![args.collective.clone()],
         nodes: vec![2],
@@ -706,6 +767,7 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx) -> Result<ExitStatus> {
         cluster: &cluster,
         binary: &binary,
         max,
+        line_rate_gbps,
     };
     if let Some((variable, rails)) = &per_rail {
         // One validation per rail, NCCL held to that NIC through the profile's variable.
@@ -753,8 +815,27 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx) -> Result<ExitStatus> {
     )?;
     let report = validation.report();
     let status = health(&report);
+    let notes = match run_ids.first() {
+        Some(first) if !baseline_runs.is_empty() => {
+            let setups = baseline_runs
+                .iter()
+                .map(|id| Ok((*id, RunSetup::of(&history.get_run(*id)?))))
+                .collect::<Result<Vec<_>>>()?;
+            let pair = RunSetup::of(&history.get_run(*first)?);
+            setup_differences(&setups, (*first, &pair))
+        }
+        _ => Vec::new(),
+    };
     if args.json {
-        emit_json(&report)?;
+        let mut value = serde_json::to_value(&report)?;
+        if let Some(object) = value.as_object_mut() {
+            object.insert("notes".into(), serde_json::to_value(&notes)?);
+            object.insert(
+                "line_rate_gbps".into(),
+                serde_json::to_value(line_rate_gbps)?,
+            );
+        }
+        emit_json(&value)?;
     } else {
         outln!(
             "validation: {} {}, mode {}, {} round(s), {}",
@@ -767,10 +848,13 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx) -> Result<ExitStatus> {
             report.rounds,
             match validation.threshold() {
                 Some(t) => format!(
-                    "threshold {:.2} GB/s at {} ({})",
+                    "threshold {:.2} GB/s at {} ({}){}",
                     t.limit(),
                     format_size(max),
-                    t.explain()
+                    t.explain(),
+                    line_share(Some(t.limit()), line_rate_gbps)
+                        .map(|share| format!(", {share} of the node's line rate"))
+                        .unwrap_or_default()
                 ),
                 None => "no threshold: nothing was judged".to_string(),
             }
@@ -791,6 +875,9 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx) -> Result<ExitStatus> {
                 l.slow_runs,
                 l.median_busbw
             )?;
+        }
+        for note in &notes {
+            outln!("note: {note}")?;
         }
         outln!(
             "verdict: {status:?} (exit {}); runs {:?} in {}",

@@ -114,11 +114,27 @@ fn a_slowed_gpu_is_named_and_nothing_else() {
 
 #[test]
 fn clean_gpus_pass_in_one_round() {
-    let out = run(&mut Standin::new("clean").validate(&["--gpus", "0,1,2,3"]));
+    let standin = Standin::new("clean");
+    let out = run(&mut standin.validate(&["--gpus", "0,1,2,3"]));
     let summary = stdout(&out);
     assert_eq!(out.status.code(), Some(0), "{summary}{}", stderr(&out));
     assert!(summary.contains(", 1 round(s),"), "{summary}");
     assert_eq!(summary.matches(" healthy ").count(), 4, "{summary}");
+    // Pairs run on one algorithm (issue #18), recorded with each run, and said.
+    assert_stderr_contains(&out, "every run with NCCL_ALGO=Ring");
+    let show = run(gpudirect_without(&["GPUDIRECT_DB"])
+        .arg("--db")
+        .arg(standin.db())
+        .args(["show", "1", "--json"]));
+    let shown: serde_json::Value = serde_json::from_slice(&show.stdout).unwrap();
+    assert_eq!(shown["env"]["NCCL_ALGO"], "Ring", "{shown}");
+    // `--algo default` leaves it to NCCL; the user's own NCCL_ALGO is kept.
+    let out = run(&mut standin.validate(&["--gpus", "0,1", "--algo", "default"]));
+    assert_stderr_contains(&out, "NCCL chooses the algorithm (--algo default)");
+    let out = run(standin
+        .validate(&["--gpus", "0,1"])
+        .env("NCCL_ALGO", "Tree"));
+    assert_stderr_contains(&out, "NCCL_ALGO=Tree from the environment is kept");
 }
 
 #[test]
