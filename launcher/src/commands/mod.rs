@@ -85,7 +85,7 @@ pub enum Command {
     Report(report::ReportArgs),
     /// Validate every node and link: concurrent rounds of pairs, suspects re-paired with
     /// good nodes, slow nodes and bad links named (exit 0 healthy, 1 degraded, 2 failed).
-    Validate(validate::ValidateArgs),
+    Validate(Box<validate::ValidateArgs>),
     /// Admin tools for the plugin's config: list, show, check, explain.
     Profiles(profiles::ProfilesArgs),
     /// List recorded runs, or one node's busbw over time (--node) with its trend.
