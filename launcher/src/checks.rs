@@ -506,6 +506,65 @@ WARNING: There was an error initializing an OpenFabrics device.
         }
     }
 
+    /// Issue #18: every recorded and handmade fixture judged as `import` judges it, with
+    /// the exit code it was recorded with: a run that exited 0 is `ok` with no finding,
+    /// every other is not, and no run without result rows is `ok`.
+    #[test]
+    fn every_fixture_is_judged_by_its_exit_code_and_rows() {
+        let root = format!("{}/../tests/fixtures", env!("CARGO_MANIFEST_DIR"));
+        let manifest = std::fs::read_to_string(format!("{root}/nccl-tests/manifest.tsv")).unwrap();
+        let mut judged = 0;
+        for line in manifest.lines().skip(1) {
+            let fields: Vec<&str> = line.split('\t').collect();
+            let (file, code) = (fields[0], fields[1].parse::<i32>().unwrap());
+            let program = fields[3].split_whitespace().next().unwrap_or("");
+            let parsed = parse_with(
+                &std::fs::read(format!("{root}/nccl-tests/{file}")).unwrap(),
+                &ParseOptions {
+                    collective: Some(program.to_string()),
+                },
+            );
+            let v = judge(&parsed, None, Some(code), &Expectations::default());
+            if code == 0 {
+                assert_eq!(v.status, RunStatus::Ok, "{file}: {:?}", v.findings);
+                assert!(v.findings.is_empty(), "{file}: {:?}", v.findings);
+            } else {
+                assert_ne!(v.status, RunStatus::Ok, "{file}");
+            }
+            assert!(
+                !parsed.rows.is_empty() || v.status != RunStatus::Ok,
+                "{file}"
+            );
+            judged += 1;
+        }
+        // The handmade outputs: what each must come to (tests/fixtures/nccl-tests-handmade/README.md).
+        for (file, code, status) in [
+            ("v2.19_all_reduce_I1_S1_g8.txt", 0, RunStatus::Ok),
+            ("v2.19_all_reduce_mpi_timeout.txt", 4, RunStatus::Timeout),
+            ("v2.19_all_reduce_mpi_truncated.json", 1, RunStatus::Failed),
+            ("v2.19_all_reduce_tuning_split_rows.txt", 0, RunStatus::Ok),
+            ("v2.19_reduce_scatter_wrong.txt", 7, RunStatus::Wrong),
+            ("v2.19_sendrecv_blank_out_of_place.txt", 0, RunStatus::Ok),
+            (
+                "v2.21_all_gather_mpi_interleaved_tcpx_N2.txt",
+                0,
+                RunStatus::Ok,
+            ),
+            ("v2.21_all_gather_mpi_tagged_tcpx_N2.txt", 0, RunStatus::Ok),
+        ] {
+            let parsed =
+                parse(&std::fs::read(format!("{root}/nccl-tests-handmade/{file}")).unwrap());
+            let v = judge(&parsed, None, Some(code), &Expectations::default());
+            assert_eq!(v.status, status, "{file}: {:?}", v.findings);
+            assert!(
+                !parsed.rows.is_empty() || v.status != RunStatus::Ok,
+                "{file}"
+            );
+            judged += 1;
+        }
+        assert!(judged >= 67, "{judged}");
+    }
+
     #[test]
     fn socket_instead_of_tcpx_fails_loudly() {
         let parsed = fixture("h200x2-twohost/all_reduce_2host_socket.txt");
