@@ -195,7 +195,9 @@ fuzz_target!(|data: &[u8]| {
     for set in &config.node_sets {
         if let Ok(hosts) = expand_with_limit(&set.hosts_expr, 64) {
             // Node names come from Slurm, which has no control characters in them.
-            let printable = hosts.into_iter().filter(|h| !h.chars().any(char::is_control));
+            let printable = hosts
+                .into_iter()
+                .filter(|h| !h.chars().any(char::is_control));
             nodes.extend(printable.take(2));
         }
     }

@@ -13,11 +13,13 @@
 //!   header printed before it; JSON rows have line 0;
 //! - measured times and bandwidths are finite (`nan` and `N/A` read as none, infinities are
 //!   refused), and the result serializes to JSON (the history stores it that way);
-//! - the derived queries (ranks, transport, busbw re-check, ...) do not panic.
+//! - the derived queries (ranks, transport, busbw re-check, algorithms per size, ...) do
+//!   not panic, nor does the import path's inference (`parse_headerless`), whose
+//!   unanswered inferences name the option to pass.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use nccl_output::{parse, Placement, SourceFormat};
+use nccl_output::{parse, parse_headerless, ParseOptions, Placement, SourceFormat};
 
 fn finite(p: &Placement) -> bool {
     [p.time_us, p.algbw_gbps, p.busbw_gbps, p.max_error]
@@ -112,7 +114,27 @@ fuzz_target!(|data: &[u8]| {
     let _ = out.busbw_mismatches();
     let _ = out.wrong_rows().count();
     let _ = out.completed();
+    let _ = out.ran_alone_evidence();
+    for row in &out.rows {
+        let _ = out.tuning_for(row.size_bytes);
+    }
     assert!(out.busbw_at_max_size().is_none() || !out.rows.is_empty());
+    // The import path: a bare table's collective and rank count inferred from its rows.
+    // An inferred value is one the rows fit; a given rank count is never overridden.
+    let bare = parse_headerless(data, &ParseOptions::default(), None);
+    for i in &bare.inferences {
+        assert!(
+            i.value.is_some() || i.basis.contains("--"),
+            "an inference without a value names no option: {}",
+            i.basis
+        );
+    }
+    if bare.inferred_ranks.is_some() {
+        assert!(
+            bare.given_ranks.is_none(),
+            "inferred over a given rank count"
+        );
+    }
     if let Err(e) = serde_json::to_string(&out) {
         panic!("the parsed output does not serialize: {e}");
     }

@@ -101,14 +101,24 @@ enum Fit {
 /// A row's `(algbw, busbw)` with algbw above zero.
 type Sample = (f64, f64);
 
+/// Samples an inference checks at most: the ones with the largest algbw, which carry the
+/// most digits (the others narrow nothing they do not), distinct. Bounds the work on a
+/// table of any length to [`MAX_CANDIDATES`] x this per collective.
+const MAX_SAMPLES: usize = 64;
+
 fn samples(out: &ParsedOutput) -> Vec<Sample> {
-    out.rows
+    let mut all: Vec<Sample> = out
+        .rows
         .iter()
         .flat_map(|r| [r.out_of_place.as_ref(), r.in_place.as_ref()])
         .flatten()
         .filter_map(|p| Some((p.algbw_gbps?, p.busbw_gbps?)))
         .filter(|(a, b)| a.is_finite() && b.is_finite() && *a > 0.0 && *b >= 0.0)
-        .collect()
+        .collect();
+    all.sort_by(|x, y| y.0.total_cmp(&x.0).then(y.1.total_cmp(&x.1)));
+    all.dedup();
+    all.truncate(MAX_SAMPLES);
+    all
 }
 
 /// Whether `busbw = algbw x factor` holds within what printing both can explain.
