@@ -571,8 +571,13 @@ fn run_rounds(
                 "gpudirect validate:   {}: {}",
                 group.join("+"),
                 match (&outcome, &class) {
-                    (PairOutcome::Busbw(b), Some(class)) => format!("{b:.2} GB/s ({class})"),
-                    (PairOutcome::Busbw(b), None) => format!("{b:.2} GB/s (not judged)"),
+                    (PairOutcome::Busbw(b), class) => format!(
+                        "{b:.2} GB/s{} ({})",
+                        line_share(Some(*b), line_rate_gbps)
+                            .map(|share| format!(", {share} of line rate"))
+                            .unwrap_or_default(),
+                        class.as_deref().unwrap_or("not judged")
+                    ),
                     (PairOutcome::Failed(why), _) => format!("failed: {why}"),
                 }
             );
