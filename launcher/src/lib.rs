@@ -28,6 +28,7 @@
 pub mod baseline;
 pub mod cell;
 pub mod checks;
+pub mod drain;
 pub mod history;
 pub mod judging;
 pub mod launch;

@@ -84,6 +84,82 @@ pub fn drain(node: &str, reason: &str) -> Result<(), SlurmError> {
     succeeded(&shown, &finished)
 }
 
+/// `scontrol update nodename=NODE state=resume`.
+pub fn resume(node: &str) -> Result<(), SlurmError> {
+    let job = scontrol(["update", &format!("nodename={node}"), "state=resume"]);
+    let shown = job.command_line();
+    let finished = call(&job, &shown)?;
+    succeeded(&shown, &finished)
+}
+
+/// What `scontrol show node` says about a node's availability.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct NodeState {
+    /// The state words, e.g. `["IDLE", "DRAIN"]` for `State=IDLE+DRAIN`.
+    pub states: Vec<String>,
+    /// `Reason=`, without the `[user@time]` Slurm appends; `None` when there is none.
+    pub reason: Option<String>,
+    /// GPUs in `Gres=` (`gpu:8`, `gpu:h100:8`, summed over types); `None` without GPU gres.
+    pub gpus: Option<u32>,
+}
+
+impl NodeState {
+    /// Whether the node is drained or draining (`DRAIN` in its state).
+    pub fn drained(&self) -> bool {
+        self.states.iter().any(|s| s.starts_with("DRAIN"))
+    }
+}
+
+/// `scontrol show node NODE --oneliner`.
+pub fn node_state(node: &str) -> Result<NodeState, SlurmError> {
+    let job = scontrol(["show", "node", node, "--oneliner"]);
+    let shown = job.command_line();
+    let finished = call(&job, &shown)?;
+    succeeded(&shown, &finished)?;
+    parse_node_line(&String::from_utf8_lossy(&finished.stdout)).ok_or_else(|| SlurmError::Failed {
+        command: shown,
+        what: "printed no State=",
+        how: how(finished.outcome),
+        stderr: stderr_of(&finished),
+    })
+}
+
+/// Reads one `scontrol show node -o` line (pure). `Reason=` comes last on the line and
+/// may hold spaces; the other fields are `key=value` words.
+pub fn parse_node_line(line: &str) -> Option<NodeState> {
+    let (fields, reason) = match line.find(" Reason=") {
+        Some(i) => (&line[..i], Some(line[i + " Reason=".len()..].trim())),
+        None => (line, None),
+    };
+    let value = |key: &str| {
+        fields
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix(key)?.strip_prefix('='))
+    };
+    let states = value("State")?
+        .split('+')
+        .map(|s| s.trim_end_matches('*').to_string())
+        .collect();
+    // "gpudirect: eth3 down [root@2026-11-30T19:30:01]": Slurm's own suffix goes.
+    let reason = reason.map(|r| match r.rfind(" [") {
+        Some(i) if r.ends_with(']') => r[..i].trim().to_string(),
+        _ => r.to_string(),
+    });
+    let gpus = value("Gres").and_then(|gres| {
+        let counts: Vec<u32> = gres
+            .split(',')
+            .filter(|g| g.starts_with("gpu"))
+            .filter_map(|g| g.split('(').next()?.rsplit(':').next()?.parse().ok())
+            .collect();
+        (!counts.is_empty()).then(|| counts.iter().sum())
+    });
+    Some(NodeState {
+        states,
+        reason: reason.filter(|r| !r.is_empty() && r != "(null)"),
+        gpus,
+    })
+}
+
 fn scontrol<const N: usize>(args: [&str; N]) -> Job {
     Job {
         program: "scontrol".into(),
@@ -209,6 +285,32 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(msg.contains("no answer within 30s"), "{msg}");
+    }
+
+    #[test]
+    fn node_lines_give_state_reason_and_gpus() {
+        let drained = "NodeName=node2 Arch=x86_64 CoresPerSocket=1 CPUAlloc=0 CPUTot=2 Gres=gpu:8(S:0) NodeAddr=10.213.0.2 State=IDLE+DRAIN ThreadsPerCore=1 Partitions=local Reason=gpudirect: eth3 down [root@2026-11-30T19:30:01]\n";
+        let s = parse_node_line(drained).unwrap();
+        assert_eq!(s.states, ["IDLE", "DRAIN"]);
+        assert!(s.drained());
+        assert_eq!(s.reason.as_deref(), Some("gpudirect: eth3 down"));
+        assert_eq!(s.gpus, Some(8));
+        let idle = parse_node_line(
+            "NodeName=n1 Gres=gpu:h100:4,gpu:a100:2,nic:1 State=IDLE* Partitions=p",
+        )
+        .unwrap();
+        assert_eq!(
+            (
+                idle.states.as_slice(),
+                idle.drained(),
+                idle.reason,
+                idle.gpus
+            ),
+            (&["IDLE".to_string()][..], false, None, Some(6))
+        );
+        let none = parse_node_line("NodeName=n1 Gres=(null) State=MIXED Reason=(null)").unwrap();
+        assert_eq!((none.gpus, none.reason), (None, None));
+        assert!(parse_node_line("Node n9 not found").is_none());
     }
 
     #[test]
