@@ -28,7 +28,8 @@
 //! name = "a3-high"
 //! hosts = "a3h-[0001-0512]"
 //! profile = "tcpx"                    # what `--gpudirect=auto` picks here
-//! skip_checks = []                    # e.g. ["libraries", "rxdm_socket_dir"] on staging
+//! skip_checks = []                    # e.g. ["libraries", "rxdm_socket_dir"] on staging;
+//!                                     # "nic_speed" and "gpus" are gpudirect health's
 //! nic_names = { eth0 = "enp0s12", eth1 = "enp6s0" }   # the image's real NIC names
 //! ```
 //!
@@ -143,16 +144,23 @@ pub enum CheckKind {
     /// Only root can change the files and directories the profile exports (`library_dirs`,
     /// `topology_file`, path values of `[env]`). Always run; a node set cannot skip it.
     Ownership,
+    /// `gpudirect health` only: every data NIC at least at the profile's `line_rate_gbit`.
+    NicSpeed,
+    /// `gpudirect health` only: the NVIDIA driver sees as many GPUs as Slurm's gres says
+    /// the node has (`/proc/driver/nvidia/gpus`).
+    Gpus,
 }
 
 impl CheckKind {
     /// Every check a profile can ask for and a node set can skip, in the order they run
     /// ([`CheckKind::Ownership`] always runs, after them).
-    pub const ALL: [CheckKind; 4] = [
+    pub const ALL: [CheckKind; 6] = [
         CheckKind::Nics,
         CheckKind::Libraries,
         CheckKind::TopologyFile,
         CheckKind::RxdmSocketDir,
+        CheckKind::NicSpeed,
+        CheckKind::Gpus,
     ];
 
     /// The name used in the config (`skip_checks`) and in messages.
@@ -163,6 +171,8 @@ impl CheckKind {
             CheckKind::TopologyFile => "topology_file",
             CheckKind::RxdmSocketDir => "rxdm_socket_dir",
             CheckKind::Ownership => "ownership",
+            CheckKind::NicSpeed => "nic_speed",
+            CheckKind::Gpus => "gpus",
         }
     }
 

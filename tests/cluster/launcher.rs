@@ -4,6 +4,7 @@ use std::path::Path;
 
 use cluster_tests::*;
 
+mod health;
 mod rails;
 
 /// The arguments of `gpudirect run` of the nccl-tests stand-in in `standin_dir` on 2 nodes,

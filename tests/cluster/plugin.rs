@@ -573,7 +573,7 @@ fn the_rxdm_readiness_check_wants_a_listening_socket() {
     let swap = FileSwap::config();
     // The local node set skips this check (no RxDM here); turn it back on.
     let checked = swap.original_text().replace(
-        "skip_checks = [\"libraries\", \"rxdm_socket_dir\"]",
+        "skip_checks = [\"libraries\", \"rxdm_socket_dir\", \"nic_speed\", \"gpus\"]",
         "skip_checks = [\"libraries\"]",
     );
     assert_ne!(checked, swap.original_text());
@@ -765,10 +765,15 @@ fn a_mark_skips_reading_only_the_config_version_it_names() {
     drop(plugstack);
 
     // A config that gives node1 a default mode is never marked: every step needs it.
-    swap.write(&original.replace(
-        "skip_checks = [\"libraries\", \"rxdm_socket_dir\"]",
-        "skip_checks = [\"libraries\", \"rxdm_socket_dir\"]\ndefault_mode = \"tcpx\"",
-    ));
+    let with_default = original.replace(
+        "skip_checks = [\"libraries\", \"rxdm_socket_dir\", \"nic_speed\", \"gpus\"]",
+        "skip_checks = [\"libraries\", \"rxdm_socket_dir\", \"nic_speed\", \"gpus\"]\ndefault_mode = \"tcpx\"",
+    );
+    assert_ne!(
+        with_default, original,
+        "the local node set's skip_checks line moved"
+    );
+    swap.write(&with_default);
     wait_until_config_settles();
     let (output, tasks) = srun_env(&["-N1", "-w", "node1"], &[]);
     assert_ok(&output, "a step on a node with a default mode");

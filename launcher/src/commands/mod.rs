@@ -13,6 +13,7 @@ pub mod args;
 pub mod compare;
 pub mod export;
 pub mod generate;
+pub mod health;
 pub mod history;
 pub mod hostfile;
 pub mod import;
@@ -86,6 +87,9 @@ pub enum Command {
     /// Validate every node and link: concurrent rounds of pairs, suspects re-paired with
     /// good nodes, slow nodes and bad links named (exit 0 healthy, 1 degraded, 2 failed).
     Validate(Box<validate::ValidateArgs>),
+    /// Check this node as its profile requires (NICs, speeds, libraries, GPUs), fit to be
+    /// Slurm's HealthCheckProgram: drain it on a failure, return it when it passes.
+    Health(health::HealthArgs),
     /// Admin tools for the plugin's config: list, show, check, explain.
     Profiles(profiles::ProfilesArgs),
     /// List recorded runs, or one node's busbw over time (--node) with its trend.
@@ -168,6 +172,7 @@ pub fn dispatch(command: Command, ctx: &Ctx) -> Result<ExitStatus> {
         Command::Import(args) => import::run(&args, ctx),
         Command::Probe(args) => probe::run(&args, ctx),
         Command::Run(args) => run::run(&args, ctx),
+        Command::Health(args) => health::run(&args, ctx),
         Command::Profiles(args) => profiles::run(&args, ctx),
         Command::Report(args) => report::run(&args, ctx),
         Command::Validate(args) => validate::run(&args, ctx),

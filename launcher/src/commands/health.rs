@@ -1,0 +1,521 @@
+//! `gpudirect health`: the node checks of the node's profile, fit to be Slurm's
+//! `HealthCheckProgram` (slurmd runs it as root every `HealthCheckInterval` and when the
+//! node registers) or to be called from NHC.
+//!
+//! What it checks, on the node it runs on:
+//! - the checks the plugin makes before applying the profile (`gpudirect_core::resolve`):
+//!   NICs present and up, libraries, topology file, ownership of what the profile exports
+//!   (the RxDM socket directory is per job: the prolog's business, not checked here);
+//! - `nic_speed`: each data NIC at least at the profile's `line_rate_gbit`
+//!   (`/sys/class/net/NIC/speed`, or the RDMA port's `rate`);
+//! - `gpus`: as many GPUs in `/proc/driver/nvidia/gpus` as Slurm's gres gives the node.
+//!
+//! A node set skips any of them with `skip_checks`. Output follows NHC: nothing but one
+//! summary line when healthy (exit 0); one `ERROR: gpudirect: Health check failed: ...`
+//! line per failed check, with the fix (exit 1); a check that cannot run at all (no config)
+//! exits 3 and drains nothing. With `--drain`, a failure drains the node with a reason
+//! tagged `gpudirect:` and a pass returns it to service only when it is drained with that
+//! tag ([`gpudirect::drain`]).
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use clap::Args;
+use gpudirect::drain::{self, Drained, Resumed};
+use gpudirect::outln;
+use gpudirect::output::emit_json;
+use gpudirect::slurm;
+use gpudirect_core::config::{CheckKind, Config, Mode, NicClass, Profile};
+use gpudirect_core::locality::Locality;
+use gpudirect_core::resolve::{plan_node_with_locality, resolve_profile, StepFacts};
+use gpudirect_core::system::{load_config, short_hostname, Ownership, SystemProbe};
+use serde::Serialize;
+
+use super::{Ctx, ExitStatus};
+
+/// Arguments of `gpudirect health`.
+#[derive(Debug, Args)]
+#[command(after_help = "Examples:\n  \
+    gpudirect health                               # check this node; exit 0 healthy, 1 not\n  \
+    gpudirect health --drain                       # and drain it (or return it) in Slurm\n  \
+    gpudirect health --drain --retries 2 --on-drain '/usr/local/sbin/file-repair --zone z'\n\n\
+    As Slurm's health check (slurm.conf; HealthCheckProgram takes no arguments, so a\n\
+    two-line wrapper script calls this):\n  \
+    HealthCheckProgram=/usr/local/sbin/gpudirect-health\n  \
+    HealthCheckInterval=300\n  \
+    HealthCheckNodeState=ANY\n\n\
+    Output follows NHC: `ERROR: gpudirect: Health check failed: CHECK: PROBLEM (FIX)` per\n\
+    failed check. Exit status: 0 healthy (or no profile applies here), 1 a check failed,\n\
+    3 could not check (no config, bad options). --drain drains with the reason\n\
+    `gpudirect: PROBLEM` and returns a passing node to service only when it carries that\n\
+    tag: a drain with any other reason is an admin's, and is left alone.")]
+pub struct HealthArgs {
+    /// The admin config: --config, else $GPUDIRECT_CONFIG, else /etc/slurm/gpudirect.toml.
+    #[arg(
+        long,
+        env = "GPUDIRECT_CONFIG",
+        default_value = "/etc/slurm/gpudirect.toml"
+    )]
+    pub config: PathBuf,
+
+    /// The Slurm node this is: default $SLURMD_NODENAME, else the host name.
+    #[arg(long)]
+    pub node: Option<String>,
+
+    /// Check this profile instead of the node set's.
+    #[arg(long, value_name = "NAME")]
+    pub profile: Option<String>,
+
+    /// Drain the node in Slurm when a check fails; return it to service when all pass and
+    /// it is drained by gpudirect (never another drain).
+    #[arg(long)]
+    pub drain: bool,
+
+    /// Check this many more times (a second apart) before calling a check failed: a
+    /// flapping link drains nothing until it stays down.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub retries: u32,
+
+    /// With --drain: after draining, run this command (split on spaces, no shell) with a
+    /// JSON file of the evidence as its last argument and in $GPUDIRECT_EVIDENCE, e.g. to
+    /// file a repair request with the cloud (docs/admin-guide.md).
+    #[arg(long, value_name = "CMD", requires = "drain")]
+    pub on_drain: Option<String>,
+
+    /// Where sysfs is (tests point it at a copy).
+    #[arg(long, value_name = "DIR", default_value = "/sys", hide = true)]
+    pub sysfs: PathBuf,
+
+    /// Where the NVIDIA driver lists its GPUs (tests point it at a copy).
+    #[arg(
+        long,
+        value_name = "DIR",
+        default_value = "/proc/driver/nvidia/gpus",
+        hide = true
+    )]
+    pub nvidia_gpus: PathBuf,
+
+    /// Print the result as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// One failed check.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Failed {
+    /// The check's name (`nics`, `nic_speed`, `gpus`, ...).
+    pub check: &'static str,
+    /// What was found.
+    pub problem: String,
+    /// What to do.
+    pub fix: String,
+}
+
+/// What `gpudirect health` found.
+#[derive(Debug, Clone, Serialize)]
+pub struct Health {
+    /// The node.
+    pub node: String,
+    /// The profile checked, if one applies here.
+    pub profile: Option<String>,
+    /// The checks that ran.
+    pub checked: Vec<&'static str>,
+    /// The checks the node set skips here.
+    pub skipped: Vec<&'static str>,
+    /// The failures of the last attempt.
+    pub failures: Vec<Failed>,
+    /// How many times the checks ran.
+    pub attempts: u32,
+    /// What --drain did, if it ran.
+    pub slurm: Option<SlurmAction>,
+    /// Notes (a check that could not read what it needs, ...).
+    pub notes: Vec<String>,
+    /// Wall time, milliseconds.
+    pub elapsed_ms: u64,
+}
+
+/// What `--drain` did to the node in Slurm.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "snake_case", tag = "action")]
+pub enum SlurmAction {
+    /// A check failed.
+    Drain {
+        /// The outcome.
+        drained: Drained,
+        /// The evidence file given to --on-drain.
+        evidence: Option<PathBuf>,
+    },
+    /// All passed.
+    Resume {
+        /// The outcome.
+        resumed: Resumed,
+    },
+    /// Slurm could not be asked; nothing changed.
+    Error {
+        /// Why.
+        message: String,
+    },
+}
+
+/// The node's name: `--node`, else `$SLURMD_NODENAME` (slurmd's), else the host name.
+fn node_name(args: &HealthArgs) -> String {
+    args.node
+        .clone()
+        .or_else(|| gpudirect::launch::env_var("SLURMD_NODENAME"))
+        .unwrap_or_else(short_hostname)
+}
+
+/// `nic_speed` for one data NIC: `speed` is what sysfs says (Mbit/s for a netdev, the RDMA
+/// port's `rate` text such as `400 Gb/sec (4X NDR)`). Pure.
+pub fn speed_failure(
+    nic: &str,
+    class: NicClass,
+    declared_gbit: u32,
+    speed: Option<&str>,
+) -> Option<Failed> {
+    let gbit = speed.and_then(|text| {
+        let text = text.trim();
+        match class {
+            // Mbit/s; -1 (or nothing) when the link is down or unknown.
+            NicClass::Net => text
+                .parse::<i64>()
+                .ok()
+                .filter(|m| *m > 0)
+                .map(|m| m as f64 / 1000.0),
+            NicClass::Infiniband => text.split_whitespace().next()?.parse::<f64>().ok(),
+        }
+    });
+    match gbit {
+        Some(g) if g + 1e-9 >= f64::from(declared_gbit) => None,
+        Some(g) => Some(Failed {
+            check: CheckKind::NicSpeed.name(),
+            problem: format!("{nic} at {g} Gbit/s, the profile declares {declared_gbit}"),
+            fix: format!(
+                "check the cable and the link partner (`ethtool {nic}`), or fix line_rate_gbit"
+            ),
+        }),
+        None => Some(Failed {
+            check: CheckKind::NicSpeed.name(),
+            problem: format!("{nic} reports no link speed"),
+            fix: format!("check that the link is up (`ethtool {nic}`)"),
+        }),
+    }
+}
+
+/// `gpus`: the driver's GPUs against Slurm's gres count. Pure.
+pub fn gpu_failure(expected: u32, seen: Option<u32>) -> Option<Failed> {
+    match seen {
+        Some(n) if n >= expected => None,
+        Some(n) => Some(Failed {
+            check: CheckKind::Gpus.name(),
+            problem: format!("{n} of {expected} GPUs seen by the NVIDIA driver"),
+            fix: "a GPU fell off the bus: check `nvidia-smi` and the kernel log (Xid), then reboot or repair the node".into(),
+        }),
+        None => Some(Failed {
+            check: CheckKind::Gpus.name(),
+            problem: format!("no NVIDIA driver (Slurm gives the node {expected} GPUs)"),
+            fix: "load the driver (`nvidia-smi`), or skip_checks = [\"gpus\"] for nodes without one".into(),
+        }),
+    }
+}
+
+/// Reads a NIC's speed from sysfs.
+fn read_speed(sysfs: &Path, nic: &str, class: NicClass) -> Option<String> {
+    let path = match class {
+        NicClass::Net => sysfs.join("class/net").join(nic).join("speed"),
+        NicClass::Infiniband => sysfs
+            .join("class/infiniband")
+            .join(nic)
+            .join("ports/1/rate"),
+    };
+    std::fs::read_to_string(path).ok()
+}
+
+/// The GPUs the NVIDIA driver lists (one directory per GPU); `None` without the driver.
+fn driver_gpus(dir: &Path) -> Option<u32> {
+    let entries = std::fs::read_dir(dir).ok()?;
+    u32::try_from(entries.filter_map(|e| e.ok()).count()).ok()
+}
+
+/// One pass of every check. Returns the failures and what was checked.
+fn check_once(
+    args: &HealthArgs,
+    config: &Config,
+    profile: &Profile,
+    node: &str,
+    notes: &mut Vec<String>,
+) -> (Vec<Failed>, Vec<&'static str>, Vec<&'static str>) {
+    let resolved = gpudirect_core::resolve::Resolved {
+        profile,
+        node_set: config.node_set_for(node),
+    };
+    let skipped_by_set: Vec<CheckKind> = resolved
+        .node_set
+        .map(|s| s.skip_checks.clone())
+        .unwrap_or_default();
+    let locality = match profile.nic_locality {
+        gpudirect_core::config::NicLocality::Sysfs => Locality::read(&args.sysfs).ok(),
+        gpudirect_core::config::NicLocality::Config => None,
+    };
+    let step = StepFacts {
+        node: node.to_string(),
+        nnodes: 1,
+        local_size: 1,
+        ..StepFacts::default()
+    };
+    let plan = plan_node_with_locality(resolved, step, &SystemProbe::default(), locality.as_ref());
+    let mut failures: Vec<Failed> = plan
+        .failures
+        .iter()
+        // The receive daemon runs per job: the prolog makes it, no health check can.
+        .filter(|f| f.kind != CheckKind::RxdmSocketDir)
+        .map(|f| Failed {
+            check: f.kind.name(),
+            problem: f.problem.clone(),
+            fix: f.fix.clone(),
+        })
+        .collect();
+    let mut checked: Vec<&'static str> = profile
+        .checks
+        .required()
+        .into_iter()
+        .filter(|k| *k != CheckKind::RxdmSocketDir && !plan.skipped.contains(k))
+        .map(CheckKind::name)
+        .collect();
+    checked.push(CheckKind::Ownership.name());
+    let mut skipped: Vec<&'static str> = skipped_by_set.iter().map(|k| k.name()).collect();
+
+    if !profile.line_rate_gbit.is_empty() && !skipped_by_set.contains(&CheckKind::NicSpeed) {
+        checked.push(CheckKind::NicSpeed.name());
+        for (logical, gbit) in &profile.line_rate_gbit {
+            let real = plan.real_nic(logical);
+            let speed = read_speed(&args.sysfs, real, profile.data_nic_class);
+            failures.extend(speed_failure(
+                real,
+                profile.data_nic_class,
+                *gbit,
+                speed.as_deref(),
+            ));
+        }
+    }
+    if !skipped_by_set.contains(&CheckKind::Gpus) {
+        match slurm::node_state(node) {
+            Ok(state) => {
+                if let Some(expected) = state.gpus {
+                    checked.push(CheckKind::Gpus.name());
+                    failures.extend(gpu_failure(expected, driver_gpus(&args.nvidia_gpus)));
+                }
+            }
+            Err(e) => notes.push(format!(
+                "gpus: not checked, Slurm did not say the node's gres: {e}"
+            )),
+        }
+    }
+    skipped.sort_unstable();
+    skipped.dedup();
+    (failures, checked, skipped)
+}
+
+/// `gpudirect health`.
+pub fn run(args: &HealthArgs, _ctx: &Ctx) -> Result<ExitStatus> {
+    let start = Instant::now();
+    let node = node_name(args);
+    let config = load_config(&args.config, Ownership::Any)
+        .with_context(|| format!("gpudirect health: cannot check {node}"))?;
+    let mode = match &args.profile {
+        Some(name) => config
+            .parse_mode(name)
+            .map_err(|e| anyhow::anyhow!("--profile: {e}"))?,
+        None => Mode::Auto,
+    };
+    let resolved = match resolve_profile(&config, &node, &mode) {
+        Ok(r) => r,
+        // No node set or no profile for this node: nothing of ours to check.
+        Err(e) => {
+            outln!("gpudirect health: {node}: nothing to check ({e})")?;
+            return Ok(ExitStatus::Ok);
+        }
+    };
+    let Some(resolved) = resolved else {
+        outln!("gpudirect health: {node}: mode none, nothing to check")?;
+        return Ok(ExitStatus::Ok);
+    };
+    let profile = resolved.profile;
+    let mut notes = Vec::new();
+    let mut attempts = 0;
+    let (failures, checked, skipped) = loop {
+        attempts += 1;
+        let result = check_once(args, &config, profile, &node, &mut notes);
+        if result.0.is_empty() || attempts > args.retries {
+            break result;
+        }
+        std::thread::sleep(Duration::from_secs(1));
+    };
+    let mut report = Health {
+        node: node.clone(),
+        profile: Some(profile.name.clone()),
+        checked,
+        skipped,
+        failures,
+        attempts,
+        slurm: None,
+        notes,
+        elapsed_ms: 0,
+    };
+    if args.drain {
+        report.slurm = Some(act_in_slurm(args, &report));
+    }
+    report.elapsed_ms = u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX);
+    if args.json {
+        emit_json(&report)?;
+    } else {
+        print_text(&report)?;
+    }
+    Ok(if report.failures.is_empty() {
+        ExitStatus::Ok
+    } else {
+        ExitStatus::Problem
+    })
+}
+
+/// `--drain`: drain on a failure (then `--on-drain`), return our own drain on a pass.
+fn act_in_slurm(args: &HealthArgs, report: &Health) -> SlurmAction {
+    let outcome = match report.failures.first() {
+        Some(first) => {
+            let reason = drain::drain_reason(&first.problem);
+            drain::drain_confirmed(&report.node, &reason).map(|drained| {
+                let evidence = match (&drained, &args.on_drain) {
+                    (Drained::Drained { .. }, Some(command)) => {
+                        match drain::run_on_drain(command, report) {
+                            Ok(path) => Some(path),
+                            Err(e) => {
+                                eprintln!("gpudirect health: {e:#}");
+                                None
+                            }
+                        }
+                    }
+                    _ => None,
+                };
+                SlurmAction::Drain { drained, evidence }
+            })
+        }
+        None => drain::resume_if_ours(&report.node).map(|resumed| SlurmAction::Resume { resumed }),
+    };
+    outcome.unwrap_or_else(|e| SlurmAction::Error {
+        message: format!("{e:#}"),
+    })
+}
+
+fn print_text(report: &Health) -> Result<()> {
+    let profile = report.profile.as_deref().unwrap_or("-");
+    for f in &report.failures {
+        // NHC's form: what its log readers and admins grep for.
+        outln!(
+            "ERROR: gpudirect: Health check failed: {}: {} ({})",
+            f.check,
+            f.problem,
+            f.fix
+        )?;
+    }
+    if report.failures.is_empty() {
+        outln!(
+            "gpudirect health: {} healthy: profile {profile}, checked {}{} in {} ms",
+            report.node,
+            report.checked.join(", "),
+            if report.skipped.is_empty() {
+                String::new()
+            } else {
+                format!(" (skipped here: {})", report.skipped.join(", "))
+            },
+            report.elapsed_ms
+        )?;
+    }
+    for note in &report.notes {
+        outln!("gpudirect health: note: {note}")?;
+    }
+    match &report.slurm {
+        Some(SlurmAction::Drain { drained, evidence }) => {
+            let what = match drained {
+                Drained::Drained { state } => format!("drained {} (now {state})", report.node),
+                Drained::AlreadyOurs { reason } => {
+                    format!("{} already drained: {reason}", report.node)
+                }
+                Drained::AdminDrain { reason } => format!(
+                    "{} is drained by an admin ({}): left as it is",
+                    report.node,
+                    reason.as_deref().unwrap_or("no reason")
+                ),
+            };
+            outln!("gpudirect health: {what}")?;
+            if let Some(path) = evidence {
+                outln!(
+                    "gpudirect health: evidence for --on-drain: {}",
+                    path.display()
+                )?;
+            }
+        }
+        Some(SlurmAction::Resume { resumed }) => match resumed {
+            Resumed::Resumed { reason } => outln!(
+                "gpudirect health: returned {} to service (was: {reason})",
+                report.node
+            )?,
+            Resumed::AdminDrain { reason } => outln!(
+                "gpudirect health: {} stays drained: an admin's drain ({})",
+                report.node,
+                reason.as_deref().unwrap_or("no reason")
+            )?,
+            Resumed::NotDrained => {}
+        },
+        Some(SlurmAction::Error { message }) => {
+            outln!("gpudirect health: could not drain or resume in Slurm: {message}")?
+        }
+        None => {}
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn speeds_below_the_line_rate_fail_and_name_the_nic() {
+        assert_eq!(
+            speed_failure("eth1", NicClass::Net, 200, Some("200000\n")),
+            None
+        );
+        let slow = speed_failure("eth3", NicClass::Net, 200, Some("100000")).unwrap();
+        assert_eq!(slow.check, "nic_speed");
+        assert_eq!(slow.problem, "eth3 at 100 Gbit/s, the profile declares 200");
+        let down = speed_failure("eth3", NicClass::Net, 200, Some("-1")).unwrap();
+        assert!(down.problem.contains("no link speed"), "{}", down.problem);
+        assert!(speed_failure("eth3", NicClass::Net, 10, None).is_some());
+        assert_eq!(
+            speed_failure(
+                "mlx5_0",
+                NicClass::Infiniband,
+                400,
+                Some("400 Gb/sec (4X NDR)")
+            ),
+            None
+        );
+        let ib = speed_failure(
+            "mlx5_0",
+            NicClass::Infiniband,
+            400,
+            Some("200 Gb/sec (4X HDR)"),
+        );
+        assert!(ib.unwrap().problem.starts_with("mlx5_0 at 200 Gbit/s"));
+    }
+
+    #[test]
+    fn missing_gpus_fail_with_the_count() {
+        assert_eq!(gpu_failure(8, Some(8)), None);
+        assert_eq!(
+            gpu_failure(8, Some(7)).unwrap().problem,
+            "7 of 8 GPUs seen by the NVIDIA driver"
+        );
+        assert!(gpu_failure(8, None).unwrap().fix.contains("skip_checks"));
+    }
+}

@@ -1,0 +1,104 @@
+//! `gpudirect health` as Slurm's own HealthCheckProgram on the local cluster (issue #17):
+//! slurmd runs it every few seconds on every node (`scripts/local-cluster health on`); a
+//! NIC taken down drains its node with a `gpudirect:` reason naming the NIC within one
+//! interval, and restoring it returns the node within the next; a drain an admin set for
+//! another reason is never lifted.
+
+use std::path::PathBuf;
+use std::process::Output;
+use std::time::{Duration, Instant};
+
+use cluster_tests::*;
+
+/// Seconds between two health checks of a node (HealthCheckInterval).
+const INTERVAL: u64 = 3;
+
+fn local_cluster(args: &[&str]) -> Output {
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts/local-cluster");
+    let out = run(std::process::Command::new(script).args(args));
+    assert_ok(&out, &format!("scripts/local-cluster {}", args.join(" ")));
+    out
+}
+
+/// `sinfo`'s state and reason of `node`: `drained gpudirect: NIC eth3 is down`.
+fn state_and_reason(node: &str) -> String {
+    let mut sinfo = slurm_command("sinfo");
+    sinfo.args(["-h", "-n", node, "-o", "%T %E"]);
+    stdout(&run(&mut sinfo)).trim().to_string()
+}
+
+/// Polls `node` until `want` holds of its state and reason, for up to `limit`; the last
+/// state seen, and how long it took.
+fn wait_for(node: &str, limit: Duration, want: impl Fn(&str) -> bool) -> (String, Duration) {
+    let start = Instant::now();
+    loop {
+        let seen = state_and_reason(node);
+        if want(&seen) || start.elapsed() > limit {
+            return (seen, start.elapsed());
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+/// Health checks off, NICs restored and every node back in service, whatever happened.
+struct Restore;
+
+impl Drop for Restore {
+    fn drop(&mut self) {
+        let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts/local-cluster");
+        run(std::process::Command::new(&script).args(["health", "off"]));
+        run(std::process::Command::new(&script).args(["nic", "node2", "eth3", "restore"]));
+        for node in ["node2", "node3"] {
+            let mut cmd = slurm_command_as(Who::Root, "scontrol");
+            cmd.args(["update", &format!("nodename={node}"), "state=resume"]);
+            run(&mut cmd);
+        }
+    }
+}
+
+#[test]
+fn the_health_check_drains_a_node_whose_nic_is_down_and_returns_it_once_restored() {
+    let _guard = cluster();
+    let _restore = Restore;
+    // An admin's own drain, for another reason, before the checks start.
+    let mut admin = slurm_command_as(Who::Root, "scontrol");
+    admin.args([
+        "update",
+        "nodename=node3",
+        "state=drain",
+        "reason=bad DIMM, ticket 4411",
+    ]);
+    assert_ok(&run(&mut admin), "an admin's drain");
+    local_cluster(&["health", "on", "--interval", &INTERVAL.to_string()]);
+    // A healthy node stays in service through a few checks.
+    std::thread::sleep(Duration::from_secs(2 * INTERVAL + 1));
+    let seen = state_and_reason("node2");
+    assert!(seen.starts_with("idle"), "{seen}");
+
+    local_cluster(&["nic", "node2", "eth3", "down"]);
+    // Within one interval (and the polling's margin: slurmd's timer runs on its own).
+    let limit = Duration::from_secs(2 * INTERVAL + 5);
+    let (seen, took) = wait_for("node2", limit, |s| s.starts_with("drain"));
+    assert!(
+        seen.starts_with("drain") && seen.contains("gpudirect:") && seen.contains("eth3"),
+        "after {took:?}: {seen}"
+    );
+    eprintln!("node2 drained {took:?} after eth3 went down: {seen}");
+
+    local_cluster(&["nic", "node2", "eth3", "restore"]);
+    let (seen, took) = wait_for("node2", limit, |s| s.starts_with("idle"));
+    assert!(seen.starts_with("idle"), "after {took:?}: {seen}");
+    eprintln!("node2 back {took:?} after eth3 was restored: {seen}");
+
+    // node3 passed every check meanwhile, but its drain is the admin's: it stays.
+    let seen = state_and_reason("node3");
+    assert!(
+        seen.starts_with("drain") && seen.contains("bad DIMM, ticket 4411"),
+        "{seen}"
+    );
+    let log = std::fs::read_to_string(state_dir().join("log/health-node3.log")).unwrap();
+    assert!(
+        log.contains("node3 stays drained: an admin's drain"),
+        "{log}"
+    );
+}
