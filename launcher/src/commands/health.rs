@@ -22,10 +22,18 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use clap::Args;
+use gpudirect::cell::{self, Evaluated};
+use gpudirect::checks::Expectations;
 use gpudirect::drain::{self, Drained, Resumed};
+use gpudirect::history::{History, LaunchKind, RunStatus};
+use gpudirect::launch::{env_var, prepare, LaunchOptions, Launcher};
+use gpudirect::matrix::{Cell, Matrix, Variant};
 use gpudirect::outln;
 use gpudirect::output::emit_json;
+use gpudirect::record::RunContext;
+use gpudirect::runner::{self, INTERRUPTED};
 use gpudirect::slurm;
+use gpudirect::units::{human_size, now_unix, percent_arg, size_arg};
 use gpudirect_core::config::{CheckKind, Config, Mode, NicClass, Profile};
 use gpudirect_core::locality::Locality;
 use gpudirect_core::resolve::{plan_node_with_locality, resolve_profile, StepFacts};
@@ -96,9 +104,83 @@ pub struct HealthArgs {
     )]
     pub nvidia_gpus: PathBuf,
 
+    /// Also run a short all_reduce over this node's GPUs (nccl-tests, one process) and
+    /// judge its busbw against the history's single-node runs of this cluster: a node
+    /// more than --tolerance below their median fails check `nccl`. Every run is recorded.
+    #[arg(long)]
+    pub quick_nccl: bool,
+
+    /// With --quick-nccl: the folder with all_reduce_perf.
+    #[arg(long, env = "NCCL_TESTS_DIR", value_name = "DIR")]
+    pub nccl_tests_dir: Option<PathBuf>,
+
+    /// With --quick-nccl: how many GPUs (default: the driver's count, else the node's gres).
+    #[arg(long, value_name = "N", requires = "quick_nccl",
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub gpus: Option<u32>,
+
+    /// With --quick-nccl: smallest size (K/M/G are powers of 1024).
+    #[arg(short = 'b', long, value_name = "SIZE", default_value = "1G", value_parser = size_arg)]
+    pub min_bytes: u64,
+
+    /// With --quick-nccl: largest size, the one judged.
+    #[arg(short = 'e', long, value_name = "SIZE", default_value = "1G", value_parser = size_arg)]
+    pub max_bytes: u64,
+
+    /// With --quick-nccl: how far below the history's median (percent) still passes.
+    #[arg(long, value_name = "PCT", default_value = "10", value_parser = percent_arg)]
+    pub tolerance: f64,
+
+    /// With --quick-nccl: the cluster name runs are recorded and compared under (default
+    /// $SLURM_CLUSTER_NAME).
+    #[arg(long, env = "GPUDIRECT_CLUSTER")]
+    pub cluster: Option<String>,
+
     /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,
+}
+
+/// How long the quick all_reduce may run.
+const QUICK_NCCL_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Earlier single-node runs the quick test's baseline is the median of.
+const QUICK_NCCL_BASELINE_RUNS: u32 = 10;
+
+/// `nccl` (`--quick-nccl`): what the run found, against the baseline (`None`: no earlier
+/// run of its kind). Pure.
+pub fn nccl_failure(
+    gpus: u32,
+    size: &str,
+    busbw: Option<f64>,
+    run_problems: &[String],
+    baseline: Option<(f64, usize)>,
+    tolerance_pct: f64,
+) -> Option<Failed> {
+    let check = "nccl";
+    if !run_problems.is_empty() {
+        return Some(Failed {
+            check,
+            problem: format!("all_reduce over {gpus} GPUs failed: {}", run_problems.join("; ")),
+            fix: "run it by hand with NCCL_DEBUG=INFO and read the first error; `nvidia-smi` for a lost GPU".into(),
+        });
+    }
+    let Some(busbw) = busbw else {
+        return Some(Failed {
+            check,
+            problem: format!("all_reduce over {gpus} GPUs printed no busbw at {size}"),
+            fix: "check the nccl-tests build and the --nccl-tests-dir".into(),
+        });
+    };
+    let (median, runs) = baseline?;
+    (busbw < median * (1.0 - tolerance_pct / 100.0)).then(|| Failed {
+        check,
+        problem: format!(
+            "all_reduce over {gpus} GPUs: {busbw:.2} GB/s at {size}, {:.0}% of the median of {runs} earlier runs ({median:.2})",
+            busbw / median * 100.0
+        ),
+        fix: "a slow GPU or NVLink: `nvidia-smi topo -m`, `nvidia-smi -q -d CLOCK,PERFORMANCE`, and the kernel log for Xid errors".into(),
+    })
 }
 
 /// One failed check.
@@ -318,7 +400,7 @@ fn check_once(
 }
 
 /// `gpudirect health`.
-pub fn run(args: &HealthArgs, _ctx: &Ctx) -> Result<ExitStatus> {
+pub fn run(args: &HealthArgs, ctx: &Ctx) -> Result<ExitStatus> {
     let start = Instant::now();
     let node = node_name(args);
     let config = load_config(&args.config, Ownership::Any)
@@ -352,6 +434,22 @@ pub fn run(args: &HealthArgs, _ctx: &Ctx) -> Result<ExitStatus> {
         }
         std::thread::sleep(Duration::from_secs(1));
     };
+    let (mut failures, mut checked, mut notes) = (failures, checked, notes);
+    if args.quick_nccl && failures.is_empty() {
+        // Only on an otherwise healthy node: a missing NIC or GPU already says enough.
+        checked.push("nccl");
+        match quick_nccl(args, &node, ctx) {
+            Ok((failure, note)) => {
+                failures.extend(failure);
+                notes.push(note);
+            }
+            Err(e) => failures.push(Failed {
+                check: "nccl",
+                problem: format!("could not run the all_reduce: {e:#}"),
+                fix: "check --nccl-tests-dir and the GPUs".into(),
+            }),
+        }
+    }
     let mut report = Health {
         node: node.clone(),
         profile: Some(profile.name.clone()),
@@ -377,6 +475,131 @@ pub fn run(args: &HealthArgs, _ctx: &Ctx) -> Result<ExitStatus> {
     } else {
         ExitStatus::Problem
     })
+}
+
+/// `--quick-nccl`: one all_reduce over the node's GPUs, recorded, and judged against the
+/// median of up to [`QUICK_NCCL_BASELINE_RUNS`] earlier ok single-node runs of this
+/// cluster at the same size (measured before this one is recorded). Returns the failure,
+/// if any, and a note saying what was measured.
+fn quick_nccl(args: &HealthArgs, node: &str, ctx: &Ctx) -> Result<(Option<Failed>, String)> {
+    let Some(dir) = args.nccl_tests_dir.clone() else {
+        anyhow::bail!("--quick-nccl needs the nccl-tests binaries: pass --nccl-tests-dir DIR or set NCCL_TESTS_DIR");
+    };
+    let gpus = match args.gpus.or_else(|| driver_gpus(&args.nvidia_gpus)) {
+        Some(n) if n > 0 => n,
+        _ => slurm::node_state(node).ok().and_then(|s| s.gpus).context(
+            "no GPUs to test: the driver lists none and Slurm gives the node none; pass --gpus N",
+        )?,
+    };
+    let cluster = args
+        .cluster
+        .clone()
+        .or_else(|| env_var("SLURM_CLUSTER_NAME"));
+    let collective = "all_reduce".to_string();
+    let variant = Variant {
+        name: "health".into(),
+        gpudirect: None,
+        env: Default::default(),
+    };
+    let matrix = Matrix {
+        collectives: vec![collective.clone()],
+        nodes: vec![1],
+        gpus_per_node: vec![gpus],
+        min_bytes: args.min_bytes,
+        max_bytes: args.max_bytes,
+        factor: 2,
+        timeout: QUICK_NCCL_TIMEOUT,
+        extra_args: Vec::new(),
+        variants: vec![variant.clone()],
+    };
+    let cell = Cell {
+        index: 1,
+        collective: collective.clone(),
+        nodes: 1,
+        gpus_per_node: gpus,
+        variant,
+    };
+    let work = tempfile::Builder::new()
+        .prefix("gpudirect-health-")
+        .tempdir()
+        .context("cannot create a folder for the -J report")?;
+    let opts = LaunchOptions {
+        launcher: Launcher::Local,
+        nccl_tests_dir: dir,
+        mpi: None,
+        nodes: Vec::new(),
+        work_dir: Some(work.path().to_path_buf()),
+        timeout: QUICK_NCCL_TIMEOUT,
+        grace: Duration::from_secs(5),
+        // SAFETY: geteuid has no preconditions.
+        as_root: nix::unistd::geteuid().is_root(),
+        gpus_per_process: gpus,
+        exact: false,
+    };
+    let prepared = prepare(&cell, &matrix, &opts, true)?;
+    let started = now_unix();
+    let finished = runner::run(&prepared.job, &INTERRUPTED)?;
+    let context = RunContext {
+        started_at: Some(started),
+        finished_at: Some(now_unix()),
+        cluster: cluster.clone(),
+        nodes: vec![node.to_string()],
+        gpus_per_node: Some(gpus),
+        launcher: LaunchKind::Local,
+        command_line: Some(prepared.job.command_line()),
+        binary_path: Some(prepared.binary.display().to_string()),
+        variant: Some("health".into()),
+        ..RunContext::default()
+    };
+    let expect = Expectations {
+        transport: None,
+        nodes: 1,
+        sizes: vec![args.max_bytes],
+    };
+    let Evaluated {
+        parsed,
+        verdict,
+        record,
+    } = cell::evaluate_finished(
+        &finished,
+        prepared.json_path.as_deref(),
+        &collective,
+        expect,
+        context,
+    );
+    let mut history = History::open(&ctx.db_path()?)?;
+    let baseline = history.baseline(
+        cluster.as_deref(),
+        &collective,
+        1,
+        args.max_bytes,
+        QUICK_NCCL_BASELINE_RUNS,
+    )?;
+    let id = history.import_run(&record, true)?.run_id();
+    let busbw = parsed
+        .rows
+        .iter()
+        .rev()
+        .find(|r| r.size_bytes == args.max_bytes)
+        .and_then(|r| r.out_of_place.as_ref()?.busbw_gbps);
+    let problems: Vec<String> = if verdict.status == RunStatus::Ok {
+        Vec::new()
+    } else {
+        verdict.findings.iter().map(|f| f.message.clone()).collect()
+    };
+    let size = human_size(args.max_bytes);
+    let reference = baseline.as_ref().map(|b| (b.median_busbw, b.samples.len()));
+    let failure = nccl_failure(gpus, &size, busbw, &problems, reference, args.tolerance);
+    let note = match (busbw, reference) {
+        (Some(b), Some((median, runs))) => format!(
+            "nccl: all_reduce over {gpus} GPUs {b:.2} GB/s at {size}, median of {runs} earlier runs {median:.2} (run {id})"
+        ),
+        (Some(b), None) => format!(
+            "nccl: all_reduce over {gpus} GPUs {b:.2} GB/s at {size}; no earlier run to judge it by, it starts the baseline (run {id})"
+        ),
+        (None, _) => format!("nccl: no busbw at {size} (run {id})"),
+    };
+    Ok((failure, note))
 }
 
 /// `--drain`: drain on a failure (then `--on-drain`), return our own drain on a pass.
@@ -507,6 +730,22 @@ mod tests {
             Some("200 Gb/sec (4X HDR)"),
         );
         assert!(ib.unwrap().problem.starts_with("mlx5_0 at 200 Gbit/s"));
+    }
+
+    #[test]
+    fn the_quick_all_reduce_fails_only_below_the_tolerance() {
+        let base = Some((345.0, 5));
+        assert_eq!(nccl_failure(8, "1 GiB", Some(320.0), &[], base, 10.0), None);
+        let slow = nccl_failure(8, "1 GiB", Some(160.0), &[], base, 10.0).unwrap();
+        assert_eq!(
+            slow.problem,
+            "all_reduce over 8 GPUs: 160.00 GB/s at 1 GiB, 46% of the median of 5 earlier runs (345.00)"
+        );
+        // No baseline: nothing to judge by, not a failure.
+        assert_eq!(nccl_failure(8, "1 GiB", Some(1.0), &[], None, 10.0), None);
+        let failed = nccl_failure(8, "1 GiB", None, &["exit code 3".into()], base, 10.0);
+        assert!(failed.unwrap().problem.contains("failed: exit code 3"));
+        assert!(nccl_failure(8, "1 GiB", None, &[], base, 10.0).is_some());
     }
 
     #[test]

@@ -8,6 +8,7 @@
 mod common;
 
 mod concurrency;
+mod health;
 mod history;
 mod hostfile;
 mod profiles;
