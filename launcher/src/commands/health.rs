@@ -390,7 +390,12 @@ fn check_once(
                 }
             }
             Err(e) => notes.push(format!(
-                "gpus: not checked, Slurm did not say the node's gres: {e}"
+                "gpus: not checked, Slurm did not say the node's gres: {}",
+                e.to_string()
+                    .lines()
+                    .map(str::trim)
+                    .collect::<Vec<_>>()
+                    .join("; ")
             )),
         }
     }
@@ -403,7 +408,11 @@ fn check_once(
 pub fn run(args: &HealthArgs, ctx: &Ctx) -> Result<ExitStatus> {
     let start = Instant::now();
     let node = node_name(args);
-    let config = load_config(&args.config, Ownership::Any)
+    // The config loader wants an absolute path (what slurm.conf names); by hand a
+    // relative one is as good.
+    let config_path = std::path::absolute(&args.config)
+        .with_context(|| format!("--config {}", args.config.display()))?;
+    let config = load_config(&config_path, Ownership::Any)
         .with_context(|| format!("gpudirect health: cannot check {node}"))?;
     let mode = match &args.profile {
         Some(name) => config
