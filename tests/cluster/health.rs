@@ -69,6 +69,7 @@ fn the_health_check_drains_a_node_whose_nic_is_down_and_returns_it_once_restored
         "reason=bad DIMM, ticket 4411",
     ]);
     assert_ok(&run(&mut admin), "an admin's drain");
+    let _ = std::fs::remove_file(state_dir().join("log/evidence-node2.json"));
     local_cluster(&["health", "on", "--interval", &INTERVAL.to_string()]);
     // A healthy node stays in service through a few checks.
     std::thread::sleep(Duration::from_secs(2 * INTERVAL + 1));
@@ -84,6 +85,18 @@ fn the_health_check_drains_a_node_whose_nic_is_down_and_returns_it_once_restored
         "after {took:?}: {seen}"
     );
     eprintln!("node2 drained {took:?} after eth3 went down: {seen}");
+    // --on-drain got the evidence for the repair request (the wrapper keeps it).
+    let evidence: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(state_dir().join("log/evidence-node2.json"))
+            .expect("the --on-drain command kept the evidence"),
+    )
+    .expect("the evidence is JSON");
+    assert_eq!(evidence["node"], "node2", "{evidence}");
+    assert_eq!(evidence["failures"][0]["check"], "nics", "{evidence}");
+    assert!(
+        evidence["reason"].as_str().unwrap().contains("eth3"),
+        "{evidence}"
+    );
 
     local_cluster(&["nic", "node2", "eth3", "restore"]);
     let (seen, took) = wait_for("node2", limit, |s| s.starts_with("idle"));

@@ -471,7 +471,7 @@ pub fn run(args: &HealthArgs, ctx: &Ctx) -> Result<ExitStatus> {
         elapsed_ms: 0,
     };
     if args.drain {
-        report.slurm = Some(act_in_slurm(args, &report));
+        report.slurm = Some(act_in_slurm(args, &report, ctx));
     }
     report.elapsed_ms = u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX);
     if args.json {
@@ -611,15 +611,42 @@ fn quick_nccl(args: &HealthArgs, node: &str, ctx: &Ctx) -> Result<(Option<Failed
     Ok((failure, note))
 }
 
+/// What `--on-drain` gets: this check's report, the tool, the time, and the node's last
+/// runs in the history (busbw and status of each), when there is a history.
+fn evidence(report: &Health, ctx: &Ctx) -> serde_json::Value {
+    let runs = ctx
+        .open_history()
+        .ok()
+        .and_then(|h| h.node_history(&report.node, None, None).ok())
+        .map(|h| {
+            let skip = h.runs.len().saturating_sub(EVIDENCE_RUNS);
+            h.runs.into_iter().skip(skip).collect::<Vec<_>>()
+        })
+        .unwrap_or_default();
+    serde_json::json!({
+        "tool": "gpudirect health",
+        "at": gpudirect::units::format_rfc3339(now_unix()),
+        "node": report.node,
+        "reason": report.failures.first().map(|f| drain::drain_reason(&f.problem)),
+        "profile": report.profile,
+        "failures": report.failures,
+        "checked": report.checked,
+        "history": runs,
+    })
+}
+
+/// The node's most recent runs an `--on-drain` evidence file lists.
+const EVIDENCE_RUNS: usize = 10;
+
 /// `--drain`: drain on a failure (then `--on-drain`), return our own drain on a pass.
-fn act_in_slurm(args: &HealthArgs, report: &Health) -> SlurmAction {
+fn act_in_slurm(args: &HealthArgs, report: &Health, ctx: &Ctx) -> SlurmAction {
     let outcome = match report.failures.first() {
         Some(first) => {
             let reason = drain::drain_reason(&first.problem);
             drain::drain_confirmed(&report.node, &reason).map(|drained| {
                 let evidence = match (&drained, &args.on_drain) {
                     (Drained::Drained { .. }, Some(command)) => {
-                        match drain::run_on_drain(command, report) {
+                        match drain::run_on_drain(command, &evidence(report, ctx)) {
                             Ok(path) => Some(path),
                             Err(e) => {
                                 eprintln!("gpudirect health: {e:#}");
