@@ -2261,7 +2261,9 @@ mod tests {
         });
         assert_eq!(rounds.len(), 5, "{rounds:?}");
         assert!(rounds[3..].iter().all(|r| r.stage == Stage::Retest));
-        assert!(rounds[3..].iter().all(|r| r.groups.len() == 1 && r.groups[0][0] == 2));
+        assert!(rounds[3..]
+            .iter()
+            .all(|r| r.groups.len() == 1 && r.groups[0][0] == 2));
         // The verdicts rest on the first three rounds: node 2 is slow in 2 of 2 pairings.
         assert_eq!(r.nodes[2].verdict, Verdict::SlowNode);
         assert_evidence(&r.nodes[2], "slow in every pairing (2/2)");
