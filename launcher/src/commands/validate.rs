@@ -78,7 +78,9 @@ slow or failed N more times, each with a node that passed (a new partner where t
 one), and drains only a node bad in every re-test. --resume validates the whole allocation\n\
 as usual, and re-tests each node drained with the `gpudirect:` tag with a node that is not\n\
 drained (once, or up to N times with --retries N); one judged healthy that passes is\n\
-returned to service (scontrol update state=resume). It never resumes another drain.")]
+returned to service (scontrol update state=resume). It never resumes another drain. Slurm\n\
+gives no new job a drained node: --resume works in an allocation that held the nodes when\n\
+they were drained (steps still run on them).")]
 pub struct ValidateArgs {
     /// What to measure: nccl-tests on the GPUs, or each rail (data NIC) of each node with
     /// real MPI traffic (`gpudirect-mpi`, no GPU needed).
