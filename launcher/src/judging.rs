@@ -49,6 +49,13 @@
 //!    **bad link**; a slow pair with a slow node in it is explained by that node (the other
 //!    one had a *bad partner*); a single slow run never repeated is noted, not judged.
 //!
+//! 5. **Re-tests** (none by default, [`Validation::with_retests`]): after the verdicts, given
+//!    nodes (those judged slow or failed, before `validate --drain` drains them; drained
+//!    nodes, before `validate --resume` returns them) are run again with a fast partner they
+//!    have not met, up to N times each, a node leaving at its first pass. These runs are
+//!    kept apart ([`Report::retests`]): the verdicts rest on the rounds before them, and
+//!    what to do with a verdict the re-tests contradict is the caller's call.
+//!
 //! With `pairs` and fewer than a quarter of the nodes bad this takes at most 3 rounds
 //! (fewer when nothing is ambiguous), instead of `N-1` for `pairwise`.
 //! `docs/validation.md` gives the simulated miss and false-alarm rates.
@@ -529,6 +536,8 @@ pub enum Stage {
     Recheck,
     /// Later follow-ups: third partners, suspected links again.
     Confirm,
+    /// After the verdicts: given nodes again with fast partners ([`Retests`]).
+    Retest,
 }
 
 /// One round: groups of node indices to run at the same time, one job step each.
@@ -648,6 +657,96 @@ pub struct Report {
     /// Suspected links: two fast nodes slow together in one run that could not be
     /// repeated within the rounds allowed (a bad link, or a noisy run).
     pub suspect_links: Vec<LinkReport>,
+    /// The re-tests ([`Validation::with_retests`]), one per node that was to be re-tested,
+    /// in node order; empty when none were asked for.
+    pub retests: Vec<RetestReport>,
+}
+
+/// Which nodes get re-tested after the verdicts, and how often ([`Validation::with_retests`]).
+///
+/// A node judged slow or failed gets `judged` re-tests; a node of `given` whose verdict is
+/// neither gets `given_times`. Each re-test pairs it with a fast node that is not itself
+/// re-tested and not in `not_partners`, one it has not met where there is one; a node's
+/// re-tests stop at its first pass. Indices past the node list are ignored.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Retests {
+    /// Re-tests of each node judged slow or failed (`validate --drain --retries N`).
+    pub judged: usize,
+    /// Nodes to re-test whatever the screen found, unless judged slow or failed (the
+    /// drained nodes `validate --resume` would return).
+    pub given: Vec<usize>,
+    /// Re-tests of each node of `given`.
+    pub given_times: usize,
+    /// Nodes never taken as a partner in a re-test (drained nodes).
+    pub not_partners: Vec<usize>,
+}
+
+/// One re-test run of a node.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RetestRun {
+    /// Round index.
+    pub round: usize,
+    /// The fast node it ran with.
+    pub partner: String,
+    /// What the run gave.
+    pub outcome: Outcome,
+    /// The outcome against the threshold.
+    pub class: Class,
+}
+
+/// A node's re-tests.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RetestReport {
+    /// Node name.
+    pub node: String,
+    /// Index in the node list.
+    pub index: usize,
+    /// Re-tests asked for.
+    pub wanted: usize,
+    /// The runs, in order (fewer than `wanted` when one passed, or no partner was left).
+    pub runs: Vec<RetestRun>,
+    /// The re-test (1-based) that passed; re-tests stop at the first pass.
+    pub passed: Option<usize>,
+    /// Every one of the `wanted` re-tests ran, and none passed.
+    pub bad_every_time: bool,
+}
+
+impl RetestReport {
+    fn new(node: String, index: usize, wanted: usize, runs: Vec<RetestRun>) -> Self {
+        let passed = runs
+            .iter()
+            .position(|r| r.class == Class::Pass)
+            .map(|i| i + 1);
+        let bad_every_time = passed.is_none() && runs.len() >= wanted;
+        RetestReport {
+            node,
+            index,
+            wanted,
+            runs,
+            passed,
+            bad_every_time,
+        }
+    }
+
+    /// `passed re-test 2 of 3`, `slow or failed in 3 of 3 re-tests`, `1 of 2 re-tests run
+    /// (no partner left)`.
+    pub fn summary(&self) -> String {
+        match self.passed {
+            Some(k) => format!("passed re-test {k} of {}", self.wanted),
+            None if self.bad_every_time => {
+                format!(
+                    "slow or failed in {} of {} re-tests",
+                    self.runs.len(),
+                    self.wanted
+                )
+            }
+            None => format!(
+                "{} of {} re-tests run (no fast partner left)",
+                self.runs.len(),
+                self.wanted
+            ),
+        }
+    }
 }
 
 /// Health-check result (`--exit-code`).
@@ -754,6 +853,13 @@ pub struct Validation {
     node_stats: Vec<Vec<usize>>,
     node_rounds: Vec<usize>,
     met: HashSet<(usize, usize)>,
+    /// The re-tests asked for.
+    retests: Retests,
+    /// Set once the follow-ups are planned to the end: each node to re-test, the
+    /// re-tests it gets and its runs so far.
+    retest_runs: Option<BTreeMap<usize, (usize, Vec<RetestRun>)>>,
+    /// Re-test passes planned so far.
+    retest_passes: usize,
 }
 
 impl Validation {
@@ -841,6 +947,9 @@ impl Validation {
             node_stats: vec![Vec::new(); n],
             node_rounds: vec![0; n],
             met: HashSet::new(),
+            retests: Retests::default(),
+            retest_runs: None,
+            retest_passes: 0,
         })
     }
 
@@ -848,6 +957,13 @@ impl Validation {
     /// on the screen alone). Each pass is one round unless suspects outnumber fast nodes.
     pub fn with_followups(mut self, passes: usize) -> Self {
         self.max_followups = passes;
+        self
+    }
+
+    /// Re-tests after the verdicts ([`Retests`]; none by default): extra rounds of stage
+    /// [`Stage::Retest`], reported in [`Report::retests`] and kept out of the verdicts.
+    pub fn with_retests(mut self, retests: Retests) -> Self {
+        self.retests = retests;
         self
     }
 
@@ -862,7 +978,8 @@ impl Validation {
         &self.nodes
     }
 
-    /// Every run recorded so far, in order (for the per-node history).
+    /// Every run recorded so far, in order (for the per-node history); re-test runs are in
+    /// [`Report::retests`].
     pub fn measurements(&self) -> &[Measurement] {
         &self.measurements
     }
@@ -891,23 +1008,90 @@ impl Validation {
                 self.pending = Some(round.clone());
                 return Some(round);
             }
-            if self.finished || self.followups_started >= self.max_followups {
-                self.finished = true;
+            if self.finished {
                 return None;
             }
-            let rounds = self.plan_followup(&self.assess());
-            self.followups_started += 1;
+            if self.retest_runs.is_none() && self.followups_started < self.max_followups {
+                let rounds = self.plan_followup(&self.assess());
+                self.followups_started += 1;
+                if !rounds.is_empty() {
+                    let stage = if self.followups_started == 1 {
+                        Stage::Recheck
+                    } else {
+                        Stage::Confirm
+                    };
+                    self.queue.extend(rounds.into_iter().map(|g| (stage, g)));
+                    continue;
+                }
+                // Nothing left to follow up: the verdicts are in.
+                self.followups_started = self.max_followups;
+            }
+            if self.retest_runs.is_none() {
+                self.retest_runs = Some(self.retest_targets());
+            }
+            let rounds = self.plan_retest();
+            self.retest_passes += 1;
             if rounds.is_empty() {
                 self.finished = true;
                 return None;
             }
-            let stage = if self.followups_started == 1 {
-                Stage::Recheck
-            } else {
-                Stage::Confirm
-            };
-            self.queue.extend(rounds.into_iter().map(|g| (stage, g)));
+            self.queue
+                .extend(rounds.into_iter().map(|g| (Stage::Retest, g)));
         }
+    }
+
+    /// The nodes to re-test once the verdicts are in, with how many re-tests each gets.
+    fn retest_targets(&self) -> BTreeMap<usize, (usize, Vec<RetestRun>)> {
+        let r = &self.retests;
+        if r.judged == 0 && (r.given.is_empty() || r.given_times == 0) {
+            return BTreeMap::new();
+        }
+        let a = self.assess();
+        (0..self.nodes.len())
+            .filter_map(|x| {
+                let bad = matches!(
+                    self.judge_node(x, &a).0.verdict,
+                    Verdict::SlowNode | Verdict::Failed
+                );
+                let wanted = match (bad, r.given.contains(&x)) {
+                    (true, _) => r.judged,
+                    (false, true) => r.given_times,
+                    (false, false) => 0,
+                };
+                (wanted > 0).then(|| (x, (wanted, Vec::new())))
+            })
+            .collect()
+    }
+
+    /// The rounds of the next re-test pass: every node still to re-test (none passed, fewer
+    /// runs than asked) with a fast partner, one it has not met where there is one.
+    fn plan_retest(&self) -> Vec<RoundGroups> {
+        let Some(targets) = &self.retest_runs else {
+            return Vec::new();
+        };
+        let needy: Vec<usize> = targets
+            .iter()
+            .filter(|(_, (wanted, runs))| {
+                runs.len() < *wanted && runs.iter().all(|r| r.class != Class::Pass)
+            })
+            .map(|(&x, _)| x)
+            .collect();
+        if needy.is_empty() {
+            return Vec::new();
+        }
+        let a = self.assess();
+        let mut pool: Vec<usize> = (0..self.nodes.len())
+            .filter(|&p| {
+                a.fast[p] && !targets.contains_key(&p) && !self.retests.not_partners.contains(&p)
+            })
+            .collect();
+        if pool.is_empty() {
+            return Vec::new();
+        }
+        // Once every partner was met, each pass starts with another one.
+        let turn = self.retest_passes % pool.len();
+        pool.rotate_left(turn);
+        pairing::fill_rounds(&needy, &pool, &[], |x, y| self.met(x, y))
     }
 
     /// Records the outcomes of `round`, one per group in the round's order.
@@ -957,7 +1141,11 @@ impl Validation {
         };
         self.threshold = Some(threshold.clone());
         for (group, outcome) in pending.groups.into_iter().zip(outcomes) {
-            self.add(pending.index, group, outcome, &threshold);
+            if pending.stage == Stage::Retest {
+                self.add_retest(pending.index, &group, outcome, &threshold);
+            } else {
+                self.add(pending.index, group, outcome, &threshold);
+            }
         }
         self.rounds_done += 1;
         Ok(())
@@ -1011,6 +1199,34 @@ impl Validation {
             outcome,
             class,
         });
+    }
+
+    /// A re-test run: to its node's re-tests, not to the evidence the verdicts rest on.
+    fn add_retest(&mut self, round: usize, group: &[usize], outcome: Outcome, t: &Threshold) {
+        let class = t.classify(&outcome);
+        if let [a, b] = group {
+            self.met.insert(((*a).min(*b), (*a).max(*b)));
+        }
+        let Some(targets) = self.retest_runs.as_mut() else {
+            return;
+        };
+        let Some(&x) = group.iter().find(|m| targets.contains_key(m)) else {
+            return;
+        };
+        let partner = group
+            .iter()
+            .find(|&&m| m != x)
+            .and_then(|&m| self.nodes.get(m))
+            .cloned()
+            .unwrap_or_default();
+        if let Some((_, runs)) = targets.get_mut(&x) {
+            runs.push(RetestRun {
+                round,
+                partner,
+                outcome,
+                class,
+            });
+        }
     }
 
     fn met(&self, a: usize, b: usize) -> bool {
@@ -1176,6 +1392,14 @@ impl Validation {
             nodes,
             links,
             suspect_links,
+            retests: self
+                .retest_runs
+                .iter()
+                .flatten()
+                .map(|(&x, (wanted, runs))| {
+                    RetestReport::new(self.name(x).to_string(), x, *wanted, runs.clone())
+                })
+                .collect(),
         }
     }
 
@@ -2017,6 +2241,138 @@ mod tests {
         }
         .threshold(&[])
         .is_err());
+    }
+
+    fn retries(n: usize) -> Retests {
+        Retests {
+            judged: n,
+            ..Retests::default()
+        }
+    }
+
+    #[test]
+    fn retests_run_a_slow_node_again_with_new_partners_and_stop_at_a_pass() {
+        // The local cluster: 3 nodes, node 2 slow every time.
+        let v = Validation::new(names(3), Mode::Pairs, base())
+            .unwrap()
+            .with_retests(retries(2));
+        let (r, rounds) = drive(v, |g| {
+            Outcome::Busbw(if g.contains(&2) { 47.0 } else { 100.0 })
+        });
+        assert_eq!(rounds.len(), 5, "{rounds:?}");
+        assert!(rounds[3..].iter().all(|r| r.stage == Stage::Retest));
+        assert!(rounds[3..]
+            .iter()
+            .all(|r| r.groups.len() == 1 && r.groups[0][0] == 2));
+        // The verdicts rest on the first three rounds: node 2 is slow in 2 of 2 pairings.
+        assert_eq!(r.nodes[2].verdict, Verdict::SlowNode);
+        assert_evidence(&r.nodes[2], "slow in every pairing (2/2)");
+        assert_eq!(r.nodes[2].rounds, 2);
+        assert_eq!(r.retests.len(), 1);
+        let t = &r.retests[0];
+        assert_eq!((t.node.as_str(), t.wanted, t.runs.len()), ("node2", 2, 2));
+        assert!(t.bad_every_time && t.passed.is_none());
+        assert!(t.runs.iter().all(|run| run.class == Class::Slow));
+        // Both fast nodes take a turn.
+        let partners: HashSet<&str> = t.runs.iter().map(|run| run.partner.as_str()).collect();
+        assert_eq!(partners.len(), 2, "{t:?}");
+        assert_eq!(t.summary(), "slow or failed in 2 of 2 re-tests");
+        assert_eq!(health(&r), Health::Degraded);
+
+        // A node slow only while something else ran on it passes its second re-test and
+        // is not re-tested again.
+        let runs = std::cell::Cell::new(0);
+        let v = Validation::new(names(3), Mode::Pairs, base())
+            .unwrap()
+            .with_retests(retries(3));
+        let (r, rounds) = drive(v, |g| {
+            if g.contains(&2) {
+                runs.set(runs.get() + 1);
+                Outcome::Busbw(if runs.get() <= 3 { 47.0 } else { 100.0 })
+            } else {
+                Outcome::Busbw(100.0)
+            }
+        });
+        assert_eq!(rounds.len(), 5, "{rounds:?}");
+        let t = &r.retests[0];
+        assert_eq!(t.passed, Some(2));
+        assert!(!t.bad_every_time);
+        assert_eq!(t.summary(), "passed re-test 2 of 3");
+    }
+
+    #[test]
+    fn no_retests_without_a_bad_node_and_none_by_default() {
+        let v = Validation::new(names(8), Mode::Pairs, base())
+            .unwrap()
+            .with_retests(retries(2));
+        let (r, rounds) = drive(v, |_| Outcome::Busbw(100.0));
+        assert_eq!(rounds.len(), 1);
+        assert!(r.retests.is_empty());
+        assert!(r.complete);
+        let v = Validation::new(names(8), Mode::Pairs, base()).unwrap();
+        let (r, rounds) = drive(v, |g| {
+            Outcome::Busbw(if g.contains(&5) { 41.0 } else { 100.0 })
+        });
+        assert_eq!(rounds.len(), 3);
+        assert!(r.retests.is_empty());
+        assert!(serde_json::to_value(&r).unwrap()["retests"]
+            .as_array()
+            .unwrap()
+            .is_empty());
+    }
+
+    #[test]
+    fn given_nodes_are_retested_with_partners_that_are_not_excluded() {
+        // Nodes 2 and 3 are drained: 3 by us (to re-test), 2 by an admin (never a partner).
+        let v = Validation::new(names(6), Mode::Pairs, base())
+            .unwrap()
+            .with_retests(Retests {
+                judged: 0,
+                given: vec![3],
+                given_times: 1,
+                not_partners: vec![2, 3],
+            });
+        let (r, rounds) = drive(v, |_| Outcome::Busbw(100.0));
+        assert_eq!(rounds.len(), 2, "{rounds:?}");
+        assert_eq!(rounds[1].stage, Stage::Retest);
+        let [x, p] = rounds[1].groups[0][..] else {
+            panic!("{rounds:?}")
+        };
+        assert_eq!(x, 3);
+        assert!(p != 2 && p != 3, "{rounds:?}");
+        assert_eq!(r.retests.len(), 1);
+        assert_eq!(r.retests[0].passed, Some(1));
+        assert_eq!(r.retests[0].summary(), "passed re-test 1 of 1");
+
+        // A given node judged slow gets the judged count (none here): not re-tested.
+        let v = Validation::new(names(6), Mode::Pairs, base())
+            .unwrap()
+            .with_retests(Retests {
+                judged: 0,
+                given: vec![3],
+                given_times: 1,
+                not_partners: vec![3],
+            });
+        let (r, _) = drive(v, |g| {
+            Outcome::Busbw(if g.contains(&3) { 50.0 } else { 100.0 })
+        });
+        assert_eq!(r.nodes[3].verdict, Verdict::SlowNode);
+        assert!(r.retests.is_empty(), "{:?}", r.retests);
+    }
+
+    #[test]
+    fn a_retest_without_a_fast_partner_is_not_bad_every_time() {
+        // Two units slow together: nobody passed, so there is no partner to re-test with.
+        let v = Validation::new(names(2), Mode::Pairs, base())
+            .unwrap()
+            .with_retests(retries(2));
+        let (r, _) = drive(v, |_| Outcome::Failed("exit code 6".into()));
+        assert!(r.nodes.iter().all(|n| n.verdict == Verdict::Failed));
+        assert_eq!(r.retests.len(), 2);
+        for t in &r.retests {
+            assert!(t.runs.is_empty() && !t.bad_every_time, "{t:?}");
+            assert_eq!(t.summary(), "0 of 2 re-tests run (no fast partner left)");
+        }
     }
 
     #[test]

@@ -463,3 +463,145 @@ pub fn gpudirect_in_allocation_as(
     }
     run(&mut cmd)
 }
+
+/// One command of [`steps_in_one_allocation_as`]: a program, its arguments, and variables
+/// of its own on top of the allocation's environment.
+#[derive(Debug, Clone, Default)]
+pub struct Step {
+    /// The program (a path, or a name on `PATH`).
+    pub program: String,
+    /// Its arguments.
+    pub args: Vec<String>,
+    /// Its own variables.
+    pub env: Vec<(String, String)>,
+}
+
+impl Step {
+    /// `program args...`.
+    pub fn new(program: &str, args: &[&str]) -> Self {
+        Step {
+            program: program.to_string(),
+            args: args.iter().map(|a| a.to_string()).collect(),
+            env: Vec::new(),
+        }
+    }
+
+    /// `gpudirect --db DB args...` (this workspace's build).
+    pub fn gpudirect(db: &Path, args: &[&str]) -> Self {
+        let mut step = Step::new(&workspace_bin("gpudirect").display().to_string(), &[]);
+        step.args.push("--db".into());
+        step.args.push(db.display().to_string());
+        step.args.extend(args.iter().map(|a| a.to_string()));
+        step
+    }
+
+    /// With `name=value` in its environment.
+    pub fn env(mut self, name: &str, value: &str) -> Self {
+        self.env.push((name.to_string(), value.to_string()));
+        self
+    }
+
+    /// The shell line that runs it (every word single-quoted).
+    fn line(&self) -> String {
+        let quote = |w: &str| format!("'{}'", w.replace('\'', r"'\''"));
+        let mut words = vec!["env".to_string()];
+        words.extend(self.env.iter().map(|(k, v)| quote(&format!("{k}={v}"))));
+        words.push(quote(&self.program));
+        words.extend(self.args.iter().map(|a| quote(a)));
+        words.join(" ")
+    }
+}
+
+/// What one step of [`steps_in_one_allocation_as`] gave.
+#[derive(Debug, Clone)]
+pub struct StepOutput {
+    /// Its exit status (`None` when it never ran: the allocation ended first).
+    pub code: Option<i32>,
+    /// Its stdout.
+    pub stdout: String,
+    /// Its stderr.
+    pub stderr: String,
+}
+
+impl StepOutput {
+    /// Asserts its exit status, showing everything when it differs.
+    #[track_caller]
+    pub fn assert_code(&self, code: i32, what: &str) {
+        assert_eq!(
+            self.code,
+            Some(code),
+            "{what}:\nstdout:\n{}\nstderr:\n{}",
+            self.stdout,
+            self.stderr
+        );
+    }
+}
+
+/// Runs `steps` one after another inside ONE allocation (`salloc ALLOC sh SCRIPT`, by
+/// `who`), each step's stdout, stderr and exit status kept apart in `dir`: what several
+/// commands need when the second must see what the first did to the allocation's nodes
+/// (a node drained after the allocation started still runs its steps). Every step gets
+/// `GPUDIRECT_CONFIG` (the plugin's config), as [`gpudirect_in_allocation_as`] gives it.
+pub fn steps_in_one_allocation_as(
+    who: Who,
+    alloc: &[&str],
+    dir: &Path,
+    steps: &[Step],
+) -> (Output, Vec<StepOutput>) {
+    let mut script = String::from("#!/bin/sh\n");
+    for (i, step) in steps.iter().enumerate() {
+        let base = dir.join(format!("step-{i}"));
+        script.push_str(&format!(
+            "{} >'{}.out' 2>'{}.err'\necho $? >'{}.rc'\n",
+            step.line(),
+            base.display(),
+            base.display(),
+            base.display()
+        ));
+    }
+    let path = dir.join("steps.sh");
+    std::fs::write(&path, script).unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
+    let mut cmd = slurm_command_as(who, "salloc");
+    cmd.args(alloc)
+        .arg("--quiet")
+        .arg("/bin/sh")
+        .arg(&path)
+        .env("GPUDIRECT_CONFIG", plugin_config());
+    let output = run(&mut cmd);
+    let outputs = (0..steps.len())
+        .map(|i| {
+            let read = |ext: &str| {
+                std::fs::read_to_string(dir.join(format!("step-{i}.{ext}"))).unwrap_or_default()
+            };
+            StepOutput {
+                code: read("rc").trim().parse().ok(),
+                stdout: read("out"),
+                stderr: read("err"),
+            }
+        })
+        .collect();
+    (output, outputs)
+}
+
+/// Resumes the local cluster's nodes (`node1` to `node3`) when dropped, also when the test
+/// panics: a test that drains nodes leaves none drained for the next one.
+pub struct ResumeNodesOnDrop;
+
+impl Drop for ResumeNodesOnDrop {
+    fn drop(&mut self) {
+        for node in ["node1", "node2", "node3"] {
+            // An admin action: root. A node that is not drained answers with an error,
+            // which is fine.
+            let mut cmd = slurm_command_as(Who::Root, "scontrol");
+            cmd.args(["update", &format!("nodename={node}"), "state=resume"]);
+            let _ = cmd.output();
+        }
+    }
+}
+
+/// `sinfo`'s state and reason of `node`: `drained|gpudirect: slow node ...`.
+pub fn sinfo_state(node: &str) -> String {
+    let mut sinfo = slurm_command("sinfo");
+    sinfo.args(["-h", "-n", node, "-o", "%T|%E"]);
+    stdout(&run(&mut sinfo)).trim().to_string()
+}

@@ -328,16 +328,7 @@ fn validate_names_the_slow_node_in_three_rounds_records_it_and_drains_it() {
     let _guard = cluster();
     let (standin, db) = standin_and_db("validate");
     let report_dir = db.parent().unwrap().join("report");
-    struct Resume;
-    impl Drop for Resume {
-        fn drop(&mut self) {
-            // An admin action: root.
-            let mut cmd = slurm_command_as(Who::Root, "scontrol");
-            cmd.args(["update", "nodename=node3", "state=resume"]);
-            run(&mut cmd);
-        }
-    }
-    let _resume = Resume;
+    let _resume = ResumeNodesOnDrop;
     // --drain is an admin's action (scontrol update): this validation runs as root.
     let output = gpudirect_in_allocation_as(
         Who::Root,
@@ -386,12 +377,19 @@ fn validate_names_the_slow_node_in_three_rounds_records_it_and_drains_it() {
             ("node3".into(), "slow_node".into())
         ]
     );
-    assert_stderr_contains(&output, "drained node3");
-    let mut sinfo = slurm_command("sinfo");
-    sinfo.args(["-h", "-n", "node3", "-o", "%T %E"]);
-    let state = stdout(&run(&mut sinfo));
+    assert_stderr_contains(&output, "drained node3 (Slurm shows");
+    let drains = report["drains"].as_array().expect("drains in --json");
+    assert_eq!(drains.len(), 1, "{report}");
+    assert_eq!(drains[0]["node"], "node3");
+    assert_eq!(drains[0]["outcome"], "drained");
     assert!(
-        state.starts_with("drain") && state.contains("gpudirect validate: slow node"),
+        drains[0]["state"].as_str().unwrap().contains("DRAIN"),
+        "the state read back: {report}"
+    );
+    // The reason starts with the tag, so that --resume (and `gpudirect health`) know it.
+    let state = sinfo_state("node3");
+    assert!(
+        state.starts_with("drain") && state.contains("|gpudirect: slow node"),
         "{state}"
     );
     let history = gpudirect::history::History::open_existing(&db).unwrap();
@@ -406,6 +404,158 @@ fn validate_names_the_slow_node_in_three_rounds_records_it_and_drains_it() {
         .expect("node history");
     assert!(!node3.runs.is_empty(), "node3 runs are in its history");
     assert!(report_dir.join("index.html").is_file());
+}
+
+/// Issue #17's done-when: in one allocation of 3 nodes with node3 slow, `validate --drain
+/// --retries 2` re-tests node3 twice and drains exactly it (the state read back, the reason
+/// tagged); an admin then drains node2 for a reason of their own; with the fault gone,
+/// `validate --resume` re-tests node3 with node1 (the one node not drained) and returns it,
+/// and leaves node2 drained.
+#[test]
+fn validate_drains_a_slow_node_after_retries_and_resume_returns_it_but_not_an_admin_drain() {
+    let _guard = cluster();
+    let _resume = ResumeNodesOnDrop;
+    let (standin, db) = standin_and_db("drain-resume");
+    let dir = db.parent().unwrap().to_path_buf();
+    let validate = |extra: &[&str]| {
+        let args = [
+            &["validate"][..],
+            &VALIDATE_STANDIN_ARGS,
+            &["--json", "--nccl-tests-dir", standin.to_str().unwrap()],
+            extra,
+        ]
+        .concat();
+        Step::gpudirect(&db, &args)
+    };
+    const ADMIN_REASON: &str = "bad DIMM, ticket 4411";
+    let steps = [
+        validate(&["--drain", "--retries", "2"]).env("STANDIN_SLOW_NODES", "node3"),
+        Step::new("sinfo", &["-h", "-n", "node3", "-o", "%T|%E"]),
+        Step::new(
+            "scontrol",
+            &[
+                "update",
+                "nodename=node2",
+                "state=drain",
+                &format!("reason={ADMIN_REASON}"),
+            ],
+        ),
+        validate(&["--resume"]),
+    ];
+    // Draining and resuming are an admin's actions (scontrol update): root.
+    let (output, steps) = steps_in_one_allocation_as(Who::Root, &["-N3"], &dir, &steps);
+    assert_ok(&output, "the allocation");
+    let [drain, sinfo, admin, resume] = &steps[..] else {
+        panic!("{steps:?}")
+    };
+
+    // 1. --drain --retries 2: node3 judged slow, slow in both re-tests, drained.
+    drain.assert_code(1, "validate --drain --retries 2 is degraded");
+    let report: serde_json::Value = serde_json::from_str(&drain.stdout).expect("--json");
+    let retests = report["retests"].as_array().expect("retests");
+    assert_eq!(retests.len(), 1, "{report}");
+    assert_eq!(retests[0]["node"], "node3");
+    assert_eq!(retests[0]["runs"].as_array().unwrap().len(), 2, "{report}");
+    assert_eq!(retests[0]["bad_every_time"], true, "{report}");
+    assert_eq!(report["rounds"], 5, "3 rounds, then 2 re-tests: {report}");
+    let drains = report["drains"].as_array().expect("drains");
+    assert_eq!(drains.len(), 1, "exactly node3: {report}");
+    assert_eq!(drains[0]["node"], "node3");
+    assert_eq!(drains[0]["outcome"], "drained");
+    assert!(
+        drains[0]["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("gpudirect: slow node"),
+        "{report}"
+    );
+    assert!(
+        drains[0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("2/2 re-tests bad"),
+        "{report}"
+    );
+    assert!(drains[0]["state"].as_str().unwrap().contains("DRAIN"));
+    assert!(
+        drain.stderr.contains("drained node3 (Slurm shows"),
+        "{}",
+        drain.stderr
+    );
+    // The re-tests are in the history with the other pairs.
+    let history = gpudirect::history::History::open_existing(&db).unwrap();
+    let node3 = history.node_history("node3", None, None).unwrap();
+    let retest_runs = node3
+        .checks
+        .iter()
+        .filter(|c| {
+            c.result
+                .role
+                .as_deref()
+                .is_some_and(|r| r.starts_with("retest"))
+        })
+        .count();
+    assert_eq!(retest_runs, 2, "{:?}", node3.checks);
+    drop(history);
+
+    // 2. Slurm shows it drained (draining while the allocation holds it), tagged.
+    sinfo.assert_code(0, "sinfo");
+    assert!(
+        sinfo.stdout.starts_with("drain") && sinfo.stdout.contains("|gpudirect: slow node"),
+        "{}",
+        sinfo.stdout
+    );
+    admin.assert_code(0, "the admin's drain of node2");
+
+    // 3. --resume without the fault: node3 re-tested with node1 and returned; node2 left.
+    resume.assert_code(0, "validate --resume finds every node healthy");
+    let report: serde_json::Value = serde_json::from_str(&resume.stdout).expect("--json");
+    let resumes = report["resumes"].as_array().expect("resumes");
+    let outcome = |node: &str| {
+        resumes
+            .iter()
+            .find(|r| r["node"] == node)
+            .unwrap_or_else(|| panic!("no {node} in {report}"))
+            .clone()
+    };
+    assert_eq!(resumes.len(), 2, "the two drained nodes: {report}");
+    let node3 = outcome("node3");
+    assert_eq!(node3["outcome"], "resumed", "{report}");
+    assert!(
+        !node3["state"].as_str().unwrap().contains("DRAIN"),
+        "{report}"
+    );
+    let retests = report["retests"].as_array().unwrap();
+    assert_eq!(retests.len(), 1, "{report}");
+    assert_eq!(
+        retests[0]["runs"][0]["partner"], "node1",
+        "never a drained partner: {report}"
+    );
+    let node2 = outcome("node2");
+    assert_eq!(node2["outcome"], "admin_drain", "{report}");
+    assert_eq!(node2["reason"], ADMIN_REASON);
+    assert!(
+        resume.stderr.contains(&format!(
+            "node2 left drained: drained by an admin for \"{ADMIN_REASON}\""
+        )),
+        "{}",
+        resume.stderr
+    );
+
+    // After the allocation: node3 is back in service, node2 still drained for the admin.
+    // (Briefly `completing` as the allocation ends.)
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let mut node3 = sinfo_state("node3");
+    while !node3.starts_with("idle") && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        node3 = sinfo_state("node3");
+    }
+    assert!(node3.starts_with("idle"), "{node3}");
+    let node2 = sinfo_state("node2");
+    assert!(
+        node2.starts_with("drain") && node2.ends_with(&format!("|{ADMIN_REASON}")),
+        "{node2}"
+    );
 }
 
 #[test]

@@ -13,7 +13,8 @@ use clap::Args;
 use gpudirect::checks::{expected_sizes, Expectations};
 use gpudirect::history::{History, LaunchKind, NewNodeResult, RunStatus};
 use gpudirect::judging::{
-    health, Health, Outcome as PairOutcome, Reference, RoundRule, Threshold, Validation,
+    health, Health, Outcome as PairOutcome, Reference, Retests, RoundRule, Stage, Threshold,
+    Validation,
 };
 use gpudirect::launch::{find_binary, prepare, LaunchOptions, Launcher};
 use gpudirect::matrix::{Cell, Matrix, Variant};
@@ -27,7 +28,11 @@ use gpudirect::launch::env_var;
 use gpudirect::units::now_unix;
 use gpudirect_core::system::{load_config, short_hostname, Ownership};
 
+mod drains;
 mod rails;
+
+pub use drains::NodeAction;
+use drains::{EvidenceSource, PairRun};
 
 use super::{Ctx, ExitStatus};
 use gpudirect::cell::{self, Evaluated};
@@ -56,6 +61,8 @@ pub enum Test {
     salloc -N16 gpudirect validate --floor 60 -e 1G          # pairs, fixed busbw floor\n  \
     gpudirect validate --tolerance 10 --report validate/     # baseline from the history\n  \
     gpudirect validate --mode pairwise --drain               # every pair; drain bad nodes\n  \
+    gpudirect validate --floor 60 --drain --retries 2        # re-test twice before draining\n  \
+    gpudirect validate --floor 60 --resume                   # return our drained nodes that pass\n  \
     gpudirect validate --gpus 0-7 --floor 300 -e 8G          # this host's GPUs, no Slurm\n\n\
 Round 1 runs disjoint pairs at the same time (one job step each); a node is suspect when\n\
 its pairs are slow, and is re-paired with nodes that passed (round 2) and confirmed\n\
@@ -63,7 +70,17 @@ its pairs are slow, and is re-paired with nodes that passed (round 2) and confir
 with its nodes. With --gpus the units are GPU groups of this host (gpu0, gpu1, ... or\n\
 gpu0-1, ... with --gpus-per-unit 2) and each pair is one local nccl-tests process driving\n\
 both groups' GPUs (CUDA_VISIBLE_DEVICES, -g). Exit status: 0 healthy, 1 degraded (slow\n\
-nodes or links), 2 failed (runs failed), 3 could not run (nothing measured, bad options).")]
+nodes or links), 2 failed (runs failed; or a drain, a resume or the --on-drain command\n\
+did not work), 3 could not run (nothing measured, bad options).\n\n\
+Drains: --drain sets reasons that start with `gpudirect:` and reads the state back; a node\n\
+drained by an admin for another reason is left alone. --retries N re-tests each node found\n\
+slow or failed N more times, each with a node that passed (a new partner where there is\n\
+one), and drains only a node bad in every re-test. --resume validates the whole allocation\n\
+as usual, and re-tests each node drained with the `gpudirect:` tag with a node that is not\n\
+drained (once, or up to N times with --retries N); one judged healthy that passes is\n\
+returned to service (scontrol update state=resume). It never resumes another drain. Slurm\n\
+gives no new job a drained node: --resume works in an allocation that held the nodes when\n\
+they were drained (steps still run on them).")]
 pub struct ValidateArgs {
     /// What to measure: nccl-tests on the GPUs, or each rail (data NIC) of each node with
     /// real MPI traffic (`gpudirect-mpi`, no GPU needed).
@@ -189,9 +206,30 @@ pub struct ValidateArgs {
     #[arg(long, env = "GPUDIRECT_CLUSTER")]
     pub cluster: Option<String>,
 
-    /// Drain the nodes found slow or failed (`scontrol update ... state=drain`).
+    /// Drain the nodes found slow or failed (`scontrol update ... state=drain`, reason
+    /// `gpudirect: ...`), each confirmed by reading its state back; a node drained by an
+    /// admin is left alone.
     #[arg(long)]
     pub drain: bool,
+
+    /// Re-test each node found slow or failed N more times before --drain drains it, each
+    /// time with a node that passed (one it has not met, where there is one); a node that
+    /// passes a re-test is not drained. With --resume: up to N re-tests of each drained node.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub retries: usize,
+
+    /// Re-test the allocation's nodes drained by gpudirect (reason `gpudirect: ...`), each
+    /// with a node that is not drained, and return to service those judged healthy that
+    /// pass. The whole allocation is validated; other drains are never resumed.
+    #[arg(long)]
+    pub resume: bool,
+
+    /// With --drain: a command run after each node is newly drained, with the path of a JSON
+    /// file of the evidence as its last argument (and in GPUDIRECT_EVIDENCE), e.g. to file a
+    /// repair request. Split on whitespace, not run by a shell; a failure is reported, the
+    /// drain stays.
+    #[arg(long, value_name = "CMD", requires = "drain")]
+    pub on_drain: Option<String>,
 
     /// Also write the HTML report (heat map, busbw) to this folder.
     #[arg(long, value_name = "DIR")]
@@ -253,8 +291,8 @@ impl Units {
             }
             return Ok((Units::Nodes, nodes));
         };
-        if args.drain {
-            bail!("--drain drains Slurm nodes; with --gpus the units are GPUs of this host");
+        if args.drain || args.resume {
+            bail!("--drain drains Slurm nodes and --resume returns them; with --gpus the units are GPUs of this host");
         }
         if args.gpudirect.is_some() {
             bail!(
@@ -396,6 +434,7 @@ fn run_rounds(
     variant: &Variant,
     history: &mut History,
     run_ids: &mut Vec<i64>,
+    pairs: &mut Vec<PairRun>,
     cells_started: &mut usize,
 ) -> Result<()> {
     let RoundContext {
@@ -544,15 +583,20 @@ fn run_rounds(
                 t.explain()
             );
         }
+        let retest = round.stage == Stage::Retest;
         for (group, mut record, busbw, outcome) in finished_runs {
             let class = threshold
                 .as_ref()
                 .map(|t| format!("{:?}", t.classify(&outcome)).to_lowercase());
+            let role = match retest {
+                true => format!("retest, round {}", round.index + 1),
+                false => format!("round {}", round.index + 1),
+            };
             for node in &group {
                 for partner in group.iter().filter(|p| *p != node) {
                     record.node_results.push(NewNodeResult {
                         node: node.clone(),
-                        role: Some(format!("round {}", round.index + 1)),
+                        role: Some(role.clone()),
                         partner: Some(partner.clone()),
                         size_bytes: Some(max),
                         busbw,
@@ -560,13 +604,27 @@ fn run_rounds(
                     });
                 }
             }
-            match history.import_run(&record, true) {
-                Ok(o) => run_ids.push(o.run_id()),
-                Err(e) => eprintln!(
-                    "gpudirect validate: could not record {}: {e}",
-                    group.join(",")
-                ),
-            }
+            let run_id = match history.import_run(&record, true) {
+                Ok(o) => {
+                    run_ids.push(o.run_id());
+                    Some(o.run_id())
+                }
+                Err(e) => {
+                    eprintln!(
+                        "gpudirect validate: could not record {}: {e}",
+                        group.join(",")
+                    );
+                    None
+                }
+            };
+            pairs.push(PairRun {
+                round: round.index + 1,
+                retest,
+                nodes: group.clone(),
+                busbw,
+                verdict: class.clone(),
+                run_id,
+            });
             eprintln!(
                 "gpudirect validate:   {}: {}",
                 group.join("+"),
@@ -598,13 +656,40 @@ fn profile_line_rate(args: &ValidateArgs) -> Option<f64> {
     config.profiles.get(mode)?.node_line_rate_gbps()
 }
 
-/// Drains `node` with `reason` and says how it went (a failed drain does not change the
-/// verdict).
-fn drain_node(node: &str, reason: &str) {
-    match gpudirect::slurm::drain(node, reason) {
-        Ok(()) => eprintln!("gpudirect validate: drained {node}"),
-        Err(e) => eprintln!("gpudirect validate: could not drain {node}: {e}"),
+/// The health exit status, raised to 2 (failed) when a drain, a resume or an `--on-drain`
+/// command did not work (a validation that could not run stays 3). Pure.
+fn exit_status(status: Health, actions_failed: bool) -> ExitStatus {
+    match (status, actions_failed) {
+        (Health::CouldNotRun, _) => ExitStatus::CouldNotRun,
+        (Health::Failed, _) | (_, true) => ExitStatus::Failed,
+        (Health::Healthy, false) => ExitStatus::Ok,
+        (Health::Degraded, false) => ExitStatus::Problem,
     }
+}
+
+/// The drained nodes of the allocation (`--resume`), read before anything runs, and said.
+fn drained_nodes(nodes: &[String]) -> Result<Vec<(String, gpudirect::slurm::NodeState)>> {
+    let mut drained = Vec::new();
+    for node in nodes {
+        let state = gpudirect::slurm::node_state(node)
+            .with_context(|| format!("--resume: cannot read the state of {node}"))?;
+        if state.drained() {
+            let reason = state.reason.as_deref().unwrap_or("(no reason)");
+            eprintln!(
+                "gpudirect validate: --resume: {node} is drained (\"{reason}\"): {}",
+                if gpudirect::drain::is_ours(state.reason.as_deref()) {
+                    "by gpudirect, re-tested with a node that is not drained"
+                } else {
+                    "by an admin, never resumed here and never a partner in a re-test"
+                }
+            );
+            drained.push((node.clone(), state));
+        }
+    }
+    if drained.is_empty() {
+        eprintln!("gpudirect validate: --resume: no node of the allocation is drained");
+    }
+    Ok(drained)
 }
 
 /// The HTML report of a validation's runs in `dir`. The verdict stands whatever happens to
@@ -633,6 +718,12 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx) -> Result<ExitStatus> {
     }
     if args.per_rail && args.test == Test::Rails {
         bail!("--per-rail runs nccl-tests once per rail; --test rails already measures each rail (with MPI): use one of them");
+    }
+    if args.retries > 0 && !args.drain && !args.resume {
+        bail!("--retries N re-tests nodes before --drain drains them (or before --resume returns them): add --drain or --resume");
+    }
+    if (args.retries > 0 || args.resume) && (args.per_rail || args.test == Test::Rails) {
+        bail!("--retries and --resume re-test whole nodes with nccl-tests; they do not apply to --per-rail or --test rails yet");
     }
     if args.test == Test::Rails {
         if !matches!(units, Units::Nodes) {
@@ -696,7 +787,7 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx) -> Result<ExitStatus> {
             }
         }
     };
-    let mut validation = match &args.topology {
+    let validation = match &args.topology {
         Some(file) => {
             let text = std::fs::read_to_string(file)
                 .with_context(|| format!("cannot read the topology file {}", file.display()))?;
@@ -706,6 +797,22 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx) -> Result<ExitStatus> {
         }
         None => Validation::new(nodes.clone(), mode, reference)?,
     };
+    // --resume: the drained nodes, read before anything runs.
+    let drained = match args.resume {
+        true => drained_nodes(&nodes)?,
+        false => Vec::new(),
+    };
+    let index = |node: &String| nodes.iter().position(|n| n == node);
+    let mut validation = validation.with_retests(Retests {
+        judged: if args.drain { args.retries } else { 0 },
+        given: drained
+            .iter()
+            .filter(|(_, s)| gpudirect::drain::is_ours(s.reason.as_deref()))
+            .filter_map(|(n, _)| index(n))
+            .collect(),
+        given_times: args.retries.max(1),
+        not_partners: drained.iter().filter_map(|(n, _)| index(n)).collect(),
+    });
 
     // With --per-rail: the rails and the variable, found out before anything runs.
     let per_rail = match args.per_rail {
@@ -761,6 +868,7 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx) -> Result<ExitStatus> {
         exact: true,
     };
     let mut run_ids = Vec::new();
+    let mut pairs = Vec::new();
     // Each pair's -J report gets its own file: cells are numbered across rounds.
     let mut cells_started = 0usize;
     let rounds = RoundContext {
@@ -789,6 +897,7 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx) -> Result<ExitStatus> {
                 &variant,
                 &mut history,
                 &mut run_ids,
+                &mut pairs,
                 &mut cells_started,
             )?;
             validations.push(on_rail);
@@ -816,10 +925,30 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx) -> Result<ExitStatus> {
         &variant,
         &mut history,
         &mut run_ids,
+        &mut pairs,
         &mut cells_started,
     )?;
     let report = validation.report();
     let status = health(&report);
+    // Drains, then returns, before the report is printed: their outcomes are part of it.
+    let source = EvidenceSource {
+        on_drain: args.on_drain.as_deref(),
+        history: &history,
+        cluster: cluster.as_deref(),
+        collective: Some(&args.collective),
+        size_bytes: Some(max),
+        pairs: &pairs,
+    };
+    let drain_actions = match args.drain {
+        true => drains::apply_drains(&drains::drain_plan(&report), &source),
+        false => Vec::new(),
+    };
+    let resume_actions = match args.resume {
+        true => drains::apply_resumes(&drained, &drains::resume_plan(&report, &drained)),
+        false => Vec::new(),
+    };
+    let actions_failed = drains::any_error(&drain_actions) || drains::any_error(&resume_actions);
+    let exit = exit_status(status, actions_failed);
     let notes = match run_ids.first() {
         Some(first) if !baseline_runs.is_empty() => {
             let setups = baseline_runs
@@ -839,6 +968,12 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx) -> Result<ExitStatus> {
                 "line_rate_gbps".into(),
                 serde_json::to_value(line_rate_gbps)?,
             );
+            if args.drain {
+                object.insert("drains".into(), serde_json::to_value(&drain_actions)?);
+            }
+            if args.resume {
+                object.insert("resumes".into(), serde_json::to_value(&resume_actions)?);
+            }
         }
         emit_json(&value)?;
     } else {
@@ -881,38 +1016,59 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx) -> Result<ExitStatus> {
                 l.median_busbw
             )?;
         }
+        for r in &report.retests {
+            let runs: Vec<String> = r
+                .runs
+                .iter()
+                .map(|run| match &run.outcome {
+                    PairOutcome::Busbw(b) => format!(
+                        "with {} {b:.2} GB/s ({})",
+                        run.partner,
+                        format!("{:?}", run.class).to_lowercase()
+                    ),
+                    PairOutcome::Failed(why) => format!("with {} failed: {why}", run.partner),
+                })
+                .collect();
+            outln!(
+                "  re-test {:<8} {}: {}",
+                r.node,
+                r.summary(),
+                if runs.is_empty() {
+                    "no run".to_string()
+                } else {
+                    runs.join("; ")
+                }
+            )?;
+        }
+        for a in drain_actions.iter().chain(&resume_actions) {
+            outln!("  {}", a.message)?;
+            if let Some(e) = a.error.as_ref().filter(|_| a.outcome != "error") {
+                outln!("  {e}")?;
+            }
+        }
         for note in &notes {
             outln!("note: {note}")?;
         }
         outln!(
-            "verdict: {status:?} (exit {}); runs {:?} in {}",
-            status.exit_code(),
+            "verdict: {status:?} (exit {}{}); runs {:?} in {}",
+            match exit {
+                ExitStatus::Ok => 0,
+                ExitStatus::Problem => 1,
+                ExitStatus::Failed => 2,
+                ExitStatus::CouldNotRun => 3,
+                ExitStatus::Interrupted => 130,
+            },
+            if actions_failed {
+                ": a drain, a resume or --on-drain did not work"
+            } else {
+                ""
+            },
             run_ids,
             db.display()
         )?;
     }
-    if args.drain {
-        for n in report.nodes.iter().filter(|n| {
-            matches!(
-                n.verdict,
-                gpudirect::judging::Verdict::SlowNode | gpudirect::judging::Verdict::Failed
-            )
-        }) {
-            let reason = format!(
-                "gpudirect validate: {} ({})",
-                n.verdict,
-                n.evidence.join("; ")
-            );
-            drain_node(&n.node, &reason);
-        }
-    }
     if let Some(dir) = &args.report {
         write_validation_report(&history, &run_ids, dir);
     }
-    Ok(match status {
-        Health::Healthy => ExitStatus::Ok,
-        Health::Degraded => ExitStatus::Problem,
-        Health::Failed => ExitStatus::Failed,
-        Health::CouldNotRun => ExitStatus::CouldNotRun,
-    })
+    Ok(exit)
 }

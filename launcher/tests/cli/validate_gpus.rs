@@ -190,7 +190,7 @@ fn gpu_indices_follow_an_inherited_cuda_visible_devices() {
 
 #[test]
 fn bad_gpu_lists_and_options_are_refused_with_the_fix() {
-    let cases: [(&[&str], &str); 9] = [
+    let cases: [(&[&str], &str); 12] = [
         (
             &["--gpus", "0-x"],
             "--gpus 0-x: `0-x` is not a GPU index or range",
@@ -211,6 +211,12 @@ fn bad_gpu_lists_and_options_are_refused_with_the_fix() {
             "do not split into units of 2",
         ),
         (&["--gpus", "0-3", "--drain"], "--drain drains Slurm nodes"),
+        (&["--gpus", "0-3", "--resume"], "--resume returns them"),
+        (
+            &["--gpus", "0-3", "--retries", "2"],
+            "--retries N re-tests nodes before --drain drains them",
+        ),
+        (&["--gpus", "0-3", "--on-drain", "/bin/true"], "--drain"),
         (
             &["--gpus", "0-3", "--gpudirect", "tcpx"],
             "--gpudirect applies to srun steps",

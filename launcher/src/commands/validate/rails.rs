@@ -70,6 +70,9 @@ struct RailsReport<'a> {
     health: Health,
     units: Vec<Unit>,
     runs: Vec<i64>,
+    /// What `--drain` did, node by node.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    drains: Option<Vec<super::NodeAction>>,
 }
 
 /// The rails, and the variable that holds NCCL to one NIC (`validate --per-rail`).
@@ -490,7 +493,7 @@ pub(super) fn conclude(args: &ValidateArgs, v: Verdicts) -> Result<ExitStatus> {
         .first()
         .and_then(|x| x.threshold().cloned())
         .context("no rail was validated")?;
-    let report = RailsReport {
+    let mut report = RailsReport {
         test: v.test,
         nodes: v.nodes,
         rails: v.rails,
@@ -500,24 +503,35 @@ pub(super) fn conclude(args: &ValidateArgs, v: Verdicts) -> Result<ExitStatus> {
         health: status,
         units,
         runs: v.run_ids.to_vec(),
+        drains: None,
     };
+    if args.drain {
+        let source = super::EvidenceSource {
+            on_drain: args.on_drain.as_deref(),
+            history: v.history,
+            cluster: args.cluster.as_deref(),
+            collective: None,
+            size_bytes: None,
+            pairs: &[],
+        };
+        report.drains = Some(super::drains::apply_drains(
+            &drain_candidates(&report.units),
+            &source,
+        ));
+    }
+    let actions_failed = report
+        .drains
+        .as_deref()
+        .is_some_and(super::drains::any_error);
     if args.json {
         emit_json(&report)?;
     } else {
         print_text(&report, v.db)?;
     }
-    if args.drain {
-        drain_bad_units(&report.units);
-    }
     if let Some(dir) = &args.report {
         super::write_validation_report(v.history, v.run_ids, dir);
     }
-    Ok(match status {
-        Health::Healthy => ExitStatus::Ok,
-        Health::Degraded => ExitStatus::Problem,
-        Health::Failed => ExitStatus::Failed,
-        Health::CouldNotRun => ExitStatus::CouldNotRun,
-    })
+    Ok(super::exit_status(status, actions_failed))
 }
 
 /// Every (node, rail) with its verdict and figures.
@@ -658,18 +672,33 @@ fn print_text(report: &RailsReport, db: &std::path::Path) -> Result<()> {
     Ok(())
 }
 
-/// Drains each node with a slow or failed rail, the rails named in the reason.
-fn drain_bad_units(units: &[Unit]) {
-    let mut by_node: std::collections::BTreeMap<&str, Vec<String>> = Default::default();
+/// Each node with a slow or failed rail, to drain with the rails named in the reason
+/// (`gpudirect: eth2 slow node`). Pure.
+fn drain_candidates(units: &[Unit]) -> Vec<super::drains::Candidate> {
+    let mut by_node: std::collections::BTreeMap<&str, Vec<&Unit>> = Default::default();
     for u in units {
         if matches!(u.verdict, Verdict::SlowNode | Verdict::Failed) {
-            by_node
-                .entry(&u.node)
-                .or_default()
-                .push(format!("{} {}", u.rail, u.verdict));
+            by_node.entry(&u.node).or_default().push(u);
         }
     }
-    for (node, why) in by_node {
-        super::drain_node(node, &format!("gpudirect validate: {}", why.join(", ")));
-    }
+    by_node
+        .into_iter()
+        .map(|(node, bad)| {
+            let rails: Vec<String> = bad
+                .iter()
+                .map(|u| format!("{} {}", u.rail, u.verdict))
+                .collect();
+            super::drains::Candidate {
+                node: node.to_string(),
+                verdict: rails.join(", "),
+                evidence: bad
+                    .iter()
+                    .flat_map(|u| u.evidence.iter().map(move |e| format!("{}: {e}", u.rail)))
+                    .collect(),
+                plan: super::drains::DrainPlan::Drain {
+                    reason: gpudirect::drain::drain_reason(&rails.join(", ")),
+                },
+            }
+        })
+        .collect()
 }
