@@ -53,6 +53,18 @@ impl Drop for Restore {
             cmd.args(["update", &format!("nodename={node}"), "state=resume"]);
             run(&mut cmd);
         }
+        // `health off` reconfigures Slurm: the nodes re-register (sinfo marks them `*`
+        // meanwhile). The next test gets a cluster whose every node answers.
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(30) {
+            let mut sinfo = slurm_command("sinfo");
+            sinfo.args(["-h", "-N", "-o", "%t"]);
+            let states = stdout(&run(&mut sinfo));
+            if !states.is_empty() && !states.contains('*') && !states.contains("drain") {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(250));
+        }
     }
 }
 
