@@ -155,7 +155,20 @@ fn every_recorded_fixture_parses_plausibly() {
         // Debug-enabled runs carry transport evidence.
         let debug_run = e.env.contains("NCCL_DEBUG=INFO") || e.command.contains("NCCL_DEBUG=INFO");
         if debug_run && !is_json {
-            assert!(!out.debug.transports.is_empty(), "{}", e.file);
+            // Channel lines come with INIT; a run that logged only TUNING has NCCL's choice
+            // per operation instead.
+            if e.env.contains("NCCL_DEBUG_SUBSYS=TUNING") {
+                assert!(!out.debug.tuning.is_empty(), "{}", e.file);
+                assert!(
+                    out.rows
+                        .iter()
+                        .all(|r| out.tuning_for(r.size_bytes).is_some()),
+                    "{}",
+                    e.file
+                );
+            } else {
+                assert!(!out.debug.transports.is_empty(), "{}", e.file);
+            }
             assert_eq!(
                 out.debug.nccl_version.as_deref(),
                 Some("2.28.9"),
@@ -1095,4 +1108,20 @@ fn a_two_rank_all_reduce_table_is_not_taken_for_a_huge_reduce_scatter() {
         out.inferences
     );
     assert!(out.busbw_mismatches().is_empty());
+}
+
+/// The 2xH200 tuning recordings (issue #19's material, `h200x2-tuning/`): NCCL's choice
+/// per size follows the forced settings, and the default is Ring with LL at 1 MiB.
+#[test]
+fn the_tuning_recordings_name_nccls_choice_per_size() {
+    let choice = |name: &str, size: u64| {
+        recorded(&format!("h200x2-tuning/all_reduce_g2_{name}_r1.txt")).tuning_for(size)
+    };
+    let pair = |a: &str, p: &str| Some((a.to_string(), p.to_string()));
+    assert_eq!(choice("default", 1 << 20), pair("RING", "LL"));
+    assert_eq!(choice("default", 4 << 30), pair("RING", "SIMPLE"));
+    assert_eq!(choice("tree", 1 << 20), pair("TREE", "SIMPLE"));
+    assert_eq!(choice("tree", 4 << 30), pair("TREE", "SIMPLE"));
+    assert_eq!(choice("ll128", 1 << 30), pair("RING", "LL128"));
+    assert_eq!(choice("ring", 4 << 30), pair("RING", "SIMPLE"));
 }
