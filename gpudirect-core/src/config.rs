@@ -1551,8 +1551,14 @@ nic_names = { eth0 = "enp0s12" }
         let local_set = config.node_set_for("node2").unwrap();
         assert_eq!(
             local_set.skip_checks,
-            [CheckKind::Libraries, CheckKind::RxdmSocketDir]
+            [
+                CheckKind::Libraries,
+                CheckKind::RxdmSocketDir,
+                CheckKind::NicSpeed,
+                CheckKind::Gpus
+            ]
         );
+        assert_eq!(tcpx.node_line_rate_gbps(), Some(100.0));
         assert_eq!(
             config.profile_names(),
             ["azure-ndv5", "efa", "gib", "gib-a4", "ib", "tcpx", "tcpxo"]
