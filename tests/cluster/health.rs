@@ -97,12 +97,23 @@ fn the_health_check_drains_a_node_whose_nic_is_down_and_returns_it_once_restored
         "after {took:?}: {seen}"
     );
     eprintln!("node2 drained {took:?} after eth3 went down: {seen}");
-    // --on-drain got the evidence for the repair request (the wrapper keeps it).
-    let evidence: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(state_dir().join("log/evidence-node2.json"))
-            .expect("the --on-drain command kept the evidence"),
-    )
-    .expect("the evidence is JSON");
+    // --on-drain got the evidence for the repair request (the wrapper keeps it). It runs
+    // after the drain, which the poll above may see first.
+    let kept = state_dir().join("log/evidence-node2.json");
+    let start = Instant::now();
+    let text = loop {
+        match std::fs::read_to_string(&kept) {
+            Ok(text) if !text.trim().is_empty() => break text,
+            _ if start.elapsed() > Duration::from_secs(10) => {
+                panic!(
+                    "the --on-drain command kept no evidence at {}",
+                    kept.display()
+                )
+            }
+            _ => std::thread::sleep(Duration::from_millis(200)),
+        }
+    };
+    let evidence: serde_json::Value = serde_json::from_str(&text).expect("the evidence is JSON");
     assert_eq!(evidence["node"], "node2", "{evidence}");
     assert_eq!(evidence["failures"][0]["check"], "nics", "{evidence}");
     assert!(
