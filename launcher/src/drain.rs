@@ -175,10 +175,20 @@ pub fn run_on_drain(command: &str, evidence: &impl Serialize) -> Result<PathBuf>
     let finished = runner::run(&job, &AtomicBool::new(false))
         .map_err(|e| anyhow::anyhow!("--on-drain: cannot start `{shown}`: {}", e.source))?;
     if finished.outcome != (Outcome::Exited { code: 0 }) {
+        let stderr = String::from_utf8_lossy(&finished.stderr);
+        let said = match stderr.trim() {
+            "" => "(nothing on stderr)".to_string(),
+            text => format!("stderr: {}", text.lines().collect::<Vec<_>>().join("; ")),
+        };
+        let how = match finished.outcome {
+            Outcome::Exited { code } => format!("exit status {code}"),
+            Outcome::Signaled { signal } => format!("killed by signal {signal}"),
+            Outcome::TimedOut => format!("no end within {}s", ON_DRAIN_TIMEOUT.as_secs()),
+            Outcome::Interrupted => "interrupted".into(),
+        };
         bail!(
-            "--on-drain: `{shown}` ended with {:?}: {}",
-            finished.outcome,
-            String::from_utf8_lossy(&finished.stderr).trim()
+            "--on-drain: `{shown}` failed ({how}); {said}; the evidence is in {}",
+            path.display()
         );
     }
     Ok(path)
@@ -257,7 +267,8 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(
-            err.contains("--on-drain: `/bin/false") && err.contains("Exited"),
+            err.contains("--on-drain: `/bin/false")
+                && err.contains("failed (exit status 1); (nothing on stderr); the evidence is in "),
             "{err}"
         );
         assert!(run_on_drain("  ", &evidence)

@@ -694,12 +694,22 @@ fn drained_nodes(nodes: &[String]) -> Result<Vec<(String, gpudirect::slurm::Node
 
 /// The HTML report of a validation's runs in `dir`. The verdict stands whatever happens to
 /// the report: a failure is said, not returned.
-fn write_validation_report(history: &History, run_ids: &[i64], dir: &std::path::Path) {
+fn write_validation_report(
+    history: &History,
+    run_ids: &[i64],
+    dir: &std::path::Path,
+    notes: &[String],
+) {
     let options = ReportOptions {
         selection: Selection::Runs(run_ids.to_vec()),
         ..ReportOptions::default()
     };
-    match gather(history, &options).and_then(|data| write_report(&data, dir, ReportFormat::Both)) {
+    let written = gather(history, &options).and_then(|mut data| {
+        // What the pairs were judged against, and why the baseline may mislead, at the top.
+        data.notes.splice(0..0, notes.iter().cloned());
+        write_report(&data, dir, ReportFormat::Both)
+    });
+    match written {
         Ok(files) => eprintln!(
             "gpudirect validate: report written to {}",
             files.html.display()
@@ -1068,7 +1078,20 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx) -> Result<ExitStatus> {
         )?;
     }
     if let Some(dir) = &args.report {
-        write_validation_report(&history, &run_ids, dir);
+        let mut report_notes: Vec<String> = validation
+            .threshold()
+            .map(|t| {
+                format!(
+                    "validation threshold {:.2} GB/s at {} ({})",
+                    t.limit(),
+                    format_size(max),
+                    t.explain()
+                )
+            })
+            .into_iter()
+            .collect();
+        report_notes.extend(notes.iter().cloned());
+        write_validation_report(&history, &run_ids, dir, &report_notes);
     }
     Ok(exit)
 }

@@ -135,6 +135,16 @@ fn clean_gpus_pass_in_one_round() {
         .validate(&["--gpus", "0,1"])
         .env("NCCL_ALGO", "Tree"));
     assert_stderr_contains(&out, "NCCL_ALGO=Tree from the environment is kept");
+    // The report says what the pairs were judged against.
+    let report = standin.dir.path().join("report");
+    let out = run(&mut standin.validate(&["--gpus", "0,1", "--report", report.to_str().unwrap()]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let html = std::fs::read_to_string(report.join("index.html")).unwrap();
+    assert!(
+        html.contains("validation threshold 300.00 GB/s at 8G"),
+        "{}",
+        &html[..html.len().min(3000)]
+    );
 }
 
 #[test]

@@ -529,7 +529,7 @@ pub(super) fn conclude(args: &ValidateArgs, v: Verdicts) -> Result<ExitStatus> {
         print_text(&report, v.db)?;
     }
     if let Some(dir) = &args.report {
-        super::write_validation_report(v.history, v.run_ids, dir);
+        super::write_validation_report(v.history, v.run_ids, dir, &[]);
     }
     Ok(super::exit_status(status, actions_failed))
 }
