@@ -209,6 +209,15 @@ pub fn read_config_text(
     Ok((text, FileStamp::of(&meta)))
 }
 
+/// This node's Slurm name: `SLURMD_NODENAME` (slurmd sets it for slurmstepd, the
+/// prolog and the health check), else [`short_hostname`].
+pub fn slurm_node_name() -> String {
+    std::env::var("SLURMD_NODENAME")
+        .ok()
+        .filter(|name| !name.is_empty())
+        .unwrap_or_else(short_hostname)
+}
+
 /// This machine's host name up to the first dot (`gethostname`), or `localhost` when it
 /// cannot be read.
 pub fn short_hostname() -> String {

@@ -24,7 +24,7 @@ use gpudirect::rails::{
     EXIT_NO_CONNECTION, EXIT_RAIL_DOWN, EXIT_WORLD_MISMATCH, NO_CONNECTION,
 };
 use gpudirect::units::size_arg;
-use gpudirect_core::system::{load_config, short_hostname, Ownership};
+use gpudirect_core::system::{load_config, slurm_node_name, Ownership};
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
 
@@ -68,13 +68,8 @@ enum Command {
     },
 }
 
-/// This task's node: Slurm's name for it, else the host name.
-fn node_name() -> String {
-    std::env::var("SLURMD_NODENAME").unwrap_or_else(|_| short_hostname())
-}
-
 fn fail(code: u8, message: &str) -> ExitCode {
-    eprintln!("gpudirect-mpi: {}: {message}", node_name());
+    eprintln!("gpudirect-mpi: {}: {message}", slurm_node_name());
     // srun ends the step as soon as a task fails (--kill-on-bad-exit), and the line above
     // can be lost on the way to srun when the step is torn down at once (seen on the local
     // cluster): give it a moment to arrive, since it is the reason the launcher reports.
@@ -171,7 +166,7 @@ fn pair(world: &SimpleCommunicator, rail: &str, size: u64, seconds: f64) -> anyh
         if !watched.load(Ordering::SeqCst) {
             eprintln!(
                 "gpudirect-mpi: {}: {NO_CONNECTION} over {rail_name} within {}s",
-                node_name(),
+                slurm_node_name(),
                 CONNECT_TIMEOUT.as_secs()
             );
             // Not exit(): the main thread is inside MPI, whose exit handlers could wait on it.
@@ -182,7 +177,7 @@ fn pair(world: &SimpleCommunicator, rail: &str, size: u64, seconds: f64) -> anyh
     });
 
     // Host names, so that the line says which node was which rank.
-    let mine = node_name().into_bytes();
+    let mine = slurm_node_name().into_bytes();
     let theirs = if me == 0 {
         other.send(&mine[..]);
         other.receive_vec::<u8>().0

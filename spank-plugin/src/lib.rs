@@ -52,7 +52,7 @@ use gpudirect_core::resolve::{
     StepFacts, TaskFacts,
 };
 use gpudirect_core::system::{
-    check_config_file, current_affinity, load_config_stamped, set_affinity, short_hostname,
+    check_config_file, current_affinity, load_config_stamped, set_affinity, slurm_node_name,
     Ownership, SystemProbe,
 };
 use slurm_spank::{spank_log, Context, LogLevel, Plugin, SpankHandle};
@@ -244,16 +244,6 @@ fn inject_fault(callback: &str) {
 #[cfg(not(feature = "fault-injection"))]
 fn inject_fault(_callback: &str) {}
 
-/// This node's Slurm name, as slurmd knows it (slurmstepd's own SLURMD_NODENAME), else the
-/// short host name. Never the step's SLURMD_NODENAME: that is the user's environment, and
-/// srun inside a batch script carries the batch host's name to every node of the step.
-fn node_name() -> String {
-    std::env::var("SLURMD_NODENAME")
-        .ok()
-        .filter(|name| !name.is_empty())
-        .unwrap_or_else(short_hostname)
-}
-
 impl GpuDirect {
     /// slurmstepd, in the remote `init_post_opt`, where it still runs as root (`user_init`
     /// runs with the job user's rights, where marks can be neither trusted nor written:
@@ -275,7 +265,10 @@ impl GpuDirect {
             return;
         };
         let path = Path::new(path);
-        let node = node_name();
+        // slurmstepd's own SLURMD_NODENAME, never the step's: that is the user's
+        // environment, and srun inside a batch script carries the batch host's name to
+        // every node of the step.
+        let node = slurm_node_name();
         // The ownership checks run at every step, marked or not: a config made writable by
         // others since it was marked is refused as before.
         let Ok(stamp) = check_config_file(path, Ownership::RootOnly) else {
@@ -458,7 +451,8 @@ unsafe impl Plugin for GpuDirect {
             self.node = NodeDecision::Untouched;
             return Ok(());
         }
-        let node = node_name();
+        // As in consult_marks: slurmstepd's own name for the node.
+        let node = slurm_node_name();
         let decided =
             std::panic::catch_unwind(AssertUnwindSafe(|| self.decide(spank, node.clone())));
         self.node = match decided {

@@ -37,7 +37,7 @@ use gpudirect::units::{human_size, now_unix, percent_arg, size_arg};
 use gpudirect_core::config::{CheckKind, Config, Mode, NicClass, Profile};
 use gpudirect_core::locality::Locality;
 use gpudirect_core::resolve::{plan_node_with_locality, resolve_profile, StepFacts};
-use gpudirect_core::system::{load_config, short_hostname, Ownership, SystemProbe};
+use gpudirect_core::system::{load_config, slurm_node_name, Ownership, SystemProbe};
 use serde::Serialize;
 
 use super::{Ctx, ExitStatus};
@@ -242,10 +242,7 @@ pub enum SlurmAction {
 
 /// The node's name: `--node`, else `$SLURMD_NODENAME` (slurmd's), else the host name.
 fn node_name(args: &HealthArgs) -> String {
-    args.node
-        .clone()
-        .or_else(|| gpudirect::launch::env_var("SLURMD_NODENAME"))
-        .unwrap_or_else(short_hostname)
+    args.node.clone().unwrap_or_else(slurm_node_name)
 }
 
 /// `nic_speed` for one data NIC: `speed` is what sysfs says (Mbit/s for a netdev, the RDMA
