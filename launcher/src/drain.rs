@@ -181,10 +181,8 @@ pub fn run_on_drain(command: &str, evidence: &impl Serialize) -> Result<PathBuf>
             text => format!("stderr: {}", text.lines().collect::<Vec<_>>().join("; ")),
         };
         let how = match finished.outcome {
-            Outcome::Exited { code } => format!("exit status {code}"),
-            Outcome::Signaled { signal } => format!("killed by signal {signal}"),
             Outcome::TimedOut => format!("no end within {}s", ON_DRAIN_TIMEOUT.as_secs()),
-            Outcome::Interrupted => "interrupted".into(),
+            other => other.to_string(),
         };
         bail!(
             "--on-drain: `{shown}` failed ({how}); {said}; the evidence is in {}",
@@ -268,7 +266,7 @@ mod tests {
             .to_string();
         assert!(
             err.contains("--on-drain: `/bin/false")
-                && err.contains("failed (exit status 1); (nothing on stderr); the evidence is in "),
+                && err.contains("failed (exit code 1); (nothing on stderr); the evidence is in "),
             "{err}"
         );
         assert!(run_on_drain("  ", &evidence)
