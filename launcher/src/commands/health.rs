@@ -34,9 +34,9 @@ use gpudirect::record::RunContext;
 use gpudirect::runner::{self, INTERRUPTED};
 use gpudirect::slurm;
 use gpudirect::units::{human_size, now_unix, percent_arg, size_arg};
-use gpudirect_core::config::{CheckKind, Config, Mode, NicClass, Profile};
+use gpudirect_core::config::{CheckKind, Mode, NicClass, NicLocality};
 use gpudirect_core::locality::Locality;
-use gpudirect_core::resolve::{plan_node_with_locality, resolve_profile, StepFacts};
+use gpudirect_core::resolve::{plan_node_with_locality, resolve_profile, Resolved, StepFacts};
 use gpudirect_core::system::{load_config, slurm_node_name, Ownership, SystemProbe};
 use serde::Serialize;
 
@@ -317,33 +317,78 @@ fn driver_gpus(dir: &Path) -> Option<u32> {
     u32::try_from(entries.filter_map(|e| e.ok()).count()).ok()
 }
 
-/// One pass of every check. Returns the failures and what was checked.
+/// What the checks use besides the node's files, read once however often they run: the
+/// node set's skips, the PCIe locality, and the GPUs Slurm gives the node (`None` when the
+/// `gpus` check is skipped, the node has no GPU gres, or Slurm could not say: a note then
+/// says why).
+struct NodeFacts<'c> {
+    resolved: Resolved<'c>,
+    skipped_by_set: Vec<CheckKind>,
+    locality: Option<Locality>,
+    slurm_gpus: Option<u32>,
+}
+
+impl<'c> NodeFacts<'c> {
+    fn read(
+        args: &HealthArgs,
+        resolved: Resolved<'c>,
+        node: &str,
+        notes: &mut Vec<String>,
+    ) -> Self {
+        let skipped_by_set: Vec<CheckKind> = resolved
+            .node_set
+            .map(|s| s.skip_checks.clone())
+            .unwrap_or_default();
+        let locality = match resolved.profile.nic_locality {
+            NicLocality::Sysfs => Locality::read(&args.sysfs).ok(),
+            NicLocality::Config => None,
+        };
+        let slurm_gpus = if skipped_by_set.contains(&CheckKind::Gpus) {
+            None
+        } else {
+            match slurm::node_state(node) {
+                Ok(state) => state.gpus,
+                Err(e) => {
+                    notes.push(format!(
+                        "gpus: not checked, Slurm did not say the node's gres: {}",
+                        e.to_string()
+                            .lines()
+                            .map(str::trim)
+                            .collect::<Vec<_>>()
+                            .join("; ")
+                    ));
+                    None
+                }
+            }
+        };
+        NodeFacts {
+            resolved,
+            skipped_by_set,
+            locality,
+            slurm_gpus,
+        }
+    }
+}
+
+/// One pass of every check. Returns the failures, the checks run and the checks skipped.
 fn check_once(
     args: &HealthArgs,
-    config: &Config,
-    profile: &Profile,
+    facts: &NodeFacts<'_>,
     node: &str,
-    notes: &mut Vec<String>,
 ) -> (Vec<Failed>, Vec<&'static str>, Vec<&'static str>) {
-    let resolved = gpudirect_core::resolve::Resolved {
-        profile,
-        node_set: config.node_set_for(node),
-    };
-    let skipped_by_set: Vec<CheckKind> = resolved
-        .node_set
-        .map(|s| s.skip_checks.clone())
-        .unwrap_or_default();
-    let locality = match profile.nic_locality {
-        gpudirect_core::config::NicLocality::Sysfs => Locality::read(&args.sysfs).ok(),
-        gpudirect_core::config::NicLocality::Config => None,
-    };
+    let profile = facts.resolved.profile;
     let step = StepFacts {
         node: node.to_string(),
         nnodes: 1,
         local_size: 1,
         ..StepFacts::default()
     };
-    let plan = plan_node_with_locality(resolved, step, &SystemProbe::default(), locality.as_ref());
+    let plan = plan_node_with_locality(
+        facts.resolved,
+        step,
+        &SystemProbe::default(),
+        facts.locality.as_ref(),
+    );
     let mut failures: Vec<Failed> = plan
         .failures
         .iter()
@@ -363,9 +408,9 @@ fn check_once(
         .map(CheckKind::name)
         .collect();
     checked.push(CheckKind::Ownership.name());
-    let mut skipped: Vec<&'static str> = skipped_by_set.iter().map(|k| k.name()).collect();
+    let mut skipped: Vec<&'static str> = facts.skipped_by_set.iter().map(|k| k.name()).collect();
 
-    if !profile.line_rate_gbit.is_empty() && !skipped_by_set.contains(&CheckKind::NicSpeed) {
+    if !profile.line_rate_gbit.is_empty() && !facts.skipped_by_set.contains(&CheckKind::NicSpeed) {
         checked.push(CheckKind::NicSpeed.name());
         for (logical, gbit) in &profile.line_rate_gbit {
             let real = plan.real_nic(logical);
@@ -378,23 +423,9 @@ fn check_once(
             ));
         }
     }
-    if !skipped_by_set.contains(&CheckKind::Gpus) {
-        match slurm::node_state(node) {
-            Ok(state) => {
-                if let Some(expected) = state.gpus {
-                    checked.push(CheckKind::Gpus.name());
-                    failures.extend(gpu_failure(expected, driver_gpus(&args.nvidia_gpus)));
-                }
-            }
-            Err(e) => notes.push(format!(
-                "gpus: not checked, Slurm did not say the node's gres: {}",
-                e.to_string()
-                    .lines()
-                    .map(str::trim)
-                    .collect::<Vec<_>>()
-                    .join("; ")
-            )),
-        }
+    if let Some(expected) = facts.slurm_gpus {
+        checked.push(CheckKind::Gpus.name());
+        failures.extend(gpu_failure(expected, driver_gpus(&args.nvidia_gpus)));
     }
     skipped.sort_unstable();
     skipped.dedup();
@@ -431,20 +462,20 @@ pub fn run(args: &HealthArgs, ctx: &Ctx) -> Result<ExitStatus> {
     };
     let profile = resolved.profile;
     let mut notes = Vec::new();
+    let facts = NodeFacts::read(args, resolved, &node, &mut notes);
     let mut attempts = 0;
-    let (failures, checked, skipped) = loop {
+    let (mut failures, mut checked, skipped) = loop {
         attempts += 1;
-        let result = check_once(args, &config, profile, &node, &mut notes);
+        let result = check_once(args, &facts, &node);
         if result.0.is_empty() || attempts > args.retries {
             break result;
         }
         std::thread::sleep(Duration::from_secs(1));
     };
-    let (mut failures, mut checked, mut notes) = (failures, checked, notes);
     if args.quick_nccl && failures.is_empty() {
         // Only on an otherwise healthy node: a missing NIC or GPU already says enough.
         checked.push("nccl");
-        match quick_nccl(args, &node, ctx) {
+        match quick_nccl(args, &node, facts.slurm_gpus, ctx) {
             Ok((failure, note)) => {
                 failures.extend(failure);
                 notes.push(note);
@@ -487,13 +518,21 @@ pub fn run(args: &HealthArgs, ctx: &Ctx) -> Result<ExitStatus> {
 /// median of up to [`QUICK_NCCL_BASELINE_RUNS`] earlier ok single-node runs of this
 /// cluster at the same size (measured before this one is recorded). Returns the failure,
 /// if any, and a note saying what was measured.
-fn quick_nccl(args: &HealthArgs, node: &str, ctx: &Ctx) -> Result<(Option<Failed>, String)> {
+fn quick_nccl(
+    args: &HealthArgs,
+    node: &str,
+    slurm_gpus: Option<u32>,
+    ctx: &Ctx,
+) -> Result<(Option<Failed>, String)> {
     let Some(dir) = args.nccl_tests_dir.clone() else {
         anyhow::bail!("--quick-nccl needs the nccl-tests binaries: pass --nccl-tests-dir DIR or set NCCL_TESTS_DIR");
     };
     let gpus = match args.gpus.or_else(|| driver_gpus(&args.nvidia_gpus)) {
         Some(n) if n > 0 => n,
-        _ => slurm::node_state(node).ok().and_then(|s| s.gpus).context(
+        // The gres count the gpus check read, else (that check skipped) Slurm's answer now.
+        _ => slurm_gpus
+            .or_else(|| slurm::node_state(node).ok().and_then(|s| s.gpus))
+            .context(
             "no GPUs to test: the driver lists none and Slurm gives the node none; pass --gpus N",
         )?,
     };
