@@ -143,7 +143,7 @@ pub struct RunArgs {
     #[arg(
         long,
         env = "GPUDIRECT_CONFIG",
-        default_value = "/etc/slurm/gpudirect.toml"
+        default_value = super::profiles::DEFAULT_CONFIG
     )]
     pub config: PathBuf,
 
