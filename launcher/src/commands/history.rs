@@ -53,6 +53,15 @@ pub struct VersionSet {
     pub basis: String,
 }
 
+/// A run's group in `history --versions`: its cluster and its fabric (the transport NCCL
+/// used, else the variant), `-` where unknown.
+fn cluster_and_fabric(run: &RunSummary) -> (String, String) {
+    (
+        or_dash(run.cluster.as_deref()),
+        or_dash(run.transport.as_deref().or(run.variant.as_deref())),
+    )
+}
+
 /// For each (cluster, fabric), the newest run that met its baseline ([`met_baseline`]),
 /// newest group first. `runs` newest first, as `list_runs` gives them. Pure.
 pub fn last_good_per_fabric(runs: &[RunSummary], tolerance_pct: f64) -> Vec<(&RunSummary, String)> {
@@ -63,10 +72,7 @@ pub fn last_good_per_fabric(runs: &[RunSummary], tolerance_pct: f64) -> Vec<(&Ru
     let mut seen: HashSet<(String, String)> = HashSet::new();
     let mut found = Vec::new();
     for (i, run) in usable.iter().enumerate() {
-        let key = (
-            or_dash(run.cluster.as_deref()),
-            or_dash(run.transport.as_deref().or(run.variant.as_deref())),
-        );
+        let key = cluster_and_fabric(run);
         if seen.contains(&key) {
             continue;
         }
@@ -121,9 +127,10 @@ fn versions_view(
     let mut sets = Vec::new();
     for (run, basis) in last_good_per_fabric(runs, tolerance_pct) {
         let setup = RunSetup::of(&history.get_run(run.id)?);
+        let (cluster, fabric) = cluster_and_fabric(run);
         sets.push(VersionSet {
-            cluster: or_dash(run.cluster.as_deref()),
-            fabric: or_dash(run.transport.as_deref().or(run.variant.as_deref())),
+            cluster,
+            fabric,
             run_id: run.id,
             at: run.at.clone(),
             collective: run.collective.clone(),
