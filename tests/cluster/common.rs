@@ -395,6 +395,18 @@ pub fn fresh_temp_dir(name: &str) -> PathBuf {
 
 static CLUSTER: Mutex<()> = Mutex::new(());
 
+/// `scripts/local-cluster ARGS` of this checkout, run to its end (its output, unchecked).
+pub fn local_cluster(args: &[&str]) -> Output {
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts/local-cluster");
+    run(Command::new(script).args(args))
+}
+
+/// [`local_cluster`], which must succeed.
+pub fn local_cluster_ok(args: &[&str]) {
+    let out = local_cluster(args);
+    assert_ok(&out, &format!("scripts/local-cluster {}", args.join(" ")));
+}
+
 /// The cluster to this test alone until the guard drops: some tests change the cluster's
 /// config or a node's NIC, so the tests of one binary run one at a time whatever the test
 /// harness's thread count. A test that panicked while holding it does not stop the others.

@@ -4,21 +4,12 @@
 //! interval, and restoring it returns the node within the next; a drain an admin set for
 //! another reason is never lifted.
 
-use std::path::PathBuf;
-use std::process::Output;
 use std::time::{Duration, Instant};
 
 use cluster_tests::*;
 
 /// Seconds between two health checks of a node (HealthCheckInterval).
 const INTERVAL: u64 = 3;
-
-fn local_cluster(args: &[&str]) -> Output {
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts/local-cluster");
-    let out = run(std::process::Command::new(script).args(args));
-    assert_ok(&out, &format!("scripts/local-cluster {}", args.join(" ")));
-    out
-}
 
 /// `sinfo`'s state and reason of `node`: `drained gpudirect: NIC eth3 is down`.
 fn state_and_reason(node: &str) -> String {
@@ -45,9 +36,8 @@ struct Restore;
 
 impl Drop for Restore {
     fn drop(&mut self) {
-        let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts/local-cluster");
-        run(std::process::Command::new(&script).args(["health", "off"]));
-        run(std::process::Command::new(&script).args(["nic", "node2", "eth3", "restore"]));
+        local_cluster(&["health", "off"]);
+        local_cluster(&["nic", "node2", "eth3", "restore"]);
         for node in ["node2", "node3"] {
             let mut cmd = slurm_command_as(Who::Root, "scontrol");
             cmd.args(["update", &format!("nodename={node}"), "state=resume"]);
@@ -82,13 +72,13 @@ fn the_health_check_drains_a_node_whose_nic_is_down_and_returns_it_once_restored
     ]);
     assert_ok(&run(&mut admin), "an admin's drain");
     let _ = std::fs::remove_file(state_dir().join("log/evidence-node2.json"));
-    local_cluster(&["health", "on", "--interval", &INTERVAL.to_string()]);
+    local_cluster_ok(&["health", "on", "--interval", &INTERVAL.to_string()]);
     // A healthy node stays in service through a few checks.
     std::thread::sleep(Duration::from_secs(2 * INTERVAL + 1));
     let seen = state_and_reason("node2");
     assert!(seen.starts_with("idle"), "{seen}");
 
-    local_cluster(&["nic", "node2", "eth3", "down"]);
+    local_cluster_ok(&["nic", "node2", "eth3", "down"]);
     // Within one interval (and the polling's margin: slurmd's timer runs on its own).
     let limit = Duration::from_secs(2 * INTERVAL + 5);
     let (seen, took) = wait_for("node2", limit, |s| s.starts_with("drain"));
@@ -121,7 +111,7 @@ fn the_health_check_drains_a_node_whose_nic_is_down_and_returns_it_once_restored
         "{evidence}"
     );
 
-    local_cluster(&["nic", "node2", "eth3", "restore"]);
+    local_cluster_ok(&["nic", "node2", "eth3", "restore"]);
     let (seen, took) = wait_for("node2", limit, |s| s.starts_with("idle"));
     assert!(seen.starts_with("idle"), "after {took:?}: {seen}");
     eprintln!("node2 back {took:?} after eth3 was restored: {seen}");

@@ -834,9 +834,7 @@ fn a_slurmd_killed_mid_matrix_fails_the_cells_on_its_node_only() {
     struct RestartNodes;
     impl Drop for RestartNodes {
         fn drop(&mut self) {
-            let up =
-                std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/local-cluster");
-            run(std::process::Command::new(up).arg("up"));
+            local_cluster(&["up"]);
         }
     }
     let _restart = RestartNodes;

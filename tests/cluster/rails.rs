@@ -2,9 +2,6 @@
 //! traffic between the namespaced nodes, one data NIC at a time, with NICs slowed (tc) and
 //! taken down (ip) inside a node's namespace by `scripts/local-cluster nic`.
 
-use std::path::PathBuf;
-use std::process::Output;
-
 use cluster_tests::*;
 
 const RAILS: &str = "eth1,eth2,eth3,eth4";
@@ -17,11 +14,7 @@ struct Nic {
 
 impl Nic {
     fn set(node: &'static str, nic: &'static str, action: &[&str]) -> Nic {
-        let output = local_cluster(&[&["nic", node, nic], action].concat());
-        assert_ok(
-            &output,
-            &format!("local-cluster nic {node} {nic} {action:?}"),
-        );
+        local_cluster_ok(&[&["nic", node, nic], action].concat());
         Nic { node, nic }
     }
 }
@@ -30,11 +23,6 @@ impl Drop for Nic {
     fn drop(&mut self) {
         local_cluster(&["nic", self.node, self.nic, "restore"]);
     }
-}
-
-fn local_cluster(args: &[&str]) -> Output {
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts/local-cluster");
-    run(std::process::Command::new(script).args(args))
 }
 
 /// The nodes of the cluster, as sinfo lists them.
