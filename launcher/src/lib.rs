@@ -22,6 +22,8 @@
 //!   verdicts on nodes and links, and the simulator that proves them.
 //! - [`report`]: the HTML report with its plots (busbw by size, pair heat map, node x rail
 //!   map, nodes over time).
+//! - [`tune`]: `gpudirect tune`'s search: knobs, interleaved rounds, the noise rule per
+//!   size band, and the profile overlay it writes.
 //! - [`units`]: one grammar for sizes, durations, times and percentages.
 //! - [`output`]: the only code that writes to stdout (safe when the reader goes away).
 
@@ -43,6 +45,7 @@ pub mod runner;
 pub mod setup;
 pub mod simulate;
 pub mod slurm;
+pub mod tune;
 pub mod units;
 
 // Its own crate so that fuzz/ and its bench build without SQLite and clap; re-exported so
