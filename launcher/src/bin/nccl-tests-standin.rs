@@ -26,6 +26,11 @@
 //! names GPU 2 (`gpudirect validate --gpus`). `STANDIN_SLOW_RAILS=node3:eth2` does the same
 //! when the step runs on node3 with NCCL held to eth2 alone (`NCCL_SOCKET_IFNAME`,
 //! `NCCL_GPUDIRECTTCPX_SOCKET_IFNAME` or `NCCL_IB_HCA` is `eth2`: `validate --per-rail`).
+//! `STANDIN_CYCLE_DIR=<dir>`: where several recordings fit equally well (the rounds `_r1`,
+//! `_r2`, `_r3` of one setting), replay them in turn, keeping a counter per group in that
+//! folder, so that repeated runs show the recorded run-to-run noise (`gpudirect tune`);
+//! unset, the first one is always replayed. `STANDIN_SECONDS=0.5` sleeps that long before
+//! replaying, for tests of time budgets.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -225,6 +230,36 @@ fn in_list(var: &str, item: &str) -> bool {
         .unwrap_or(false)
 }
 
+/// `dir/name_r2.txt` -> `dir/name`: the recording without its round.
+fn round_stem(file: &str) -> &str {
+    let stem = file.strip_suffix(".txt").unwrap_or(file);
+    match stem.rsplit_once("_r") {
+        Some((base, round)) if !round.is_empty() && round.bytes().all(|b| b.is_ascii_digit()) => {
+            base
+        }
+        _ => stem,
+    }
+}
+
+/// The turn of this call among `equals` (0 the first time), counted in a file of `dir`
+/// named after the group; rank 0 counts, other ranks read, so one multi-rank run is one
+/// turn.
+fn next_turn(dir: &Path, collective: &str, equals: &[&Recording]) -> usize {
+    let group = equals
+        .first()
+        .map(|r| r.file.replace(['/', '.'], "_"))
+        .unwrap_or_default();
+    let counter = dir.join(format!("{collective}-{group}.turn"));
+    let turn = std::fs::read_to_string(&counter)
+        .ok()
+        .and_then(|t| t.trim().parse::<usize>().ok())
+        .unwrap_or(0);
+    if rank() == 0 {
+        let _ = std::fs::write(&counter, (turn + 1).to_string());
+    }
+    turn
+}
+
 fn main() -> ExitCode {
     let argv: Vec<String> = std::env::args().collect();
     let me = argv.first().cloned().unwrap_or_default();
@@ -256,9 +291,27 @@ fn main() -> ExitCode {
                 == slow
         })
         .filter_map(|r| env_score(r, &env).map(|s| (s, r)))
-        .max_by_key(|(s, r)| (*s, std::cmp::Reverse(r.file.clone())))
-        .map(|(_, r)| r);
-    let Some(recording) = chosen else {
+        .collect::<Vec<_>>();
+    let best = chosen.iter().map(|(s, _)| *s).max();
+    let mut equals: Vec<&Recording> = chosen
+        .iter()
+        .filter(|(s, _)| Some(*s) == best)
+        .map(|(_, r)| *r)
+        .collect();
+    equals.sort_by(|a, b| a.file.cmp(&b.file));
+    // Only the rounds of one recording cycle: a combination of settings that several
+    // recordings satisfy alike replays the rounds of the first, not a mix.
+    if let Some(stem) = equals.first().map(|r| round_stem(&r.file).to_string()) {
+        equals.retain(|r| round_stem(&r.file) == stem);
+    }
+    let recording = match std::env::var_os("STANDIN_CYCLE_DIR") {
+        Some(dir) if equals.len() > 1 => {
+            let turn = next_turn(Path::new(&dir), &collective, &equals);
+            equals.get(turn % equals.len()).copied()
+        }
+        _ => equals.first().copied(),
+    };
+    let Some(recording) = recording else {
         let recorded: Vec<String> = recordings
             .iter()
             .filter(|r| r.binary == collective)
@@ -272,6 +325,13 @@ fn main() -> ExitCode {
         );
         return ExitCode::from(EXIT_USAGE);
     };
+    if let Some(seconds) = std::env::var("STANDIN_SECONDS")
+        .ok()
+        .and_then(|s| s.parse::<f64>().ok())
+        .filter(|s| s.is_finite() && *s > 0.0)
+    {
+        std::thread::sleep(std::time::Duration::from_secs_f64(seconds.min(3600.0)));
+    }
     let me_rank = rank();
     if in_list("STANDIN_HANG_RANKS", &me_rank.to_string())
         || in_list("STANDIN_HANG_COLLECTIVES", &collective)
@@ -368,6 +428,19 @@ mod tests {
         assert_eq!(env_score(&plain, &none), Some(0));
         assert_eq!(debug.env.len(), 2, "{:?}", debug.env);
         assert!(!debug.env.contains_key("NCCL_HOSTID"));
+    }
+
+    #[test]
+    fn rounds_of_one_recording_share_a_stem() {
+        assert_eq!(
+            round_stem("h200x2-tuning/all_reduce_g2_tree_r3.txt"),
+            "h200x2-tuning/all_reduce_g2_tree"
+        );
+        assert_eq!(round_stem("a/all_reduce_run.txt"), "a/all_reduce_run");
+        assert_ne!(
+            round_stem("h200x2-tuning/all_reduce_g2_tree_r1.txt"),
+            round_stem("h200x2-tuning/all_reduce_g2_ch32_r1.txt")
+        );
     }
 
     #[test]

@@ -22,6 +22,7 @@ pub mod profiles;
 pub mod report;
 pub mod run;
 pub mod show;
+pub mod tune;
 pub mod validate;
 
 use std::path::PathBuf;
@@ -90,6 +91,10 @@ pub enum Command {
     /// Check this node as its profile requires (NICs, speeds, libraries, GPUs), fit to be
     /// Slurm's HealthCheckProgram: drain it on a failure, return it when it passes.
     Health(health::HealthArgs),
+    /// Find the NCCL settings that make this fabric fastest: sweep knobs against the default
+    /// in interleaved rounds, judge per size band by the noise, write the winner as a
+    /// profile overlay (--write).
+    Tune(Box<tune::TuneArgs>),
     /// Admin tools for the plugin's config: list, show, check, explain.
     Profiles(profiles::ProfilesArgs),
     /// List recorded runs, or one node's busbw over time (--node) with its trend.
@@ -176,6 +181,7 @@ pub fn dispatch(command: Command, ctx: &Ctx) -> Result<ExitStatus> {
         Command::Profiles(args) => profiles::run(&args, ctx),
         Command::Report(args) => report::run(&args, ctx),
         Command::Validate(args) => validate::run(&args, ctx),
+        Command::Tune(args) => tune::run(&args, ctx),
         Command::History(args) => history::run(&args, ctx),
         Command::Show(args) => show::run(&args, ctx),
         Command::Compare(args) => compare::run(&args, ctx),

@@ -11,9 +11,10 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use gpudirect::checks::{expected_sizes, Expectations};
 use gpudirect::history::{History, LaunchKind, RunFilter, RunStatus};
-use gpudirect::matrix::{variants_from_flags, Cell, Matrix};
+use gpudirect::matrix::{variants_from_flags, Cell, Matrix, Variant};
 use gpudirect::record::RunContext;
 use gpudirect::runner::{self, INTERRUPTED};
+use gpudirect::tune::overlay::read_overlay;
 use gpudirect::units::{duration_arg, size_arg};
 use gpudirect_core::config::{Config, Profile};
 use gpudirect_core::system::{load_config, Ownership};
@@ -34,7 +35,8 @@ use gpudirect::output::{emit_json, gbps, Progress};
       gpudirect run -c all_reduce,all_gather -N 2,4 -G 8 --variants tcpx,none -b 8 -e 8G\n  \
     gpudirect run --matrix weekly.toml --submit        # one salloc per node count\n  \
     gpudirect run --launcher local -G 8 -c all_reduce  # one host, no Slurm\n  \
-    gpudirect run --dry-run --matrix weekly.toml       # the plan, nothing runs\n\n\
+    gpudirect run --dry-run --matrix weekly.toml       # the plan, nothing runs\n  \
+    gpudirect run --overlay tcpx-tuned.toml -N 2 -G 8  # tcpx against gpudirect tune's overlay\n\n\
 Variants: `--variants tcpx,none` runs each cell with --gpudirect=tcpx and with\n\
 --gpudirect=none; `--variant NAME:MODE:VAR=V,VAR=V` adds one with a mode (empty for no\n\
 --gpudirect) and extra variables, e.g. `--variant ring:tcpx:NCCL_ALGO=Ring` or\n\
@@ -80,6 +82,12 @@ pub struct RunArgs {
     /// (empty MODE: no --gpudirect), e.g. `--variant ring:tcpx:NCCL_ALGO=Ring`.
     #[arg(long = "variant", value_name = "NAME:MODE:VARS")]
     pub variant: Vec<String>,
+
+    /// A profile overlay written by `gpudirect tune --write`: adds a variant named after
+    /// its profile, with the mode it extends and its variables (no need to install it).
+    /// Without other variants the base runs too, so one command compares the two.
+    #[arg(long, value_name = "FILE")]
+    pub overlay: Option<PathBuf>,
 
     /// GPUs each srun/mpirun process drives (nccl-tests -g); ranks per node = G / this.
     #[arg(long, default_value_t = 1)]
@@ -200,6 +208,33 @@ fn build_matrix(args: &RunArgs, nodes_in_allocation: usize) -> Result<Matrix> {
             matrix
         }
     };
+    if let Some(file) = &args.overlay {
+        let text = std::fs::read_to_string(file)
+            .with_context(|| format!("cannot read the overlay `{}`", file.display()))?;
+        let overlay =
+            read_overlay(&text, &file.display().to_string()).map_err(anyhow::Error::msg)?;
+        let no_variants_given =
+            args.matrix.is_none() && args.variants.is_empty() && args.variant.is_empty();
+        if no_variants_given {
+            matrix.variants = vec![Variant {
+                name: overlay.extends.clone().unwrap_or_else(|| "default".into()),
+                gpudirect: overlay.extends.clone(),
+                env: BTreeMap::new(),
+            }];
+        }
+        if matrix.variants.iter().any(|v| v.name == overlay.name) {
+            bail!(
+                "{}: a variant is already named `{}`: rename the other variant",
+                file.display(),
+                overlay.name
+            );
+        }
+        matrix.variants.push(Variant {
+            name: overlay.name,
+            gpudirect: overlay.extends,
+            env: overlay.env,
+        });
+    }
     matrix.extra_args.extend(args.extra.iter().cloned());
     if let Some(n) = args.only_nodes {
         matrix.nodes.retain(|&x| x == n);
@@ -747,7 +782,6 @@ fn print_summary(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gpudirect::matrix::Variant;
 
     #[test]
     fn expected_transport_comes_from_the_profile() {

@@ -18,6 +18,8 @@ pub struct Provenance<'a> {
     pub measured: &'a str,
     /// Band winners left out, and why.
     pub left_out: &'a [String],
+    /// Where the overlay is written, for its install lines.
+    pub file: &'a str,
 }
 
 /// The longest profile name the config accepts.
@@ -92,10 +94,11 @@ pub fn overlay_text(name: &str, base: Option<&str>, choice: &Choice, from: &Prov
     let _ = writeln!(
         text,
         "# Install: append to the plugin's config after checking it:\n\
-         #   gpudirect profiles check --overlay THIS_FILE\n\
-         #   cat THIS_FILE >> /etc/slurm/gpudirect.toml\n\
+         #   gpudirect profiles check --overlay {file}\n\
+         #   cat {file} >> /etc/slurm/gpudirect.toml\n\
          # then run with --gpudirect={name}; try it first with\n\
-         #   gpudirect run --overlay THIS_FILE ...   (the base and the tuned settings, side by side)"
+         #   gpudirect run --overlay {file} ...   (the base and the tuned settings, side by side)",
+        file = from.file
     );
     let _ = writeln!(text, "\n[profiles.{name}]");
     if let Some(base) = base {
@@ -114,6 +117,70 @@ pub fn overlay_text(name: &str, base: Option<&str>, choice: &Choice, from: &Prov
         let _ = writeln!(text, "{variable} = {}", quoted(value));
     }
     text
+}
+
+/// An overlay's profile as `gpudirect run --overlay` applies it without the plugin: the
+/// base mode it extends (if any) and its variables.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OverlayProfile {
+    /// The profile's name.
+    pub name: String,
+    /// The profile it extends.
+    pub extends: Option<String>,
+    /// Its variables.
+    pub env: std::collections::BTreeMap<String, String>,
+}
+
+/// Reads an overlay: exactly one profile, with `extends` (optional), `description` and an
+/// `env` table of plain values. Anything more needs the plugin (install the overlay and
+/// run the profile as a mode); `file` names it in errors.
+pub fn read_overlay(text: &str, file: &str) -> Result<OverlayProfile, String> {
+    let value: toml::Table =
+        toml::from_str(text).map_err(|e| format!("{file}: {}", e.message().trim()))?;
+    let fix = "an overlay from `gpudirect tune --write` holds one [profiles.NAME] with extends, description and env";
+    let profiles = value
+        .get("profiles")
+        .and_then(toml::Value::as_table)
+        .filter(|p| p.len() == 1 && value.len() == 1)
+        .ok_or_else(|| format!("{file}: {fix}"))?;
+    let Some((name, profile)) = profiles.iter().next() else {
+        return Err(format!("{file}: {fix}"));
+    };
+    let profile = profile
+        .as_table()
+        .ok_or_else(|| format!("{file}: profiles.{name} is not a table ({fix})"))?;
+    let mut overlay = OverlayProfile {
+        name: name.clone(),
+        extends: None,
+        env: std::collections::BTreeMap::new(),
+    };
+    for (key, item) in profile {
+        match (key.as_str(), item) {
+            ("extends", toml::Value::String(base)) => overlay.extends = Some(base.clone()),
+            ("description", toml::Value::String(_)) => {}
+            ("env", toml::Value::Table(env)) => {
+                for (variable, value) in env {
+                    let Some(value) = value.as_str().filter(|v| !v.contains(['{', '}'])) else {
+                        return Err(format!(
+                            "{file}: profiles.{name}.env.{variable}: `gpudirect run --overlay` takes plain string values; install the overlay and run --variants {name} for placeholders"
+                        ));
+                    };
+                    overlay.env.insert(variable.clone(), value.to_string());
+                }
+            }
+            _ => {
+                return Err(format!(
+                    "{file}: profiles.{name}.{key}: `gpudirect run --overlay` applies extends and env only; install the overlay and run --variants {name}"
+                ))
+            }
+        }
+    }
+    if overlay.env.is_empty() {
+        return Err(format!(
+            "{file}: profiles.{name} sets no variable (no env table)"
+        ));
+    }
+    Ok(overlay)
 }
 
 #[cfg(test)]
@@ -150,6 +217,7 @@ mod tests {
                 written_at: "2026-11-30T22:00:00Z",
                 measured: "all_reduce",
                 left_out: &left_out,
+                file: "t.toml",
             },
         );
         let value: toml::Value = toml::from_str(&text).unwrap();
@@ -167,9 +235,43 @@ mod tests {
                 written_at: "x",
                 measured: "y",
                 left_out: &[],
+                file: "t.toml",
             },
         );
         let value: toml::Value = toml::from_str(&alone).unwrap();
         assert!(value["profiles"]["tuned"].get("extends").is_none());
+        // What is written reads back as `run --overlay` applies it.
+        let read = read_overlay(&text, "t.toml").unwrap();
+        assert_eq!(read.name, "tcpx-tuned");
+        assert_eq!(read.extends.as_deref(), Some("tcpx"));
+        assert_eq!(
+            read.env.get("NCCL_PROTO").map(String::as_str),
+            Some("LL128")
+        );
+        assert_eq!(read_overlay(&alone, "t.toml").unwrap().extends, None);
+    }
+
+    #[test]
+    fn overlays_that_need_the_plugin_are_refused_by_run() {
+        for (text, says) in [
+            ("[profiles.a]\nextends = \"b\"\n", "sets no variable"),
+            ("[profiles.a.env]\nX = \"{nic}\"\n", "placeholders"),
+            (
+                "[profiles.a]\ndata_nics = [\"eth1\"]\n[profiles.a.env]\nX = \"1\"\n",
+                "profiles.a.data_nics",
+            ),
+            (
+                "[profiles.a.env]\nX = \"1\"\n[profiles.b.env]\nX = \"1\"\n",
+                "one [profiles.NAME]",
+            ),
+            (
+                "default_mode = \"a\"\n[profiles.a.env]\nX = \"1\"\n",
+                "one [profiles.NAME]",
+            ),
+            ("[profiles.a\n", "t.toml: "),
+        ] {
+            let e = read_overlay(text, "t.toml").unwrap_err();
+            assert!(e.contains(says), "{text}: {e}");
+        }
     }
 }

@@ -1,0 +1,1178 @@
+//! `gpudirect tune`: sweeps NCCL settings on the allocation (or this host's GPUs), judges
+//! each against the default per size band with the noise rule of [`gpudirect::tune`],
+//! records every run, and can write the winner as a profile overlay.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use gpudirect::cell::{self, Evaluated};
+use gpudirect::checks::{expected_sizes, Expectations};
+use gpudirect::history::{History, LaunchKind, NewRun, RunFilter, RunStatus};
+use gpudirect::launch::{env_var, find_binary, prepare, LaunchOptions, Launcher};
+use gpudirect::matrix::{Cell, Matrix, Variant};
+use gpudirect::outln;
+use gpudirect::output::{emit_json, render_table, Align, Progress};
+use gpudirect::record::RunContext;
+use gpudirect::runner::{self, INTERRUPTED};
+use gpudirect::tune::knobs::{self, Knob, Preset};
+use gpudirect::tune::overlay::{self, Provenance};
+use gpudirect::tune::plan::{self, Setting, Step};
+use gpudirect::tune::verdict::{self, Call, Choice, PhaseResult, Rule, Sample};
+use gpudirect::tune::{busbw_by_size, busbw_by_size_from_rows};
+use gpudirect::units::{duration_arg, format_rfc3339, human_size, now_unix, percent_arg, size_arg};
+use gpudirect_core::config::{Config, Profile};
+use gpudirect_core::system::{load_config, Ownership};
+use serde::Serialize;
+
+use super::args::{gpu_device, parse_gpu_list, visible_gpus};
+use super::{Ctx, ExitStatus};
+
+/// Arguments of `gpudirect tune`.
+#[derive(Debug, Args, Clone)]
+#[command(after_help = "Examples:\n  \
+    salloc -N2 --ntasks-per-node=8 gpudirect tune --gpudirect tcpx -G 8 --write tcpx-tuned.toml\n  \
+    gpudirect tune --gpus 0-7 -c all_reduce,all_gather          # this host's GPUs, no Slurm\n  \
+    gpudirect tune --gpus 0,1 --knob NCCL_ALGO=Ring,Tree --knob NCCL_MIN_NCHANNELS=16,32\n  \
+    gpudirect tune --sweep knobs.toml --dry-run                 # the plan and its time\n  \
+    gpudirect tune --resume t1764540000-812 --gpus 0,1          # finish an interrupted tune\n\n\
+How it searches: phase 1 runs each knob value alone against the default; phase 2 runs\n\
+combinations of the phase-1 winners. Every phase runs in rounds (--rounds, at least 3)\n\
+that each run every setting once, the default included, in an order rotated each round.\n\
+Without --knob or --sweep the knobs are built in: NCCL_ALGO (all_reduce), NCCL_PROTO,\n\
+NCCL_MIN_NCHANNELS, NCCL_BUFFSIZE, plus NCCL_NSOCKS_PERTHREAD/NCCL_SOCKET_NTHREADS on\n\
+socket transports and NCCL_IB_QPS_PER_CONNECTION on IB/gIB; a value the profile already\n\
+sets is the default, and a variable it forces is not tuned. A sweep file is\n\
+`[knobs]` with lists: NCCL_ALGO = [\"Ring\", \"Tree\"].\n\n\
+The noise rule, per size band (--bands): a setting wins when its median busbw beats the\n\
+default's by more than the spreads (largest - smallest) of both together and by at least\n\
+--min-gain. --write keeps one setting that wins somewhere and loses nowhere: variables\n\
+apply at every size. Every run is in the history (variant = its setting, label = the\n\
+tune id). Ctrl-C keeps every finished run; --resume ID with the same flags continues.\n\
+Exit status: 0 done (also when the budget ended it), 2 the default itself failed to run,\n\
+3 bad option, 130 interrupted.")]
+pub struct TuneArgs {
+    /// Collectives, comma-separated; each is tuned on its own.
+    #[arg(short = 'c', long, value_delimiter = ',', default_value = "all_reduce")]
+    pub collectives: Vec<String>,
+
+    /// Nodes each run uses. Default: every node of the allocation.
+    #[arg(short = 'N', long, conflicts_with = "gpus")]
+    pub nodes: Option<u32>,
+
+    /// GPUs (ranks) per node. Default: SLURM_NTASKS_PER_NODE, else 1.
+    #[arg(short = 'G', long, conflicts_with = "gpus")]
+    pub gpus_per_node: Option<u32>,
+
+    /// This host's GPUs instead of an allocation: `0-7` or `0,1`; one local process drives
+    /// them all (nccl-tests -g). No Slurm needed.
+    #[arg(long, value_name = "LIST")]
+    pub gpus: Option<String>,
+
+    /// GPUs each srun process drives (nccl-tests -g); ranks per node = G / this.
+    #[arg(long, default_value_t = 1, conflicts_with = "gpus")]
+    pub gpus_per_process: u32,
+
+    /// Smallest message size (bytes, or K/M/G/T).
+    #[arg(short = 'b', long, value_name = "SIZE", default_value = "1M", value_parser = size_arg)]
+    pub min_bytes: u64,
+
+    /// Largest message size.
+    #[arg(short = 'e', long, value_name = "SIZE", default_value = "8G", value_parser = size_arg)]
+    pub max_bytes: u64,
+
+    /// Size factor between steps.
+    #[arg(short = 'f', long, default_value_t = 4)]
+    pub factor: u64,
+
+    /// The --gpudirect mode every run applies (a profile, or auto); its variables are the
+    /// default the knobs are tried against.
+    #[arg(long, value_name = "MODE", conflicts_with = "gpus")]
+    pub gpudirect: Option<String>,
+
+    /// A knob to try, repeatable: `NAME=VALUE,VALUE` (replaces the built-in knobs).
+    #[arg(long = "knob", value_name = "NAME=VALUES", conflicts_with = "sweep")]
+    pub knobs: Vec<String>,
+
+    /// A sweep file (TOML, `[knobs]` with a list of values per variable) instead of the
+    /// built-in knobs.
+    #[arg(long, value_name = "FILE")]
+    pub sweep: Option<PathBuf>,
+
+    /// Rounds per phase: every setting runs this often, interleaved with the others.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(3..=50))]
+    pub rounds: u32,
+
+    /// Size band boundaries, comma-separated (`1M,64M`: below 1 MiB, 1-64 MiB, from 64 MiB).
+    #[arg(long, value_name = "SIZES", value_delimiter = ',', default_value = "1M,64M", value_parser = size_arg)]
+    pub bands: Vec<u64>,
+
+    /// A win must gain at least this much over the default's median, besides beating the
+    /// noise (`1%`, `0.5`).
+    #[arg(long, value_name = "PCT", default_value = "1%", value_parser = percent_arg)]
+    pub min_gain: f64,
+
+    /// Time for the whole tune (`20m`, `1h`): no round starts that would end past it, and
+    /// no run starts after it.
+    #[arg(long, value_name = "DURATION", default_value = "1h", value_parser = duration_arg)]
+    pub budget: Duration,
+
+    /// Write the winning size-independent setting as a profile overlay (TOML to append to
+    /// the plugin's config; `gpudirect profiles check --overlay FILE` checks it).
+    #[arg(long, value_name = "FILE")]
+    pub write: Option<PathBuf>,
+
+    /// The overlay profile's name. Default: MODE-tuned, or `tuned` without --gpudirect.
+    #[arg(long, value_name = "NAME", requires = "write")]
+    pub name: Option<String>,
+
+    /// Print the plan (settings, rounds, runs, estimated time against the budget) and run
+    /// nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+
+    /// Name this tune (default: generated and printed); its runs carry it as their label.
+    #[arg(long, value_name = "ID")]
+    pub tune_id: Option<String>,
+
+    /// Continue tune ID: its finished runs count, the rest run. Give the same flags.
+    #[arg(long, value_name = "ID", conflicts_with = "tune_id")]
+    pub resume: Option<String>,
+
+    /// Folder with the nccl-tests binaries.
+    #[arg(long, env = "NCCL_TESTS_DIR", value_name = "DIR")]
+    pub nccl_tests_dir: Option<PathBuf>,
+
+    /// srun's --mpi plugin for MPI builds of nccl-tests (`none` for non-MPI builds).
+    #[arg(long, default_value = "pmix", conflicts_with = "gpus")]
+    pub mpi: String,
+
+    /// Per-run time limit.
+    #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = duration_arg)]
+    pub timeout: Duration,
+
+    /// Time between SIGTERM and SIGKILL when stopping a run.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = duration_arg)]
+    pub grace: Duration,
+
+    /// Do not ask nccl-tests for a -J JSON report (for builds older than late 2025).
+    #[arg(long)]
+    pub no_json: bool,
+
+    /// Cluster name recorded with each run.
+    #[arg(long, env = "GPUDIRECT_CLUSTER")]
+    pub cluster: Option<String>,
+
+    /// The admin config, for the profile's variables and transport.
+    #[arg(
+        long,
+        env = "GPUDIRECT_CONFIG",
+        default_value = super::profiles::DEFAULT_CONFIG
+    )]
+    pub config: PathBuf,
+
+    /// Print the result as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+
+    /// Extra nccl-tests arguments for every run, after `--` (e.g. `-- -n 50 -w 10`).
+    #[arg(last = true, value_name = "NCCL_TESTS_ARGS")]
+    pub extra: Vec<String>,
+}
+
+/// History keys that tie a run to its tune and step, for --resume.
+const STEP_KEY: &str = "GPUDIRECT_TUNE_STEP";
+const PLAN_KEY: &str = "GPUDIRECT_TUNE_PLAN";
+
+/// Where the runs happen and with what.
+struct Setup {
+    launch: LaunchOptions,
+    /// One cell's shape: nodes and GPUs per node.
+    nodes: u32,
+    gpus_per_node: u32,
+    /// `CUDA_VISIBLE_DEVICES` for --gpus.
+    devices: Option<String>,
+    /// The mode every run applies, and its profile.
+    mode: Option<String>,
+    profile: Option<Profile>,
+    /// The nodes the runs use (this host with --gpus).
+    run_nodes: Vec<String>,
+    launch_kind: LaunchKind,
+    /// What was measured, for the summary and the overlay.
+    described: String,
+}
+
+fn setup(args: &TuneArgs) -> Result<Setup> {
+    let in_allocation = env_var("SLURM_JOB_ID").is_some();
+    let nccl_tests_dir = args.nccl_tests_dir.clone().context(
+        "where are the nccl-tests binaries? pass --nccl-tests-dir DIR or set NCCL_TESTS_DIR",
+    )?;
+    for collective in &args.collectives {
+        find_binary(&nccl_tests_dir, collective)?;
+    }
+    let as_root = nix::unistd::geteuid().is_root();
+    let mut launch = LaunchOptions {
+        launcher: Launcher::Local,
+        nccl_tests_dir,
+        mpi: None,
+        nodes: Vec::new(),
+        work_dir: None,
+        timeout: args.timeout,
+        grace: args.grace,
+        as_root,
+        gpus_per_process: args.gpus_per_process,
+        exact: false,
+    };
+    if let Some(list) = &args.gpus {
+        let visible = visible_gpus();
+        let devices = parse_gpu_list(list)?
+            .into_iter()
+            .map(|id| gpu_device(list, id, visible.as_ref()))
+            .collect::<Result<Vec<_>>>()?;
+        let host = gpudirect_core::system::short_hostname();
+        return Ok(Setup {
+            described: format!(
+                "{host}, GPUs {list} ({} GPU(s), one process)",
+                devices.len()
+            ),
+            launch,
+            nodes: 1,
+            gpus_per_node: devices.len() as u32,
+            devices: Some(devices.join(",")),
+            mode: None,
+            profile: None,
+            run_nodes: vec![host],
+            launch_kind: LaunchKind::Local,
+        });
+    }
+    if !in_allocation {
+        bail!("gpudirect tune runs on an allocation: use it inside salloc or sbatch, or pass --gpus to tune this host's GPUs");
+    }
+    let allocation = gpudirect::slurm::allocation_nodes()?;
+    let nodes = args
+        .nodes
+        .unwrap_or(u32::try_from(allocation.len()).unwrap_or(1))
+        .max(1);
+    if nodes as usize > allocation.len() {
+        bail!(
+            "-N {nodes}: the allocation has {} node(s) ({})",
+            allocation.len(),
+            gpudirect_core::hostlist::compress(&allocation)
+        );
+    }
+    let gpus_per_node = args.gpus_per_node.unwrap_or_else(|| {
+        env_var("SLURM_NTASKS_PER_NODE")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(1)
+    });
+    let run_nodes: Vec<String> = allocation[..nodes as usize].to_vec();
+    let profile = match args.gpudirect.as_deref() {
+        None | Some("none") => None,
+        Some(mode) => {
+            let config = load_config(&args.config, Ownership::Any).with_context(|| {
+                format!(
+                    "--gpudirect {mode}: tune reads the profile to know what the default sets; \
+                     pass --config FILE"
+                )
+            })?;
+            Some(profile_of(&config, mode, &run_nodes[0])?.clone())
+        }
+    };
+    launch.launcher = Launcher::Srun;
+    launch.mpi = Some(args.mpi.clone());
+    launch.nodes = run_nodes.clone();
+    Ok(Setup {
+        described: format!(
+            "{} node(s) x {gpus_per_node} GPU(s) ({}){}",
+            nodes,
+            gpudirect_core::hostlist::compress(&run_nodes),
+            args.gpudirect
+                .as_deref()
+                .map(|m| format!(", --gpudirect={m}"))
+                .unwrap_or_default()
+        ),
+        launch,
+        nodes,
+        gpus_per_node,
+        devices: None,
+        mode: args.gpudirect.clone(),
+        profile,
+        run_nodes,
+        launch_kind: LaunchKind::Srun,
+    })
+}
+
+/// The profile `mode` applies on `node` (`auto`: the node set's).
+fn profile_of<'c>(config: &'c Config, mode: &str, node: &str) -> Result<&'c Profile> {
+    let name = if mode == "auto" {
+        config
+            .node_set_for(node)
+            .and_then(|set| set.profile.clone())
+            .with_context(|| {
+                format!(
+                    "--gpudirect auto: no node set of {} gives {node} a profile",
+                    config.source
+                )
+            })?
+    } else {
+        mode.to_string()
+    };
+    config.profiles.get(&name).with_context(|| {
+        format!(
+            "--gpudirect {mode}: {} has no profile `{name}` (profiles: {})",
+            config.source,
+            config.profile_names().join(", ")
+        )
+    })
+}
+
+/// What the default already has for each variable: the profile's (forced or not), then
+/// the user's environment where the profile leaves a variable alone.
+fn presets(profile: Option<&Profile>, names: &[String]) -> BTreeMap<String, Preset> {
+    let mut presets = BTreeMap::new();
+    if let Some(profile) = profile {
+        for var in &profile.env {
+            let value = var.value.expand(|_| "{per task}".to_string());
+            presets.insert(
+                var.name.clone(),
+                if var.forced {
+                    Preset::Forced(value)
+                } else {
+                    Preset::Profile(value)
+                },
+            );
+        }
+    }
+    for name in names {
+        if let Some(value) = env_var(name) {
+            presets
+                .entry(name.clone())
+                .and_modify(|p| {
+                    // The user's value wins over the profile's unless it is forced.
+                    if matches!(p, Preset::Profile(_)) {
+                        *p = Preset::User(value.clone());
+                    }
+                })
+                .or_insert(Preset::User(value));
+        }
+    }
+    presets
+}
+
+/// The knobs for one collective, fitted to the default, and notes on what changed.
+fn knobs_for(
+    given: &Option<Vec<Knob>>,
+    collective: &str,
+    profile: Option<&Profile>,
+) -> (Vec<Knob>, Vec<String>) {
+    let knobs = given.clone().unwrap_or_else(|| {
+        knobs::builtin(collective, profile.and_then(|p| p.transport.as_deref()))
+    });
+    let names: Vec<String> = knobs.iter().map(|k| k.name.clone()).collect();
+    knobs::fit(knobs, &presets(profile, &names))
+}
+
+/// One finished step.
+#[derive(Debug, Clone)]
+struct Finished {
+    status: RunStatus,
+    sample: Option<Sample>,
+}
+
+/// Everything a tune run needs while it runs.
+struct Tuner<'a> {
+    args: &'a TuneArgs,
+    setup: &'a Setup,
+    matrix: Matrix,
+    tune_id: String,
+    plan_print: String,
+    history: History,
+    /// Steps already recorded (from --resume): finished ones, and placeholders to redo.
+    done: BTreeMap<String, Finished>,
+    placeholders: BTreeMap<String, i64>,
+    started: Instant,
+    /// Seconds of each finished run, for the estimates.
+    durations: Vec<f64>,
+    runs_started: usize,
+    budget_note: Option<String>,
+    failures: Vec<String>,
+    default_failed: bool,
+}
+
+impl Tuner<'_> {
+    fn estimate(&self) -> Option<f64> {
+        median(&self.durations)
+    }
+
+    fn interrupted(&self) -> bool {
+        INTERRUPTED.load(Ordering::SeqCst)
+    }
+
+    /// Runs the steps of one phase (skipping those recorded), round by round within the
+    /// budget; returns every sample of the phase.
+    fn run_phase(&mut self, steps: &[Step], label: &str) -> Result<Vec<Sample>> {
+        let todo = steps
+            .iter()
+            .filter(|s| !self.done.contains_key(&s.key()))
+            .count();
+        let progress = Progress::new("gpudirect tune", todo);
+        let rounds: u32 = steps.iter().map(|s| s.round).max().unwrap_or(0);
+        let mut index = 0;
+        'rounds: for round in 1..=rounds {
+            let in_round: Vec<&Step> = steps.iter().filter(|s| s.round == round).collect();
+            let to_run = in_round
+                .iter()
+                .filter(|s| !self.done.contains_key(&s.key()))
+                .count();
+            if to_run == 0 {
+                continue;
+            }
+            let elapsed = self.started.elapsed().as_secs_f64();
+            if let Some(per_run) = self.estimate() {
+                let needed = per_run * to_run as f64;
+                if elapsed + needed > self.args.budget.as_secs_f64() {
+                    self.budget_note = Some(format!(
+                        "budget {}: stopped before {label} round {round} (elapsed {}, the round needs ~{})",
+                        seconds_text(self.args.budget.as_secs_f64()),
+                        seconds_text(elapsed),
+                        seconds_text(needed)
+                    ));
+                    break 'rounds;
+                }
+            }
+            for step in in_round {
+                if self.done.contains_key(&step.key()) {
+                    continue;
+                }
+                if self.interrupted() {
+                    break 'rounds;
+                }
+                let elapsed = self.started.elapsed().as_secs_f64();
+                if elapsed >= self.args.budget.as_secs_f64() {
+                    self.budget_note = Some(format!(
+                        "budget {}: spent in {label} round {round} (elapsed {})",
+                        seconds_text(self.args.budget.as_secs_f64()),
+                        seconds_text(elapsed)
+                    ));
+                    break 'rounds;
+                }
+                index += 1;
+                let finished = self.run_step(step, (index, todo), &progress)?;
+                self.done.insert(step.key(), finished);
+            }
+        }
+        progress.close();
+        Ok(steps
+            .iter()
+            .filter_map(|s| self.done.get(&s.key()))
+            .filter(|f| f.status == RunStatus::Ok)
+            .filter_map(|f| f.sample.clone())
+            .collect())
+    }
+
+    fn run_step(
+        &mut self,
+        step: &Step,
+        (index, progress_total): (usize, usize),
+        progress: &Progress,
+    ) -> Result<Finished> {
+        self.runs_started += 1;
+        let mut env = step.setting.0.clone();
+        if let Some(devices) = &self.setup.devices {
+            env.insert("CUDA_VISIBLE_DEVICES".into(), devices.clone());
+        }
+        let cell = Cell {
+            index: self.runs_started,
+            collective: step.collective.clone(),
+            nodes: self.setup.nodes,
+            gpus_per_node: self.setup.gpus_per_node,
+            variant: Variant {
+                name: step.setting.to_string(),
+                gpudirect: self.setup.mode.clone(),
+                env,
+            },
+        };
+        let prepared = prepare(&cell, &self.matrix, &self.setup.launch, !self.args.no_json)?;
+        let command = prepared.job.command_line();
+        let mut marks = BTreeMap::new();
+        marks.insert(STEP_KEY.to_string(), step.key());
+        marks.insert(PLAN_KEY.to_string(), self.plan_print.clone());
+        let placeholder = match self.placeholders.remove(&step.key()) {
+            Some(id) => id,
+            None => {
+                let mark = NewRun {
+                    collective: step.collective.clone(),
+                    variant: Some(step.setting.to_string()),
+                    label: Some(self.tune_id.clone()),
+                    command_line: Some(command.clone()),
+                    started_at: Some(now_unix()),
+                    status: RunStatus::Interrupted,
+                    failures: vec!["started; the tune stopped before the run ended".into()],
+                    env: marks.clone(),
+                    launcher: self.setup.launch_kind,
+                    ..Default::default()
+                };
+                self.history.import_run(&mark, true)?.run_id()
+            }
+        };
+        let label = format!(
+            "{} p{} r{} {}",
+            step.collective, step.phase, step.round, step.setting
+        );
+        progress.start(index, &label, &command);
+        let started_at = now_unix();
+        let finished = runner::run(&prepared.job, &INTERRUPTED)?;
+        let mut env = cell.variant.env.clone();
+        env.extend(marks);
+        if let Some(mode) = &self.setup.mode {
+            env.insert("GPUDIRECT_MODE".into(), mode.clone());
+        }
+        let context = RunContext {
+            started_at: Some(started_at),
+            finished_at: Some(now_unix()),
+            cluster: self
+                .args
+                .cluster
+                .clone()
+                .or_else(|| env_var("SLURM_CLUSTER_NAME")),
+            job_id: env_var("SLURM_JOB_ID"),
+            gpus_per_node: Some(self.setup.gpus_per_node),
+            nodes: self.setup.run_nodes.clone(),
+            launcher: self.setup.launch_kind,
+            command_line: Some(command),
+            binary_path: Some(prepared.binary.display().to_string()),
+            variant: Some(step.setting.to_string()),
+            label: Some(self.tune_id.clone()),
+            env,
+            line_rate_gbps: self
+                .setup
+                .profile
+                .as_ref()
+                .and_then(Profile::node_line_rate_gbps),
+            ..RunContext::default()
+        };
+        let expect = Expectations {
+            transport: self
+                .setup
+                .profile
+                .as_ref()
+                .and_then(|p| p.transport.clone()),
+            nodes: self.setup.nodes,
+            sizes: expected_sizes(
+                self.matrix.min_bytes,
+                self.matrix.max_bytes,
+                Some(self.matrix.factor),
+                None,
+            ),
+        };
+        let Evaluated {
+            parsed,
+            verdict,
+            record,
+        } = cell::evaluate_finished(
+            &finished,
+            prepared.json_path.as_deref(),
+            &step.collective,
+            expect,
+            context,
+        );
+        if let Err(e) = self.history.replace_run(placeholder, &record) {
+            eprintln!("gpudirect tune: could not record {label}: {e}");
+        }
+        let seconds = finished.elapsed.as_secs_f64();
+        if verdict.status == RunStatus::Ok {
+            self.durations.push(seconds);
+        }
+        let finding = verdict.findings.first().map(|f| f.message.clone());
+        let busbw = busbw_by_size(&parsed);
+        progress.finish(
+            &format!(
+                "[{index}/{}] {label}: {}{}{}",
+                progress_total,
+                verdict.status,
+                parsed
+                    .busbw_at_max_size()
+                    .map(|b| format!(", busbw {b:.2} GB/s at max size"))
+                    .unwrap_or_default(),
+                finding
+                    .as_ref()
+                    .map(|f| format!(" ({f})"))
+                    .unwrap_or_default()
+            ),
+            parsed.busbw_at_max_size(),
+        );
+        if verdict.status != RunStatus::Ok && verdict.status != RunStatus::Interrupted {
+            self.failures.push(format!(
+                "{label}: {}{}",
+                verdict.status,
+                finding
+                    .as_ref()
+                    .map(|f| format!(": {f}"))
+                    .unwrap_or_default()
+            ));
+            if step.setting.is_default() {
+                self.default_failed = true;
+            }
+        }
+        Ok(Finished {
+            status: verdict.status,
+            sample: (!busbw.is_empty()).then(|| Sample {
+                setting: step.setting.clone(),
+                round: step.round,
+                busbw,
+            }),
+        })
+    }
+}
+
+fn median(values: &[f64]) -> Option<f64> {
+    if values.is_empty() {
+        return None;
+    }
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    Some(sorted[sorted.len() / 2])
+}
+
+/// `45s`, `12m30s`, `1h05m`.
+fn seconds_text(seconds: f64) -> String {
+    let s = seconds.max(0.0).round() as u64;
+    match s {
+        0..=59 => format!("{s}s"),
+        60..=3599 => format!("{}m{:02}s", s / 60, s % 60),
+        _ => format!("{}h{:02}m", s / 3600, (s % 3600) / 60),
+    }
+}
+
+/// The tune's steps recorded in the history under `id`: finished ones with their samples,
+/// and placeholders (interrupted) by step key. Refuses a tune made with other flags.
+fn recorded_steps(
+    history: &History,
+    id: &str,
+    plan_print: &str,
+) -> Result<(BTreeMap<String, Finished>, BTreeMap<String, i64>)> {
+    let runs = history.list_runs(&RunFilter {
+        label: Some(id.to_string()),
+        ..RunFilter::default()
+    })?;
+    let mut done = BTreeMap::new();
+    let mut placeholders = BTreeMap::new();
+    for summary in runs {
+        let detail = history.get_run(summary.id)?;
+        let Some(key) = detail.env.get(STEP_KEY) else {
+            continue;
+        };
+        if detail.env.get(PLAN_KEY).map(String::as_str) != Some(plan_print) {
+            bail!(
+                "tune `{id}` was made with other flags (run {} differs): give the flags it was started with, or start a new tune without --resume",
+                summary.id
+            );
+        }
+        if summary.status == RunStatus::Interrupted {
+            placeholders.insert(key.clone(), summary.id);
+            continue;
+        }
+        let setting = key
+            .splitn(4, ':')
+            .nth(3)
+            .and_then(Setting::parse_label)
+            .with_context(|| format!("run {}: {STEP_KEY} `{key}` does not read", summary.id))?;
+        let round = key
+            .split(':')
+            .nth(2)
+            .and_then(|r| r.strip_prefix('r'))
+            .and_then(|r| r.parse().ok())
+            .unwrap_or(0);
+        let busbw = busbw_by_size_from_rows(&detail.rows);
+        done.insert(
+            key.clone(),
+            Finished {
+                status: summary.status,
+                sample: (!busbw.is_empty()).then(|| Sample {
+                    setting,
+                    round,
+                    busbw,
+                }),
+            },
+        );
+    }
+    Ok((done, placeholders))
+}
+
+/// What `--json` prints and what the tables show.
+#[derive(Debug, Serialize)]
+struct TuneResult {
+    tune_id: String,
+    measured: String,
+    rule: Rule,
+    budget_seconds: f64,
+    elapsed_seconds: f64,
+    runs: usize,
+    budget_note: Option<String>,
+    notes: Vec<String>,
+    phases: Vec<PhaseResult>,
+    choice: Option<Choice>,
+    left_out: Vec<String>,
+    failures: Vec<String>,
+    overlay: Option<String>,
+}
+
+/// `gpudirect tune`.
+pub fn run(args: &TuneArgs, ctx: &Ctx) -> Result<ExitStatus> {
+    if args.min_bytes > args.max_bytes {
+        bail!("-b {} is larger than -e {}", args.min_bytes, args.max_bytes);
+    }
+    if args.factor < 2 {
+        bail!("-f {}: the size factor is 2 or more", args.factor);
+    }
+    let given = if let Some(file) = &args.sweep {
+        let text = std::fs::read_to_string(file)
+            .with_context(|| format!("cannot read the sweep file `{}`", file.display()))?;
+        Some(knobs::from_sweep_file(&text, &file.display().to_string())?)
+    } else if args.knobs.is_empty() {
+        None
+    } else {
+        Some(knobs::from_flags(&args.knobs)?)
+    };
+    let setup = setup(args)?;
+    let overlay_name = match &args.write {
+        Some(_) => Some(
+            overlay::profile_name(args.name.as_deref(), base_profile_name(&setup))
+                .map_err(anyhow::Error::msg)?,
+        ),
+        None => None,
+    };
+    let bands = verdict::bands(&args.bands);
+    let rule = Rule {
+        min_rounds: 3,
+        min_gain_pct: args.min_gain,
+    };
+    // Phase 1 per collective; phase 2 follows from its results.
+    let mut phase_one: Vec<(String, Vec<Setting>)> = Vec::new();
+    let mut notes = Vec::new();
+    for collective in &args.collectives {
+        let (knobs, fitted) = knobs_for(&given, collective, setup.profile.as_ref());
+        notes.extend(fitted.into_iter().map(|n| format!("{collective}: {n}")));
+        if knobs.is_empty() {
+            bail!("{collective}: no knob is left to try (see the notes above): give --knob NAME=VALUES");
+        }
+        phase_one.push((collective.clone(), plan::single_settings(&knobs)));
+    }
+    for note in &notes {
+        eprintln!("gpudirect tune: {note}");
+    }
+    let plan_print = plan::fingerprint(&plan_words(args, &setup, &phase_one));
+    let db = ctx.db_path()?;
+    if args.dry_run {
+        return dry_run(args, &setup, &phase_one, &db);
+    }
+    let history = History::open(&db)?;
+    let tune_id = args
+        .resume
+        .clone()
+        .or_else(|| args.tune_id.clone())
+        .unwrap_or_else(|| format!("t{}-{}", now_unix(), std::process::id()));
+    let (done, placeholders) = match &args.resume {
+        Some(id) => {
+            let (done, placeholders) = recorded_steps(&history, id, &plan_print)?;
+            if done.is_empty() && placeholders.is_empty() {
+                bail!("no run of tune `{id}` is in {}: check the id (gpudirect history --label ID lists its runs)", db.display());
+            }
+            eprintln!(
+                "gpudirect tune: resuming {id}: {} run(s) already recorded",
+                done.len()
+            );
+            (done, placeholders)
+        }
+        None => {
+            eprintln!("gpudirect tune: tune {tune_id} (continue it later with --resume {tune_id} and the same flags)");
+            (BTreeMap::new(), BTreeMap::new())
+        }
+    };
+    let work_dir = std::env::temp_dir().join(format!("gpudirect-tune-{}", std::process::id()));
+    std::fs::create_dir_all(&work_dir)
+        .with_context(|| format!("cannot create {}", work_dir.display()))?;
+    let mut launch = setup.launch.clone();
+    launch.work_dir = Some(work_dir.clone());
+    let setup = Setup { launch, ..setup };
+    runner::install_interrupt_handler();
+    let mut tuner = Tuner {
+        args,
+        setup: &setup,
+        matrix: matrix_of(args),
+        tune_id: tune_id.clone(),
+        plan_print,
+        history,
+        done,
+        placeholders,
+        started: Instant::now(),
+        durations: Vec::new(),
+        runs_started: 0,
+        budget_note: None,
+        failures: Vec::new(),
+        default_failed: false,
+    };
+    let mut phases = Vec::new();
+    for (collective, settings) in &phase_one {
+        if tuner.interrupted() || tuner.budget_note.is_some() {
+            break;
+        }
+        let steps = plan::interleaved(collective, 1, settings, args.rounds);
+        eprintln!(
+            "gpudirect tune: {collective} phase 1: {} setting(s) x {} rounds = {} runs",
+            settings.len(),
+            args.rounds,
+            steps.len()
+        );
+        let samples = tuner.run_phase(&steps, &format!("{collective} phase 1"))?;
+        let first = PhaseResult {
+            collective: collective.clone(),
+            phase: 1,
+            bands: verdict::judge(&samples, settings, &bands, &rule),
+        };
+        let combined = plan::combined_settings(&verdict::winners_to_combine(&first));
+        phases.push(first);
+        if combined.is_empty() || tuner.interrupted() || tuner.budget_note.is_some() {
+            continue;
+        }
+        let steps = plan::interleaved(collective, 2, &combined, args.rounds);
+        eprintln!(
+            "gpudirect tune: {collective} phase 2: {} combination(s) of the winners x {} rounds = {} runs",
+            combined.len() - 1,
+            args.rounds,
+            steps.len()
+        );
+        let samples = tuner.run_phase(&steps, &format!("{collective} phase 2"))?;
+        phases.push(PhaseResult {
+            collective: collective.clone(),
+            phase: 2,
+            bands: verdict::judge(&samples, &combined, &bands, &rule),
+        });
+    }
+    let _ = std::fs::remove_dir_all(&work_dir);
+    let interrupted = tuner.interrupted();
+    let (choice, left_out) = verdict::size_independent_choice(&phases, &args.collectives);
+    let measured = format!(
+        "{} on {}, {} - {} by {}, {} rounds",
+        args.collectives.join(", "),
+        setup.described,
+        human_size(args.min_bytes),
+        human_size(args.max_bytes),
+        args.factor,
+        args.rounds
+    );
+    let mut result = TuneResult {
+        tune_id: tune_id.clone(),
+        measured,
+        rule,
+        budget_seconds: args.budget.as_secs_f64(),
+        elapsed_seconds: tuner.started.elapsed().as_secs_f64(),
+        runs: tuner.done.len(),
+        budget_note: tuner.budget_note.clone(),
+        notes,
+        phases,
+        choice,
+        left_out,
+        failures: tuner.failures.clone(),
+        overlay: None,
+    };
+    if let (Some(file), Some(name), false) = (&args.write, &overlay_name, interrupted) {
+        match &result.choice {
+            Some(choice) => {
+                let written_at = format_rfc3339(now_unix());
+                let text = overlay::overlay_text(
+                    name,
+                    base_profile_name(&setup),
+                    choice,
+                    &Provenance {
+                        tune_id: &tune_id,
+                        written_at: &written_at,
+                        measured: &result.measured,
+                        left_out: &result.left_out,
+                        file: &file.display().to_string(),
+                    },
+                );
+                std::fs::write(file, text)
+                    .with_context(|| format!("cannot write the overlay `{}`", file.display()))?;
+                result.overlay = Some(file.display().to_string());
+            }
+            None => eprintln!(
+                "gpudirect tune: nothing written to {}: no setting beat the default by more than the noise without losing somewhere",
+                file.display()
+            ),
+        }
+    }
+    print_result(&result, args.json)?;
+    if interrupted {
+        eprintln!("gpudirect tune: interrupted: {} run(s) recorded; continue with --resume {tune_id} and the same flags", result.runs);
+        return Ok(ExitStatus::Interrupted);
+    }
+    Ok(if tuner.default_failed {
+        ExitStatus::Failed
+    } else {
+        ExitStatus::Ok
+    })
+}
+
+/// The profile the overlay extends: the one the runs applied, by its name.
+fn base_profile_name(setup: &Setup) -> Option<&str> {
+    setup.profile.as_ref().map(|p| p.name.as_str())
+}
+
+fn matrix_of(args: &TuneArgs) -> Matrix {
+    Matrix {
+        collectives: args.collectives.clone(),
+        nodes: vec![1],
+        gpus_per_node: vec![1],
+        min_bytes: args.min_bytes,
+        max_bytes: args.max_bytes,
+        factor: args.factor,
+        timeout: args.timeout,
+        extra_args: args.extra.clone(),
+        variants: Vec::new(),
+    }
+}
+
+/// What the fingerprint covers: everything that changes what a step measures or which
+/// steps phase 2 gets.
+fn plan_words(args: &TuneArgs, setup: &Setup, phase_one: &[(String, Vec<Setting>)]) -> Vec<String> {
+    let mut words = vec![
+        format!("{}x{}", setup.nodes, setup.gpus_per_node),
+        setup.devices.clone().unwrap_or_default(),
+        setup.mode.clone().unwrap_or_default(),
+        format!("{} {} {}", args.min_bytes, args.max_bytes, args.factor),
+        format!("rounds {}", args.rounds),
+        format!("bands {:?} gain {}", args.bands, args.min_gain),
+        args.extra.join(" "),
+    ];
+    for (collective, settings) in phase_one {
+        words.push(collective.clone());
+        words.extend(settings.iter().map(ToString::to_string));
+    }
+    words
+}
+
+fn dry_run(
+    args: &TuneArgs,
+    setup: &Setup,
+    phase_one: &[(String, Vec<Setting>)],
+    db: &std::path::Path,
+) -> Result<ExitStatus> {
+    let history = History::open_existing(db).ok();
+    let matrix = matrix_of(args);
+    let mut total_runs = 0;
+    let mut total_seconds = 0.0;
+    let mut unknown = false;
+    outln!("tune plan on {}:", setup.described)?;
+    for (collective, settings) in phase_one {
+        let runs = settings.len() * args.rounds as usize;
+        total_runs += runs;
+        let estimate = history
+            .as_ref()
+            .and_then(|h| history_estimate(h, collective, setup.nodes));
+        match estimate {
+            Some(s) => total_seconds += s * runs as f64,
+            None => unknown = true,
+        }
+        outln!(
+            "  {collective}: phase 1: {} setting(s) x {} rounds = {runs} runs, interleaved; ~{} per run{}",
+            settings.len(),
+            args.rounds,
+            estimate.map(seconds_text).unwrap_or_else(|| "?".into()),
+            if estimate.is_some() { " (history)" } else { " (no history)" }
+        )?;
+        for setting in settings {
+            outln!("      {setting}")?;
+        }
+        outln!(
+            "    phase 2: up to {} combination(s) of the phase-1 winners (+ the default) x {} rounds, if two or more variables win",
+            plan::MAX_COMBINATIONS,
+            args.rounds
+        )?;
+        let cell = Cell {
+            index: 1,
+            collective: collective.clone(),
+            nodes: setup.nodes,
+            gpus_per_node: setup.gpus_per_node,
+            variant: Variant {
+                name: "default".into(),
+                gpudirect: setup.mode.clone(),
+                env: setup
+                    .devices
+                    .iter()
+                    .map(|d| ("CUDA_VISIBLE_DEVICES".to_string(), d.clone()))
+                    .collect(),
+            },
+        };
+        outln!(
+            "    one run: {}",
+            prepare(&cell, &matrix, &setup.launch, false)?
+                .job
+                .command_line()
+        )?;
+    }
+    let budget = args.budget.as_secs_f64();
+    if unknown {
+        outln!(
+            "phase 1: {total_runs} runs; time unknown without history (budget {}: no round starts that would end past it)",
+            seconds_text(budget)
+        )?;
+    } else {
+        outln!(
+            "phase 1: {total_runs} runs, ~{} (budget {}{})",
+            seconds_text(total_seconds),
+            seconds_text(budget),
+            if total_seconds > budget {
+                ": it does NOT fit; raise --budget or try fewer knobs"
+            } else {
+                ""
+            }
+        )?;
+    }
+    Ok(ExitStatus::Ok)
+}
+
+/// Median seconds of the newest finished runs of this collective on this many nodes.
+fn history_estimate(history: &History, collective: &str, nodes: u32) -> Option<f64> {
+    let runs = history
+        .list_runs(&RunFilter {
+            collective: Some(collective.to_string()),
+            status: Some(RunStatus::Ok),
+            limit: Some(50),
+            ..RunFilter::default()
+        })
+        .ok()?;
+    let secs: Vec<f64> = runs
+        .iter()
+        .filter(|r| r.node_count == Some(nodes))
+        .filter_map(|r| {
+            let start = gpudirect::units::parse_rfc3339(r.started_at.as_deref()?).ok()?;
+            let end = gpudirect::units::parse_rfc3339(r.finished_at.as_deref()?).ok()?;
+            Some((end - start).max(0) as f64)
+        })
+        .collect();
+    median(&secs)
+}
+
+fn stats_text(stats: Option<verdict::Stats>) -> String {
+    stats
+        .map(|s| format!("{:.2} ({:.2})", s.median, s.spread))
+        .unwrap_or_else(|| "-".into())
+}
+
+fn print_result(result: &TuneResult, json: bool) -> Result<()> {
+    if json {
+        emit_json(result)?;
+        return Ok(());
+    }
+    outln!(
+        "\ntune {}: {}\nrule: a setting wins a band when its median busbw beats the default's by more than both spreads together and by at least {}%; {} runs each side",
+        result.tune_id,
+        result.measured,
+        result.rule.min_gain_pct,
+        result.rule.min_rounds
+    )?;
+    for phase in &result.phases {
+        outln!(
+            "\n{} phase {} (median busbw GB/s, spread in brackets):",
+            phase.collective,
+            phase.phase
+        )?;
+        let mut rows = Vec::new();
+        for band in &phase.bands {
+            let (best, stats, gain) = match band.best() {
+                Some(c) => (
+                    c.setting.to_string(),
+                    stats_text(c.stats),
+                    c.gain_pct.map(|g| format!("{g:+.1}%")).unwrap_or_default(),
+                ),
+                None => (
+                    "default (nothing beat the noise)".into(),
+                    "-".into(),
+                    "-".into(),
+                ),
+            };
+            let runs = band.default.map_or(0, |s| s.runs);
+            rows.push(vec![
+                band.label.clone(),
+                stats_text(band.default),
+                best,
+                stats,
+                gain,
+                runs.to_string(),
+            ]);
+        }
+        outln!(
+            "{}",
+            render_table(
+                &[
+                    ("BAND", Align::Left),
+                    ("DEFAULT", Align::Right),
+                    ("BEST", Align::Left),
+                    ("BEST BUSBW", Align::Right),
+                    ("GAIN", Align::Right),
+                    ("RUNS", Align::Right),
+                ],
+                &rows,
+            )
+            .trim_end()
+        )?;
+        for band in &phase.bands {
+            for c in &band.candidates {
+                let gain = c
+                    .gain_pct
+                    .map(|g| format!("{g:+.1}%"))
+                    .unwrap_or_else(|| "-".into());
+                let call = match &c.call {
+                    Call::Wins => "wins".to_string(),
+                    Call::Within => "within the noise".to_string(),
+                    Call::Loses => "loses".to_string(),
+                    Call::NotJudged(why) => format!("not judged: {why}"),
+                };
+                outln!(
+                    "  {:<16} {:<40} {:>16} {:>8}  {call}",
+                    band.label,
+                    c.setting.to_string(),
+                    stats_text(c.stats),
+                    gain
+                )?;
+            }
+        }
+    }
+    if result.phases.is_empty() {
+        outln!("\nno phase finished: nothing judged")?;
+    }
+    outln!(
+        "\nruns: {} recorded (gpudirect history --label {}); time {} of the {} budget",
+        result.runs,
+        result.tune_id,
+        seconds_text(result.elapsed_seconds),
+        seconds_text(result.budget_seconds)
+    )?;
+    if let Some(note) = &result.budget_note {
+        outln!("{note}: settings with fewer than {} runs are not judged; raise --budget and continue with --resume {}", result.rule.min_rounds, result.tune_id)?;
+    }
+    for failure in &result.failures {
+        outln!("failed run: {failure}")?;
+    }
+    match &result.choice {
+        Some(choice) => outln!(
+            "size-independent winner: {} (mean gain {:+.1}% over the bands){}",
+            choice.setting,
+            choice.mean_gain_pct,
+            result
+                .overlay
+                .as_ref()
+                .map(|f| format!("; written to {f}"))
+                .unwrap_or_default()
+        )?,
+        None => outln!("size-independent winner: none (the default stays)")?,
+    }
+    for note in &result.left_out {
+        outln!("  {note}")?;
+    }
+    Ok(())
+}
