@@ -637,11 +637,13 @@ fn median(values: &[f64]) -> Option<f64> {
     Some(sorted[sorted.len() / 2])
 }
 
-/// `45s`, `12m30s`, `1h05m`.
+/// `4.5s`, `12m30s`, `1h05m`.
 fn seconds_text(seconds: f64) -> String {
-    let s = seconds.max(0.0).round() as u64;
+    if seconds < 59.95 {
+        return format!("{:.1}s", seconds.max(0.0));
+    }
+    let s = seconds.round() as u64;
     match s {
-        0..=59 => format!("{s}s"),
         60..=3599 => format!("{}m{:02}s", s / 60, s % 60),
         _ => format!("{}h{:02}m", s / 3600, (s % 3600) / 60),
     }

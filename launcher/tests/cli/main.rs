@@ -14,4 +14,5 @@ mod hostfile;
 mod profiles;
 mod report;
 mod run;
+mod tune;
 mod validate_gpus;
