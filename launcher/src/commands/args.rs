@@ -64,34 +64,6 @@ impl FilterArgs {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn filters_map_limits() {
-        let f = FilterArgs {
-            collective: Some("all_reduce".into()),
-            ..FilterArgs::default()
-        };
-        assert_eq!(f.to_filter(Some(20)).limit, Some(20));
-        assert_eq!(
-            f.to_filter(Some(20)).collective.as_deref(),
-            Some("all_reduce")
-        );
-        let all = FilterArgs {
-            limit: Some(0),
-            ..FilterArgs::default()
-        };
-        assert_eq!(all.to_filter(Some(20)).limit, None);
-        let three = FilterArgs {
-            limit: Some(3),
-            ..FilterArgs::default()
-        };
-        assert_eq!(three.to_filter(None).limit, Some(3));
-    }
-}
-
 /// The largest GPU index `--gpus` accepts.
 pub const MAX_GPU_INDEX: u32 = 1023;
 
@@ -147,5 +119,33 @@ pub fn gpu_device(list: &str, id: u32, visible: Option<&(Vec<String>, String)>) 
                 entries.len()
             )
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn filters_map_limits() {
+        let f = FilterArgs {
+            collective: Some("all_reduce".into()),
+            ..FilterArgs::default()
+        };
+        assert_eq!(f.to_filter(Some(20)).limit, Some(20));
+        assert_eq!(
+            f.to_filter(Some(20)).collective.as_deref(),
+            Some("all_reduce")
+        );
+        let all = FilterArgs {
+            limit: Some(0),
+            ..FilterArgs::default()
+        };
+        assert_eq!(all.to_filter(Some(20)).limit, None);
+        let three = FilterArgs {
+            limit: Some(3),
+            ..FilterArgs::default()
+        };
+        assert_eq!(three.to_filter(None).limit, Some(3));
     }
 }

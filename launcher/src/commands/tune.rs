@@ -693,7 +693,7 @@ fn recorded_steps(
             key.clone(),
             Finished {
                 status: summary.status,
-                sample: (!busbw.is_empty()).then(|| Sample {
+                sample: (!busbw.is_empty()).then_some(Sample {
                     setting,
                     round,
                     busbw,
