@@ -6,6 +6,7 @@ use cluster_tests::*;
 
 mod health;
 mod rails;
+mod tune;
 
 /// The arguments of `gpudirect run` of the nccl-tests stand-in in `standin_dir` on 2 nodes,
 /// for `collectives` from 8 B to `max_size`, then `extra`.
