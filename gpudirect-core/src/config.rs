@@ -665,7 +665,7 @@ fn newline_offsets(text: &str) -> Vec<usize> {
 /// Makes a message one log line: its lines joined with `; `, control characters (from
 /// keys or values the admin wrote, e.g. `"a\nb"`) shown escaped. The plugin logs each
 /// error as one line, and a line break would let text in the config forge log lines.
-fn one_line(text: &str) -> String {
+pub(crate) fn one_line(text: &str) -> String {
     let joined = text
         .lines()
         .map(str::trim)
@@ -682,7 +682,7 @@ fn has_control(text: &str) -> bool {
 }
 
 /// Control characters written as escapes (`\n`, `\u{1b}`), everything else as is.
-fn escape_controls(text: &str) -> String {
+pub(crate) fn escape_controls(text: &str) -> String {
     text.chars()
         .map(|c| {
             if c.is_control() {
@@ -700,7 +700,7 @@ fn items<T>(list: &Option<Spanned<Vec<T>>>) -> &[T] {
     list.as_ref().map_or(&[], |l| l.get_ref().as_slice())
 }
 
-fn line_of(text: &str, offset: usize) -> usize {
+pub(crate) fn line_of(text: &str, offset: usize) -> usize {
     let end = offset.min(text.len());
     text.as_bytes()[..end]
         .iter()
