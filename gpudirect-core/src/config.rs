@@ -45,6 +45,23 @@
 //! gpu_nics = ["mlx5_0", "mlx5_1"]     # with "sysfs": the fallback where sysfs is unreadable
 //! ```
 //!
+//! A profile can extend another: it inherits every key of the base that it does not write
+//! itself. `gpudirect tune --write` makes such profiles for the settings it found:
+//!
+//! ```toml
+//! [profiles.tcpx-tuned]
+//! extends = "tcpx"                    # a profile that extends none itself
+//! description = "tcpx with NCCL_MIN_NCHANNELS=32"
+//! [profiles.tcpx-tuned.env]           # merged with tcpx's [env]: these values win
+//! NCCL_MIN_NCHANNELS = "32"
+//! ```
+//!
+//! A key the profile writes replaces the base's whole (`data_nics`, `nic_cpus`, `checks`,
+//! ...), except `env`, merged by variable name, and `forced`, the union of both lists. The
+//! base may be written anywhere in the file. The merge is made before any check, so every
+//! check holds for the merged profile, and a message about an inherited key points at the
+//! base's line.
+//!
 //! Every key is checked: an unknown key, a template with an unknown placeholder, a NIC
 //! that the profile does not declare, a relative path, each is an error that names the
 //! file, line and key. The checked types keep the lines that later messages need (each
@@ -249,6 +266,8 @@ pub struct ProfileLines {
 pub struct Profile {
     /// The profile's name (`--gpudirect=NAME`).
     pub name: String,
+    /// The profile it `extends`, whose keys it inherits (already merged into this one).
+    pub extends: Option<String>,
     /// What it is for, shown by `gpudirect profiles list`.
     pub description: String,
     /// A failed check fails the step (instead of running it without the profile).
@@ -448,13 +467,17 @@ struct RawConfig {
     node_set: Vec<Spanned<RawNodeSet>>,
 }
 
+/// A profile as written. Keys that a profile extending another inherits when it leaves
+/// them out are `Option`s, so that "written" can be told from "left out" ([`inherit`]).
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawProfile {
     #[serde(default)]
-    description: String,
+    extends: Option<Spanned<String>>,
     #[serde(default)]
-    strict: bool,
+    description: Option<String>,
+    #[serde(default)]
+    strict: Option<bool>,
     #[serde(default)]
     transport: Option<Spanned<String>>,
     #[serde(default)]
@@ -466,9 +489,9 @@ struct RawProfile {
     #[serde(default)]
     nic_locality: Option<Spanned<String>>,
     #[serde(default)]
-    gpu_nics: Vec<Spanned<String>>,
+    gpu_nics: Option<Vec<Spanned<String>>>,
     #[serde(default)]
-    nic_cpus: BTreeMap<Spanned<String>, Spanned<String>>,
+    nic_cpus: Option<BTreeMap<Spanned<String>, Spanned<String>>>,
     #[serde(default)]
     pin_cpus: Option<Spanned<bool>>,
     #[serde(default)]
@@ -482,10 +505,10 @@ struct RawProfile {
     #[serde(default)]
     forced: Vec<Spanned<String>>,
     #[serde(default)]
-    checks: RawChecks,
+    checks: Option<RawChecks>,
 }
 
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, Clone, Default)]
 #[serde(deny_unknown_fields)]
 struct RawChecks {
     #[serde(default)]
@@ -496,6 +519,108 @@ struct RawChecks {
     topology_file: Option<Spanned<bool>>,
     #[serde(default)]
     rxdm_socket_dir: Option<Spanned<String>>,
+}
+
+/// `child` on top of `base`, the profile it `extends`: each key `child` writes replaces
+/// `base`'s, but `env` merges by variable name (`child`'s values win) and `forced` is the
+/// union. Values keep their spans, so a message about an inherited key points at `base`'s
+/// line. Also returns the keys inherited (`transport`, `env.NCCL_NET`, ...), to say so in
+/// messages about them.
+fn inherit(child: &RawProfile, base: &RawProfile) -> (RawProfile, Vec<String>) {
+    let mut inherited = Vec::new();
+    let mut merged = RawProfile {
+        extends: child.extends.clone(),
+        // A struct literal, not `..`: a new key has to say here how it is inherited.
+        description: or_base(
+            &child.description,
+            &base.description,
+            "description",
+            &mut inherited,
+        ),
+        strict: or_base(&child.strict, &base.strict, "strict", &mut inherited),
+        transport: or_base(
+            &child.transport,
+            &base.transport,
+            "transport",
+            &mut inherited,
+        ),
+        control_nic: or_base(
+            &child.control_nic,
+            &base.control_nic,
+            "control_nic",
+            &mut inherited,
+        ),
+        data_nics: or_base(
+            &child.data_nics,
+            &base.data_nics,
+            "data_nics",
+            &mut inherited,
+        ),
+        data_nic_class: or_base(
+            &child.data_nic_class,
+            &base.data_nic_class,
+            "data_nic_class",
+            &mut inherited,
+        ),
+        nic_locality: or_base(
+            &child.nic_locality,
+            &base.nic_locality,
+            "nic_locality",
+            &mut inherited,
+        ),
+        gpu_nics: or_base(&child.gpu_nics, &base.gpu_nics, "gpu_nics", &mut inherited),
+        nic_cpus: or_base(&child.nic_cpus, &base.nic_cpus, "nic_cpus", &mut inherited),
+        pin_cpus: or_base(&child.pin_cpus, &base.pin_cpus, "pin_cpus", &mut inherited),
+        line_rate_gbit: or_base(
+            &child.line_rate_gbit,
+            &base.line_rate_gbit,
+            "line_rate_gbit",
+            &mut inherited,
+        ),
+        library_dirs: or_base(
+            &child.library_dirs,
+            &base.library_dirs,
+            "library_dirs",
+            &mut inherited,
+        ),
+        topology_file: or_base(
+            &child.topology_file,
+            &base.topology_file,
+            "topology_file",
+            &mut inherited,
+        ),
+        checks: or_base(&child.checks, &base.checks, "checks", &mut inherited),
+        env: BTreeMap::new(),
+        forced: Vec::new(),
+    };
+    merged.env = base.env.clone();
+    for (name, value) in &child.env {
+        // Remove first: `insert` would keep the base's key, and with it the base's line.
+        merged.env.remove(name.get_ref().as_str());
+        merged.env.insert(name.clone(), value.clone());
+    }
+    inherited.extend(
+        base.env
+            .keys()
+            .filter(|name| !child.env.contains_key(name.get_ref().as_str()))
+            .map(|name| format!("env.{}", name.get_ref())),
+    );
+    merged.forced = base.forced.iter().chain(&child.forced).cloned().collect();
+    (merged, inherited)
+}
+
+/// The child's value of a key where it writes one, else the base's (noting `key` as
+/// inherited when the base writes it).
+fn or_base<T: Clone>(
+    own: &Option<T>,
+    base: &Option<T>,
+    key: &str,
+    inherited: &mut Vec<String>,
+) -> Option<T> {
+    if own.is_none() && base.is_some() {
+        inherited.push(key.to_string());
+    }
+    own.as_ref().or(base.as_ref()).cloned()
 }
 
 #[derive(Deserialize)]
@@ -540,7 +665,7 @@ fn newline_offsets(text: &str) -> Vec<usize> {
 /// Makes a message one log line: its lines joined with `; `, control characters (from
 /// keys or values the admin wrote, e.g. `"a\nb"`) shown escaped. The plugin logs each
 /// error as one line, and a line break would let text in the config forge log lines.
-fn one_line(text: &str) -> String {
+pub(crate) fn one_line(text: &str) -> String {
     let joined = text
         .lines()
         .map(str::trim)
@@ -557,7 +682,7 @@ fn has_control(text: &str) -> bool {
 }
 
 /// Control characters written as escapes (`\n`, `\u{1b}`), everything else as is.
-fn escape_controls(text: &str) -> String {
+pub(crate) fn escape_controls(text: &str) -> String {
     text.chars()
         .map(|c| {
             if c.is_control() {
@@ -575,7 +700,7 @@ fn items<T>(list: &Option<Spanned<Vec<T>>>) -> &[T] {
     list.as_ref().map_or(&[], |l| l.get_ref().as_slice())
 }
 
-fn line_of(text: &str, offset: usize) -> usize {
+pub(crate) fn line_of(text: &str, offset: usize) -> usize {
     let end = offset.min(text.len());
     text.as_bytes()[..end]
         .iter()
@@ -622,7 +747,7 @@ impl Checker<'_> {
 
     fn check(&self, raw: RawConfig) -> Checked<Config> {
         let mut profiles = BTreeMap::new();
-        for (name, raw_profile) in raw.profiles {
+        for (name, raw_profile) in &raw.profiles {
             let key = format!("profiles.{}", name.get_ref());
             if !is_profile_name(name.get_ref()) {
                 return Err(self.error(
@@ -638,8 +763,16 @@ impl Checker<'_> {
                     "`none` and `auto` are built-in modes; give this profile another name",
                 ));
             }
-            let profile = self.check_profile(name.get_ref(), name.span(), &key, raw_profile)?;
-            profiles.insert(name.into_inner(), profile);
+            let profile = match &raw_profile.extends {
+                None => self.check_profile(name.get_ref(), name.span(), &key, raw_profile)?,
+                Some(base_name) => {
+                    let base = self.base_of(&raw.profiles, name.get_ref(), &key, base_name)?;
+                    let (merged, inherited) = inherit(raw_profile, base);
+                    self.check_profile(name.get_ref(), name.span(), &key, &merged)
+                        .map_err(|e| say_inherited(e, &key, &inherited, base_name.get_ref()))?
+                }
+            };
+            profiles.insert(name.get_ref().clone(), profile);
         }
         let mut config = Config {
             source: self.source.to_string(),
@@ -655,6 +788,72 @@ impl Checker<'_> {
             config.node_sets.push(set);
         }
         Ok(config)
+    }
+
+    /// The profile that `extends` names, which must exist, be another, and extend none
+    /// itself (one level keeps what a profile is readable from two places in the file).
+    fn base_of<'r>(
+        &self,
+        profiles: &'r BTreeMap<Spanned<String>, RawProfile>,
+        name: &str,
+        key: &str,
+        base: &Spanned<String>,
+    ) -> Checked<&'r RawProfile> {
+        let key = format!("{key}.extends");
+        let shown = sanitize_for_message(base.get_ref());
+        let others = || {
+            let names: Vec<&str> = profiles
+                .keys()
+                .map(|n| n.get_ref().as_str())
+                .filter(|n| *n != name)
+                .collect();
+            if names.is_empty() {
+                "none".to_string()
+            } else {
+                names.join(", ")
+            }
+        };
+        if RESERVED_MODES.contains(&base.get_ref().as_str()) {
+            return Err(self.error(
+                base.span(),
+                key,
+                format!(
+                    "`{shown}` is a built-in mode, not a profile: extend a profile (profiles: {})",
+                    others()
+                ),
+            ));
+        }
+        if base.get_ref() == name {
+            return Err(self.error(
+                base.span(),
+                key,
+                format!(
+                    "a profile cannot extend itself: remove `extends` or name another profile (profiles: {})",
+                    others()
+                ),
+            ));
+        }
+        let Some(found) = profiles.get(base.get_ref().as_str()) else {
+            return Err(self.error(
+                base.span(),
+                key,
+                format!(
+                    "no profile `{shown}` to extend (profiles: {}): fix the name or add [profiles.{shown}]",
+                    others()
+                ),
+            ));
+        };
+        if let Some(grand) = &found.extends {
+            let grand = sanitize_for_message(grand.get_ref());
+            return Err(self.error(
+                base.span(),
+                key,
+                format!(
+                    "`{shown}` itself extends `{grand}`, and a profile extends one level only: extend `{grand}` directly (extends = \"{grand}\") and copy what `{shown}` adds"
+                ),
+            ));
+        }
+        Ok(found)
     }
 
     fn check_mode(&self, config: &Config, mode: &Spanned<String>, key: &str) -> Checked<Mode> {
@@ -700,7 +899,7 @@ impl Checker<'_> {
         name: &str,
         name_span: Range<usize>,
         key: &str,
-        raw: RawProfile,
+        raw: &RawProfile,
     ) -> Checked<Profile> {
         let control_nic = raw
             .control_nic
@@ -721,7 +920,7 @@ impl Checker<'_> {
             .map(String::as_str)
             .collect();
         let mut gpu_nics = Vec::new();
-        for nic in &raw.gpu_nics {
+        for nic in raw.gpu_nics.iter().flatten() {
             if !data_nics.contains(nic.get_ref()) {
                 return Err(self.error(
                     nic.span(),
@@ -736,7 +935,7 @@ impl Checker<'_> {
             gpu_nics.push(nic.get_ref().clone());
         }
         let mut nic_cpus = BTreeMap::new();
-        for (nic, cpus) in &raw.nic_cpus {
+        for (nic, cpus) in raw.nic_cpus.iter().flatten() {
             let nic_key = format!("{key}.nic_cpus.{}", nic.get_ref());
             if !data_nics.contains(nic.get_ref()) {
                 return Err(self.error(
@@ -842,8 +1041,10 @@ impl Checker<'_> {
             });
         }
 
+        let no_checks = RawChecks::default();
+        let raw_checks = raw.checks.as_ref().unwrap_or(&no_checks);
         let checks =
-            self.check_checks(key, &raw.checks, &declared, &library_dirs, &topology_file)?;
+            self.check_checks(key, raw_checks, &declared, &library_dirs, &topology_file)?;
         if checks.nics && declared.is_empty() {
             return Err(self.error(
                 name_span,
@@ -856,13 +1057,14 @@ impl Checker<'_> {
             data_nics: raw.data_nics.as_ref().map(|v| self.line(v)),
             library_dirs: raw.library_dirs.as_ref().map(|v| self.line(v)),
             topology_file: raw.topology_file.as_ref().map(|v| self.line(v)),
-            check_libraries: raw.checks.libraries.as_ref().map(|v| self.line(v)),
+            check_libraries: raw_checks.libraries.as_ref().map(|v| self.line(v)),
         };
         Ok(Profile {
             name: name.to_string(),
-            description: raw.description,
-            strict: raw.strict,
-            transport: raw.transport.map(Spanned::into_inner),
+            extends: raw.extends.as_ref().map(|b| b.get_ref().clone()),
+            description: raw.description.clone().unwrap_or_default(),
+            strict: raw.strict.unwrap_or(false),
+            transport: raw.transport.as_ref().map(|t| t.get_ref().clone()),
             control_nic,
             data_nics,
             data_nic_class,
@@ -1103,6 +1305,37 @@ impl Checker<'_> {
             line: self.line_at(span.start),
         })
     }
+}
+
+/// Adds to an error about a key that a profile inherited where the key comes from: its
+/// line is the base's, and the fix may be to override it in the extending profile.
+fn say_inherited(
+    mut error: ConfigError,
+    key: &str,
+    inherited: &[String],
+    base: &str,
+) -> ConfigError {
+    let Some(rest) = error
+        .key
+        .as_deref()
+        .and_then(|k| k.strip_prefix(key))
+        .and_then(|k| k.strip_prefix('.'))
+    else {
+        return error;
+    };
+    let from_base = inherited.iter().any(|i| {
+        rest == i
+            || rest
+                .strip_prefix(i.as_str())
+                .is_some_and(|r| r.starts_with('.'))
+    });
+    if from_base {
+        error.message.push_str(&format!(
+            " (inherited from profiles.{}: write the key in {key} to override it)",
+            escape_controls(base)
+        ));
+    }
+    error
 }
 
 fn is_profile_name(name: &str) -> bool {
@@ -1620,6 +1853,279 @@ nic_names = { eth0 = "enp0s12" }
         assert_eq!(e.line, Some(2));
         assert_eq!(e.key.as_deref(), Some("profiles.x.nic_locality"));
         assert!(e.message.contains("\"sysfs\""), "{e}");
+    }
+
+    /// A base with every key `SAMPLE`'s tcpx leaves out.
+    const OTHER_KEYS: &str = r#"
+[profiles.rdma]
+strict = true
+data_nic_class = "infiniband"
+nic_locality = "sysfs"
+data_nics = ["mlx5_0", "mlx5_1"]
+line_rate_gbit = 400
+topology_file = "/etc/topo.xml"
+[profiles.rdma.checks]
+topology_file = true
+"#;
+
+    /// `extends` alone: the profile is its base but for its name and where that is written.
+    #[test]
+    fn extends_inherits_every_key_it_does_not_write() {
+        let text = format!(
+            "{SAMPLE}{OTHER_KEYS}\n[profiles.tcpx-copy]\nextends = \"tcpx\"\n[profiles.rdma-copy]\nextends = \"rdma\"\n"
+        );
+        let config = parse_config(&text, "t.toml").unwrap();
+        for (base, copy, line) in [("tcpx", "tcpx-copy", 39), ("rdma", "rdma-copy", 41)] {
+            let base = &config.profiles[base];
+            let copy = &config.profiles[copy];
+            assert_eq!(copy.extends.as_deref(), Some(base.name.as_str()));
+            assert_eq!(copy.lines.name, line);
+            let mut as_base = copy.clone();
+            as_base.name = base.name.clone();
+            as_base.extends = None;
+            as_base.lines.name = base.lines.name;
+            assert_eq!(&as_base, base, "{copy:#?}");
+        }
+        assert!(config.profiles["rdma-copy"].strict);
+        assert_eq!(
+            config.profiles["tcpx-copy"].lines.data_nics,
+            Some(6),
+            "an inherited key's line is the base's"
+        );
+    }
+
+    #[test]
+    fn a_key_the_profile_writes_replaces_the_bases() {
+        let text = format!(
+            "{SAMPLE}\n[profiles.one-nic]\nextends = \"tcpx\"\ndescription = \"one NIC\"\nstrict = true\ntransport = \"Socket\"\ndata_nics = [\"eth1\"]\ngpu_nics = [\"eth1\"]\nnic_cpus = {{ eth1 = \"0-1\" }}\n[profiles.one-nic.checks]\nnics = true\n"
+        );
+        let config = parse_config(&text, "t.toml").unwrap();
+        let tcpx = &config.profiles["tcpx"];
+        let one = &config.profiles["one-nic"];
+        assert_eq!(one.description, "one NIC");
+        assert!(one.strict);
+        assert_eq!(one.transport.as_deref(), Some("Socket"));
+        assert_eq!(one.data_nics, ["eth1"]);
+        assert_eq!(one.gpu_nics, ["eth1"]);
+        assert_eq!(one.nic_cpus.len(), 1);
+        assert_eq!(one.nic_cpus["eth1"].to_string(), "0-1");
+        // `checks` is one key: written, it replaces the base's table whole.
+        assert_eq!(one.checks.required(), [CheckKind::Nics]);
+        assert_eq!(one.lines.data_nics, Some(34));
+        assert_eq!(one.lines.check_libraries, None);
+        // What it does not write is tcpx's.
+        assert_eq!(one.control_nic, tcpx.control_nic);
+        assert_eq!(one.library_dirs, tcpx.library_dirs);
+        assert!(one.pin_cpus);
+        assert_eq!(one.env, tcpx.env);
+        // `false` written is written: it is not "left out".
+        let text = format!("{SAMPLE}\n[profiles.loose]\nextends = \"tcpx\"\npin_cpus = false\n");
+        let config = parse_config(&text, "t.toml").unwrap();
+        assert!(!config.profiles["loose"].pin_cpus);
+    }
+
+    #[test]
+    fn env_merges_by_name_and_the_extending_profiles_values_win() {
+        let text = format!(
+            "{SAMPLE}\n[profiles.tuned]\nextends = \"tcpx\"\n[profiles.tuned.env]\nNCCL_NET = \"GPUDirectTCPX_v8\"\nNCCL_MIN_NCHANNELS = \"32\"\n"
+        );
+        let config = parse_config(&text, "t.toml").unwrap();
+        let tuned = &config.profiles["tuned"];
+        let var = |name: &str| tuned.env.iter().find(|v| v.name == name).unwrap();
+        let names: Vec<&str> = tuned.env.iter().map(|v| v.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "NCCL_MIN_NCHANNELS",
+                "NCCL_NET",
+                "NCCL_SOCKET_IFNAME",
+                "PREFIX"
+            ]
+        );
+        assert_eq!(
+            var("NCCL_NET").value,
+            Template::parse("GPUDirectTCPX_v8").unwrap()
+        );
+        assert_eq!(
+            var("NCCL_NET").line,
+            32,
+            "the override's line, not the base's"
+        );
+        assert!(
+            var("NCCL_NET").forced,
+            "tcpx forces it; the override stays forced"
+        );
+        assert_eq!(
+            var("NCCL_MIN_NCHANNELS").value,
+            Template::parse("32").unwrap()
+        );
+        assert_eq!(var("NCCL_MIN_NCHANNELS").line, 33);
+        assert!(!var("NCCL_MIN_NCHANNELS").forced);
+        assert_eq!(var("PREFIX").line, 17, "inherited: the base's line");
+        assert_eq!(
+            config.profiles["tcpx"].env.len(),
+            3,
+            "the base is left as it was"
+        );
+    }
+
+    #[test]
+    fn forced_is_the_union_of_both_lists() {
+        let text = format!(
+            "{SAMPLE}\n[profiles.tuned]\nextends = \"tcpx\"\nforced = [\"PREFIX\", \"NEW\"]\n[profiles.tuned.env]\nNEW = \"1\"\n"
+        );
+        let config = parse_config(&text, "t.toml").unwrap();
+        let forced: Vec<&str> = config.profiles["tuned"]
+            .env
+            .iter()
+            .filter(|v| v.forced)
+            .map(|v| v.name.as_str())
+            .collect();
+        assert_eq!(forced, ["NCCL_NET", "NEW", "PREFIX"]);
+        // A forced name is checked against the merged [env].
+        let e = err(&format!(
+            "{SAMPLE}\n[profiles.tuned]\nextends = \"tcpx\"\nforced = [\"NOPE\"]\n"
+        ));
+        assert_eq!(e.key.as_deref(), Some("profiles.tuned.forced"));
+        assert_eq!(e.line, Some(31));
+    }
+
+    #[test]
+    fn extends_errors_name_the_key_and_the_fix() {
+        let base = "[profiles.base]\ntransport = \"X\"\n";
+        let cases: &[(&str, &str)] = &[
+            (
+                "[profiles.tuned]\nextends = \"bsae\"\n",
+                "no profile `bsae` to extend (profiles: base): fix the name or add [profiles.bsae]",
+            ),
+            (
+                "[profiles.tuned]\nextends = \"tuned\"\n",
+                "a profile cannot extend itself",
+            ),
+            (
+                "[profiles.tuned]\nextends = \"mid\"\n[profiles.mid]\nextends = \"base\"\n",
+                "`mid` itself extends `base`, and a profile extends one level only: extend `base` directly",
+            ),
+            (
+                "[profiles.tuned]\nextends = \"none\"\n",
+                "`none` is a built-in mode, not a profile",
+            ),
+            (
+                "[profiles.tuned]\nextends = \"auto\"\n",
+                "`auto` is a built-in mode, not a profile",
+            ),
+        ];
+        for (child, needle) in cases {
+            let e = err(&format!("{base}{child}"));
+            assert_eq!(e.file, "/etc/slurm/gpudirect.toml");
+            assert_eq!(e.line, Some(4), "{child}: {e}");
+            assert_eq!(
+                e.key.as_deref(),
+                Some("profiles.tuned.extends"),
+                "{child}: {e}"
+            );
+            assert!(e.message.contains(needle), "{child}: {e}");
+        }
+    }
+
+    /// The file's order does not matter: the base may come after the profile that extends
+    /// it, whichever name sorts first.
+    #[test]
+    fn the_base_may_be_written_after_the_extending_profile() {
+        for (child, base) in [("a-tuned", "zz"), ("zz-tuned", "a")] {
+            let text = format!(
+                "[profiles.{child}]\nextends = \"{base}\"\n[profiles.{child}.env]\nB = \"2\"\n\n[profiles.{base}]\ntransport = \"X\"\n[profiles.{base}.env]\nA = \"1\"\n"
+            );
+            let config = parse_config(&text, "t.toml").unwrap();
+            let tuned = &config.profiles[child];
+            assert_eq!(tuned.transport.as_deref(), Some("X"), "{text}");
+            let env: Vec<(&str, usize)> = tuned
+                .env
+                .iter()
+                .map(|v| (v.name.as_str(), v.line))
+                .collect();
+            assert_eq!(env, [("A", 9), ("B", 4)], "{text}");
+            assert_eq!(tuned.lines.name, 1);
+        }
+    }
+
+    /// A check that fails on the merged profile because of an inherited key points at the
+    /// base's line and says where the key comes from.
+    #[test]
+    fn an_error_in_an_inherited_key_points_at_the_base() {
+        let text =
+            format!("{SAMPLE}\n[profiles.tuned]\nextends = \"tcpx\"\ndata_nics = [\"eth3\"]\n");
+        let e = err(&text);
+        assert_eq!(e.key.as_deref(), Some("profiles.tuned.gpu_nics"), "{e}");
+        assert_eq!(e.line, Some(7), "tcpx's gpu_nics: {e}");
+        assert!(
+            e.message.contains("`eth1` is not one of data_nics (eth3) (inherited from profiles.tcpx: write the key in profiles.tuned to override it)"),
+            "{e}"
+        );
+        // The profile's own key: no such note.
+        let e = err(&format!(
+            "{SAMPLE}\n[profiles.tuned]\nextends = \"tcpx\"\ngpu_nics = [\"eth9\"]\n"
+        ));
+        assert_eq!(e.line, Some(31));
+        assert!(!e.message.contains("inherited"), "{e}");
+        // An unknown key in an extending profile is still an error.
+        let e = err(&format!(
+            "{SAMPLE}\n[profiles.tuned]\nextends = \"tcpx\"\nextend = \"x\"\n"
+        ));
+        assert_eq!(e.line, Some(31));
+        assert!(e.message.contains("extend"), "{e}");
+    }
+
+    /// What `gpudirect tune --write` makes without a base: a profile of a description and
+    /// variables only, accepted as it always was.
+    #[test]
+    fn a_standalone_tuned_profile_is_accepted() {
+        let shipped = include_str!("../../slurm-conf/gpudirect.toml");
+        let overlay = "# Written by `gpudirect tune` (run t1).\n\n[profiles.tuned]\ndescription = \"NCCL_MIN_NCHANNELS=32 (gpudirect tune t1)\"\n\n[profiles.tuned.env]\nNCCL_MIN_NCHANNELS = \"32\"\n";
+        let config = parse_config(&format!("{shipped}{overlay}"), "shipped").unwrap();
+        let tuned = &config.profiles["tuned"];
+        assert_eq!(tuned.extends, None);
+        assert_eq!(tuned.transport, None);
+        assert!(tuned.data_nics.is_empty());
+        assert_eq!(tuned.env.len(), 1);
+        assert_eq!(tuned.env[0].name, "NCCL_MIN_NCHANNELS");
+        assert!(declares_profile(&format!("{shipped}{overlay}"), "tuned"));
+    }
+
+    /// The shipped config with the overlay `gpudirect tune --write` makes for `tcpx`
+    /// appended, as the admin installs it.
+    #[test]
+    fn the_shipped_config_with_a_tuned_overlay_parses() {
+        let shipped = include_str!("../../slurm-conf/gpudirect.toml");
+        let overlay = "# Written by `gpudirect tune` (run t1234) at 2026-11-30T22:00:00Z.\n# Measured: all_reduce.\n\n[profiles.tcpx-tuned]\nextends = \"tcpx\"\ndescription = \"tcpx with NCCL_MIN_NCHANNELS=32 (gpudirect tune t1234, all_reduce ...)\"\n\n[profiles.tcpx-tuned.env]\nNCCL_MIN_NCHANNELS = \"32\"\n";
+        let text = format!("{shipped}{overlay}");
+        let config = parse_config(&text, "shipped").unwrap();
+        let tcpx = &config.profiles["tcpx"];
+        let tuned = &config.profiles["tcpx-tuned"];
+        assert_eq!(tuned.extends.as_deref(), Some("tcpx"));
+        assert!(tuned
+            .description
+            .starts_with("tcpx with NCCL_MIN_NCHANNELS=32"));
+        assert_eq!(tuned.transport.as_deref(), Some("GPUDirectTCPX"));
+        assert_eq!(tuned.control_nic, tcpx.control_nic);
+        assert_eq!(tuned.data_nics, tcpx.data_nics);
+        assert_eq!(tuned.gpu_nics, tcpx.gpu_nics);
+        assert_eq!(tuned.nic_cpus, tcpx.nic_cpus);
+        assert_eq!(tuned.checks, tcpx.checks);
+        assert_eq!(tuned.env.len(), tcpx.env.len() + 1);
+        for var in &tcpx.env {
+            assert!(tuned.env.contains(var), "{}", var.name);
+        }
+        let new = tuned
+            .env
+            .iter()
+            .find(|v| v.name == "NCCL_MIN_NCHANNELS")
+            .unwrap();
+        assert_eq!(new.value, Template::parse("32").unwrap());
+        assert_eq!(new.line, shipped.lines().count() + 9);
+        assert!(!new.forced);
+        // srun's scan before submission finds it.
+        assert!(declares_profile(&text, "tcpx-tuned"));
     }
 
     #[test]

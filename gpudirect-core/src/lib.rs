@@ -13,6 +13,7 @@ pub mod hostlist;
 pub mod lint;
 pub mod locality;
 pub mod marks;
+pub mod overlay;
 pub mod resolve;
 pub mod system;
 pub mod template;

@@ -7,6 +7,8 @@
 //! - Node lints run the profile's checks, as the plugin runs them on a node, against a
 //!   [`NodeProbe`] (missing libraries, topology file, NICs). On the node they are errors;
 //!   elsewhere they are warnings, since the machine running `check` need not be a node.
+//!   A profile that `extends` another and fails the same check at the same (inherited)
+//!   line is named in the base's finding instead of getting its own.
 //!
 //! Every finding names the line of the key it is about, from the lines the checked
 //! [`Config`] keeps. This module reads nothing itself: the probe is the caller's.
@@ -227,8 +229,10 @@ pub fn node_findings(config: &Config, machine: &Machine<'_>) -> Vec<Finding> {
     } else {
         " (here; an error only with --on-node on the node)".to_string()
     };
-    let mut out = Vec::new();
-    for profile in profiles {
+    // Each problem as (profile, line, what is wrong), the profile's name put in front last.
+    let mut found: Vec<(&Profile, usize, String)> = Vec::new();
+    for profile in &profiles {
+        let profile = *profile;
         let lines = &profile.lines;
         let skipped: Vec<CheckKind> = set.map(|s| s.skip_checks.clone()).unwrap_or_default();
         let resolved = Resolved {
@@ -260,13 +264,11 @@ pub fn node_findings(config: &Config, machine: &Machine<'_>) -> Vec<Finding> {
                 CheckKind::NicSpeed | CheckKind::Gpus => continue,
             };
             let problems: Vec<&str> = failures.iter().map(|f| f.problem.as_str()).collect();
-            out.push(finding(
-                file,
+            found.push((
+                profile,
                 line.unwrap_or(lines.name),
-                severity,
                 format!(
-                    "profile {}: {}: {} ({}){suffix}",
-                    profile.name,
+                    "{}: {} ({}){suffix}",
                     kind.name(),
                     problems.join("; "),
                     first.fix
@@ -276,14 +278,10 @@ pub fn node_findings(config: &Config, machine: &Machine<'_>) -> Vec<Finding> {
         if !skipped.contains(&CheckKind::Libraries) {
             for dir in &profile.library_dirs {
                 if !probe.dir_exists(dir) {
-                    out.push(finding(
-                        file,
+                    found.push((
+                        profile,
                         lines.library_dirs.unwrap_or(lines.name),
-                        severity,
-                        format!(
-                            "profile {}: library_dirs: {dir} does not exist{suffix}",
-                            profile.name
-                        ),
+                        format!("library_dirs: {dir} does not exist{suffix}"),
                     ));
                 }
             }
@@ -294,19 +292,47 @@ pub fn node_findings(config: &Config, machine: &Machine<'_>) -> Vec<Finding> {
                 && !skipped.contains(&CheckKind::TopologyFile)
                 && !probe.file_readable(topology)
             {
-                out.push(finding(
-                    file,
+                found.push((
+                    profile,
                     lines.topology_file.unwrap_or(lines.name),
-                    severity,
-                    format!(
-                        "profile {}: topology_file: {topology} is not readable{suffix}",
-                        profile.name
-                    ),
+                    format!("topology_file: {topology} is not readable{suffix}"),
                 ));
             }
         }
     }
-    out
+    // A profile that extends another fails what it inherits as its base does, at the base's
+    // lines: one finding, for the base, naming both.
+    let repeats = |p: &Profile, line: usize, what: &str| {
+        p.extends.as_deref().is_some_and(|base| {
+            found
+                .iter()
+                .any(|(q, l, w)| q.name == base && *l == line && w == what)
+        })
+    };
+    found
+        .iter()
+        .filter(|(p, line, what)| !repeats(p, *line, what))
+        .map(|(p, line, what)| {
+            let also: Vec<&str> = found
+                .iter()
+                .filter(|(q, l, w)| {
+                    q.extends.as_deref() == Some(p.name.as_str()) && l == line && w == what
+                })
+                .map(|(q, _, _)| q.name.as_str())
+                .collect();
+            let who = if also.is_empty() {
+                format!("profile {}", p.name)
+            } else {
+                format!(
+                    "profile {} (and {}, which extend{} it)",
+                    p.name,
+                    also.join(", "),
+                    if also.len() == 1 { "s" } else { "" }
+                )
+            };
+            finding(file, *line, severity, format!("{who}: {what}"))
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -519,5 +545,62 @@ profile = \"a\"
         let off = off_node(&config);
         assert_eq!(off.len(), 2, "{off:?}");
         assert!(off.iter().all(|f| f.severity == Severity::Warning));
+    }
+
+    /// A profile that extends another fails the checks it inherits where its base does:
+    /// one finding names both; what it writes itself is its own.
+    #[test]
+    fn an_inherited_failure_is_one_finding_for_the_base() {
+        let text = "\
+[profiles.base]
+library_dirs = [\"/nonexistent/lib\"]
+[profiles.base.checks]
+libraries = [\"l.so\"]
+[profiles.tuned]
+extends = \"base\"
+[profiles.tuned.env]
+NCCL_MIN_NCHANNELS = \"32\"
+[profiles.other]
+extends = \"base\"
+library_dirs = [\"/nonexistent/other\"]
+";
+        let found = off_node(&config(text));
+        let messages: Vec<(usize, &str)> =
+            found.iter().map(|f| (f.line, f.message.as_str())).collect();
+        assert_eq!(found.len(), 4, "{messages:#?}");
+        assert_warnings(
+            &found,
+            &[
+                (
+                    2,
+                    "profile base (and tuned, which extends it): library_dirs: /nonexistent/lib does not exist",
+                ),
+                (
+                    4,
+                    "profile base (and tuned, which extends it): libraries: transport library l.so not found in /nonexistent/lib",
+                ),
+                (
+                    4,
+                    "profile other: libraries: transport library l.so not found in /nonexistent/other",
+                ),
+                (
+                    11,
+                    "profile other: library_dirs: /nonexistent/other does not exist",
+                ),
+            ],
+        );
+        // On a node whose set uses the extending profile, it is the one checked.
+        let text =
+            format!("{text}[[node_set]]\nname = \"gpu\"\nhosts = \"gpu1\"\nprofile = \"tuned\"\n");
+        let on = lint(
+            &config(&text),
+            &Machine {
+                node: "gpu1",
+                on_node: true,
+                probe: &BareNode,
+            },
+        );
+        assert_eq!(on.len(), 2, "{on:#?}");
+        assert!(has(&on, 2, Severity::Error, "profile tuned: library_dirs:"));
     }
 }

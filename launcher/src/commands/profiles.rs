@@ -4,7 +4,9 @@
 //! - `show NAME`: one profile as the plugin parsed it, and the node sets that use it;
 //! - `check`: lint: parse errors with file:line, the plugin's ownership rule, and the
 //!   node-specific checks (libraries, topology file, NICs), which are errors only with
-//!   `--on-node` (run on that node) and warnings elsewhere;
+//!   `--on-node` (run on that node) and warnings elsewhere; with `--overlay FILE`, of the
+//!   config with the overlay appended (what `gpudirect tune --write` makes), before the
+//!   admin appends it;
 //! - `explain`: the exact variables, NIC, CPUs and skipped checks the plugin would give
 //!   one task.
 //!
@@ -18,14 +20,18 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 use serde_json::{json, Value};
 
-use gpudirect_core::config::{CheckKind, Config, Mode, NicLocality, NodeSet, Profile};
+use gpudirect_core::config::{CheckKind, Config, ConfigError, Mode, NicLocality, NodeSet, Profile};
 use gpudirect_core::lint::{self, Finding, Machine, Severity};
 use gpudirect_core::locality::Locality;
+use gpudirect_core::overlay::Overlaid;
 use gpudirect_core::resolve::{
     choose_mode, plan_node_with_locality, plan_task, resolve_profile, vars, AssumeHealthy,
     NodePlan, NodeProbe, StepFacts, TaskFacts, TaskPlan,
 };
-use gpudirect_core::system::{load_config, short_hostname, LoadError, Ownership, SystemProbe};
+use gpudirect_core::system::{
+    check_config_file, load_config, read_config_text, short_hostname, LoadError, Ownership,
+    SystemProbe,
+};
 use gpudirect_core::template::{Placeholder, Template};
 
 use super::{Ctx, ExitStatus};
@@ -41,6 +47,7 @@ pub const DEFAULT_CONFIG: &str = "/etc/slurm/gpudirect.toml";
     gpudirect profiles show tcpx\n  \
     gpudirect profiles check --config ./gpudirect.toml\n  \
     gpudirect profiles check --on-node            # on a GPU node: its files and NICs\n  \
+    gpudirect profiles check --overlay tcpx-tuned.toml   # before cat tcpx-tuned.toml >> the config\n  \
     gpudirect profiles explain --profile tcpx --node a3h-0001 --local-rank 3\n  \
     gpudirect profiles explain --mode auto --node a3m-0001 --local-rank 5 --sysfs /sys")]
 pub struct ProfilesArgs {
@@ -99,6 +106,12 @@ pub struct CheckArgs {
     /// The node's Slurm name, for its node set. Default: this host's short name.
     #[arg(long, value_name = "NODE")]
     pub node: Option<String>,
+    /// Check the config with FILE's text appended, as after `cat FILE >> CONFIG`
+    /// (repeatable, appended in order): a profile overlay from `gpudirect tune --write`.
+    /// A problem in FILE is reported with FILE's name and line; FILE may only add
+    /// profiles. FILE need not be root's: it is only read.
+    #[arg(long = "overlay", value_name = "FILE")]
+    pub overlays: Vec<PathBuf>,
 }
 
 /// `profiles explain`.
@@ -184,26 +197,41 @@ pub fn run(args: &ProfilesArgs, _ctx: &Ctx) -> Result<ExitStatus> {
         }
         ProfilesCommand::Check(check) => {
             let node = check.node.clone().unwrap_or_else(short_hostname);
-            let findings = check_config(&path, check.on_node, &node);
+            let outcome = check_config(&path, &check.overlays, check.on_node, &node);
             let mut out = String::new();
-            for finding in &findings {
+            for finding in &outcome.findings {
                 out.push_str(&finding.to_string());
                 out.push('\n');
             }
             print_out(&out)?;
-            let errors = findings
+            for added in &outcome.added {
+                note(added);
+            }
+            let errors = outcome
+                .findings
                 .iter()
                 .filter(|f| f.severity == Severity::Error)
                 .count();
-            let warnings = findings.len() - errors;
+            let warnings = outcome.findings.len() - errors;
+            let checked = match check.overlays.as_slice() {
+                [] => path.display().to_string(),
+                overlays => format!(
+                    "{} with {} appended",
+                    path.display(),
+                    overlays
+                        .iter()
+                        .map(|o| o.display().to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            };
             if errors > 0 {
                 note(&format!(
-                    "{}: {errors} error(s), {warnings} warning(s)",
-                    path.display()
+                    "{checked}: {errors} error(s), {warnings} warning(s)"
                 ));
                 return Ok(ExitStatus::Problem);
             }
-            note(&format!("{}: ok, {warnings} warning(s)", path.display()));
+            note(&format!("{checked}: ok, {warnings} warning(s)"));
             Ok(())
         }
         ProfilesCommand::Explain(explain) => {
@@ -425,6 +453,7 @@ fn list_json(config: &Config) -> Value {
 fn profile_json(config: &Config, p: &Profile) -> Value {
     json!({
         "name": p.name,
+        "extends": p.extends,
         "description": p.description,
         "strict": p.strict,
         "transport": p.transport,
@@ -463,6 +492,9 @@ fn show_text(config: &Config, p: &Profile) -> String {
     };
     let mut out = format!("profile {}: {}\n", p.name, p.description);
     let mut field = |k: &str, v: String| out.push_str(&format!("  {k:<15} {v}\n"));
+    if let Some(base) = &p.extends {
+        field("extends", format!("{base} (its keys, merged with these)"));
+    }
     field("transport", or_dash(p.transport.as_deref()));
     field("strict", p.strict.to_string());
     field("control_nic", or_dash(p.control_nic.as_deref()));
@@ -551,18 +583,42 @@ fn show_text(config: &Config, p: &Profile) -> String {
 // ---------------------------------------------------------------------------------------
 // check
 
-/// Lints the config at `path` ([`gpudirect_core::lint`]). `on_node`: this machine is
-/// `node`, so its missing files and NICs are errors; elsewhere they are warnings.
-pub fn check_config(path: &Path, on_node: bool, node: &str) -> Vec<Finding> {
+/// What `profiles check` found.
+#[derive(Debug, Clone, Default)]
+pub struct CheckOutcome {
+    /// The findings: the config's by line, then each overlay's.
+    pub findings: Vec<Finding>,
+    /// One line for each profile an overlay adds, saying what it would be once appended.
+    pub added: Vec<String>,
+}
+
+/// Lints the config at `path` ([`gpudirect_core::lint`]) with each of `overlays` appended
+/// ([`Overlaid`]; none: the config alone). `on_node`: this machine is `node`, so its
+/// missing files and NICs are errors; elsewhere they are warnings. A finding in an
+/// overlay's text names the overlay and its own line.
+pub fn check_config(path: &Path, overlays: &[PathBuf], on_node: bool, node: &str) -> CheckOutcome {
     let file = path.display().to_string();
-    let config = match load_config(path, Ownership::Any) {
-        Ok(config) => config,
-        Err(e) => return vec![lint::load_failure(&file, &e)],
+    let loaded = if overlays.is_empty() {
+        load_config(path, Ownership::Any)
+            .map(|config| (config, None))
+            .map_err(|e| lint::load_failure(&file, &e))
+    } else {
+        load_with_overlays(path, overlays).map(|(config, overlaid)| (config, Some(overlaid)))
+    };
+    let (config, overlaid) = match loaded {
+        Ok(loaded) => loaded,
+        Err(finding) => {
+            return CheckOutcome {
+                findings: vec![finding],
+                added: Vec::new(),
+            }
+        }
     };
     let mut findings = Vec::new();
     // The plugin runs as root and refuses a config others could change: always an error,
-    // wherever `check` runs, since it is a property of the file.
-    if let Err(e @ LoadError::Insecure { .. }) = load_config(path, Ownership::RootOnly) {
+    // wherever `check` runs, since it is a property of the file. (Overlays are only read
+    // here; once appended, they are the config's text.)
+    if let Err(e @ LoadError::Insecure { .. }) = check_config_file(path, Ownership::RootOnly) {
         findings.push(lint::load_failure(&file, &e));
     }
     let machine = Machine {
@@ -572,7 +628,138 @@ pub fn check_config(path: &Path, on_node: bool, node: &str) -> Vec<Finding> {
     };
     findings.extend(lint::lint(&config, &machine));
     findings.sort_by_key(|f| f.line);
-    findings
+    let Some(overlaid) = overlaid else {
+        return CheckOutcome {
+            findings,
+            added: Vec::new(),
+        };
+    };
+    for finding in &mut findings {
+        let (source, line) = overlaid.locate(finding.line);
+        if !source.is_empty() {
+            finding.file = source.to_string();
+            finding.line = line;
+        }
+    }
+    for gap in overlaid.unterminated() {
+        findings.push(Finding {
+            file: gap.source.clone(),
+            line: gap.line,
+            severity: Severity::Warning,
+            message: format!(
+                "no line break at the end: appended after it, {}'s first line would join this one; end the file with one (echo >> {})",
+                gap.next, gap.source
+            ),
+        });
+    }
+    // The config's findings first, then each overlay's, each by line.
+    let order = |f: &Finding| {
+        std::iter::once(file.clone())
+            .chain(overlays.iter().map(|o| o.display().to_string()))
+            .position(|source| source == f.file)
+    };
+    findings.sort_by_key(|f| (order(f), f.line));
+    CheckOutcome {
+        added: added_profiles(&config, &overlaid, &file),
+        findings,
+    }
+}
+
+/// The config at `path` with each overlay appended, parsed and checked. The error, as a
+/// finding, names the file it is in: an overlay that cannot be read, that is not TOML,
+/// that touches a profile declared before it, or a check that fails in its text.
+fn load_with_overlays(path: &Path, overlays: &[PathBuf]) -> Result<(Config, Overlaid), Finding> {
+    let file = path.display().to_string();
+    let (text, _) =
+        read_config_text(path, Ownership::Any).map_err(|e| lint::load_failure(&file, &e))?;
+    let mut overlaid = Overlaid::new(&text, &file);
+    for overlay in overlays {
+        let name = overlay.display().to_string();
+        let text = read_overlay(overlay).map_err(|message| Finding {
+            file: name.clone(),
+            line: 1,
+            severity: Severity::Error,
+            message,
+        })?;
+        overlaid.append(&text, &name).map_err(config_finding)?;
+    }
+    let config = overlaid.parse().map_err(config_finding)?;
+    Ok((config, overlaid))
+}
+
+fn config_finding(error: ConfigError) -> Finding {
+    let file = error.file.clone();
+    lint::load_failure(&file, &LoadError::Config(error))
+}
+
+/// An overlay's text, read as the config is (a regular UTF-8 file of a sane size) but
+/// whoever owns it; the error says why not, for a finding naming the file.
+fn read_overlay(path: &Path) -> Result<String, String> {
+    let full = absolute(path).map_err(|e| format!("cannot read the overlay: {e:#}"))?;
+    match read_config_text(&full, Ownership::Any) {
+        Ok((text, _)) => Ok(text),
+        Err(LoadError::Io { source, .. }) => Err(format!("cannot read the overlay: {source}")),
+        Err(LoadError::Invalid { problem, .. }) => {
+            Err(format!("cannot use the overlay: {problem}"))
+        }
+        Err(other) => Err(other.to_string()),
+    }
+}
+
+/// For each profile an overlay declares: where, what it extends, and what it is once
+/// appended (transport, NICs, checks), with the variables the overlay writes and the
+/// values they replace.
+fn added_profiles(config: &Config, overlaid: &Overlaid, file: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for profile in config.profiles.values() {
+        let (source, line) = overlaid.locate(profile.lines.name);
+        if source.is_empty() || source == file {
+            continue;
+        }
+        let base = profile
+            .extends
+            .as_ref()
+            .and_then(|b| config.profiles.get(b));
+        let written: Vec<String> = profile
+            .env
+            .iter()
+            .filter(|var| overlaid.locate(var.line).0 == source)
+            .map(|var| {
+                let value = template_text(&var.value);
+                let was = base
+                    .and_then(|b| b.env.iter().find(|v| v.name == var.name))
+                    .map(|v| template_text(&v.value));
+                match (base, was) {
+                    (Some(b), Some(was)) => format!("{}={value} ({}: {was})", var.name, b.name),
+                    (Some(_), None) => format!("{}={value} (new)", var.name),
+                    (None, _) => format!("{}={value}", var.name),
+                }
+            })
+            .collect();
+        let checks = check_names(profile);
+        out.push(format!(
+            "{source}:{line}: profile {}{}: transport {}, NICs {}, checks {}, {} variable(s){}",
+            profile.name,
+            profile
+                .extends
+                .as_ref()
+                .map_or(String::new(), |b| format!(" (extends {b})")),
+            profile.transport.as_deref().unwrap_or("-"),
+            nic_count(profile),
+            if checks.is_empty() {
+                "-".into()
+            } else {
+                checks.join(",")
+            },
+            profile.env.len(),
+            if written.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", written.join(", "))
+            }
+        ));
+    }
+    out
 }
 
 // ---------------------------------------------------------------------------------------

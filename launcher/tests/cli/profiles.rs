@@ -208,6 +208,119 @@ fn check_of_a_secure_clean_file_passes_or_names_the_insecure_directory() {
     }
 }
 
+/// A profile overlay as `gpudirect tune --write` makes it for `tcpx`.
+const TUNED: &str = "# Written by `gpudirect tune` (run t1234) at 2026-11-30T22:00:00Z.
+# Install: append to the plugin's config after checking it:
+#   gpudirect profiles check --overlay THIS_FILE
+
+[profiles.tcpx-tuned]
+extends = \"tcpx\"
+description = \"tcpx with NCCL_MIN_NCHANNELS=32 (gpudirect tune t1234, all_reduce ...)\"
+
+[profiles.tcpx-tuned.env]
+NCCL_MIN_NCHANNELS = \"32\"
+";
+
+/// `check --overlay FILE`: the config with FILE appended, as the admin would install it.
+/// An overlay extending one of the config's profiles is accepted, and what the profile
+/// would be is said; a problem in the overlay names the overlay's file and its own line.
+#[test]
+fn check_with_an_overlay_checks_the_config_it_would_make() {
+    // Under target/, not /tmp: run as root, the config's ownership rule can hold there.
+    let tmp = tempfile::Builder::new()
+        .prefix("profiles-overlay-")
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .unwrap();
+    let dir = tmp.path();
+    let config = dir.join("gpudirect.toml");
+    fs::write(&config, SHIPPED).unwrap();
+    let overlay = dir.join("tcpx-tuned.toml");
+    fs::write(&overlay, TUNED).unwrap();
+    let shown = overlay.display().to_string();
+    let check = |overlay: &str| run(&mut profiles(&config, &["check", "--overlay", overlay]));
+
+    let out = check(&shown);
+    let text = stdout(&out);
+    let errors: Vec<&str> = text.lines().filter(|l| l.contains(": error: ")).collect();
+    if secure(dir) {
+        assert!(out.status.success(), "{text}{}", stderr(&out));
+        assert_eq!(errors, Vec::<&str>::new());
+    } else {
+        // Not run as root: the config's ownership is the one error.
+        assert_eq!(out.status.code(), Some(1), "{text}");
+        assert_eq!(errors.len(), 1, "{text}");
+        assert!(errors[0].contains("refusing the config"), "{text}");
+    }
+    // The tuned profile's node checks are tcpx's, at tcpx's lines: nothing is the overlay's.
+    assert!(!text.contains(&shown), "{text}");
+    assert_stderr_contains(
+        &out,
+        &format!("{shown}:5: profile tcpx-tuned (extends tcpx): transport GPUDirectTCPX, NICs 1+4, checks nics,libraries,rxdm_socket_dir, 21 variable(s): NCCL_MIN_NCHANNELS=32 (new)"),
+    );
+    assert_stderr_contains(&out, &format!("with {shown} appended: "));
+
+    // Once appended, `show` gives it tcpx's keys and the new variable.
+    let installed = dir.join("installed.toml");
+    fs::write(&installed, format!("{SHIPPED}{TUNED}")).unwrap();
+    let show = ok(&mut profiles(&installed, &["show", "tcpx-tuned"]));
+    for needle in [
+        "profile tcpx-tuned: tcpx with NCCL_MIN_NCHANNELS=32",
+        "  extends         tcpx",
+        "  transport       GPUDirectTCPX",
+        "  data_nics       eth1, eth2, eth3, eth4 (net)",
+        "    keepable  NCCL_MIN_NCHANNELS=32\n",
+        "    forced    NCCL_GPUDIRECTTCPX_UNIX_CLIENT_PREFIX=/run/tcpx-{job_id}\n",
+    ] {
+        assert!(show.contains(needle), "{needle} missing from:\n{show}");
+    }
+
+    // A typo'd base: the overlay's file and line, and the profiles there are.
+    let typo = dir.join("typo.toml");
+    fs::write(
+        &typo,
+        TUNED.replace("extends = \"tcpx\"", "extends = \"tpcx\""),
+    )
+    .unwrap();
+    let out = check(&typo.display().to_string());
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        stdout(&out),
+        format!(
+            "{}:6: error: profiles.tcpx-tuned.extends: no profile `tpcx` to extend (profiles: azure-ndv5, efa, gib, gib-a4, ib, tcpx, tcpxo): fix the name or add [profiles.tpcx]\n",
+            typo.display()
+        )
+    );
+    assert_stderr_contains(&out, "1 error(s)");
+
+    // An overlay that redefines one of the config's profiles.
+    let clash = dir.join("clash.toml");
+    fs::write(&clash, "\n[profiles.tcpx]\ntransport = \"Socket\"\n").unwrap();
+    let out = check(&clash.display().to_string());
+    assert_eq!(out.status.code(), Some(1));
+    let line = SHIPPED
+        .lines()
+        .position(|l| l == "[profiles.tcpx]")
+        .unwrap()
+        + 1;
+    assert_eq!(
+        stdout(&out),
+        format!(
+            "{clash}:2: error: profiles.tcpx: {config}:{line} already declares profile `tcpx`, and an overlay may only add profiles: rename the profile in {clash}\n",
+            clash = clash.display(),
+            config = config.display()
+        )
+    );
+
+    // An overlay that cannot be read.
+    let missing = dir.join("missing.toml").display().to_string();
+    let out = check(&missing);
+    assert_eq!(out.status.code(), Some(1));
+    assert_stdout_contains(
+        &out,
+        &format!("{missing}:1: error: cannot read the overlay: "),
+    );
+}
+
 #[test]
 fn check_reports_broken_configs_with_file_and_line() {
     let cases: &[(&str, usize, &str)] = &[
