@@ -56,7 +56,10 @@ fn tune_tries_knobs_on_top_of_the_profile_and_the_plugin_applies_its_overlay() {
             "-w",
             "5",
         ],
-        &[("STANDIN_CYCLE_DIR", turns.to_str().expect("UTF-8 temp path"))],
+        &[(
+            "STANDIN_CYCLE_DIR",
+            turns.to_str().expect("UTF-8 temp path"),
+        )],
     );
     let out = stdout(&output);
     let err = stderr(&output);
@@ -121,12 +124,20 @@ fn tune_tries_knobs_on_top_of_the_profile_and_the_plugin_applies_its_overlay() {
         Some("32")
     );
     assert_eq!(base.get("NCCL_MIN_NCHANNELS"), None);
-    for inherited in ["NCCL_ALGO", "NCCL_BUFFSIZE", "NCCL_SOCKET_IFNAME", "LD_LIBRARY_PATH"] {
+    for inherited in [
+        "NCCL_ALGO",
+        "NCCL_BUFFSIZE",
+        "NCCL_SOCKET_IFNAME",
+        "LD_LIBRARY_PATH",
+    ] {
         assert_eq!(
             tuned.get(inherited),
             base.get(inherited),
             "{inherited} as tcpx gives it"
         );
     }
-    assert!(base.contains_key("NCCL_ALGO"), "tcpx sets NCCL_ALGO: {base:?}");
+    assert!(
+        base.contains_key("NCCL_ALGO"),
+        "tcpx sets NCCL_ALGO: {base:?}"
+    );
 }

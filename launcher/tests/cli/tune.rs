@@ -182,6 +182,28 @@ fn the_sweep_finds_the_recorded_winner_and_writes_an_overlay_profiles_check_acce
         "{written}"
     );
 
+    // `profiles check --overlay` accepts it on the shipped config: no finding in the
+    // overlay, and the profile it adds is named with its variable.
+    let shipped = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../slurm-conf/gpudirect.toml");
+    let out = run(gpudirect_without(&["GPUDIRECT_CONFIG"])
+        .args(["profiles", "check", "--overlay"])
+        .arg(&overlay)
+        .arg("--config")
+        .arg(&shipped));
+    assert!(
+        !stdout(&out).contains(&overlay_arg),
+        "no finding in the overlay:\n{}",
+        stdout(&out)
+    );
+    assert!(
+        stderr(&out).contains(&format!("{overlay_arg}:"))
+            && stderr(&out).contains("profile tuned")
+            && stderr(&out).contains("1 variable(s): NCCL_MIN_NCHANNELS=32")
+            && stderr(&out).contains("appended: ok"),
+        "{}",
+        stderr(&out)
+    );
+
     // And `gpudirect run --overlay` applies it beside the default.
     let out = run(
         gpudirect_without(&["SLURM_JOB_ID", "SLURM_JOB_NODELIST", "NCCL_MIN_NCHANNELS"])
