@@ -1,10 +1,13 @@
 //! Arguments that more than one subcommand takes, defined once and flattened into each.
 
 use anyhow::{bail, Context, Result};
+use std::path::PathBuf;
+use std::time::Duration;
+
 use clap::Args;
 use gpudirect::history::{RunFilter, RunStatus};
 use gpudirect::launch::env_var;
-use gpudirect::units::since_arg;
+use gpudirect::units::{duration_arg, since_arg};
 
 /// Which runs a listing or an export covers (the same flags on both).
 #[derive(Debug, Clone, Default, Args)]
@@ -62,6 +65,44 @@ impl FilterArgs {
             },
         }
     }
+}
+
+/// How nccl-tests runs are started, limited and recorded: the same flags on `run` and
+/// `tune`.
+#[derive(Debug, Clone, Args)]
+pub struct NcclTestsArgs {
+    /// Folder with the nccl-tests binaries (all_reduce_perf, ...).
+    #[arg(long, env = "NCCL_TESTS_DIR", value_name = "DIR")]
+    pub nccl_tests_dir: Option<PathBuf>,
+
+    /// srun's --mpi plugin for MPI builds of nccl-tests (`none` for non-MPI builds).
+    #[arg(long, default_value = "pmix")]
+    pub mpi: String,
+
+    /// Time limit of each nccl-tests run (90, 90s, 10m, 1h): its whole process group is
+    /// stopped after it.
+    #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = duration_arg)]
+    pub timeout: Duration,
+
+    /// Time between SIGTERM and SIGKILL when stopping a run.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = duration_arg)]
+    pub grace: Duration,
+
+    /// Do not ask nccl-tests for a -J JSON report (for builds older than late 2025).
+    #[arg(long)]
+    pub no_json: bool,
+
+    /// Cluster name recorded with each run.
+    #[arg(long, env = "GPUDIRECT_CLUSTER")]
+    pub cluster: Option<String>,
+
+    /// The admin config: the transport each profile must use, and its variables.
+    #[arg(
+        long,
+        env = "GPUDIRECT_CONFIG",
+        default_value = super::profiles::DEFAULT_CONFIG
+    )]
+    pub config: PathBuf,
 }
 
 /// The largest GPU index `--gpus` accepts.

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
@@ -15,7 +15,7 @@ use gpudirect::matrix::{variants_from_flags, Cell, Matrix, Variant};
 use gpudirect::record::RunContext;
 use gpudirect::runner::{self, INTERRUPTED};
 use gpudirect::tune::overlay::read_overlay;
-use gpudirect::units::{duration_arg, size_arg};
+use gpudirect::units::size_arg;
 use gpudirect_core::config::{Config, Profile};
 use gpudirect_core::system::{load_config, Ownership};
 use serde::Serialize;
@@ -23,6 +23,7 @@ use serde::Serialize;
 use gpudirect::launch::{env_var, find_binary, prepare, LaunchOptions, Launcher};
 use gpudirect::units::now_unix;
 
+use super::args::NcclTestsArgs;
 use super::{Ctx, ExitStatus};
 use gpudirect::cell::{self, Evaluated};
 use gpudirect::outln;
@@ -97,22 +98,6 @@ pub struct RunArgs {
     #[arg(long, value_enum)]
     pub launcher: Option<Launcher>,
 
-    /// srun's --mpi plugin for MPI builds of nccl-tests (`none` for non-MPI builds).
-    #[arg(long, default_value = "pmix")]
-    pub mpi: String,
-
-    /// Folder with the nccl-tests binaries (all_reduce_perf, ...).
-    #[arg(long, env = "NCCL_TESTS_DIR", value_name = "DIR")]
-    pub nccl_tests_dir: Option<PathBuf>,
-
-    /// Per-cell time limit (90, 90s, 10m, 1h): the whole process group is stopped after it.
-    #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = duration_arg)]
-    pub timeout: Duration,
-
-    /// Time between SIGTERM and SIGKILL when stopping a cell.
-    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = duration_arg)]
-    pub grace: Duration,
-
     /// Name this matrix run (default: generated and printed); every cell's record carries it.
     #[arg(long, value_name = "ID")]
     pub matrix_id: Option<String>,
@@ -139,21 +124,9 @@ pub struct RunArgs {
     #[arg(long, hide = true)]
     pub only_nodes: Option<u32>,
 
-    /// Do not ask nccl-tests for a -J JSON report (for builds older than late 2025).
-    #[arg(long)]
-    pub no_json: bool,
-
-    /// Cluster name recorded with each run.
-    #[arg(long, env = "GPUDIRECT_CLUSTER")]
-    pub cluster: Option<String>,
-
-    /// The admin config, to learn which transport each profile must use.
-    #[arg(
-        long,
-        env = "GPUDIRECT_CONFIG",
-        default_value = super::profiles::DEFAULT_CONFIG
-    )]
-    pub config: PathBuf,
+    /// Where nccl-tests is and how its runs are limited and recorded.
+    #[command(flatten)]
+    pub nccl: NcclTestsArgs,
 
     /// Print the summary as JSON on stdout.
     #[arg(long)]
@@ -193,7 +166,7 @@ fn build_matrix(args: &RunArgs, nodes_in_allocation: usize) -> Result<Matrix> {
                 min_bytes: args.min_bytes,
                 max_bytes: args.max_bytes,
                 factor: args.factor,
-                timeout: args.timeout,
+                timeout: args.nccl.timeout,
                 extra_args: Vec::new(),
                 variants: variants_from_flags(
                     &args
@@ -440,7 +413,7 @@ pub fn run(args: &RunArgs, ctx: &Ctx) -> Result<ExitStatus> {
              allocation); with local, only the variants' variables apply"
         );
     }
-    let Some(dir) = args.nccl_tests_dir.clone() else {
+    let Some(dir) = args.nccl.nccl_tests_dir.clone() else {
         bail!("where are the nccl-tests binaries? pass --nccl-tests-dir DIR or set NCCL_TESTS_DIR");
     };
     // Every collective's binary is there before anything runs or is recorded: a wrong
@@ -458,7 +431,7 @@ pub fn run(args: &RunArgs, ctx: &Ctx) -> Result<ExitStatus> {
             );
         }
     }
-    let config = match load_config(&args.config, Ownership::Any) {
+    let config = match load_config(&args.nccl.config, Ownership::Any) {
         Ok(c) => Some(c),
         Err(e) => {
             if matrix
@@ -466,7 +439,7 @@ pub fn run(args: &RunArgs, ctx: &Ctx) -> Result<ExitStatus> {
                 .iter()
                 .any(|v| v.gpudirect.as_deref().is_some_and(|m| m != "none"))
             {
-                eprintln!("gpudirect run: warning: cannot read {} ({e}); transports of --gpudirect variants are not checked", args.config.display());
+                eprintln!("gpudirect run: warning: cannot read {} ({e}); transports of --gpudirect variants are not checked", args.nccl.config.display());
             }
             None
         }
@@ -479,11 +452,11 @@ pub fn run(args: &RunArgs, ctx: &Ctx) -> Result<ExitStatus> {
     let opts = LaunchOptions {
         launcher,
         nccl_tests_dir: dir,
-        mpi: (launcher == Launcher::Srun).then(|| args.mpi.clone()),
+        mpi: (launcher == Launcher::Srun).then(|| args.nccl.mpi.clone()),
         nodes: nodes.clone(),
         work_dir: Some(work_dir.clone()),
         timeout: matrix.timeout,
-        grace: args.grace,
+        grace: args.nccl.grace,
         as_root,
         gpus_per_process: args.gpus_per_process,
         exact: false,
@@ -501,7 +474,7 @@ pub fn run(args: &RunArgs, ctx: &Ctx) -> Result<ExitStatus> {
         let mut total = 0.0;
         let mut known = 0;
         for cell in &cells {
-            let prepared = prepare(cell, &matrix, &opts, !args.no_json)?;
+            let prepared = prepare(cell, &matrix, &opts, !args.nccl.no_json)?;
             let estimate = estimate_seconds(history.as_ref(), cell);
             if let Some(s) = estimate {
                 total += s;
@@ -566,7 +539,7 @@ pub fn run(args: &RunArgs, ctx: &Ctx) -> Result<ExitStatus> {
         if INTERRUPTED.load(Ordering::SeqCst) {
             break;
         }
-        let prepared = match prepare(cell, &matrix, &opts, !args.no_json) {
+        let prepared = match prepare(cell, &matrix, &opts, !args.nccl.no_json) {
             Ok(p) => p,
             Err(e) => {
                 let result = CellResult {
@@ -637,6 +610,7 @@ pub fn run(args: &RunArgs, ctx: &Ctx) -> Result<ExitStatus> {
             started_at: Some(started_at),
             finished_at: Some(now_unix()),
             cluster: args
+                .nccl
                 .cluster
                 .clone()
                 .or_else(|| env_var("SLURM_CLUSTER_NAME")),

@@ -28,7 +28,7 @@ use gpudirect_core::config::{Config, Profile};
 use gpudirect_core::system::{load_config, Ownership};
 use serde::Serialize;
 
-use super::args::{gpu_device, parse_gpu_list, visible_gpus};
+use super::args::{gpu_device, parse_gpu_list, visible_gpus, NcclTestsArgs};
 use super::{Ctx, ExitStatus};
 
 /// Arguments of `gpudirect tune`.
@@ -142,37 +142,9 @@ pub struct TuneArgs {
     #[arg(long, value_name = "ID", conflicts_with = "tune_id")]
     pub resume: Option<String>,
 
-    /// Folder with the nccl-tests binaries.
-    #[arg(long, env = "NCCL_TESTS_DIR", value_name = "DIR")]
-    pub nccl_tests_dir: Option<PathBuf>,
-
-    /// srun's --mpi plugin for MPI builds of nccl-tests (`none` for non-MPI builds).
-    #[arg(long, default_value = "pmix", conflicts_with = "gpus")]
-    pub mpi: String,
-
-    /// Per-run time limit.
-    #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = duration_arg)]
-    pub timeout: Duration,
-
-    /// Time between SIGTERM and SIGKILL when stopping a run.
-    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = duration_arg)]
-    pub grace: Duration,
-
-    /// Do not ask nccl-tests for a -J JSON report (for builds older than late 2025).
-    #[arg(long)]
-    pub no_json: bool,
-
-    /// Cluster name recorded with each run.
-    #[arg(long, env = "GPUDIRECT_CLUSTER")]
-    pub cluster: Option<String>,
-
-    /// The admin config, for the profile's variables and transport.
-    #[arg(
-        long,
-        env = "GPUDIRECT_CONFIG",
-        default_value = super::profiles::DEFAULT_CONFIG
-    )]
-    pub config: PathBuf,
+    /// Where nccl-tests is and how its runs are limited and recorded.
+    #[command(flatten)]
+    pub nccl: NcclTestsArgs,
 
     /// Print the result as JSON on stdout.
     #[arg(long)]
@@ -207,7 +179,7 @@ struct Setup {
 
 fn setup(args: &TuneArgs) -> Result<Setup> {
     let in_allocation = env_var("SLURM_JOB_ID").is_some();
-    let nccl_tests_dir = args.nccl_tests_dir.clone().context(
+    let nccl_tests_dir = args.nccl.nccl_tests_dir.clone().context(
         "where are the nccl-tests binaries? pass --nccl-tests-dir DIR or set NCCL_TESTS_DIR",
     )?;
     for collective in &args.collectives {
@@ -220,8 +192,8 @@ fn setup(args: &TuneArgs) -> Result<Setup> {
         mpi: None,
         nodes: Vec::new(),
         work_dir: None,
-        timeout: args.timeout,
-        grace: args.grace,
+        timeout: args.nccl.timeout,
+        grace: args.nccl.grace,
         as_root,
         gpus_per_process: args.gpus_per_process,
         exact: false,
@@ -272,7 +244,7 @@ fn setup(args: &TuneArgs) -> Result<Setup> {
     let profile = match args.gpudirect.as_deref() {
         None | Some("none") => None,
         Some(mode) => {
-            let config = load_config(&args.config, Ownership::Any).with_context(|| {
+            let config = load_config(&args.nccl.config, Ownership::Any).with_context(|| {
                 format!(
                     "--gpudirect {mode}: tune reads the profile to know what the default sets; \
                      pass --config FILE"
@@ -282,7 +254,7 @@ fn setup(args: &TuneArgs) -> Result<Setup> {
         }
     };
     launch.launcher = Launcher::Srun;
-    launch.mpi = Some(args.mpi.clone());
+    launch.mpi = Some(args.nccl.mpi.clone());
     launch.nodes = run_nodes.clone();
     Ok(Setup {
         described: format!(
@@ -495,7 +467,12 @@ impl Tuner<'_> {
                 env,
             },
         };
-        let prepared = prepare(&cell, &self.matrix, &self.setup.launch, !self.args.no_json)?;
+        let prepared = prepare(
+            &cell,
+            &self.matrix,
+            &self.setup.launch,
+            !self.args.nccl.no_json,
+        )?;
         let command = prepared.job.command_line();
         let mut marks = BTreeMap::new();
         marks.insert(STEP_KEY.to_string(), step.key());
@@ -535,6 +512,7 @@ impl Tuner<'_> {
             finished_at: Some(now_unix()),
             cluster: self
                 .args
+                .nccl
                 .cluster
                 .clone()
                 .or_else(|| env_var("SLURM_CLUSTER_NAME")),
@@ -932,7 +910,7 @@ fn matrix_of(args: &TuneArgs) -> Matrix {
         min_bytes: args.min_bytes,
         max_bytes: args.max_bytes,
         factor: args.factor,
-        timeout: args.timeout,
+        timeout: args.nccl.timeout,
         extra_args: args.extra.clone(),
         variants: Vec::new(),
     }
