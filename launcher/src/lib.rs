@@ -17,7 +17,8 @@
 //! - [`slurm`]: the allocation from `SLURM_*` and every `scontrol`/`salloc` call.
 //! - [`matrix`]: the nccl-tests matrix (flags or TOML) and its plan of cells.
 //! - [`launch`]: the srun/mpirun/local command line of one cell.
-//! - [`probe`]: what each task sees, and where tasks and nodes differ.
+//! - [`probe`]: what each task sees, and where tasks and nodes differ; [`provenance`]:
+//!   where each NCCL variable in effect comes from (profile, environment, NCCL's files).
 //! - [`pairing`], [`judging`], [`simulate`]: `gpudirect validate`'s rounds of pairs, its
 //!   verdicts on nodes and links, and the simulator that proves them.
 //! - [`report`]: the HTML report with its plots (busbw by size, pair heat map, node x rail
@@ -38,6 +39,7 @@ pub mod matrix;
 pub mod output;
 pub mod pairing;
 pub mod probe;
+pub mod provenance;
 pub mod rails;
 pub mod record;
 pub mod report;

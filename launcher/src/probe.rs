@@ -11,6 +11,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use gpudirect_core::config::Config;
 use gpudirect_core::resolve::{plan_node, plan_task, resolve_profile, vars, StepFacts, TaskFacts};
 use gpudirect_core::system::{current_affinity, SystemProbe};
+
+use crate::provenance::{
+    conf_files, in_container, is_reported, provenance, Provenance, TaskVariables,
+};
 use serde::{Deserialize, Serialize};
 
 /// The key that marks a probe line among other output.
@@ -65,6 +69,13 @@ pub struct TaskReport {
     pub check_failures: Vec<String>,
     /// Where the task differs from the profile.
     pub mismatches: Vec<Mismatch>,
+    /// Every NCCL_*/FI_* variable in effect (the environment's and NCCL's config files')
+    /// and where it comes from (absent in reports of older versions).
+    #[serde(default)]
+    pub provenance: Vec<Provenance>,
+    /// NCCL config files that exist but could not be read, and why.
+    #[serde(default)]
+    pub conf_notes: Vec<String>,
 }
 
 fn interesting(name: &str) -> bool {
@@ -122,6 +133,56 @@ impl TaskReport {
     /// Collects this task's view. `config` and `mode` (what was asked for) give the
     /// expected environment; without them only what is seen is reported.
     pub fn collect(config: Option<&Config>, mode: Option<&str>) -> TaskReport {
+        let (mut report, planned) = Self::collect_against_plan(config, mode);
+        report.add_provenance(config, planned);
+        report
+    }
+
+    /// Where each NCCL variable of this task comes from, with NCCL's config files read as
+    /// NCCL will read them in this process.
+    fn add_provenance(&mut self, config: Option<&Config>, planned: BTreeMap<String, String>) {
+        let env = |name: &str| std::env::var(name).ok();
+        let home = nix::unistd::User::from_uid(nix::unistd::getuid())
+            .ok()
+            .flatten()
+            .map(|u| u.dir);
+        let (files, notes) = conf_files(
+            env("NCCL_CONF_FILE").as_deref(),
+            home.as_deref(),
+            std::path::Path::new("/etc/nccl.conf"),
+        );
+        let profile_name = env(vars::PROFILE);
+        let profile = profile_name.as_ref().and_then(|p| config?.profiles.get(p));
+        let task = TaskVariables {
+            env: std::env::vars().filter(|(k, _)| is_reported(k)).collect(),
+            set_by_plugin: env(vars::SET)
+                .map(|s| s.split(',').map(str::to_string).collect())
+                .unwrap_or_default(),
+            profile: profile_name,
+            profile_sets: profile
+                .map(|p| p.env.iter().map(|v| v.name.clone()).collect())
+                .unwrap_or_default(),
+            profile_forces: profile
+                .map(|p| {
+                    p.env
+                        .iter()
+                        .filter(|v| v.forced)
+                        .map(|v| v.name.clone())
+                        .collect()
+                })
+                .unwrap_or_default(),
+            planned,
+            in_container: in_container(&env),
+        };
+        self.provenance = provenance(&task, &files);
+        self.conf_notes = notes;
+    }
+
+    /// The task's view and, when the profile is known, the values its plan gives.
+    fn collect_against_plan(
+        config: Option<&Config>,
+        mode: Option<&str>,
+    ) -> (TaskReport, BTreeMap<String, String>) {
         let env = |name: &str| std::env::var(name).ok();
         let node = env("SLURMD_NODENAME")
             .or_else(|| read_trim(std::path::Path::new("/proc/sys/kernel/hostname")))
@@ -144,15 +205,17 @@ impl TaskReport {
             nics: nics(),
             check_failures: Vec::new(),
             mismatches: Vec::new(),
+            provenance: Vec::new(),
+            conf_notes: Vec::new(),
         };
         let (Some(config), Some(mode)) = (config, mode) else {
-            return report;
+            return (report, BTreeMap::new());
         };
         let Ok(mode) = config.parse_mode(mode) else {
-            return report;
+            return (report, BTreeMap::new());
         };
         let Ok(Some(resolved)) = resolve_profile(config, &node, &mode) else {
-            return report;
+            return (report, BTreeMap::new());
         };
         let step = StepFacts {
             job_id: number("SLURM_JOB_ID"),
@@ -180,7 +243,8 @@ impl TaskReport {
             plan.cpus.as_ref().map(ToString::to_string),
             &report.cpus,
         );
-        report
+        let planned = plan.set.iter().cloned().collect();
+        (report, planned)
     }
 }
 
@@ -246,6 +310,23 @@ pub struct Finding {
     pub message: String,
 }
 
+/// One variable in effect, where it comes from, on which tasks.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct VariableLine {
+    /// The variable.
+    pub name: String,
+    /// Its value, or `(per task)` where tasks differ.
+    pub value: String,
+    /// Where it comes from ([`crate::provenance::Source`], as text).
+    pub source: String,
+    /// How many tasks have it so.
+    pub tasks: usize,
+    /// On which nodes.
+    pub nodes: String,
+    /// Places that also set it and lose.
+    pub shadowed: Vec<String>,
+}
+
 /// The whole picture.
 #[derive(Debug, Clone, Serialize)]
 pub struct Analysis {
@@ -255,6 +336,52 @@ pub struct Analysis {
     pub nodes: Vec<String>,
     /// Every difference.
     pub findings: Vec<Finding>,
+    /// Every NCCL variable in effect and where it comes from, tasks alike grouped.
+    pub variables: Vec<VariableLine>,
+}
+
+/// Groups the tasks' provenance: one line per variable and source (values that differ by
+/// task, like a NIC per GPU, shown as `(per task)`).
+fn variable_lines(reports: &[TaskReport]) -> Vec<VariableLine> {
+    type Group<'a> = (
+        BTreeSet<&'a str>,
+        BTreeSet<&'a str>,
+        usize,
+        BTreeSet<&'a String>,
+    );
+    let mut groups: BTreeMap<(&str, String), Group> = BTreeMap::new();
+    for r in reports {
+        for p in &r.provenance {
+            let entry = groups
+                .entry((p.name.as_str(), p.source.to_string()))
+                .or_default();
+            entry.0.insert(&p.value);
+            entry.1.insert(&r.node);
+            entry.2 += 1;
+            entry.3.extend(p.shadowed.iter());
+        }
+    }
+    groups
+        .into_iter()
+        .map(
+            |((name, source), (values, nodes, tasks, shadowed))| VariableLine {
+                name: name.to_string(),
+                value: if values.len() == 1 {
+                    values
+                        .iter()
+                        .next()
+                        .map(|v| v.to_string())
+                        .unwrap_or_default()
+                } else {
+                    "(per task)".into()
+                },
+                source,
+                tasks,
+                nodes: hostlist(&nodes),
+                shadowed: shadowed.into_iter().cloned().collect(),
+            },
+        )
+        .collect()
 }
 
 impl Analysis {
@@ -351,6 +478,36 @@ pub fn analyse(reports: &[TaskReport], expected_tasks: Option<usize>) -> Analysi
             ),
         });
     }
+    // Values from NCCL's config files or a container image that change the transport.
+    let mut flags: BTreeMap<(&str, &str), (BTreeSet<&str>, Vec<u32>)> = BTreeMap::new();
+    for r in reports {
+        let level = if r.vars.contains_key(vars::PROFILE) {
+            "error"
+        } else {
+            "warning"
+        };
+        for flag in r.provenance.iter().filter_map(|p| p.flag.as_deref()) {
+            let entry = flags.entry((level, flag)).or_default();
+            entry.0.insert(&r.node);
+            entry.1.push(r.rank);
+        }
+        for note in &r.conf_notes {
+            let entry = flags.entry(("warning", note)).or_default();
+            entry.0.insert(&r.node);
+            entry.1.push(r.rank);
+        }
+    }
+    for ((level, message), (flag_nodes, ranks)) in flags {
+        findings.push(Finding {
+            level,
+            nodes: hostlist(&flag_nodes),
+            message: format!(
+                "{message} on {} task(s), ranks {}",
+                ranks.len(),
+                compact_ranks(&ranks)
+            ),
+        });
+    }
     // Variables present on some nodes only, or with node-dependent values, that the
     // profile does not explain (per-task ones like GPUDIRECT_NIC are expected to vary).
     let per_task = ["GPUDIRECT_NIC", "GPUDIRECT_CPUS", "CUDA_VISIBLE_DEVICES"];
@@ -435,6 +592,7 @@ pub fn analyse(reports: &[TaskReport], expected_tasks: Option<usize>) -> Analysi
         tasks: reports.len(),
         nodes: nodes.iter().map(|s| s.to_string()).collect(),
         findings,
+        variables: variable_lines(reports),
     }
 }
 
@@ -476,6 +634,8 @@ mod tests {
                 .collect(),
             check_failures: vec![],
             mismatches: vec![],
+            provenance: vec![],
+            conf_notes: vec![],
         }
     }
 
@@ -579,5 +739,59 @@ mod tests {
         assert!(bad.is_empty());
         let (_, bad) = read_reports("{\"gpudirect_probe\": 1, broken");
         assert_eq!(bad.len(), 1);
+    }
+
+    #[test]
+    fn a_transport_value_from_a_config_file_is_an_error_naming_the_file() {
+        use crate::provenance::{Provenance, Source};
+        let mut tasks: Vec<TaskReport> = (0..2)
+            .map(|rank| report("node1", rank, &[(vars::PROFILE, "tcpx")], &[]))
+            .collect();
+        for (rank, task) in tasks.iter_mut().enumerate() {
+            task.provenance = vec![
+                Provenance {
+                    name: "NCCL_NET".into(),
+                    value: "Socket".into(),
+                    source: Source::File {
+                        path: "/tmp/n.conf".into(),
+                        role: "NCCL_CONF_FILE".into(),
+                        line: 1,
+                    },
+                    shadowed: vec![],
+                    flag: Some("NCCL_NET=Socket from /tmp/n.conf:1 changes the transport".into()),
+                },
+                Provenance {
+                    name: "GPUDIRECT_NIC_X".into(),
+                    value: format!("eth{rank}"),
+                    source: Source::Profile {
+                        profile: "tcpx".into(),
+                    },
+                    shadowed: vec![],
+                    flag: None,
+                },
+            ];
+        }
+        let analysis = analyse(&tasks, Some(2));
+        let flagged: Vec<&Finding> = analysis
+            .findings
+            .iter()
+            .filter(|f| f.message.contains("changes the transport"))
+            .collect();
+        assert_eq!(flagged.len(), 1, "{:?}", analysis.findings);
+        assert_eq!(flagged[0].level, "error");
+        assert!(flagged[0].message.ends_with("on 2 task(s), ranks 0-1"));
+        let net = analysis
+            .variables
+            .iter()
+            .find(|v| v.name == "NCCL_NET")
+            .unwrap();
+        assert_eq!((net.value.as_str(), net.tasks), ("Socket", 2));
+        assert_eq!(net.source, "/tmp/n.conf:1 (NCCL_CONF_FILE)");
+        let nic = analysis
+            .variables
+            .iter()
+            .find(|v| v.name == "GPUDIRECT_NIC_X")
+            .unwrap();
+        assert_eq!(nic.value, "(per task)");
     }
 }

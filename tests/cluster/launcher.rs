@@ -292,6 +292,85 @@ fn probe_names_the_node_whose_tasks_did_not_get_the_profile() {
 }
 
 #[test]
+fn probe_names_an_nccl_config_file_that_changes_the_transport() {
+    let _guard = cluster();
+    let db = temp_db("probe-conf");
+    let dir = fresh_temp_dir("probe-conf");
+    // NCCL reads this at init (NCCL_CONF_FILE), after the environment: NCCL_NET loses to
+    // the profile's value, but NCCL_NET_PLUGIN, which tcpx leaves unset, takes effect.
+    let conf = dir.join("nccl.conf");
+    std::fs::write(
+        &conf,
+        "# site defaults\nNCCL_NET=Socket\nNCCL_NET_PLUGIN=none\nNCCL_DEBUG_FILE=/tmp/nccl.%h.%p\n",
+    )
+    .expect("write the NCCL config file");
+    let conf_text = conf.to_str().expect("UTF-8 temp path");
+    let output = gpudirect_in_allocation_with(
+        &["-N2", "-w", "node[1-2]"],
+        &db,
+        &["probe", "--gpudirect", "tcpx"],
+        &[("NCCL_CONF_FILE", conf_text)],
+    );
+    let out = stdout(&output);
+    assert_eq!(output.status.code(), Some(1), "{out}\n{}", stderr(&output));
+    assert!(
+        out.contains(&format!(
+            "error: node[1-2]: NCCL_NET_PLUGIN=none from {conf_text}:3 (NCCL_CONF_FILE) changes the transport (profile tcpx leaves it unset): remove it from {conf_text} on 2 task(s)"
+        )),
+        "{out}"
+    );
+    let line = |name: &str| {
+        out.lines()
+            .find(|l| l.split_whitespace().next() == Some(name))
+            .unwrap_or_else(|| panic!("no line for {name}:\n{out}"))
+            .to_string()
+    };
+    assert!(
+        line("NCCL_NET").contains("GPUDirectTCPX_v7  profile tcpx"),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!(
+            "NCCL_NET: also {conf_text}:2 sets `Socket`: ignored, the environment wins"
+        )),
+        "{out}"
+    );
+    assert!(
+        line("NCCL_GPUDIRECTTCPX_UNIX_CLIENT_PREFIX").contains("forced by profile tcpx"),
+        "{out}"
+    );
+    assert!(
+        line("NCCL_DEBUG_FILE").contains(&format!("{conf_text}:4")),
+        "{out}"
+    );
+    assert!(
+        !out.contains("error: node[1-2]: NCCL_NET="),
+        "the profile's value wins: {out}"
+    );
+
+    // The same as JSON, per task.
+    let output = gpudirect_in_allocation_with(
+        &["-N1", "-w", "node1"],
+        &db,
+        &["probe", "--gpudirect", "tcpx", "--json"],
+        &[("NCCL_CONF_FILE", conf_text)],
+    );
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).expect("probe --json");
+    let provenance = report["tasks"][0]["provenance"]
+        .as_array()
+        .expect("provenance");
+    let plugin = provenance
+        .iter()
+        .find(|p| p["name"] == "NCCL_NET_PLUGIN")
+        .expect("NCCL_NET_PLUGIN");
+    assert_eq!(plugin["source"]["kind"], "file");
+    assert_eq!(plugin["source"]["path"], conf_text);
+    assert!(plugin["flag"]
+        .as_str()
+        .is_some_and(|f| f.contains("changes the transport")));
+}
+
+#[test]
 fn run_through_mpirun_inside_the_allocation() {
     let _guard = cluster();
     let (standin, db) = standin_and_db("mpirun");

@@ -13,7 +13,7 @@ use gpudirect_core::system::{load_config, Ownership};
 
 use super::{Ctx, ExitStatus};
 use gpudirect::outln;
-use gpudirect::output::{emit, emit_json};
+use gpudirect::output::{emit, emit_json, render_table, Align};
 use gpudirect::units::duration_arg;
 
 /// Arguments of `gpudirect probe`.
@@ -24,8 +24,13 @@ use gpudirect::units::duration_arg;
 Each task reports its NCCL_*/FI_*/GPUDIRECT_* variables, LD_LIBRARY_PATH, CPU affinity, the\n\
 node's GPUs and NICs (state, speed, MTU) and the profile's checks (library files, RxDM\n\
 socket directory). The report names every node or rank that differs from the profile\n\
-or from the others. Exit status: 0 consistent, 1 a task does not get what the profile\n\
-says (or did not answer).")]
+or from the others, and lists every NCCL_*/FI_* variable in effect with where it comes\n\
+from: the profile, forced by the profile, the job's environment (or a container image's),\n\
+or an NCCL config file (NCCL_CONF_FILE or ~/.nccl.conf, then /etc/nccl.conf, which NCCL\n\
+reads at init; the environment wins over both). A value from a file or an image that\n\
+changes the transport (NCCL_NET, NCCL_IB_DISABLE, NCCL_SOCKET_IFNAME, a net plugin, ...)\n\
+is an error naming the file. Exit status: 0 consistent, 1 a task does not get what the\n\
+profile says (or did not answer).")]
 pub struct ProbeArgs {
     /// The --gpudirect mode to launch the tasks with and to check them against.
     #[arg(long, value_name = "MODE")]
@@ -188,6 +193,37 @@ pub fn run(args: &ProbeArgs, _ctx: &Ctx) -> Result<ExitStatus> {
                 r.gpus.len(),
                 nics.join(" ")
             )?;
+        }
+        if !analysis.variables.is_empty() {
+            outln!("NCCL variables in effect (the environment first, then NCCL_CONF_FILE or ~/.nccl.conf, then /etc/nccl.conf):")?;
+            let rows: Vec<Vec<String>> = analysis
+                .variables
+                .iter()
+                .map(|v| {
+                    vec![
+                        format!("  {}", v.name),
+                        v.value.clone(),
+                        v.source.clone(),
+                        format!("{} task(s) on {}", v.tasks, v.nodes),
+                    ]
+                })
+                .collect();
+            outln!(
+                "{}",
+                render_table(
+                    &[
+                        ("  VARIABLE", Align::Left),
+                        ("VALUE", Align::Left),
+                        ("FROM", Align::Left),
+                        ("WHERE", Align::Left),
+                    ],
+                    &rows
+                )
+                .trim_end()
+            )?;
+            for v in analysis.variables.iter().filter(|v| !v.shadowed.is_empty()) {
+                outln!("  {}: also {}", v.name, v.shadowed.join("; "))?;
+            }
         }
         if analysis.findings.is_empty() {
             outln!("every task has what the profile gives, and the nodes agree")?;
