@@ -314,15 +314,20 @@ pub fn provenance(task: &TaskVariables, files: &[ConfFile]) -> Vec<Provenance> {
     out.into_values().collect()
 }
 
-/// Whether this process runs in a container: Docker's and Podman's marker files, the
-/// `container` variable (systemd's convention, which enroot and runc-based tools set), or
-/// enroot's and pyxis's own variables.
+/// Whether this task runs in a job container: Slurm's own (`srun --container` sets
+/// `SLURM_CONTAINER`), or one that says so in its environment (`container`, systemd's
+/// convention; enroot's `ENROOT_*`). Marker files like `/.dockerenv` are not evidence:
+/// the node itself may run in a container (the machine these tests run on does), and
+/// then every task would look containerised.
 pub fn in_container(env: &dyn Fn(&str) -> Option<String>) -> bool {
-    Path::new("/.dockerenv").exists()
-        || Path::new("/run/.containerenv").exists()
-        || env("container").is_some()
-        || env("ENROOT_ROOTFS").is_some()
-        || env("PYXIS_VERSION").is_some()
+    [
+        "SLURM_CONTAINER",
+        "container",
+        "ENROOT_ROOTFS",
+        "ENROOT_VERSION",
+    ]
+    .iter()
+    .any(|name| env(name).is_some_and(|v| !v.is_empty()))
 }
 
 #[cfg(test)]
