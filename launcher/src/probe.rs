@@ -425,6 +425,9 @@ fn hostlist(nodes: &BTreeSet<&str>) -> String {
     gpudirect_core::hostlist::compress(&v)
 }
 
+/// The nodes and ranks a finding is seen on.
+type NodesAndRanks<'a> = (BTreeSet<&'a str>, Vec<u32>);
+
 /// A finding's identity for grouping: (variable or `check`, user-kept, description).
 type IssueKey = (String, bool, String);
 
@@ -479,7 +482,7 @@ pub fn analyse(reports: &[TaskReport], expected_tasks: Option<usize>) -> Analysi
         });
     }
     // Values from NCCL's config files or a container image that change the transport.
-    let mut flags: BTreeMap<(&str, &str), (BTreeSet<&str>, Vec<u32>)> = BTreeMap::new();
+    let mut flags: BTreeMap<(&str, &str), NodesAndRanks> = BTreeMap::new();
     for r in reports {
         let level = if r.vars.contains_key(vars::PROFILE) {
             "error"
