@@ -189,6 +189,26 @@ const BUILT_FOR_SLURM: &str = match option_env!("GPUDIRECT_SLURM_VERSION") {
     None => "(unknown: slurm_version.h was not found at build time)",
 };
 
+/// The first Slurm (23.02) whose slurmstepd writes an OCI container's config.json after
+/// task_init. Before it, the job's environment went into the container's config when the
+/// step was set up, before any task existed, so what task_init sets never reaches a
+/// `srun --container` task (Slurm's src/slurmd/slurmstepd/container.c, setup_container).
+const CONTAINER_SEES_TASK_ENV: u32 = (23 << 16) | (2 << 8);
+
+/// The longest bundle path read from SLURM_CONTAINER (review F6: bounded reads).
+const MAX_BUNDLE_LEN: usize = 4096;
+
+/// The OCI bundle of a step that runs in Slurm's own container (`srun --container`) on a
+/// Slurm whose containers never see what task_init sets; `None` elsewhere.
+fn container_without_task_env() -> Option<String> {
+    if slurm_spank::spank_sys::SLURM_VERSION_NUMBER >= CONTAINER_SEES_TASK_ENV {
+        return None;
+    }
+    ffi::job_env("SLURM_CONTAINER", MAX_BUNDLE_LEN)
+        .unwrap_or_else(|_| Some("(unreadable)".into()))
+        .filter(|bundle| !bundle.trim().is_empty())
+}
+
 /// This build's id (spank-plugin/build.rs): marks written by another build never count.
 const BUILD_ID: &str = env!("GPUDIRECT_BUILD_ID");
 
@@ -456,6 +476,22 @@ unsafe impl Plugin for GpuDirect {
         let decided =
             std::panic::catch_unwind(AssertUnwindSafe(|| self.decide(spank, node.clone())));
         self.node = match decided {
+            Ok(Ok(NodeDecision::Apply(plan))) => match container_without_task_env() {
+                // Applied in task_init, the profile would silently miss the container.
+                Some(bundle) => {
+                    let message = format!(
+                        "node {node}: profile {} cannot reach this step's container (srun --container={}): Slurm {BUILT_FOR_SLURM} writes a container's environment before task_init; use Slurm 23.02 or later, or pyxis (--container-image)",
+                        plan.profile.name,
+                        sanitize_for_message(&bundle)
+                    );
+                    log_error(&message);
+                    NodeDecision::Unusable {
+                        message,
+                        strict: plan.profile.strict,
+                    }
+                }
+                None => NodeDecision::Apply(plan),
+            },
             Ok(Ok(decision)) => decision,
             Ok(Err(message)) => {
                 log_error(&message);

@@ -1003,3 +1003,150 @@ fn the_plugin_exports_only_its_own_symbols() {
     }
     assert_eq!(exported, expected, "{}", so.display());
 }
+
+/// The Slurm the cluster runs, as (major, minor) from `srun --version`.
+fn slurm_major_minor() -> (u32, u32) {
+    let output = run(slurm_command("srun").arg("--version"));
+    let text = stdout(&output);
+    let version = text
+        .split_whitespace()
+        .find(|w| w.chars().next().is_some_and(|c| c.is_ascii_digit()))
+        .unwrap_or_else(|| panic!("no version in `srun --version`: {text}"));
+    let mut parts = version.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
+    (parts.next().unwrap_or(0), parts.next().unwrap_or(0))
+}
+
+/// An OCI bundle for `srun --container` made from busybox: `rootfs/` (where Slurm 22.05
+/// looks for it, whatever config.json says) and a config.json for rootless runc run by the
+/// test user, in the node's network namespace, whose image environment has `image_env`.
+fn oci_bundle(tag: &str, image_env: &[(&str, &str)]) -> std::path::PathBuf {
+    let bundle = fresh_temp_dir(&format!("bundle-{tag}"));
+    let rootfs = bundle.join("rootfs");
+    for dir in [
+        "bin",
+        "proc",
+        "sys",
+        "dev",
+        "tmp",
+        "etc",
+        "var/run/slurm",
+        "root",
+    ] {
+        std::fs::create_dir_all(rootfs.join(dir)).expect("rootfs folder");
+    }
+    std::fs::copy("/usr/bin/busybox", rootfs.join("bin/busybox"))
+        .expect("copy busybox (Debian's busybox-static) into the bundle");
+    for applet in ["sh", "env", "cat", "grep", "cut", "echo"] {
+        std::os::unix::fs::symlink("busybox", rootfs.join("bin").join(applet)).expect("applet");
+    }
+    let user = nix::unistd::User::from_name(TEST_USER)
+        .ok()
+        .flatten()
+        .expect("the test user");
+    let mut env = vec!["PATH=/bin".to_string(), "HOME=/root".to_string()];
+    env.extend(image_env.iter().map(|(k, v)| format!("{k}={v}")));
+    let config = serde_json::json!({
+        "ociVersion": "1.0.2",
+        "process": {
+            "terminal": false,
+            "user": {"uid": 0, "gid": 0},
+            "args": ["/bin/sh"],
+            "env": env,
+            "cwd": "/",
+            "noNewPrivileges": true
+        },
+        "root": {"path": "rootfs", "readonly": false},
+        "hostname": "container",
+        "mounts": [
+            {"destination": "/proc", "type": "proc", "source": "proc"},
+            {"destination": "/dev", "type": "tmpfs", "source": "tmpfs",
+             "options": ["nosuid", "strictatime", "mode=755", "size=65536k"]},
+            {"destination": "/sys", "type": "none", "source": "/sys",
+             "options": ["rbind", "nosuid", "noexec", "nodev", "ro"]}
+        ],
+        "linux": {
+            "uidMappings": [{"containerID": 0, "hostID": user.uid.as_raw(), "size": 1}],
+            "gidMappings": [{"containerID": 0, "hostID": user.gid.as_raw(), "size": 1}],
+            // No network namespace: the task uses the node's NICs, as Slurm's containers must.
+            "namespaces": [{"type": "pid"}, {"type": "ipc"}, {"type": "uts"},
+                           {"type": "mount"}, {"type": "user"}]
+        }
+    });
+    std::fs::write(
+        bundle.join("config.json"),
+        serde_json::to_string_pretty(&config).expect("JSON"),
+    )
+    .expect("write config.json");
+    for path in [bundle.clone(), rootfs] {
+        give_to_test_user(&path);
+    }
+    bundle
+}
+
+#[test]
+fn a_task_in_slurms_own_container_gets_the_profile_or_is_told_why_not() {
+    let _guard = cluster();
+    // The image sets a value the profile sets too (kept, as a user's would be: it is not
+    // forced) and one the profile forces (replaced).
+    let bundle = oci_bundle(
+        "tcpx",
+        &[
+            ("IMAGE_MARK", "busybox"),
+            ("NCCL_SOCKET_IFNAME", "image0"),
+            ("NCCL_GPUDIRECTTCPX_UNIX_CLIENT_PREFIX", "/image/tcpx"),
+        ],
+    );
+    let mut cmd = slurm_command("srun");
+    cmd.arg("-N1")
+        .arg("-w")
+        .arg("node1")
+        .arg(format!("--container={}", bundle.display()))
+        .args(["--gpudirect=tcpx", "/bin/sh", "-c"])
+        .arg("env; echo cpus=$(grep Cpus_allowed_list /proc/self/status | cut -f2)");
+    let output = run(&mut cmd);
+    let text = stdout(&output);
+    let err = stderr(&output);
+    let env: std::collections::BTreeMap<&str, &str> =
+        text.lines().filter_map(|l| l.split_once('=')).collect();
+    assert_eq!(
+        env.get("IMAGE_MARK"),
+        Some(&"busybox"),
+        "the task ran in the container:\n{text}\n{err}"
+    );
+    let (major, minor) = slurm_major_minor();
+    if (major, minor) < (23, 2) {
+        // Slurm 22.05 wrote the container's config before task_init: the plugin says so
+        // instead of applying a profile nobody would see.
+        assert_ok(&output, "srun --container on 22.05 (tcpx is not strict)");
+        assert!(
+            err.contains("profile tcpx cannot reach this step's container")
+                && err.contains("use Slurm 23.02 or later"),
+            "{err}"
+        );
+        assert_eq!(env.get("GPUDIRECT_PROFILE"), None, "{text}");
+        return;
+    }
+    assert_ok(&output, "srun --container --gpudirect=tcpx");
+    let job_id = env
+        .get("SLURM_JOB_ID")
+        .expect("SLURM_JOB_ID in the container");
+    assert_eq!(env.get("GPUDIRECT_PROFILE"), Some(&"tcpx"), "{text}");
+    assert_eq!(env.get("NCCL_NET"), Some(&"GPUDirectTCPX_v7"), "{text}");
+    assert_eq!(
+        env.get("GPUDIRECT_NIC"),
+        Some(&"eth1"),
+        "local rank 0's NIC: {text}"
+    );
+    assert_eq!(
+        env.get("NCCL_SOCKET_IFNAME"),
+        Some(&"image0"),
+        "the image's value is kept, as a user's is: {text}"
+    );
+    assert_eq!(
+        env.get("NCCL_GPUDIRECTTCPX_UNIX_CLIENT_PREFIX").copied(),
+        Some(format!("/run/tcpx-{job_id}").as_str()),
+        "forced over the image's: {text}"
+    );
+    let pinned = env.get("GPUDIRECT_CPUS").expect("pinned CPUs");
+    assert!(text.contains(&format!("cpus={pinned}\n")), "{text}");
+}
