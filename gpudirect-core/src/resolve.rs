@@ -176,6 +176,24 @@ pub enum PathKind {
     Any,
 }
 
+/// Variables that decide which network NCCL uses (or whether it uses one): a value of these
+/// that the profile did not give (from an NCCL config file, a container image) changes the
+/// transport. `gpudirect probe` flags them; the plugin warns when a container keeps one.
+pub const TRANSPORT_VARIABLES: [&str; 12] = [
+    "NCCL_NET",
+    "NCCL_NET_PLUGIN",
+    "NCCL_IB_DISABLE",
+    "NCCL_IB_HCA",
+    "NCCL_SOCKET_IFNAME",
+    "NCCL_NET_GDR_LEVEL",
+    "NCCL_P2P_DISABLE",
+    "NCCL_SHM_DISABLE",
+    "NCCL_COLLNET_ENABLE",
+    "NCCL_TOPO_FILE",
+    "NCCL_GPUDIRECTTCPX_SOCKET_IFNAME",
+    "NCCL_FASTRAK_IFNAME",
+];
+
 /// The fix for a [`CheckKind::Ownership`] failure.
 pub const OWNERSHIP_FIX: &str = "make it and every directory above it root-owned and not group/other-writable (chown root, chmod go-w)";
 

@@ -18,24 +18,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
+use gpudirect_core::resolve::TRANSPORT_VARIABLES;
 use serde::{Deserialize, Serialize};
 
-/// Variables that decide which network NCCL uses (or whether it uses one): a value of
-/// these from a file or an image changes the transport.
-pub const TRANSPORT_VARIABLES: [&str; 12] = [
-    "NCCL_NET",
-    "NCCL_NET_PLUGIN",
-    "NCCL_IB_DISABLE",
-    "NCCL_IB_HCA",
-    "NCCL_SOCKET_IFNAME",
-    "NCCL_NET_GDR_LEVEL",
-    "NCCL_P2P_DISABLE",
-    "NCCL_SHM_DISABLE",
-    "NCCL_COLLNET_ENABLE",
-    "NCCL_TOPO_FILE",
-    "NCCL_GPUDIRECTTCPX_SOCKET_IFNAME",
-    "NCCL_FASTRAK_IFNAME",
-];
 
 /// The largest config file read (NCCL reads any size; ours are a few lines).
 const MAX_FILE_BYTES: u64 = 1 << 20;

@@ -403,7 +403,35 @@ impl GpuDirect {
         for note in &task.notes {
             log_verbose(&format!("rank {}: {note}", facts.rank));
         }
+        if facts.local_rank == 0 {
+            warn_of_container_values(plan, &task.kept_user, &env);
+        }
         Ok(())
+    }
+}
+
+/// In a container (`srun --container`), the environment the plugin keeps over the
+/// profile's (a variable the profile sets but does not force) may be the image's rather
+/// than the user's: one line per kept variable that chooses the transport, on the node's
+/// first task, so that nobody runs on the wrong network unknowingly.
+fn warn_of_container_values(
+    plan: &NodePlan<'static>,
+    kept: &[String],
+    env: &dyn Fn(&str) -> Option<String>,
+) {
+    if env("SLURM_CONTAINER").is_none_or(|b| b.trim().is_empty()) {
+        return;
+    }
+    for name in kept
+        .iter()
+        .filter(|n| gpudirect_core::resolve::TRANSPORT_VARIABLES.contains(&n.as_str()))
+    {
+        let value = env(name).unwrap_or_default();
+        tell_user(&format!(
+            "the container keeps {name}={} over profile {}'s value (the image or your job set it, and the profile does not force it): it can change the transport; unset it in the image or the job, or add it to the profile's `forced`",
+            sanitize_for_message(&value),
+            plan.profile.name
+        ));
     }
 }
 

@@ -1147,6 +1147,10 @@ fn a_task_in_slurms_own_container_gets_the_profile_or_is_told_why_not() {
         Some(format!("/run/tcpx-{job_id}").as_str()),
         "forced over the image's: {text}"
     );
+    assert!(
+        err.contains("the container keeps NCCL_SOCKET_IFNAME=image0 over profile tcpx's value"),
+        "told, since it chooses the transport: {err}"
+    );
     let pinned = env.get("GPUDIRECT_CPUS").expect("pinned CPUs");
     assert!(text.contains(&format!("cpus={pinned}\n")), "{text}");
 }
