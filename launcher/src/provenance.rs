@@ -21,7 +21,6 @@ use std::path::{Path, PathBuf};
 use gpudirect_core::resolve::TRANSPORT_VARIABLES;
 use serde::{Deserialize, Serialize};
 
-
 /// The largest config file read (NCCL reads any size; ours are a few lines).
 const MAX_FILE_BYTES: u64 = 1 << 20;
 
