@@ -1077,10 +1077,24 @@ fn oci_bundle(tag: &str, image_env: &[(&str, &str)]) -> std::path::PathBuf {
         serde_json::to_string_pretty(&config).expect("JSON"),
     )
     .expect("write config.json");
-    for path in [bundle.clone(), rootfs] {
-        give_to_test_user(&path);
-    }
+    // The runtime, as the user, makes mount points in the root filesystem (Slurm 26.05
+    // mounts its spool folder at its own path): every folder is the user's.
+    give_to_test_user(&bundle);
+    give_tree_to_test_user(&rootfs);
     bundle
+}
+
+/// [`give_to_test_user`] for `dir` and every folder under it.
+fn give_tree_to_test_user(dir: &std::path::Path) {
+    give_to_test_user(dir);
+    for entry in std::fs::read_dir(dir)
+        .expect("read a rootfs folder")
+        .flatten()
+    {
+        if entry.file_type().is_ok_and(|t| t.is_dir()) {
+            give_tree_to_test_user(&entry.path());
+        }
+    }
 }
 
 #[test]
