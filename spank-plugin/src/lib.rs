@@ -99,6 +99,16 @@ struct GpuDirect {
     /// Whether the chosen profile is strict, once `user_init` knows: what a panic after
     /// that point decides by.
     strict: std::cell::Cell<Option<bool>>,
+    /// The device and inode of `/` in slurmstepd at `user_init`; a task whose `/` differs
+    /// at `task_init` has been moved into a container by a plugin before this one (pyxis
+    /// joins the container's mount namespace in its own `task_init`).
+    root_at_user_init: Option<(u64, u64)>,
+}
+
+/// The device and inode of this process's `/`.
+fn root_identity() -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/").ok().map(|m| (m.dev(), m.ino()))
 }
 
 /// `slurm_spank_init` in srun, sbatch, salloc and slurmstepd: keeps the config path from
@@ -370,7 +380,11 @@ impl GpuDirect {
         Ok(NodeDecision::Apply(plan))
     }
 
-    fn apply_to_task(plan: &NodePlan<'static>, spank: &SpankHandle) -> Result<(), Box<dyn Error>> {
+    fn apply_to_task(
+        plan: &NodePlan<'static>,
+        spank: &SpankHandle,
+        root_at_user_init: Option<(u64, u64)>,
+    ) -> Result<(), Box<dyn Error>> {
         // GPU lists: a few bytes per GPU; a longer value is no list of this node's GPUs.
         let gpu_list = |name: &str| ffi::job_env(name, MAX_GPU_LIST_LEN).ok().flatten();
         let facts = TaskFacts {
@@ -403,25 +417,25 @@ impl GpuDirect {
         for note in &task.notes {
             log_verbose(&format!("rank {}: {note}", facts.rank));
         }
-        if facts.local_rank == 0 {
+        let in_container = env("SLURM_CONTAINER").is_some_and(|b| !b.trim().is_empty())
+            || root_at_user_init.is_some_and(|before| root_identity() != Some(before));
+        if facts.local_rank == 0 && in_container {
             warn_of_container_values(plan, &task.kept_user, &env);
         }
         Ok(())
     }
 }
 
-/// In a container (`srun --container`), the environment the plugin keeps over the
-/// profile's (a variable the profile sets but does not force) may be the image's rather
-/// than the user's: one line per kept variable that chooses the transport, on the node's
-/// first task, so that nobody runs on the wrong network unknowingly.
+/// In a container (Slurm's `srun --container`, or pyxis listed before this plugin), the
+/// environment the plugin keeps over the profile's (a variable the profile sets but does
+/// not force) may be the image's rather than the user's: one line per kept variable that
+/// chooses the transport, on the node's first task, so that nobody runs on the wrong
+/// network unknowingly.
 fn warn_of_container_values(
     plan: &NodePlan<'static>,
     kept: &[String],
     env: &dyn Fn(&str) -> Option<String>,
 ) {
-    if env("SLURM_CONTAINER").is_none_or(|b| b.trim().is_empty()) {
-        return;
-    }
     for name in kept
         .iter()
         .filter(|n| gpudirect_core::resolve::TRANSPORT_VARIABLES.contains(&n.as_str()))
@@ -495,6 +509,7 @@ unsafe impl Plugin for GpuDirect {
     }
 
     fn user_init(&mut self, spank: &mut SpankHandle) -> Result<(), Box<dyn Error>> {
+        self.root_at_user_init = root_identity();
         if STATE.untouched_by_mark() {
             self.node = NodeDecision::Untouched;
             return Ok(());
@@ -559,7 +574,7 @@ unsafe impl Plugin for GpuDirect {
             }
             NodeDecision::Apply(plan) => {
                 match std::panic::catch_unwind(AssertUnwindSafe(|| {
-                    GpuDirect::apply_to_task(plan, spank)
+                    GpuDirect::apply_to_task(plan, spank, self.root_at_user_init)
                 })) {
                     Ok(applied) => applied,
                     Err(panic) => {
