@@ -63,6 +63,17 @@ struct ProfileNames {
     profiles: BTreeMap<Spanned<String>, IgnoredAny>,
 }
 
+/// What an overlay may hold on its own: `[profiles.NAME]` tables and nothing else. A key
+/// before its first header would, once appended, land in whatever table the config ends
+/// with (an existing profile's `[env]`), and a `[[node_set]]` or `default_mode` would change
+/// what the config's nodes get: both are refused.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OverlayOnly {
+    #[serde(default)]
+    profiles: BTreeMap<Spanned<String>, IgnoredAny>,
+}
+
 impl Overlaid {
     /// The config's own text; `source` names it in messages.
     pub fn new(text: &str, source: &str) -> Self {
@@ -84,12 +95,17 @@ impl Overlaid {
     /// declare no profile the config or an earlier overlay declares; the error names the
     /// overlay's file and line.
     pub fn append(&mut self, text: &str, source: &str) -> Result<(), ConfigError> {
-        let names = profile_names(text).map_err(|e| ConfigError {
-            file: source.to_string(),
-            line: e.span().map(|s| line_of(text, s.start)),
-            key: None,
-            message: one_line(e.message()),
-        })?;
+        let names = toml::from_str::<OverlayOnly>(text)
+            .map(|o| o.profiles)
+            .map_err(|e| ConfigError {
+                file: source.to_string(),
+                line: e.span().map(|s| line_of(text, s.start)),
+                key: None,
+                message: format!(
+                    "{} (an overlay holds only [profiles.NAME] tables: no key before the first header, no node_set or default_mode)",
+                    one_line(e.message())
+                ),
+            })?;
         for name in names.keys() {
             if let Some(earlier) = self.declared.get(name.get_ref()) {
                 return Err(ConfigError {
@@ -223,6 +239,28 @@ mod tests {
         let data_nics = tuned.lines.data_nics.unwrap();
         assert_eq!(whole.locate(data_nics), ("/etc/slurm/gpudirect.toml", 3));
         assert!(whole.unterminated().is_empty());
+    }
+
+    #[test]
+    fn an_overlay_that_would_change_the_config_rather_than_add_a_profile_is_refused() {
+        // Appended after a config that ends inside [profiles.tcpx.env], a bare key would
+        // join tcpx's variables; a node set or a default mode would change the nodes.
+        for (overlay, says) in [
+            (
+                "NCCL_IB_HCA = \"mlx5_9\"\n[profiles.x.env]\nA = \"1\"\n",
+                "NCCL_IB_HCA",
+            ),
+            (
+                "[[node_set]]\nname = \"n\"\nhosts = \"a\"\nprofile = \"x\"\n",
+                "node_set",
+            ),
+            ("default_mode = \"auto\"\n", "default_mode"),
+        ] {
+            let e = overlaid(&[(overlay, "bad.toml")]).unwrap_err();
+            assert_eq!(e.file, "bad.toml", "{e}");
+            assert!(e.message.contains(says), "{e}");
+            assert!(e.message.contains("only [profiles.NAME] tables"), "{e}");
+        }
     }
 
     #[test]

@@ -86,6 +86,17 @@ fn interesting(name: &str) -> bool {
         || name == "CUDA_VISIBLE_DEVICES"
 }
 
+/// The environment, a value that is not UTF-8 made readable instead of a panic (std's
+/// `vars` panics on one, and a container image may well have one).
+fn lossy_vars() -> impl Iterator<Item = (String, String)> {
+    std::env::vars_os().map(|(k, v)| {
+        (
+            k.to_string_lossy().into_owned(),
+            v.to_string_lossy().into_owned(),
+        )
+    })
+}
+
 fn read_trim(path: &std::path::Path) -> Option<String> {
     std::fs::read_to_string(path)
         .ok()
@@ -154,7 +165,7 @@ impl TaskReport {
         let profile_name = env(vars::PROFILE);
         let profile = profile_name.as_ref().and_then(|p| config?.profiles.get(p));
         let task = TaskVariables {
-            env: std::env::vars().filter(|(k, _)| is_reported(k)).collect(),
+            env: lossy_vars().filter(|(k, _)| is_reported(k)).collect(),
             set_by_plugin: env(vars::SET)
                 .map(|s| s.split(',').map(str::to_string).collect())
                 .unwrap_or_default(),
@@ -188,8 +199,7 @@ impl TaskReport {
             .or_else(|| read_trim(std::path::Path::new("/proc/sys/kernel/hostname")))
             .unwrap_or_default();
         let number = |name: &str| env(name).and_then(|v| v.parse().ok()).unwrap_or(0);
-        let vars: BTreeMap<String, String> =
-            std::env::vars().filter(|(k, _)| interesting(k)).collect();
+        let vars: BTreeMap<String, String> = lossy_vars().filter(|(k, _)| interesting(k)).collect();
         let affinity = current_affinity();
         let mut report = TaskReport {
             gpudirect_probe: 1,

@@ -102,6 +102,12 @@ fn read_regular(path: &Path) -> Result<Option<String>, String> {
         Err(e) => return Err(format!("cannot read: {e}")),
     };
     let meta = file.metadata().map_err(|e| format!("cannot stat: {e}"))?;
+    // `NCCL_CONF_FILE=/dev/null` is the usual way to skip `~/.nccl.conf`: read as empty.
+    if std::os::unix::fs::FileTypeExt::is_char_device(&meta.file_type())
+        && path == Path::new("/dev/null")
+    {
+        return Ok(Some(String::new()));
+    }
     if !meta.is_file() {
         return Err("not a regular file: NCCL would block or fail reading it".into());
     }
@@ -298,20 +304,15 @@ pub fn provenance(task: &TaskVariables, files: &[ConfFile]) -> Vec<Provenance> {
     out.into_values().collect()
 }
 
-/// Whether this task runs in a job container: Slurm's own (`srun --container` sets
-/// `SLURM_CONTAINER`), or one that says so in its environment (`container`, systemd's
-/// convention; enroot's `ENROOT_*`). Marker files like `/.dockerenv` are not evidence:
-/// the node itself may run in a container (the machine these tests run on does), and
-/// then every task would look containerised.
+/// Whether this task runs in Slurm's own job container (`srun --container` sets
+/// `SLURM_CONTAINER`). Variables a container runtime sets (`container`, `ENROOT_*`) are not
+/// evidence: srun copies them from wherever it was started, so a user's own value would
+/// pass for an image's. Marker files like `/.dockerenv` are not either: the node itself may
+/// run in a container (the machine these tests run on does). A task that pyxis moved into
+/// a container is therefore not recognised here; the plugin recognises it (its `/`
+/// changed between `user_init` and `task_init`) and warns on the task's stderr.
 pub fn in_container(env: &dyn Fn(&str) -> Option<String>) -> bool {
-    [
-        "SLURM_CONTAINER",
-        "container",
-        "ENROOT_ROOTFS",
-        "ENROOT_VERSION",
-    ]
-    .iter()
-    .any(|name| env(name).is_some_and(|v| !v.is_empty()))
+    env("SLURM_CONTAINER").is_some_and(|v| !v.is_empty())
 }
 
 #[cfg(test)]
@@ -356,6 +357,11 @@ mod tests {
         // Missing files are left out.
         let (files, notes) = conf_files(None, None, &dir.path().join("none"));
         assert!(files.is_empty() && notes.is_empty());
+        // NCCL_CONF_FILE=/dev/null skips the home file quietly.
+        let (files, notes) = conf_files(Some("/dev/null"), Some(&home), &dir.path().join("none"));
+        assert!(notes.is_empty(), "{notes:?}");
+        assert_eq!(files[0].role, "NCCL_CONF_FILE");
+        assert!(files[0].entries.is_empty());
     }
 
     #[test]

@@ -417,10 +417,13 @@ impl GpuDirect {
         for note in &task.notes {
             log_verbose(&format!("rank {}: {note}", facts.rank));
         }
-        let in_container = env("SLURM_CONTAINER").is_some_and(|b| !b.trim().is_empty())
+        let in_container = ffi::job_env("SLURM_CONTAINER", MAX_BUNDLE_LEN)
+            .ok()
+            .flatten()
+            .is_some_and(|b| !b.trim().is_empty())
             || root_at_user_init.is_some_and(|before| root_identity() != Some(before));
         if facts.local_rank == 0 && in_container {
-            warn_of_container_values(plan, &task.kept_user, &env);
+            warn_of_container_values(plan, &task.kept_user);
         }
         Ok(())
     }
@@ -431,16 +434,17 @@ impl GpuDirect {
 /// not force) may be the image's rather than the user's: one line per kept variable that
 /// chooses the transport, on the node's first task, so that nobody runs on the wrong
 /// network unknowingly.
-fn warn_of_container_values(
-    plan: &NodePlan<'static>,
-    kept: &[String],
-    env: &dyn Fn(&str) -> Option<String>,
-) {
+fn warn_of_container_values(plan: &NodePlan<'static>, kept: &[String]) {
     for name in kept
         .iter()
         .filter(|n| gpudirect_core::resolve::TRANSPORT_VARIABLES.contains(&n.as_str()))
     {
-        let value = env(name).unwrap_or_default();
+        // Bounded, as every read of the job's environment (review F6); the message shows
+        // the start of the value only.
+        let value = ffi::job_env(name, MAX_BUNDLE_LEN)
+            .ok()
+            .flatten()
+            .unwrap_or_else(|| "(too long or unreadable)".into());
         tell_user(&format!(
             "the container keeps {name}={} over profile {}'s value (the image or your job set it, and the profile does not force it): it can change the transport; unset it in the image or the job, or add it to the profile's `forced`",
             sanitize_for_message(&value),

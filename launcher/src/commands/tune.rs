@@ -41,7 +41,8 @@ use super::{Ctx, ExitStatus};
     gpudirect tune --resume t1764540000-812 --gpus 0,1          # finish an interrupted tune\n\n\
 How it searches: phase 1 runs each knob value alone against the default; phase 2 runs\n\
 combinations of the phase-1 winners. Every phase runs in rounds (--rounds, at least 3)\n\
-that each run every setting once, the default included, in an order rotated each round.\n\
+that each run every setting once, the default included, in an order rotated each round\n\
+(by a third of the settings with three rounds: early in one round, late in another).\n\
 Without --knob or --sweep the knobs are built in: NCCL_ALGO (all_reduce), NCCL_PROTO,\n\
 NCCL_MIN_NCHANNELS, NCCL_BUFFSIZE, plus NCCL_NSOCKS_PERTHREAD/NCCL_SOCKET_NTHREADS on\n\
 socket transports and NCCL_IB_QPS_PER_CONNECTION on IB/gIB; a value the profile already\n\
@@ -615,6 +616,23 @@ fn median(values: &[f64]) -> Option<f64> {
     Some(sorted[sorted.len() / 2])
 }
 
+/// A tune id names runs in the history and is quoted in the overlay's comments: letters,
+/// digits, `.`, `_` and `-`, at most 64.
+fn check_tune_id(id: &str) -> Result<()> {
+    let valid = !id.is_empty()
+        && id.len() <= 64
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+    if !valid {
+        bail!(
+            "tune id `{}`: use letters, digits, `.`, `_` and `-`, at most 64 (e.g. tcpx-2026-11-30)",
+            gpudirect_core::config::sanitize_for_message(id)
+        );
+    }
+    Ok(())
+}
+
 /// `4.5s`, `12m30s`, `1h05m`.
 fn seconds_text(seconds: f64) -> String {
     if seconds < 59.95 {
@@ -755,6 +773,7 @@ pub fn run(args: &TuneArgs, ctx: &Ctx) -> Result<ExitStatus> {
         .clone()
         .or_else(|| args.tune_id.clone())
         .unwrap_or_else(|| format!("t{}-{}", now_unix(), std::process::id()));
+    check_tune_id(&tune_id)?;
     let (done, placeholders) = match &args.resume {
         Some(id) => {
             let (done, placeholders) = recorded_steps(&history, id, &plan_print)?;
@@ -768,10 +787,24 @@ pub fn run(args: &TuneArgs, ctx: &Ctx) -> Result<ExitStatus> {
             (done, placeholders)
         }
         None => {
+            let taken = history.list_runs(&RunFilter {
+                label: Some(tune_id.clone()),
+                limit: Some(1),
+                ..RunFilter::default()
+            })?;
+            if !taken.is_empty() {
+                bail!("tune `{tune_id}` already has runs in {}: continue it with --resume {tune_id}, or choose another --tune-id", db.display());
+            }
             eprintln!("gpudirect tune: tune {tune_id} (continue it later with --resume {tune_id} and the same flags)");
             (BTreeMap::new(), BTreeMap::new())
         }
     };
+    // Until a run of this tune has finished, the history's runs of the same shape tell how
+    // long one takes, so that the first round is held to the budget too.
+    let seed_estimate = args
+        .collectives
+        .first()
+        .and_then(|c| history_estimate(&history, c, setup.nodes));
     let work_dir = std::env::temp_dir().join(format!("gpudirect-tune-{}", std::process::id()));
     std::fs::create_dir_all(&work_dir)
         .with_context(|| format!("cannot create {}", work_dir.display()))?;
@@ -789,7 +822,7 @@ pub fn run(args: &TuneArgs, ctx: &Ctx) -> Result<ExitStatus> {
         done,
         placeholders,
         started: Instant::now(),
-        durations: Vec::new(),
+        durations: seed_estimate.into_iter().collect(),
         runs_started: 0,
         budget_note: None,
         failures: Vec::new(),
@@ -920,7 +953,13 @@ fn matrix_of(args: &TuneArgs) -> Matrix {
 /// steps phase 2 gets.
 fn plan_words(args: &TuneArgs, setup: &Setup, phase_one: &[(String, Vec<Setting>)]) -> Vec<String> {
     let mut words = vec![
-        format!("{}x{}", setup.nodes, setup.gpus_per_node),
+        format!(
+            "{}x{} by {}",
+            setup.nodes, setup.gpus_per_node, args.gpus_per_process
+        ),
+        setup.launch.nccl_tests_dir.display().to_string(),
+        // What the default applies: a profile changed between runs is another default.
+        format!("{:?}", setup.profile.as_ref().map(|p| &p.env)),
         setup.devices.clone().unwrap_or_default(),
         setup.mode.clone().unwrap_or_default(),
         format!("{} {} {}", args.min_bytes, args.max_bytes, args.factor),

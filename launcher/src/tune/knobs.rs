@@ -82,15 +82,16 @@ fn is_variable_name(name: &str) -> bool {
         && !name.as_bytes()[0].is_ascii_digit()
 }
 
-/// Checks a value: printable, no `,` (the variant syntax separates with it), not empty.
+/// Checks a value: printable, not empty, and none of `,` (lists), `+` (joins settings in a
+/// run's name) or `{` `}` (the plugin's placeholders, once written to an overlay).
 fn check_value(name: &str, value: &str, place: &str) -> Result<(), KnobError> {
     if value.is_empty()
         || value.len() > 256
-        || value.contains(',')
+        || value.contains([',', '+', '{', '}'])
         || !value.chars().all(|c| c.is_ascii_graphic())
     {
         return Err(KnobError(format!(
-            "{place}: `{name}` value `{}` must be printable, without spaces or `,` (one value per list item)",
+            "{place}: `{name}` value `{}` must be printable, without spaces, `,`, `+`, `{{` or `}}` (one value per list item)",
             gpudirect_core::config::sanitize_for_message(value)
         )));
     }
@@ -289,6 +290,8 @@ mod tests {
             ("nccl_algo=Ring", "not a variable name"),
             ("NCCL_ALGO=", "printable"),
             ("NCCL_ALGO=a b", "printable"),
+            ("NCCL_ALGO=a+b", "printable"),
+            ("NCCL_ALGO={nic}", "printable"),
         ] {
             let e = from_flags(&[bad.into()]).unwrap_err().to_string();
             assert!(e.contains(says), "{bad}: {e}");

@@ -65,9 +65,31 @@ fn quoted(text: &str) -> String {
     out
 }
 
+/// Text for a comment line: control characters (a line break would end the comment and
+/// start TOML) become `?`.
+fn one_line(text: &str) -> String {
+    text.chars()
+        .map(|c| if c.is_control() { '?' } else { c })
+        .collect()
+}
+
 /// The overlay's text: comments on what was measured and how to install it, then the
 /// profile.
 pub fn overlay_text(name: &str, base: Option<&str>, choice: &Choice, from: &Provenance) -> String {
+    let left_out: Vec<String> = from.left_out.iter().map(|n| one_line(n)).collect();
+    let (tune_id, written_at, measured, file) = (
+        one_line(from.tune_id),
+        one_line(from.written_at),
+        one_line(from.measured),
+        one_line(from.file),
+    );
+    let from = &Provenance {
+        tune_id: &tune_id,
+        written_at: &written_at,
+        measured: &measured,
+        left_out: &left_out,
+        file: &file,
+    };
     let mut text = String::new();
     let _ = writeln!(
         text,
@@ -240,6 +262,21 @@ mod tests {
         );
         let value: toml::Value = toml::from_str(&alone).unwrap();
         assert!(value["profiles"]["tuned"].get("extends").is_none());
+        // A line break in what the comments quote cannot start TOML of its own.
+        let forged = overlay_text(
+            "tuned",
+            None,
+            &choice,
+            &Provenance {
+                tune_id: "t1\n[profiles.tcpx.env]\nNCCL_NET = \"Socket\"",
+                written_at: "x",
+                measured: "y",
+                left_out: &[],
+                file: "t.toml",
+            },
+        );
+        let value: toml::Value = toml::from_str(&forged).unwrap();
+        assert!(value["profiles"].get("tcpx").is_none(), "{forged}");
         // What is written reads back as `run --overlay` applies it.
         let read = read_overlay(&text, "t.toml").unwrap();
         assert_eq!(read.name, "tcpx-tuned");

@@ -3,9 +3,10 @@
 //!
 //! Phase 1 tries one knob value at a time against the default; phase 2 tries combinations
 //! of the phase-1 winners. Every phase runs in rounds, and each round runs every setting of
-//! the phase once, the default included, in an order rotated by one per round: drift over
-//! time (thermals, a neighbour's job) then falls on every setting alike instead of on
-//! whichever always runs last.
+//! the phase once, the default included, in an order rotated by a third of the settings
+//! per round (with three rounds): a setting that runs early in one round runs late in
+//! another, so drift over time (thermals, a neighbour's job) widens its spread instead of
+//! passing for a gain.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -128,13 +129,16 @@ pub fn combined_settings(winners: &[(String, String)]) -> Vec<Setting> {
 }
 
 /// The steps of one phase: `rounds` rounds of every setting, each round's order rotated
-/// by one from the last.
+/// by `n / rounds` places (rounded up) from the last, so that a setting runs early in one
+/// round, late in another: drift within a round (GPUs warming up) then widens its spread
+/// instead of passing for a gain.
 pub fn interleaved(collective: &str, phase: u8, settings: &[Setting], rounds: u32) -> Vec<Step> {
     let n = settings.len();
+    let stride = n.div_ceil(rounds.max(1) as usize).max(1);
     let mut steps = Vec::with_capacity(n * rounds as usize);
     for round in 0..rounds {
         for i in 0..n {
-            let setting = &settings[(i + round as usize) % n.max(1)];
+            let setting = &settings[(i + round as usize * stride) % n.max(1)];
             steps.push(Step {
                 collective: collective.to_string(),
                 phase,
@@ -220,6 +224,23 @@ mod tests {
             order,
             ["default", "A=1", "A=2", "A=1", "A=2", "default", "A=2", "default", "A=1"]
         );
+        // Nine settings, three rounds: each moves by three places a round, so the fifth
+        // runs 5th, 2nd and 8th.
+        let nine = single_settings(&[Knob {
+            name: "B".into(),
+            values: (1..=8).map(|v| v.to_string()).collect(),
+        }]);
+        let nine_steps = interleaved("all_reduce", 1, &nine, 3);
+        let places: Vec<usize> = (1..=3)
+            .map(|round| {
+                nine_steps
+                    .iter()
+                    .filter(|s| s.round == round)
+                    .position(|s| s.setting.to_string() == "B=4")
+                    .unwrap()
+            })
+            .collect();
+        assert_eq!(places, [4, 1, 7]);
         // Each round holds every setting once.
         for round in 1..=3 {
             let mut in_round: Vec<String> = steps

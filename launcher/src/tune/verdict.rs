@@ -9,7 +9,7 @@
 //! close to or above the default's best. Fewer than [`Rule::min_rounds`] finished runs on
 //! either side: not judged.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
@@ -72,12 +72,14 @@ pub struct Sample {
 }
 
 impl Sample {
-    /// The mean busbw over the sizes in `band`; `None` when none is.
-    fn in_band(&self, band: &Band) -> Option<f64> {
+    /// The mean busbw over the sizes in `band` that are also in `common` (the sizes every
+    /// run of the phase has: a run that lost its largest sizes must not look slower for
+    /// it); `None` when there are none.
+    fn in_band(&self, band: &Band, common: &BTreeSet<u64>) -> Option<f64> {
         let values: Vec<f64> = self
             .busbw
             .iter()
-            .filter(|(size, _)| band.contains(**size))
+            .filter(|(size, _)| band.contains(**size) && common.contains(size))
             .map(|(_, b)| *b)
             .collect();
         (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64)
@@ -204,19 +206,25 @@ pub fn judge(
     rule: &Rule,
 ) -> Vec<BandResult> {
     let default = Setting::default_setting();
+    let mut common: Option<BTreeSet<u64>> = None;
+    for sample in samples {
+        let sizes: BTreeSet<u64> = sample.busbw.keys().copied().collect();
+        common = Some(match common {
+            None => sizes,
+            Some(c) => c.intersection(&sizes).copied().collect(),
+        });
+    }
+    let common = common.unwrap_or_default();
     let figures = |setting: &Setting, band: &Band| -> Vec<f64> {
         samples
             .iter()
             .filter(|s| &s.setting == setting)
-            .filter_map(|s| s.in_band(band))
+            .filter_map(|s| s.in_band(band, &common))
             .collect()
     };
     let mut results = Vec::new();
     for band in bands {
-        if !samples
-            .iter()
-            .any(|s| s.busbw.keys().any(|&size| band.contains(size)))
-        {
+        if !common.iter().any(|&size| band.contains(size)) {
             continue;
         }
         let default_values = figures(&default, band);
@@ -517,6 +525,20 @@ mod tests {
             call_of(&rounds([100.0, 100.0, 100.0], [104.0, 104.0, 90.0])),
             Call::Within
         );
+    }
+
+    #[test]
+    fn a_run_that_lost_its_largest_sizes_is_judged_on_the_sizes_all_runs_have() {
+        let mut s = Vec::new();
+        for r in 1..=3 {
+            s.push(sample("default", r, &[(M, 100.0), (2 * M, 200.0)]));
+            s.push(sample("X=1", r, &[(M, 110.0), (2 * M, 220.0)]));
+        }
+        // One candidate run printed only the smaller size (`Reducing maxBytes`): averaged
+        // over what each run has, that run (110) would look far slower than the others
+        // (165) and its spread would hide a 10% gain at the size every run measured.
+        s[5] = sample("X=1", 3, &[(M, 110.0)]);
+        assert_eq!(call_of(&s), Call::Wins);
     }
 
     #[test]

@@ -139,9 +139,13 @@ fn the_sweep_finds_the_recorded_winner_and_writes_an_overlay_profiles_check_acce
         expected.sort_unstable();
         assert_eq!(sorted, expected, "every setting once per round");
     }
+    // 7 settings, 3 rounds: each round starts 3 settings later than the last.
     assert_eq!(phase_one[0], "default");
-    assert_eq!(phase_one[7], "NCCL_ALGO=Ring", "round 2 starts one later");
-    assert_eq!(phase_one[14], "NCCL_ALGO=Tree", "round 3 starts two later");
+    assert_eq!(phase_one[7], "NCCL_PROTO=Simple", "round 2 starts 3 later");
+    assert_eq!(
+        phase_one[14], "NCCL_BUFFSIZE=8388608",
+        "round 3 starts 6 later"
+    );
 
     // The noise rule on the recorded rounds: Ring (NCCL's own choice here) is inside the
     // noise everywhere; Tree wins the large sizes and loses the middle ones; 32 channels
