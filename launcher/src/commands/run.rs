@@ -312,28 +312,13 @@ fn finished_line(result: &CellResult, total: usize) -> String {
 
 /// Median seconds of earlier runs like this cell, for --dry-run.
 fn estimate_seconds(history: Option<&History>, cell: &Cell) -> Option<f64> {
-    let runs = history?
-        .list_runs(&RunFilter {
-            collective: Some(cell.collective.clone()),
-            variant: Some(cell.variant.name.clone()),
-            limit: Some(20),
-            ..RunFilter::default()
-        })
-        .ok()?;
-    let mut secs: Vec<f64> = runs
-        .iter()
-        .filter(|r| r.node_count == Some(cell.nodes))
-        .filter_map(|r| {
-            let start = gpudirect::units::parse_rfc3339(r.started_at.as_deref()?).ok()?;
-            let end = gpudirect::units::parse_rfc3339(r.finished_at.as_deref()?).ok()?;
-            Some((end - start) as f64)
-        })
-        .collect();
-    if secs.is_empty() {
-        return None;
-    }
-    secs.sort_by(f64::total_cmp);
-    Some(secs[secs.len() / 2])
+    let filter = RunFilter {
+        collective: Some(cell.collective.clone()),
+        variant: Some(cell.variant.name.clone()),
+        limit: Some(20),
+        ..RunFilter::default()
+    };
+    history?.median_seconds(&filter, cell.nodes).ok()?
 }
 
 fn submit(args: &RunArgs, matrix: &Matrix) -> Result<ExitStatus> {

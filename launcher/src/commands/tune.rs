@@ -11,6 +11,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use gpudirect::cell::{self, Evaluated};
 use gpudirect::checks::{expected_sizes, Expectations};
+use gpudirect::history::compare::median;
 use gpudirect::history::{History, LaunchKind, NewRun, RunFilter, RunStatus};
 use gpudirect::launch::{env_var, find_binary, prepare, LaunchOptions, Launcher};
 use gpudirect::matrix::{Cell, Matrix, Variant};
@@ -607,15 +608,6 @@ impl Tuner<'_> {
     }
 }
 
-fn median(values: &[f64]) -> Option<f64> {
-    if values.is_empty() {
-        return None;
-    }
-    let mut sorted = values.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    Some(sorted[sorted.len() / 2])
-}
-
 /// A tune id names runs in the history and is quoted in the overlay's comments: letters,
 /// digits, `.`, `_` and `-`, at most 64.
 fn check_tune_id(id: &str) -> Result<()> {
@@ -1056,24 +1048,13 @@ fn dry_run(
 
 /// Median seconds of the newest finished runs of this collective on this many nodes.
 fn history_estimate(history: &History, collective: &str, nodes: u32) -> Option<f64> {
-    let runs = history
-        .list_runs(&RunFilter {
-            collective: Some(collective.to_string()),
-            status: Some(RunStatus::Ok),
-            limit: Some(50),
-            ..RunFilter::default()
-        })
-        .ok()?;
-    let secs: Vec<f64> = runs
-        .iter()
-        .filter(|r| r.node_count == Some(nodes))
-        .filter_map(|r| {
-            let start = gpudirect::units::parse_rfc3339(r.started_at.as_deref()?).ok()?;
-            let end = gpudirect::units::parse_rfc3339(r.finished_at.as_deref()?).ok()?;
-            Some((end - start).max(0) as f64)
-        })
-        .collect();
-    median(&secs)
+    let filter = RunFilter {
+        collective: Some(collective.to_string()),
+        status: Some(RunStatus::Ok),
+        limit: Some(50),
+        ..RunFilter::default()
+    };
+    history.median_seconds(&filter, nodes).ok()?
 }
 
 fn stats_text(stats: Option<verdict::Stats>) -> String {

@@ -513,6 +513,27 @@ impl History {
         Ok(ImportOutcome::Inserted(id))
     }
 
+    /// The median wall time in seconds of the runs matching `filter` that ran on
+    /// `node_count` nodes (runs without both times left out); `None` when there are none.
+    /// What `run --dry-run` and `tune` expect a run like them to take.
+    pub fn median_seconds(
+        &self,
+        filter: &RunFilter,
+        node_count: u32,
+    ) -> Result<Option<f64>, HistoryError> {
+        let seconds: Vec<f64> = self
+            .list_runs(filter)?
+            .iter()
+            .filter(|r| r.node_count == Some(node_count))
+            .filter_map(|r| {
+                let start = crate::units::parse_rfc3339(r.started_at.as_deref()?).ok()?;
+                let end = crate::units::parse_rfc3339(r.finished_at.as_deref()?).ok()?;
+                Some((end - start).max(0) as f64)
+            })
+            .collect();
+        Ok(median(&seconds))
+    }
+
     /// Runs matching `filter`, newest first (by run time, then id).
     pub fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunSummary>, HistoryError> {
         let (clause, mut values) = filter_sql(filter);

@@ -14,6 +14,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::Serialize;
 
 use super::plan::Setting;
+use crate::history::compare::median;
 use crate::units::human_size;
 
 /// A range of message sizes, `[min, max)`.
@@ -102,18 +103,15 @@ impl Stats {
         if values.is_empty() {
             return None;
         }
-        let mut sorted = values.to_vec();
-        sorted.sort_by(f64::total_cmp);
-        let n = sorted.len();
-        let median = if n % 2 == 1 {
-            sorted[n / 2]
-        } else {
-            (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
-        };
+        let (lowest, highest) = values
+            .iter()
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &v| {
+                (lo.min(v), hi.max(v))
+            });
         Some(Stats {
-            median,
-            spread: sorted[n - 1] - sorted[0],
-            runs: n,
+            median: median(values)?,
+            spread: highest - lowest,
+            runs: values.len(),
         })
     }
 }
