@@ -682,7 +682,7 @@ fn has_control(text: &str) -> bool {
 }
 
 /// Control characters written as escapes (`\n`, `\u{1b}`), everything else as is.
-pub(crate) fn escape_controls(text: &str) -> String {
+pub fn escape_controls(text: &str) -> String {
     text.chars()
         .map(|c| {
             if c.is_control() {
@@ -700,7 +700,8 @@ fn items<T>(list: &Option<Spanned<Vec<T>>>) -> &[T] {
     list.as_ref().map_or(&[], |l| l.get_ref().as_slice())
 }
 
-pub(crate) fn line_of(text: &str, offset: usize) -> usize {
+/// The 1-based line of byte `offset` in `text` (for a TOML error's span).
+pub fn line_of(text: &str, offset: usize) -> usize {
     let end = offset.min(text.len());
     text.as_bytes()[..end]
         .iter()

@@ -164,7 +164,7 @@ pub fn from_sweep_file(text: &str, file: &str) -> Result<Vec<Knob>, KnobError> {
     let sweep: SweepFile = toml::from_str(text).map_err(|e| {
         let line = e
             .span()
-            .map(|s| format!(":{}", text[..s.start.min(text.len())].lines().count().max(1)))
+            .map(|s| format!(":{}", gpudirect_core::config::line_of(text, s.start)))
             .unwrap_or_default();
         KnobError(format!(
             "{file}{line}: {} (a sweep file is `[knobs]` with lists, e.g. NCCL_ALGO = [\"Ring\", \"Tree\"])",

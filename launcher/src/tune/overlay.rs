@@ -5,6 +5,8 @@
 
 use std::fmt::Write as _;
 
+use gpudirect_core::config::escape_controls;
+
 use super::verdict::Choice;
 
 /// What the overlay says about where it came from.
@@ -65,23 +67,16 @@ fn quoted(text: &str) -> String {
     out
 }
 
-/// Text for a comment line: control characters (a line break would end the comment and
-/// start TOML) become `?`.
-fn one_line(text: &str) -> String {
-    text.chars()
-        .map(|c| if c.is_control() { '?' } else { c })
-        .collect()
-}
-
 /// The overlay's text: comments on what was measured and how to install it, then the
 /// profile.
 pub fn overlay_text(name: &str, base: Option<&str>, choice: &Choice, from: &Provenance) -> String {
-    let left_out: Vec<String> = from.left_out.iter().map(|n| one_line(n)).collect();
+    // A line break in quoted text would end its comment and start TOML: escaped.
+    let left_out: Vec<String> = from.left_out.iter().map(|n| escape_controls(n)).collect();
     let (tune_id, written_at, measured, file) = (
-        one_line(from.tune_id),
-        one_line(from.written_at),
-        one_line(from.measured),
-        one_line(from.file),
+        escape_controls(from.tune_id),
+        escape_controls(from.written_at),
+        escape_controls(from.measured),
+        escape_controls(from.file),
     );
     let from = &Provenance {
         tune_id: &tune_id,
