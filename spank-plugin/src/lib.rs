@@ -208,15 +208,21 @@ const CONTAINER_SEES_TASK_ENV: u32 = (23 << 16) | (2 << 8);
 /// The longest bundle path read from SLURM_CONTAINER (review F6: bounded reads).
 const MAX_BUNDLE_LEN: usize = 4096;
 
-/// The OCI bundle of a step that runs in Slurm's own container (`srun --container`) on a
-/// Slurm whose containers never see what task_init sets; `None` elsewhere.
+/// The OCI bundle of a step that runs in Slurm's own container (`srun --container`, which
+/// sets SLURM_CONTAINER), read bounded; `(unreadable)` for a value that cannot be read.
+fn step_container() -> Option<String> {
+    ffi::job_env("SLURM_CONTAINER", MAX_BUNDLE_LEN)
+        .unwrap_or_else(|_| Some("(unreadable)".into()))
+        .filter(|bundle| !bundle.trim().is_empty())
+}
+
+/// [`step_container`] on a Slurm whose containers never see what task_init sets; `None`
+/// elsewhere.
 fn container_without_task_env() -> Option<String> {
     if slurm_spank::spank_sys::SLURM_VERSION_NUMBER >= CONTAINER_SEES_TASK_ENV {
         return None;
     }
-    ffi::job_env("SLURM_CONTAINER", MAX_BUNDLE_LEN)
-        .unwrap_or_else(|_| Some("(unreadable)".into()))
-        .filter(|bundle| !bundle.trim().is_empty())
+    step_container()
 }
 
 /// This build's id (spank-plugin/build.rs): marks written by another build never count.
@@ -417,10 +423,7 @@ impl GpuDirect {
         for note in &task.notes {
             log_verbose(&format!("rank {}: {note}", facts.rank));
         }
-        let in_container = ffi::job_env("SLURM_CONTAINER", MAX_BUNDLE_LEN)
-            .ok()
-            .flatten()
-            .is_some_and(|b| !b.trim().is_empty())
+        let in_container = step_container().is_some()
             || root_at_user_init.is_some_and(|before| root_identity() != Some(before));
         if facts.local_rank == 0 && in_container {
             warn_of_container_values(plan, &task.kept_user);
