@@ -18,6 +18,7 @@ use rusqlite::{
 use serde::Serialize;
 
 use super::compare::{collapse, compare_series, median, CompareOptions, RowKey, SeriesComparison};
+use super::error::classify;
 use super::hash::sha256_hex;
 use super::model::*;
 use super::{schema, HistoryError};
@@ -29,26 +30,6 @@ pub const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The first 16 bytes of every SQLite 3 database file.
 const SQLITE_MAGIC: &[u8; 16] = b"SQLite format 3\0";
-
-/// Turns a SQLite error into a [`HistoryError`], recognising a file that is not a
-/// database or is damaged so that the message says so and suggests moving it aside.
-pub(crate) fn classify(path: &Path, action: String, source: rusqlite::Error) -> HistoryError {
-    match source.sqlite_error_code() {
-        Some(ErrorCode::NotADatabase) => HistoryError::NotAHistory {
-            path: path.to_path_buf(),
-            reason: "not a SQLite database".into(),
-        },
-        Some(ErrorCode::DatabaseCorrupt) => HistoryError::NotAHistory {
-            path: path.to_path_buf(),
-            reason: format!("damaged or truncated: {source}, while {action}"),
-        },
-        _ => HistoryError::Sqlite {
-            path: path.to_path_buf(),
-            action,
-            source,
-        },
-    }
-}
 
 /// Looks at the file's first bytes before SQLite does: SQLite itself would only notice a
 /// foreign file at the first query, and an empty or missing file is a new history.
