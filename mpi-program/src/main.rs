@@ -47,7 +47,7 @@ enum Command {
         #[arg(
             long,
             env = "GPUDIRECT_CONFIG",
-            default_value = "/etc/slurm/gpudirect.toml"
+            default_value = gpudirect_core::system::DEFAULT_CONFIG
         )]
         config: PathBuf,
         /// The --gpudirect mode the tasks are checked against.

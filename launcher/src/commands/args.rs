@@ -8,6 +8,7 @@ use clap::Args;
 use gpudirect::history::{RunFilter, RunStatus};
 use gpudirect::launch::env_var;
 use gpudirect::units::{duration_arg, since_arg};
+use gpudirect_core::system::DEFAULT_CONFIG;
 
 /// Which runs a listing or an export covers (the same flags on both).
 #[derive(Debug, Clone, Default, Args)]
@@ -67,6 +68,45 @@ impl FilterArgs {
     }
 }
 
+/// `--config`: the admin config, the same flag on every command that reads it.
+#[derive(Debug, Clone, Args)]
+pub struct ConfigArg {
+    /// The admin config: --config, else $GPUDIRECT_CONFIG, else /etc/slurm/gpudirect.toml.
+    #[arg(
+        id = "config",
+        long = "config",
+        env = "GPUDIRECT_CONFIG",
+        value_name = "FILE",
+        default_value = DEFAULT_CONFIG
+    )]
+    pub path: PathBuf,
+}
+
+/// `--drain`, `--retries` and `--on-drain`: what `health` and `validate` do in Slurm about
+/// a node they find bad.
+#[derive(Debug, Clone, Args)]
+pub struct DrainArgs {
+    /// Drain a node found bad in Slurm (`scontrol update ... state=drain`, reason
+    /// `gpudirect: ...`), confirmed by reading its state back; a node drained by an admin
+    /// for another reason is left alone. `health` also returns to service a node that
+    /// gpudirect drained once every check passes.
+    #[arg(long)]
+    pub drain: bool,
+
+    /// Look N more times before calling a node bad: `health` checks again a second apart
+    /// (a flapping link drains nothing until it stays down); `validate` re-tests it with a
+    /// node that passed (with --resume: re-tests each drained node up to N times).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub retries: u32,
+
+    /// With --drain: after a node is newly drained, run this command (split on whitespace,
+    /// no shell) with a JSON file of the evidence as its last argument and in
+    /// $GPUDIRECT_EVIDENCE, e.g. to file a repair request (docs/admin-guide.md); a failure
+    /// is reported, the drain stays.
+    #[arg(long, value_name = "CMD", requires = "drain")]
+    pub on_drain: Option<String>,
+}
+
 /// How nccl-tests runs are started, limited and recorded: the same flags on `run` and
 /// `tune`.
 #[derive(Debug, Clone, Args)]
@@ -97,12 +137,8 @@ pub struct NcclTestsArgs {
     pub cluster: Option<String>,
 
     /// The admin config: the transport each profile must use, and its variables.
-    #[arg(
-        long,
-        env = "GPUDIRECT_CONFIG",
-        default_value = super::profiles::DEFAULT_CONFIG
-    )]
-    pub config: PathBuf,
+    #[command(flatten)]
+    pub config: ConfigArg,
 }
 
 /// The largest GPU index `--gpus` accepts.

@@ -40,6 +40,7 @@ use gpudirect_core::resolve::{plan_node_with_locality, resolve_profile, Resolved
 use gpudirect_core::system::{load_config, slurm_node_name, Ownership, SystemProbe};
 use serde::Serialize;
 
+use super::args::{ConfigArg, DrainArgs};
 use super::{Ctx, ExitStatus};
 
 /// Arguments of `gpudirect health`.
@@ -59,13 +60,9 @@ use super::{Ctx, ExitStatus};
     `gpudirect: PROBLEM` and returns a passing node to service only when it carries that\n\
     tag: a drain with any other reason is an admin's, and is left alone.")]
 pub struct HealthArgs {
-    /// The admin config: --config, else $GPUDIRECT_CONFIG, else /etc/slurm/gpudirect.toml.
-    #[arg(
-        long,
-        env = "GPUDIRECT_CONFIG",
-        default_value = super::profiles::DEFAULT_CONFIG
-    )]
-    pub config: PathBuf,
+    /// The admin config.
+    #[command(flatten)]
+    pub config: ConfigArg,
 
     /// The Slurm node this is: default $SLURMD_NODENAME, else the host name.
     #[arg(long)]
@@ -75,21 +72,9 @@ pub struct HealthArgs {
     #[arg(long, value_name = "NAME")]
     pub profile: Option<String>,
 
-    /// Drain the node in Slurm when a check fails; return it to service when all pass and
-    /// it is drained by gpudirect (never another drain).
-    #[arg(long)]
-    pub drain: bool,
-
-    /// Check this many more times (a second apart) before calling a check failed: a
-    /// flapping link drains nothing until it stays down.
-    #[arg(long, value_name = "N", default_value_t = 0)]
-    pub retries: u32,
-
-    /// With --drain: after draining, run this command (split on spaces, no shell) with a
-    /// JSON file of the evidence as its last argument and in $GPUDIRECT_EVIDENCE, e.g. to
-    /// file a repair request with the cloud (docs/admin-guide.md).
-    #[arg(long, value_name = "CMD", requires = "drain")]
-    pub on_drain: Option<String>,
+    /// What --drain does in Slurm.
+    #[command(flatten)]
+    pub drains: DrainArgs,
 
     /// Where sysfs is (tests point it at a copy).
     #[arg(long, value_name = "DIR", default_value = "/sys", hide = true)]
@@ -438,8 +423,8 @@ pub fn run(args: &HealthArgs, ctx: &Ctx) -> Result<ExitStatus> {
     let node = node_name(args);
     // The config loader wants an absolute path (what slurm.conf names); by hand a
     // relative one is as good.
-    let config_path = std::path::absolute(&args.config)
-        .with_context(|| format!("--config {}", args.config.display()))?;
+    let config_path = std::path::absolute(&args.config.path)
+        .with_context(|| format!("--config {}", args.config.path.display()))?;
     let config = load_config(&config_path, Ownership::Any)
         .with_context(|| format!("gpudirect health: cannot check {node}"))?;
     let mode = match &args.profile {
@@ -467,7 +452,7 @@ pub fn run(args: &HealthArgs, ctx: &Ctx) -> Result<ExitStatus> {
     let (mut failures, mut checked, skipped) = loop {
         attempts += 1;
         let result = check_once(args, &facts, &node);
-        if result.0.is_empty() || attempts > args.retries {
+        if result.0.is_empty() || attempts > args.drains.retries {
             break result;
         }
         std::thread::sleep(Duration::from_secs(1));
@@ -498,7 +483,7 @@ pub fn run(args: &HealthArgs, ctx: &Ctx) -> Result<ExitStatus> {
         notes,
         elapsed_ms: 0,
     };
-    if args.drain {
+    if args.drains.drain {
         report.slurm = Some(act_in_slurm(args, &report, ctx));
     }
     report.elapsed_ms = u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX);
@@ -680,7 +665,7 @@ fn act_in_slurm(args: &HealthArgs, report: &Health, ctx: &Ctx) -> SlurmAction {
         Some(first) => {
             let reason = drain::drain_reason(&first.problem);
             drain::drain_confirmed(&report.node, &reason).map(|drained| {
-                let evidence = match (&drained, &args.on_drain) {
+                let evidence = match (&drained, &args.drains.on_drain) {
                     (Drained::Drained { .. }, Some(command)) => {
                         match drain::run_on_drain(command, &evidence(report, ctx)) {
                             Ok(path) => Some(path),

@@ -11,6 +11,7 @@ use gpudirect::probe::{analyse, read_reports, TaskReport};
 use gpudirect::runner::{self, Job, Outcome};
 use gpudirect_core::system::{load_config, Ownership};
 
+use super::args::ConfigArg;
 use super::{Ctx, ExitStatus};
 use gpudirect::outln;
 use gpudirect::output::{emit, emit_json, render_table, Align};
@@ -45,12 +46,8 @@ pub struct ProbeArgs {
     pub ntasks_per_node: Option<u32>,
 
     /// The admin config the expected environment comes from.
-    #[arg(
-        long,
-        env = "GPUDIRECT_CONFIG",
-        default_value = super::profiles::DEFAULT_CONFIG
-    )]
-    pub config: PathBuf,
+    #[command(flatten)]
+    pub config: ConfigArg,
 
     /// Give up on the tasks after this long (120, 120s, 2m).
     #[arg(long, value_name = "DURATION", default_value = "120", value_parser = duration_arg)]
@@ -82,7 +79,7 @@ pub struct ProbeArgs {
 
 /// `gpudirect probe`. Returns the exit status.
 pub fn run(args: &ProbeArgs, _ctx: &Ctx) -> Result<ExitStatus> {
-    let config = load_config(&args.config, Ownership::Any).ok();
+    let config = load_config(&args.config.path, Ownership::Any).ok();
     if args.task {
         let report = TaskReport::collect(config.as_ref(), args.gpudirect.as_deref());
         let mut line = serde_json::to_string(&report)?;
@@ -96,7 +93,7 @@ pub fn run(args: &ProbeArgs, _ctx: &Ctx) -> Result<ExitStatus> {
     if config.is_none() && args.gpudirect.is_some() {
         eprintln!(
             "gpudirect probe: warning: cannot read {}: tasks are compared with each other only",
-            args.config.display()
+            args.config.path.display()
         );
     }
     let exe = std::env::current_exe().context("cannot find the gpudirect executable")?;
@@ -123,7 +120,7 @@ pub fn run(args: &ProbeArgs, _ctx: &Ctx) -> Result<ExitStatus> {
     } else {
         srun_args.extend([exe.into(), "probe".into(), "--task".into()]);
     }
-    srun_args.extend(["--config".into(), args.config.clone().into()]);
+    srun_args.extend(["--config".into(), args.config.path.clone().into()]);
     if let Some(mode) = &args.gpudirect {
         srun_args.extend(["--gpudirect".into(), mode.into()]);
     }

@@ -37,9 +37,6 @@ use gpudirect_core::template::{Placeholder, Template};
 use super::{Ctx, ExitStatus};
 use gpudirect::output::{emit, note};
 
-/// Where a real install keeps the admin config.
-pub const DEFAULT_CONFIG: &str = "/etc/slurm/gpudirect.toml";
-
 /// `gpudirect profiles`.
 #[derive(Debug, Args)]
 #[command(after_help = "Examples:\n  \
@@ -57,7 +54,7 @@ pub struct ProfilesArgs {
         global = true,
         env = "GPUDIRECT_CONFIG",
         value_name = "FILE",
-        default_value = DEFAULT_CONFIG
+        default_value = gpudirect_core::system::DEFAULT_CONFIG
     )]
     pub config: PathBuf,
 

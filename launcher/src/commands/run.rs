@@ -416,7 +416,7 @@ pub fn run(args: &RunArgs, ctx: &Ctx) -> Result<ExitStatus> {
             );
         }
     }
-    let config = match load_config(&args.nccl.config, Ownership::Any) {
+    let config = match load_config(&args.nccl.config.path, Ownership::Any) {
         Ok(c) => Some(c),
         Err(e) => {
             if matrix
@@ -424,7 +424,7 @@ pub fn run(args: &RunArgs, ctx: &Ctx) -> Result<ExitStatus> {
                 .iter()
                 .any(|v| v.gpudirect.as_deref().is_some_and(|m| m != "none"))
             {
-                eprintln!("gpudirect run: warning: cannot read {} ({e}); transports of --gpudirect variants are not checked", args.nccl.config.display());
+                eprintln!("gpudirect run: warning: cannot read {} ({e}); transports of --gpudirect variants are not checked", args.nccl.config.path.display());
             }
             None
         }

@@ -246,12 +246,13 @@ fn setup(args: &TuneArgs) -> Result<Setup> {
     let profile = match args.gpudirect.as_deref() {
         None | Some("none") => None,
         Some(mode) => {
-            let config = load_config(&args.nccl.config, Ownership::Any).with_context(|| {
-                format!(
+            let config =
+                load_config(&args.nccl.config.path, Ownership::Any).with_context(|| {
+                    format!(
                     "--gpudirect {mode}: tune reads the profile to know what the default sets; \
                      pass --config FILE"
                 )
-            })?;
+                })?;
             Some(profile_of(&config, mode, &run_nodes[0])?.clone())
         }
     };

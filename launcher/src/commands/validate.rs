@@ -34,7 +34,7 @@ mod rails;
 pub use drains::NodeAction;
 use drains::{EvidenceSource, PairRun};
 
-use super::args::{gpu_device, parse_gpu_list, visible_gpus};
+use super::args::{gpu_device, parse_gpu_list, visible_gpus, ConfigArg, DrainArgs};
 use super::{Ctx, ExitStatus};
 use gpudirect::cell::{self, Evaluated};
 use gpudirect::outln;
@@ -114,12 +114,8 @@ pub struct ValidateArgs {
 
     /// The admin config the --gpudirect profile (and with --test rails its data NICs) comes
     /// from.
-    #[arg(
-        long,
-        env = "GPUDIRECT_CONFIG",
-        default_value = super::profiles::DEFAULT_CONFIG
-    )]
-    pub config: PathBuf,
+    #[command(flatten)]
+    pub config: ConfigArg,
 
     /// Pairing: pairs, pairs-across, pairwise, groups:K, ring, all.
     #[arg(long, default_value = "pairs")]
@@ -207,30 +203,15 @@ pub struct ValidateArgs {
     #[arg(long, env = "GPUDIRECT_CLUSTER")]
     pub cluster: Option<String>,
 
-    /// Drain the nodes found slow or failed (`scontrol update ... state=drain`, reason
-    /// `gpudirect: ...`), each confirmed by reading its state back; a node drained by an
-    /// admin is left alone.
-    #[arg(long)]
-    pub drain: bool,
-
-    /// Re-test each node found slow or failed N more times before --drain drains it, each
-    /// time with a node that passed (one it has not met, where there is one); a node that
-    /// passes a re-test is not drained. With --resume: up to N re-tests of each drained node.
-    #[arg(long, value_name = "N", default_value_t = 0)]
-    pub retries: usize,
+    /// Drains of the nodes found slow or failed.
+    #[command(flatten)]
+    pub drains: DrainArgs,
 
     /// Re-test the allocation's nodes drained by gpudirect (reason `gpudirect: ...`), each
     /// with a node that is not drained, and return to service those judged healthy that
     /// pass. The whole allocation is validated; other drains are never resumed.
     #[arg(long)]
     pub resume: bool,
-
-    /// With --drain: a command run after each node is newly drained, with the path of a JSON
-    /// file of the evidence as its last argument (and in GPUDIRECT_EVIDENCE), e.g. to file a
-    /// repair request. Split on whitespace, not run by a shell; a failure is reported, the
-    /// drain stays.
-    #[arg(long, value_name = "CMD", requires = "drain")]
-    pub on_drain: Option<String>,
 
     /// Also write the HTML report (heat map, busbw) to this folder.
     #[arg(long, value_name = "DIR")]
@@ -292,7 +273,7 @@ impl Units {
             }
             return Ok((Units::Nodes, nodes));
         };
-        if args.drain || args.resume {
+        if args.drains.drain || args.resume {
             bail!("--drain drains Slurm nodes and --resume returns them; with --gpus the units are GPUs of this host");
         }
         if args.gpudirect.is_some() {
@@ -599,7 +580,7 @@ fn profile_line_rate(args: &ValidateArgs) -> Option<f64> {
         .gpudirect
         .as_deref()
         .filter(|m| !matches!(*m, "none" | "auto"))?;
-    let config = load_config(&args.config, Ownership::Any).ok()?;
+    let config = load_config(&args.config.path, Ownership::Any).ok()?;
     config.profiles.get(mode)?.node_line_rate_gbps()
 }
 
@@ -676,10 +657,10 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx) -> Result<ExitStatus> {
     if args.per_rail && args.test == Test::Rails {
         bail!("--per-rail runs nccl-tests once per rail; --test rails already measures each rail (with MPI): use one of them");
     }
-    if args.retries > 0 && !args.drain && !args.resume {
+    if args.drains.retries > 0 && !args.drains.drain && !args.resume {
         bail!("--retries N re-tests nodes before --drain drains them (or before --resume returns them): add --drain or --resume");
     }
-    if (args.retries > 0 || args.resume) && (args.per_rail || args.test == Test::Rails) {
+    if (args.drains.retries > 0 || args.resume) && (args.per_rail || args.test == Test::Rails) {
         bail!("--retries and --resume re-test whole nodes with nccl-tests; they do not apply to --per-rail or --test rails yet");
     }
     if args.test == Test::Rails {
@@ -761,13 +742,17 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx) -> Result<ExitStatus> {
     };
     let index = |node: &String| nodes.iter().position(|n| n == node);
     let mut validation = validation.with_retests(Retests {
-        judged: if args.drain { args.retries } else { 0 },
+        judged: if args.drains.drain {
+            args.drains.retries as usize
+        } else {
+            0
+        },
         given: drained
             .iter()
             .filter(|(_, s)| gpudirect::drain::is_ours(s.reason.as_deref()))
             .filter_map(|(n, _)| index(n))
             .collect(),
-        given_times: args.retries.max(1),
+        given_times: (args.drains.retries as usize).max(1),
         not_partners: drained.iter().filter_map(|(n, _)| index(n)).collect(),
     });
 
@@ -889,14 +874,14 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx) -> Result<ExitStatus> {
     let status = health(&report);
     // Drains, then returns, before the report is printed: their outcomes are part of it.
     let source = EvidenceSource {
-        on_drain: args.on_drain.as_deref(),
+        on_drain: args.drains.on_drain.as_deref(),
         history: &history,
         cluster: cluster.as_deref(),
         collective: Some(&args.collective),
         size_bytes: Some(max),
         pairs: &pairs,
     };
-    let drain_actions = match args.drain {
+    let drain_actions = match args.drains.drain {
         true => drains::apply_drains(&drains::drain_plan(&report), &source),
         false => Vec::new(),
     };
@@ -925,7 +910,7 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx) -> Result<ExitStatus> {
                 "line_rate_gbps".into(),
                 serde_json::to_value(line_rate_gbps)?,
             );
-            if args.drain {
+            if args.drains.drain {
                 object.insert("drains".into(), serde_json::to_value(&drain_actions)?);
             }
             if args.resume {

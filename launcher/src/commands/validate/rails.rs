@@ -118,10 +118,10 @@ pub(super) fn rail_plan(args: &ValidateArgs, first_node: &str) -> Result<RailPla
     let Some(mode) = &args.gpudirect else {
         bail!("which NICs are the rails? pass --rails eth1,eth2,... or --gpudirect MODE (its profile's data_nics)");
     };
-    let config = load_config(&args.config, Ownership::Any).with_context(|| {
+    let config = load_config(&args.config.path, Ownership::Any).with_context(|| {
         format!(
             "--gpudirect {mode}: the rails come from the profile in {}; or pass --rails",
-            args.config.display()
+            args.config.path.display()
         )
     })?;
     let parsed: ProfileMode = config
@@ -505,9 +505,9 @@ pub(super) fn conclude(args: &ValidateArgs, v: Verdicts) -> Result<ExitStatus> {
         runs: v.run_ids.to_vec(),
         drains: None,
     };
-    if args.drain {
+    if args.drains.drain {
         let source = super::EvidenceSource {
-            on_drain: args.on_drain.as_deref(),
+            on_drain: args.drains.on_drain.as_deref(),
             history: v.history,
             cluster: args.cluster.as_deref(),
             collective: None,
