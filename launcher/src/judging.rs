@@ -749,30 +749,19 @@ impl RetestReport {
     }
 }
 
-/// Health-check result (`--exit-code`).
+/// Health-check result; the command turns it into its exit status
+/// (`ExitStatus::of_validation` in the binary, the one mapping).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Health {
-    /// Every node healthy: exit 0.
+    /// Every node healthy.
     Healthy,
-    /// Slow nodes, bad links or nodes that could not be judged: exit 1.
+    /// Slow nodes, bad links or nodes that could not be judged.
     Degraded,
-    /// A node whose runs failed: exit 2.
+    /// A node whose runs failed.
     Failed,
-    /// Nothing could be measured: exit 3.
+    /// Nothing could be measured.
     CouldNotRun,
-}
-
-impl Health {
-    /// 0 healthy, 1 degraded, 2 failed, 3 could not run.
-    pub fn exit_code(self) -> i32 {
-        match self {
-            Health::Healthy => 0,
-            Health::Degraded => 1,
-            Health::Failed => 2,
-            Health::CouldNotRun => 3,
-        }
-    }
 }
 
 /// The health-check reading of a report: could not run when nothing was measured, failed
@@ -1650,7 +1639,7 @@ mod tests {
             "{:?}",
             r.nodes[0]
         );
-        assert_eq!(health(&r).exit_code(), 0);
+        assert_eq!(health(&r), Health::Healthy);
     }
 
     #[test]
@@ -1680,7 +1669,7 @@ mod tests {
             }
         }
         assert_eq!(health(&r), Health::Degraded);
-        assert_eq!(health(&r).exit_code(), 1);
+        assert_eq!(health(&r), Health::Degraded);
     }
 
     #[test]
@@ -1818,7 +1807,7 @@ mod tests {
             assert_evidence(n, "no pair passed anywhere");
             assert!(n.evidence.iter().any(|e| e == "first failure: exit code 1"));
         }
-        assert_eq!(health(&r).exit_code(), 2);
+        assert_eq!(health(&r), Health::Failed);
     }
 
     #[test]
@@ -2002,7 +1991,7 @@ mod tests {
         let r = v.report();
         assert!(!r.complete);
         assert!(r.nodes.iter().all(|n| n.verdict == Verdict::Unknown));
-        assert_eq!(health(&r).exit_code(), 3);
+        assert_eq!(health(&r), Health::CouldNotRun);
     }
 
     /// Found on two real H200s, one slowed by a competing load: the only pair is slow in

@@ -44,7 +44,8 @@ Variants: `--variants tcpx,none` runs each cell with --gpudirect=tcpx and with\n
 `--variant socket::NCCL_P2P_DISABLE=1,NCCL_SHM_DISABLE=1`.\n\n\
 Every cell runs with NCCL_DEBUG=INFO so the transport NCCL used is known; a cell whose\n\
 profile names a transport (tcpx: GPUDirectTCPX) fails when its inter-node channels used\n\
-another (e.g. NET/Socket). Exit status: 0 all cells passed, 1 a check failed, 130 interrupted.")]
+another (e.g. NET/Socket). Exit status: 0 all cells passed, 2 a cell failed a check (or did\n\
+not run), 3 could not run, 130 interrupted.")]
 pub struct RunArgs {
     /// A matrix file (TOML); flags below then only fill what it leaves out.
     #[arg(long, value_name = "FILE")]
@@ -348,11 +349,10 @@ fn submit(args: &RunArgs, matrix: &Matrix) -> Result<ExitStatus> {
         if code != 0 {
             eprintln!("gpudirect run: allocation for N={n} ended with exit status {code}");
         }
-        // The inner `gpudirect run` says 0, 2 or 130; anything else is salloc's own failure.
-        worst = worst.max(match code {
-            0 => ExitStatus::Ok,
-            2 => ExitStatus::Failed,
-            130 => ExitStatus::Interrupted,
+        // The inner `gpudirect run` ends Ok, Failed or Interrupted; any other code is
+        // salloc's own failure.
+        worst = worst.max(match ExitStatus::from_code(code) {
+            Some(s @ (ExitStatus::Ok | ExitStatus::Failed | ExitStatus::Interrupted)) => s,
             _ => ExitStatus::CouldNotRun,
         });
     }

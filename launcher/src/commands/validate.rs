@@ -13,8 +13,7 @@ use clap::Args;
 use gpudirect::checks::{expected_sizes, Expectations};
 use gpudirect::history::{History, LaunchKind, NewNodeResult, RunStatus};
 use gpudirect::judging::{
-    health, Health, Outcome as PairOutcome, Reference, Retests, RoundRule, Stage, Threshold,
-    Validation,
+    health, Outcome as PairOutcome, Reference, Retests, RoundRule, Stage, Threshold, Validation,
 };
 use gpudirect::launch::{find_binary, prepare, LaunchOptions, Launcher};
 use gpudirect::matrix::{Cell, Matrix, Variant};
@@ -584,17 +583,6 @@ fn profile_line_rate(args: &ValidateArgs) -> Option<f64> {
     config.profiles.get(mode)?.node_line_rate_gbps()
 }
 
-/// The health exit status, raised to 2 (failed) when a drain, a resume or an `--on-drain`
-/// command did not work (a validation that could not run stays 3). Pure.
-fn exit_status(status: Health, actions_failed: bool) -> ExitStatus {
-    match (status, actions_failed) {
-        (Health::CouldNotRun, _) => ExitStatus::CouldNotRun,
-        (Health::Failed, _) | (_, true) => ExitStatus::Failed,
-        (Health::Healthy, false) => ExitStatus::Ok,
-        (Health::Degraded, false) => ExitStatus::Problem,
-    }
-}
-
 /// The drained nodes of the allocation (`--resume`), read before anything runs, and said.
 fn drained_nodes(nodes: &[String]) -> Result<Vec<(String, gpudirect::slurm::NodeState)>> {
     let mut drained = Vec::new();
@@ -890,7 +878,7 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx) -> Result<ExitStatus> {
         false => Vec::new(),
     };
     let actions_failed = drains::any_error(&drain_actions) || drains::any_error(&resume_actions);
-    let exit = exit_status(status, actions_failed);
+    let exit = ExitStatus::of_validation(status, actions_failed);
     let notes = match run_ids.first() {
         Some(first) if !baseline_runs.is_empty() => {
             let setups = baseline_runs
@@ -993,13 +981,7 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx) -> Result<ExitStatus> {
         }
         outln!(
             "verdict: {status:?} (exit {}{}); runs {:?} in {}",
-            match exit {
-                ExitStatus::Ok => 0,
-                ExitStatus::Problem => 1,
-                ExitStatus::Failed => 2,
-                ExitStatus::CouldNotRun => 3,
-                ExitStatus::Interrupted => 130,
-            },
+            exit.code(),
             if actions_failed {
                 ": a drain, a resume or --on-drain did not work"
             } else {

@@ -757,19 +757,4 @@ mod tests {
         assert_eq!(json["error"], "could not drain node2: denied");
         assert!(json.get("evidence_file").is_none());
     }
-
-    #[test]
-    fn a_drain_that_did_not_work_raises_the_exit_status_to_failed() {
-        use super::super::{exit_status, ExitStatus};
-        use gpudirect::judging::Health;
-        assert_eq!(exit_status(Health::Degraded, false), ExitStatus::Problem);
-        assert_eq!(exit_status(Health::Degraded, true), ExitStatus::Failed);
-        assert_eq!(exit_status(Health::Healthy, true), ExitStatus::Failed);
-        assert_eq!(exit_status(Health::Healthy, false), ExitStatus::Ok);
-        assert_eq!(exit_status(Health::Failed, false), ExitStatus::Failed);
-        assert_eq!(
-            exit_status(Health::CouldNotRun, true),
-            ExitStatus::CouldNotRun
-        );
-    }
 }

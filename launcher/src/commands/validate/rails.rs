@@ -523,15 +523,16 @@ pub(super) fn conclude(args: &ValidateArgs, v: Verdicts) -> Result<ExitStatus> {
         .drains
         .as_deref()
         .is_some_and(super::drains::any_error);
+    let exit = ExitStatus::of_validation(status, actions_failed);
     if args.json {
         emit_json(&report)?;
     } else {
-        print_text(&report, v.db)?;
+        print_text(&report, exit, actions_failed, v.db)?;
     }
     if let Some(dir) = &args.report {
         super::write_validation_report(v.history, v.run_ids, dir, &[]);
     }
-    Ok(super::exit_status(status, actions_failed))
+    Ok(exit)
 }
 
 /// Every (node, rail) with its verdict and figures.
@@ -610,7 +611,13 @@ fn describe(unit: &Unit) -> String {
 /// Up to this many (node, rail) units the text report lists the healthy ones too.
 const LIST_ALL_UP_TO: usize = 32;
 
-fn print_text(report: &RailsReport, db: &std::path::Path) -> Result<()> {
+/// The text report; its verdict line names `exit`, the code the command exits with.
+fn print_text(
+    report: &RailsReport,
+    exit: ExitStatus,
+    actions_failed: bool,
+    db: &std::path::Path,
+) -> Result<()> {
     let limit = report.threshold.limit();
     let what = match report.test {
         "rails" => format!("MPI pairs, {} messages", format_size(report.message_size)),
@@ -661,9 +668,14 @@ fn print_text(report: &RailsReport, db: &std::path::Path) -> Result<()> {
         .filter(|u| u.verdict != Verdict::Healthy)
         .count();
     outln!(
-        "verdict: {:?} (exit {}): {} of {} (node, rail) healthy; runs {:?} in {}",
+        "verdict: {:?} (exit {}{}): {} of {} (node, rail) healthy; runs {:?} in {}",
         report.health,
-        report.health.exit_code(),
+        exit.code(),
+        if actions_failed {
+            ": a drain, a resume or --on-drain did not work"
+        } else {
+            ""
+        },
         report.units.len() - bad,
         report.units.len(),
         report.runs,
