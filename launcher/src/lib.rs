@@ -33,22 +33,22 @@ pub mod cell;
 pub mod checks;
 pub mod drain;
 pub mod history;
-pub mod judging;
 pub mod launch;
 pub mod matrix;
 pub mod output;
-pub mod pairing;
 pub mod probe;
 pub mod provenance;
-pub mod rails;
 pub mod record;
 pub mod report;
 pub mod runner;
 pub mod setup;
-pub mod simulate;
 pub mod slurm;
 pub mod tune;
 pub mod units;
+pub mod validate;
+
+// The validation modules' old paths, while their callers move to `validate::`.
+pub use validate::{judging, pairing, rails, simulate};
 
 // Its own crate so that fuzz/ and its bench build without SQLite and clap; re-exported so
 // that `gpudirect::nccl_output::...` paths stay as they were.

@@ -6,7 +6,7 @@
 //!   checks that the MPI world is the step ([`check_world`]) and that its end of the rail is
 //!   up ([`rail_state`]), measures, and prints one [`RailMeasurement`] line;
 //! - `gpudirect validate --test rails` builds the steps ([`pair_job`]), reads the line back
-//!   ([`read_measurement`]) and judges per rail with [`crate::judging`].
+//!   ([`read_measurement`]) and judges per rail with [`crate::validate::judging`].
 //!
 //! The transport is bound to the rail through the MPI library's own settings
 //! ([`transport_env`]): Open MPI's TCP transport with `btl_tcp_if_include`. On InfiniBand,

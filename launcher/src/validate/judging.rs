@@ -1,7 +1,7 @@
 //! Judging a validation: which node or link is slow, found in as few rounds as possible.
 //!
 //! [`Validation`] is a planner the caller drives, the same way for the real command and for
-//! the simulator ([`crate::simulate`]):
+//! the simulator ([`crate::validate::simulate`]):
 //!
 //! ```
 //! use gpudirect::judging::{Outcome, Threshold, Validation};
@@ -28,7 +28,7 @@
 //!
 //! ## The method
 //!
-//! 1. **Screen**: the rounds of the pairing mode ([`crate::pairing::schedule`]); for `pairs`
+//! 1. **Screen**: the rounds of the pairing mode ([`crate::validate::pairing::schedule`]); for `pairs`
 //!    one round of disjoint pairs. A group is *slow* when its busbw is below the
 //!    [`Threshold`], *failed* when the run failed, else it *passes*.
 //! 2. A node that passed with anyone is *fast*: a pair's busbw is capped by its slower
@@ -66,7 +66,7 @@ use std::fmt;
 use serde::Serialize;
 
 use crate::history::compare::median;
-use crate::pairing::{self, Layout, Mode, PairingError, RoundGroups};
+use crate::validate::pairing::{self, Layout, Mode, PairingError, RoundGroups};
 
 /// Default tolerance below the baseline: a pair is slow under 90% of it.
 ///
@@ -2062,7 +2062,7 @@ mod tests {
 
     #[test]
     fn own_round_never_flags_a_healthy_noisy_round_of_the_model() {
-        use crate::simulate::{run_trials, Model, Rng, Scenario};
+        use crate::validate::simulate::{run_trials, Model, Rng, Scenario};
         // The line of 500 healthy first rounds of 32 pairs at the model's 5% noise: never
         // within the tolerance of the median (a run 10% under it is noise), never so wide
         // that a node at 70% of the median passes (0.7 x e^(3 x 0.05) = 0.81).
