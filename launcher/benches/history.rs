@@ -16,7 +16,7 @@ use gpudirect::history::{
     CompareOptions, ExportFormat, History, LaunchKind, NewRow, NewRun, Placement, RunFilter,
     RunStatus,
 };
-use gpudirect::simulate::Rng;
+use gpudirect::validate::simulate::Rng;
 
 const RAW: &[u8] =
     include_bytes!("../../tests/fixtures/nccl-tests/h200x2-nvlink/all_reduce_g2.txt");

@@ -19,8 +19,9 @@
 //! - [`launch`]: the srun/mpirun/local command line of one cell.
 //! - [`probe`]: what each task sees, and where tasks and nodes differ; [`provenance`]:
 //!   where each NCCL variable in effect comes from (profile, environment, NCCL's files).
-//! - [`pairing`], [`judging`], [`simulate`]: `gpudirect validate`'s rounds of pairs, its
-//!   verdicts on nodes and links, and the simulator that proves them.
+//! - [`validate`]: `gpudirect validate`'s domain: its rounds of pairs ([`validate::pairing`]),
+//!   its verdicts on nodes and links ([`validate::judging`]), the simulator that proves them
+//!   ([`validate::simulate`]) and the rail pairs of `--test rails` ([`validate::rails`]).
 //! - [`report`]: the HTML report with its plots (busbw by size, pair heat map, node x rail
 //!   map, nodes over time).
 //! - [`tune`]: `gpudirect tune`'s search: knobs, interleaved rounds, the noise rule per
@@ -46,9 +47,6 @@ pub mod slurm;
 pub mod tune;
 pub mod units;
 pub mod validate;
-
-// The validation modules' old paths, while their callers move to `validate::`.
-pub use validate::{judging, pairing, rails, simulate};
 
 // Its own crate so that fuzz/ and its bench build without SQLite and clap; re-exported so
 // that `gpudirect::nccl_output::...` paths stay as they were.

@@ -31,7 +31,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use clap::{ArgAction, Parser, Subcommand};
 use gpudirect::history::{db_path_from_env, locate_db, History, HistoryError};
-use gpudirect::judging::Health;
+use gpudirect::validate::judging::Health;
 
 /// Runs, checks and records nccl-tests on Slurm allocations.
 #[derive(Debug, Parser)]

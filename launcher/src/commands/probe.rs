@@ -114,7 +114,7 @@ pub fn run(args: &ProbeArgs, _ctx: &Ctx) -> Result<ExitStatus> {
         srun_args.push(format!("--gpudirect={mode}").into());
     }
     if args.mpi {
-        let program = gpudirect::rails::locate_mpi_program(args.mpi_program.as_deref())
+        let program = gpudirect::validate::rails::locate_mpi_program(args.mpi_program.as_deref())
             .map_err(anyhow::Error::msg)?;
         srun_args.extend(["--mpi=pmix".into(), program.into(), "facts".into()]);
     } else {

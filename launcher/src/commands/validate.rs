@@ -1,7 +1,7 @@
 //! `gpudirect validate`: is every node and link as fast as it should be, and if not, which?
 //! Rounds of disjoint pairs (or groups) run at the same time, as job steps over the
 //! allocation's nodes or, with `--gpus`, as local processes over this host's GPU groups;
-//! the pure planner in [`gpudirect::judging`] picks each next round from the results so far.
+//! the pure planner in [`gpudirect::validate::judging`] picks each next round from the results so far.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -12,16 +12,16 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use gpudirect::checks::{expected_sizes, Expectations};
 use gpudirect::history::{History, LaunchKind, NewNodeResult, RunStatus};
-use gpudirect::judging::{
-    health, Outcome as PairOutcome, Reference, Retests, RoundRule, Stage, Threshold, Validation,
-};
 use gpudirect::launch::{find_binary, prepare, LaunchOptions, Launcher};
 use gpudirect::matrix::{Cell, Matrix, Variant};
-use gpudirect::pairing::{parse_topology, Mode};
 use gpudirect::record::RunContext;
 use gpudirect::report::{gather, write_report, ReportFormat, ReportOptions, Selection};
 use gpudirect::runner::{self, INTERRUPTED};
 use gpudirect::units::{duration_arg, nccl_size as format_size, percent_arg, size_arg};
+use gpudirect::validate::judging::{
+    health, Outcome as PairOutcome, Reference, Retests, RoundRule, Stage, Threshold, Validation,
+};
+use gpudirect::validate::pairing::{parse_topology, Mode};
 
 use gpudirect::launch::env_var;
 use gpudirect::units::now_unix;

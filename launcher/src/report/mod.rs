@@ -67,8 +67,8 @@ use crate::history::{
     History, HistoryError, NodeResult, Placement, RunDetail, RunFilter, RunId, RunStatus,
     REPLAY_ENV,
 };
-use crate::rails::RAIL_COLLECTIVE;
 use crate::units::{format_rfc3339, human_size, now_unix, parse_rfc3339, short_time};
+use crate::validate::rails::RAIL_COLLECTIVE;
 
 /// What every replayed run is labelled with, wherever it is shown.
 pub const REPLAY_LABEL: &str = "replay, not a measurement";
@@ -525,7 +525,7 @@ impl RailMap {
 /// The rail a rail run's node result is about, and whether its number is what the node
 /// sent: `rail eth2 send` gives `("eth2", true)`, `rail eth2` (a pair that measured
 /// nothing) gives `("eth2", false)`; any other role gives `None`. The roles are those of
-/// [`crate::rails::record_of`].
+/// [`crate::validate::rails::record_of`].
 pub fn rail_of_role(role: &str) -> Option<(&str, bool)> {
     let rest = role.strip_prefix("rail ")?;
     let (rail, sent) = match rest.strip_suffix(" send") {

@@ -4,8 +4,8 @@
 //! the simulator ([`crate::validate::simulate`]):
 //!
 //! ```
-//! use gpudirect::judging::{Outcome, Threshold, Validation};
-//! use gpudirect::pairing::Mode;
+//! use gpudirect::validate::judging::{Outcome, Threshold, Validation};
+//! use gpudirect::validate::pairing::Mode;
 //!
 //! let nodes: Vec<String> = (0..8).map(|i| format!("node{i}")).collect();
 //! let threshold = Threshold::baseline(100.0, 0.10)?;
@@ -23,7 +23,7 @@
 //! let report = v.report();
 //! assert_eq!(report.rounds, 3);
 //! assert_eq!(report.nodes[5].verdict.to_string(), "slow node");
-//! # Ok::<(), gpudirect::judging::JudgeError>(())
+//! # Ok::<(), gpudirect::validate::judging::JudgeError>(())
 //! ```
 //!
 //! ## The method

@@ -13,9 +13,9 @@ use serde::Serialize;
 
 use gpudirect::drain::{self, Drained, Resumed};
 use gpudirect::history::{History, RunId, RunStatus};
-use gpudirect::judging::{NodeReport, Report, RetestReport, Verdict};
 use gpudirect::slurm::{self, NodeState};
 use gpudirect::units::{format_rfc3339, now_unix};
+use gpudirect::validate::judging::{NodeReport, Report, RetestReport, Verdict};
 
 /// The most recent runs of a node that go into the `--on-drain` evidence.
 pub(super) const HISTORY_RUNS: usize = 10;
@@ -523,8 +523,8 @@ fn resume(node: &str, why: &str) -> NodeAction {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gpudirect::judging::{Outcome, Retests, Threshold, Validation};
-    use gpudirect::pairing::Mode;
+    use gpudirect::validate::judging::{Outcome, Retests, Threshold, Validation};
+    use gpudirect::validate::pairing::Mode;
 
     fn names(n: usize) -> Vec<String> {
         (1..=n).map(|i| format!("node{i}")).collect()
@@ -534,7 +534,7 @@ mod tests {
     fn validate(
         retests: Retests,
         busbw: impl Fn(usize, &[usize]) -> f64,
-    ) -> gpudirect::judging::Report {
+    ) -> gpudirect::validate::judging::Report {
         let mut v = Validation::new(names(3), Mode::Pairs, Threshold::floor(300.0).unwrap())
             .unwrap()
             .with_retests(retests);

@@ -1,5 +1,5 @@
 //! `gpudirect validate --test rails`: the units are (node, rail). Each rail is validated
-//! like nodes are with nccl-tests (screen, recheck, confirm from [`gpudirect::judging`]),
+//! like nodes are with nccl-tests (screen, recheck, confirm from [`gpudirect::validate::judging`]),
 //! on real traffic: every pair is a two-task step of `gpudirect-mpi pair` with the MPI
 //! transport bound to the rail's NIC. Rounds of all rails run at the same time, since
 //! pairs on different rails share no NIC.
@@ -11,19 +11,19 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use gpudirect::history::{compare::median, History, LaunchKind, NewRun};
-use gpudirect::judging::{
-    health, median_busbw, Health, Outcome, Report, Round, Threshold, Validation, Verdict,
-};
 use gpudirect::launch::env_var;
 use gpudirect::outln;
 use gpudirect::output::emit_json;
-use gpudirect::pairing::Mode;
-use gpudirect::rails::{
+use gpudirect::runner::{self, INTERRUPTED};
+use gpudirect::units::{nccl_size as format_size, now_unix};
+use gpudirect::validate::judging::{
+    health, median_busbw, Health, Outcome, Report, Round, Threshold, Validation, Verdict,
+};
+use gpudirect::validate::pairing::Mode;
+use gpudirect::validate::rails::{
     failure_reason, locate_mpi_program, pair_job, read_measurement, record_of, worth_a_retry,
     PairSpec,
 };
-use gpudirect::runner::{self, INTERRUPTED};
-use gpudirect::units::{nccl_size as format_size, now_unix};
 use gpudirect_core::config::{Mode as ProfileMode, NicClass};
 use gpudirect_core::resolve::resolve_profile;
 use gpudirect_core::system::{load_config, Ownership};
@@ -560,7 +560,7 @@ fn units_of(
             let passing: Vec<f64> = v
                 .measurements()
                 .iter()
-                .filter(|m| m.class == gpudirect::judging::Class::Pass)
+                .filter(|m| m.class == gpudirect::validate::judging::Class::Pass)
                 .filter_map(|m| m.outcome.busbw())
                 .collect();
             let node_report = &report.nodes[i];
