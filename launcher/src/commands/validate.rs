@@ -934,7 +934,11 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx) -> Result<ExitStatus> {
                 "  {:<12} {:<24} {}",
                 n.node,
                 n.verdict.to_string(),
-                n.evidence.join("; ")
+                n.evidence
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join("; ")
             )?;
         }
         for l in &report.links {

@@ -87,7 +87,7 @@ pub(super) fn drain_plan(report: &Report) -> Vec<Candidate> {
             Candidate {
                 node: n.node.clone(),
                 verdict: n.verdict.to_string(),
-                evidence: n.evidence.clone(),
+                evidence: n.evidence.iter().map(ToString::to_string).collect(),
                 plan,
             }
         })

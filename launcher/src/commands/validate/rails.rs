@@ -570,7 +570,11 @@ fn units_of(
                 verdict: node_report.verdict.clone(),
                 send_gbps: mine,
                 rail_gbps: median(&passing).or(v.threshold().and_then(Threshold::reference)),
-                evidence: node_report.evidence.clone(),
+                evidence: node_report
+                    .evidence
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect(),
             });
         }
     }

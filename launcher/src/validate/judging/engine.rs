@@ -647,24 +647,20 @@ impl Validation {
                 .filter_map(|s| s.other(x))
                 .collect();
             let failed = failed_runs * 2 > bad_runs;
-            let word = if failed { "failed" } else { "slow" };
-            let share = if bad_runs == runs {
-                format!("{word} in every pairing ({bad_runs}/{runs})")
-            } else {
-                format!("{word} in {bad_runs} of {runs} pairings")
-            };
-            let level = match (failed, slow_busbw) {
-                (false, Some(v)) => format!(", {}", describe(v)),
-                _ => String::new(),
-            };
-            evidence.push(format!("{share}{level}, with {}", self.names(&partners)));
+            evidence.push(Evidence::BadInPairings {
+                failed,
+                bad: bad_runs,
+                runs,
+                level: slow_busbw.filter(|_| !failed).map(describe),
+                partners: self.names(&partners),
+            });
             if failed {
                 if let Some(why) = mine.iter().find_map(|s| s.first_failure.as_deref()) {
-                    evidence.push(format!("first failure: {why}"));
+                    evidence.push(Evidence::FirstFailure(why.to_string()));
                 }
             }
             if !a.any_fast {
-                evidence.push("no pair passed anywhere: the partners may be at fault too".into());
+                evidence.push(Evidence::NoPairPassed);
             }
             if failed {
                 Verdict::Failed
@@ -680,38 +676,37 @@ impl Validation {
                 if !s.is_bad() {
                     match y {
                         Some(y) => passed_with.push(y),
-                        None => evidence.push(format!("passed in a group of {}", s.members.len())),
+                        None => evidence.push(Evidence::PassedInGroup(s.members.len())),
                     }
                     if s.bad_runs() > 0 {
                         let with = y.map_or_else(
                             || format!("a group of {}", s.members.len()),
                             |y| self.name(y).to_string(),
                         );
-                        evidence.push(format!(
-                            "{} bad run(s) with {with}, passed when run again",
-                            s.bad_runs()
-                        ));
+                        evidence.push(Evidence::PassedWhenRunAgain {
+                            bad: s.bad_runs(),
+                            with,
+                        });
                     }
                     continue;
                 }
                 match y {
                     Some(y) if a.bad[y] => {
-                        let what = if s.failed > s.slow { "failed" } else { "slow" };
-                        evidence.push(format!(
-                            "{what} with {} only because of that node (bad partner)",
-                            self.name(y)
-                        ));
+                        evidence.push(Evidence::BadPartner {
+                            failed: s.failed > s.slow,
+                            partner: self.name(y).to_string(),
+                        });
                     }
                     Some(y) if a.fast[y] && s.pass == 0 && s.bad_runs() >= 2 => {
                         let m = median(&s.bad_values);
                         let level = m.map(describe).unwrap_or_else(|| "failed".into());
-                        evidence.push(format!(
-                            "link {}-{} only: {level} in {} of {} runs",
-                            self.name(x),
-                            self.name(y),
-                            s.bad_runs(),
-                            s.bad_runs() + s.pass
-                        ));
+                        evidence.push(Evidence::LinkOnly {
+                            node: self.name(x).to_string(),
+                            partner: self.name(y).to_string(),
+                            level,
+                            bad: s.bad_runs(),
+                            runs: s.bad_runs() + s.pass,
+                        });
                         slow_busbw = slow_busbw.or(m);
                         link_partners.push(y);
                         if x < y {
@@ -719,45 +714,41 @@ impl Validation {
                         }
                     }
                     Some(y) if a.fast[y] => {
-                        let level = median(&s.bad_values)
-                            .map(|v| format!(" ({})", describe(v)))
-                            .unwrap_or_default();
+                        let level = median(&s.bad_values).map(describe);
+                        let partner = self.name(y).to_string();
                         evidence.push(if s.pass == 0 {
-                            format!("one bad run with {}{level}, not repeated", self.name(y))
+                            Evidence::OneBadRun { partner, level }
                         } else {
-                            format!(
-                                "bad in {} of {} runs with {}{level}: a link to watch",
-                                s.bad_runs(),
-                                s.bad_runs() + s.pass,
-                                self.name(y)
-                            )
+                            Evidence::LinkToWatch {
+                                bad: s.bad_runs(),
+                                runs: s.bad_runs() + s.pass,
+                                partner,
+                                level,
+                            }
                         });
                         if x < y {
                             links.push((self.link(x, y, s), false));
                         }
                     }
-                    Some(y) => evidence.push(format!(
-                        "slow with {}, which could not be judged",
-                        self.name(y)
-                    )),
+                    Some(y) => evidence.push(Evidence::SlowWithUnjudged(self.name(y).to_string())),
                     None => {
                         let names = self.names(&s.members);
                         if s.members.iter().any(|&m| a.bad[m]) {
-                            evidence.push(format!("slow in group {names}, which has a slow node"));
+                            evidence.push(Evidence::SlowInGroupWithSlowNode(names));
                         } else if s.bad_runs() >= 2 && s.members.iter().all(|&m| a.fast[m]) {
                             group_issue = true;
-                            evidence.push(format!(
-                                "group {names} slow in {} runs though each member passed elsewhere: a link or switch among them",
-                                s.bad_runs()
-                            ));
+                            evidence.push(Evidence::GroupSlow {
+                                names,
+                                runs: s.bad_runs(),
+                            });
                         } else {
-                            evidence.push(format!("one slow run in group {names}, not repeated"));
+                            evidence.push(Evidence::OneSlowRunInGroup(names));
                         }
                     }
                 }
             }
             if !passed_with.is_empty() {
-                evidence.insert(0, format!("passed with {}", self.names(&passed_with)));
+                evidence.insert(0, Evidence::PassedWith(self.names(&passed_with)));
             }
             if !link_partners.is_empty() {
                 Verdict::BadLink {
@@ -774,30 +765,29 @@ impl Validation {
         } else {
             let mut unjudged = Verdict::Unknown;
             if runs == 0 {
-                evidence.push("not measured".into());
+                evidence.push(Evidence::NotMeasured);
             } else if a.bad_partners[x] == 1 {
                 let p: Vec<usize> = mine
                     .iter()
                     .filter_map(|s| s.other(x))
                     .filter(|&y| a.fast[y])
                     .collect();
-                evidence.push(format!(
-                    "slow with {}, which passed elsewhere, but no second partner to confirm",
-                    self.names(&p)
-                ));
+                evidence.push(Evidence::NoSecondPartner(self.names(&p)));
             } else if failed_runs * 2 > bad_runs {
                 // Runs that never worked are a failure, whoever is at fault.
-                evidence.push(format!(
-                    "failed in every run ({bad_runs}/{runs}), and no partner of it passed to compare with"
-                ));
+                evidence.push(Evidence::FailedEveryRun {
+                    bad: bad_runs,
+                    runs,
+                });
                 if let Some(why) = mine.iter().find_map(|s| s.first_failure.as_deref()) {
-                    evidence.push(format!("first failure: {why}"));
+                    evidence.push(Evidence::FirstFailure(why.to_string()));
                 }
                 unjudged = Verdict::Failed;
             } else {
-                evidence.push(format!(
-                    "bad in every run ({bad_runs}/{runs}), and no partner of it passed to compare with"
-                ));
+                evidence.push(Evidence::BadEveryRun {
+                    bad: bad_runs,
+                    runs,
+                });
             }
             unjudged
         };

@@ -65,7 +65,8 @@
 //!   [`Report`], [`Verdict`], [`Health`]) and its errors;
 //! - `threshold`: the line a run must reach ([`Threshold`], [`RoundRule`], [`Reference`])
 //!   and a run against it ([`Class`]);
-//! - `engine`: the planner ([`Validation`]): rounds, assessment, verdicts.
+//! - `engine`: the planner ([`Validation`]): rounds, assessment, verdicts;
+//! - `evidence`: why a node got its verdict ([`Evidence`], typed, shown as a sentence).
 
 use std::fmt;
 
@@ -74,9 +75,11 @@ use serde::Serialize;
 use crate::validate::pairing::{PairingError, RoundGroups};
 
 mod engine;
+mod evidence;
 mod threshold;
 
 pub use engine::Validation;
+pub use evidence::Evidence;
 pub use threshold::{median_busbw, Class, Reference, RoundRule, Threshold};
 
 /// Default tolerance below the baseline: a pair is slow under 90% of it.
@@ -300,8 +303,9 @@ pub struct NodeReport {
     pub index: usize,
     /// The verdict.
     pub verdict: Verdict,
-    /// Why, in words: `slow in every pairing (3/3), 70% of baseline`.
-    pub evidence: Vec<String>,
+    /// Why: one fact each, in words when shown (`slow in every pairing (3/3), 70% of
+    /// baseline`).
+    pub evidence: Vec<Evidence>,
     /// Rounds this node ran in.
     pub rounds: usize,
     /// Median busbw of its slow runs (slow node) or of the bad link's runs, if any.

@@ -13,7 +13,7 @@ fn names(n: usize) -> Vec<String> {
 #[track_caller]
 fn assert_evidence(node: &NodeReport, text: &str) {
     assert!(
-        node.evidence.iter().any(|e| e.contains(text)),
+        node.evidence.iter().any(|e| e.to_string().contains(text)),
         "no {text:?} in {:?}",
         node.evidence
     );
@@ -48,7 +48,9 @@ fn all_healthy_takes_one_round() {
     assert!(r.complete);
     assert!(r.nodes.iter().all(|n| n.verdict == Verdict::Healthy));
     assert!(
-        r.nodes[0].evidence[0].starts_with("passed with node1"),
+        r.nodes[0].evidence[0]
+            .to_string()
+            .starts_with("passed with node1"),
         "{:?}",
         r.nodes[0]
     );
@@ -69,13 +71,32 @@ fn one_slow_node_in_eight_is_named_and_confirmed_in_three_rounds() {
     let five = &r.nodes[5];
     assert_eq!(five.verdict, Verdict::SlowNode);
     assert!(
-        five.evidence[0].starts_with("slow in every pairing (3/3), 41% of baseline"),
+        five.evidence[0]
+            .to_string()
+            .starts_with("slow in every pairing (3/3), 41% of baseline"),
         "{:?}",
         five.evidence
+    );
+    assert!(
+        matches!(
+            five.evidence[0],
+            Evidence::BadInPairings {
+                failed: false,
+                bad: 3,
+                runs: 3,
+                ..
+            }
+        ),
+        "the facts are typed, not only the text: {:?}",
+        five.evidence[0]
     );
     assert_eq!(five.slow_busbw, Some(41.0));
     assert_eq!(r.nodes[4].verdict, Verdict::Healthy);
     assert_evidence(&r.nodes[4], "node5 only because");
+    assert!(r.nodes[4].evidence.iter().any(|e| matches!(
+        e,
+        Evidence::BadPartner { failed: false, partner } if partner == "node5"
+    )));
     for (i, n) in r.nodes.iter().enumerate() {
         if i != 5 {
             assert_eq!(n.verdict, Verdict::Healthy, "{n:?}");
@@ -101,10 +122,9 @@ fn one_bad_link_is_told_from_a_bad_node() {
     );
     assert_eq!(r.nodes[2].verdict.to_string(), "bad link with node3");
     assert!(
-        r.nodes[3]
-            .evidence
-            .iter()
-            .any(|e| e.starts_with("link node3-node2 only: 60% of baseline in 2 of 2 runs")),
+        r.nodes[3].evidence.iter().any(|e| e
+            .to_string()
+            .starts_with("link node3-node2 only: 60% of baseline in 2 of 2 runs")),
         "{:?}",
         r.nodes[3].evidence
     );
@@ -180,9 +200,9 @@ fn three_nodes_name_whichever_is_slow_in_three_rounds() {
             };
             assert_eq!(n.verdict, want, "slow {slow}: {n:?}");
         }
-        assert!(
-            r.nodes[slow].evidence[0].starts_with("slow in every pairing (2/2), 60% of baseline")
-        );
+        assert!(r.nodes[slow].evidence[0]
+            .to_string()
+            .starts_with("slow in every pairing (2/2), 60% of baseline"));
     }
 }
 
@@ -214,12 +234,17 @@ fn everything_failed_is_failed_with_a_note() {
     for n in &r.nodes {
         assert_eq!(n.verdict, Verdict::Failed, "{n:?}");
         assert!(
-            n.evidence[0].starts_with("failed in every pairing (2/2)"),
+            n.evidence[0]
+                .to_string()
+                .starts_with("failed in every pairing (2/2)"),
             "{:?}",
             n.evidence
         );
         assert_evidence(n, "no pair passed anywhere");
-        assert!(n.evidence.iter().any(|e| e == "first failure: exit code 1"));
+        assert!(n
+            .evidence
+            .iter()
+            .any(|e| e.to_string() == "first failure: exit code 1"));
     }
     assert_eq!(health(&r), Health::Failed);
 }
@@ -237,7 +262,9 @@ fn two_slow_nodes_paired_together_get_a_third_partner() {
     assert_eq!(rounds.len(), 3);
     assert_eq!(r.nodes[0].verdict, Verdict::SlowNode);
     assert_eq!(r.nodes[1].verdict, Verdict::SlowNode);
-    assert!(r.nodes[0].evidence[0].starts_with("slow in every pairing (3/3), 70% of baseline"));
+    assert!(r.nodes[0].evidence[0]
+        .to_string()
+        .starts_with("slow in every pairing (3/3), 70% of baseline"));
     assert!(r.nodes[2..].iter().all(|n| n.verdict == Verdict::Healthy));
 }
 
@@ -256,7 +283,7 @@ fn failed_partner_is_a_bad_partner_not_a_fault() {
     assert!(r.nodes[0]
         .evidence
         .iter()
-        .any(|e| e.starts_with("failed with node1")));
+        .any(|e| e.to_string().starts_with("failed with node1")));
     assert_eq!(health(&r), Health::Failed);
 }
 
@@ -267,7 +294,9 @@ fn floor_threshold_describes_in_gbps() {
         Outcome::Busbw(if g.contains(&3) { 30.0 } else { 80.0 })
     });
     assert!(
-        r.nodes[3].evidence[0].contains("30.0 GB/s, floor 50.0"),
+        r.nodes[3].evidence[0]
+            .to_string()
+            .contains("30.0 GB/s, floor 50.0"),
         "{:?}",
         r.nodes[3].evidence
     );
@@ -421,7 +450,9 @@ fn two_units_slow_together_are_unknown_but_degraded() {
         "screen, recheck, confirm: the slowness repeats"
     );
     assert!(r.nodes.iter().all(|n| n.verdict == Verdict::Unknown));
-    assert!(r.nodes[0].evidence[0].contains("no partner of it passed"));
+    assert!(r.nodes[0].evidence[0]
+        .to_string()
+        .contains("no partner of it passed"));
     assert_eq!(health(&r), Health::Degraded);
 }
 
@@ -434,7 +465,10 @@ fn two_units_failing_together_are_failed() {
         r.nodes.iter().all(|n| n.verdict == Verdict::Failed),
         "{r:?}"
     );
-    assert!(r.nodes[0].evidence[1].contains("exit code 6"), "{r:?}");
+    assert!(
+        r.nodes[0].evidence[1].to_string().contains("exit code 6"),
+        "{r:?}"
+    );
     assert_eq!(health(&r), Health::Failed);
 }
 
