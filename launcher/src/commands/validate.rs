@@ -30,8 +30,8 @@ use gpudirect_core::system::{load_config, short_hostname, Ownership};
 mod drains;
 mod rails;
 
-pub use drains::NodeAction;
-use drains::{EvidenceSource, PairRun};
+use drains::EvidenceSource;
+use gpudirect::validate::actions::{self, PairRun};
 
 use super::args::{gpu_device, parse_gpu_list, visible_gpus, ConfigArg, DrainArgs};
 use super::{Ctx, ExitStatus};
@@ -870,14 +870,14 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx) -> Result<ExitStatus> {
         pairs: &pairs,
     };
     let drain_actions = match args.drains.drain {
-        true => drains::apply_drains(&drains::drain_plan(&report), &source),
+        true => drains::apply_drains(&actions::drain_plan(&report), &source),
         false => Vec::new(),
     };
     let resume_actions = match args.resume {
-        true => drains::apply_resumes(&drained, &drains::resume_plan(&report, &drained)),
+        true => drains::apply_resumes(&drained, &actions::resume_plan(&report, &drained)),
         false => Vec::new(),
     };
-    let actions_failed = drains::any_error(&drain_actions) || drains::any_error(&resume_actions);
+    let actions_failed = actions::any_error(&drain_actions) || actions::any_error(&resume_actions);
     let exit = ExitStatus::of_validation(status, actions_failed);
     let notes = match run_ids.first() {
         Some(first) if !baseline_runs.is_empty() => {

@@ -8,9 +8,12 @@
 //!   for the miss and false-alarm rates in `docs/validation.md`.
 //! - [`rails`]: `--test rails`: one pair's MPI step bound to one rail, its measurement line
 //!   and its record.
+//! - [`actions`]: what `--drain`, `--resume` and `--on-drain` decide from a report (drain
+//!   and resume plans, the evidence file).
 //!
 //! The command (`commands/validate.rs`) keeps the flags, the Slurm actions and the printing.
 
+pub mod actions;
 pub mod judging;
 pub mod pairing;
 pub mod rails;

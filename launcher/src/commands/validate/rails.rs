@@ -16,6 +16,7 @@ use gpudirect::outln;
 use gpudirect::output::emit_json;
 use gpudirect::runner::{self, INTERRUPTED};
 use gpudirect::units::{nccl_size as format_size, now_unix};
+use gpudirect::validate::actions;
 use gpudirect::validate::judging::{
     health, median_busbw, Health, Outcome, Report, Round, Threshold, Validation, Verdict,
 };
@@ -72,7 +73,7 @@ struct RailsReport<'a> {
     runs: Vec<i64>,
     /// What `--drain` did, node by node.
     #[serde(skip_serializing_if = "Option::is_none")]
-    drains: Option<Vec<super::NodeAction>>,
+    drains: Option<Vec<actions::NodeAction>>,
 }
 
 /// The rails, and the variable that holds NCCL to one NIC (`validate --per-rail`).
@@ -519,10 +520,7 @@ pub(super) fn conclude(args: &ValidateArgs, v: Verdicts) -> Result<ExitStatus> {
             &source,
         ));
     }
-    let actions_failed = report
-        .drains
-        .as_deref()
-        .is_some_and(super::drains::any_error);
+    let actions_failed = report.drains.as_deref().is_some_and(actions::any_error);
     let exit = ExitStatus::of_validation(status, actions_failed);
     if args.json {
         emit_json(&report)?;
@@ -690,7 +688,7 @@ fn print_text(
 
 /// Each node with a slow or failed rail, to drain with the rails named in the reason
 /// (`gpudirect: eth2 slow node`). Pure.
-fn drain_candidates(units: &[Unit]) -> Vec<super::drains::Candidate> {
+fn drain_candidates(units: &[Unit]) -> Vec<actions::Candidate> {
     let mut by_node: std::collections::BTreeMap<&str, Vec<&Unit>> = Default::default();
     for u in units {
         if matches!(u.verdict, Verdict::SlowNode | Verdict::Failed) {
@@ -704,14 +702,14 @@ fn drain_candidates(units: &[Unit]) -> Vec<super::drains::Candidate> {
                 .iter()
                 .map(|u| format!("{} {}", u.rail, u.verdict))
                 .collect();
-            super::drains::Candidate {
+            actions::Candidate {
                 node: node.to_string(),
                 verdict: rails.join(", "),
                 evidence: bad
                     .iter()
                     .flat_map(|u| u.evidence.iter().map(move |e| format!("{}: {e}", u.rail)))
                     .collect(),
-                plan: super::drains::DrainPlan::Drain {
+                plan: actions::DrainPlan::Drain {
                     reason: gpudirect::drain::drain_reason(&rails.join(", ")),
                 },
             }
