@@ -10,6 +10,8 @@
 //!   one pipeline of `run`, `validate` and `import`.
 //! - [`checks`]: the verdict on a run (exit code, `#wrong`, rows, transport used).
 //! - [`record`]: a parsed output plus how it ran, as a history record.
+//! - [`health`]: `gpudirect health`'s checks on what was read (NIC speed, GPUs, the quick
+//!   all_reduce against the history).
 //! - [`history`]: the SQLite history of runs (schema migrations, import with dedupe,
 //!   queries, comparison of series, export).
 //! - [`baseline`]: "as fast as before?": the comparability key, the baseline, the verdict.
@@ -33,6 +35,7 @@ pub mod baseline;
 pub mod cell;
 pub mod checks;
 pub mod drain;
+pub mod health;
 pub mod history;
 pub mod launch;
 pub mod matrix;
