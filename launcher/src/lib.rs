@@ -12,6 +12,7 @@
 //! - [`record`]: a parsed output plus how it ran, as a history record.
 //! - [`health`]: `gpudirect health`'s checks on what was read (NIC speed, GPUs, the quick
 //!   all_reduce against the history).
+//! - [`hostfile`]: `gpudirect hostfile`'s request, entries and four formats (pure).
 //! - [`history`]: the SQLite history of runs (schema migrations, import with dedupe,
 //!   queries, comparison of series, export).
 //! - [`baseline`]: "as fast as before?": the comparability key, the baseline, the verdict.
@@ -37,6 +38,7 @@ pub mod checks;
 pub mod drain;
 pub mod health;
 pub mod history;
+pub mod hostfile;
 pub mod launch;
 pub mod matrix;
 pub mod output;
