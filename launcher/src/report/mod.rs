@@ -62,6 +62,7 @@ use std::str::FromStr;
 
 use serde::Serialize;
 
+pub use crate::baseline::{flag_drops, DROP_WINDOW};
 use crate::baseline::{judge_against_baseline, median, CompareOptions};
 use crate::history::{
     History, HistoryError, NodeResult, Placement, RunDetail, RunFilter, RunId, RunStatus,
@@ -617,28 +618,6 @@ pub struct NodeTrend {
     pub runs: Vec<TrendPoint>,
     /// From validation's per-node results (pairs), if any.
     pub checks: Vec<TrendPoint>,
-}
-
-/// How many earlier points a new point is compared with.
-pub const DROP_WINDOW: usize = 5;
-
-/// Marks the points that fell below the median of the up to `window` points before
-/// them by more than `tolerance_pct` (pure). A point needs at least two earlier finite
-/// points to be judged, so one noisy first run does not flag the second.
-pub fn flag_drops(values: &[f64], window: usize, tolerance_pct: f64) -> Vec<bool> {
-    (0..values.len())
-        .map(|i| {
-            let earlier: Vec<f64> = values[i.saturating_sub(window)..i]
-                .iter()
-                .copied()
-                .filter(|v| v.is_finite())
-                .collect();
-            let v = values[i];
-            earlier.len() >= 2
-                && v.is_finite()
-                && median(&earlier).is_some_and(|m| v < m * (1.0 - tolerance_pct / 100.0))
-        })
-        .collect()
 }
 
 /// Which runs to report on.
