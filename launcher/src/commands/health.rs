@@ -22,17 +22,17 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use clap::Args;
-use gpudirect::cell::{self, Evaluated};
+use gpudirect::cell::exec::{self, Spec};
+use gpudirect::cell::Evaluated;
 use gpudirect::checks::Expectations;
 use gpudirect::drain::{self, Drained, Resumed};
 use gpudirect::health::{gpu_failure, nccl_failure, speed_failure, Failed};
 use gpudirect::history::{History, LaunchKind, RunStatus};
-use gpudirect::launch::{env_var, prepare, LaunchOptions, Launcher};
+use gpudirect::launch::{LaunchOptions, Launcher};
 use gpudirect::matrix::{Cell, Matrix, Variant};
 use gpudirect::outln;
 use gpudirect::output::emit_json;
 use gpudirect::record::RunContext;
-use gpudirect::runner::{self, INTERRUPTED};
 use gpudirect::slurm;
 use gpudirect::units::{human_size, now_unix, percent_arg, size_arg};
 use gpudirect_core::config::{CheckKind, Mode, NicClass, NicLocality};
@@ -421,10 +421,13 @@ fn quick_nccl(
             "no GPUs to test: the driver lists none and Slurm gives the node none; pass --gpus N",
         )?,
     };
-    let cluster = args
-        .cluster
-        .clone()
-        .or_else(|| env_var("SLURM_CLUSTER_NAME"));
+    let run_context = RunContext {
+        nodes: vec![node.to_string()],
+        gpus_per_node: Some(gpus),
+        launcher: LaunchKind::Local,
+        ..RunContext::for_job(args.cluster.as_deref())
+    };
+    let cluster = run_context.cluster.clone();
     let collective = "all_reduce".to_string();
     let variant = Variant {
         name: "health".into(),
@@ -466,37 +469,21 @@ fn quick_nccl(
         gpus_per_process: gpus,
         exact: false,
     };
-    let prepared = prepare(&cell, &matrix, &opts, true)?;
-    let started = now_unix();
-    let finished = runner::run(&prepared.job, &INTERRUPTED)?;
-    let context = RunContext {
-        started_at: Some(started),
-        finished_at: Some(now_unix()),
-        cluster: cluster.clone(),
-        nodes: vec![node.to_string()],
-        gpus_per_node: Some(gpus),
-        launcher: LaunchKind::Local,
-        command_line: Some(prepared.job.command_line()),
-        binary_path: Some(prepared.binary.display().to_string()),
-        variant: Some("health".into()),
-        ..RunContext::default()
-    };
     let expect = Expectations {
         transport: None,
         nodes: 1,
         sizes: vec![args.max_bytes],
     };
-    let Evaluated {
-        parsed,
-        verdict,
-        record,
-    } = cell::evaluate_finished(
-        &finished,
-        prepared.json_path.as_deref(),
-        &collective,
+    let executed = exec::prepare(Spec {
+        cell: &cell,
+        matrix: &matrix,
+        launch: &opts,
+        json_report: true,
         expect,
-        context,
-    );
+        context: run_context,
+        marks: Default::default(),
+    })?
+    .execute()?;
     let mut history = History::open(&ctx.db_path()?)?;
     let baseline = history.baseline(
         cluster.as_deref(),
@@ -505,7 +492,10 @@ fn quick_nccl(
         args.max_bytes,
         QUICK_NCCL_BASELINE_RUNS,
     )?;
-    let id = history.import_run(&record, true)?.run_id();
+    let id = executed.record(&mut history)?;
+    let Evaluated {
+        parsed, verdict, ..
+    } = executed.evaluated;
     let busbw = parsed
         .rows
         .iter()
