@@ -9,10 +9,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use gpudirect::cell::{self, Evaluated};
+use gpudirect::cell::exec::{self, Executed, Spec};
+use gpudirect::cell::Evaluated;
 use gpudirect::checks::{expected_sizes, Expectations};
 use gpudirect::history::compare::median;
-use gpudirect::history::{History, LaunchKind, NewRun, RunFilter, RunStatus};
+use gpudirect::history::{History, LaunchKind, RunFilter, RunStatus};
 use gpudirect::launch::{env_var, find_binary, prepare, LaunchOptions, Launcher};
 use gpudirect::matrix::{Cell, Matrix, Variant};
 use gpudirect::outln;
@@ -470,31 +471,46 @@ impl Tuner<'_> {
                 env,
             },
         };
-        let prepared = prepare(
-            &cell,
-            &self.matrix,
-            &self.setup.launch,
-            !self.args.nccl.no_json,
-        )?;
-        let command = prepared.job.command_line();
         let mut marks = BTreeMap::new();
         marks.insert(STEP_KEY.to_string(), step.key());
         marks.insert(PLAN_KEY.to_string(), self.plan_print.clone());
+        let prepared = exec::prepare(Spec {
+            cell: &cell,
+            matrix: &self.matrix,
+            launch: &self.setup.launch,
+            json_report: !self.args.nccl.no_json,
+            expect: Expectations {
+                transport: self
+                    .setup
+                    .profile
+                    .as_ref()
+                    .and_then(|p| p.transport.clone()),
+                nodes: self.setup.nodes,
+                sizes: expected_sizes(
+                    self.matrix.min_bytes,
+                    self.matrix.max_bytes,
+                    Some(self.matrix.factor),
+                    None,
+                ),
+            },
+            context: RunContext {
+                nodes: self.setup.run_nodes.clone(),
+                launcher: self.setup.launch_kind,
+                label: Some(self.tune_id.clone()),
+                line_rate_gbps: self
+                    .setup
+                    .profile
+                    .as_ref()
+                    .and_then(Profile::node_line_rate_gbps),
+                ..RunContext::for_job(self.args.nccl.cluster.as_deref())
+            },
+            marks,
+        })?;
+        let command = prepared.command_line();
         let placeholder = match self.placeholders.remove(&step.key()) {
             Some(id) => id,
             None => {
-                let mark = NewRun {
-                    collective: step.collective.clone(),
-                    variant: Some(step.setting.to_string()),
-                    label: Some(self.tune_id.clone()),
-                    command_line: Some(command.clone()),
-                    started_at: Some(now_unix()),
-                    status: RunStatus::Interrupted,
-                    failures: vec!["started; the tune stopped before the run ended".into()],
-                    env: marks.clone(),
-                    launcher: self.setup.launch_kind,
-                    ..Default::default()
-                };
+                let mark = prepared.placeholder("started; the tune stopped before the run ended");
                 self.history.import_run(&mark, true)?.run_id()
             }
         };
@@ -503,66 +519,16 @@ impl Tuner<'_> {
             step.collective, step.phase, step.round, step.setting
         );
         progress.start(index, &label, &command);
-        let started_at = now_unix();
-        let finished = runner::run(&prepared.job, &INTERRUPTED)?;
-        let mut env = cell.variant.env.clone();
-        env.extend(marks);
-        if let Some(mode) = &self.setup.mode {
-            env.insert("GPUDIRECT_MODE".into(), mode.clone());
-        }
-        let context = RunContext {
-            started_at: Some(started_at),
-            finished_at: Some(now_unix()),
-            cluster: self
-                .args
-                .nccl
-                .cluster
-                .clone()
-                .or_else(|| env_var("SLURM_CLUSTER_NAME")),
-            job_id: env_var("SLURM_JOB_ID"),
-            gpus_per_node: Some(self.setup.gpus_per_node),
-            nodes: self.setup.run_nodes.clone(),
-            launcher: self.setup.launch_kind,
-            command_line: Some(command),
-            binary_path: Some(prepared.binary.display().to_string()),
-            variant: Some(step.setting.to_string()),
-            label: Some(self.tune_id.clone()),
-            env,
-            line_rate_gbps: self
-                .setup
-                .profile
-                .as_ref()
-                .and_then(Profile::node_line_rate_gbps),
-            ..RunContext::default()
-        };
-        let expect = Expectations {
-            transport: self
-                .setup
-                .profile
-                .as_ref()
-                .and_then(|p| p.transport.clone()),
-            nodes: self.setup.nodes,
-            sizes: expected_sizes(
-                self.matrix.min_bytes,
-                self.matrix.max_bytes,
-                Some(self.matrix.factor),
-                None,
-            ),
-        };
-        let Evaluated {
-            parsed,
-            verdict,
-            record,
-        } = cell::evaluate_finished(
-            &finished,
-            prepared.json_path.as_deref(),
-            &step.collective,
-            expect,
-            context,
-        );
-        if let Err(e) = self.history.replace_run(placeholder, &record) {
+        let executed = prepared.execute()?;
+        if let Err(e) = executed.replace(&mut self.history, placeholder) {
             eprintln!("gpudirect tune: could not record {label}: {e}");
         }
+        let Executed {
+            finished,
+            evaluated: Evaluated {
+                parsed, verdict, ..
+            },
+        } = executed;
         let seconds = finished.elapsed.as_secs_f64();
         if verdict.status == RunStatus::Ok {
             self.durations.push(seconds);
