@@ -25,7 +25,8 @@ use gpudirect::units::now_unix;
 
 use super::args::NcclTestsArgs;
 use super::{Ctx, ExitStatus};
-use gpudirect::cell::{self, Evaluated};
+use gpudirect::cell::exec::{self, Executed, Spec};
+use gpudirect::cell::Evaluated;
 use gpudirect::outln;
 use gpudirect::output::{emit_json, gbps, Progress};
 
@@ -524,7 +525,48 @@ pub fn run(args: &RunArgs, ctx: &Ctx) -> Result<ExitStatus> {
         if INTERRUPTED.load(Ordering::SeqCst) {
             break;
         }
-        let prepared = match prepare(cell, &matrix, &opts, !args.nccl.no_json) {
+        let mut marks = BTreeMap::new();
+        marks.insert(MATRIX_KEY.to_string(), matrix_id.clone());
+        marks.insert(CELL_KEY.to_string(), cell_key(cell));
+        let spec = Spec {
+            cell,
+            matrix: &matrix,
+            launch: &opts,
+            json_report: !args.nccl.no_json,
+            expect: Expectations {
+                transport: expected_transport(
+                    cell,
+                    config.as_ref(),
+                    nodes.first().map(String::as_str),
+                ),
+                nodes: cell.nodes,
+                sizes: expected_sizes(
+                    matrix.min_bytes,
+                    matrix.max_bytes,
+                    Some(matrix.factor),
+                    None,
+                ),
+            },
+            context: RunContext {
+                nodes: if in_allocation {
+                    gpudirect::launch::cell_nodes(&opts, cell)
+                        .map(<[String]>::to_vec)
+                        .unwrap_or_default()
+                } else {
+                    vec![gpudirect_core::system::short_hostname()]
+                },
+                launcher: launch_kind,
+                line_rate_gbps: cell_profile(
+                    cell,
+                    config.as_ref(),
+                    nodes.first().map(String::as_str),
+                )
+                .and_then(Profile::node_line_rate_gbps),
+                ..RunContext::for_job(args.nccl.cluster.as_deref())
+            },
+            marks,
+        };
+        let prepared = match exec::prepare(spec) {
             Ok(p) => p,
             Err(e) => {
                 let result = CellResult {
@@ -550,92 +592,36 @@ pub fn run(args: &RunArgs, ctx: &Ctx) -> Result<ExitStatus> {
                 continue;
             }
         };
-        let command = prepared.job.command_line();
-        let mut marks = BTreeMap::new();
-        marks.insert(MATRIX_KEY.to_string(), matrix_id.clone());
-        marks.insert(CELL_KEY.to_string(), cell_key(cell));
+        let command = prepared.command_line();
         // Written before the cell starts: if the launcher is killed, the cell stays
         // marked interrupted and --resume runs it again.
         let placeholder = match placeholders.remove(&cell_key(cell)) {
             Some(id) => id,
             None => {
-                let mark = gpudirect::history::NewRun {
-                    collective: cell.collective.clone(),
-                    variant: Some(cell.variant.name.clone()),
-                    command_line: Some(command.clone()),
-                    started_at: Some(now_unix()),
-                    status: RunStatus::Interrupted,
-                    failures: vec!["started; the launcher stopped before the cell ended".into()],
-                    env: marks.clone(),
-                    launcher: launch_kind,
-                    ..Default::default()
-                };
+                let mark =
+                    prepared.placeholder("started; the launcher stopped before the cell ended");
                 history.import_run(&mark, true)?.run_id()
             }
         };
         progress.start(cell.index, &cell.label(), &command);
-        let started_at = now_unix();
-        let finished = runner::run(&prepared.job, &INTERRUPTED)?;
-        let expect = Expectations {
-            transport: expected_transport(cell, config.as_ref(), nodes.first().map(String::as_str)),
-            nodes: cell.nodes,
-            sizes: expected_sizes(
-                matrix.min_bytes,
-                matrix.max_bytes,
-                Some(matrix.factor),
-                None,
-            ),
-        };
-        let mut env: BTreeMap<String, String> = cell.variant.env.clone();
-        env.extend(marks);
-        if let Some(mode) = &cell.variant.gpudirect {
-            env.insert("GPUDIRECT_MODE".into(), mode.clone());
-        }
-        let context = RunContext {
-            started_at: Some(started_at),
-            finished_at: Some(now_unix()),
-            cluster: args
-                .nccl
-                .cluster
-                .clone()
-                .or_else(|| env_var("SLURM_CLUSTER_NAME")),
-            job_id: env_var("SLURM_JOB_ID"),
-            gpus_per_node: Some(cell.gpus_per_node),
-            nodes: if in_allocation {
-                gpudirect::launch::cell_nodes(&opts, cell)
-                    .map(<[String]>::to_vec)
-                    .unwrap_or_default()
-            } else {
-                vec![gpudirect_core::system::short_hostname()]
-            },
-            launcher: launch_kind,
-            command_line: Some(command),
-            binary_path: Some(prepared.binary.display().to_string()),
-            variant: Some(cell.variant.name.clone()),
-            env,
-            line_rate_gbps: cell_profile(cell, config.as_ref(), nodes.first().map(String::as_str))
-                .and_then(Profile::node_line_rate_gbps),
-            ..RunContext::default()
-        };
-        let Evaluated {
-            parsed,
-            verdict,
-            record,
-        } = cell::evaluate_finished(
-            &finished,
-            prepared.json_path.as_deref(),
-            &cell.collective,
-            expect,
-            context,
-        );
-        let replay = gpudirect::history::replay_of(&record.env).is_some();
-        let run_id = match history.replace_run(placeholder, &record) {
+        let executed = prepared.execute()?;
+        let run_id = match executed.replace(&mut history, placeholder) {
             Ok(id) => Some(id),
             Err(e) => {
                 eprintln!("gpudirect run: could not record cell {}: {e}", cell.index);
                 None
             }
         };
+        let Executed {
+            finished,
+            evaluated:
+                Evaluated {
+                    parsed,
+                    verdict,
+                    record,
+                },
+        } = executed;
+        let replay = gpudirect::history::replay_of(&record.env).is_some();
         let result = CellResult {
             cell: cell.index,
             label: cell.label(),
