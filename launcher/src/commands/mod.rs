@@ -295,6 +295,11 @@ const RULES: &str = "\
   (`2026-11-29`, `2026-11-29T22:10:07Z`, any offset).
 - **Tolerances** (`--tolerance`) are percent in every command: `5` or `5%`. A value between
   0 and 1 without `%` is refused, since it is almost always an old fraction (`0.1` for 10 %).
+- **A recorded run** is recorded the same way by `run`, `tune`, `validate` and
+  `health --quick-nccl` (one path, `cell::exec`): the same output gives the same rows,
+  status, transport and findings; its env holds the variant's variables, the command's
+  marks and `GPUDIRECT_MODE` when a `--gpudirect` mode applied; its cluster is `--cluster`
+  (or `GPUDIRECT_CLUSTER`), else `$SLURM_CLUSTER_NAME`, and its job `$SLURM_JOB_ID`.
 - **The busbw of a run** is its out-of-place busbw at its largest size (the in-place figure
   where a run has no out-of-place one), in every command.
 - **Output.** Data goes to stdout, notes and progress to stderr; a closed stdout

@@ -12,7 +12,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use gpudirect::checks::{expected_sizes, Expectations};
 use gpudirect::history::{History, LaunchKind, NewNodeResult, RunStatus};
-use gpudirect::launch::{find_binary, prepare, LaunchOptions, Launcher};
+use gpudirect::launch::{find_binary, LaunchOptions, Launcher};
 use gpudirect::matrix::{Cell, Matrix, Variant};
 use gpudirect::record::RunContext;
 use gpudirect::report::{gather, write_report, ReportFormat, ReportOptions, Selection};
@@ -24,7 +24,6 @@ use gpudirect::validate::judging::{
 use gpudirect::validate::pairing::{parse_topology, Mode};
 
 use gpudirect::launch::env_var;
-use gpudirect::units::now_unix;
 use gpudirect_core::system::{load_config, short_hostname, Ownership};
 
 mod drains;
@@ -35,7 +34,8 @@ use gpudirect::validate::actions::{self, PairRun};
 
 use super::args::{gpu_device, parse_gpu_list, visible_gpus, ConfigArg, DrainArgs};
 use super::{Ctx, ExitStatus};
-use gpudirect::cell::{self, Evaluated};
+use gpudirect::cell::exec::{self, Spec};
+use gpudirect::cell::Evaluated;
 use gpudirect::outln;
 use gpudirect::output::{emit_json, line_share};
 use gpudirect::setup::{setup_differences, RunSetup};
@@ -346,7 +346,6 @@ struct RoundContext<'a> {
     matrix: &'a Matrix,
     sizes: &'a [u64],
     cluster: &'a Option<String>,
-    binary: &'a std::path::Path,
     max: u64,
     /// The node's line rate (GB/s) from the --gpudirect profile, recorded with each run.
     line_rate_gbps: Option<f64>,
@@ -371,7 +370,6 @@ fn run_rounds(
         matrix,
         sizes,
         cluster,
-        binary,
         max,
         line_rate_gbps,
     } = *rc;
@@ -423,65 +421,52 @@ fn run_rounds(
                     opts.launcher = Launcher::Local;
                     opts.nodes = Vec::new();
                 }
-                prepare(&cell, matrix, &opts, true).map(|p| (group, cell, p.job, p.json_path))
+                let context = RunContext {
+                    cluster: cluster.clone(),
+                    nodes: group.clone(),
+                    gpus_per_node: Some(match units {
+                        Units::Nodes => args.gpus_per_node,
+                        Units::Gpus(_) => args.gpus_per_unit,
+                    }),
+                    launcher: match units {
+                        Units::Nodes => LaunchKind::Srun,
+                        Units::Gpus(_) => LaunchKind::Local,
+                    },
+                    line_rate_gbps,
+                    ..RunContext::for_job(None)
+                };
+                let spec = Spec {
+                    cell: &cell,
+                    matrix,
+                    launch: &opts,
+                    json_report: true,
+                    expect: Expectations {
+                        transport: None,
+                        nodes: cell.nodes,
+                        sizes: sizes.to_vec(),
+                    },
+                    context,
+                    marks: Default::default(),
+                };
+                exec::prepare(spec).map(|p| (group, p))
             })
             .collect::<Result<Vec<_>, _>>()?;
         let handles: Vec<_> = jobs
             .into_iter()
-            .map(|(group, cell, job, json_path)| {
-                std::thread::spawn(move || {
-                    let started = now_unix();
-                    let finished = runner::run(&job, &INTERRUPTED);
-                    (group, cell, job, json_path, started, finished)
-                })
-            })
+            .map(|(group, prepared)| std::thread::spawn(move || (group, prepared.execute())))
             .collect();
         let mut outcomes = Vec::new();
         // (group, its history record, busbw, outcome) of each run, stored once judged.
         let mut finished_runs = Vec::new();
         for handle in handles {
-            let Ok((group, cell, job, json_path, started, finished)) = handle.join() else {
+            let Ok((group, executed)) = handle.join() else {
                 bail!("a pair's runner thread panicked");
-            };
-            let finished = finished?;
-            let expect = Expectations {
-                transport: None,
-                nodes: cell.nodes,
-                sizes: sizes.to_vec(),
-            };
-            let context = RunContext {
-                started_at: Some(started),
-                finished_at: Some(now_unix()),
-                cluster: cluster.clone(),
-                job_id: env_var("SLURM_JOB_ID"),
-                nodes: group.clone(),
-                gpus_per_node: Some(match units {
-                    Units::Nodes => args.gpus_per_node,
-                    Units::Gpus(_) => args.gpus_per_unit,
-                }),
-                launcher: match units {
-                    Units::Nodes => LaunchKind::Srun,
-                    Units::Gpus(_) => LaunchKind::Local,
-                },
-                command_line: Some(job.command_line()),
-                binary_path: Some(binary.display().to_string()),
-                variant: Some(variant.name.clone()),
-                // What the pair ran with (CUDA_VISIBLE_DEVICES with --gpus).
-                env: cell.variant.env.clone(),
-                line_rate_gbps,
-                ..RunContext::default()
             };
             let Evaluated {
                 parsed,
                 verdict,
                 record,
-            } = cell::evaluate_finished(
-                &finished,
-                json_path.as_deref(),
-                &args.collective,
-                expect,
-                context,
-            );
+            } = executed?.evaluated;
             // The pair's figure: the busbw of the run, by the one rule every command uses.
             let busbw = parsed.busbw_at_max_size();
             let outcome = match (verdict.status, busbw) {
@@ -664,7 +649,8 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx) -> Result<ExitStatus> {
     let Some(dir) = args.nccl_tests_dir.clone() else {
         bail!("where are the nccl-tests binaries? pass --nccl-tests-dir DIR or set NCCL_TESTS_DIR");
     };
-    let binary = find_binary(&dir, &args.collective)?;
+    // Found now, before any pair runs.
+    find_binary(&dir, &args.collective)?;
     let (min, max) = (args.min_bytes, args.max_bytes);
     let timeout = args.timeout.unwrap_or(DEFAULT_TIMEOUT);
     // GPU units are recorded as the nodes of runs on a "cluster" named after this host
@@ -808,7 +794,6 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx) -> Result<ExitStatus> {
         matrix: &matrix,
         sizes: &sizes,
         cluster: &cluster,
-        binary: &binary,
         max,
         line_rate_gbps,
     };
