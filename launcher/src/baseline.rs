@@ -1,8 +1,10 @@
 //! "As fast as before?", one rule for every command that asks it.
 //!
-//! - **Comparable runs** (the key): same collective, cluster, node count, total ranks and
-//!   variant, and the same kind (measurements with measurements, stand-in replays with
-//!   replays). The SQL that selects them is `History::compare_to_baseline`.
+//! - **Comparable runs** (the key, [`Key`]): same collective, cluster, node count, total
+//!   ranks and variant, and the same kind (measurements with measurements, stand-in
+//!   replays with replays). The SQL that selects them is `History::compare_to_baseline`
+//!   for `compare` and `report`, and `History::baseline` (a [`Key`]) for `validate`'s and
+//!   `health`'s line at one size.
 //! - **The baseline** of a run: the per-key median of up to N earlier ok runs with that key.
 //! - **The verdict**: `history::compare`'s size bands: the large (bandwidth-bound) band
 //!   decides; a band regresses when any of its sizes is slower than the tolerance allows.
@@ -26,6 +28,8 @@ use std::collections::HashSet;
 use serde::Serialize;
 
 pub use crate::history::compare::{median, CompareOptions, SeriesComparison, Verdict as Change};
+/// The comparability key: what a run must share with another to be its baseline.
+pub use crate::history::RunKey as Key;
 use crate::history::{CompareRow, History, HistoryError, Placement, RunId, RunStatus, RunSummary};
 
 /// A run's verdict against its baseline, with the figures that decided it.

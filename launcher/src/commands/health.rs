@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use clap::Args;
+use gpudirect::baseline::Key;
 use gpudirect::cell::exec::{self, Spec};
 use gpudirect::cell::Evaluated;
 use gpudirect::checks::Expectations;
@@ -91,8 +92,9 @@ pub struct HealthArgs {
     pub nvidia_gpus: PathBuf,
 
     /// Also run a short all_reduce over this node's GPUs (nccl-tests, one process) and
-    /// judge its busbw against the history's single-node runs of this cluster: a node
-    /// more than --tolerance below their median fails check `nccl`. Every run is recorded.
+    /// judge its busbw against the history's earlier quick tests of this cluster with as
+    /// many GPUs: a node more than --tolerance below their median fails check `nccl`.
+    /// Every run is recorded.
     #[arg(long)]
     pub quick_nccl: bool,
 
@@ -128,6 +130,9 @@ pub struct HealthArgs {
 }
 
 /// How long the quick all_reduce may run.
+/// The variant the quick test's runs are recorded (and their baseline found) under.
+const HEALTH_VARIANT: &str = "health";
+
 const QUICK_NCCL_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// Earlier single-node runs the quick test's baseline is the median of.
@@ -430,7 +435,7 @@ fn quick_nccl(
     let cluster = run_context.cluster.clone();
     let collective = "all_reduce".to_string();
     let variant = Variant {
-        name: "health".into(),
+        name: HEALTH_VARIANT.into(),
         gpudirect: None,
         env: Default::default(),
     };
@@ -485,13 +490,15 @@ fn quick_nccl(
     })?
     .execute()?;
     let mut history = History::open(&ctx.db_path()?)?;
-    let baseline = history.baseline(
-        cluster.as_deref(),
-        &collective,
-        1,
-        args.max_bytes,
-        QUICK_NCCL_BASELINE_RUNS,
-    )?;
+    // Earlier quick tests of this node's kind: one node, as many GPUs, variant `health`.
+    let key = Key {
+        collective: collective.clone(),
+        cluster,
+        node_count: Some(1),
+        total_ranks: Some(gpus),
+        variant: Some(HEALTH_VARIANT.into()),
+    };
+    let baseline = history.baseline(&key, args.max_bytes, QUICK_NCCL_BASELINE_RUNS)?;
     let id = executed.record(&mut history)?;
     let Evaluated {
         parsed, verdict, ..

@@ -300,6 +300,12 @@ const RULES: &str = "\
   status, transport and findings; its env holds the variant's variables, the command's
   marks and `GPUDIRECT_MODE` when a `--gpudirect` mode applied; its cluster is `--cluster`
   (or `GPUDIRECT_CLUSTER`), else `$SLURM_CLUSTER_NAME`, and its job `$SLURM_JOB_ID`.
+- **Comparable runs.** A baseline is made only of earlier `ok` runs with the same
+  collective, cluster, node count, total ranks (GPUs) and variant, measurements with
+  measurements (a stand-in replay is compared only with replays): in `compare --baseline`,
+  `report`, `validate` (its pair runs: variant `validate:MODE`) and `health --quick-nccl`
+  (variant `health`, one node, its GPUs). A run of another variant or GPU count is never in
+  it.
 - **The busbw of a run** is its out-of-place busbw at its largest size (the in-place figure
   where a run has no out-of-place one), in every command.
 - **Output.** Data goes to stdout, notes and progress to stderr; a closed stdout

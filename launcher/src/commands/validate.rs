@@ -34,6 +34,7 @@ use gpudirect::validate::actions::{self, PairRun};
 
 use super::args::{gpu_device, parse_gpu_list, visible_gpus, ConfigArg, DrainArgs};
 use super::{Ctx, ExitStatus};
+use gpudirect::baseline::Key;
 use gpudirect::cell::exec::{self, Spec};
 use gpudirect::cell::Evaluated;
 use gpudirect::outln;
@@ -158,8 +159,9 @@ pub struct ValidateArgs {
     pub gpus_per_process: u32,
 
     /// Fixed busbw floor in GB/s at the largest size; without it, the median of recent good
-    /// 2-node runs of this cluster in the history (measurements, not replays); with no
-    /// history either, the median and MAD of the first round's own pairs (4 or more).
+    /// pair runs of this cluster in the history with the same variant (`validate:MODE`) and
+    /// GPU count (measurements, not replays); with no history either, the median and MAD of
+    /// the first round's own pairs (4 or more).
     #[arg(long, value_name = "GBPS")]
     pub floor: Option<f64>,
 
@@ -219,6 +221,11 @@ pub struct ValidateArgs {
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
+}
+
+/// The variant validate's pair runs are recorded (and their baseline found) under.
+fn variant_name(args: &ValidateArgs) -> String {
+    format!("validate:{}", args.mode)
 }
 
 /// NCCL_ALGO validate's nccl-tests runs get unless told otherwise (`--algo`).
@@ -673,15 +680,21 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx) -> Result<ExitStatus> {
     let reference: Reference = match args.floor {
         Some(floor) => Threshold::floor(floor)?.into(),
         None => {
-            // Of 2-node (2-unit) runs: what a pair measures, and what every round but a
-            // `groups`/`all` screen runs.
-            let baseline = history.baseline(
-                cluster.as_deref(),
-                &args.collective,
-                2,
-                max,
-                args.baseline_runs,
-            )?;
+            // Of 2-node (2-unit) pair runs like these: the same variant (mode and
+            // algorithm) and as many GPUs. What every round but a `groups`/`all` screen runs.
+            let key = Key {
+                collective: args.collective.clone(),
+                cluster: cluster.clone(),
+                node_count: Some(2),
+                total_ranks: Some(
+                    2 * match units {
+                        Units::Nodes => args.gpus_per_node,
+                        Units::Gpus(_) => args.gpus_per_unit,
+                    },
+                ),
+                variant: Some(variant_name(args)),
+            };
+            let baseline = history.baseline(&key, max, args.baseline_runs)?;
             match baseline {
                 Some(b) => {
                     baseline_runs = b.samples.iter().map(|(id, _)| *id).collect();
@@ -742,7 +755,7 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx) -> Result<ExitStatus> {
     let sizes = expected_sizes(min, max, Some(args.factor), None);
     // Each group is one cell of a one-cell matrix, launched like `gpudirect run` launches.
     let mut variant = Variant {
-        name: format!("validate:{}", args.mode),
+        name: variant_name(args),
         gpudirect: args.gpudirect.clone(),
         env: BTreeMap::new(),
     };

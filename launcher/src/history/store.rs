@@ -767,14 +767,12 @@ impl History {
     }
 
     /// Median out-of-place busbw at `size_bytes` of the last `last_n` runs with status
-    /// `ok` of `collective` over `node_count` nodes on `cluster` (`None` means runs
-    /// recorded without a cluster), stand-in replays left out: they measured nothing.
-    /// `None` when there is no such run.
+    /// `ok` and `key` (collective, cluster, node count, total ranks, variant; a `None`
+    /// field matches runs recorded without it), stand-in replays left out: they measured
+    /// nothing. `None` when there is no such run.
     pub fn baseline(
         &self,
-        cluster: Option<&str>,
-        collective: &str,
-        node_count: u32,
+        key: &RunKey,
         size_bytes: u64,
         last_n: u32,
     ) -> Result<Option<Baseline>, HistoryError> {
@@ -789,14 +787,23 @@ impl History {
                        AND y.busbw IS NOT NULL
                      ORDER BY y.seq LIMIT 1)
                  WHERE r.status = 'ok' AND r.cluster IS ?1 AND r.collective = ?2
-                   AND r.node_count = ?5 AND {} = 0
+                   AND r.node_count IS ?5 AND r.total_ranks IS ?6 AND r.variant IS ?7
+                   AND {} = 0
                  ORDER BY r.at DESC, r.id DESC LIMIT ?4",
                 is_replay_sql("r")
             ))
             .map_err(self.err("computing a baseline"))?;
         let samples: Vec<(RunId, f64)> = st
             .query_map(
-                params![cluster, collective, size, last_n, node_count],
+                params![
+                    key.cluster,
+                    key.collective,
+                    size,
+                    last_n,
+                    key.node_count,
+                    key.total_ranks,
+                    key.variant
+                ],
                 |r| Ok((r.get(0)?, r.get(1)?)),
             )
             .and_then(|rows| rows.collect())

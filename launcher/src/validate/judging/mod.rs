@@ -162,7 +162,7 @@ pub enum JudgeError {
     },
     /// No baseline, and the first round has too few groups to judge against itself.
     #[error(
-        "there is no baseline to judge by, and judging the units against their own first round needs at least {min} groups in it; {mode} on {units} units gives {groups}: pass a floor (--floor GBPS), or record good runs first for a baseline (gpudirect run -N 2 ...)"
+        "there is no baseline to judge by, and judging the units against their own first round needs at least {min} groups in it; {mode} on {units} units gives {groups}: pass a floor (--floor GBPS), or validate healthy nodes first: their pair runs are the next validation's baseline"
     )]
     TooFewGroupsToCompare {
         /// The pairing mode.

@@ -617,7 +617,7 @@ fn too_few_pairs_without_a_baseline_is_a_clear_error() {
             "{text}"
         );
         assert!(text.contains("--floor GBPS"), "{text}");
-        assert!(text.contains("record good runs first"), "{text}");
+        assert!(text.contains("validate healthy nodes first"), "{text}");
     }
     // Enough pairs, but most of the first round failed: said when it is recorded, and
     // the round stays in progress.
