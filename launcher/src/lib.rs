@@ -30,7 +30,12 @@
 //! - [`tune`]: `gpudirect tune`'s search: knobs, interleaved rounds, the noise rule per
 //!   size band, and the profile overlay it writes.
 //! - [`units`]: one grammar for sizes, durations, times and percentages.
-//! - [`output`]: the only code that writes to stdout (safe when the reader goes away).
+//! - [`output`]: the only code that writes to stdout or stderr (safe when the reader goes
+//!   away): `outln!`, `emit`, `emit_json`, and `noteln!` for stderr.
+
+// Only output/ writes, and it uses no print macro: a print! anywhere panics on a closed
+// pipe, so none is allowed (the lint shows it).
+#![deny(clippy::print_stdout, clippy::print_stderr)]
 
 pub mod baseline;
 pub mod cell;

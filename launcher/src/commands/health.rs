@@ -44,6 +44,7 @@ use serde::Serialize;
 
 use super::args::{ConfigArg, DrainArgs};
 use super::{Ctx, ExitStatus};
+use gpudirect::noteln;
 
 /// Arguments of `gpudirect health`.
 #[derive(Debug, Args)]
@@ -567,7 +568,7 @@ fn act_in_slurm(args: &HealthArgs, report: &Health, ctx: &Ctx) -> SlurmAction {
                         match drain::run_on_drain(command, &evidence(report, ctx)) {
                             Ok(path) => Some(path),
                             Err(e) => {
-                                eprintln!("gpudirect health: {e:#}");
+                                noteln!("gpudirect health: {e:#}");
                                 None
                             }
                         }

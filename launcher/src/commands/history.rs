@@ -26,6 +26,7 @@ use gpudirect::baseline::{
 
 use super::args::FilterArgs;
 use super::{Ctx, ExitStatus};
+use gpudirect::noteln;
 use gpudirect::output::{
     emit, emit_json, gbps, node_result_cells, or_dash, render_table, replay_footnote, Align,
     NODE_RESULT_COLUMNS,
@@ -82,7 +83,7 @@ fn versions_view(
         return Ok(ExitStatus::Ok);
     }
     if sets.is_empty() {
-        eprintln!(
+        noteln!(
             "no ok run matches these filters (history: {})",
             history.path().display()
         );
@@ -249,7 +250,7 @@ pub fn run(args: &HistoryArgs, ctx: &Ctx) -> Result<ExitStatus> {
         return Ok(ExitStatus::Ok);
     }
     if runs.is_empty() {
-        eprintln!(
+        noteln!(
             "no runs match these filters (history: {})",
             history.path().display()
         );
@@ -264,7 +265,7 @@ pub fn run(args: &HistoryArgs, ctx: &Ctx) -> Result<ExitStatus> {
         .limit
         .is_some_and(|l| runs.len() as u64 >= u64::from(l))
     {
-        eprintln!("(the {} newest; --limit 0 lists all)", runs.len());
+        noteln!("(the {} newest; --limit 0 lists all)", runs.len());
     }
     Ok(ExitStatus::Ok)
 }
@@ -405,7 +406,7 @@ fn node_view(
         return Ok(());
     }
     if report.runs.is_empty() && report.checks.is_empty() {
-        eprintln!(
+        noteln!(
             "node {node} is in no recorded run matching these filters{}; `gpudirect history` \
              lists runs with their nodes (history: {})",
             args.size

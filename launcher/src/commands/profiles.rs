@@ -35,6 +35,7 @@ use gpudirect_core::system::{
 use gpudirect_core::template::{Placeholder, Template};
 
 use super::{Ctx, ExitStatus};
+use gpudirect::noteln;
 use gpudirect::output::{emit, note};
 
 /// `gpudirect profiles`.
@@ -267,7 +268,7 @@ fn load_for_reading(path: &Path) -> Result<Config> {
     let config = load_config(path, Ownership::Any)
         .with_context(|| format!("cannot use the admin config {}", path.display()))?;
     if let Err(e @ LoadError::Insecure { .. }) = load_config(path, Ownership::RootOnly) {
-        eprintln!("warning: the plugin would refuse this config: {e}");
+        noteln!("warning: the plugin would refuse this config: {e}");
     }
     Ok(config)
 }

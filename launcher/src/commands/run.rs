@@ -27,6 +27,7 @@ use super::args::NcclTestsArgs;
 use super::{Ctx, ExitStatus};
 use gpudirect::cell::exec::{self, Executed, Spec};
 use gpudirect::cell::Evaluated;
+use gpudirect::noteln;
 use gpudirect::outln;
 use gpudirect::output::{emit_json, gbps, Progress};
 
@@ -338,7 +339,7 @@ fn submit(args: &RunArgs, matrix: &Matrix) -> Result<ExitStatus> {
             "salloc --nodes={n} --quiet gpudirect {} --only-nodes={n}",
             passthrough.join(" ")
         );
-        eprintln!("gpudirect run: allocation for N={n}: {shown}");
+        noteln!("gpudirect run: allocation for N={n}: {shown}");
         tracing::info!(command = %shown, "running");
         if args.dry_run {
             continue;
@@ -348,7 +349,7 @@ fn submit(args: &RunArgs, matrix: &Matrix) -> Result<ExitStatus> {
             .with_context(|| format!("could not start `{shown}`: is Slurm's salloc on PATH?"))?;
         let code = status.code().unwrap_or(1);
         if code != 0 {
-            eprintln!("gpudirect run: allocation for N={n} ended with exit status {code}");
+            noteln!("gpudirect run: allocation for N={n} ended with exit status {code}");
         }
         // The inner `gpudirect run` ends Ok, Failed or Interrupted; any other code is
         // salloc's own failure.
@@ -362,6 +363,7 @@ fn submit(args: &RunArgs, matrix: &Matrix) -> Result<ExitStatus> {
 
 /// `gpudirect run`: every cell ok is [`ExitStatus::Ok`], any cell not ok (or not run) is
 /// [`ExitStatus::Failed`].
+#[allow(clippy::too_many_lines)] // over 150 lines: still to split (issue 26)
 pub fn run(args: &RunArgs, ctx: &Ctx) -> Result<ExitStatus> {
     let wall = Instant::now();
     let nodes = gpudirect::slurm::allocation_nodes()?;
@@ -393,7 +395,7 @@ pub fn run(args: &RunArgs, ctx: &Ctx) -> Result<ExitStatus> {
             .iter()
             .any(|v| v.gpudirect.as_deref().is_some_and(|m| m != "none"))
     {
-        eprintln!(
+        noteln!(
             "gpudirect run: warning: --launcher {launcher:?} starts no srun step of its own, so \
              --gpudirect modes reach the ranks only through SLURM_GPUDIRECT (mpirun inside an \
              allocation); with local, only the variants' variables apply"
@@ -425,7 +427,7 @@ pub fn run(args: &RunArgs, ctx: &Ctx) -> Result<ExitStatus> {
                 .iter()
                 .any(|v| v.gpudirect.as_deref().is_some_and(|m| m != "none"))
             {
-                eprintln!("gpudirect run: warning: cannot read {} ({e}); transports of --gpudirect variants are not checked", args.nccl.config.path.display());
+                noteln!("gpudirect run: warning: cannot read {} ({e}); transports of --gpudirect variants are not checked", args.nccl.config.path.display());
             }
             None
         }
@@ -498,13 +500,13 @@ pub fn run(args: &RunArgs, ctx: &Ctx) -> Result<ExitStatus> {
         if done.is_empty() && placeholders.is_empty() {
             bail!("no cell of matrix run `{matrix_id}` is in {}: check the id (gpudirect show ID lists it under {MATRIX_KEY})", db.display());
         }
-        eprintln!(
+        noteln!(
             "gpudirect run: resuming {matrix_id}: {} of {} cells already recorded",
             done.len(),
             cells.len()
         );
     } else {
-        eprintln!(
+        noteln!(
             "gpudirect run: matrix run {matrix_id} (finish it later with --resume {matrix_id})"
         );
     }
@@ -608,7 +610,7 @@ pub fn run(args: &RunArgs, ctx: &Ctx) -> Result<ExitStatus> {
         let run_id = match executed.replace(&mut history, placeholder) {
             Ok(id) => Some(id),
             Err(e) => {
-                eprintln!("gpudirect run: could not record cell {}: {e}", cell.index);
+                noteln!("gpudirect run: could not record cell {}: {e}", cell.index);
                 None
             }
         };
@@ -641,7 +643,7 @@ pub fn run(args: &RunArgs, ctx: &Ctx) -> Result<ExitStatus> {
         let failed = result.status != RunStatus::Ok;
         results.push(result);
         if failed && args.fail_fast {
-            eprintln!(
+            noteln!(
                 "gpudirect run: --fail-fast: stopping after cell {}",
                 cell.index
             );
@@ -654,7 +656,7 @@ pub fn run(args: &RunArgs, ctx: &Ctx) -> Result<ExitStatus> {
     // What the launcher itself cost: everything but the time its children ran.
     let wall = wall.elapsed().as_secs_f64();
     let in_children: f64 = results.iter().map(|r| r.seconds).sum();
-    eprintln!(
+    noteln!(
         "gpudirect run: wall {wall:.2}s, in the launched commands {in_children:.2}s, launcher overhead {:.3}s ({:.2}%)",
         wall - in_children,
         100.0 * (wall - in_children) / wall.max(1e-9)

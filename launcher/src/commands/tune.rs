@@ -32,6 +32,7 @@ use serde::Serialize;
 
 use super::args::{gpu_device, parse_gpu_list, visible_gpus, NcclTestsArgs};
 use super::{Ctx, ExitStatus};
+use gpudirect::noteln;
 
 /// Arguments of `gpudirect tune`.
 #[derive(Debug, Args, Clone)]
@@ -521,7 +522,7 @@ impl Tuner<'_> {
         progress.start(index, &label, &command);
         let executed = prepared.execute()?;
         if let Err(e) = executed.replace(&mut self.history, placeholder) {
-            eprintln!("gpudirect tune: could not record {label}: {e}");
+            noteln!("gpudirect tune: could not record {label}: {e}");
         }
         let Executed {
             finished,
@@ -678,6 +679,7 @@ struct TuneResult {
 }
 
 /// `gpudirect tune`.
+#[allow(clippy::too_many_lines)] // over 150 lines: still to split (issue 26)
 pub fn run(args: &TuneArgs, ctx: &Ctx) -> Result<ExitStatus> {
     if args.min_bytes > args.max_bytes {
         bail!("-b {} is larger than -e {}", args.min_bytes, args.max_bytes);
@@ -719,7 +721,7 @@ pub fn run(args: &TuneArgs, ctx: &Ctx) -> Result<ExitStatus> {
         phase_one.push((collective.clone(), plan::single_settings(&knobs)));
     }
     for note in &notes {
-        eprintln!("gpudirect tune: {note}");
+        noteln!("gpudirect tune: {note}");
     }
     let plan_print = plan::fingerprint(&plan_words(args, &setup, &phase_one));
     let db = ctx.db_path()?;
@@ -739,7 +741,7 @@ pub fn run(args: &TuneArgs, ctx: &Ctx) -> Result<ExitStatus> {
             if done.is_empty() && placeholders.is_empty() {
                 bail!("no run of tune `{id}` is in {}: check the id (gpudirect history --label ID lists its runs)", db.display());
             }
-            eprintln!(
+            noteln!(
                 "gpudirect tune: resuming {id}: {} run(s) already recorded",
                 done.len()
             );
@@ -754,7 +756,7 @@ pub fn run(args: &TuneArgs, ctx: &Ctx) -> Result<ExitStatus> {
             if !taken.is_empty() {
                 bail!("tune `{tune_id}` already has runs in {}: continue it with --resume {tune_id}, or choose another --tune-id", db.display());
             }
-            eprintln!("gpudirect tune: tune {tune_id} (continue it later with --resume {tune_id} and the same flags)");
+            noteln!("gpudirect tune: tune {tune_id} (continue it later with --resume {tune_id} and the same flags)");
             (BTreeMap::new(), BTreeMap::new())
         }
     };
@@ -793,7 +795,7 @@ pub fn run(args: &TuneArgs, ctx: &Ctx) -> Result<ExitStatus> {
             break;
         }
         let steps = plan::interleaved(collective, 1, settings, args.rounds);
-        eprintln!(
+        noteln!(
             "gpudirect tune: {collective} phase 1: {} setting(s) x {} rounds = {} runs",
             settings.len(),
             args.rounds,
@@ -811,7 +813,7 @@ pub fn run(args: &TuneArgs, ctx: &Ctx) -> Result<ExitStatus> {
             continue;
         }
         let steps = plan::interleaved(collective, 2, &combined, args.rounds);
-        eprintln!(
+        noteln!(
             "gpudirect tune: {collective} phase 2: {} combination(s) of the winners x {} rounds = {} runs",
             combined.len() - 1,
             args.rounds,
@@ -871,7 +873,7 @@ pub fn run(args: &TuneArgs, ctx: &Ctx) -> Result<ExitStatus> {
                     .with_context(|| format!("cannot write the overlay `{}`", file.display()))?;
                 result.overlay = Some(file.display().to_string());
             }
-            None => eprintln!(
+            None => noteln!(
                 "gpudirect tune: nothing written to {}: no setting beat the default by more than the noise without losing somewhere",
                 file.display()
             ),
@@ -879,7 +881,7 @@ pub fn run(args: &TuneArgs, ctx: &Ctx) -> Result<ExitStatus> {
     }
     print_result(&result, args.json)?;
     if interrupted {
-        eprintln!("gpudirect tune: interrupted: {} run(s) recorded; continue with --resume {tune_id} and the same flags", result.runs);
+        noteln!("gpudirect tune: interrupted: {} run(s) recorded; continue with --resume {tune_id} and the same flags", result.runs);
         return Ok(ExitStatus::Interrupted);
     }
     Ok(if tuner.default_failed {

@@ -7,6 +7,7 @@
 
 use gpudirect::drain::{self, Drained, Resumed};
 use gpudirect::history::History;
+use gpudirect::noteln;
 use gpudirect::slurm::{self, NodeState};
 use gpudirect::units::now_unix;
 use gpudirect::validate::actions::{
@@ -30,7 +31,7 @@ pub(super) struct EvidenceSource<'a> {
 }
 
 fn say(action: NodeAction) -> NodeAction {
-    eprintln!("gpudirect validate: {}", action.message);
+    noteln!("gpudirect validate: {}", action.message);
     action
 }
 
@@ -117,7 +118,7 @@ fn run_on_drain(
             })
             .collect(),
         Err(e) => {
-            eprintln!(
+            noteln!(
                 "gpudirect validate: the evidence for {} has no history: {e}",
                 c.node
             );
@@ -127,7 +128,7 @@ fn run_on_drain(
     let ev = evidence(c, reason, src.pairs, history, src.cluster, now_unix());
     match drain::run_on_drain(cmd, &ev) {
         Ok(path) => {
-            eprintln!(
+            noteln!(
                 "gpudirect validate: --on-drain ran for {} with the evidence in {}",
                 c.node,
                 path.display()
@@ -136,7 +137,7 @@ fn run_on_drain(
         }
         Err(e) => {
             let message = format!("{e:#} ({} stays drained)", c.node);
-            eprintln!("gpudirect validate: {message}");
+            noteln!("gpudirect validate: {message}");
             action.error = Some(message);
         }
     }

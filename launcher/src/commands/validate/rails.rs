@@ -33,6 +33,7 @@ use serde::Serialize;
 
 use super::ValidateArgs;
 use crate::commands::{Ctx, ExitStatus};
+use gpudirect::noteln;
 
 /// How far below the reference a rail may be before it is slow, by default (percent): a
 /// rail test moves host memory through the kernel's TCP stack on CPUs that every pair of
@@ -216,7 +217,7 @@ fn run_wave(
     if again.is_empty() || INTERRUPTED.load(Ordering::SeqCst) {
         return Ok(runs);
     }
-    eprintln!(
+    noteln!(
         "gpudirect validate: {} pair(s) did not connect or hung: running them once more",
         again.len()
     );
@@ -301,6 +302,7 @@ fn run_steps(
 }
 
 /// `gpudirect validate --test rails` over the allocation's `nodes`.
+#[allow(clippy::too_many_lines)] // over 150 lines: still to split (issue 26)
 pub fn run(args: &ValidateArgs, ctx: &Ctx, nodes: Vec<String>) -> Result<ExitStatus> {
     let mode: Mode = args
         .mode
@@ -341,7 +343,7 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx, nodes: Vec<String>) -> Result<ExitSta
         ..NewRun::default()
     };
     runner::install_interrupt_handler();
-    eprintln!(
+    noteln!(
         "gpudirect validate: rails {} on {} nodes, {} messages, every rail at once",
         rails.join(","),
         nodes.len(),
@@ -357,7 +359,7 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx, nodes: Vec<String>) -> Result<ExitSta
     let jobs = (0..rails.len())
         .flat_map(|r| pair_jobs(r, &first, &nodes))
         .collect();
-    eprintln!(
+    noteln!(
         "gpudirect validate: round 1 (Screen): {} pair(s) on {} rail(s) at once",
         first.groups.len(),
         rails.len()
@@ -395,14 +397,14 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx, nodes: Vec<String>) -> Result<ExitSta
             for rec in retried.chain([rec]) {
                 match history.import_run(&rec, true) {
                     Ok(o) => run_ids.push(o.run_id()),
-                    Err(e) => eprintln!(
+                    Err(e) => noteln!(
                         "gpudirect validate: could not record {} {}: {e}",
                         p.pair.join("+"),
                         rails[p.rail]
                     ),
                 }
             }
-            eprintln!(
+            noteln!(
                 "gpudirect validate:   {} {}: {}",
                 rails[p.rail],
                 p.pair.join("+"),
@@ -436,7 +438,7 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx, nodes: Vec<String>) -> Result<ExitSta
             .iter()
             .flat_map(|(r, round)| pair_jobs(*r, round, &nodes))
             .collect();
-        eprintln!(
+        noteln!(
             "gpudirect validate: round {rounds}: {} pair(s) on {} rail(s) at once",
             jobs.len(),
             wave.len()
