@@ -5,13 +5,12 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use gpudirect::checks::{expected_sizes, Expectations};
-use gpudirect::history::{History, LaunchKind, NewNodeResult, RunStatus};
+use gpudirect::history::{History, LaunchKind, NewNodeResult, NewRun, RunStatus};
 use gpudirect::launch::{find_binary, LaunchOptions, Launcher};
 use gpudirect::matrix::{Cell, Matrix, Variant};
 use gpudirect::record::RunContext;
@@ -19,7 +18,8 @@ use gpudirect::report::{gather, write_report, ReportFormat, ReportOptions, Selec
 use gpudirect::runner::{self, INTERRUPTED};
 use gpudirect::units::{duration_arg, nccl_size as format_size, percent_arg, size_arg};
 use gpudirect::validate::judging::{
-    health, Outcome as PairOutcome, Reference, Retests, RoundRule, Stage, Threshold, Validation,
+    health, Health, Outcome as PairOutcome, Reference, Retests, Round, RoundRule, Stage, Threshold,
+    Validation,
 };
 use gpudirect::validate::pairing::{parse_topology, Mode};
 
@@ -30,7 +30,8 @@ mod drains;
 mod rails;
 
 use drains::EvidenceSource;
-use gpudirect::validate::actions::{self, PairRun};
+use gpudirect::validate::actions::{self, NodeAction, PairRun};
+use gpudirect::validate::session::{self, Judged, SessionError};
 
 use super::args::{gpu_device, parse_gpu_list, visible_gpus, ConfigArg, DrainArgs};
 use super::{Ctx, ExitStatus};
@@ -359,10 +360,13 @@ struct RoundContext<'a> {
     line_rate_gbps: Option<f64>,
 }
 
+/// One pair run as it ended: its group, its record (node results added once judged) and
+/// its busbw at the judged size.
+type RanPair = (Vec<String>, NewRun, Option<f64>);
+
 /// Runs `validation`'s rounds to the end with `variant` (its environment reaches every
 /// pair), recording every pair run; `cells_started` numbers the pairs' -J reports across
-/// calls.
-#[allow(clippy::too_many_lines)] // over 150 lines: still to split (issue 26)
+/// calls. The loop is [`session::drive`]'s.
 fn run_rounds(
     rc: &RoundContext,
     validation: &mut Validation,
@@ -372,6 +376,33 @@ fn run_rounds(
     pairs: &mut Vec<PairRun>,
     cells_started: &mut usize,
 ) -> Result<()> {
+    let nodes = validation.nodes().to_vec();
+    session::drive(
+        validation,
+        &INTERRUPTED,
+        |round| run_round(rc, round, &nodes, variant, cells_started),
+        |judged, ran| {
+            store_round(rc, &judged, ran, history, run_ids, pairs);
+            Ok(())
+        },
+    )
+    .map_err(|e| match e {
+        SessionError::Interrupted { rounds } => {
+            anyhow::anyhow!("interrupted: {rounds} round(s) were recorded")
+        }
+        SessionError::Judge(e) => e.into(),
+        SessionError::Run(e) => e,
+    })
+}
+
+/// One round's groups, one job step each, all at once; one outcome per group, in order.
+fn run_round(
+    rc: &RoundContext,
+    round: &Round,
+    nodes: &[String],
+    variant: &Variant,
+    cells_started: &mut usize,
+) -> Result<Vec<(PairOutcome, RanPair)>> {
     let RoundContext {
         args,
         units,
@@ -379,191 +410,194 @@ fn run_rounds(
         matrix,
         sizes,
         cluster,
+        line_rate_gbps,
+        ..
+    } = *rc;
+    let groups = round.named_groups(nodes);
+    noteln!(
+        "gpudirect validate: round {} ({:?}): {} group(s) at once",
+        round.index + 1,
+        round.stage,
+        groups.len()
+    );
+    // One job step per group, all at once; each thread runs one and returns its result.
+    let jobs = groups
+        .iter()
+        .map(|group| {
+            let group: Vec<String> = group.iter().map(|s| s.to_string()).collect();
+            let mut cell = Cell {
+                index: {
+                    *cells_started += 1;
+                    *cells_started
+                },
+                collective: args.collective.clone(),
+                nodes: group.len() as u32,
+                gpus_per_node: args.gpus_per_node,
+                variant: variant.clone(),
+            };
+            let mut opts = LaunchOptions {
+                nodes: group.clone(),
+                ..launch.clone()
+            };
+            if let Units::Gpus(gpus) = &units {
+                // One process here drives every GPU of the group.
+                let ids: Vec<String> = group
+                    .iter()
+                    .flat_map(|unit| gpus.get(unit).into_iter().flatten())
+                    .cloned()
+                    .collect();
+                cell.nodes = 1;
+                cell.gpus_per_node = ids.len() as u32;
+                cell.variant
+                    .env
+                    .insert("CUDA_VISIBLE_DEVICES".into(), ids.join(","));
+                opts.launcher = Launcher::Local;
+                opts.nodes = Vec::new();
+            }
+            let context = RunContext {
+                cluster: cluster.clone(),
+                nodes: group.clone(),
+                gpus_per_node: Some(match units {
+                    Units::Nodes => args.gpus_per_node,
+                    Units::Gpus(_) => args.gpus_per_unit,
+                }),
+                launcher: match units {
+                    Units::Nodes => LaunchKind::Srun,
+                    Units::Gpus(_) => LaunchKind::Local,
+                },
+                line_rate_gbps,
+                ..RunContext::for_job(None)
+            };
+            let spec = Spec {
+                cell: &cell,
+                matrix,
+                launch: &opts,
+                json_report: true,
+                expect: Expectations {
+                    transport: None,
+                    nodes: cell.nodes,
+                    sizes: sizes.to_vec(),
+                },
+                context,
+                marks: Default::default(),
+            };
+            exec::prepare(spec).map(|p| (group, p))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let handles: Vec<_> = jobs
+        .into_iter()
+        .map(|(group, prepared)| std::thread::spawn(move || (group, prepared.execute())))
+        .collect();
+    let mut ran = Vec::new();
+    for handle in handles {
+        let Ok((group, executed)) = handle.join() else {
+            bail!("a pair's runner thread panicked");
+        };
+        let Evaluated {
+            parsed,
+            verdict,
+            record,
+        } = executed?.evaluated;
+        // The pair's figure: the busbw of the run, by the one rule every command uses.
+        let busbw = parsed.busbw_at_max_size();
+        let outcome = match (verdict.status, busbw) {
+            (RunStatus::Ok, Some(b)) => PairOutcome::Busbw(b),
+            _ => PairOutcome::Failed(
+                verdict
+                    .findings
+                    .first()
+                    .map(|f| f.message.clone())
+                    .unwrap_or_else(|| "no busbw at the largest size".into()),
+            ),
+        };
+        ran.push((outcome, (group, record, busbw)));
+    }
+    Ok(ran)
+}
+
+/// Stores a judged round's runs: each with its node results (role, partner, class
+/// against the threshold the round left), and said on stderr.
+fn store_round(
+    rc: &RoundContext,
+    judged: &Judged<'_>,
+    ran: Vec<(PairOutcome, RanPair)>,
+    history: &mut History,
+    run_ids: &mut Vec<i64>,
+    pairs: &mut Vec<PairRun>,
+) {
+    let RoundContext {
         max,
         line_rate_gbps,
+        ..
     } = *rc;
-    while let Some(round) = validation.next_round() {
-        if INTERRUPTED.load(Ordering::SeqCst) {
-            bail!(
-                "interrupted: {} round(s) were recorded",
-                validation.rounds_done()
-            );
-        }
-        let groups = round.named_groups(validation.nodes());
+    let round = judged.round;
+    let threshold = judged.threshold;
+    // Without a baseline, the first round sets the line the runs are judged by (and they
+    // are stored with that verdict).
+    if let (true, 0, Some(t @ Threshold::RoundMedian { .. })) =
+        (judged.recorded, round.index, threshold)
+    {
         noteln!(
-            "gpudirect validate: round {} ({:?}): {} group(s) at once",
-            round.index + 1,
-            round.stage,
-            groups.len()
+            "gpudirect validate: threshold {:.2} GB/s ({})",
+            t.limit(),
+            t.explain()
         );
-        // One job step per group, all at once; each thread runs one and returns its result.
-        let jobs = groups
-            .iter()
-            .map(|group| {
-                let group: Vec<String> = group.iter().map(|s| s.to_string()).collect();
-                let mut cell = Cell {
-                    index: {
-                        *cells_started += 1;
-                        *cells_started
-                    },
-                    collective: args.collective.clone(),
-                    nodes: group.len() as u32,
-                    gpus_per_node: args.gpus_per_node,
-                    variant: variant.clone(),
-                };
-                let mut opts = LaunchOptions {
-                    nodes: group.clone(),
-                    ..launch.clone()
-                };
-                if let Units::Gpus(gpus) = &units {
-                    // One process here drives every GPU of the group.
-                    let ids: Vec<String> = group
-                        .iter()
-                        .flat_map(|unit| gpus.get(unit).into_iter().flatten())
-                        .cloned()
-                        .collect();
-                    cell.nodes = 1;
-                    cell.gpus_per_node = ids.len() as u32;
-                    cell.variant
-                        .env
-                        .insert("CUDA_VISIBLE_DEVICES".into(), ids.join(","));
-                    opts.launcher = Launcher::Local;
-                    opts.nodes = Vec::new();
-                }
-                let context = RunContext {
-                    cluster: cluster.clone(),
-                    nodes: group.clone(),
-                    gpus_per_node: Some(match units {
-                        Units::Nodes => args.gpus_per_node,
-                        Units::Gpus(_) => args.gpus_per_unit,
-                    }),
-                    launcher: match units {
-                        Units::Nodes => LaunchKind::Srun,
-                        Units::Gpus(_) => LaunchKind::Local,
-                    },
-                    line_rate_gbps,
-                    ..RunContext::for_job(None)
-                };
-                let spec = Spec {
-                    cell: &cell,
-                    matrix,
-                    launch: &opts,
-                    json_report: true,
-                    expect: Expectations {
-                        transport: None,
-                        nodes: cell.nodes,
-                        sizes: sizes.to_vec(),
-                    },
-                    context,
-                    marks: Default::default(),
-                };
-                exec::prepare(spec).map(|p| (group, p))
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        let handles: Vec<_> = jobs
-            .into_iter()
-            .map(|(group, prepared)| std::thread::spawn(move || (group, prepared.execute())))
-            .collect();
-        let mut outcomes = Vec::new();
-        // (group, its history record, busbw, outcome) of each run, stored once judged.
-        let mut finished_runs = Vec::new();
-        for handle in handles {
-            let Ok((group, executed)) = handle.join() else {
-                bail!("a pair's runner thread panicked");
-            };
-            let Evaluated {
-                parsed,
-                verdict,
-                record,
-            } = executed?.evaluated;
-            // The pair's figure: the busbw of the run, by the one rule every command uses.
-            let busbw = parsed.busbw_at_max_size();
-            let outcome = match (verdict.status, busbw) {
-                (RunStatus::Ok, Some(b)) => PairOutcome::Busbw(b),
-                _ => PairOutcome::Failed(
-                    verdict
-                        .findings
-                        .first()
-                        .map(|f| f.message.clone())
-                        .unwrap_or_else(|| "no busbw at the largest size".into()),
-                ),
-            };
-            finished_runs.push((group, record, busbw, outcome.clone()));
-            outcomes.push(outcome);
-        }
-        // Recorded before the runs are classified: without a baseline, the first round
-        // sets the line the runs are judged by (and they are stored with that verdict).
-        let recorded = validation.record(&round, outcomes);
-        let threshold = validation.threshold().cloned();
-        if let (Ok(()), 0, Some(t @ Threshold::RoundMedian { .. })) =
-            (&recorded, round.index, &threshold)
-        {
-            noteln!(
-                "gpudirect validate: threshold {:.2} GB/s ({})",
-                t.limit(),
-                t.explain()
-            );
-        }
-        let retest = round.stage == Stage::Retest;
-        for (group, mut record, busbw, outcome) in finished_runs {
-            let class = threshold
-                .as_ref()
-                .map(|t| format!("{:?}", t.classify(&outcome)).to_lowercase());
-            let role = match retest {
-                true => format!("retest, round {}", round.index + 1),
-                false => format!("round {}", round.index + 1),
-            };
-            for node in &group {
-                for partner in group.iter().filter(|p| *p != node) {
-                    record.node_results.push(NewNodeResult {
-                        node: node.clone(),
-                        role: Some(role.clone()),
-                        partner: Some(partner.clone()),
-                        size_bytes: Some(max),
-                        busbw,
-                        verdict: class.clone(),
-                    });
-                }
-            }
-            let run_id = match history.import_run(&record, true) {
-                Ok(o) => {
-                    run_ids.push(o.run_id());
-                    Some(o.run_id())
-                }
-                Err(e) => {
-                    noteln!(
-                        "gpudirect validate: could not record {}: {e}",
-                        group.join(",")
-                    );
-                    None
-                }
-            };
-            pairs.push(PairRun {
-                round: round.index + 1,
-                retest,
-                nodes: group.clone(),
-                busbw,
-                verdict: class.clone(),
-                run_id,
-            });
-            noteln!(
-                "gpudirect validate:   {}: {}",
-                group.join("+"),
-                match (&outcome, &class) {
-                    (PairOutcome::Busbw(b), class) => format!(
-                        "{b:.2} GB/s{} ({})",
-                        line_share(Some(*b), line_rate_gbps)
-                            .map(|share| format!(", {share} of line rate"))
-                            .unwrap_or_default(),
-                        class.as_deref().unwrap_or("not judged")
-                    ),
-                    (PairOutcome::Failed(why), _) => format!("failed: {why}"),
-                }
-            );
-        }
-        recorded?;
     }
-    Ok(())
+    let retest = round.stage == Stage::Retest;
+    for (outcome, (group, mut record, busbw)) in ran {
+        let class = threshold.map(|t| format!("{:?}", t.classify(&outcome)).to_lowercase());
+        let role = match retest {
+            true => format!("retest, round {}", round.index + 1),
+            false => format!("round {}", round.index + 1),
+        };
+        for node in &group {
+            for partner in group.iter().filter(|p| *p != node) {
+                record.node_results.push(NewNodeResult {
+                    node: node.clone(),
+                    role: Some(role.clone()),
+                    partner: Some(partner.clone()),
+                    size_bytes: Some(max),
+                    busbw,
+                    verdict: class.clone(),
+                });
+            }
+        }
+        let run_id = match history.import_run(&record, true) {
+            Ok(o) => {
+                run_ids.push(o.run_id());
+                Some(o.run_id())
+            }
+            Err(e) => {
+                noteln!(
+                    "gpudirect validate: could not record {}: {e}",
+                    group.join(",")
+                );
+                None
+            }
+        };
+        pairs.push(PairRun {
+            round: round.index + 1,
+            retest,
+            nodes: group.clone(),
+            busbw,
+            verdict: class.clone(),
+            run_id,
+        });
+        noteln!(
+            "gpudirect validate:   {}: {}",
+            group.join("+"),
+            match (&outcome, &class) {
+                (PairOutcome::Busbw(b), class) => format!(
+                    "{b:.2} GB/s{} ({})",
+                    line_share(Some(*b), line_rate_gbps)
+                        .map(|share| format!(", {share} of line rate"))
+                        .unwrap_or_default(),
+                    class.as_deref().unwrap_or("not judged")
+                ),
+                (PairOutcome::Failed(why), _) => format!("failed: {why}"),
+            }
+        );
+    }
 }
 
 /// The node's line rate (GB/s) from the profile `--gpudirect` names, when the config
@@ -628,15 +662,8 @@ fn write_validation_report(
     }
 }
 
-/// `gpudirect validate`. Returns the health exit status.
-#[allow(clippy::too_many_lines)] // over 150 lines: still to split (issue 26)
-pub fn run(args: &ValidateArgs, ctx: &Ctx) -> Result<ExitStatus> {
-    let (units, nodes) = Units::from_args(args)?;
-    if let Some(dir) = &args.report {
-        // Found out now, before any pair runs, not after the verdict.
-        std::fs::create_dir_all(dir)
-            .with_context(|| format!("--report {}: cannot create the folder", dir.display()))?;
-    }
+/// The flag combinations validate refuses, before anything runs.
+fn check_flags(args: &ValidateArgs, units: &Units) -> Result<()> {
     if args.per_rail && args.test == Test::Rails {
         bail!("--per-rail runs nccl-tests once per rail; --test rails already measures each rail (with MPI): use one of them");
     }
@@ -646,36 +673,23 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx) -> Result<ExitStatus> {
     if (args.drains.retries > 0 || args.resume) && (args.per_rail || args.test == Test::Rails) {
         bail!("--retries and --resume re-test whole nodes with nccl-tests; they do not apply to --per-rail or --test rails yet");
     }
-    if args.test == Test::Rails {
-        if !matches!(units, Units::Nodes) {
-            bail!("--test rails measures the NICs of Slurm nodes; --gpus validates this host's GPUs with nccl-tests");
-        }
-        return rails::run(args, ctx, nodes);
+    if args.test == Test::Rails && !matches!(units, Units::Nodes) {
+        bail!("--test rails measures the NICs of Slurm nodes; --gpus validates this host's GPUs with nccl-tests");
     }
-    let mode: Mode = args
-        .mode
-        .parse()
-        .map_err(|e| anyhow::anyhow!("--mode: {e}"))?;
-    let Some(dir) = args.nccl_tests_dir.clone() else {
-        bail!("where are the nccl-tests binaries? pass --nccl-tests-dir DIR or set NCCL_TESTS_DIR");
-    };
-    // Found now, before any pair runs.
-    find_binary(&dir, &args.collective)?;
-    let (min, max) = (args.min_bytes, args.max_bytes);
-    let timeout = args.timeout.unwrap_or(DEFAULT_TIMEOUT);
-    // GPU units are recorded as the nodes of runs on a "cluster" named after this host
-    // (even inside an allocation), so `gpudirect history --node gpu3` and the baseline
-    // work per host as they do per node, never mixed with another host's gpu3.
-    let cluster = match units {
-        Units::Nodes => args
-            .cluster
-            .clone()
-            .or_else(|| env_var("SLURM_CLUSTER_NAME")),
-        Units::Gpus(_) => Some(args.cluster.clone().unwrap_or_else(short_hostname)),
-    };
+    Ok(())
+}
 
-    let db = ctx.db_path()?;
-    let mut history = History::open(&db)?;
+/// The line pairs are judged by: `--floor`, else the history's baseline of pair runs like
+/// these (`baseline::Key`), else the first round's own (a [`RoundRule`]); with the runs a
+/// baseline is made of (their versions are compared with the pairs' once these ran).
+fn choose_reference(
+    args: &ValidateArgs,
+    history: &History,
+    db: &std::path::Path,
+    units: &Units,
+    cluster: &Option<String>,
+) -> Result<(Reference, Vec<i64>)> {
+    let max = args.max_bytes;
     let tolerance = args.tolerance.unwrap_or(DEFAULT_TOLERANCE) / 100.0;
     // The runs the baseline is made of: their versions and algorithms are compared with
     // the pairs' once these ran.
@@ -715,23 +729,35 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx) -> Result<ExitStatus> {
             }
         }
     };
+    Ok((reference, baseline_runs))
+}
+
+/// The planner: the nodes, the mode, the topology's blocks, and the re-tests of
+/// `--retries` and `--resume` (with the allocation's drained nodes, read here, before
+/// anything runs).
+fn plan(
+    args: &ValidateArgs,
+    nodes: &[String],
+    mode: Mode,
+    reference: Reference,
+) -> Result<(Validation, Vec<(String, gpudirect::slurm::NodeState)>)> {
     let validation = match &args.topology {
         Some(file) => {
             let text = std::fs::read_to_string(file)
                 .with_context(|| format!("cannot read the topology file {}", file.display()))?;
             let blocks: BTreeMap<String, String> =
                 parse_topology(&text).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
-            Validation::with_blocks(nodes.clone(), mode, reference, &blocks)?
+            Validation::with_blocks(nodes.to_vec(), mode, reference, &blocks)?
         }
-        None => Validation::new(nodes.clone(), mode, reference)?,
+        None => Validation::new(nodes.to_vec(), mode, reference)?,
     };
     // --resume: the drained nodes, read before anything runs.
     let drained = match args.resume {
-        true => drained_nodes(&nodes)?,
+        true => drained_nodes(nodes)?,
         false => Vec::new(),
     };
     let index = |node: &String| nodes.iter().position(|n| n == node);
-    let mut validation = validation.with_retests(Retests {
+    let validation = validation.with_retests(Retests {
         judged: if args.drains.drain {
             args.drains.retries as usize
         } else {
@@ -746,6 +772,301 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx) -> Result<ExitStatus> {
         not_partners: drained.iter().filter_map(|(n, _)| index(n)).collect(),
     });
 
+    Ok((validation, drained))
+}
+
+/// The variant every pair runs with: `validate:MODE`, the `--gpudirect` mode, and the
+/// NCCL_ALGO of `--algo` (said on stderr).
+fn pair_variant(args: &ValidateArgs) -> Variant {
+    let mut variant = Variant {
+        name: variant_name(args),
+        gpudirect: args.gpudirect.clone(),
+        env: BTreeMap::new(),
+    };
+    let (algo, said) = pinned_algorithm(&args.algo, env_var("NCCL_ALGO").as_deref());
+    noteln!("gpudirect validate: {said}");
+    if let Some(algo) = algo {
+        variant.env.insert("NCCL_ALGO".into(), algo);
+    }
+    variant
+}
+
+/// What a finished nccl-tests validation hands to [`conclude`].
+struct Run<'a> {
+    units: &'a Units,
+    history: &'a History,
+    db: &'a std::path::Path,
+    cluster: Option<&'a str>,
+    max: u64,
+    line_rate_gbps: Option<f64>,
+    run_ids: &'a [i64],
+    pairs: &'a [PairRun],
+    baseline_runs: &'a [i64],
+    drained: &'a [(String, gpudirect::slurm::NodeState)],
+}
+
+/// The verdicts: drains and returns (before the report is printed: their outcomes are part
+/// of it), the notes on the baseline's setup, the report (text or JSON), the HTML report,
+/// and the exit status.
+fn conclude(args: &ValidateArgs, validation: &Validation, r: Run<'_>) -> Result<ExitStatus> {
+    let Run {
+        units,
+        history,
+        db,
+        cluster,
+        max,
+        line_rate_gbps,
+        run_ids,
+        pairs,
+        baseline_runs,
+        drained,
+    } = r;
+    let report = validation.report();
+    let status = health(&report);
+    // Drains, then returns, before the report is printed: their outcomes are part of it.
+    let source = EvidenceSource {
+        on_drain: args.drains.on_drain.as_deref(),
+        history,
+        cluster,
+        collective: Some(&args.collective),
+        size_bytes: Some(max),
+        pairs,
+    };
+    let drain_actions = match args.drains.drain {
+        true => drains::apply_drains(&actions::drain_plan(&report), &source),
+        false => Vec::new(),
+    };
+    let resume_actions = match args.resume {
+        true => drains::apply_resumes(drained, &actions::resume_plan(&report, drained)),
+        false => Vec::new(),
+    };
+    let actions_failed = actions::any_error(&drain_actions) || actions::any_error(&resume_actions);
+    let exit = ExitStatus::of_validation(status, actions_failed);
+    let notes = match run_ids.first() {
+        Some(first) if !baseline_runs.is_empty() => {
+            let setups = baseline_runs
+                .iter()
+                .map(|id| Ok((*id, RunSetup::of(&history.get_run(*id)?))))
+                .collect::<Result<Vec<_>>>()?;
+            let pair = RunSetup::of(&history.get_run(*first)?);
+            setup_differences(&setups, (*first, &pair))
+        }
+        _ => Vec::new(),
+    };
+    if args.json {
+        let mut value = serde_json::to_value(&report)?;
+        if let Some(object) = value.as_object_mut() {
+            object.insert("notes".into(), serde_json::to_value(&notes)?);
+            object.insert(
+                "line_rate_gbps".into(),
+                serde_json::to_value(line_rate_gbps)?,
+            );
+            if args.drains.drain {
+                object.insert("drains".into(), serde_json::to_value(&drain_actions)?);
+            }
+            if args.resume {
+                object.insert("resumes".into(), serde_json::to_value(&resume_actions)?);
+            }
+        }
+        emit_json(&value)?;
+    } else {
+        print_text(&Text {
+            report: &report,
+            threshold: validation.threshold(),
+            units,
+            max,
+            line_rate_gbps,
+            notes: &notes,
+            actions: [&drain_actions, &resume_actions],
+            status,
+            exit,
+            actions_failed,
+            run_ids,
+            db,
+        })?;
+    }
+    if let Some(dir) = &args.report {
+        let mut report_notes: Vec<String> = validation
+            .threshold()
+            .map(|t| {
+                format!(
+                    "validation threshold {:.2} GB/s at {} ({})",
+                    t.limit(),
+                    format_size(max),
+                    t.explain()
+                )
+            })
+            .into_iter()
+            .collect();
+        report_notes.extend(notes.iter().cloned());
+        write_validation_report(history, run_ids, dir, &report_notes);
+    }
+    Ok(exit)
+}
+
+/// What the text report of an nccl-tests validation shows.
+struct Text<'a> {
+    report: &'a gpudirect::validate::judging::Report,
+    threshold: Option<&'a Threshold>,
+    units: &'a Units,
+    max: u64,
+    line_rate_gbps: Option<f64>,
+    notes: &'a [String],
+    /// The drains, then the returns.
+    actions: [&'a [NodeAction]; 2],
+    status: Health,
+    exit: ExitStatus,
+    actions_failed: bool,
+    run_ids: &'a [i64],
+    db: &'a std::path::Path,
+}
+
+/// The text report: the run, each unit with its evidence, the bad links, the re-tests,
+/// what was drained or returned, the notes, and the verdict line with its exit code.
+fn print_text(t: &Text<'_>) -> Result<()> {
+    let Text {
+        report,
+        threshold,
+        units,
+        max,
+        line_rate_gbps,
+        notes,
+        actions: [drain_actions, resume_actions],
+        status,
+        exit,
+        actions_failed,
+        run_ids,
+        db,
+    } = *t;
+    outln!(
+        "validation: {} {}, mode {}, {} round(s), {}",
+        report.nodes.len(),
+        match units {
+            Units::Nodes => "nodes".to_string(),
+            Units::Gpus(_) => format!("GPU units of {}", short_hostname()),
+        },
+        report.mode,
+        report.rounds,
+        match threshold {
+            Some(t) => format!(
+                "threshold {:.2} GB/s at {} ({}){}",
+                t.limit(),
+                format_size(max),
+                t.explain(),
+                line_share(Some(t.limit()), line_rate_gbps)
+                    .map(|share| format!(", {share} of the node's line rate"))
+                    .unwrap_or_default()
+            ),
+            None => "no threshold: nothing was judged".to_string(),
+        }
+    )?;
+    for n in &report.nodes {
+        outln!(
+            "  {:<12} {:<24} {}",
+            n.node,
+            n.verdict.to_string(),
+            n.evidence
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("; ")
+        )?;
+    }
+    for l in &report.links {
+        outln!(
+            "  link {}-{}: slow in {} runs, {:.2} GB/s",
+            l.names[0],
+            l.names[1],
+            l.slow_runs,
+            l.median_busbw
+        )?;
+    }
+    for r in &report.retests {
+        let runs: Vec<String> = r
+            .runs
+            .iter()
+            .map(|run| match &run.outcome {
+                PairOutcome::Busbw(b) => format!(
+                    "with {} {b:.2} GB/s ({})",
+                    run.partner,
+                    format!("{:?}", run.class).to_lowercase()
+                ),
+                PairOutcome::Failed(why) => format!("with {} failed: {why}", run.partner),
+            })
+            .collect();
+        outln!(
+            "  re-test {:<8} {}: {}",
+            r.node,
+            r.summary(),
+            if runs.is_empty() {
+                "no run".to_string()
+            } else {
+                runs.join("; ")
+            }
+        )?;
+    }
+    for a in drain_actions.iter().chain(resume_actions) {
+        outln!("  {}", a.message)?;
+        if let Some(e) = a.error.as_ref().filter(|_| a.outcome != "error") {
+            outln!("  {e}")?;
+        }
+    }
+    for note in notes {
+        outln!("note: {note}")?;
+    }
+    outln!(
+        "verdict: {status:?} (exit {}{}); runs {:?} in {}",
+        exit.code(),
+        if actions_failed {
+            ": a drain, a resume or --on-drain did not work"
+        } else {
+            ""
+        },
+        run_ids,
+        db.display()
+    )?;
+    Ok(())
+}
+
+/// `gpudirect validate`. Returns the health exit status.
+pub fn run(args: &ValidateArgs, ctx: &Ctx) -> Result<ExitStatus> {
+    let (units, nodes) = Units::from_args(args)?;
+    if let Some(dir) = &args.report {
+        // Found out now, before any pair runs, not after the verdict.
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("--report {}: cannot create the folder", dir.display()))?;
+    }
+    check_flags(args, &units)?;
+    if args.test == Test::Rails {
+        return rails::run(args, ctx, nodes);
+    }
+    let mode: Mode = args
+        .mode
+        .parse()
+        .map_err(|e| anyhow::anyhow!("--mode: {e}"))?;
+    let Some(dir) = args.nccl_tests_dir.clone() else {
+        bail!("where are the nccl-tests binaries? pass --nccl-tests-dir DIR or set NCCL_TESTS_DIR");
+    };
+    // Found now, before any pair runs.
+    find_binary(&dir, &args.collective)?;
+    let (min, max) = (args.min_bytes, args.max_bytes);
+    let timeout = args.timeout.unwrap_or(DEFAULT_TIMEOUT);
+    // GPU units are recorded as the nodes of runs on a "cluster" named after this host
+    // (even inside an allocation), so `gpudirect history --node gpu3` and the baseline
+    // work per host as they do per node, never mixed with another host's gpu3.
+    let cluster = match units {
+        Units::Nodes => args
+            .cluster
+            .clone()
+            .or_else(|| env_var("SLURM_CLUSTER_NAME")),
+        Units::Gpus(_) => Some(args.cluster.clone().unwrap_or_else(short_hostname)),
+    };
+
+    let db = ctx.db_path()?;
+    let mut history = History::open(&db)?;
+    let (reference, baseline_runs) = choose_reference(args, &history, &db, &units, &cluster)?;
+    let (mut validation, drained) = plan(args, &nodes, mode, reference)?;
+
     // With --per-rail: the rails and the variable, found out before anything runs.
     let per_rail = match args.per_rail {
         true => {
@@ -757,16 +1078,7 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx) -> Result<ExitStatus> {
     runner::install_interrupt_handler();
     let sizes = expected_sizes(min, max, Some(args.factor), None);
     // Each group is one cell of a one-cell matrix, launched like `gpudirect run` launches.
-    let mut variant = Variant {
-        name: variant_name(args),
-        gpudirect: args.gpudirect.clone(),
-        env: BTreeMap::new(),
-    };
-    let (algo, said) = pinned_algorithm(&args.algo, env_var("NCCL_ALGO").as_deref());
-    noteln!("gpudirect validate: {said}");
-    if let Some(algo) = algo {
-        variant.env.insert("NCCL_ALGO".into(), algo);
-    }
+    let variant = pair_variant(args);
     let line_rate_gbps = profile_line_rate(args);
     let matrix = Matrix {
         collectives: vec![args.collective.clone()],
@@ -859,158 +1171,20 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx) -> Result<ExitStatus> {
         &mut pairs,
         &mut cells_started,
     )?;
-    let report = validation.report();
-    let status = health(&report);
-    // Drains, then returns, before the report is printed: their outcomes are part of it.
-    let source = EvidenceSource {
-        on_drain: args.drains.on_drain.as_deref(),
-        history: &history,
-        cluster: cluster.as_deref(),
-        collective: Some(&args.collective),
-        size_bytes: Some(max),
-        pairs: &pairs,
-    };
-    let drain_actions = match args.drains.drain {
-        true => drains::apply_drains(&actions::drain_plan(&report), &source),
-        false => Vec::new(),
-    };
-    let resume_actions = match args.resume {
-        true => drains::apply_resumes(&drained, &actions::resume_plan(&report, &drained)),
-        false => Vec::new(),
-    };
-    let actions_failed = actions::any_error(&drain_actions) || actions::any_error(&resume_actions);
-    let exit = ExitStatus::of_validation(status, actions_failed);
-    let notes = match run_ids.first() {
-        Some(first) if !baseline_runs.is_empty() => {
-            let setups = baseline_runs
-                .iter()
-                .map(|id| Ok((*id, RunSetup::of(&history.get_run(*id)?))))
-                .collect::<Result<Vec<_>>>()?;
-            let pair = RunSetup::of(&history.get_run(*first)?);
-            setup_differences(&setups, (*first, &pair))
-        }
-        _ => Vec::new(),
-    };
-    if args.json {
-        let mut value = serde_json::to_value(&report)?;
-        if let Some(object) = value.as_object_mut() {
-            object.insert("notes".into(), serde_json::to_value(&notes)?);
-            object.insert(
-                "line_rate_gbps".into(),
-                serde_json::to_value(line_rate_gbps)?,
-            );
-            if args.drains.drain {
-                object.insert("drains".into(), serde_json::to_value(&drain_actions)?);
-            }
-            if args.resume {
-                object.insert("resumes".into(), serde_json::to_value(&resume_actions)?);
-            }
-        }
-        emit_json(&value)?;
-    } else {
-        outln!(
-            "validation: {} {}, mode {}, {} round(s), {}",
-            report.nodes.len(),
-            match units {
-                Units::Nodes => "nodes".to_string(),
-                Units::Gpus(_) => format!("GPU units of {}", short_hostname()),
-            },
-            report.mode,
-            report.rounds,
-            match validation.threshold() {
-                Some(t) => format!(
-                    "threshold {:.2} GB/s at {} ({}){}",
-                    t.limit(),
-                    format_size(max),
-                    t.explain(),
-                    line_share(Some(t.limit()), line_rate_gbps)
-                        .map(|share| format!(", {share} of the node's line rate"))
-                        .unwrap_or_default()
-                ),
-                None => "no threshold: nothing was judged".to_string(),
-            }
-        )?;
-        for n in &report.nodes {
-            outln!(
-                "  {:<12} {:<24} {}",
-                n.node,
-                n.verdict.to_string(),
-                n.evidence
-                    .iter()
-                    .map(ToString::to_string)
-                    .collect::<Vec<_>>()
-                    .join("; ")
-            )?;
-        }
-        for l in &report.links {
-            outln!(
-                "  link {}-{}: slow in {} runs, {:.2} GB/s",
-                l.names[0],
-                l.names[1],
-                l.slow_runs,
-                l.median_busbw
-            )?;
-        }
-        for r in &report.retests {
-            let runs: Vec<String> = r
-                .runs
-                .iter()
-                .map(|run| match &run.outcome {
-                    PairOutcome::Busbw(b) => format!(
-                        "with {} {b:.2} GB/s ({})",
-                        run.partner,
-                        format!("{:?}", run.class).to_lowercase()
-                    ),
-                    PairOutcome::Failed(why) => format!("with {} failed: {why}", run.partner),
-                })
-                .collect();
-            outln!(
-                "  re-test {:<8} {}: {}",
-                r.node,
-                r.summary(),
-                if runs.is_empty() {
-                    "no run".to_string()
-                } else {
-                    runs.join("; ")
-                }
-            )?;
-        }
-        for a in drain_actions.iter().chain(&resume_actions) {
-            outln!("  {}", a.message)?;
-            if let Some(e) = a.error.as_ref().filter(|_| a.outcome != "error") {
-                outln!("  {e}")?;
-            }
-        }
-        for note in &notes {
-            outln!("note: {note}")?;
-        }
-        outln!(
-            "verdict: {status:?} (exit {}{}); runs {:?} in {}",
-            exit.code(),
-            if actions_failed {
-                ": a drain, a resume or --on-drain did not work"
-            } else {
-                ""
-            },
-            run_ids,
-            db.display()
-        )?;
-    }
-    if let Some(dir) = &args.report {
-        let mut report_notes: Vec<String> = validation
-            .threshold()
-            .map(|t| {
-                format!(
-                    "validation threshold {:.2} GB/s at {} ({})",
-                    t.limit(),
-                    format_size(max),
-                    t.explain()
-                )
-            })
-            .into_iter()
-            .collect();
-        report_notes.extend(notes.iter().cloned());
-        write_validation_report(&history, &run_ids, dir, &report_notes);
-    }
-    Ok(exit)
+    conclude(
+        args,
+        &validation,
+        Run {
+            units: &units,
+            history: &history,
+            db: &db,
+            cluster: cluster.as_deref(),
+            max,
+            line_rate_gbps,
+            run_ids: &run_ids,
+            pairs: &pairs,
+            baseline_runs: &baseline_runs,
+            drained: &drained,
+        },
+    )
 }

@@ -8,6 +8,8 @@
 //!   for the miss and false-alarm rates in `docs/validation.md`.
 //! - [`rails`]: `--test rails`: one pair's MPI step bound to one rail, its measurement line
 //!   and its record.
+//! - [`session`]: the loop that drives a validation round by round ([`session::drive`]),
+//!   the command's I/O in its closures.
 //! - [`actions`]: what `--drain`, `--resume` and `--on-drain` decide from a report (drain
 //!   and resume plans, the evidence file).
 //!
@@ -17,4 +19,5 @@ pub mod actions;
 pub mod judging;
 pub mod pairing;
 pub mod rails;
+pub mod session;
 pub mod simulate;
