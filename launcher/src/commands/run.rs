@@ -361,20 +361,14 @@ fn submit(args: &RunArgs, matrix: &Matrix) -> Result<ExitStatus> {
     Ok(worst)
 }
 
-/// `gpudirect run`: every cell ok is [`ExitStatus::Ok`], any cell not ok (or not run) is
-/// [`ExitStatus::Failed`].
-#[allow(clippy::too_many_lines)] // over 150 lines: still to split (issue 26)
-pub fn run(args: &RunArgs, ctx: &Ctx) -> Result<ExitStatus> {
-    let wall = Instant::now();
-    let nodes = gpudirect::slurm::allocation_nodes()?;
-    let in_allocation = env_var("SLURM_JOB_ID").is_some();
-    let matrix = build_matrix(args, nodes.len())?;
-    if args.submit {
-        if in_allocation {
-            bail!("--submit makes its own allocations: run it outside salloc/sbatch");
-        }
-        return submit(args, &matrix);
-    }
+/// The launcher (`--launcher`, else srun in an allocation and local outside one) and the
+/// nodes it runs on; refused where it cannot run, warned where `--gpudirect` cannot reach.
+fn launcher_and_nodes(
+    args: &RunArgs,
+    matrix: &Matrix,
+    nodes: Vec<String>,
+    in_allocation: bool,
+) -> Result<(Launcher, Vec<String>)> {
     let launcher = args.launcher.unwrap_or(if in_allocation {
         Launcher::Srun
     } else {
@@ -401,6 +395,17 @@ pub fn run(args: &RunArgs, ctx: &Ctx) -> Result<ExitStatus> {
              allocation); with local, only the variants' variables apply"
         );
     }
+    Ok((launcher, nodes))
+}
+
+/// The nccl-tests folder, with every collective's binary in it, and a matrix that fits
+/// the allocation: checked before anything runs or is recorded.
+fn check_matrix(
+    args: &RunArgs,
+    matrix: &Matrix,
+    nodes: &[String],
+    in_allocation: bool,
+) -> Result<PathBuf> {
     let Some(dir) = args.nccl.nccl_tests_dir.clone() else {
         bail!("where are the nccl-tests binaries? pass --nccl-tests-dir DIR or set NCCL_TESTS_DIR");
     };
@@ -415,11 +420,17 @@ pub fn run(args: &RunArgs, ctx: &Ctx) -> Result<ExitStatus> {
             bail!(
                 "the matrix asks for {most} nodes but the allocation has {} ({}): use -N or a larger allocation",
                 nodes.len(),
-                gpudirect_core::hostlist::compress(&nodes)
+                gpudirect_core::hostlist::compress(nodes)
             );
         }
     }
-    let config = match load_config(&args.nccl.config.path, Ownership::Any) {
+    Ok(dir)
+}
+
+/// The admin config the variants' transports are checked against; `None` (said when a
+/// variant has a mode) where it cannot be read.
+fn read_config(args: &RunArgs, matrix: &Matrix) -> Option<Config> {
+    match load_config(&args.nccl.config.path, Ownership::Any) {
         Ok(c) => Some(c),
         Err(e) => {
             if matrix
@@ -431,69 +442,68 @@ pub fn run(args: &RunArgs, ctx: &Ctx) -> Result<ExitStatus> {
             }
             None
         }
-    };
-    let work_dir = std::env::temp_dir().join(format!("gpudirect-run-{}", std::process::id()));
-    std::fs::create_dir_all(&work_dir)
-        .with_context(|| format!("cannot create {}", work_dir.display()))?;
-    // SAFETY: geteuid has no preconditions.
-    let as_root = nix::unistd::geteuid().is_root();
-    let opts = LaunchOptions {
+    }
+}
+
+/// `--dry-run`: the plan, each cell's command line and its expected time from the
+/// history.
+fn dry_run(
+    args: &RunArgs,
+    matrix: &Matrix,
+    opts: &LaunchOptions,
+    cells: &[Cell],
+    db: &std::path::Path,
+    launcher: Launcher,
+) -> Result<()> {
+    let history = History::open_existing(db).ok();
+    outln!(
+        "{} cells, launcher {:?}, timeout {}s each:",
+        cells.len(),
         launcher,
-        nccl_tests_dir: dir,
-        mpi: (launcher == Launcher::Srun).then(|| args.nccl.mpi.clone()),
-        nodes: nodes.clone(),
-        work_dir: Some(work_dir.clone()),
-        timeout: matrix.timeout,
-        grace: args.nccl.grace,
-        as_root,
-        gpus_per_process: args.gpus_per_process,
-        exact: false,
-    };
-    let cells = matrix.plan();
-    let db = ctx.db_path()?;
-    if args.dry_run {
-        let history = History::open_existing(&db).ok();
-        outln!(
-            "{} cells, launcher {:?}, timeout {}s each:",
-            cells.len(),
-            launcher,
-            matrix.timeout.as_secs()
-        )?;
-        let mut total = 0.0;
-        let mut known = 0;
-        for cell in &cells {
-            let prepared = prepare(cell, &matrix, &opts, !args.nccl.no_json)?;
-            let estimate = estimate_seconds(history.as_ref(), cell);
-            if let Some(s) = estimate {
-                total += s;
-                known += 1;
-            }
-            outln!(
-                "  {:>3}. {:<40} expected {}\n       {}",
-                cell.index,
-                cell.label(),
-                estimate
-                    .map(|s| format!("~{s:.0}s (history)"))
-                    .unwrap_or_else(|| "unknown (no history)".into()),
-                prepared.job.command_line()
-            )?;
+        matrix.timeout.as_secs()
+    )?;
+    let mut total = 0.0;
+    let mut known = 0;
+    for cell in cells {
+        let prepared = prepare(cell, matrix, opts, !args.nccl.no_json)?;
+        let estimate = estimate_seconds(history.as_ref(), cell);
+        if let Some(s) = estimate {
+            total += s;
+            known += 1;
         }
         outln!(
-            "expected duration: ~{:.0}s for {known} cells with history; at most {}s per cell without",
-            total,
-            matrix.timeout.as_secs()
+            "  {:>3}. {:<40} expected {}\n       {}",
+            cell.index,
+            cell.label(),
+            estimate
+                .map(|s| format!("~{s:.0}s (history)"))
+                .unwrap_or_else(|| "unknown (no history)".into()),
+            prepared.job.command_line()
         )?;
-        let _ = std::fs::remove_dir_all(&work_dir);
-        return Ok(ExitStatus::Ok);
     }
-    let mut history = History::open(&db)?;
+    outln!(
+        "expected duration: ~{:.0}s for {known} cells with history; at most {}s per cell without",
+        total,
+        matrix.timeout.as_secs()
+    )?;
+    Ok(())
+}
+
+/// The matrix run's id (`--resume ID`, `--matrix-id`, else a new one, said), the cells
+/// still to run, and the placeholders of cells that were running when it stopped.
+fn start_matrix(
+    args: &RunArgs,
+    history: &History,
+    db: &std::path::Path,
+    cells: Vec<Cell>,
+) -> Result<(String, Vec<Cell>, BTreeMap<String, i64>)> {
     let matrix_id = args
         .resume
         .clone()
         .or_else(|| args.matrix_id.clone())
         .unwrap_or_else(|| format!("m{}-{}", now_unix(), std::process::id()));
-    let (done, mut placeholders) = match &args.resume {
-        Some(id) => recorded_cells(&history, id)?,
+    let (done, placeholders) = match &args.resume {
+        Some(id) => recorded_cells(history, id)?,
         None => (Vec::new(), BTreeMap::new()),
     };
     if args.resume.is_some() {
@@ -514,10 +524,143 @@ pub fn run(args: &RunArgs, ctx: &Ctx) -> Result<ExitStatus> {
         .into_iter()
         .filter(|c| !done.contains(&cell_key(c)))
         .collect();
+    Ok((matrix_id, cells, placeholders))
+}
+
+/// What every cell of a matrix run shares: how its [`Spec`] is made.
+struct CellPlan<'a> {
+    args: &'a RunArgs,
+    matrix: &'a Matrix,
+    opts: &'a LaunchOptions,
+    config: Option<&'a Config>,
+    nodes: &'a [String],
+    in_allocation: bool,
+    launch_kind: LaunchKind,
+    matrix_id: &'a str,
+}
+
+impl CellPlan<'_> {
+    /// The cell's spec: its marks (matrix id, cell key), the transport its profile
+    /// requires, the sizes, where it runs and the line rate.
+    fn spec<'c>(&'c self, cell: &'c Cell) -> Spec<'c> {
+        let mut marks = BTreeMap::new();
+        marks.insert(MATRIX_KEY.to_string(), self.matrix_id.to_string());
+        marks.insert(CELL_KEY.to_string(), cell_key(cell));
+        Spec {
+            cell,
+            matrix: self.matrix,
+            launch: self.opts,
+            json_report: !self.args.nccl.no_json,
+            expect: Expectations {
+                transport: expected_transport(
+                    cell,
+                    self.config,
+                    self.nodes.first().map(String::as_str),
+                ),
+                nodes: cell.nodes,
+                sizes: expected_sizes(
+                    self.matrix.min_bytes,
+                    self.matrix.max_bytes,
+                    Some(self.matrix.factor),
+                    None,
+                ),
+            },
+            context: RunContext {
+                nodes: if self.in_allocation {
+                    gpudirect::launch::cell_nodes(self.opts, cell)
+                        .map(<[String]>::to_vec)
+                        .unwrap_or_default()
+                } else {
+                    vec![gpudirect_core::system::short_hostname()]
+                },
+                launcher: self.launch_kind,
+                line_rate_gbps: cell_profile(
+                    cell,
+                    self.config,
+                    self.nodes.first().map(String::as_str),
+                )
+                .and_then(Profile::node_line_rate_gbps),
+                ..RunContext::for_job(self.args.nccl.cluster.as_deref())
+            },
+            marks,
+        }
+    }
+}
+
+impl CellResult {
+    /// A cell that could not start (its command could not be built).
+    fn not_started(cell: &Cell, why: String) -> CellResult {
+        CellResult {
+            cell: cell.index,
+            label: cell.label(),
+            status: RunStatus::Failed,
+            avg_busbw: None,
+            busbw_at_max_size: None,
+            transport: None,
+            run_id: None,
+            findings: vec![why],
+            seconds: 0.0,
+            replay: false,
+        }
+    }
+}
+
+/// `gpudirect run`: every cell ok is [`ExitStatus::Ok`], any cell not ok (or not run) is
+/// [`ExitStatus::Failed`].
+pub fn run(args: &RunArgs, ctx: &Ctx) -> Result<ExitStatus> {
+    let wall = Instant::now();
+    let nodes = gpudirect::slurm::allocation_nodes()?;
+    let in_allocation = env_var("SLURM_JOB_ID").is_some();
+    let matrix = build_matrix(args, nodes.len())?;
+    if args.submit {
+        if in_allocation {
+            bail!("--submit makes its own allocations: run it outside salloc/sbatch");
+        }
+        return submit(args, &matrix);
+    }
+    let (launcher, nodes) = launcher_and_nodes(args, &matrix, nodes, in_allocation)?;
+    let dir = check_matrix(args, &matrix, &nodes, in_allocation)?;
+    let config = read_config(args, &matrix);
+    let work_dir = std::env::temp_dir().join(format!("gpudirect-run-{}", std::process::id()));
+    std::fs::create_dir_all(&work_dir)
+        .with_context(|| format!("cannot create {}", work_dir.display()))?;
+    // SAFETY: geteuid has no preconditions.
+    let as_root = nix::unistd::geteuid().is_root();
+    let opts = LaunchOptions {
+        launcher,
+        nccl_tests_dir: dir,
+        mpi: (launcher == Launcher::Srun).then(|| args.nccl.mpi.clone()),
+        nodes: nodes.clone(),
+        work_dir: Some(work_dir.clone()),
+        timeout: matrix.timeout,
+        grace: args.nccl.grace,
+        as_root,
+        gpus_per_process: args.gpus_per_process,
+        exact: false,
+    };
+    let cells = matrix.plan();
+    let db = ctx.db_path()?;
+    if args.dry_run {
+        dry_run(args, &matrix, &opts, &cells, &db, launcher)?;
+        let _ = std::fs::remove_dir_all(&work_dir);
+        return Ok(ExitStatus::Ok);
+    }
+    let mut history = History::open(&db)?;
+    let (matrix_id, cells, mut placeholders) = start_matrix(args, &history, &db, cells)?;
     let launch_kind = match launcher {
         Launcher::Srun => LaunchKind::Srun,
         Launcher::Mpirun => LaunchKind::Mpirun,
         Launcher::Local => LaunchKind::Local,
+    };
+    let plan = CellPlan {
+        args,
+        matrix: &matrix,
+        opts: &opts,
+        config: config.as_ref(),
+        nodes: &nodes,
+        in_allocation,
+        launch_kind,
+        matrix_id: &matrix_id,
     };
     runner::install_interrupt_handler();
     let total = cells.len();
@@ -527,62 +670,11 @@ pub fn run(args: &RunArgs, ctx: &Ctx) -> Result<ExitStatus> {
         if INTERRUPTED.load(Ordering::SeqCst) {
             break;
         }
-        let mut marks = BTreeMap::new();
-        marks.insert(MATRIX_KEY.to_string(), matrix_id.clone());
-        marks.insert(CELL_KEY.to_string(), cell_key(cell));
-        let spec = Spec {
-            cell,
-            matrix: &matrix,
-            launch: &opts,
-            json_report: !args.nccl.no_json,
-            expect: Expectations {
-                transport: expected_transport(
-                    cell,
-                    config.as_ref(),
-                    nodes.first().map(String::as_str),
-                ),
-                nodes: cell.nodes,
-                sizes: expected_sizes(
-                    matrix.min_bytes,
-                    matrix.max_bytes,
-                    Some(matrix.factor),
-                    None,
-                ),
-            },
-            context: RunContext {
-                nodes: if in_allocation {
-                    gpudirect::launch::cell_nodes(&opts, cell)
-                        .map(<[String]>::to_vec)
-                        .unwrap_or_default()
-                } else {
-                    vec![gpudirect_core::system::short_hostname()]
-                },
-                launcher: launch_kind,
-                line_rate_gbps: cell_profile(
-                    cell,
-                    config.as_ref(),
-                    nodes.first().map(String::as_str),
-                )
-                .and_then(Profile::node_line_rate_gbps),
-                ..RunContext::for_job(args.nccl.cluster.as_deref())
-            },
-            marks,
-        };
+        let spec = plan.spec(cell);
         let prepared = match exec::prepare(spec) {
             Ok(p) => p,
             Err(e) => {
-                let result = CellResult {
-                    cell: cell.index,
-                    label: cell.label(),
-                    status: RunStatus::Failed,
-                    avg_busbw: None,
-                    busbw_at_max_size: None,
-                    transport: None,
-                    run_id: None,
-                    findings: vec![e.to_string()],
-                    seconds: 0.0,
-                    replay: false,
-                };
+                let result = CellResult::not_started(cell, e.to_string());
                 progress.finish(
                     &finished_line(&result, total),
                     result.busbw_at_max_size.or(result.avg_busbw),
