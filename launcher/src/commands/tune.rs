@@ -679,7 +679,6 @@ struct TuneResult {
 }
 
 /// `gpudirect tune`.
-#[allow(clippy::too_many_lines)] // over 150 lines: still to split (issue 26)
 pub fn run(args: &TuneArgs, ctx: &Ctx) -> Result<ExitStatus> {
     if args.min_bytes > args.max_bytes {
         bail!("-b {} is larger than -e {}", args.min_bytes, args.max_bytes);
@@ -687,15 +686,7 @@ pub fn run(args: &TuneArgs, ctx: &Ctx) -> Result<ExitStatus> {
     if args.factor < 2 {
         bail!("-f {}: the size factor is 2 or more", args.factor);
     }
-    let given = if let Some(file) = &args.sweep {
-        let text = std::fs::read_to_string(file)
-            .with_context(|| format!("cannot read the sweep file `{}`", file.display()))?;
-        Some(knobs::from_sweep_file(&text, &file.display().to_string())?)
-    } else if args.knobs.is_empty() {
-        None
-    } else {
-        Some(knobs::from_flags(&args.knobs)?)
-    };
+    let given = given_knobs(args)?;
     let setup = setup(args)?;
     let overlay_name = match &args.write {
         Some(_) => Some(
@@ -729,37 +720,7 @@ pub fn run(args: &TuneArgs, ctx: &Ctx) -> Result<ExitStatus> {
         return dry_run(args, &setup, &phase_one, &db);
     }
     let history = History::open(&db)?;
-    let tune_id = args
-        .resume
-        .clone()
-        .or_else(|| args.tune_id.clone())
-        .unwrap_or_else(|| format!("t{}-{}", now_unix(), std::process::id()));
-    check_tune_id(&tune_id)?;
-    let (done, placeholders) = match &args.resume {
-        Some(id) => {
-            let (done, placeholders) = recorded_steps(&history, id, &plan_print)?;
-            if done.is_empty() && placeholders.is_empty() {
-                bail!("no run of tune `{id}` is in {}: check the id (gpudirect history --label ID lists its runs)", db.display());
-            }
-            noteln!(
-                "gpudirect tune: resuming {id}: {} run(s) already recorded",
-                done.len()
-            );
-            (done, placeholders)
-        }
-        None => {
-            let taken = history.list_runs(&RunFilter {
-                label: Some(tune_id.clone()),
-                limit: Some(1),
-                ..RunFilter::default()
-            })?;
-            if !taken.is_empty() {
-                bail!("tune `{tune_id}` already has runs in {}: continue it with --resume {tune_id}, or choose another --tune-id", db.display());
-            }
-            noteln!("gpudirect tune: tune {tune_id} (continue it later with --resume {tune_id} and the same flags)");
-            (BTreeMap::new(), BTreeMap::new())
-        }
-    };
+    let (tune_id, (done, placeholders)) = start_tune(args, &history, &db, &plan_print)?;
     // Until a run of this tune has finished, the history's runs of the same shape tell how
     // long one takes, so that the first round is held to the budget too.
     let seed_estimate = args
@@ -853,31 +814,8 @@ pub fn run(args: &TuneArgs, ctx: &Ctx) -> Result<ExitStatus> {
         failures: tuner.failures.clone(),
         overlay: None,
     };
-    if let (Some(file), Some(name), false) = (&args.write, &overlay_name, interrupted) {
-        match &result.choice {
-            Some(choice) => {
-                let written_at = format_rfc3339(now_unix());
-                let text = overlay::overlay_text(
-                    name,
-                    base_profile_name(&setup),
-                    choice,
-                    &Provenance {
-                        tune_id: &tune_id,
-                        written_at: &written_at,
-                        measured: &result.measured,
-                        left_out: &result.left_out,
-                        file: &file.display().to_string(),
-                    },
-                );
-                std::fs::write(file, text)
-                    .with_context(|| format!("cannot write the overlay `{}`", file.display()))?;
-                result.overlay = Some(file.display().to_string());
-            }
-            None => noteln!(
-                "gpudirect tune: nothing written to {}: no setting beat the default by more than the noise without losing somewhere",
-                file.display()
-            ),
-        }
+    if !interrupted {
+        write_overlay(args, &setup, overlay_name.as_deref(), &mut result)?;
     }
     print_result(&result, args.json)?;
     if interrupted {
@@ -889,6 +827,103 @@ pub fn run(args: &TuneArgs, ctx: &Ctx) -> Result<ExitStatus> {
     } else {
         ExitStatus::Ok
     })
+}
+
+/// The knobs `--sweep FILE` or `--knob` give (`None`: the built-in presets).
+fn given_knobs(args: &TuneArgs) -> Result<Option<Vec<Knob>>> {
+    Ok(if let Some(file) = &args.sweep {
+        let text = std::fs::read_to_string(file)
+            .with_context(|| format!("cannot read the sweep file `{}`", file.display()))?;
+        Some(knobs::from_sweep_file(&text, &file.display().to_string())?)
+    } else if args.knobs.is_empty() {
+        None
+    } else {
+        Some(knobs::from_flags(&args.knobs)?)
+    })
+}
+
+/// The tune's id (`--resume ID`, `--tune-id`, else a new one, said), with the steps it
+/// already recorded and the placeholders of steps that were running when it stopped. A
+/// new id that already has runs is refused.
+fn start_tune(
+    args: &TuneArgs,
+    history: &History,
+    db: &std::path::Path,
+    plan_print: &str,
+) -> Result<(String, Recorded)> {
+    let tune_id = args
+        .resume
+        .clone()
+        .or_else(|| args.tune_id.clone())
+        .unwrap_or_else(|| format!("t{}-{}", now_unix(), std::process::id()));
+    check_tune_id(&tune_id)?;
+    let (done, placeholders) = match &args.resume {
+        Some(id) => {
+            let (done, placeholders) = recorded_steps(history, id, plan_print)?;
+            if done.is_empty() && placeholders.is_empty() {
+                bail!("no run of tune `{id}` is in {}: check the id (gpudirect history --label ID lists its runs)", db.display());
+            }
+            noteln!(
+                "gpudirect tune: resuming {id}: {} run(s) already recorded",
+                done.len()
+            );
+            (done, placeholders)
+        }
+        None => {
+            let taken = history.list_runs(&RunFilter {
+                label: Some(tune_id.clone()),
+                limit: Some(1),
+                ..RunFilter::default()
+            })?;
+            if !taken.is_empty() {
+                bail!("tune `{tune_id}` already has runs in {}: continue it with --resume {tune_id}, or choose another --tune-id", db.display());
+            }
+            noteln!("gpudirect tune: tune {tune_id} (continue it later with --resume {tune_id} and the same flags)");
+            (BTreeMap::new(), BTreeMap::new())
+        }
+    };
+    Ok((tune_id, (done, placeholders)))
+}
+
+/// What a tune recorded before: its finished steps by key, and the placeholders (run ids)
+/// of steps that were running when it stopped.
+type Recorded = (BTreeMap<String, Finished>, BTreeMap<String, i64>);
+
+/// `--write FILE`: the chosen setting as a profile overlay, or a note that none won.
+fn write_overlay(
+    args: &TuneArgs,
+    setup: &Setup,
+    overlay_name: Option<&str>,
+    result: &mut TuneResult,
+) -> Result<()> {
+    let (Some(file), Some(name)) = (&args.write, overlay_name) else {
+        return Ok(());
+    };
+    match &result.choice {
+        Some(choice) => {
+            let written_at = format_rfc3339(now_unix());
+            let text = overlay::overlay_text(
+                name,
+                base_profile_name(setup),
+                choice,
+                &Provenance {
+                    tune_id: &result.tune_id,
+                    written_at: &written_at,
+                    measured: &result.measured,
+                    left_out: &result.left_out,
+                    file: &file.display().to_string(),
+                },
+            );
+            std::fs::write(file, text)
+                .with_context(|| format!("cannot write the overlay `{}`", file.display()))?;
+            result.overlay = Some(file.display().to_string());
+        }
+        None => noteln!(
+            "gpudirect tune: nothing written to {}: no setting beat the default by more than the noise without losing somewhere",
+            file.display()
+        ),
+    }
+    Ok(())
 }
 
 /// The profile the overlay extends: the one the runs applied, by its name.
