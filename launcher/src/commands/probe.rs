@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use gpudirect::probe::{analyse, read_reports, TaskReport};
+use gpudirect::probe::{analyse, read_reports, Analysis, TaskReport};
 use gpudirect::runner::{self, Job, Outcome};
 use gpudirect_core::system::{load_config, Ownership};
 
@@ -78,26 +78,9 @@ pub struct ProbeArgs {
     pub task: bool,
 }
 
-/// `gpudirect probe`. Returns the exit status.
-#[allow(clippy::too_many_lines)] // over 150 lines: still to split (issue 26)
-pub fn run(args: &ProbeArgs, _ctx: &Ctx) -> Result<ExitStatus> {
-    let config = load_config(&args.config.path, Ownership::Any).ok();
-    if args.task {
-        let report = TaskReport::collect(config.as_ref(), args.gpudirect.as_deref());
-        let mut line = serde_json::to_string(&report)?;
-        line.push('\n');
-        emit(&line)?;
-        return Ok(ExitStatus::Ok);
-    }
-    if std::env::var_os("SLURM_JOB_ID").is_none() {
-        bail!("gpudirect probe runs over an allocation: use it inside salloc or sbatch");
-    }
-    if config.is_none() && args.gpudirect.is_some() {
-        noteln!(
-            "gpudirect probe: warning: cannot read {}: tasks are compared with each other only",
-            args.config.path.display()
-        );
-    }
+/// The srun step that asks every task what it gets: `gpudirect probe --task` per task, or
+/// with `--mpi` the MPI program's `facts`, gathered to rank 0.
+fn srun_job(args: &ProbeArgs) -> Result<Job> {
     let exe = std::env::current_exe().context("cannot find the gpudirect executable")?;
     // --label makes srun keep each task's lines whole (a long line from one task is
     // otherwise cut by another's output).
@@ -126,14 +109,111 @@ pub fn run(args: &ProbeArgs, _ctx: &Ctx) -> Result<ExitStatus> {
     if let Some(mode) = &args.gpudirect {
         srun_args.extend(["--gpudirect".into(), mode.into()]);
     }
-    let job = Job {
+    Ok(Job {
         program: "srun".into(),
         args: srun_args,
         env: Vec::new(),
         cwd: None,
         timeout: args.timeout,
         grace: Duration::from_secs(5),
-    };
+    })
+}
+
+/// The text report: each node's tasks, the NCCL variables in effect and where they come
+/// from, and the findings.
+fn print_text(reports: &[TaskReport], analysis: &Analysis, stderr: &str) -> Result<()> {
+    outln!(
+        "{} tasks on {} nodes ({})",
+        analysis.tasks,
+        analysis.nodes.len(),
+        gpudirect_core::hostlist::compress(&analysis.nodes)
+    )?;
+    let mut seen = std::collections::BTreeSet::new();
+    for r in reports {
+        if !seen.insert(&r.node) {
+            continue;
+        }
+        let on_node: Vec<&TaskReport> = reports.iter().filter(|x| x.node == r.node).collect();
+        let nics: Vec<String> = r
+            .nics
+            .iter()
+            .map(|n| format!("{}:{}", n.name, n.state))
+            .collect();
+        outln!(
+            "  {:<12} tasks {:<3} profile {:<10} gpus {:<2} nics {}",
+            r.node,
+            on_node.len(),
+            r.vars
+                .get("GPUDIRECT_PROFILE")
+                .map(String::as_str)
+                .unwrap_or("-"),
+            r.gpus.len(),
+            nics.join(" ")
+        )?;
+    }
+    if !analysis.variables.is_empty() {
+        outln!("NCCL variables in effect (the environment first, then NCCL_CONF_FILE or ~/.nccl.conf, then /etc/nccl.conf):")?;
+        let rows: Vec<Vec<String>> = analysis
+            .variables
+            .iter()
+            .map(|v| {
+                vec![
+                    format!("  {}", v.name),
+                    v.value.clone(),
+                    v.source.clone(),
+                    format!("{} task(s) on {}", v.tasks, v.nodes),
+                ]
+            })
+            .collect();
+        outln!(
+            "{}",
+            render_table(
+                &[
+                    ("  VARIABLE", Align::Left),
+                    ("VALUE", Align::Left),
+                    ("FROM", Align::Left),
+                    ("WHERE", Align::Left),
+                ],
+                &rows
+            )
+            .trim_end()
+        )?;
+        for v in analysis.variables.iter().filter(|v| !v.shadowed.is_empty()) {
+            outln!("  {}: also {}", v.name, v.shadowed.join("; "))?;
+        }
+    }
+    if analysis.findings.is_empty() {
+        outln!("every task has what the profile gives, and the nodes agree")?;
+    }
+    for f in &analysis.findings {
+        outln!("{}: {}: {}", f.level, f.nodes, f.message)?;
+    }
+    if !stderr.trim().is_empty() {
+        noteln!("{}", stderr.trim_end());
+    }
+    Ok(())
+}
+
+/// `gpudirect probe`. Returns the exit status.
+pub fn run(args: &ProbeArgs, _ctx: &Ctx) -> Result<ExitStatus> {
+    let config = load_config(&args.config.path, Ownership::Any).ok();
+    if args.task {
+        let report = TaskReport::collect(config.as_ref(), args.gpudirect.as_deref());
+        let mut line = serde_json::to_string(&report)?;
+        line.push('\n');
+        emit(&line)?;
+        return Ok(ExitStatus::Ok);
+    }
+    if std::env::var_os("SLURM_JOB_ID").is_none() {
+        bail!("gpudirect probe runs over an allocation: use it inside salloc or sbatch");
+    }
+    if config.is_none() && args.gpudirect.is_some() {
+        noteln!(
+            "gpudirect probe: warning: cannot read {}: tasks are compared with each other only",
+            args.config.path.display()
+        );
+    }
+    let job = srun_job(args)?;
     tracing::info!(command = %job.command_line(), "running");
     let finished = runner::run(&job, &AtomicBool::new(false))?;
     let stdout = String::from_utf8_lossy(&finished.stdout);
@@ -164,75 +244,7 @@ pub fn run(args: &ProbeArgs, _ctx: &Ctx) -> Result<ExitStatus> {
             serde_json::json!({ "tasks": reports, "analysis": analysis, "srun_stderr": stderr });
         emit_json(&out)?;
     } else {
-        outln!(
-            "{} tasks on {} nodes ({})",
-            analysis.tasks,
-            analysis.nodes.len(),
-            gpudirect_core::hostlist::compress(&analysis.nodes)
-        )?;
-        let mut seen = std::collections::BTreeSet::new();
-        for r in &reports {
-            if !seen.insert(&r.node) {
-                continue;
-            }
-            let on_node: Vec<&TaskReport> = reports.iter().filter(|x| x.node == r.node).collect();
-            let nics: Vec<String> = r
-                .nics
-                .iter()
-                .map(|n| format!("{}:{}", n.name, n.state))
-                .collect();
-            outln!(
-                "  {:<12} tasks {:<3} profile {:<10} gpus {:<2} nics {}",
-                r.node,
-                on_node.len(),
-                r.vars
-                    .get("GPUDIRECT_PROFILE")
-                    .map(String::as_str)
-                    .unwrap_or("-"),
-                r.gpus.len(),
-                nics.join(" ")
-            )?;
-        }
-        if !analysis.variables.is_empty() {
-            outln!("NCCL variables in effect (the environment first, then NCCL_CONF_FILE or ~/.nccl.conf, then /etc/nccl.conf):")?;
-            let rows: Vec<Vec<String>> = analysis
-                .variables
-                .iter()
-                .map(|v| {
-                    vec![
-                        format!("  {}", v.name),
-                        v.value.clone(),
-                        v.source.clone(),
-                        format!("{} task(s) on {}", v.tasks, v.nodes),
-                    ]
-                })
-                .collect();
-            outln!(
-                "{}",
-                render_table(
-                    &[
-                        ("  VARIABLE", Align::Left),
-                        ("VALUE", Align::Left),
-                        ("FROM", Align::Left),
-                        ("WHERE", Align::Left),
-                    ],
-                    &rows
-                )
-                .trim_end()
-            )?;
-            for v in analysis.variables.iter().filter(|v| !v.shadowed.is_empty()) {
-                outln!("  {}: also {}", v.name, v.shadowed.join("; "))?;
-            }
-        }
-        if analysis.findings.is_empty() {
-            outln!("every task has what the profile gives, and the nodes agree")?;
-        }
-        for f in &analysis.findings {
-            outln!("{}: {}: {}", f.level, f.nodes, f.message)?;
-        }
-        if !stderr.trim().is_empty() {
-            noteln!("{}", stderr.trim_end());
-        }
+        print_text(&reports, &analysis, &stderr)?;
     }
     if matches!(finished.outcome, Outcome::TimedOut) {
         noteln!(
