@@ -301,9 +301,9 @@ fn run_steps(
     Ok(runs)
 }
 
-/// `gpudirect validate --test rails` over the allocation's `nodes`.
-#[allow(clippy::too_many_lines)] // over 150 lines: still to split (issue 26)
-pub fn run(args: &ValidateArgs, ctx: &Ctx, nodes: Vec<String>) -> Result<ExitStatus> {
+/// The pairing mode (pairs only) and the rails, refused where `--test rails` cannot
+/// measure them (RDMA devices).
+fn rails_of(args: &ValidateArgs, nodes: &[String]) -> Result<(Mode, Vec<String>)> {
     let mode: Mode = args
         .mode
         .parse()
@@ -321,6 +321,110 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx, nodes: Vec<String>) -> Result<ExitSta
         );
     }
     let rails = plan.rails;
+    Ok((mode, rails))
+}
+
+/// Stores each pair run of a wave, classed against the threshold, and keeps what each node
+/// sent on each rail.
+struct Recorder<'a> {
+    rails: &'a [String],
+    /// What each node sent on each rail, over every pair it was in.
+    sent: BTreeMap<(String, usize), Vec<f64>>,
+    run_ids: Vec<i64>,
+}
+
+impl Recorder<'_> {
+    fn record(&mut self, history: &mut History, runs: &[PairRun], threshold: &Threshold) {
+        for p in runs {
+            for (node, gbps) in &p.sent {
+                self.sent
+                    .entry((node.clone(), p.rail))
+                    .or_default()
+                    .push(*gbps);
+            }
+            let class = format!("{:?}", threshold.classify(&p.outcome)).to_lowercase();
+            let mut rec = p.record.clone();
+            for r in &mut rec.node_results {
+                r.verdict = Some(class.clone());
+            }
+            let retried = p.retried.iter().map(|earlier| {
+                let mut earlier = earlier.clone();
+                for r in &mut earlier.node_results {
+                    r.verdict = Some("retried".into());
+                }
+                earlier
+            });
+            for rec in retried.chain([rec]) {
+                match history.import_run(&rec, true) {
+                    Ok(o) => self.run_ids.push(o.run_id()),
+                    Err(e) => noteln!(
+                        "gpudirect validate: could not record {} {}: {e}",
+                        p.pair.join("+"),
+                        self.rails[p.rail]
+                    ),
+                }
+            }
+            noteln!(
+                "gpudirect validate:   {} {}: {}",
+                self.rails[p.rail],
+                p.pair.join("+"),
+                match &p.outcome {
+                    Outcome::Busbw(b) => format!("{b:.3} GB/s ({class})"),
+                    Outcome::Failed(why) => format!("failed: {why}"),
+                }
+            );
+        }
+    }
+}
+
+/// The rounds after the screen, every rail's next round in one wave, until no rail has
+/// one left; returns the waves run.
+#[allow(clippy::too_many_arguments)]
+fn run_waves(
+    validations: &mut [Validation],
+    spec: &PairSpec,
+    rails: &[String],
+    nodes: &[String],
+    base: &NewRun,
+    threshold: &Threshold,
+    history: &mut History,
+    recorder: &mut Recorder<'_>,
+) -> Result<usize> {
+    let mut rounds = 1;
+    loop {
+        if INTERRUPTED.load(Ordering::SeqCst) {
+            bail!("interrupted after {rounds} round(s); every pair run so far is recorded");
+        }
+        let wave: Vec<(usize, Round)> = validations
+            .iter_mut()
+            .enumerate()
+            .filter_map(|(r, v)| v.next_round().map(|round| (r, round)))
+            .collect();
+        if wave.is_empty() {
+            break;
+        }
+        rounds += 1;
+        let jobs: Vec<(usize, [String; 2])> = wave
+            .iter()
+            .flat_map(|(r, round)| pair_jobs(*r, round, nodes))
+            .collect();
+        noteln!(
+            "gpudirect validate: round {rounds}: {} pair(s) on {} rail(s) at once",
+            jobs.len(),
+            wave.len()
+        );
+        let runs = run_wave(spec, rails, jobs, base)?;
+        recorder.record(history, &runs, threshold);
+        for (r, round) in &wave {
+            validations[*r].record(round, outcomes_on(&runs, *r))?;
+        }
+    }
+    Ok(rounds - 1)
+}
+
+/// `gpudirect validate --test rails` over the allocation's `nodes`.
+pub fn run(args: &ValidateArgs, ctx: &Ctx, nodes: Vec<String>) -> Result<ExitStatus> {
+    let (mode, rails) = rails_of(args, &nodes)?;
     let spec = PairSpec {
         program: locate_mpi_program(args.mpi_program.as_deref()).map_err(anyhow::Error::msg)?,
         mpi: args.mpi.clone(),
@@ -374,81 +478,26 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx, nodes: Vec<String>) -> Result<ExitSta
         .iter()
         .map(|_| Validation::new(nodes.clone(), mode, threshold.clone()))
         .collect::<Result<_, _>>()?;
-    let mut run_ids = Vec::new();
-    // What each node sent on each rail, over every pair it was in.
-    let mut sent: BTreeMap<(String, usize), Vec<f64>> = BTreeMap::new();
-    let mut record = |history: &mut History, runs: &[PairRun], threshold: &Threshold| {
-        for p in runs {
-            for (node, gbps) in &p.sent {
-                sent.entry((node.clone(), p.rail)).or_default().push(*gbps);
-            }
-            let class = format!("{:?}", threshold.classify(&p.outcome)).to_lowercase();
-            let mut rec = p.record.clone();
-            for r in &mut rec.node_results {
-                r.verdict = Some(class.clone());
-            }
-            let retried = p.retried.iter().map(|earlier| {
-                let mut earlier = earlier.clone();
-                for r in &mut earlier.node_results {
-                    r.verdict = Some("retried".into());
-                }
-                earlier
-            });
-            for rec in retried.chain([rec]) {
-                match history.import_run(&rec, true) {
-                    Ok(o) => run_ids.push(o.run_id()),
-                    Err(e) => noteln!(
-                        "gpudirect validate: could not record {} {}: {e}",
-                        p.pair.join("+"),
-                        rails[p.rail]
-                    ),
-                }
-            }
-            noteln!(
-                "gpudirect validate:   {} {}: {}",
-                rails[p.rail],
-                p.pair.join("+"),
-                match &p.outcome {
-                    Outcome::Busbw(b) => format!("{b:.3} GB/s ({class})"),
-                    Outcome::Failed(why) => format!("failed: {why}"),
-                }
-            );
-        }
+    let mut recorder = Recorder {
+        rails: &rails,
+        sent: BTreeMap::new(),
+        run_ids: Vec::new(),
     };
-    record(&mut history, &screen, &threshold);
+    recorder.record(&mut history, &screen, &threshold);
     for (r, v) in validations.iter_mut().enumerate() {
         let round = v.next_round().context("no pairs to run")?;
         v.record(&round, outcomes_on(&screen, r))?;
     }
-    let mut rounds = 1;
-    loop {
-        if INTERRUPTED.load(Ordering::SeqCst) {
-            bail!("interrupted after {rounds} round(s); every pair run so far is recorded");
-        }
-        let wave: Vec<(usize, Round)> = validations
-            .iter_mut()
-            .enumerate()
-            .filter_map(|(r, v)| v.next_round().map(|round| (r, round)))
-            .collect();
-        if wave.is_empty() {
-            break;
-        }
-        rounds += 1;
-        let jobs: Vec<(usize, [String; 2])> = wave
-            .iter()
-            .flat_map(|(r, round)| pair_jobs(*r, round, &nodes))
-            .collect();
-        noteln!(
-            "gpudirect validate: round {rounds}: {} pair(s) on {} rail(s) at once",
-            jobs.len(),
-            wave.len()
-        );
-        let runs = run_wave(&spec, &rails, jobs, &base)?;
-        record(&mut history, &runs, &threshold);
-        for (r, round) in &wave {
-            validations[*r].record(round, outcomes_on(&runs, *r))?;
-        }
-    }
+    let rounds = 1 + run_waves(
+        &mut validations,
+        &spec,
+        &rails,
+        &nodes,
+        &base,
+        &threshold,
+        &mut history,
+        &mut recorder,
+    )?;
 
     conclude(
         args,
@@ -459,8 +508,8 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx, nodes: Vec<String>) -> Result<ExitSta
             nodes: &nodes,
             rails: &rails,
             validations: &validations,
-            sent: &sent,
-            run_ids: &run_ids,
+            sent: &recorder.sent,
+            run_ids: &recorder.run_ids,
             size_bytes: spec.size_bytes,
             rounds,
         },
