@@ -181,8 +181,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::cell::tests::{fixture_paths, output_facts};
-    use crate::cell::{evaluate, CellOutput, Reading, Run};
+    use crate::cell::tests::{as_import, fixture_paths, output_facts};
     use crate::history::LaunchKind;
     use crate::matrix::Variant;
     use crate::runner::Job;
@@ -276,22 +275,7 @@ mod tests {
                     BTreeMap::new(),
                 ),
             ];
-            let as_import = evaluate(
-                CellOutput::from_file(raw.clone()),
-                &Reading {
-                    collective: Some(collective.clone()),
-                    headerless: Some(None),
-                },
-                Run {
-                    exit_code: Some(0),
-                    context: RunContext {
-                        launcher: LaunchKind::Import,
-                        exit_code: Some(0),
-                        ..RunContext::default()
-                    },
-                    ..Run::default()
-                },
-            );
+            let as_import = as_import(&raw, &collective);
             let want = output_facts(&as_import.record);
             for (command, variant, context, marks) in specs {
                 let c = cell(&collective, variant.clone());

@@ -215,6 +215,29 @@ pub(crate) mod tests {
             .collect()
     }
 
+    /// What `import` makes of `raw`: a file, read as possibly headerless, with the
+    /// collective given as run and validate know it (`import --collective NAME`: an output
+    /// without a header names none), and `--exit-code 0` passed to the checks and the
+    /// record.
+    pub(crate) fn as_import(raw: &[u8], collective: &str) -> Evaluated {
+        evaluate(
+            CellOutput::from_file(raw.to_vec()),
+            &Reading {
+                collective: Some(collective.to_string()),
+                headerless: Some(None),
+            },
+            Run {
+                exit_code: Some(0),
+                context: RunContext {
+                    launcher: LaunchKind::Import,
+                    exit_code: Some(0),
+                    ..RunContext::default()
+                },
+                ..Run::default()
+            },
+        )
+    }
+
     /// What a record says about the output itself, leaving out how and when it ran.
     pub(crate) fn output_facts(r: &NewRun) -> String {
         format!(
@@ -271,26 +294,8 @@ pub(crate) mod tests {
                     ..RunContext::default()
                 },
             );
-            // What import calls: a file, read as possibly headerless, with the collective
-            // given as run and validate know it (`import --collective NAME`): an output
-            // without a header names none.
-            let as_import = evaluate(
-                CellOutput::from_file(raw.clone()),
-                &Reading {
-                    collective: Some(collective.clone()),
-                    headerless: Some(None),
-                },
-                // As `import --exit-code 0` passes it: to the checks and to the record.
-                Run {
-                    exit_code: Some(0),
-                    context: RunContext {
-                        launcher: LaunchKind::Import,
-                        exit_code: Some(0),
-                        ..RunContext::default()
-                    },
-                    ..Run::default()
-                },
-            );
+            // What import calls.
+            let as_import = as_import(&raw, &collective);
             let facts = output_facts(&as_run.record);
             assert_eq!(facts, output_facts(&as_validate.record), "{name}");
             assert_eq!(facts, output_facts(&as_import.record), "{name}");

@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use gpudirect::checks::{expected_sizes, Expectations};
+use gpudirect::checks::Expectations;
 use gpudirect::history::{History, LaunchKind, RunFilter, RunStatus};
 use gpudirect::matrix::{variants_from_flags, Cell, Matrix, Variant};
 use gpudirect::record::RunContext;
@@ -558,12 +558,7 @@ impl CellPlan<'_> {
                     self.nodes.first().map(String::as_str),
                 ),
                 nodes: cell.nodes,
-                sizes: expected_sizes(
-                    self.matrix.min_bytes,
-                    self.matrix.max_bytes,
-                    Some(self.matrix.factor),
-                    None,
-                ),
+                sizes: self.matrix.expected_sizes(),
             },
             context: RunContext {
                 nodes: if self.in_allocation {

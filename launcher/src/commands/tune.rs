@@ -11,7 +11,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use gpudirect::cell::exec::{self, Executed, Spec};
 use gpudirect::cell::Evaluated;
-use gpudirect::checks::{expected_sizes, Expectations};
+use gpudirect::checks::Expectations;
 use gpudirect::history::compare::median;
 use gpudirect::history::{History, LaunchKind, RunFilter, RunStatus};
 use gpudirect::launch::{env_var, find_binary, prepare, LaunchOptions, Launcher};
@@ -487,12 +487,7 @@ impl Tuner<'_> {
                     .as_ref()
                     .and_then(|p| p.transport.clone()),
                 nodes: self.setup.nodes,
-                sizes: expected_sizes(
-                    self.matrix.min_bytes,
-                    self.matrix.max_bytes,
-                    Some(self.matrix.factor),
-                    None,
-                ),
+                sizes: self.matrix.expected_sizes(),
             },
             context: RunContext {
                 nodes: self.setup.run_nodes.clone(),
