@@ -364,19 +364,30 @@ struct RoundContext<'a> {
 /// its busbw at the judged size.
 type RanPair = (Vec<String>, NewRun, Option<f64>);
 
+/// What the pair runs of a validation left: the history they are in, their ids, each as
+/// the evidence lists it, and how many cells started (each -J report gets its own file).
+struct Recorded {
+    history: History,
+    run_ids: Vec<i64>,
+    pairs: Vec<PairRun>,
+    cells_started: usize,
+}
+
 /// Runs `validation`'s rounds to the end with `variant` (its environment reaches every
-/// pair), recording every pair run; `cells_started` numbers the pairs' -J reports across
-/// calls. The loop is [`session::drive`]'s.
+/// pair), recording every pair run in `rec`. The loop is [`session::drive`]'s.
 fn run_rounds(
     rc: &RoundContext,
     validation: &mut Validation,
     variant: &Variant,
-    history: &mut History,
-    run_ids: &mut Vec<i64>,
-    pairs: &mut Vec<PairRun>,
-    cells_started: &mut usize,
+    rec: &mut Recorded,
 ) -> Result<()> {
     let nodes = validation.nodes().to_vec();
+    let Recorded {
+        history,
+        run_ids,
+        pairs,
+        cells_started,
+    } = rec;
     session::drive(
         validation,
         &INTERRUPTED,
@@ -1063,7 +1074,7 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx) -> Result<ExitStatus> {
     };
 
     let db = ctx.db_path()?;
-    let mut history = History::open(&db)?;
+    let history = History::open(&db)?;
     let (reference, baseline_runs) = choose_reference(args, &history, &db, &units, &cluster)?;
     let (mut validation, drained) = plan(args, &nodes, mode, reference)?;
 
@@ -1111,10 +1122,12 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx) -> Result<ExitStatus> {
         gpus_per_process: args.gpus_per_process,
         exact: true,
     };
-    let mut run_ids = Vec::new();
-    let mut pairs = Vec::new();
-    // Each pair's -J report gets its own file: cells are numbered across rounds.
-    let mut cells_started = 0usize;
+    let mut rec = Recorded {
+        history,
+        run_ids: Vec::new(),
+        pairs: Vec::new(),
+        cells_started: 0,
+    };
     let rounds = RoundContext {
         args,
         units: &units,
@@ -1134,15 +1147,7 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx) -> Result<ExitStatus> {
             variant.name = format!("{}:rail:{rail}", variant.name);
             variant.env.insert(variable.clone(), rail.clone());
             noteln!("gpudirect validate: rail {rail} ({variable}={rail})");
-            run_rounds(
-                &rounds,
-                &mut on_rail,
-                &variant,
-                &mut history,
-                &mut run_ids,
-                &mut pairs,
-                &mut cells_started,
-            )?;
+            run_rounds(&rounds, &mut on_rail, &variant, &mut rec)?;
             validations.push(on_rail);
         }
         let rounds = validations.iter().map(Validation::rounds_done).sum();
@@ -1150,39 +1155,31 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx) -> Result<ExitStatus> {
             args,
             rails::Verdicts {
                 test: "nccl-per-rail",
-                history: &history,
+                history: &rec.history,
                 db: &db,
                 nodes: &nodes,
                 rails,
                 validations: &validations,
                 sent: &BTreeMap::new(),
-                run_ids: &run_ids,
+                run_ids: &rec.run_ids,
                 size_bytes: max,
                 rounds,
             },
         );
     }
-    run_rounds(
-        &rounds,
-        &mut validation,
-        &variant,
-        &mut history,
-        &mut run_ids,
-        &mut pairs,
-        &mut cells_started,
-    )?;
+    run_rounds(&rounds, &mut validation, &variant, &mut rec)?;
     conclude(
         args,
         &validation,
         Run {
             units: &units,
-            history: &history,
+            history: &rec.history,
             db: &db,
             cluster: cluster.as_deref(),
             max,
             line_rate_gbps,
-            run_ids: &run_ids,
-            pairs: &pairs,
+            run_ids: &rec.run_ids,
+            pairs: &rec.pairs,
             baseline_runs: &baseline_runs,
             drained: &drained,
         },
