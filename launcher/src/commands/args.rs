@@ -1,12 +1,10 @@
 //! Arguments that more than one subcommand takes, defined once and flattened into each.
 
-use anyhow::{bail, Context, Result};
 use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Args;
 use gpudirect::history::{RunFilter, RunStatus};
-use gpudirect::launch::env_var;
 use gpudirect::units::{duration_arg, since_arg};
 use gpudirect_core::system::DEFAULT_CONFIG;
 
@@ -139,64 +137,6 @@ pub struct NcclTestsArgs {
     /// The admin config: the transport each profile must use, and its variables.
     #[command(flatten)]
     pub config: ConfigArg,
-}
-
-/// The largest GPU index `--gpus` accepts.
-pub const MAX_GPU_INDEX: u32 = 1023;
-
-/// The GPUs `--gpus` indexes: the entries of an inherited CUDA_VISIBLE_DEVICES (as for any
-/// CUDA program, index 0 is its first entry), else this host's NVIDIA GPUs as the driver
-/// lists them, else `None` (indices passed through unchecked, as on CPU-only test hosts).
-pub fn visible_gpus() -> Option<(Vec<String>, String)> {
-    if let Some(list) = env_var("CUDA_VISIBLE_DEVICES") {
-        let entries: Vec<String> = list.split(',').map(|e| e.trim().to_string()).collect();
-        return Some((entries, format!("CUDA_VISIBLE_DEVICES={list}")));
-    }
-    let count = std::fs::read_dir("/proc/driver/nvidia/gpus").ok()?.count();
-    let entries = (0..count).map(|i| i.to_string()).collect();
-    Some((entries, "/proc/driver/nvidia/gpus".into()))
-}
-
-/// Reads `0-3,6` in the order written; a GPU named twice is an error.
-pub fn parse_gpu_list(list: &str) -> Result<Vec<u32>> {
-    let fix = "write GPU indices such as 0-7 or 0,2,4,6";
-    let mut ids: Vec<u32> = Vec::new();
-    for element in list.split(',').map(str::trim) {
-        let (first, last) = element.split_once('-').unwrap_or((element, element));
-        let index = |text: &str| {
-            text.trim().parse::<u32>().map_err(|_| {
-                anyhow::anyhow!("--gpus {list}: `{element}` is not a GPU index or range ({fix})")
-            })
-        };
-        let (first, last) = (index(first)?, index(last)?);
-        if last < first {
-            bail!("--gpus {list}: range `{element}` runs backwards ({fix})");
-        }
-        if last > MAX_GPU_INDEX {
-            bail!("--gpus {list}: GPU index {last} is larger than {MAX_GPU_INDEX}");
-        }
-        for id in first..=last {
-            if ids.contains(&id) {
-                bail!("--gpus {list}: GPU {id} is named twice");
-            }
-            ids.push(id);
-        }
-    }
-    Ok(ids)
-}
-
-/// The CUDA_VISIBLE_DEVICES entry of GPU index `id` of `--gpus list`: its entry in
-/// `visible` ([`visible_gpus`]), or the index itself where nothing says what is visible.
-pub fn gpu_device(list: &str, id: u32, visible: Option<&(Vec<String>, String)>) -> Result<String> {
-    match visible {
-        None => Ok(id.to_string()),
-        Some((entries, source)) => entries.get(id as usize).cloned().with_context(|| {
-            format!(
-                "--gpus {list}: there is no GPU {id}: {} visible ({source}); indices start at 0",
-                entries.len()
-            )
-        }),
-    }
 }
 
 #[cfg(test)]

@@ -30,9 +30,10 @@ use gpudirect_core::config::{Config, Profile};
 use gpudirect_core::system::{load_config, Ownership};
 use serde::Serialize;
 
-use super::args::{gpu_device, parse_gpu_list, visible_gpus, NcclTestsArgs};
+use super::args::NcclTestsArgs;
 use super::{Ctx, ExitStatus};
 use gpudirect::noteln;
+use gpudirect::validate::gpus::{gpu_device, parse_gpu_list, visible_gpus};
 
 /// Arguments of `gpudirect tune`.
 #[derive(Debug, Args, Clone)]
@@ -207,7 +208,7 @@ fn setup(args: &TuneArgs) -> Result<Setup> {
         let devices = parse_gpu_list(list)?
             .into_iter()
             .map(|id| gpu_device(list, id, visible.as_ref()))
-            .collect::<Result<Vec<_>>>()?;
+            .collect::<Result<Vec<_>, _>>()?;
         let host = gpudirect_core::system::short_hostname();
         return Ok(Setup {
             described: format!(

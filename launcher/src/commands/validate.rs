@@ -33,7 +33,7 @@ use drains::EvidenceSource;
 use gpudirect::validate::actions::{self, NodeAction, PairRun};
 use gpudirect::validate::session::{self, Judged, SessionError};
 
-use super::args::{gpu_device, parse_gpu_list, visible_gpus, ConfigArg, DrainArgs};
+use super::args::{ConfigArg, DrainArgs};
 use super::{Ctx, ExitStatus};
 use gpudirect::baseline::Key;
 use gpudirect::cell::exec::{self, Spec};
@@ -42,6 +42,7 @@ use gpudirect::noteln;
 use gpudirect::outln;
 use gpudirect::output::{emit_json, line_share};
 use gpudirect::setup::{setup_differences, RunSetup};
+use gpudirect::validate::gpus::{gpu_units, visible_gpus};
 
 /// How far below the baseline an nccl-tests pair may be, percent, by default.
 const DEFAULT_TOLERANCE: f64 = 10.0;
@@ -304,47 +305,6 @@ impl Units {
         let names = units.iter().map(|(name, _)| name.clone()).collect();
         Ok((Units::Gpus(units.into_iter().collect()), names))
     }
-}
-
-/// A unit: its name and the CUDA_VISIBLE_DEVICES entries of its GPUs.
-type GpuUnit = (String, Vec<String>);
-
-/// Splits the GPUs of `list`, in the order written, into units of `per_unit`, named by
-/// their indices: `gpu3`, or `gpu2-3` (consecutive) and `gpu0.4` (not) for several.
-/// `visible` is what the indices refer to ([`visible_gpus`]).
-fn gpu_units(
-    list: &str,
-    per_unit: u32,
-    visible: Option<&(Vec<String>, String)>,
-) -> Result<Vec<GpuUnit>> {
-    let ids = parse_gpu_list(list)?;
-    if per_unit == 0 || !ids.len().is_multiple_of(per_unit as usize) {
-        bail!(
-            "--gpus {list} names {} GPU(s), which do not split into units of {per_unit} (--gpus-per-unit)",
-            ids.len()
-        );
-    }
-    let device = |id: u32| gpu_device(list, id, visible);
-    ids.chunks(per_unit as usize)
-        .map(|chunk| {
-            let name = match chunk {
-                [one] => format!("gpu{one}"),
-                [first, .., last] if chunk.windows(2).all(|w| w[1] == w[0] + 1) => {
-                    format!("gpu{first}-{last}")
-                }
-                _ => format!(
-                    "gpu{}",
-                    chunk
-                        .iter()
-                        .map(u32::to_string)
-                        .collect::<Vec<_>>()
-                        .join(".")
-                ),
-            };
-            let devices = chunk.iter().map(|&id| device(id)).collect::<Result<_>>()?;
-            Ok((name, devices))
-        })
-        .collect()
 }
 
 /// What every round of an nccl-tests validation shares.

@@ -10,12 +10,14 @@
 //!   and its record.
 //! - [`session`]: the loop that drives a validation round by round ([`session::drive`]),
 //!   the command's I/O in its closures.
+//! - [`gpus`]: this host's GPUs as `--gpus` names them, and the units they split into.
 //! - [`actions`]: what `--drain`, `--resume` and `--on-drain` decide from a report (drain
 //!   and resume plans, the evidence file).
 //!
 //! The command (`commands/validate.rs`) keeps the flags, the Slurm actions and the printing.
 
 pub mod actions;
+pub mod gpus;
 pub mod judging;
 pub mod pairing;
 pub mod rails;
