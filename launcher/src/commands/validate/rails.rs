@@ -10,7 +10,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use gpudirect::history::{compare::median, History, LaunchKind, NewRun};
+use gpudirect::history::{History, LaunchKind, NewRun};
 use gpudirect::launch::env_var;
 use gpudirect::outln;
 use gpudirect::output::emit_json;
@@ -22,8 +22,8 @@ use gpudirect::validate::judging::{
 };
 use gpudirect::validate::pairing::Mode;
 use gpudirect::validate::rails::{
-    failure_reason, locate_mpi_program, pair_job, read_measurement, record_of, worth_a_retry,
-    PairSpec,
+    combined_health, drain_candidates, failure_reason, locate_mpi_program, pair_job,
+    read_measurement, record_of, units_of, worth_a_retry, PairSpec, Unit,
 };
 use gpudirect_core::config::{Mode as ProfileMode, NicClass};
 use gpudirect_core::resolve::resolve_profile;
@@ -45,21 +45,6 @@ pub const DEFAULT_TOLERANCE: f64 = 75.0;
 /// A pair's time limit by default: a pair takes seconds, even on a rail slowed to 1% of
 /// its speed (the sender sends at least 2 messages, and no more than about 0.5 s allows).
 const PAIR_TIMEOUT: Duration = Duration::from_secs(60);
-
-/// One (node, rail) in the report.
-#[derive(Debug, Serialize)]
-struct Unit {
-    node: String,
-    rail: String,
-    verdict: Verdict,
-    /// Median of what this node sent on this rail, GB/s, over the pairs it was in (the
-    /// direction a NIC's egress limits; a pair's own figure is its slower direction); for
-    /// nccl-tests per rail, the median busbw of its pairs.
-    send_gbps: Option<f64>,
-    /// The rail's reference: median of its passing pairs (the whole run's when none passed).
-    rail_gbps: Option<f64>,
-    evidence: Vec<String>,
-}
 
 #[derive(Debug, Serialize)]
 struct RailsReport<'a> {
@@ -584,69 +569,6 @@ pub(super) fn conclude(args: &ValidateArgs, v: Verdicts) -> Result<ExitStatus> {
     Ok(exit)
 }
 
-/// Every (node, rail) with its verdict and figures.
-fn units_of(
-    nodes: &[String],
-    rails: &[String],
-    validations: &[Validation],
-    reports: &[Report],
-    sent: &BTreeMap<(String, usize), Vec<f64>>,
-) -> Vec<Unit> {
-    let mut units = Vec::new();
-    for (i, node) in nodes.iter().enumerate() {
-        for (r, ((rail, v), report)) in rails.iter().zip(validations).zip(reports).enumerate() {
-            // What the node sent, where the test knows; else the median of its pairs.
-            let pairs: Vec<f64> = v
-                .measurements()
-                .iter()
-                .filter(|m| m.nodes.contains(&i))
-                .filter_map(|m| m.outcome.busbw())
-                .collect();
-            let mine = sent
-                .get(&(node.clone(), r))
-                .and_then(|values| median(values))
-                .or_else(|| median(&pairs));
-            let passing: Vec<f64> = v
-                .measurements()
-                .iter()
-                .filter(|m| m.class == gpudirect::validate::judging::Class::Pass)
-                .filter_map(|m| m.outcome.busbw())
-                .collect();
-            let node_report = &report.nodes[i];
-            units.push(Unit {
-                node: node.clone(),
-                rail: rail.clone(),
-                verdict: node_report.verdict.clone(),
-                send_gbps: mine,
-                rail_gbps: median(&passing).or(v.threshold().and_then(Threshold::reference)),
-                evidence: node_report
-                    .evidence
-                    .iter()
-                    .map(ToString::to_string)
-                    .collect(),
-            });
-        }
-    }
-    units
-}
-
-/// The worst of the rails' health: could not run only when no rail ran.
-fn combined_health(all: impl Iterator<Item = Health>) -> Health {
-    let all: Vec<Health> = all.collect();
-    if all.iter().all(|h| *h == Health::CouldNotRun) {
-        Health::CouldNotRun
-    } else if all.contains(&Health::Failed) {
-        Health::Failed
-    } else if all
-        .iter()
-        .any(|h| matches!(h, Health::Degraded | Health::CouldNotRun))
-    {
-        Health::Degraded
-    } else {
-        Health::Healthy
-    }
-}
-
 /// The one-line verdict of a unit: `slow, 0.02 GB/s against 1.45 GB/s for that rail`.
 fn describe(unit: &Unit) -> String {
     let against = |what: &str| match (unit.send_gbps, unit.rail_gbps) {
@@ -735,35 +657,4 @@ fn print_text(
         db.display()
     )?;
     Ok(())
-}
-
-/// Each node with a slow or failed rail, to drain with the rails named in the reason
-/// (`gpudirect: eth2 slow node`). Pure.
-fn drain_candidates(units: &[Unit]) -> Vec<actions::Candidate> {
-    let mut by_node: std::collections::BTreeMap<&str, Vec<&Unit>> = Default::default();
-    for u in units {
-        if matches!(u.verdict, Verdict::SlowNode | Verdict::Failed) {
-            by_node.entry(&u.node).or_default().push(u);
-        }
-    }
-    by_node
-        .into_iter()
-        .map(|(node, bad)| {
-            let rails: Vec<String> = bad
-                .iter()
-                .map(|u| format!("{} {}", u.rail, u.verdict))
-                .collect();
-            actions::Candidate {
-                node: node.to_string(),
-                verdict: rails.join(", "),
-                evidence: bad
-                    .iter()
-                    .flat_map(|u| u.evidence.iter().map(move |e| format!("{}: {e}", u.rail)))
-                    .collect(),
-                plan: actions::DrainPlan::Drain {
-                    reason: gpudirect::drain::drain_reason(&rails.join(", ")),
-                },
-            }
-        })
-        .collect()
 }
