@@ -16,6 +16,7 @@
 //! adds to `Executed::evaluated.record` before recording it.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::AtomicBool;
 
 use super::{evaluate_finished, Evaluated};
 use crate::checks::Expectations;
@@ -129,10 +130,15 @@ impl Prepared {
         }
     }
 
-    /// Runs the cell (Ctrl-C stops it) and evaluates what it printed.
+    /// Runs the cell (Ctrl-C stops it: [`INTERRUPTED`]) and evaluates what it printed.
     pub fn execute(self) -> Result<Executed, StartError> {
+        self.execute_until(&INTERRUPTED)
+    }
+
+    /// [`Prepared::execute`], stopped when `cancel` is raised.
+    pub fn execute_until(self, cancel: &AtomicBool) -> Result<Executed, StartError> {
         let started = now_unix();
-        let finished = runner::run(&self.launch.job, &INTERRUPTED)?;
+        let finished = runner::run(&self.launch.job, cancel)?;
         let mut context = self.context;
         context.started_at = Some(started);
         context.finished_at = Some(now_unix());
@@ -288,7 +294,8 @@ mod tests {
                 );
                 let placeholder = prepared.placeholder("started");
                 assert_eq!(placeholder.env, marks, "{command}: the placeholder's marks");
-                let executed = prepared.execute().unwrap();
+                // Its own flag: the runner's tests raise INTERRUPTED.
+                let executed = prepared.execute_until(&AtomicBool::new(false)).unwrap();
                 let record = &executed.evaluated.record;
                 assert_eq!(output_facts(record), want, "{command}: {name}");
                 assert_eq!(record.raw_output, raw, "{command}: {name}");
