@@ -10,6 +10,7 @@
 //!   one pipeline of `run`, `validate` and `import`.
 //! - [`checks`]: the verdict on a run (exit code, `#wrong`, rows, transport used).
 //! - [`record`]: a parsed output plus how it ran, as a history record.
+//! - [`explain`]: `profiles explain`: what the plugin would do to one task, and why.
 //! - [`health`]: `gpudirect health`'s checks on what was read (NIC speed, GPUs, the quick
 //!   all_reduce against the history).
 //! - [`hostfile`]: `gpudirect hostfile`'s request, entries and four formats (pure).
@@ -41,6 +42,7 @@ pub mod baseline;
 pub mod cell;
 pub mod checks;
 pub mod drain;
+pub mod explain;
 pub mod health;
 pub mod history;
 pub mod hostfile;
