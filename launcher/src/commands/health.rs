@@ -504,12 +504,9 @@ fn quick_nccl(
     let Evaluated {
         parsed, verdict, ..
     } = executed.evaluated;
-    let busbw = parsed
-        .rows
-        .iter()
-        .rev()
-        .find(|r| r.size_bytes == args.max_bytes)
-        .and_then(|r| r.out_of_place.as_ref()?.busbw_gbps);
+    // The busbw of a run, by the one rule every command uses (out-of-place at its largest
+    // size, in-place where it has none).
+    let busbw = parsed.busbw_at_max_size();
     let problems: Vec<String> = if verdict.status == RunStatus::Ok {
         Vec::new()
     } else {

@@ -299,6 +299,8 @@ const RULES: &str = "\
   (`2026-11-29`, `2026-11-29T22:10:07Z`, any offset).
 - **Tolerances** (`--tolerance`) are percent in every command: `5` or `5%`. A value between
   0 and 1 without `%` is refused, since it is almost always an old fraction (`0.1` for 10 %).
+  `validate`'s default for nccl-tests pairs, 10 %, is the planner's own default, the one
+  the simulator measures (docs/validation.md).
 - **A recorded run** is recorded the same way by `run`, `tune`, `validate` and
   `health --quick-nccl` (one path, `cell::exec`): the same output gives the same rows,
   status, transport and findings; its env holds the variant's variables, the command's

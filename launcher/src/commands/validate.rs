@@ -44,8 +44,9 @@ use gpudirect::output::{emit_json, line_share};
 use gpudirect::setup::{setup_differences, RunSetup};
 use gpudirect::validate::gpus::{gpu_units, visible_gpus};
 
-/// How far below the baseline an nccl-tests pair may be, percent, by default.
-const DEFAULT_TOLERANCE: f64 = 10.0;
+/// How far below the baseline an nccl-tests pair may be, percent, by default: the
+/// planner's own default (the one the simulator measured), as a percentage.
+const DEFAULT_TOLERANCE: f64 = gpudirect::validate::judging::DEFAULT_TOLERANCE * 100.0;
 
 /// An nccl-tests pair's time limit by default.
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
@@ -516,7 +517,7 @@ fn store_round(
     }
     let retest = round.stage == Stage::Retest;
     for (outcome, (group, mut record, busbw)) in ran {
-        let class = threshold.map(|t| format!("{:?}", t.classify(&outcome)).to_lowercase());
+        let class = threshold.map(|t| t.classify(&outcome).as_str().to_string());
         let role = match retest {
             true => format!("retest, round {}", round.index + 1),
             false => format!("round {}", round.index + 1),
@@ -957,11 +958,9 @@ fn print_text(t: &Text<'_>) -> Result<()> {
             .runs
             .iter()
             .map(|run| match &run.outcome {
-                PairOutcome::Busbw(b) => format!(
-                    "with {} {b:.2} GB/s ({})",
-                    run.partner,
-                    format!("{:?}", run.class).to_lowercase()
-                ),
+                PairOutcome::Busbw(b) => {
+                    format!("with {} {b:.2} GB/s ({})", run.partner, run.class)
+                }
                 PairOutcome::Failed(why) => format!("with {} failed: {why}", run.partner),
             })
             .collect();

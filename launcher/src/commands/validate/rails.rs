@@ -327,10 +327,10 @@ impl Recorder<'_> {
                     .or_default()
                     .push(*gbps);
             }
-            let class = format!("{:?}", threshold.classify(&p.outcome)).to_lowercase();
+            let class = threshold.classify(&p.outcome).as_str();
             let mut rec = p.record.clone();
             for r in &mut rec.node_results {
-                r.verdict = Some(class.clone());
+                r.verdict = Some(class.to_string());
             }
             let retried = p.retried.iter().map(|earlier| {
                 let mut earlier = earlier.clone();

@@ -821,3 +821,15 @@ fn report_serializes_for_json_output() {
     assert_eq!(json["nodes"][0]["verdict"]["kind"], "slow_node");
     assert_eq!(json["threshold"]["kind"], "baseline");
 }
+
+#[test]
+fn a_class_has_one_name_in_json_and_in_the_history() {
+    for class in [Class::Pass, Class::Slow, Class::Failed] {
+        assert_eq!(
+            serde_json::to_value(class).unwrap(),
+            serde_json::Value::String(class.as_str().into())
+        );
+        assert_eq!(class.to_string(), class.as_str());
+    }
+    assert_eq!(Class::Slow.as_str(), "slow");
+}

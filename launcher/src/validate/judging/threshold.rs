@@ -334,3 +334,21 @@ pub enum Class {
     /// The run failed.
     Failed,
 }
+
+impl Class {
+    /// Its name, as `--json` writes it and as a pair run's node results store it:
+    /// `pass`, `slow`, `failed` (one spelling; not a `Debug` string lower-cased).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Class::Pass => "pass",
+            Class::Slow => "slow",
+            Class::Failed => "failed",
+        }
+    }
+}
+
+impl std::fmt::Display for Class {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
