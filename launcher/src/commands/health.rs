@@ -26,7 +26,7 @@ use gpudirect::baseline::Key;
 use gpudirect::cell::exec::{self, Spec};
 use gpudirect::cell::Evaluated;
 use gpudirect::checks::Expectations;
-use gpudirect::drain::{self, Drained, Resumed};
+use gpudirect::drain::{self, Drained, HistoryPoint, Resumed};
 use gpudirect::health::{gpu_failure, nccl_failure, speed_failure, Failed};
 use gpudirect::history::{History, LaunchKind, RunStatus};
 use gpudirect::launch::{LaunchOptions, Launcher};
@@ -527,32 +527,49 @@ fn quick_nccl(
     Ok((failure, note))
 }
 
-/// What `--on-drain` gets: this check's report, the tool, the time, and the node's last
-/// runs in the history (busbw and status of each), when there is a history.
-fn evidence(report: &Health, ctx: &Ctx) -> serde_json::Value {
-    let runs = ctx
+/// What health adds to the evidence file: the profile, the failed checks, the checks run.
+#[derive(Debug, Serialize)]
+struct HealthEvidence<'a> {
+    profile: &'a Option<String>,
+    failures: &'a [Failed],
+    checked: &'a [&'static str],
+}
+
+/// What `--on-drain` gets ([`drain::EvidenceFile`], validate's shape): the node, the
+/// reason, each failed check, the node's last runs in the history (when there is one),
+/// the cluster, the tool and the time, then this check's profile, failures and checks.
+fn evidence<'a>(
+    args: &HealthArgs,
+    report: &'a Health,
+    reason: &str,
+    ctx: &Ctx,
+) -> drain::EvidenceFile<HealthEvidence<'a>> {
+    let history = ctx
         .open_history()
         .ok()
         .and_then(|h| h.node_history(&report.node, None, None).ok())
-        .map(|h| {
-            let skip = h.runs.len().saturating_sub(EVIDENCE_RUNS);
-            h.runs.into_iter().skip(skip).collect::<Vec<_>>()
-        })
+        .map(|h| HistoryPoint::last_of(h.runs))
         .unwrap_or_default();
-    serde_json::json!({
-        "tool": "gpudirect health",
-        "at": gpudirect::units::format_rfc3339(now_unix()),
-        "node": report.node,
-        "reason": report.failures.first().map(|f| drain::drain_reason(&f.problem)),
-        "profile": report.profile,
-        "failures": report.failures,
-        "checked": report.checked,
-        "history": runs,
-    })
+    drain::EvidenceFile {
+        node: report.node.clone(),
+        reason: reason.to_string(),
+        verdict: "failed".into(),
+        evidence: report
+            .failures
+            .iter()
+            .map(|f| format!("{}: {}", f.check, f.problem))
+            .collect(),
+        history,
+        cluster: gpudirect::slurm::cluster_name(args.cluster.as_deref()),
+        tool: "gpudirect health",
+        at: gpudirect::units::format_rfc3339(now_unix()),
+        details: HealthEvidence {
+            profile: &report.profile,
+            failures: &report.failures,
+            checked: &report.checked,
+        },
+    }
 }
-
-/// The node's most recent runs an `--on-drain` evidence file lists.
-const EVIDENCE_RUNS: usize = 10;
 
 /// `--drain`: drain on a failure (then `--on-drain`), return our own drain on a pass.
 fn act_in_slurm(args: &HealthArgs, report: &Health, ctx: &Ctx) -> SlurmAction {
@@ -562,7 +579,7 @@ fn act_in_slurm(args: &HealthArgs, report: &Health, ctx: &Ctx) -> SlurmAction {
             drain::drain_confirmed(&report.node, &reason).map(|drained| {
                 let evidence = match (&drained, &args.drains.on_drain) {
                     (Drained::Drained { .. }, Some(command)) => {
-                        match drain::run_on_drain(command, &evidence(report, ctx)) {
+                        match drain::run_on_drain(command, &evidence(args, report, &reason, ctx)) {
                             Ok(path) => Some(path),
                             Err(e) => {
                                 noteln!("gpudirect health: {e:#}");
@@ -648,4 +665,58 @@ fn print_text(report: &Health) -> Result<()> {
         None => {}
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// health's `--on-drain` file has validate's fields (node, reason, verdict, evidence,
+    /// history, cluster, tool, at), then its own.
+    #[test]
+    fn the_evidence_file_has_validates_shape() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Wrap {
+            #[command(flatten)]
+            args: HealthArgs,
+        }
+        let wrap = Wrap::try_parse_from(["health", "--cluster", "c1"]).unwrap();
+        let scratch = tempfile::tempdir().unwrap();
+        let ctx = Ctx {
+            db: Some(scratch.path().join("none.sqlite")),
+        };
+        let report = Health {
+            node: "node2".into(),
+            profile: Some("tcpx".into()),
+            checked: vec!["nics"],
+            skipped: Vec::new(),
+            failures: vec![Failed {
+                check: "nics",
+                problem: "eth3 is down".into(),
+                fix: "check the cable".into(),
+            }],
+            attempts: 1,
+            slurm: None,
+            notes: Vec::new(),
+            elapsed_ms: 0,
+        };
+        let json = serde_json::to_value(evidence(
+            &wrap.args,
+            &report,
+            "gpudirect: eth3 is down",
+            &ctx,
+        ))
+        .unwrap();
+        for key in [
+            "node", "reason", "verdict", "evidence", "history", "cluster", "tool", "at",
+        ] {
+            assert!(json.get(key).is_some(), "{key} in {json}");
+        }
+        assert_eq!(json["tool"], "gpudirect health");
+        assert_eq!(json["cluster"], "c1");
+        assert_eq!(json["evidence"][0], "nics: eth3 is down");
+        assert_eq!(json["failures"][0]["check"], "nics");
+        assert!(json["history"].as_array().unwrap().is_empty());
+    }
 }

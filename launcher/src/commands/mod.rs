@@ -312,6 +312,10 @@ const RULES: &str = "\
   `report`, `validate` (its pair runs: variant `validate:MODE`) and `health --quick-nccl`
   (variant `health`, one node, its GPUs). A run of another variant or GPU count is never in
   it.
+- **The `--on-drain` evidence file** has one shape in `health` and `validate`: `node`,
+  `reason`, `verdict`, `evidence`, `history` (the node's last 10 runs), `cluster`, `tool`,
+  `at`, then what the tool adds (validate: `pairs`; health: `profile`, `failures`,
+  `checked`).
 - **The busbw of a run** is its out-of-place busbw at its largest size (the in-place figure
   where a run has no out-of-place one), in every command.
 - **Output.** Data goes to stdout, notes and progress to stderr; a closed stdout

@@ -10,13 +10,11 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 use crate::drain;
-use crate::history::{RunId, RunStatus};
+pub use crate::drain::HistoryPoint;
+use crate::history::RunId;
 use crate::slurm::NodeState;
 use crate::units::format_rfc3339;
 use crate::validate::judging::{NodeReport, Report, RetestReport, Verdict};
-
-/// The most recent runs of a node that go into the `--on-drain` evidence.
-pub const HISTORY_RUNS: usize = 10;
 
 /// What the evidence file names as the tool that drained.
 pub const TOOL: &str = "gpudirect validate";
@@ -234,44 +232,18 @@ pub struct PairEvidence {
     pub retest: bool,
 }
 
-/// A recent run of the node in the history, in the evidence.
+/// What validate adds to the evidence file: the node's pair runs in this validation.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct HistoryPoint {
-    /// Run id.
-    pub run_id: RunId,
-    /// When (RFC 3339, UTC).
-    pub at: String,
-    /// Its busbw at the size read, GB/s.
-    pub busbw: Option<f64>,
-    /// How it ended.
-    pub status: RunStatus,
-}
-
-/// The `--on-drain` evidence file.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct EvidenceFile {
-    /// The drained node.
-    pub node: String,
-    /// The reason set.
-    pub reason: String,
-    /// The verdict (`slow node`, `failed`).
-    pub verdict: String,
-    /// Why, in words.
-    pub evidence: Vec<String>,
+pub struct PairsEvidence {
     /// Its pair runs in this validation.
     pub pairs: Vec<PairEvidence>,
-    /// Its last runs in the history, oldest first.
-    pub history: Vec<HistoryPoint>,
-    /// The cluster.
-    pub cluster: Option<String>,
-    /// `gpudirect validate`.
-    pub tool: &'static str,
-    /// When (RFC 3339, UTC).
-    pub at: String,
 }
 
-/// The evidence for `c`, drained with `reason`: its pairs of `pairs`, and the last
-/// [`HISTORY_RUNS`] of `history`. Pure.
+/// validate's `--on-drain` evidence file.
+pub type EvidenceFile = drain::EvidenceFile<PairsEvidence>;
+
+/// The evidence for `c`, drained with `reason`: its pairs of `pairs`, and `history` (the
+/// node's last runs, [`HistoryPoint::last_of`]). Pure.
 pub fn evidence(
     c: &Candidate,
     reason: &str,
@@ -298,23 +270,23 @@ pub fn evidence(
             retest: p.retest,
         })
         .collect();
-    let skip = history.len().saturating_sub(HISTORY_RUNS);
     EvidenceFile {
         node: c.node.clone(),
         reason: reason.to_string(),
         verdict: c.verdict.clone(),
         evidence: c.evidence.clone(),
-        pairs,
-        history: history.into_iter().skip(skip).collect(),
+        history,
         cluster: cluster.map(str::to_string),
         tool: TOOL,
         at: format_rfc3339(at),
+        details: PairsEvidence { pairs },
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::history::RunStatus;
     use crate::validate::judging::{Outcome, Retests, Threshold, Validation};
     use crate::validate::pairing::Mode;
 
@@ -490,14 +462,22 @@ mod tests {
                 run_id: None,
             },
         ];
-        let history: Vec<HistoryPoint> = (1..=12)
-            .map(|id| HistoryPoint {
-                run_id: id,
-                at: format_rfc3339(1_700_000_000 + id),
-                busbw: Some(180.0),
-                status: RunStatus::Ok,
-            })
-            .collect();
+        let history = HistoryPoint::last_of(
+            (1..=12)
+                .map(|id| crate::history::NodeRunPoint {
+                    run_id: id,
+                    at: format_rfc3339(1_700_000_000 + id),
+                    collective: "all_reduce".into(),
+                    cluster: Some("local".into()),
+                    variant: None,
+                    status: RunStatus::Ok,
+                    node_count: Some(2),
+                    size_bytes: 1 << 30,
+                    dtype: "float".into(),
+                    busbw: Some(180.0),
+                })
+                .collect(),
+        );
         let ev = evidence(
             c,
             "gpudirect: slow node",
@@ -529,7 +509,7 @@ mod tests {
         assert_eq!(json["pairs"][1]["retest"], true);
         assert!(json["pairs"][1]["run_id"].is_null());
         let history = json["history"].as_array().unwrap();
-        assert_eq!(history.len(), HISTORY_RUNS, "the last runs only");
+        assert_eq!(history.len(), drain::EVIDENCE_RUNS, "the last runs only");
         assert_eq!(history[0]["run_id"], 3);
         assert_eq!(history[9]["status"], "ok");
         assert!(json["evidence"][0]

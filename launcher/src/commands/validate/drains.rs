@@ -107,16 +107,7 @@ fn run_on_drain(
         .history
         .node_history(&c.node, src.collective, src.size_bytes)
     {
-        Ok(h) => h
-            .runs
-            .into_iter()
-            .map(|r| HistoryPoint {
-                run_id: r.run_id,
-                at: r.at,
-                busbw: r.busbw,
-                status: r.status,
-            })
-            .collect(),
+        Ok(h) => HistoryPoint::last_of(h.runs),
         Err(e) => {
             noteln!(
                 "gpudirect validate: the evidence for {} has no history: {e}",
