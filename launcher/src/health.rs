@@ -1,10 +1,16 @@
 //! The node checks of `gpudirect health` that are functions of what was read: a NIC's
 //! speed against the profile's line rate, the driver's GPUs against Slurm's gres, and the
 //! quick all_reduce against the history's median. Each gives a [`Failed`] that says what
-//! was found and what to do; `commands/health.rs` reads sysfs, Slurm and the history, and
-//! prints.
+//! was found and what to do. [`check_once`] runs every check of a profile on this node
+//! ([`NodeFacts`] read once, sysfs and the driver's GPUs read at each pass, from
+//! [`Paths`]); `commands/health.rs` retries, runs the quick all_reduce, drains and prints.
 
-use gpudirect_core::config::{CheckKind, NicClass};
+use std::path::{Path, PathBuf};
+
+use gpudirect_core::config::{CheckKind, NicClass, NicLocality};
+use gpudirect_core::locality::Locality;
+use gpudirect_core::resolve::{plan_node_with_locality, Resolved, StepFacts};
+use gpudirect_core::system::SystemProbe;
 use serde::Serialize;
 
 /// One failed check.
@@ -108,6 +114,154 @@ pub fn gpu_failure(expected: u32, seen: Option<u32>) -> Option<Failed> {
     }
 }
 
+/// Where the checks read the machine (tests point both at copies).
+#[derive(Debug, Clone)]
+pub struct Paths {
+    /// sysfs (`/sys`).
+    pub sysfs: PathBuf,
+    /// Where the NVIDIA driver lists its GPUs (`/proc/driver/nvidia/gpus`).
+    pub nvidia_gpus: PathBuf,
+}
+
+/// Reads a NIC's speed from sysfs.
+pub fn read_speed(sysfs: &Path, nic: &str, class: NicClass) -> Option<String> {
+    let path = match class {
+        NicClass::Net => sysfs.join("class/net").join(nic).join("speed"),
+        NicClass::Infiniband => sysfs
+            .join("class/infiniband")
+            .join(nic)
+            .join("ports/1/rate"),
+    };
+    std::fs::read_to_string(path).ok()
+}
+
+/// The GPUs the NVIDIA driver lists (one directory per GPU); `None` without the driver.
+pub fn driver_gpus(dir: &Path) -> Option<u32> {
+    let entries = std::fs::read_dir(dir).ok()?;
+    u32::try_from(entries.filter_map(|e| e.ok()).count()).ok()
+}
+
+/// What the checks use besides the node's files, read once however often they run: the
+/// node set's skips, the PCIe locality, and the GPUs Slurm gives the node (`None` when the
+/// `gpus` check is skipped, the node has no GPU gres, or Slurm could not say: a note then
+/// says why).
+pub struct NodeFacts<'c> {
+    /// The profile and node set that apply.
+    pub resolved: Resolved<'c>,
+    /// The checks the node set skips.
+    pub skipped_by_set: Vec<CheckKind>,
+    /// The PCIe locality (`nic_locality = "sysfs"`).
+    pub locality: Option<Locality>,
+    /// The GPUs Slurm gives the node.
+    pub slurm_gpus: Option<u32>,
+}
+
+impl<'c> NodeFacts<'c> {
+    /// Reads them: the locality from `where_.sysfs`, the gres from Slurm (a note says why
+    /// when Slurm could not).
+    pub fn read(
+        where_: &Paths,
+        resolved: Resolved<'c>,
+        node: &str,
+        notes: &mut Vec<String>,
+    ) -> Self {
+        let skipped_by_set: Vec<CheckKind> = resolved
+            .node_set
+            .map(|s| s.skip_checks.clone())
+            .unwrap_or_default();
+        let locality = match resolved.profile.nic_locality {
+            NicLocality::Sysfs => Locality::read(&where_.sysfs).ok(),
+            NicLocality::Config => None,
+        };
+        let slurm_gpus = if skipped_by_set.contains(&CheckKind::Gpus) {
+            None
+        } else {
+            match crate::slurm::node_state(node) {
+                Ok(state) => state.gpus,
+                Err(e) => {
+                    notes.push(format!(
+                        "gpus: not checked, Slurm did not say the node's gres: {}",
+                        e.to_string()
+                            .lines()
+                            .map(str::trim)
+                            .collect::<Vec<_>>()
+                            .join("; ")
+                    ));
+                    None
+                }
+            }
+        };
+        NodeFacts {
+            resolved,
+            skipped_by_set,
+            locality,
+            slurm_gpus,
+        }
+    }
+}
+
+/// One pass of every check. Returns the failures, the checks run and the checks skipped.
+pub fn check_once(
+    where_: &Paths,
+    facts: &NodeFacts<'_>,
+    node: &str,
+) -> (Vec<Failed>, Vec<&'static str>, Vec<&'static str>) {
+    let profile = facts.resolved.profile;
+    let step = StepFacts {
+        node: node.to_string(),
+        nnodes: 1,
+        local_size: 1,
+        ..StepFacts::default()
+    };
+    let plan = plan_node_with_locality(
+        facts.resolved,
+        step,
+        &SystemProbe::default(),
+        facts.locality.as_ref(),
+    );
+    let mut failures: Vec<Failed> = plan
+        .failures
+        .iter()
+        // The receive daemon runs per job: the prolog makes it, no health check can.
+        .filter(|f| f.kind != CheckKind::RxdmSocketDir)
+        .map(|f| Failed {
+            check: f.kind.name(),
+            problem: f.problem.clone(),
+            fix: f.fix.clone(),
+        })
+        .collect();
+    let mut checked: Vec<&'static str> = profile
+        .checks
+        .required()
+        .into_iter()
+        .filter(|k| *k != CheckKind::RxdmSocketDir && !plan.skipped.contains(k))
+        .map(CheckKind::name)
+        .collect();
+    checked.push(CheckKind::Ownership.name());
+    let mut skipped: Vec<&'static str> = facts.skipped_by_set.iter().map(|k| k.name()).collect();
+
+    if !profile.line_rate_gbit.is_empty() && !facts.skipped_by_set.contains(&CheckKind::NicSpeed) {
+        checked.push(CheckKind::NicSpeed.name());
+        for (logical, gbit) in &profile.line_rate_gbit {
+            let real = plan.real_nic(logical);
+            let speed = read_speed(&where_.sysfs, real, profile.data_nic_class);
+            failures.extend(speed_failure(
+                real,
+                profile.data_nic_class,
+                *gbit,
+                speed.as_deref(),
+            ));
+        }
+    }
+    if let Some(expected) = facts.slurm_gpus {
+        checked.push(CheckKind::Gpus.name());
+        failures.extend(gpu_failure(expected, driver_gpus(&where_.nvidia_gpus)));
+    }
+    skipped.sort_unstable();
+    skipped.dedup();
+    (failures, checked, skipped)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -166,5 +320,34 @@ mod tests {
             "7 of 8 GPUs seen by the NVIDIA driver"
         );
         assert!(gpu_failure(8, None).unwrap().fix.contains("skip_checks"));
+    }
+
+    #[test]
+    fn speeds_and_gpus_are_read_from_the_given_folders() {
+        let root = tempfile::tempdir().unwrap();
+        let net = root.path().join("class/net/eth1");
+        std::fs::create_dir_all(&net).unwrap();
+        std::fs::write(net.join("speed"), "200000\n").unwrap();
+        let ib = root.path().join("class/infiniband/mlx5_0/ports/1");
+        std::fs::create_dir_all(&ib).unwrap();
+        std::fs::write(ib.join("rate"), "400 Gb/sec (4X NDR)\n").unwrap();
+        let speed = read_speed(root.path(), "eth1", NicClass::Net);
+        assert_eq!(speed.as_deref(), Some("200000\n"));
+        assert_eq!(
+            speed_failure("eth1", NicClass::Net, 200, speed.as_deref()),
+            None
+        );
+        let rate = read_speed(root.path(), "mlx5_0", NicClass::Infiniband);
+        assert_eq!(
+            speed_failure("mlx5_0", NicClass::Infiniband, 400, rate.as_deref()),
+            None
+        );
+        assert_eq!(read_speed(root.path(), "eth9", NicClass::Net), None);
+        let gpus = root.path().join("gpus");
+        for bus in ["0000:01:00.0", "0000:02:00.0"] {
+            std::fs::create_dir_all(gpus.join(bus)).unwrap();
+        }
+        assert_eq!(driver_gpus(&gpus), Some(2));
+        assert_eq!(driver_gpus(&root.path().join("no-driver")), None);
     }
 }

@@ -17,7 +17,7 @@
 //! tagged `gpudirect:` and a pass returns it to service only when it is drained with that
 //! tag ([`gpudirect::drain`]).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
@@ -27,7 +27,7 @@ use gpudirect::cell::exec::{self, Spec};
 use gpudirect::cell::Evaluated;
 use gpudirect::checks::Expectations;
 use gpudirect::drain::{self, Drained, HistoryPoint, Resumed};
-use gpudirect::health::{gpu_failure, nccl_failure, speed_failure, Failed};
+use gpudirect::health::{check_once, driver_gpus, nccl_failure, Failed, NodeFacts, Paths};
 use gpudirect::history::{History, LaunchKind, RunStatus};
 use gpudirect::launch::{LaunchOptions, Launcher};
 use gpudirect::matrix::{Cell, Matrix, Variant};
@@ -36,10 +36,9 @@ use gpudirect::output::emit_json;
 use gpudirect::record::RunContext;
 use gpudirect::slurm;
 use gpudirect::units::{human_size, now_unix, percent_arg, size_arg};
-use gpudirect_core::config::{CheckKind, Mode, NicClass, NicLocality};
-use gpudirect_core::locality::Locality;
-use gpudirect_core::resolve::{plan_node_with_locality, resolve_profile, Resolved, StepFacts};
-use gpudirect_core::system::{load_config, slurm_node_name, Ownership, SystemProbe};
+use gpudirect_core::config::Mode;
+use gpudirect_core::resolve::resolve_profile;
+use gpudirect_core::system::{load_config, slurm_node_name, Ownership};
 use serde::Serialize;
 
 use super::args::{ConfigArg, DrainArgs};
@@ -190,139 +189,6 @@ fn node_name(args: &HealthArgs) -> String {
     args.node.clone().unwrap_or_else(slurm_node_name)
 }
 
-/// Reads a NIC's speed from sysfs.
-fn read_speed(sysfs: &Path, nic: &str, class: NicClass) -> Option<String> {
-    let path = match class {
-        NicClass::Net => sysfs.join("class/net").join(nic).join("speed"),
-        NicClass::Infiniband => sysfs
-            .join("class/infiniband")
-            .join(nic)
-            .join("ports/1/rate"),
-    };
-    std::fs::read_to_string(path).ok()
-}
-
-/// The GPUs the NVIDIA driver lists (one directory per GPU); `None` without the driver.
-fn driver_gpus(dir: &Path) -> Option<u32> {
-    let entries = std::fs::read_dir(dir).ok()?;
-    u32::try_from(entries.filter_map(|e| e.ok()).count()).ok()
-}
-
-/// What the checks use besides the node's files, read once however often they run: the
-/// node set's skips, the PCIe locality, and the GPUs Slurm gives the node (`None` when the
-/// `gpus` check is skipped, the node has no GPU gres, or Slurm could not say: a note then
-/// says why).
-struct NodeFacts<'c> {
-    resolved: Resolved<'c>,
-    skipped_by_set: Vec<CheckKind>,
-    locality: Option<Locality>,
-    slurm_gpus: Option<u32>,
-}
-
-impl<'c> NodeFacts<'c> {
-    fn read(
-        args: &HealthArgs,
-        resolved: Resolved<'c>,
-        node: &str,
-        notes: &mut Vec<String>,
-    ) -> Self {
-        let skipped_by_set: Vec<CheckKind> = resolved
-            .node_set
-            .map(|s| s.skip_checks.clone())
-            .unwrap_or_default();
-        let locality = match resolved.profile.nic_locality {
-            NicLocality::Sysfs => Locality::read(&args.sysfs).ok(),
-            NicLocality::Config => None,
-        };
-        let slurm_gpus = if skipped_by_set.contains(&CheckKind::Gpus) {
-            None
-        } else {
-            match slurm::node_state(node) {
-                Ok(state) => state.gpus,
-                Err(e) => {
-                    notes.push(format!(
-                        "gpus: not checked, Slurm did not say the node's gres: {}",
-                        e.to_string()
-                            .lines()
-                            .map(str::trim)
-                            .collect::<Vec<_>>()
-                            .join("; ")
-                    ));
-                    None
-                }
-            }
-        };
-        NodeFacts {
-            resolved,
-            skipped_by_set,
-            locality,
-            slurm_gpus,
-        }
-    }
-}
-
-/// One pass of every check. Returns the failures, the checks run and the checks skipped.
-fn check_once(
-    args: &HealthArgs,
-    facts: &NodeFacts<'_>,
-    node: &str,
-) -> (Vec<Failed>, Vec<&'static str>, Vec<&'static str>) {
-    let profile = facts.resolved.profile;
-    let step = StepFacts {
-        node: node.to_string(),
-        nnodes: 1,
-        local_size: 1,
-        ..StepFacts::default()
-    };
-    let plan = plan_node_with_locality(
-        facts.resolved,
-        step,
-        &SystemProbe::default(),
-        facts.locality.as_ref(),
-    );
-    let mut failures: Vec<Failed> = plan
-        .failures
-        .iter()
-        // The receive daemon runs per job: the prolog makes it, no health check can.
-        .filter(|f| f.kind != CheckKind::RxdmSocketDir)
-        .map(|f| Failed {
-            check: f.kind.name(),
-            problem: f.problem.clone(),
-            fix: f.fix.clone(),
-        })
-        .collect();
-    let mut checked: Vec<&'static str> = profile
-        .checks
-        .required()
-        .into_iter()
-        .filter(|k| *k != CheckKind::RxdmSocketDir && !plan.skipped.contains(k))
-        .map(CheckKind::name)
-        .collect();
-    checked.push(CheckKind::Ownership.name());
-    let mut skipped: Vec<&'static str> = facts.skipped_by_set.iter().map(|k| k.name()).collect();
-
-    if !profile.line_rate_gbit.is_empty() && !facts.skipped_by_set.contains(&CheckKind::NicSpeed) {
-        checked.push(CheckKind::NicSpeed.name());
-        for (logical, gbit) in &profile.line_rate_gbit {
-            let real = plan.real_nic(logical);
-            let speed = read_speed(&args.sysfs, real, profile.data_nic_class);
-            failures.extend(speed_failure(
-                real,
-                profile.data_nic_class,
-                *gbit,
-                speed.as_deref(),
-            ));
-        }
-    }
-    if let Some(expected) = facts.slurm_gpus {
-        checked.push(CheckKind::Gpus.name());
-        failures.extend(gpu_failure(expected, driver_gpus(&args.nvidia_gpus)));
-    }
-    skipped.sort_unstable();
-    skipped.dedup();
-    (failures, checked, skipped)
-}
-
 /// `gpudirect health`.
 pub fn run(args: &HealthArgs, ctx: &Ctx) -> Result<ExitStatus> {
     let start = Instant::now();
@@ -353,11 +219,15 @@ pub fn run(args: &HealthArgs, ctx: &Ctx) -> Result<ExitStatus> {
     };
     let profile = resolved.profile;
     let mut notes = Vec::new();
-    let facts = NodeFacts::read(args, resolved, &node, &mut notes);
+    let paths = Paths {
+        sysfs: args.sysfs.clone(),
+        nvidia_gpus: args.nvidia_gpus.clone(),
+    };
+    let facts = NodeFacts::read(&paths, resolved, &node, &mut notes);
     let mut attempts = 0;
     let (mut failures, mut checked, skipped) = loop {
         attempts += 1;
-        let result = check_once(args, &facts, &node);
+        let result = check_once(&paths, &facts, &node);
         if result.0.is_empty() || attempts > args.drains.retries {
             break result;
         }
