@@ -4,27 +4,21 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use gpudirect::cell::exec::{self, Executed, Spec};
-use gpudirect::cell::Evaluated;
-use gpudirect::checks::Expectations;
-use gpudirect::history::compare::median;
 use gpudirect::history::{History, LaunchKind, RunFilter, RunStatus};
 use gpudirect::launch::{env_var, find_binary, prepare, LaunchOptions, Launcher};
 use gpudirect::matrix::{Cell, Matrix, Variant};
 use gpudirect::outln;
-use gpudirect::output::{emit_json, render_table, Align, Progress};
-use gpudirect::record::RunContext;
-use gpudirect::runner::{self, INTERRUPTED};
+use gpudirect::output::{emit_json, render_table, Align};
+use gpudirect::runner;
 use gpudirect::tune::knobs::{self, Knob, Preset};
 use gpudirect::tune::overlay::{self, Provenance};
-use gpudirect::tune::plan::{self, Setting, Step};
-use gpudirect::tune::verdict::{self, Call, Choice, PhaseResult, Rule, Sample};
-use gpudirect::tune::{busbw_by_size, busbw_by_size_from_rows};
+use gpudirect::tune::plan::{self, Setting};
+use gpudirect::tune::session::{recorded_steps, seconds_text, Recorded, Setup, Tuner};
+use gpudirect::tune::verdict::{self, Call, Choice, PhaseResult, Rule};
 use gpudirect::units::{duration_arg, format_rfc3339, human_size, now_unix, percent_arg, size_arg};
 use gpudirect_core::config::{Config, Profile};
 use gpudirect_core::system::{load_config, Ownership};
@@ -158,28 +152,6 @@ pub struct TuneArgs {
     /// Extra nccl-tests arguments for every run, after `--` (e.g. `-- -n 50 -w 10`).
     #[arg(last = true, value_name = "NCCL_TESTS_ARGS")]
     pub extra: Vec<String>,
-}
-
-/// History keys that tie a run to its tune and step, for --resume.
-const STEP_KEY: &str = "GPUDIRECT_TUNE_STEP";
-const PLAN_KEY: &str = "GPUDIRECT_TUNE_PLAN";
-
-/// Where the runs happen and with what.
-struct Setup {
-    launch: LaunchOptions,
-    /// One cell's shape: nodes and GPUs per node.
-    nodes: u32,
-    gpus_per_node: u32,
-    /// `CUDA_VISIBLE_DEVICES` for --gpus.
-    devices: Option<String>,
-    /// The mode every run applies, and its profile.
-    mode: Option<String>,
-    profile: Option<Profile>,
-    /// The nodes the runs use (this host with --gpus).
-    run_nodes: Vec<String>,
-    launch_kind: LaunchKind,
-    /// What was measured, for the summary and the overlay.
-    described: String,
 }
 
 fn setup(args: &TuneArgs) -> Result<Setup> {
@@ -353,225 +325,6 @@ fn knobs_for(
     knobs::fit(knobs, &presets(profile, &names))
 }
 
-/// One finished step.
-#[derive(Debug, Clone)]
-struct Finished {
-    status: RunStatus,
-    sample: Option<Sample>,
-}
-
-/// Everything a tune run needs while it runs.
-struct Tuner<'a> {
-    args: &'a TuneArgs,
-    setup: &'a Setup,
-    matrix: Matrix,
-    tune_id: String,
-    plan_print: String,
-    history: History,
-    /// Steps already recorded (from --resume): finished ones, and placeholders to redo.
-    done: BTreeMap<String, Finished>,
-    placeholders: BTreeMap<String, i64>,
-    started: Instant,
-    /// Seconds of each finished run, for the estimates.
-    durations: Vec<f64>,
-    runs_started: usize,
-    budget_note: Option<String>,
-    failures: Vec<String>,
-    default_failed: bool,
-}
-
-impl Tuner<'_> {
-    fn estimate(&self) -> Option<f64> {
-        median(&self.durations)
-    }
-
-    fn interrupted(&self) -> bool {
-        INTERRUPTED.load(Ordering::SeqCst)
-    }
-
-    /// Runs the steps of one phase (skipping those recorded), round by round within the
-    /// budget; returns every sample of the phase.
-    fn run_phase(&mut self, steps: &[Step], label: &str) -> Result<Vec<Sample>> {
-        let todo = steps
-            .iter()
-            .filter(|s| !self.done.contains_key(&s.key()))
-            .count();
-        let progress = Progress::new("gpudirect tune", todo);
-        let rounds: u32 = steps.iter().map(|s| s.round).max().unwrap_or(0);
-        let mut index = 0;
-        'rounds: for round in 1..=rounds {
-            let in_round: Vec<&Step> = steps.iter().filter(|s| s.round == round).collect();
-            let to_run = in_round
-                .iter()
-                .filter(|s| !self.done.contains_key(&s.key()))
-                .count();
-            if to_run == 0 {
-                continue;
-            }
-            let elapsed = self.started.elapsed().as_secs_f64();
-            if let Some(per_run) = self.estimate() {
-                let needed = per_run * to_run as f64;
-                if elapsed + needed > self.args.budget.as_secs_f64() {
-                    self.budget_note = Some(format!(
-                        "budget {}: stopped before {label} round {round} (elapsed {}, the round needs ~{})",
-                        seconds_text(self.args.budget.as_secs_f64()),
-                        seconds_text(elapsed),
-                        seconds_text(needed)
-                    ));
-                    break 'rounds;
-                }
-            }
-            for step in in_round {
-                if self.done.contains_key(&step.key()) {
-                    continue;
-                }
-                if self.interrupted() {
-                    break 'rounds;
-                }
-                let elapsed = self.started.elapsed().as_secs_f64();
-                if elapsed >= self.args.budget.as_secs_f64() {
-                    self.budget_note = Some(format!(
-                        "budget {}: spent in {label} round {round} (elapsed {})",
-                        seconds_text(self.args.budget.as_secs_f64()),
-                        seconds_text(elapsed)
-                    ));
-                    break 'rounds;
-                }
-                index += 1;
-                let finished = self.run_step(step, (index, todo), &progress)?;
-                self.done.insert(step.key(), finished);
-            }
-        }
-        progress.close();
-        Ok(steps
-            .iter()
-            .filter_map(|s| self.done.get(&s.key()))
-            .filter(|f| f.status == RunStatus::Ok)
-            .filter_map(|f| f.sample.clone())
-            .collect())
-    }
-
-    fn run_step(
-        &mut self,
-        step: &Step,
-        (index, progress_total): (usize, usize),
-        progress: &Progress,
-    ) -> Result<Finished> {
-        self.runs_started += 1;
-        let mut env = step.setting.0.clone();
-        if let Some(devices) = &self.setup.devices {
-            env.insert("CUDA_VISIBLE_DEVICES".into(), devices.clone());
-        }
-        let cell = Cell {
-            index: self.runs_started,
-            collective: step.collective.clone(),
-            nodes: self.setup.nodes,
-            gpus_per_node: self.setup.gpus_per_node,
-            variant: Variant {
-                name: step.setting.to_string(),
-                gpudirect: self.setup.mode.clone(),
-                env,
-            },
-        };
-        let mut marks = BTreeMap::new();
-        marks.insert(STEP_KEY.to_string(), step.key());
-        marks.insert(PLAN_KEY.to_string(), self.plan_print.clone());
-        let prepared = exec::prepare(Spec {
-            cell: &cell,
-            matrix: &self.matrix,
-            launch: &self.setup.launch,
-            json_report: !self.args.nccl.no_json,
-            expect: Expectations {
-                transport: self
-                    .setup
-                    .profile
-                    .as_ref()
-                    .and_then(|p| p.transport.clone()),
-                nodes: self.setup.nodes,
-                sizes: self.matrix.expected_sizes(),
-            },
-            context: RunContext {
-                nodes: self.setup.run_nodes.clone(),
-                launcher: self.setup.launch_kind,
-                label: Some(self.tune_id.clone()),
-                line_rate_gbps: self
-                    .setup
-                    .profile
-                    .as_ref()
-                    .and_then(Profile::node_line_rate_gbps),
-                ..RunContext::for_job(self.args.nccl.cluster.as_deref())
-            },
-            marks,
-        })?;
-        let command = prepared.command_line();
-        let placeholder = match self.placeholders.remove(&step.key()) {
-            Some(id) => id,
-            None => {
-                let mark = prepared.placeholder("started; the tune stopped before the run ended");
-                self.history.import_run(&mark, true)?.run_id()
-            }
-        };
-        let label = format!(
-            "{} p{} r{} {}",
-            step.collective, step.phase, step.round, step.setting
-        );
-        progress.start(index, &label, &command);
-        let executed = prepared.execute()?;
-        if let Err(e) = executed.replace(&mut self.history, placeholder) {
-            noteln!("gpudirect tune: could not record {label}: {e}");
-        }
-        let Executed {
-            finished,
-            evaluated: Evaluated {
-                parsed, verdict, ..
-            },
-        } = executed;
-        let seconds = finished.elapsed.as_secs_f64();
-        if verdict.status == RunStatus::Ok {
-            self.durations.push(seconds);
-        }
-        let finding = verdict.findings.first().map(|f| f.message.clone());
-        let busbw = busbw_by_size(&parsed);
-        progress.finish(
-            &format!(
-                "[{index}/{}] {label}: {}{}{}",
-                progress_total,
-                verdict.status,
-                parsed
-                    .busbw_at_max_size()
-                    .map(|b| format!(", busbw {b:.2} GB/s at max size"))
-                    .unwrap_or_default(),
-                finding
-                    .as_ref()
-                    .map(|f| format!(" ({f})"))
-                    .unwrap_or_default()
-            ),
-            parsed.busbw_at_max_size(),
-        );
-        if verdict.status != RunStatus::Ok && verdict.status != RunStatus::Interrupted {
-            self.failures.push(format!(
-                "{label}: {}{}",
-                verdict.status,
-                finding
-                    .as_ref()
-                    .map(|f| format!(": {f}"))
-                    .unwrap_or_default()
-            ));
-            if step.setting.is_default() {
-                self.default_failed = true;
-            }
-        }
-        Ok(Finished {
-            status: verdict.status,
-            sample: (!busbw.is_empty()).then(|| Sample {
-                setting: step.setting.clone(),
-                round: step.round,
-                busbw,
-            }),
-        })
-    }
-}
-
 /// A tune id names runs in the history and is quoted in the overlay's comments: letters,
 /// digits, `.`, `_` and `-`, at most 64.
 fn check_tune_id(id: &str) -> Result<()> {
@@ -587,73 +340,6 @@ fn check_tune_id(id: &str) -> Result<()> {
         );
     }
     Ok(())
-}
-
-/// `4.5s`, `12m30s`, `1h05m`.
-fn seconds_text(seconds: f64) -> String {
-    if seconds < 59.95 {
-        return format!("{:.1}s", seconds.max(0.0));
-    }
-    let s = seconds.round() as u64;
-    match s {
-        60..=3599 => format!("{}m{:02}s", s / 60, s % 60),
-        _ => format!("{}h{:02}m", s / 3600, (s % 3600) / 60),
-    }
-}
-
-/// The tune's steps recorded in the history under `id`: finished ones with their samples,
-/// and placeholders (interrupted) by step key. Refuses a tune made with other flags.
-fn recorded_steps(
-    history: &History,
-    id: &str,
-    plan_print: &str,
-) -> Result<(BTreeMap<String, Finished>, BTreeMap<String, i64>)> {
-    let runs = history.list_runs(&RunFilter {
-        label: Some(id.to_string()),
-        ..RunFilter::default()
-    })?;
-    let mut done = BTreeMap::new();
-    let mut placeholders = BTreeMap::new();
-    for summary in runs {
-        let detail = history.get_run(summary.id)?;
-        let Some(key) = detail.env.get(STEP_KEY) else {
-            continue;
-        };
-        if detail.env.get(PLAN_KEY).map(String::as_str) != Some(plan_print) {
-            bail!(
-                "tune `{id}` was made with other flags (run {} differs): give the flags it was started with, or start a new tune without --resume",
-                summary.id
-            );
-        }
-        if summary.status == RunStatus::Interrupted {
-            placeholders.insert(key.clone(), summary.id);
-            continue;
-        }
-        let setting = key
-            .splitn(4, ':')
-            .nth(3)
-            .and_then(Setting::parse_label)
-            .with_context(|| format!("run {}: {STEP_KEY} `{key}` does not read", summary.id))?;
-        let round = key
-            .split(':')
-            .nth(2)
-            .and_then(|r| r.strip_prefix('r'))
-            .and_then(|r| r.parse().ok())
-            .unwrap_or(0);
-        let busbw = busbw_by_size_from_rows(&detail.rows);
-        done.insert(
-            key.clone(),
-            Finished {
-                status: summary.status,
-                sample: (!busbw.is_empty()).then_some(Sample {
-                    setting,
-                    round,
-                    busbw,
-                }),
-            },
-        );
-    }
-    Ok((done, placeholders))
 }
 
 /// What `--json` prints and what the tables show.
@@ -731,8 +417,10 @@ pub fn run(args: &TuneArgs, ctx: &Ctx) -> Result<ExitStatus> {
     let setup = Setup { launch, ..setup };
     runner::install_interrupt_handler();
     let mut tuner = Tuner {
-        args,
         setup: &setup,
+        budget: args.budget,
+        json_report: !args.nccl.no_json,
+        cluster: args.nccl.cluster.clone(),
         matrix: matrix_of(args),
         tune_id: tune_id.clone(),
         plan_print,
@@ -880,10 +568,6 @@ fn start_tune(
     };
     Ok((tune_id, (done, placeholders)))
 }
-
-/// What a tune recorded before: its finished steps by key, and the placeholders (run ids)
-/// of steps that were running when it stopped.
-type Recorded = (BTreeMap<String, Finished>, BTreeMap<String, i64>);
 
 /// `--write FILE`: the chosen setting as a profile overlay, or a note that none won.
 fn write_overlay(

@@ -1,5 +1,5 @@
-//! `gpudirect tune`'s logic, pure and tested here; the command (`commands/tune.rs`) runs
-//! the steps and records them.
+//! `gpudirect tune`'s logic, pure and tested here but for [`session`], which runs the
+//! steps and records them; the command (`commands/tune.rs`) sets up and prints.
 //!
 //! - [`knobs`]: the variables and values to try (built in per collective and fabric, a
 //!   sweep file, or flags), fitted to the profile the runs apply.
@@ -8,10 +8,13 @@
 //! - [`verdict`]: per size band, which settings beat the default by more than the noise,
 //!   and the one setting `--write` may keep.
 //! - [`overlay`]: that setting as a profile overlay for the plugin's config.
+//! - [`session`]: the runs of the phases through `cell::exec`, within the budget, and what
+//!   `--resume` finds of a stopped tune.
 
 pub mod knobs;
 pub mod overlay;
 pub mod plan;
+pub mod session;
 pub mod verdict;
 
 use std::collections::BTreeMap;
