@@ -9,17 +9,15 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use gpudirect::checks::{expected_sizes, Expectations};
-use gpudirect::history::{History, LaunchKind, NewNodeResult, NewRun, RunStatus};
+use gpudirect::checks::expected_sizes;
+use gpudirect::history::History;
 use gpudirect::launch::{find_binary, LaunchOptions, Launcher};
-use gpudirect::matrix::{Cell, Matrix, Variant};
-use gpudirect::record::RunContext;
+use gpudirect::matrix::{Matrix, Variant};
 use gpudirect::report::{gather, write_report, ReportFormat, ReportOptions, Selection};
-use gpudirect::runner::{self, INTERRUPTED};
+use gpudirect::runner;
 use gpudirect::units::{duration_arg, nccl_size as format_size, percent_arg, size_arg};
 use gpudirect::validate::judging::{
-    health, Health, Outcome as PairOutcome, Reference, Retests, Round, RoundRule, Stage, Threshold,
-    Validation,
+    health, Health, Outcome as PairOutcome, Reference, Retests, RoundRule, Threshold, Validation,
 };
 use gpudirect::validate::pairing::{parse_topology, Mode};
 
@@ -31,13 +29,11 @@ mod rails;
 
 use drains::EvidenceSource;
 use gpudirect::validate::actions::{self, NodeAction, PairRun};
-use gpudirect::validate::session::{self, Judged, SessionError};
+use gpudirect::validate::pairs::{run_rounds, Recorded, RoundContext, Units};
 
 use super::args::{ConfigArg, DrainArgs};
 use super::{Ctx, ExitStatus};
 use gpudirect::baseline::Key;
-use gpudirect::cell::exec::{self, Spec};
-use gpudirect::cell::Evaluated;
 use gpudirect::noteln;
 use gpudirect::outln;
 use gpudirect::output::{emit_json, line_share};
@@ -258,318 +254,42 @@ fn pinned_algorithm(algo: &str, from_env: Option<&str>) -> (Option<String>, Stri
     }
 }
 
-/// What validate pairs.
-enum Units {
-    /// The allocation's nodes; each group runs as one srun step.
-    Nodes,
-    /// This host's GPU groups by unit name (CUDA_VISIBLE_DEVICES entries); each group runs
-    /// as one local process.
-    Gpus(BTreeMap<String, Vec<String>>),
-}
-
-impl Units {
-    fn from_args(args: &ValidateArgs) -> Result<(Units, Vec<String>)> {
-        let Some(list) = &args.gpus else {
-            let Some(list) = env_var("SLURM_JOB_NODELIST") else {
-                bail!("gpudirect validate runs over an allocation: use it inside salloc or sbatch (or pass --gpus to validate this host's GPUs)");
-            };
-            let nodes = gpudirect_core::hostlist::expand(&list)
-                .with_context(|| format!("SLURM_JOB_NODELIST `{list}` is not a hostlist"))?;
-            if nodes.len() < 2 {
-                bail!(
-                    "validation pairs nodes: the allocation has {} node(s), it needs 2 or more",
-                    nodes.len()
-                );
-            }
-            return Ok((Units::Nodes, nodes));
+/// What validate pairs: the allocation's nodes, or with `--gpus` this host's GPU units.
+fn units_from_args(args: &ValidateArgs) -> Result<(Units, Vec<String>)> {
+    let Some(list) = &args.gpus else {
+        let Some(list) = env_var("SLURM_JOB_NODELIST") else {
+            bail!("gpudirect validate runs over an allocation: use it inside salloc or sbatch (or pass --gpus to validate this host's GPUs)");
         };
-        if args.drains.drain || args.resume {
-            bail!("--drain drains Slurm nodes and --resume returns them; with --gpus the units are GPUs of this host");
-        }
-        if args.gpudirect.is_some() {
+        let nodes = gpudirect_core::hostlist::expand(&list)
+            .with_context(|| format!("SLURM_JOB_NODELIST `{list}` is not a hostlist"))?;
+        if nodes.len() < 2 {
             bail!(
-                "--gpudirect applies to srun steps; with --gpus the pairs run here without Slurm"
+                "validation pairs nodes: the allocation has {} node(s), it needs 2 or more",
+                nodes.len()
             );
         }
-        let visible = visible_gpus();
-        if let Some((_, source)) = visible.as_ref().filter(|(_, s)| s.starts_with("CUDA_")) {
-            noteln!("gpudirect validate: {source} is set: --gpus {list} indexes it");
-        }
-        let units = gpu_units(list, args.gpus_per_unit, visible.as_ref())?;
-        if units.len() < 2 {
-            bail!(
-                "validation pairs units: --gpus {list} makes {} unit(s) of {} GPU(s), it needs 2 or more",
-                units.len(),
-                args.gpus_per_unit
-            );
-        }
-        let names = units.iter().map(|(name, _)| name.clone()).collect();
-        Ok((Units::Gpus(units.into_iter().collect()), names))
+        return Ok((Units::Nodes, nodes));
+    };
+    if args.drains.drain || args.resume {
+        bail!("--drain drains Slurm nodes and --resume returns them; with --gpus the units are GPUs of this host");
     }
-}
-
-/// What every round of an nccl-tests validation shares.
-struct RoundContext<'a> {
-    args: &'a ValidateArgs,
-    units: &'a Units,
-    launch: &'a LaunchOptions,
-    matrix: &'a Matrix,
-    sizes: &'a [u64],
-    cluster: &'a Option<String>,
-    max: u64,
-    /// The node's line rate (GB/s) from the --gpudirect profile, recorded with each run.
-    line_rate_gbps: Option<f64>,
-}
-
-/// One pair run as it ended: its group, its record (node results added once judged) and
-/// its busbw at the judged size.
-type RanPair = (Vec<String>, NewRun, Option<f64>);
-
-/// What the pair runs of a validation left: the history they are in, their ids, each as
-/// the evidence lists it, and how many cells started (each -J report gets its own file).
-struct Recorded {
-    history: History,
-    run_ids: Vec<i64>,
-    pairs: Vec<PairRun>,
-    cells_started: usize,
-}
-
-/// Runs `validation`'s rounds to the end with `variant` (its environment reaches every
-/// pair), recording every pair run in `rec`. The loop is [`session::drive`]'s.
-fn run_rounds(
-    rc: &RoundContext,
-    validation: &mut Validation,
-    variant: &Variant,
-    rec: &mut Recorded,
-) -> Result<()> {
-    let nodes = validation.nodes().to_vec();
-    let Recorded {
-        history,
-        run_ids,
-        pairs,
-        cells_started,
-    } = rec;
-    session::drive(
-        validation,
-        &INTERRUPTED,
-        |round| run_round(rc, round, &nodes, variant, cells_started),
-        |judged, ran| {
-            store_round(rc, &judged, ran, history, run_ids, pairs);
-            Ok(())
-        },
-    )
-    .map_err(|e| match e {
-        SessionError::Interrupted { rounds } => {
-            anyhow::anyhow!("interrupted: {rounds} round(s) were recorded")
-        }
-        SessionError::Judge(e) => e.into(),
-        SessionError::Run(e) => e,
-    })
-}
-
-/// One round's groups, one job step each, all at once; one outcome per group, in order.
-fn run_round(
-    rc: &RoundContext,
-    round: &Round,
-    nodes: &[String],
-    variant: &Variant,
-    cells_started: &mut usize,
-) -> Result<Vec<(PairOutcome, RanPair)>> {
-    let RoundContext {
-        args,
-        units,
-        launch,
-        matrix,
-        sizes,
-        cluster,
-        line_rate_gbps,
-        ..
-    } = *rc;
-    let groups = round.named_groups(nodes);
-    noteln!(
-        "gpudirect validate: round {} ({:?}): {} group(s) at once",
-        round.index + 1,
-        round.stage,
-        groups.len()
-    );
-    // One job step per group, all at once; each thread runs one and returns its result.
-    let jobs = groups
-        .iter()
-        .map(|group| {
-            let group: Vec<String> = group.iter().map(|s| s.to_string()).collect();
-            let mut cell = Cell {
-                index: {
-                    *cells_started += 1;
-                    *cells_started
-                },
-                collective: args.collective.clone(),
-                nodes: group.len() as u32,
-                gpus_per_node: args.gpus_per_node,
-                variant: variant.clone(),
-            };
-            let mut opts = LaunchOptions {
-                nodes: group.clone(),
-                ..launch.clone()
-            };
-            if let Units::Gpus(gpus) = &units {
-                // One process here drives every GPU of the group.
-                let ids: Vec<String> = group
-                    .iter()
-                    .flat_map(|unit| gpus.get(unit).into_iter().flatten())
-                    .cloned()
-                    .collect();
-                cell.nodes = 1;
-                cell.gpus_per_node = ids.len() as u32;
-                cell.variant
-                    .env
-                    .insert("CUDA_VISIBLE_DEVICES".into(), ids.join(","));
-                opts.launcher = Launcher::Local;
-                opts.nodes = Vec::new();
-            }
-            let context = RunContext {
-                cluster: cluster.clone(),
-                nodes: group.clone(),
-                gpus_per_node: Some(match units {
-                    Units::Nodes => args.gpus_per_node,
-                    Units::Gpus(_) => args.gpus_per_unit,
-                }),
-                launcher: match units {
-                    Units::Nodes => LaunchKind::Srun,
-                    Units::Gpus(_) => LaunchKind::Local,
-                },
-                line_rate_gbps,
-                ..RunContext::for_job(None)
-            };
-            let spec = Spec {
-                cell: &cell,
-                matrix,
-                launch: &opts,
-                json_report: true,
-                expect: Expectations {
-                    transport: None,
-                    nodes: cell.nodes,
-                    sizes: sizes.to_vec(),
-                },
-                context,
-                marks: Default::default(),
-            };
-            exec::prepare(spec).map(|p| (group, p))
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    let handles: Vec<_> = jobs
-        .into_iter()
-        .map(|(group, prepared)| std::thread::spawn(move || (group, prepared.execute())))
-        .collect();
-    let mut ran = Vec::new();
-    for handle in handles {
-        let Ok((group, executed)) = handle.join() else {
-            bail!("a pair's runner thread panicked");
-        };
-        let Evaluated {
-            parsed,
-            verdict,
-            record,
-        } = executed?.evaluated;
-        // The pair's figure: the busbw of the run, by the one rule every command uses.
-        let busbw = parsed.busbw_at_max_size();
-        let outcome = match (verdict.status, busbw) {
-            (RunStatus::Ok, Some(b)) => PairOutcome::Busbw(b),
-            _ => PairOutcome::Failed(
-                verdict
-                    .findings
-                    .first()
-                    .map(|f| f.message.clone())
-                    .unwrap_or_else(|| "no busbw at the largest size".into()),
-            ),
-        };
-        ran.push((outcome, (group, record, busbw)));
+    if args.gpudirect.is_some() {
+        bail!("--gpudirect applies to srun steps; with --gpus the pairs run here without Slurm");
     }
-    Ok(ran)
-}
-
-/// Stores a judged round's runs: each with its node results (role, partner, class
-/// against the threshold the round left), and said on stderr.
-fn store_round(
-    rc: &RoundContext,
-    judged: &Judged<'_>,
-    ran: Vec<(PairOutcome, RanPair)>,
-    history: &mut History,
-    run_ids: &mut Vec<i64>,
-    pairs: &mut Vec<PairRun>,
-) {
-    let RoundContext {
-        max,
-        line_rate_gbps,
-        ..
-    } = *rc;
-    let round = judged.round;
-    let threshold = judged.threshold;
-    // Without a baseline, the first round sets the line the runs are judged by (and they
-    // are stored with that verdict).
-    if let (true, 0, Some(t @ Threshold::RoundMedian { .. })) =
-        (judged.recorded, round.index, threshold)
-    {
-        noteln!(
-            "gpudirect validate: threshold {:.2} GB/s ({})",
-            t.limit(),
-            t.explain()
+    let visible = visible_gpus();
+    if let Some((_, source)) = visible.as_ref().filter(|(_, s)| s.starts_with("CUDA_")) {
+        noteln!("gpudirect validate: {source} is set: --gpus {list} indexes it");
+    }
+    let units = gpu_units(list, args.gpus_per_unit, visible.as_ref())?;
+    if units.len() < 2 {
+        bail!(
+            "validation pairs units: --gpus {list} makes {} unit(s) of {} GPU(s), it needs 2 or more",
+            units.len(),
+            args.gpus_per_unit
         );
     }
-    let retest = round.stage == Stage::Retest;
-    for (outcome, (group, mut record, busbw)) in ran {
-        let class = threshold.map(|t| t.classify(&outcome).as_str().to_string());
-        let role = match retest {
-            true => format!("retest, round {}", round.index + 1),
-            false => format!("round {}", round.index + 1),
-        };
-        for node in &group {
-            for partner in group.iter().filter(|p| *p != node) {
-                record.node_results.push(NewNodeResult {
-                    node: node.clone(),
-                    role: Some(role.clone()),
-                    partner: Some(partner.clone()),
-                    size_bytes: Some(max),
-                    busbw,
-                    verdict: class.clone(),
-                });
-            }
-        }
-        let run_id = match history.import_run(&record, true) {
-            Ok(o) => {
-                run_ids.push(o.run_id());
-                Some(o.run_id())
-            }
-            Err(e) => {
-                noteln!(
-                    "gpudirect validate: could not record {}: {e}",
-                    group.join(",")
-                );
-                None
-            }
-        };
-        pairs.push(PairRun {
-            round: round.index + 1,
-            retest,
-            nodes: group.clone(),
-            busbw,
-            verdict: class.clone(),
-            run_id,
-        });
-        noteln!(
-            "gpudirect validate:   {}: {}",
-            group.join("+"),
-            match (&outcome, &class) {
-                (PairOutcome::Busbw(b), class) => format!(
-                    "{b:.2} GB/s{} ({})",
-                    line_share(Some(*b), line_rate_gbps)
-                        .map(|share| format!(", {share} of line rate"))
-                        .unwrap_or_default(),
-                    class.as_deref().unwrap_or("not judged")
-                ),
-                (PairOutcome::Failed(why), _) => format!("failed: {why}"),
-            }
-        );
-    }
+    let names = units.iter().map(|(name, _)| name.clone()).collect();
+    Ok((Units::Gpus(units.into_iter().collect()), names))
 }
 
 /// The node's line rate (GB/s) from the profile `--gpudirect` names, when the config
@@ -1000,7 +720,7 @@ fn print_text(t: &Text<'_>) -> Result<()> {
 
 /// `gpudirect validate`. Returns the health exit status.
 pub fn run(args: &ValidateArgs, ctx: &Ctx) -> Result<ExitStatus> {
-    let (units, nodes) = Units::from_args(args)?;
+    let (units, nodes) = units_from_args(args)?;
     if let Some(dir) = &args.report {
         // Found out now, before any pair runs, not after the verdict.
         std::fs::create_dir_all(dir)
@@ -1088,7 +808,9 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx) -> Result<ExitStatus> {
         cells_started: 0,
     };
     let rounds = RoundContext {
-        args,
+        collective: &args.collective,
+        gpus_per_node: args.gpus_per_node,
+        gpus_per_unit: args.gpus_per_unit,
         units: &units,
         launch: &launch,
         matrix: &matrix,

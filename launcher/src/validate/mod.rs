@@ -8,6 +8,8 @@
 //!   for the miss and false-alarm rates in `docs/validation.md`.
 //! - [`rails`]: `--test rails`: one pair's MPI step bound to one rail, its measurement line
 //!   and its record.
+//! - [`pairs`]: the nccl-tests pairs of `validate`, each round's cells at once through
+//!   `cell::exec`, stored once judged.
 //! - [`session`]: the loop that drives a validation round by round ([`session::drive`]),
 //!   the command's I/O in its closures.
 //! - [`gpus`]: this host's GPUs as `--gpus` names them, and the units they split into.
@@ -20,6 +22,7 @@ pub mod actions;
 pub mod gpus;
 pub mod judging;
 pub mod pairing;
+pub mod pairs;
 pub mod rails;
 pub mod session;
 pub mod simulate;

@@ -1,0 +1,330 @@
+//! validate's nccl-tests pairs: each round's groups run at once as `cell::exec` cells
+//! (one srun step per node pair, or one local process per pair of GPU units), driven by
+//! [`session::drive`], and stored with their node results once the round is judged.
+
+use std::collections::BTreeMap;
+
+use super::actions::PairRun;
+use super::judging::{Outcome as PairOutcome, Round, Stage, Threshold, Validation};
+use super::session::{self, Judged, SessionError};
+use crate::cell::exec::{self, Spec};
+use crate::cell::Evaluated;
+use crate::checks::Expectations;
+use crate::history::{History, LaunchKind, NewNodeResult, NewRun, RunStatus};
+use crate::launch::{LaunchError, LaunchOptions, Launcher};
+use crate::matrix::{Cell, Matrix, Variant};
+use crate::noteln;
+use crate::output::line_share;
+use crate::record::RunContext;
+use crate::runner::{StartError, INTERRUPTED};
+
+/// Why the pairs stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum PairsError {
+    /// A pair's command could not be built.
+    #[error(transparent)]
+    Launch(#[from] LaunchError),
+    /// A pair could not be started.
+    #[error(transparent)]
+    Start(#[from] StartError),
+    /// A pair's thread panicked.
+    #[error("a pair's runner thread panicked")]
+    Panicked,
+    /// Ctrl-C: the rounds before were recorded.
+    #[error("interrupted: {rounds} round(s) were recorded")]
+    Interrupted {
+        /// Rounds recorded.
+        rounds: usize,
+    },
+    /// The planner refused the outcomes.
+    #[error(transparent)]
+    Judge(#[from] super::judging::JudgeError),
+}
+
+/// What validate pairs.
+pub enum Units {
+    /// The allocation's nodes; each group runs as one srun step.
+    Nodes,
+    /// This host's GPU groups by unit name (CUDA_VISIBLE_DEVICES entries); each group runs
+    /// as one local process.
+    Gpus(BTreeMap<String, Vec<String>>),
+}
+
+/// What every round of an nccl-tests validation shares.
+pub struct RoundContext<'a> {
+    /// The collective every pair runs.
+    pub collective: &'a str,
+    /// GPUs per node (`-G`).
+    pub gpus_per_node: u32,
+    /// GPUs per unit (`--gpus-per-unit`).
+    pub gpus_per_unit: u32,
+    /// Nodes or this host's GPU units.
+    pub units: &'a Units,
+    /// How a pair starts (srun; local for GPU units).
+    pub launch: &'a LaunchOptions,
+    /// The one-cell matrix each pair runs.
+    pub matrix: &'a Matrix,
+    /// The sizes a pair's output must show.
+    pub sizes: &'a [u64],
+    /// The cluster recorded.
+    pub cluster: &'a Option<String>,
+    /// The judged size.
+    pub max: u64,
+    /// The node's line rate (GB/s) from the --gpudirect profile, recorded with each run.
+    pub line_rate_gbps: Option<f64>,
+}
+
+/// One pair run as it ended: its group, its record (node results added once judged) and
+/// its busbw at the judged size.
+pub type RanPair = (Vec<String>, NewRun, Option<f64>);
+
+/// What the pair runs of a validation left: the history they are in, their ids, each as
+/// the evidence lists it, and how many cells started (each -J report gets its own file).
+pub struct Recorded {
+    /// The history.
+    pub history: History,
+    /// The runs recorded.
+    pub run_ids: Vec<i64>,
+    /// Each run as the evidence lists it.
+    pub pairs: Vec<PairRun>,
+    /// Cells started.
+    pub cells_started: usize,
+}
+
+/// Runs `validation`'s rounds to the end with `variant` (its environment reaches every
+/// pair), recording every pair run in `rec`. The loop is [`session::drive`]'s.
+pub fn run_rounds(
+    rc: &RoundContext,
+    validation: &mut Validation,
+    variant: &Variant,
+    rec: &mut Recorded,
+) -> Result<(), PairsError> {
+    let nodes = validation.nodes().to_vec();
+    let Recorded {
+        history,
+        run_ids,
+        pairs,
+        cells_started,
+    } = rec;
+    session::drive(
+        validation,
+        &INTERRUPTED,
+        |round| run_round(rc, round, &nodes, variant, cells_started),
+        |judged, ran| {
+            store_round(rc, &judged, ran, history, run_ids, pairs);
+            Ok(())
+        },
+    )
+    .map_err(|e| match e {
+        SessionError::Interrupted { rounds } => PairsError::Interrupted { rounds },
+        SessionError::Judge(e) => PairsError::Judge(e),
+        SessionError::Run(e) => e,
+    })
+}
+
+/// One round's groups, one job step each, all at once; one outcome per group, in order.
+fn run_round(
+    rc: &RoundContext,
+    round: &Round,
+    nodes: &[String],
+    variant: &Variant,
+    cells_started: &mut usize,
+) -> Result<Vec<(PairOutcome, RanPair)>, PairsError> {
+    let RoundContext {
+        collective,
+        gpus_per_node,
+        gpus_per_unit,
+        units,
+        launch,
+        matrix,
+        sizes,
+        cluster,
+        line_rate_gbps,
+        ..
+    } = *rc;
+    let groups = round.named_groups(nodes);
+    noteln!(
+        "gpudirect validate: round {} ({:?}): {} group(s) at once",
+        round.index + 1,
+        round.stage,
+        groups.len()
+    );
+    // One job step per group, all at once; each thread runs one and returns its result.
+    let jobs = groups
+        .iter()
+        .map(|group| {
+            let group: Vec<String> = group.iter().map(|s| s.to_string()).collect();
+            let mut cell = Cell {
+                index: {
+                    *cells_started += 1;
+                    *cells_started
+                },
+                collective: collective.to_string(),
+                nodes: group.len() as u32,
+                gpus_per_node,
+                variant: variant.clone(),
+            };
+            let mut opts = LaunchOptions {
+                nodes: group.clone(),
+                ..launch.clone()
+            };
+            if let Units::Gpus(gpus) = &units {
+                // One process here drives every GPU of the group.
+                let ids: Vec<String> = group
+                    .iter()
+                    .flat_map(|unit| gpus.get(unit).into_iter().flatten())
+                    .cloned()
+                    .collect();
+                cell.nodes = 1;
+                cell.gpus_per_node = ids.len() as u32;
+                cell.variant
+                    .env
+                    .insert("CUDA_VISIBLE_DEVICES".into(), ids.join(","));
+                opts.launcher = Launcher::Local;
+                opts.nodes = Vec::new();
+            }
+            let context = RunContext {
+                cluster: cluster.clone(),
+                nodes: group.clone(),
+                gpus_per_node: Some(match units {
+                    Units::Nodes => gpus_per_node,
+                    Units::Gpus(_) => gpus_per_unit,
+                }),
+                launcher: match units {
+                    Units::Nodes => LaunchKind::Srun,
+                    Units::Gpus(_) => LaunchKind::Local,
+                },
+                line_rate_gbps,
+                ..RunContext::for_job(None)
+            };
+            let spec = Spec {
+                cell: &cell,
+                matrix,
+                launch: &opts,
+                json_report: true,
+                expect: Expectations {
+                    transport: None,
+                    nodes: cell.nodes,
+                    sizes: sizes.to_vec(),
+                },
+                context,
+                marks: Default::default(),
+            };
+            exec::prepare(spec).map(|p| (group, p))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let handles: Vec<_> = jobs
+        .into_iter()
+        .map(|(group, prepared)| std::thread::spawn(move || (group, prepared.execute())))
+        .collect();
+    let mut ran = Vec::new();
+    for handle in handles {
+        let Ok((group, executed)) = handle.join() else {
+            return Err(PairsError::Panicked);
+        };
+        let Evaluated {
+            parsed,
+            verdict,
+            record,
+        } = executed?.evaluated;
+        // The pair's figure: the busbw of the run, by the one rule every command uses.
+        let busbw = parsed.busbw_at_max_size();
+        let outcome = match (verdict.status, busbw) {
+            (RunStatus::Ok, Some(b)) => PairOutcome::Busbw(b),
+            _ => PairOutcome::Failed(
+                verdict
+                    .findings
+                    .first()
+                    .map(|f| f.message.clone())
+                    .unwrap_or_else(|| "no busbw at the largest size".into()),
+            ),
+        };
+        ran.push((outcome, (group, record, busbw)));
+    }
+    Ok(ran)
+}
+
+/// Stores a judged round's runs: each with its node results (role, partner, class
+/// against the threshold the round left), and said on stderr.
+fn store_round(
+    rc: &RoundContext,
+    judged: &Judged<'_>,
+    ran: Vec<(PairOutcome, RanPair)>,
+    history: &mut History,
+    run_ids: &mut Vec<i64>,
+    pairs: &mut Vec<PairRun>,
+) {
+    let RoundContext {
+        max,
+        line_rate_gbps,
+        ..
+    } = *rc;
+    let round = judged.round;
+    let threshold = judged.threshold;
+    // Without a baseline, the first round sets the line the runs are judged by (and they
+    // are stored with that verdict).
+    if let (true, 0, Some(t @ Threshold::RoundMedian { .. })) =
+        (judged.recorded, round.index, threshold)
+    {
+        noteln!(
+            "gpudirect validate: threshold {:.2} GB/s ({})",
+            t.limit(),
+            t.explain()
+        );
+    }
+    let retest = round.stage == Stage::Retest;
+    for (outcome, (group, mut record, busbw)) in ran {
+        let class = threshold.map(|t| t.classify(&outcome).as_str().to_string());
+        let role = match retest {
+            true => format!("retest, round {}", round.index + 1),
+            false => format!("round {}", round.index + 1),
+        };
+        for node in &group {
+            for partner in group.iter().filter(|p| *p != node) {
+                record.node_results.push(NewNodeResult {
+                    node: node.clone(),
+                    role: Some(role.clone()),
+                    partner: Some(partner.clone()),
+                    size_bytes: Some(max),
+                    busbw,
+                    verdict: class.clone(),
+                });
+            }
+        }
+        let run_id = match history.import_run(&record, true) {
+            Ok(o) => {
+                run_ids.push(o.run_id());
+                Some(o.run_id())
+            }
+            Err(e) => {
+                noteln!(
+                    "gpudirect validate: could not record {}: {e}",
+                    group.join(",")
+                );
+                None
+            }
+        };
+        pairs.push(PairRun {
+            round: round.index + 1,
+            retest,
+            nodes: group.clone(),
+            busbw,
+            verdict: class.clone(),
+            run_id,
+        });
+        noteln!(
+            "gpudirect validate:   {}: {}",
+            group.join("+"),
+            match (&outcome, &class) {
+                (PairOutcome::Busbw(b), class) => format!(
+                    "{b:.2} GB/s{} ({})",
+                    line_share(Some(*b), line_rate_gbps)
+                        .map(|share| format!(", {share} of line rate"))
+                        .unwrap_or_default(),
+                    class.as_deref().unwrap_or("not judged")
+                ),
+                (PairOutcome::Failed(why), _) => format!("failed: {why}"),
+            }
+        );
+    }
+}
