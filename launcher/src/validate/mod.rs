@@ -10,6 +10,7 @@
 //!   and its record.
 //! - [`pairs`]: the nccl-tests pairs of `validate`, each round's cells at once through
 //!   `cell::exec`, stored once judged.
+//! - [`rail_runs`]: `--test rails`' waves of MPI pair steps and how they are stored.
 //! - [`session`]: the loop that drives a validation round by round ([`session::drive`]),
 //!   the command's I/O in its closures.
 //! - [`gpus`]: this host's GPUs as `--gpus` names them, and the units they split into.
@@ -23,6 +24,7 @@ pub mod gpus;
 pub mod judging;
 pub mod pairing;
 pub mod pairs;
+pub mod rail_runs;
 pub mod rails;
 pub mod session;
 pub mod simulate;

@@ -1,0 +1,311 @@
+//! `validate --test rails`'s runs: every (rail, pair) of a wave at once, one
+//! `gpudirect-mpi pair` step each through the runner, a pair that did not connect run once
+//! more; each stored classed against the threshold ([`Recorder`]); the waves after the
+//! screen until no rail has a round left ([`run_waves`]). The command plans the rails,
+//! runs the screen, concludes and prints.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
+
+use super::judging::{JudgeError, Outcome, Round, Threshold, Validation};
+use super::rails::{
+    failure_reason, pair_job, read_measurement, record_of, worth_a_retry, PairSpec,
+};
+use crate::history::{History, NewRun};
+use crate::noteln;
+use crate::runner::{self, StartError, INTERRUPTED};
+use crate::units::now_unix;
+
+/// Why the rail runs stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum RailRunError {
+    /// A pair could not be started.
+    #[error(transparent)]
+    Start(#[from] StartError),
+    /// A pair's thread panicked.
+    #[error("a pair's runner thread panicked")]
+    Panicked,
+    /// Ctrl-C: what ran so far is recorded.
+    #[error("interrupted after {rounds} round(s); every pair run so far is recorded")]
+    Interrupted {
+        /// Rounds run.
+        rounds: usize,
+    },
+    /// The planner refused the outcomes.
+    #[error(transparent)]
+    Judge(#[from] JudgeError),
+}
+
+/// One pair's step, as it ended.
+pub struct PairRun {
+    /// The rail's index.
+    pub rail: usize,
+    /// The pair's nodes.
+    pub pair: [String; 2],
+    /// What it gave.
+    pub outcome: Outcome,
+    /// Its record (node results' verdicts set once judged).
+    pub record: NewRun,
+    /// What each node sent, GB/s (empty when the pair failed).
+    pub sent: Vec<(String, f64)>,
+    /// Whether the step did not connect or hung ([`worth_a_retry`]).
+    pub flaky: bool,
+    /// Earlier attempts that were run again ([`worth_a_retry`]); recorded as they were.
+    pub retried: Vec<NewRun>,
+}
+
+/// The steps of one rail's round: (rail, the pair's two nodes) per group.
+pub fn pair_jobs(rail: usize, round: &Round, nodes: &[String]) -> Vec<(usize, [String; 2])> {
+    round
+        .named_groups(nodes)
+        .into_iter()
+        .map(|g| (rail, [g[0].to_string(), g[1].to_string()]))
+        .collect()
+}
+
+/// The outcomes of `rail`'s pairs among `runs`, in the order they ran: one per group of
+/// the round that planned them.
+pub fn outcomes_on(runs: &[PairRun], rail: usize) -> Vec<Outcome> {
+    runs.iter()
+        .filter(|p| p.rail == rail)
+        .map(|p| p.outcome.clone())
+        .collect()
+}
+
+/// Runs every (rail, pair) at once, one step each; a pair that did not connect in time
+/// (or hung) runs once more, with the others that did, before its outcome counts.
+pub fn run_wave(
+    spec: &PairSpec,
+    rails: &[String],
+    jobs: Vec<(usize, [String; 2])>,
+    base: &NewRun,
+) -> Result<Vec<PairRun>, RailRunError> {
+    let mut runs = run_steps(spec, rails, jobs, base)?;
+    let again: Vec<(usize, [String; 2])> = runs
+        .iter()
+        .filter(|p| p.flaky)
+        .map(|p| (p.rail, p.pair.clone()))
+        .collect();
+    if again.is_empty() || INTERRUPTED.load(Ordering::SeqCst) {
+        return Ok(runs);
+    }
+    noteln!(
+        "gpudirect validate: {} pair(s) did not connect or hung: running them once more",
+        again.len()
+    );
+    for second in run_steps(spec, rails, again, base)? {
+        if let Some(first) = runs
+            .iter_mut()
+            .find(|p| p.rail == second.rail && p.pair == second.pair)
+        {
+            let earlier = std::mem::replace(first, second);
+            first.retried.push(earlier.record);
+        }
+    }
+    Ok(runs)
+}
+
+/// Runs every (rail, pair) at once, one step each.
+fn run_steps(
+    spec: &PairSpec,
+    rails: &[String],
+    jobs: Vec<(usize, [String; 2])>,
+    base: &NewRun,
+) -> Result<Vec<PairRun>, RailRunError> {
+    let handles: Vec<_> = jobs
+        .into_iter()
+        .map(|(rail, pair)| {
+            let job = pair_job(spec, &rails[rail], [&pair[0], &pair[1]]);
+            std::thread::spawn(move || {
+                let started = now_unix();
+                let finished = runner::run(&job, &INTERRUPTED);
+                (rail, pair, job, started, finished)
+            })
+        })
+        .collect();
+    let mut runs = Vec::new();
+    for handle in handles {
+        let Ok((rail, pair, job, started, finished)) = handle.join() else {
+            return Err(RailRunError::Panicked);
+        };
+        let finished = finished?;
+        let stdout = String::from_utf8_lossy(&finished.stdout);
+        let stderr = String::from_utf8_lossy(&finished.stderr);
+        let measured = read_measurement(&stdout).filter(|m| m.gbps().is_finite());
+        let outcome = match &measured {
+            Some(m) => Outcome::Busbw(m.gbps()),
+            None => Outcome::Failed(failure_reason(&stderr, &finished.outcome.to_string())),
+        };
+        let mut raw = finished.stdout.clone();
+        raw.extend_from_slice(&finished.stderr);
+        let base = NewRun {
+            started_at: Some(started),
+            finished_at: Some(now_unix()),
+            command_line: Some(job.command_line()),
+            exit_code: finished.outcome.exit_code(),
+            raw_output: raw,
+            ..base.clone()
+        };
+        let result = match (&measured, &outcome) {
+            (Some(m), _) => Ok(m),
+            (None, Outcome::Failed(why)) => Err(why.as_str()),
+            (None, Outcome::Busbw(_)) => Err("no measurement line"),
+        };
+        let record = record_of(base, &rails[rail], [&pair[0], &pair[1]], result);
+        runs.push(PairRun {
+            rail,
+            pair,
+            outcome,
+            record,
+            sent: measured
+                .as_ref()
+                .map(|m| {
+                    vec![
+                        (m.hosts[0].clone(), m.forward_gbps),
+                        (m.hosts[1].clone(), m.backward_gbps),
+                    ]
+                })
+                .unwrap_or_default(),
+            flaky: worth_a_retry(&finished.outcome, &stderr),
+            retried: Vec::new(),
+        });
+    }
+    Ok(runs)
+}
+
+/// Stores each pair run of a wave, classed against the threshold, and keeps what each node
+/// sent on each rail.
+pub struct Recorder<'a> {
+    /// The rails, by index.
+    pub rails: &'a [String],
+    /// What each node sent on each rail, over every pair it was in.
+    pub sent: BTreeMap<(String, usize), Vec<f64>>,
+    /// The runs recorded.
+    pub run_ids: Vec<i64>,
+}
+
+impl Recorder<'_> {
+    /// Stores `runs` classed against `threshold` and keeps what each node sent.
+    pub fn record(&mut self, history: &mut History, runs: &[PairRun], threshold: &Threshold) {
+        for p in runs {
+            for (node, gbps) in &p.sent {
+                self.sent
+                    .entry((node.clone(), p.rail))
+                    .or_default()
+                    .push(*gbps);
+            }
+            let class = threshold.classify(&p.outcome).as_str();
+            let mut rec = p.record.clone();
+            for r in &mut rec.node_results {
+                r.verdict = Some(class.to_string());
+            }
+            let retried = p.retried.iter().map(|earlier| {
+                let mut earlier = earlier.clone();
+                for r in &mut earlier.node_results {
+                    r.verdict = Some("retried".into());
+                }
+                earlier
+            });
+            for rec in retried.chain([rec]) {
+                match history.import_run(&rec, true) {
+                    Ok(o) => self.run_ids.push(o.run_id()),
+                    Err(e) => noteln!(
+                        "gpudirect validate: could not record {} {}: {e}",
+                        p.pair.join("+"),
+                        self.rails[p.rail]
+                    ),
+                }
+            }
+            noteln!(
+                "gpudirect validate:   {} {}: {}",
+                self.rails[p.rail],
+                p.pair.join("+"),
+                match &p.outcome {
+                    Outcome::Busbw(b) => format!("{b:.3} GB/s ({class})"),
+                    Outcome::Failed(why) => format!("failed: {why}"),
+                }
+            );
+        }
+    }
+}
+
+/// The rounds after the screen, every rail's next round in one wave, until no rail has
+/// one left; returns the waves run.
+#[allow(clippy::too_many_arguments)]
+pub fn run_waves(
+    validations: &mut [Validation],
+    spec: &PairSpec,
+    rails: &[String],
+    nodes: &[String],
+    base: &NewRun,
+    threshold: &Threshold,
+    history: &mut History,
+    recorder: &mut Recorder<'_>,
+) -> Result<usize, RailRunError> {
+    let mut rounds = 1;
+    loop {
+        if INTERRUPTED.load(Ordering::SeqCst) {
+            return Err(RailRunError::Interrupted { rounds });
+        }
+        let wave: Vec<(usize, Round)> = validations
+            .iter_mut()
+            .enumerate()
+            .filter_map(|(r, v)| v.next_round().map(|round| (r, round)))
+            .collect();
+        if wave.is_empty() {
+            break;
+        }
+        rounds += 1;
+        let jobs: Vec<(usize, [String; 2])> = wave
+            .iter()
+            .flat_map(|(r, round)| pair_jobs(*r, round, nodes))
+            .collect();
+        noteln!(
+            "gpudirect validate: round {rounds}: {} pair(s) on {} rail(s) at once",
+            jobs.len(),
+            wave.len()
+        );
+        let runs = run_wave(spec, rails, jobs, base)?;
+        recorder.record(history, &runs, threshold);
+        for (r, round) in &wave {
+            validations[*r].record(round, outcomes_on(&runs, *r))?;
+        }
+    }
+    Ok(rounds - 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::validate::pairing::Mode;
+
+    #[test]
+    fn a_rounds_pairs_become_steps_and_outcomes_come_back_per_rail() {
+        let nodes: Vec<String> = (1..=4).map(|i| format!("n{i}")).collect();
+        let threshold = Threshold::floor(1.0).unwrap();
+        let round = Validation::new(nodes.clone(), Mode::Pairs, threshold)
+            .unwrap()
+            .next_round()
+            .unwrap();
+        let jobs = pair_jobs(1, &round, &nodes);
+        assert_eq!(jobs.len(), 2);
+        assert!(jobs
+            .iter()
+            .all(|(rail, pair)| *rail == 1 && pair[0] != pair[1]));
+        let run = |rail: usize, gbps: f64| PairRun {
+            rail,
+            pair: ["n1".into(), "n2".into()],
+            outcome: Outcome::Busbw(gbps),
+            record: NewRun::default(),
+            sent: Vec::new(),
+            flaky: false,
+            retried: Vec::new(),
+        };
+        let runs = [run(0, 1.0), run(1, 2.0), run(0, 3.0)];
+        assert_eq!(
+            outcomes_on(&runs, 0),
+            [Outcome::Busbw(1.0), Outcome::Busbw(3.0)]
+        );
+        assert_eq!(outcomes_on(&runs, 1), [Outcome::Busbw(2.0)]);
+    }
+}
