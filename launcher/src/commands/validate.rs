@@ -745,10 +745,7 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx) -> Result<ExitStatus> {
     // (even inside an allocation), so `gpudirect history --node gpu3` and the baseline
     // work per host as they do per node, never mixed with another host's gpu3.
     let cluster = match units {
-        Units::Nodes => args
-            .cluster
-            .clone()
-            .or_else(|| env_var("SLURM_CLUSTER_NAME")),
+        Units::Nodes => gpudirect::slurm::cluster_name(args.cluster.as_deref()),
         Units::Gpus(_) => Some(args.cluster.clone().unwrap_or_else(short_hostname)),
     };
 

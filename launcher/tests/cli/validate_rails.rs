@@ -74,3 +74,66 @@ fn a_failed_rails_drain_prints_and_exits_2() {
     );
     assert!(text.contains("n3"), "the slow node is named:\n{text}");
 }
+
+/// `scontrol` of an operator: `show node` says IDLE, or DRAIN with its reason once
+/// `update ... state=drain` wrote one (kept in a file beside the script).
+const SCONTROL_OPERATOR: &str = r#"#!/bin/sh
+dir=$(dirname "$0")
+case "$1" in
+  show)
+    node=$3
+    if [ -f "$dir/drained-$node" ]; then
+      echo "NodeName=$node State=IDLE+DRAIN Reason=$(cat "$dir/drained-$node")"
+    else
+      echo "NodeName=$node State=IDLE"
+    fi ;;
+  update)
+    node=${2#nodename=}
+    for arg in "$@"; do
+      case "$arg" in reason=*) echo "${arg#reason=}" > "$dir/drained-$node" ;; esac
+    done ;;
+esac
+"#;
+
+/// The evidence file of a rails drain names the cluster as every record does: `--cluster`,
+/// else `$SLURM_CLUSTER_NAME` (docs/cli.md, "A recorded run").
+#[test]
+fn a_rails_drain_hands_on_drain_the_evidence_with_the_jobs_cluster() {
+    let dir = scratch("validate-rails", "evidence");
+    let bin = dir.path().join("bin");
+    std::fs::create_dir(&bin).expect("create bin");
+    script(&bin, "srun", SRUN);
+    script(&bin, "scontrol", SCONTROL_OPERATOR);
+    let program = bin.join("gpudirect-mpi");
+    script(&bin, "gpudirect-mpi", "#!/bin/sh\nexit 0\n");
+    let kept = dir.path().join("evidence.json");
+    script(
+        &bin,
+        "keep-evidence",
+        &format!("#!/bin/sh\ncp \"$1\" '{}'\n", kept.display()),
+    );
+
+    let mut cmd = gpudirect_without(&["SLURM_JOB_ID", "GPUDIRECT_CLUSTER"]);
+    cmd.env("PATH", format!("{}:/usr/bin:/bin", bin.display()))
+        .env("SLURM_JOB_NODELIST", "n[1-6]")
+        .env("SLURM_CLUSTER_NAME", "c7")
+        .env("GPUDIRECT_DB", dir.path().join("history.sqlite"))
+        .args(["validate", "--test", "rails", "--rails", "eth1", "--drain"])
+        .arg("--on-drain")
+        .arg(bin.join("keep-evidence"))
+        .arg("--mpi-program")
+        .arg(&program);
+    let out = run(&mut cmd);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "degraded, the drain done:\n{}\n{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    let text = std::fs::read_to_string(&kept).expect("--on-drain kept the evidence");
+    let evidence: serde_json::Value = serde_json::from_str(&text).expect("JSON");
+    assert_eq!(evidence["node"], "n3", "{evidence}");
+    assert_eq!(evidence["cluster"], "c7", "{evidence}");
+    assert_eq!(evidence["tool"], "gpudirect validate", "{evidence}");
+}

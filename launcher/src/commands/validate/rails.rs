@@ -10,7 +10,6 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use gpudirect::history::{History, LaunchKind, NewRun};
-use gpudirect::launch::env_var;
 use gpudirect::outln;
 use gpudirect::output::emit_json;
 use gpudirect::runner;
@@ -189,11 +188,8 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx, nodes: Vec<String>) -> Result<ExitSta
     let db = ctx.db_path()?;
     let mut history = History::open(&db)?;
     let base = NewRun {
-        cluster: args
-            .cluster
-            .clone()
-            .or_else(|| env_var("SLURM_CLUSTER_NAME")),
-        job_id: env_var("SLURM_JOB_ID"),
+        cluster: gpudirect::slurm::cluster_name(args.cluster.as_deref()),
+        job_id: gpudirect::slurm::job_id(),
         gpus_per_node: Some(0),
         launcher: LaunchKind::Srun,
         binary_path: Some(spec.program.display().to_string()),
@@ -311,10 +307,12 @@ pub(super) fn conclude(args: &ValidateArgs, v: Verdicts) -> Result<ExitStatus> {
         drains: None,
     };
     if args.drains.drain {
+        // The cluster as every record has it: --cluster, else $SLURM_CLUSTER_NAME.
+        let cluster = gpudirect::slurm::cluster_name(args.cluster.as_deref());
         let source = super::EvidenceSource {
             on_drain: args.drains.on_drain.as_deref(),
             history: v.history,
-            cluster: args.cluster.as_deref(),
+            cluster: cluster.as_deref(),
             collective: None,
             size_bytes: None,
             pairs: &[],
