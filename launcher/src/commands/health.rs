@@ -600,6 +600,7 @@ fn quick_nccl(
         transport: None,
         nodes: 1,
         sizes: vec![args.max_bytes],
+        nics: Vec::new(),
     };
     let Evaluated {
         parsed,

@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use gpudirect::checks::{expected_sizes, Expectations};
+use gpudirect::checks::{expected_sizes, profile_nics, Expectations};
 use gpudirect::history::{History, LaunchKind, RunFilter, RunStatus};
 use gpudirect::matrix::{variants_from_flags, Cell, Matrix, Variant};
 use gpudirect::record::RunContext;
@@ -241,6 +241,16 @@ fn expected_transport(
     first_node: Option<&str>,
 ) -> Option<String> {
     cell_profile(cell, config, first_node)?.transport.clone()
+}
+
+/// The NICs a cell's transport may use: its profile's, as the first node's node set names
+/// them (`checks::profile_nics`).
+fn expected_nics(cell: &Cell, config: Option<&Config>, first_node: Option<&str>) -> Vec<String> {
+    let Some(profile) = cell_profile(cell, config, first_node) else {
+        return Vec::new();
+    };
+    let node_set = config.zip(first_node).and_then(|(c, n)| c.node_set_for(n));
+    profile_nics(profile, node_set)
 }
 
 /// Record keys that tie a cell's record to its matrix run, for --resume.
@@ -576,8 +586,10 @@ pub fn run(args: &RunArgs, ctx: &Ctx) -> Result<ExitStatus> {
         progress.start(cell.index, &cell.label(), &command);
         let started_at = now_unix();
         let finished = runner::run(&prepared.job, &INTERRUPTED)?;
+        let first_node = nodes.first().map(String::as_str);
         let expect = Expectations {
-            transport: expected_transport(cell, config.as_ref(), nodes.first().map(String::as_str)),
+            transport: expected_transport(cell, config.as_ref(), first_node),
+            nics: expected_nics(cell, config.as_ref(), first_node),
             nodes: cell.nodes,
             sizes: expected_sizes(
                 matrix.min_bytes,

@@ -547,6 +547,8 @@ impl Tuner<'_> {
                 Some(self.matrix.factor),
                 None,
             ),
+            // The NICs are run's and validate's check; tune compares settings of one profile.
+            nics: Vec::new(),
         };
         let Evaluated {
             parsed,

@@ -468,6 +468,7 @@ fn run_rounds(
                 transport: None,
                 nodes: cell.nodes,
                 sizes: sizes.to_vec(),
+                nics: Vec::new(),
             };
             let context = RunContext {
                 started_at: Some(started),
