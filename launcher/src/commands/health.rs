@@ -148,7 +148,9 @@ const QUICK_NCCL_TIMEOUT: Duration = Duration::from_secs(120);
 const QUICK_NCCL_BASELINE_RUNS: u32 = 10;
 
 /// `nccl` (`--quick-nccl`): what the run found, against the baseline (`None`: no earlier
-/// run of its kind). Pure.
+/// run of its kind). Over one GPU an all_reduce has no peer and its busbw is 0 by
+/// definition, so only a failed run fails there (found on the one-GPU bed: every run was
+/// "0.00 GB/s" against a median of 0.00). Pure.
 pub fn nccl_failure(
     gpus: u32,
     size: &str,
@@ -164,6 +166,9 @@ pub fn nccl_failure(
             problem: format!("all_reduce over {gpus} GPUs failed: {}", run_problems.join("; ")),
             fix: "run it by hand with NCCL_DEBUG=INFO and read the first error; `nvidia-smi` for a lost GPU".into(),
         });
+    }
+    if gpus <= 1 {
+        return None;
     }
     let Some(busbw) = busbw else {
         return Some(Failed {
@@ -475,7 +480,7 @@ pub fn run(args: &HealthArgs, ctx: &Ctx) -> Result<ExitStatus> {
     if args.quick_nccl && failures.is_empty() {
         // Only on an otherwise healthy node: a missing NIC or GPU already says enough.
         checked.push("nccl");
-        match quick_nccl(args, &node, facts.slurm_gpus, ctx) {
+        match quick_nccl(args, &node, facts.slurm_gpus, &profile.library_dirs, ctx) {
             Ok((failure, note)) => {
                 failures.extend(failure);
                 notes.push(note);
@@ -517,11 +522,14 @@ pub fn run(args: &HealthArgs, ctx: &Ctx) -> Result<ExitStatus> {
 /// `--quick-nccl`: one all_reduce over the node's GPUs, recorded, and judged against the
 /// median of up to [`QUICK_NCCL_BASELINE_RUNS`] earlier ok single-node runs of this
 /// cluster at the same size (measured before this one is recorded). Returns the failure,
-/// if any, and a note saying what was measured.
+/// if any, and a note saying what was measured. The test finds NCCL where the node's jobs
+/// do: the profile's `library_dirs` go first on its `LD_LIBRARY_PATH`, as the plugin puts
+/// them (slurmd gives a health check no library path of its own).
 fn quick_nccl(
     args: &HealthArgs,
     node: &str,
     slurm_gpus: Option<u32>,
+    library_dirs: &[String],
     ctx: &Ctx,
 ) -> Result<(Option<Failed>, String)> {
     let Some(dir) = args.nccl_tests_dir.clone() else {
@@ -541,10 +549,18 @@ fn quick_nccl(
         .clone()
         .or_else(|| env_var("SLURM_CLUSTER_NAME"));
     let collective = "all_reduce".to_string();
+    let mut env = std::collections::BTreeMap::new();
+    if !library_dirs.is_empty() {
+        let mut path = library_dirs.join(":");
+        if let Some(old) = env_var("LD_LIBRARY_PATH") {
+            path = format!("{path}:{old}");
+        }
+        env.insert("LD_LIBRARY_PATH".to_string(), path);
+    }
     let variant = Variant {
         name: "health".into(),
         gpudirect: None,
-        env: Default::default(),
+        env,
     };
     let matrix = Matrix {
         collectives: vec![collective.clone()],
@@ -637,6 +653,9 @@ fn quick_nccl(
     let reference = baseline.as_ref().map(|b| (b.median_busbw, b.samples.len()));
     let failure = nccl_failure(gpus, &size, busbw, &problems, reference, args.tolerance);
     let note = match (busbw, reference) {
+        _ if gpus <= 1 && problems.is_empty() => format!(
+            "nccl: all_reduce over 1 GPU ran (run {id}); one GPU has no peer, so its busbw is 0 by definition and no speed is judged: run on a node with 2 or more GPUs (or pass --gpus N) to measure it"
+        ),
         (Some(b), Some((median, runs))) => format!(
             "nccl: all_reduce over {gpus} GPUs {b:.2} GB/s at {size}, median of {runs} earlier runs {median:.2} (run {id})"
         ),
@@ -819,6 +838,11 @@ mod tests {
         let failed = nccl_failure(8, "1 GiB", None, &["exit code 3".into()], base, 10.0);
         assert!(failed.unwrap().problem.contains("failed: exit code 3"));
         assert!(nccl_failure(8, "1 GiB", None, &[], base, 10.0).is_some());
+        // One GPU: busbw is 0 by definition; a run that went through is no failure, whatever
+        // the baseline, and one that failed still is.
+        assert_eq!(nccl_failure(1, "1 GiB", Some(0.0), &[], base, 10.0), None);
+        assert_eq!(nccl_failure(1, "1 GiB", None, &[], base, 10.0), None);
+        assert!(nccl_failure(1, "1 GiB", None, &["exit code 3".into()], None, 10.0).is_some());
     }
 
     #[test]

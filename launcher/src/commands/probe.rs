@@ -82,9 +82,10 @@ pub struct ProbeArgs {
 
 /// `gpudirect probe`. Returns the exit status.
 pub fn run(args: &ProbeArgs, _ctx: &Ctx) -> Result<ExitStatus> {
-    let config = load_config(&args.config, Ownership::Any).ok();
+    let loaded = load_config(&args.config, Ownership::Any);
+    let config = loaded.as_ref().ok();
     if args.task {
-        let report = TaskReport::collect(config.as_ref(), args.gpudirect.as_deref());
+        let report = TaskReport::collect(config, args.gpudirect.as_deref());
         let mut line = serde_json::to_string(&report)?;
         line.push('\n');
         emit(&line)?;
@@ -93,11 +94,8 @@ pub fn run(args: &ProbeArgs, _ctx: &Ctx) -> Result<ExitStatus> {
     if std::env::var_os("SLURM_JOB_ID").is_none() {
         bail!("gpudirect probe runs over an allocation: use it inside salloc or sbatch");
     }
-    if config.is_none() && args.gpudirect.is_some() {
-        eprintln!(
-            "gpudirect probe: warning: cannot read {}: tasks are compared with each other only",
-            args.config.display()
-        );
+    if let (Err(e), Some(_)) = (&loaded, &args.gpudirect) {
+        eprintln!("gpudirect probe: warning: {e}; tasks are compared with each other only");
     }
     let exe = std::env::current_exe().context("cannot find the gpudirect executable")?;
     // --label makes srun keep each task's lines whole (a long line from one task is
@@ -158,7 +156,7 @@ pub fn run(args: &ProbeArgs, _ctx: &Ctx) -> Result<ExitStatus> {
         (None, None) => expected,
         _ => None,
     };
-    let analysis = analyse(&reports, expected);
+    let analysis = analyse(&reports, expected, args.gpudirect.as_deref());
     let stderr = String::from_utf8_lossy(&finished.stderr);
     if args.json {
         let out =

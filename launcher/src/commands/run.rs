@@ -253,6 +253,13 @@ fn expected_nics(cell: &Cell, config: Option<&Config>, first_node: Option<&str>)
     profile_nics(profile, node_set)
 }
 
+/// The config is not on this host at all (a login node without it): its transports go
+/// unchecked, with a warning. Any other error is one the plugin would meet as well.
+fn config_absent(e: &gpudirect_core::system::LoadError) -> bool {
+    matches!(e, gpudirect_core::system::LoadError::Io { source, .. }
+        if source.kind() == std::io::ErrorKind::NotFound)
+}
+
 /// Record keys that tie a cell's record to its matrix run, for --resume.
 const MATRIX_KEY: &str = "GPUDIRECT_MATRIX_ID";
 const CELL_KEY: &str = "GPUDIRECT_CELL";
@@ -429,12 +436,24 @@ pub fn run(args: &RunArgs, ctx: &Ctx) -> Result<ExitStatus> {
     let config = match load_config(&args.nccl.config, Ownership::Any) {
         Ok(c) => Some(c),
         Err(e) => {
-            if matrix
+            let profile_modes: Vec<&str> = matrix
                 .variants
                 .iter()
-                .any(|v| v.gpudirect.as_deref().is_some_and(|m| m != "none"))
-            {
-                eprintln!("gpudirect run: warning: cannot read {} ({e}); transports of --gpudirect variants are not checked", args.nccl.config.display());
+                .filter_map(|v| v.gpudirect.as_deref())
+                .filter(|m| *m != "none")
+                .collect();
+            if let (Some(mode), false) = (profile_modes.first(), config_absent(&e)) {
+                // The plugin reads this very file on every node: it refuses it too, and the
+                // cells would run with nothing applied yet pass (found on the GPU bed).
+                bail!(
+                    "{e}\nthe plugin reads this config on every node and would refuse it too: \
+                     --gpudirect {mode} would apply nothing. Fix it first (`gpudirect profiles \
+                     check --config {}`)",
+                    args.nccl.config.display()
+                );
+            }
+            if !profile_modes.is_empty() {
+                eprintln!("gpudirect run: warning: {e}; transports of --gpudirect variants are not checked");
             }
             None
         }
