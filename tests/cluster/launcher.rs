@@ -4,6 +4,7 @@ use std::path::Path;
 
 use cluster_tests::*;
 
+mod bed;
 mod health;
 mod rails;
 mod tune;
