@@ -41,6 +41,7 @@ pub mod pairing;
 pub mod probe;
 pub mod provenance;
 pub mod rails;
+pub mod ras;
 pub mod record;
 pub mod report;
 pub mod runner;
