@@ -32,6 +32,7 @@ pub mod baseline;
 pub mod cell;
 pub mod checks;
 pub mod drain;
+pub mod hang;
 pub mod history;
 pub mod judging;
 pub mod launch;

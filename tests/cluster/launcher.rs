@@ -5,6 +5,7 @@ use std::path::Path;
 use cluster_tests::*;
 
 mod bed;
+mod hang;
 mod health;
 mod rails;
 mod tune;
