@@ -17,6 +17,7 @@ pub mod overlay;
 pub mod resolve;
 pub mod system;
 pub mod template;
+pub mod text;
 
 /// Helpers for this crate's unit tests.
 #[cfg(test)]

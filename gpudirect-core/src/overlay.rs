@@ -17,7 +17,8 @@ use serde::de::IgnoredAny;
 use serde::Deserialize;
 use toml::Spanned;
 
-use crate::config::{escape_controls, line_of, one_line, parse_config, Config, ConfigError};
+use crate::config::{parse_config, Config, ConfigError};
+use crate::text::{escape_controls, line_of, one_line};
 
 /// One file's lines in the whole text.
 #[derive(Debug, Clone, PartialEq, Eq)]

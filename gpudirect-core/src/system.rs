@@ -13,6 +13,10 @@ use crate::config::{parse_config, Config, ConfigError};
 use crate::cpulist::CpuList;
 use crate::resolve::{NodeProbe, PathKind};
 
+/// Where a real install keeps the admin config: the launcher's `--config` default, the MPI
+/// program's, and the packages' (`packaging/`).
+pub const DEFAULT_CONFIG: &str = "/etc/slurm/gpudirect.toml";
+
 /// A config larger than this is not an admin's profile file.
 pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
 

@@ -16,7 +16,7 @@ use gpudirect::history::{
     CompareOptions, ExportFormat, History, LaunchKind, NewRow, NewRun, Placement, RunFilter,
     RunStatus,
 };
-use gpudirect::simulate::Rng;
+use gpudirect::validate::simulate::Rng;
 
 const RAW: &[u8] =
     include_bytes!("../../tests/fixtures/nccl-tests/h200x2-nvlink/all_reduce_g2.txt");
@@ -202,7 +202,19 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     time(
         "baseline a3 all_reduce 1 GiB (last 20)",
         &mut table,
-        || db.baseline(Some("a3"), "all_reduce", 2, 1 << 30, 20),
+        || {
+            db.baseline(
+                &gpudirect::baseline::Key {
+                    collective: "all_reduce".into(),
+                    cluster: Some("a3".into()),
+                    node_count: Some(2),
+                    total_ranks: Some(16),
+                    variant: Some("default".into()),
+                },
+                1 << 30,
+                20,
+            )
+        },
         |r| {
             format!(
                 "{:?}",

@@ -3,16 +3,16 @@
 //! took and how often it was wrong.
 //!
 //! `cargo bench -p gpudirect --bench validate_sim` prints markdown tables (the model and
-//! the method are in `docs/validation.md` and `gpudirect::simulate`). 100 seeded trials per
+//! the method are in `docs/validation.md` and `gpudirect::validate::simulate`). 100 seeded trials per
 //! cell; `VALIDATE_SIM_TRIALS=N` changes that. The numbers are the same on every run.
 //! The last tables judge without a baseline, against each validation's own first round
 //! (`RoundRule`), beside the baseline on the same seeds.
 
 use std::time::Instant;
 
-use gpudirect::judging::{DEFAULT_SPREAD_FACTOR, DEFAULT_TOLERANCE};
-use gpudirect::pairing::Mode;
-use gpudirect::simulate::{run_trials, LinkPlacement, Model, Scenario, Summary};
+use gpudirect::validate::judging::{DEFAULT_SPREAD_FACTOR, DEFAULT_TOLERANCE};
+use gpudirect::validate::pairing::Mode;
+use gpudirect::validate::simulate::{run_trials, LinkPlacement, Model, Scenario, Summary};
 
 const SEED: u64 = 2026;
 const SIZES: [usize; 5] = [16, 64, 256, 1024, 4096];

@@ -19,6 +19,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
 
+use crate::history::{NodeRunPoint, RunId, RunStatus};
 use crate::runner::{self, Job, Outcome};
 use crate::slurm::{self, NodeState};
 
@@ -141,6 +142,66 @@ pub fn resume_if_ours(node: &str) -> Result<Resumed> {
         slurm::resume(node)?;
     }
     Ok(decision)
+}
+
+/// The runs of the node an `--on-drain` evidence file lists: its last ones.
+pub const EVIDENCE_RUNS: usize = 10;
+
+/// A recent run of the node in the history, in the evidence.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct HistoryPoint {
+    /// Run id.
+    pub run_id: RunId,
+    /// When (RFC 3339, UTC).
+    pub at: String,
+    /// Its busbw at the size read, GB/s.
+    pub busbw: Option<f64>,
+    /// How it ended.
+    pub status: RunStatus,
+}
+
+impl HistoryPoint {
+    /// The last [`EVIDENCE_RUNS`] of a node's runs (oldest first, as
+    /// `History::node_history` gives them), oldest first.
+    pub fn last_of(runs: Vec<NodeRunPoint>) -> Vec<HistoryPoint> {
+        let skip = runs.len().saturating_sub(EVIDENCE_RUNS);
+        runs.into_iter()
+            .skip(skip)
+            .map(|r| HistoryPoint {
+                run_id: r.run_id,
+                at: r.at,
+                busbw: r.busbw,
+                status: r.status,
+            })
+            .collect()
+    }
+}
+
+/// The `--on-drain` evidence file, one shape for `health` and `validate`: the node, the
+/// reason set, the verdict and why, the node's last runs, the cluster, the tool and the
+/// time; then what the tool adds (`details`, flattened: validate's pair runs, health's
+/// profile, failed checks and checks run).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct EvidenceFile<D> {
+    /// The drained node.
+    pub node: String,
+    /// The reason set (`gpudirect: ...`).
+    pub reason: String,
+    /// The verdict: `slow node` or `failed` (validate), `failed` (health).
+    pub verdict: String,
+    /// Why, in words, one fact a line.
+    pub evidence: Vec<String>,
+    /// Its last runs in the history, oldest first.
+    pub history: Vec<HistoryPoint>,
+    /// The cluster.
+    pub cluster: Option<String>,
+    /// `gpudirect validate` or `gpudirect health`.
+    pub tool: &'static str,
+    /// When (RFC 3339, UTC).
+    pub at: String,
+    /// What the tool adds.
+    #[serde(flatten)]
+    pub details: D,
 }
 
 /// Runs the admin's `--on-drain` command with the evidence: written to a JSON file (kept

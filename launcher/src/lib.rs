@@ -10,6 +10,10 @@
 //!   one pipeline of `run`, `validate` and `import`.
 //! - [`checks`]: the verdict on a run (exit code, `#wrong`, rows, transport used).
 //! - [`record`]: a parsed output plus how it ran, as a history record.
+//! - [`explain`]: `profiles explain`: what the plugin would do to one task, and why.
+//! - [`health`]: `gpudirect health`'s checks on what was read (NIC speed, GPUs, the quick
+//!   all_reduce against the history).
+//! - [`hostfile`]: `gpudirect hostfile`'s request, entries and four formats (pure).
 //! - [`history`]: the SQLite history of runs (schema migrations, import with dedupe,
 //!   queries, comparison of series, export).
 //! - [`baseline`]: "as fast as before?": the comparability key, the baseline, the verdict.
@@ -19,38 +23,44 @@
 //! - [`launch`]: the srun/mpirun/local command line of one cell.
 //! - [`probe`]: what each task sees, and where tasks and nodes differ; [`provenance`]:
 //!   where each NCCL variable in effect comes from (profile, environment, NCCL's files).
-//! - [`pairing`], [`judging`], [`simulate`]: `gpudirect validate`'s rounds of pairs, its
-//!   verdicts on nodes and links, and the simulator that proves them.
+//! - [`validate`]: `gpudirect validate`'s domain: its rounds of pairs ([`validate::pairing`]),
+//!   its verdicts on nodes and links ([`validate::judging`]), the simulator that proves them
+//!   ([`validate::simulate`]) and the rail pairs of `--test rails` ([`validate::rails`]).
 //! - [`report`]: the HTML report with its plots (busbw by size, pair heat map, node x rail
 //!   map, nodes over time).
 //! - [`tune`]: `gpudirect tune`'s search: knobs, interleaved rounds, the noise rule per
 //!   size band, and the profile overlay it writes.
 //! - [`units`]: one grammar for sizes, durations, times and percentages.
-//! - [`output`]: the only code that writes to stdout (safe when the reader goes away).
+//! - [`output`]: the only code that writes to stdout or stderr (safe when the reader goes
+//!   away): `outln!`, `emit`, `emit_json`, and `noteln!` for stderr.
+
+// Only output/ writes, and it uses no print macro: a print! anywhere panics on a closed
+// pipe, so none is allowed (the lint shows it).
+#![deny(clippy::print_stdout, clippy::print_stderr)]
 
 pub mod baseline;
 pub mod cell;
 pub mod checks;
 pub mod drain;
+pub mod explain;
 pub mod hang;
+pub mod health;
 pub mod history;
-pub mod judging;
+pub mod hostfile;
 pub mod launch;
 pub mod matrix;
 pub mod output;
-pub mod pairing;
 pub mod probe;
 pub mod provenance;
-pub mod rails;
 pub mod ras;
 pub mod record;
 pub mod report;
 pub mod runner;
 pub mod setup;
-pub mod simulate;
 pub mod slurm;
 pub mod tune;
 pub mod units;
+pub mod validate;
 
 // Its own crate so that fuzz/ and its bench build without SQLite and clap; re-exported so
 // that `gpudirect::nccl_output::...` paths stay as they were.

@@ -2,6 +2,9 @@
 //! subcommand (`commands/`) and turns how it ended into the exit code (`ExitStatus`). The
 //! work itself lives in the `gpudirect` library (`src/lib.rs`).
 
+// Commands print through the library's output/ (`outln!`, `noteln!`), never a print macro.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
 mod commands;
 
 use std::io::{self, IsTerminal};

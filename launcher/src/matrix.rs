@@ -205,6 +205,12 @@ struct RawMatrix {
 }
 
 impl Matrix {
+    /// The sizes a run of this matrix must show (from `min_bytes` to `max_bytes` by
+    /// `factor`): what its checks expect.
+    pub fn expected_sizes(&self) -> Vec<u64> {
+        crate::checks::expected_sizes(self.min_bytes, self.max_bytes, Some(self.factor), None)
+    }
+
     /// Reads a matrix file; `file` names it in errors.
     pub fn from_toml(text: &str, file: &str) -> Result<Matrix, MatrixError> {
         let raw: RawMatrix = toml::from_str(text).map_err(|e| MatrixError::Toml {

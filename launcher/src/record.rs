@@ -54,6 +54,18 @@ pub struct RunContext {
     pub line_rate_gbps: Option<f64>,
 }
 
+impl RunContext {
+    /// The context of a run in this job: its cluster (`cluster`, else
+    /// `$SLURM_CLUSTER_NAME`) and job id (`$SLURM_JOB_ID`), the rest default.
+    pub fn for_job(cluster: Option<&str>) -> RunContext {
+        RunContext {
+            cluster: crate::slurm::cluster_name(cluster),
+            job_id: crate::slurm::job_id(),
+            ..RunContext::default()
+        }
+    }
+}
+
 /// The recording a stand-in replayed, if this output came from one.
 pub fn standin_recording(raw: &[u8]) -> Option<String> {
     let text = String::from_utf8_lossy(&raw[..raw.len().min(4096)]);

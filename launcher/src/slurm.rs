@@ -54,6 +54,19 @@ pub enum SlurmError {
     },
 }
 
+/// The cluster a run is recorded under: `explicit` (`--cluster`, `GPUDIRECT_CLUSTER`),
+/// else `$SLURM_CLUSTER_NAME`.
+pub fn cluster_name(explicit: Option<&str>) -> Option<String> {
+    explicit
+        .map(str::to_string)
+        .or_else(|| env_var("SLURM_CLUSTER_NAME"))
+}
+
+/// The job this runs in, `$SLURM_JOB_ID`.
+pub fn job_id() -> Option<String> {
+    env_var("SLURM_JOB_ID")
+}
+
 /// The nodes of the allocation this process runs in (empty outside one).
 pub fn allocation_nodes() -> Result<Vec<String>, SlurmError> {
     match env_var(NODELIST_ENV) {

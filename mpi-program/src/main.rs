@@ -1,13 +1,13 @@
 //! `gpudirect-mpi`: the part of gpudirect that speaks MPI, started by `srun --mpi=pmix` (or
 //! mpirun) inside an allocation. Every subcommand first checks that the MPI world is the
-//! Slurm step ([`gpudirect::rails::check_world`]).
+//! Slurm step ([`gpudirect::validate::rails::check_world`]).
 //!
 //! - `check`: the world check alone.
 //! - `facts`: each task's facts ([`gpudirect::probe::TaskReport`]) gathered to rank 0 over
 //!   MPI and printed there, one line per task (`gpudirect probe --mpi`).
 //! - `pair --rail NIC`: two tasks on two nodes measure host-memory bandwidth each way and
-//!   latency over that NIC; rank 0 prints one [`gpudirect::rails::RailMeasurement`] line.
-//!   The launcher binds the transport to the NIC ([`gpudirect::rails::transport_env`]).
+//!   latency over that NIC; rank 0 prints one [`gpudirect::validate::rails::RailMeasurement`] line.
+//!   The launcher binds the transport to the NIC ([`gpudirect::validate::rails::transport_env`]).
 //!
 //! Messages for the person go to stderr and start with `gpudirect-mpi:`, which the launcher
 //! quotes as the reason a pair failed.
@@ -19,11 +19,11 @@ use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
 use gpudirect::probe::TaskReport;
-use gpudirect::rails::{
+use gpudirect::units::size_arg;
+use gpudirect::validate::rails::{
     check_launch, check_world, rail_state, RailMeasurement, StepEnv, CONNECT_TIMEOUT,
     EXIT_NO_CONNECTION, EXIT_RAIL_DOWN, EXIT_WORLD_MISMATCH, NO_CONNECTION,
 };
-use gpudirect::units::size_arg;
 use gpudirect_core::system::{load_config, slurm_node_name, Ownership};
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
@@ -47,7 +47,7 @@ enum Command {
         #[arg(
             long,
             env = "GPUDIRECT_CONFIG",
-            default_value = "/etc/slurm/gpudirect.toml"
+            default_value = gpudirect_core::system::DEFAULT_CONFIG
         )]
         config: PathBuf,
         /// The --gpudirect mode the tasks are checked against.

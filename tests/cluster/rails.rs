@@ -101,7 +101,10 @@ fn a_clean_cluster_is_healthy_on_every_rail_and_every_pair_is_recorded() {
     let runs = history.list_runs(&Default::default()).unwrap();
     assert_eq!(runs.len(), report["runs"].as_array().unwrap().len());
     for summary in &runs {
-        assert_eq!(summary.collective, gpudirect::rails::RAIL_COLLECTIVE);
+        assert_eq!(
+            summary.collective,
+            gpudirect::validate::rails::RAIL_COLLECTIVE
+        );
         assert!(summary.variant.as_deref().unwrap().starts_with("rail:eth"));
         let detail = history.get_run(summary.id).unwrap();
         assert!(gpudirect::history::replay_of(&detail.env).is_none());

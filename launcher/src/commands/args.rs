@@ -1,13 +1,12 @@
 //! Arguments that more than one subcommand takes, defined once and flattened into each.
 
-use anyhow::{bail, Context, Result};
 use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Args;
 use gpudirect::history::{RunFilter, RunStatus};
-use gpudirect::launch::env_var;
 use gpudirect::units::{duration_arg, since_arg};
+use gpudirect_core::system::DEFAULT_CONFIG;
 
 /// Which runs a listing or an export covers (the same flags on both).
 #[derive(Debug, Clone, Default, Args)]
@@ -67,6 +66,45 @@ impl FilterArgs {
     }
 }
 
+/// `--config`: the admin config, the same flag on every command that reads it.
+#[derive(Debug, Clone, Args)]
+pub struct ConfigArg {
+    /// The admin config: --config, else $GPUDIRECT_CONFIG, else /etc/slurm/gpudirect.toml.
+    #[arg(
+        id = "config",
+        long = "config",
+        env = "GPUDIRECT_CONFIG",
+        value_name = "FILE",
+        default_value = DEFAULT_CONFIG
+    )]
+    pub path: PathBuf,
+}
+
+/// `--drain`, `--retries` and `--on-drain`: what `health` and `validate` do in Slurm about
+/// a node they find bad.
+#[derive(Debug, Clone, Args)]
+pub struct DrainArgs {
+    /// Drain a node found bad in Slurm (`scontrol update ... state=drain`, reason
+    /// `gpudirect: ...`), confirmed by reading its state back; a node drained by an admin
+    /// for another reason is left alone. `health` also returns to service a node that
+    /// gpudirect drained once every check passes.
+    #[arg(long)]
+    pub drain: bool,
+
+    /// Look N more times before calling a node bad: `health` checks again a second apart
+    /// (a flapping link drains nothing until it stays down); `validate` re-tests it with a
+    /// node that passed (with --resume: re-tests each drained node up to N times).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub retries: u32,
+
+    /// With --drain: after a node is newly drained, run this command (split on whitespace,
+    /// no shell) with a JSON file of the evidence as its last argument and in
+    /// $GPUDIRECT_EVIDENCE, e.g. to file a repair request (docs/admin-guide.md); a failure
+    /// is reported, the drain stays.
+    #[arg(long, value_name = "CMD", requires = "drain")]
+    pub on_drain: Option<String>,
+}
+
 /// How nccl-tests runs are started, limited and recorded: the same flags on `run` and
 /// `tune`.
 #[derive(Debug, Clone, Args)]
@@ -97,70 +135,8 @@ pub struct NcclTestsArgs {
     pub cluster: Option<String>,
 
     /// The admin config: the transport each profile must use, and its variables.
-    #[arg(
-        long,
-        env = "GPUDIRECT_CONFIG",
-        default_value = super::profiles::DEFAULT_CONFIG
-    )]
-    pub config: PathBuf,
-}
-
-/// The largest GPU index `--gpus` accepts.
-pub const MAX_GPU_INDEX: u32 = 1023;
-
-/// The GPUs `--gpus` indexes: the entries of an inherited CUDA_VISIBLE_DEVICES (as for any
-/// CUDA program, index 0 is its first entry), else this host's NVIDIA GPUs as the driver
-/// lists them, else `None` (indices passed through unchecked, as on CPU-only test hosts).
-pub fn visible_gpus() -> Option<(Vec<String>, String)> {
-    if let Some(list) = env_var("CUDA_VISIBLE_DEVICES") {
-        let entries: Vec<String> = list.split(',').map(|e| e.trim().to_string()).collect();
-        return Some((entries, format!("CUDA_VISIBLE_DEVICES={list}")));
-    }
-    let count = std::fs::read_dir("/proc/driver/nvidia/gpus").ok()?.count();
-    let entries = (0..count).map(|i| i.to_string()).collect();
-    Some((entries, "/proc/driver/nvidia/gpus".into()))
-}
-
-/// Reads `0-3,6` in the order written; a GPU named twice is an error.
-pub fn parse_gpu_list(list: &str) -> Result<Vec<u32>> {
-    let fix = "write GPU indices such as 0-7 or 0,2,4,6";
-    let mut ids: Vec<u32> = Vec::new();
-    for element in list.split(',').map(str::trim) {
-        let (first, last) = element.split_once('-').unwrap_or((element, element));
-        let index = |text: &str| {
-            text.trim().parse::<u32>().map_err(|_| {
-                anyhow::anyhow!("--gpus {list}: `{element}` is not a GPU index or range ({fix})")
-            })
-        };
-        let (first, last) = (index(first)?, index(last)?);
-        if last < first {
-            bail!("--gpus {list}: range `{element}` runs backwards ({fix})");
-        }
-        if last > MAX_GPU_INDEX {
-            bail!("--gpus {list}: GPU index {last} is larger than {MAX_GPU_INDEX}");
-        }
-        for id in first..=last {
-            if ids.contains(&id) {
-                bail!("--gpus {list}: GPU {id} is named twice");
-            }
-            ids.push(id);
-        }
-    }
-    Ok(ids)
-}
-
-/// The CUDA_VISIBLE_DEVICES entry of GPU index `id` of `--gpus list`: its entry in
-/// `visible` ([`visible_gpus`]), or the index itself where nothing says what is visible.
-pub fn gpu_device(list: &str, id: u32, visible: Option<&(Vec<String>, String)>) -> Result<String> {
-    match visible {
-        None => Ok(id.to_string()),
-        Some((entries, source)) => entries.get(id as usize).cloned().with_context(|| {
-            format!(
-                "--gpus {list}: there is no GPU {id}: {} visible ({source}); indices start at 0",
-                entries.len()
-            )
-        }),
-    }
+    #[command(flatten)]
+    pub config: ConfigArg,
 }
 
 #[cfg(test)]

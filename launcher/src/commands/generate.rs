@@ -9,6 +9,7 @@ use clap::{Args, CommandFactory, ValueEnum};
 use clap_complete::Shell;
 
 use super::{Cli, ExitStatus};
+use gpudirect::noteln;
 
 /// Arguments of `gpudirect generate`.
 #[derive(Debug, Args)]
@@ -39,7 +40,7 @@ pub fn run(args: &GenerateArgs) -> Result<ExitStatus> {
         What::Man => man_pages(&args.out)?,
         What::Completions => completions(&args.out)?,
     };
-    eprintln!(
+    noteln!(
         "gpudirect generate: {written} file(s) in {}",
         args.out.display()
     );

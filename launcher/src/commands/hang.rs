@@ -7,12 +7,12 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use gpudirect::hang::{self, assemble, read_agent_lines, unanswered, JobStep};
-use gpudirect::outln;
 use gpudirect::output::emit_json;
 use gpudirect::ras::{self, Verdict};
 use gpudirect::runner::{self, Job};
 use gpudirect::slurm;
 use gpudirect::units::duration_arg;
+use gpudirect::{noteln, outln};
 
 use super::{Ctx, ExitStatus};
 
@@ -82,7 +82,7 @@ pub fn run(args: &HangArgs, _ctx: &Ctx) -> Result<ExitStatus> {
     let count = info.node_count.unwrap_or(1);
     let per_poll = args.interval + args.timeout;
     let expected = per_poll * args.polls;
-    eprintln!(
+    noteln!(
         "gpudirect hang: asking NCCL's RAS of job {} on {nodes} {} time(s), {} s apart (about {} s)",
         args.job,
         args.polls,
@@ -128,7 +128,7 @@ pub fn run(args: &HangArgs, _ctx: &Ctx) -> Result<ExitStatus> {
     let finished = runner::run(&job, &AtomicBool::new(false))?;
     let (reports, bad) = read_agent_lines(&String::from_utf8_lossy(&finished.stdout));
     for line in &bad {
-        eprintln!("gpudirect hang: unreadable agent line: {line}");
+        noteln!("gpudirect hang: unreadable agent line: {line}");
     }
     if reports.is_empty() {
         bail!(

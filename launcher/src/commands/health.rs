@@ -22,16 +22,18 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use clap::Args;
-use gpudirect::cell::{self, Evaluated};
+use gpudirect::baseline::Key;
+use gpudirect::cell::exec::{self, Spec};
+use gpudirect::cell::Evaluated;
 use gpudirect::checks::Expectations;
-use gpudirect::drain::{self, Drained, Resumed};
+use gpudirect::drain::{self, Drained, HistoryPoint, Resumed};
+use gpudirect::health::{gpu_failure, nccl_failure, speed_failure, Failed};
 use gpudirect::history::{History, LaunchKind, RunStatus};
-use gpudirect::launch::{env_var, prepare, LaunchOptions, Launcher};
+use gpudirect::launch::{LaunchOptions, Launcher};
 use gpudirect::matrix::{Cell, Matrix, Variant};
 use gpudirect::outln;
 use gpudirect::output::emit_json;
 use gpudirect::record::RunContext;
-use gpudirect::runner::{self, INTERRUPTED};
 use gpudirect::slurm;
 use gpudirect::units::{human_size, now_unix, percent_arg, size_arg};
 use gpudirect_core::config::{CheckKind, Mode, NicClass, NicLocality};
@@ -40,7 +42,9 @@ use gpudirect_core::resolve::{plan_node_with_locality, resolve_profile, Resolved
 use gpudirect_core::system::{load_config, slurm_node_name, Ownership, SystemProbe};
 use serde::Serialize;
 
+use super::args::{ConfigArg, DrainArgs};
 use super::{Ctx, ExitStatus};
+use gpudirect::noteln;
 
 /// Arguments of `gpudirect health`.
 #[derive(Debug, Args)]
@@ -59,13 +63,9 @@ use super::{Ctx, ExitStatus};
     `gpudirect: PROBLEM` and returns a passing node to service only when it carries that\n\
     tag: a drain with any other reason is an admin's, and is left alone.")]
 pub struct HealthArgs {
-    /// The admin config: --config, else $GPUDIRECT_CONFIG, else /etc/slurm/gpudirect.toml.
-    #[arg(
-        long,
-        env = "GPUDIRECT_CONFIG",
-        default_value = super::profiles::DEFAULT_CONFIG
-    )]
-    pub config: PathBuf,
+    /// The admin config.
+    #[command(flatten)]
+    pub config: ConfigArg,
 
     /// The Slurm node this is: default $SLURMD_NODENAME, else the host name.
     #[arg(long)]
@@ -75,21 +75,9 @@ pub struct HealthArgs {
     #[arg(long, value_name = "NAME")]
     pub profile: Option<String>,
 
-    /// Drain the node in Slurm when a check fails; return it to service when all pass and
-    /// it is drained by gpudirect (never another drain).
-    #[arg(long)]
-    pub drain: bool,
-
-    /// Check this many more times (a second apart) before calling a check failed: a
-    /// flapping link drains nothing until it stays down.
-    #[arg(long, value_name = "N", default_value_t = 0)]
-    pub retries: u32,
-
-    /// With --drain: after draining, run this command (split on spaces, no shell) with a
-    /// JSON file of the evidence as its last argument and in $GPUDIRECT_EVIDENCE, e.g. to
-    /// file a repair request with the cloud (docs/admin-guide.md).
-    #[arg(long, value_name = "CMD", requires = "drain")]
-    pub on_drain: Option<String>,
+    /// What --drain does in Slurm.
+    #[command(flatten)]
+    pub drains: DrainArgs,
 
     /// Where sysfs is (tests point it at a copy).
     #[arg(long, value_name = "DIR", default_value = "/sys", hide = true)]
@@ -105,8 +93,9 @@ pub struct HealthArgs {
     pub nvidia_gpus: PathBuf,
 
     /// Also run a short all_reduce over this node's GPUs (nccl-tests, one process) and
-    /// judge its busbw against the history's single-node runs of this cluster: a node
-    /// more than --tolerance below their median fails check `nccl`. Every run is recorded.
+    /// judge its busbw against the history's earlier quick tests of this cluster with as
+    /// many GPUs: a node more than --tolerance below their median fails check `nccl`.
+    /// Every run is recorded.
     #[arg(long)]
     pub quick_nccl: bool,
 
@@ -142,62 +131,13 @@ pub struct HealthArgs {
 }
 
 /// How long the quick all_reduce may run.
+/// The variant the quick test's runs are recorded (and their baseline found) under.
+const HEALTH_VARIANT: &str = "health";
+
 const QUICK_NCCL_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// Earlier single-node runs the quick test's baseline is the median of.
 const QUICK_NCCL_BASELINE_RUNS: u32 = 10;
-
-/// `nccl` (`--quick-nccl`): what the run found, against the baseline (`None`: no earlier
-/// run of its kind). Over one GPU an all_reduce has no peer and its busbw is 0 by
-/// definition, so only a failed run fails there (found on the one-GPU bed: every run was
-/// "0.00 GB/s" against a median of 0.00). Pure.
-pub fn nccl_failure(
-    gpus: u32,
-    size: &str,
-    busbw: Option<f64>,
-    run_problems: &[String],
-    baseline: Option<(f64, usize)>,
-    tolerance_pct: f64,
-) -> Option<Failed> {
-    let check = "nccl";
-    if !run_problems.is_empty() {
-        return Some(Failed {
-            check,
-            problem: format!("all_reduce over {gpus} GPUs failed: {}", run_problems.join("; ")),
-            fix: "run it by hand with NCCL_DEBUG=INFO and read the first error; `nvidia-smi` for a lost GPU".into(),
-        });
-    }
-    if gpus <= 1 {
-        return None;
-    }
-    let Some(busbw) = busbw else {
-        return Some(Failed {
-            check,
-            problem: format!("all_reduce over {gpus} GPUs printed no busbw at {size}"),
-            fix: "check the nccl-tests build and the --nccl-tests-dir".into(),
-        });
-    };
-    let (median, runs) = baseline?;
-    (busbw < median * (1.0 - tolerance_pct / 100.0)).then(|| Failed {
-        check,
-        problem: format!(
-            "all_reduce over {gpus} GPUs: {busbw:.2} GB/s at {size}, {:.0}% of the median of {runs} earlier runs ({median:.2})",
-            busbw / median * 100.0
-        ),
-        fix: "a slow GPU or NVLink: `nvidia-smi topo -m`, `nvidia-smi -q -d CLOCK,PERFORMANCE`, and the kernel log for Xid errors".into(),
-    })
-}
-
-/// One failed check.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Failed {
-    /// The check's name (`nics`, `nic_speed`, `gpus`, ...).
-    pub check: &'static str,
-    /// What was found.
-    pub problem: String,
-    /// What to do.
-    pub fix: String,
-}
 
 /// What `gpudirect health` found.
 #[derive(Debug, Clone, Serialize)]
@@ -248,60 +188,6 @@ pub enum SlurmAction {
 /// The node's name: `--node`, else `$SLURMD_NODENAME` (slurmd's), else the host name.
 fn node_name(args: &HealthArgs) -> String {
     args.node.clone().unwrap_or_else(slurm_node_name)
-}
-
-/// `nic_speed` for one data NIC: `speed` is what sysfs says (Mbit/s for a netdev, the RDMA
-/// port's `rate` text such as `400 Gb/sec (4X NDR)`). Pure.
-pub fn speed_failure(
-    nic: &str,
-    class: NicClass,
-    declared_gbit: u32,
-    speed: Option<&str>,
-) -> Option<Failed> {
-    let gbit = speed.and_then(|text| {
-        let text = text.trim();
-        match class {
-            // Mbit/s; -1 (or nothing) when the link is down or unknown.
-            NicClass::Net => text
-                .parse::<i64>()
-                .ok()
-                .filter(|m| *m > 0)
-                .map(|m| m as f64 / 1000.0),
-            NicClass::Infiniband => text.split_whitespace().next()?.parse::<f64>().ok(),
-        }
-    });
-    match gbit {
-        Some(g) if g + 1e-9 >= f64::from(declared_gbit) => None,
-        Some(g) => Some(Failed {
-            check: CheckKind::NicSpeed.name(),
-            problem: format!("{nic} at {g} Gbit/s, the profile declares {declared_gbit}"),
-            fix: format!(
-                "check the cable and the link partner (`ethtool {nic}`), or fix line_rate_gbit"
-            ),
-        }),
-        None => Some(Failed {
-            check: CheckKind::NicSpeed.name(),
-            problem: format!("{nic} reports no link speed"),
-            fix: format!("check that the link is up (`ethtool {nic}`)"),
-        }),
-    }
-}
-
-/// `gpus`: the driver's GPUs against Slurm's gres count. Pure.
-pub fn gpu_failure(expected: u32, seen: Option<u32>) -> Option<Failed> {
-    match seen {
-        Some(n) if n >= expected => None,
-        Some(n) => Some(Failed {
-            check: CheckKind::Gpus.name(),
-            problem: format!("{n} of {expected} GPUs seen by the NVIDIA driver"),
-            fix: "a GPU fell off the bus: check `nvidia-smi` and the kernel log (Xid), then reboot or repair the node".into(),
-        }),
-        None => Some(Failed {
-            check: CheckKind::Gpus.name(),
-            problem: format!("no NVIDIA driver (Slurm gives the node {expected} GPUs)"),
-            fix: "load the driver (`nvidia-smi`), or skip_checks = [\"gpus\"] for nodes without one".into(),
-        }),
-    }
 }
 
 /// Reads a NIC's speed from sysfs.
@@ -443,8 +329,8 @@ pub fn run(args: &HealthArgs, ctx: &Ctx) -> Result<ExitStatus> {
     let node = node_name(args);
     // The config loader wants an absolute path (what slurm.conf names); by hand a
     // relative one is as good.
-    let config_path = std::path::absolute(&args.config)
-        .with_context(|| format!("--config {}", args.config.display()))?;
+    let config_path = std::path::absolute(&args.config.path)
+        .with_context(|| format!("--config {}", args.config.path.display()))?;
     let config = load_config(&config_path, Ownership::Any)
         .with_context(|| format!("gpudirect health: cannot check {node}"))?;
     let mode = match &args.profile {
@@ -472,7 +358,7 @@ pub fn run(args: &HealthArgs, ctx: &Ctx) -> Result<ExitStatus> {
     let (mut failures, mut checked, skipped) = loop {
         attempts += 1;
         let result = check_once(args, &facts, &node);
-        if result.0.is_empty() || attempts > args.retries {
+        if result.0.is_empty() || attempts > args.drains.retries {
             break result;
         }
         std::thread::sleep(Duration::from_secs(1));
@@ -503,7 +389,7 @@ pub fn run(args: &HealthArgs, ctx: &Ctx) -> Result<ExitStatus> {
         notes,
         elapsed_ms: 0,
     };
-    if args.drain {
+    if args.drains.drain {
         report.slurm = Some(act_in_slurm(args, &report, ctx));
     }
     report.elapsed_ms = u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX);
@@ -544,21 +430,24 @@ fn quick_nccl(
             "no GPUs to test: the driver lists none and Slurm gives the node none; pass --gpus N",
         )?,
     };
-    let cluster = args
-        .cluster
-        .clone()
-        .or_else(|| env_var("SLURM_CLUSTER_NAME"));
+    let run_context = RunContext {
+        nodes: vec![node.to_string()],
+        gpus_per_node: Some(gpus),
+        launcher: LaunchKind::Local,
+        ..RunContext::for_job(args.cluster.as_deref())
+    };
+    let cluster = run_context.cluster.clone();
     let collective = "all_reduce".to_string();
     let mut env = std::collections::BTreeMap::new();
     if !library_dirs.is_empty() {
         let mut path = library_dirs.join(":");
-        if let Some(old) = env_var("LD_LIBRARY_PATH") {
+        if let Some(old) = gpudirect::launch::env_var("LD_LIBRARY_PATH") {
             path = format!("{path}:{old}");
         }
         env.insert("LD_LIBRARY_PATH".to_string(), path);
     }
     let variant = Variant {
-        name: "health".into(),
+        name: HEALTH_VARIANT.into(),
         gpudirect: None,
         env,
     };
@@ -597,53 +486,39 @@ fn quick_nccl(
         gpus_per_process: gpus,
         exact: false,
     };
-    let prepared = prepare(&cell, &matrix, &opts, true)?;
-    let started = now_unix();
-    let finished = runner::run(&prepared.job, &INTERRUPTED)?;
-    let context = RunContext {
-        started_at: Some(started),
-        finished_at: Some(now_unix()),
-        cluster: cluster.clone(),
-        nodes: vec![node.to_string()],
-        gpus_per_node: Some(gpus),
-        launcher: LaunchKind::Local,
-        command_line: Some(prepared.job.command_line()),
-        binary_path: Some(prepared.binary.display().to_string()),
-        variant: Some("health".into()),
-        ..RunContext::default()
-    };
     let expect = Expectations {
         transport: None,
         nodes: 1,
         sizes: vec![args.max_bytes],
         nics: Vec::new(),
     };
-    let Evaluated {
-        parsed,
-        verdict,
-        record,
-    } = cell::evaluate_finished(
-        &finished,
-        prepared.json_path.as_deref(),
-        &collective,
+    let executed = exec::prepare(Spec {
+        cell: &cell,
+        matrix: &matrix,
+        launch: &opts,
+        json_report: true,
         expect,
-        context,
-    );
+        context: run_context,
+        marks: Default::default(),
+    })?
+    .execute()?;
     let mut history = History::open(&ctx.db_path()?)?;
-    let baseline = history.baseline(
-        cluster.as_deref(),
-        &collective,
-        1,
-        args.max_bytes,
-        QUICK_NCCL_BASELINE_RUNS,
-    )?;
-    let id = history.import_run(&record, true)?.run_id();
-    let busbw = parsed
-        .rows
-        .iter()
-        .rev()
-        .find(|r| r.size_bytes == args.max_bytes)
-        .and_then(|r| r.out_of_place.as_ref()?.busbw_gbps);
+    // Earlier quick tests of this node's kind: one node, as many GPUs, variant `health`.
+    let key = Key {
+        collective: collective.clone(),
+        cluster,
+        node_count: Some(1),
+        total_ranks: Some(gpus),
+        variant: Some(HEALTH_VARIANT.into()),
+    };
+    let baseline = history.baseline(&key, args.max_bytes, QUICK_NCCL_BASELINE_RUNS)?;
+    let id = executed.record(&mut history)?;
+    let Evaluated {
+        parsed, verdict, ..
+    } = executed.evaluated;
+    // The busbw of a run, by the one rule every command uses (out-of-place at its largest
+    // size, in-place where it has none).
+    let busbw = parsed.busbw_at_max_size();
     let problems: Vec<String> = if verdict.status == RunStatus::Ok {
         Vec::new()
     } else {
@@ -667,32 +542,49 @@ fn quick_nccl(
     Ok((failure, note))
 }
 
-/// What `--on-drain` gets: this check's report, the tool, the time, and the node's last
-/// runs in the history (busbw and status of each), when there is a history.
-fn evidence(report: &Health, ctx: &Ctx) -> serde_json::Value {
-    let runs = ctx
+/// What health adds to the evidence file: the profile, the failed checks, the checks run.
+#[derive(Debug, Serialize)]
+struct HealthEvidence<'a> {
+    profile: &'a Option<String>,
+    failures: &'a [Failed],
+    checked: &'a [&'static str],
+}
+
+/// What `--on-drain` gets ([`drain::EvidenceFile`], validate's shape): the node, the
+/// reason, each failed check, the node's last runs in the history (when there is one),
+/// the cluster, the tool and the time, then this check's profile, failures and checks.
+fn evidence<'a>(
+    args: &HealthArgs,
+    report: &'a Health,
+    reason: &str,
+    ctx: &Ctx,
+) -> drain::EvidenceFile<HealthEvidence<'a>> {
+    let history = ctx
         .open_history()
         .ok()
         .and_then(|h| h.node_history(&report.node, None, None).ok())
-        .map(|h| {
-            let skip = h.runs.len().saturating_sub(EVIDENCE_RUNS);
-            h.runs.into_iter().skip(skip).collect::<Vec<_>>()
-        })
+        .map(|h| HistoryPoint::last_of(h.runs))
         .unwrap_or_default();
-    serde_json::json!({
-        "tool": "gpudirect health",
-        "at": gpudirect::units::format_rfc3339(now_unix()),
-        "node": report.node,
-        "reason": report.failures.first().map(|f| drain::drain_reason(&f.problem)),
-        "profile": report.profile,
-        "failures": report.failures,
-        "checked": report.checked,
-        "history": runs,
-    })
+    drain::EvidenceFile {
+        node: report.node.clone(),
+        reason: reason.to_string(),
+        verdict: "failed".into(),
+        evidence: report
+            .failures
+            .iter()
+            .map(|f| format!("{}: {}", f.check, f.problem))
+            .collect(),
+        history,
+        cluster: gpudirect::slurm::cluster_name(args.cluster.as_deref()),
+        tool: "gpudirect health",
+        at: gpudirect::units::format_rfc3339(now_unix()),
+        details: HealthEvidence {
+            profile: &report.profile,
+            failures: &report.failures,
+            checked: &report.checked,
+        },
+    }
 }
-
-/// The node's most recent runs an `--on-drain` evidence file lists.
-const EVIDENCE_RUNS: usize = 10;
 
 /// `--drain`: drain on a failure (then `--on-drain`), return our own drain on a pass.
 fn act_in_slurm(args: &HealthArgs, report: &Health, ctx: &Ctx) -> SlurmAction {
@@ -700,12 +592,12 @@ fn act_in_slurm(args: &HealthArgs, report: &Health, ctx: &Ctx) -> SlurmAction {
         Some(first) => {
             let reason = drain::drain_reason(&first.problem);
             drain::drain_confirmed(&report.node, &reason).map(|drained| {
-                let evidence = match (&drained, &args.on_drain) {
+                let evidence = match (&drained, &args.drains.on_drain) {
                     (Drained::Drained { .. }, Some(command)) => {
-                        match drain::run_on_drain(command, &evidence(report, ctx)) {
+                        match drain::run_on_drain(command, &evidence(args, report, &reason, ctx)) {
                             Ok(path) => Some(path),
                             Err(e) => {
-                                eprintln!("gpudirect health: {e:#}");
+                                noteln!("gpudirect health: {e:#}");
                                 None
                             }
                         }
@@ -794,64 +686,52 @@ fn print_text(report: &Health) -> Result<()> {
 mod tests {
     use super::*;
 
+    /// health's `--on-drain` file has validate's fields (node, reason, verdict, evidence,
+    /// history, cluster, tool, at), then its own.
     #[test]
-    fn speeds_below_the_line_rate_fail_and_name_the_nic() {
-        assert_eq!(
-            speed_failure("eth1", NicClass::Net, 200, Some("200000\n")),
-            None
-        );
-        let slow = speed_failure("eth3", NicClass::Net, 200, Some("100000")).unwrap();
-        assert_eq!(slow.check, "nic_speed");
-        assert_eq!(slow.problem, "eth3 at 100 Gbit/s, the profile declares 200");
-        let down = speed_failure("eth3", NicClass::Net, 200, Some("-1")).unwrap();
-        assert!(down.problem.contains("no link speed"), "{}", down.problem);
-        assert!(speed_failure("eth3", NicClass::Net, 10, None).is_some());
-        assert_eq!(
-            speed_failure(
-                "mlx5_0",
-                NicClass::Infiniband,
-                400,
-                Some("400 Gb/sec (4X NDR)")
-            ),
-            None
-        );
-        let ib = speed_failure(
-            "mlx5_0",
-            NicClass::Infiniband,
-            400,
-            Some("200 Gb/sec (4X HDR)"),
-        );
-        assert!(ib.unwrap().problem.starts_with("mlx5_0 at 200 Gbit/s"));
-    }
-
-    #[test]
-    fn the_quick_all_reduce_fails_only_below_the_tolerance() {
-        let base = Some((345.0, 5));
-        assert_eq!(nccl_failure(8, "1 GiB", Some(320.0), &[], base, 10.0), None);
-        let slow = nccl_failure(8, "1 GiB", Some(160.0), &[], base, 10.0).unwrap();
-        assert_eq!(
-            slow.problem,
-            "all_reduce over 8 GPUs: 160.00 GB/s at 1 GiB, 46% of the median of 5 earlier runs (345.00)"
-        );
-        // No baseline: nothing to judge by, not a failure.
-        assert_eq!(nccl_failure(8, "1 GiB", Some(1.0), &[], None, 10.0), None);
-        let failed = nccl_failure(8, "1 GiB", None, &["exit code 3".into()], base, 10.0);
-        assert!(failed.unwrap().problem.contains("failed: exit code 3"));
-        assert!(nccl_failure(8, "1 GiB", None, &[], base, 10.0).is_some());
-        // One GPU: busbw is 0 by definition; a run that went through is no failure, whatever
-        // the baseline, and one that failed still is.
-        assert_eq!(nccl_failure(1, "1 GiB", Some(0.0), &[], base, 10.0), None);
-        assert_eq!(nccl_failure(1, "1 GiB", None, &[], base, 10.0), None);
-        assert!(nccl_failure(1, "1 GiB", None, &["exit code 3".into()], None, 10.0).is_some());
-    }
-
-    #[test]
-    fn missing_gpus_fail_with_the_count() {
-        assert_eq!(gpu_failure(8, Some(8)), None);
-        assert_eq!(
-            gpu_failure(8, Some(7)).unwrap().problem,
-            "7 of 8 GPUs seen by the NVIDIA driver"
-        );
-        assert!(gpu_failure(8, None).unwrap().fix.contains("skip_checks"));
+    fn the_evidence_file_has_validates_shape() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Wrap {
+            #[command(flatten)]
+            args: HealthArgs,
+        }
+        let wrap = Wrap::try_parse_from(["health", "--cluster", "c1"]).unwrap();
+        let scratch = tempfile::tempdir().unwrap();
+        let ctx = Ctx {
+            db: Some(scratch.path().join("none.sqlite")),
+        };
+        let report = Health {
+            node: "node2".into(),
+            profile: Some("tcpx".into()),
+            checked: vec!["nics"],
+            skipped: Vec::new(),
+            failures: vec![Failed {
+                check: "nics",
+                problem: "eth3 is down".into(),
+                fix: "check the cable".into(),
+            }],
+            attempts: 1,
+            slurm: None,
+            notes: Vec::new(),
+            elapsed_ms: 0,
+        };
+        let json = serde_json::to_value(evidence(
+            &wrap.args,
+            &report,
+            "gpudirect: eth3 is down",
+            &ctx,
+        ))
+        .unwrap();
+        for key in [
+            "node", "reason", "verdict", "evidence", "history", "cluster", "tool", "at",
+        ] {
+            assert!(json.get(key).is_some(), "{key} in {json}");
+        }
+        assert_eq!(json["tool"], "gpudirect health");
+        assert_eq!(json["cluster"], "c1");
+        assert_eq!(json["evidence"][0], "nics: eth3 is down");
+        assert_eq!(json["failures"][0]["check"], "nics");
+        assert!(json["history"].as_array().unwrap().is_empty());
     }
 }

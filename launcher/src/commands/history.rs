@@ -8,30 +8,31 @@
 //! trend is **downward** when each of the last [`TREND_RECENT`] points is below the median
 //! of all the earlier ones by more than the tolerance (percent, `--tolerance`, default 5).
 //! At least [`TREND_MIN_EARLIER`] earlier points are needed, so one slow outlier or a
-//! short history never raises the flag. See [`trend`].
+//! short history never raises the flag. The rule is [`trend`], in `gpudirect::baseline`.
+//!
+//! [`TREND_RECENT`]: gpudirect::baseline::TREND_RECENT
+//! [`TREND_MIN_EARLIER`]: gpudirect::baseline::TREND_MIN_EARLIER
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use anyhow::Result;
 use clap::Args;
-use gpudirect::history::compare::median;
 use gpudirect::history::{History, NodeHistory, NodeRunPoint, RunId, RunStatus, RunSummary};
 use serde::Serialize;
 
+use gpudirect::baseline::{
+    cluster_and_fabric, last_good_per_fabric, trend, Trend, TREND_DEFAULT_TOLERANCE_PCT,
+};
+
 use super::args::FilterArgs;
 use super::{Ctx, ExitStatus};
+use gpudirect::noteln;
 use gpudirect::output::{
     emit, emit_json, gbps, node_result_cells, or_dash, render_table, replay_footnote, Align,
     NODE_RESULT_COLUMNS,
 };
 use gpudirect::setup::RunSetup;
 use gpudirect::units::{human_size as format_size, percent_arg, short_time, size_arg};
-
-/// `--tolerance` when not given, percent.
-pub const DEFAULT_TOLERANCE_PCT: f64 = 5.0;
-
-/// Earlier runs a `--versions` baseline is the median of.
-pub const VERSIONS_BASELINE_RUNS: usize = 5;
 
 /// One line of `history --versions`: a cluster and fabric's last version set that met its
 /// baseline.
@@ -51,71 +52,6 @@ pub struct VersionSet {
     pub versions: Vec<(String, String)>,
     /// Why it counts: `first run of its kind`, or its busbw against the baseline's.
     pub basis: String,
-}
-
-/// A run's group in `history --versions`: its cluster and its fabric (the transport NCCL
-/// used, else the variant), `-` where unknown.
-fn cluster_and_fabric(run: &RunSummary) -> (String, String) {
-    (
-        or_dash(run.cluster.as_deref()),
-        or_dash(run.transport.as_deref().or(run.variant.as_deref())),
-    )
-}
-
-/// For each (cluster, fabric), the newest run that met its baseline ([`met_baseline`]),
-/// newest group first. `runs` newest first, as `list_runs` gives them. Pure.
-pub fn last_good_per_fabric(runs: &[RunSummary], tolerance_pct: f64) -> Vec<(&RunSummary, String)> {
-    let usable: Vec<&RunSummary> = runs
-        .iter()
-        .filter(|r| r.status == RunStatus::Ok && r.replay_of.is_none())
-        .collect();
-    let mut seen: HashSet<(String, String)> = HashSet::new();
-    let mut found = Vec::new();
-    for (i, run) in usable.iter().enumerate() {
-        let key = cluster_and_fabric(run);
-        if seen.contains(&key) {
-            continue;
-        }
-        if let Some(basis) = met_baseline(run, &usable[i + 1..], tolerance_pct) {
-            seen.insert(key);
-            found.push((*run, basis));
-        }
-    }
-    found
-}
-
-/// Whether `run` met its baseline: the median busbw at the largest size of up to
-/// [`VERSIONS_BASELINE_RUNS`] of `earlier` (newest first) of the same kind (collective,
-/// cluster, node and rank count, variant, transport, largest size). `Some(basis)` when it did, said
-/// for the user; a run with no earlier one of its kind is its own baseline.
-fn met_baseline(run: &RunSummary, earlier: &[&RunSummary], tolerance_pct: f64) -> Option<String> {
-    let kind = |r: &RunSummary| {
-        (
-            r.collective.clone(),
-            r.cluster.clone(),
-            r.node_count,
-            r.total_ranks,
-            r.variant.clone(),
-            r.transport.clone(),
-            r.max_size_bytes,
-        )
-    };
-    let values: Vec<f64> = earlier
-        .iter()
-        .filter(|r| kind(r) == kind(run))
-        .filter_map(|r| r.busbw)
-        .take(VERSIONS_BASELINE_RUNS)
-        .collect();
-    let Some(reference) = median(&values) else {
-        return Some("first run of its kind".into());
-    };
-    let busbw = run.busbw?;
-    (busbw >= reference * (1.0 - tolerance_pct / 100.0)).then(|| {
-        format!(
-            "{busbw:.2} GB/s, baseline {reference:.2} (median of {} earlier)",
-            values.len()
-        )
-    })
 }
 
 fn versions_view(
@@ -147,7 +83,7 @@ fn versions_view(
         return Ok(ExitStatus::Ok);
     }
     if sets.is_empty() {
-        eprintln!(
+        noteln!(
             "no ok run matches these filters (history: {})",
             history.path().display()
         );
@@ -192,12 +128,6 @@ fn versions_view(
 /// Runs listed when `--limit` is not given.
 pub const DEFAULT_LIMIT: u32 = 20;
 
-/// How many latest points must all be low for a downward trend.
-pub const TREND_RECENT: usize = 3;
-
-/// How many earlier points the median needs before a trend is judged.
-pub const TREND_MIN_EARLIER: usize = 3;
-
 /// Arguments of `gpudirect history`.
 #[derive(Debug, Args)]
 #[command(after_help = "Examples:\n  \
@@ -239,58 +169,6 @@ pub struct HistoryArgs {
     /// node's points, validation numbers and trends.
     #[arg(long)]
     pub json: bool,
-}
-
-/// A node's trend in one group of comparable points.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(tag = "trend", rename_all = "snake_case")]
-pub enum Trend {
-    /// Not enough points to judge.
-    TooFew {
-        /// Points in the group.
-        points: usize,
-        /// Points needed.
-        needed: usize,
-    },
-    /// The last points are not all below the earlier median by more than the tolerance.
-    Steady {
-        /// Median of the earlier points, GB/s.
-        earlier_median: f64,
-    },
-    /// Each of the last points is below the earlier median by more than the tolerance.
-    Downward {
-        /// Median of the earlier points, GB/s.
-        earlier_median: f64,
-        /// How far below it each of the last points is, percent, oldest first.
-        drops_pct: Vec<f64>,
-    },
-}
-
-/// Judges a series of busbw values, oldest first (see the module docs). Pure.
-pub fn trend(values: &[f64], tolerance_pct: f64) -> Trend {
-    let needed = TREND_RECENT + TREND_MIN_EARLIER;
-    if values.len() < needed {
-        return Trend::TooFew {
-            points: values.len(),
-            needed,
-        };
-    }
-    let (earlier, recent) = values.split_at(values.len() - TREND_RECENT);
-    let Some(m) = median(earlier).filter(|m| *m > 0.0) else {
-        return Trend::TooFew {
-            points: values.len(),
-            needed,
-        };
-    };
-    let drops: Vec<f64> = recent.iter().map(|v| (m - v) / m * 100.0).collect();
-    if drops.iter().all(|d| *d > tolerance_pct) {
-        Trend::Downward {
-            earlier_median: m,
-            drops_pct: drops,
-        }
-    } else {
-        Trend::Steady { earlier_median: m }
-    }
 }
 
 /// A point of a node's history, with its run's launcher and replay marking.
@@ -342,7 +220,7 @@ fn replays(runs: &[RunSummary]) -> HashMap<RunId, String> {
 
 /// `gpudirect history`.
 pub fn run(args: &HistoryArgs, ctx: &Ctx) -> Result<ExitStatus> {
-    let tolerance = args.tolerance.unwrap_or(DEFAULT_TOLERANCE_PCT);
+    let tolerance = args.tolerance.unwrap_or(TREND_DEFAULT_TOLERANCE_PCT);
     anyhow::ensure!(
         tolerance.is_finite() && tolerance >= 0.0,
         "--tolerance {tolerance}: write a percentage >= 0, e.g. 5"
@@ -372,7 +250,7 @@ pub fn run(args: &HistoryArgs, ctx: &Ctx) -> Result<ExitStatus> {
         return Ok(ExitStatus::Ok);
     }
     if runs.is_empty() {
-        eprintln!(
+        noteln!(
             "no runs match these filters (history: {})",
             history.path().display()
         );
@@ -387,7 +265,7 @@ pub fn run(args: &HistoryArgs, ctx: &Ctx) -> Result<ExitStatus> {
         .limit
         .is_some_and(|l| runs.len() as u64 >= u64::from(l))
     {
-        eprintln!("(the {} newest; --limit 0 lists all)", runs.len());
+        noteln!("(the {} newest; --limit 0 lists all)", runs.len());
     }
     Ok(ExitStatus::Ok)
 }
@@ -528,7 +406,7 @@ fn node_view(
         return Ok(());
     }
     if report.runs.is_empty() && report.checks.is_empty() {
-        eprintln!(
+        noteln!(
             "node {node} is in no recorded run matching these filters{}; `gpudirect history` \
              lists runs with their nodes (history: {})",
             args.size
@@ -659,127 +537,9 @@ fn node_text(report: &NodeReport) -> String {
 mod tests {
     use super::*;
 
-    // Out-of-place busbw at 8 GiB, tests/fixtures/nccl-tests/: healthy runs are
-    // h200x2-nvlink/all_reduce_g2.txt (343.64) and h200x2-degraded/all_reduce_g2_clean.txt
-    // (346.51); the degraded ones ran beside a load on GPU 1 (matmul at 30 % duty, 4 GiB
-    // copies, matmul).
+    // Out-of-place busbw at 8 GiB of h200x2-nvlink/all_reduce_g2.txt (343.64) and
+    // h200x2-degraded/all_reduce_g2_clean.txt (346.51), tests/fixtures/nccl-tests/.
     const HEALTHY: [f64; 5] = [343.64, 346.51, 343.64, 346.51, 343.64];
-    const DEGRADED: [f64; 3] = [290.45, 164.07, 162.91];
-
-    fn run(id: RunId, cluster: &str, transport: &str, busbw: f64, status: RunStatus) -> RunSummary {
-        RunSummary {
-            id,
-            at: format!("2026-11-{:02}T10:00:00Z", id),
-            started_at: None,
-            finished_at: None,
-            imported_at: String::new(),
-            cluster: Some(cluster.into()),
-            job_id: None,
-            step_id: None,
-            nodelist: None,
-            node_count: Some(2),
-            gpus_per_node: Some(8),
-            total_ranks: Some(16),
-            collective: "all_reduce".into(),
-            variant: None,
-            label: None,
-            launcher: gpudirect::history::LaunchKind::Srun,
-            status,
-            exit_code: Some(0),
-            transport: Some(transport.into()),
-            avg_busbw: None,
-            busbw: Some(busbw),
-            max_size_bytes: Some(8 << 30),
-            row_count: 62,
-            source_path: None,
-            output_sha256: String::new(),
-            replay_of: None,
-            line_rate_gbps: None,
-        }
-    }
-
-    /// `history --versions` (issue #18): per cluster and fabric, the newest run that met
-    /// its baseline; a slow or failed newer run is passed over, and a fabric's first run
-    /// is its own baseline.
-    #[test]
-    fn the_last_good_version_set_is_found_per_cluster_and_fabric() {
-        // Newest first, as list_runs gives them.
-        let runs = vec![
-            run(9, "a3", "GPUDirectTCPX", 120.0, RunStatus::Ok), // 40% under its baseline
-            run(8, "a3", "GPUDirectTCPX", 200.0, RunStatus::Failed),
-            run(7, "a3", "Socket", 20.0, RunStatus::Ok), // the only Socket run
-            run(6, "a3", "GPUDirectTCPX", 196.0, RunStatus::Ok), // 2% under: meets it
-            run(5, "a3", "GPUDirectTCPX", 200.0, RunStatus::Ok),
-            run(4, "a3", "GPUDirectTCPX", 200.0, RunStatus::Ok),
-            run(3, "a4", "gIB", 350.0, RunStatus::Ok),
-        ];
-        let found: Vec<(RunId, String)> = last_good_per_fabric(&runs, 5.0)
-            .into_iter()
-            .map(|(r, basis)| (r.id, basis))
-            .collect();
-        assert_eq!(
-            found,
-            [
-                (7, "first run of its kind".to_string()),
-                (
-                    6,
-                    "196.00 GB/s, baseline 200.00 (median of 2 earlier)".to_string()
-                ),
-                (3, "first run of its kind".to_string()),
-            ]
-        );
-        // At a 50% tolerance the slow newest run meets its baseline.
-        assert_eq!(last_good_per_fabric(&runs, 50.0)[0].0.id, 9);
-    }
-
-    #[test]
-    fn three_low_points_after_a_healthy_history_trend_down() {
-        let mut v = HEALTHY.to_vec();
-        v.extend(DEGRADED);
-        match trend(&v, 5.0) {
-            Trend::Downward {
-                earlier_median,
-                drops_pct,
-            } => {
-                assert_eq!(earlier_median, 343.64);
-                assert_eq!(drops_pct.len(), 3);
-                assert!((drops_pct[0] - (343.64 - 290.45) / 343.64 * 100.0).abs() < 1e-9);
-            }
-            other => panic!("expected downward, got {other:?}"),
-        }
-        // A drop of 15.5 % is not one at a 20 % tolerance.
-        assert!(matches!(trend(&v, 20.0), Trend::Steady { .. }));
-    }
-
-    #[test]
-    fn one_recovered_point_or_noise_is_steady() {
-        let mut v = HEALTHY.to_vec();
-        v.extend([290.45, 346.51, 162.91]);
-        assert!(matches!(trend(&v, 5.0), Trend::Steady { .. }));
-        // Within the tolerance: 4.3 % lower is noise at 5 %.
-        let mut v = HEALTHY.to_vec();
-        v.extend([329.0, 329.0, 329.0]);
-        assert!(matches!(trend(&v, 5.0), Trend::Steady { .. }));
-        assert!(matches!(trend(&v, 3.0), Trend::Downward { .. }));
-    }
-
-    #[test]
-    fn short_histories_are_not_judged() {
-        assert_eq!(
-            trend(&[343.0, 100.0, 90.0, 80.0, 70.0], 5.0),
-            Trend::TooFew {
-                points: 5,
-                needed: 6
-            }
-        );
-        assert_eq!(
-            trend(&[0.0, 0.0, 0.0, 0.0, 0.0, 0.0], 5.0),
-            Trend::TooFew {
-                points: 6,
-                needed: 6
-            }
-        );
-    }
 
     #[test]
     fn groups_leave_out_replays_and_failed_runs() {

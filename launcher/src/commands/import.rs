@@ -14,6 +14,7 @@ use serde::Serialize;
 
 use super::{Ctx, ExitStatus};
 use gpudirect::cell::{self, CellOutput, Evaluated, Reading};
+use gpudirect::noteln;
 use gpudirect::outln;
 use gpudirect::output::emit_json;
 
@@ -273,7 +274,7 @@ pub fn run(args: &ImportArgs, ctx: &Ctx) -> Result<ExitStatus> {
     } else {
         for r in &results {
             match (&r.error, r.run_id) {
-                (Some(e), _) => eprintln!("{}: error: {e}", r.file),
+                (Some(e), _) => noteln!("{}: error: {e}", r.file),
                 (None, Some(id)) if r.duplicate => outln!(
                     "{}: already recorded as run {id} (same output); --force to record again",
                     r.file
@@ -299,7 +300,7 @@ pub fn run(args: &ImportArgs, ctx: &Ctx) -> Result<ExitStatus> {
                 (None, None) => {}
             }
         }
-        eprintln!("history: {}", db.display());
+        noteln!("history: {}", db.display());
     }
     let failed = results.iter().filter(|r| r.error.is_some()).count();
     anyhow::ensure!(

@@ -9,6 +9,10 @@
 //! `gpudirect` library, never from each other; what two of them share lives in [`args`] or in
 //! the library.
 
+// Commands are thin: no function here is over 150 lines (clippy.toml), so that what a
+// command does reads as flags, a loop over the library and printing.
+#![warn(clippy::too_many_lines)]
+
 pub mod args;
 pub mod compare;
 pub mod export;
@@ -32,6 +36,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use clap::{ArgAction, Parser, Subcommand};
 use gpudirect::history::{db_path_from_env, locate_db, History, HistoryError};
+use gpudirect::validate::judging::Health;
 
 /// Runs, checks and records nccl-tests on Slurm allocations.
 #[derive(Debug, Parser)]
@@ -162,15 +167,50 @@ pub enum ExitStatus {
     Interrupted,
 }
 
-impl From<ExitStatus> for ExitCode {
-    fn from(status: ExitStatus) -> ExitCode {
-        ExitCode::from(match status {
+impl ExitStatus {
+    /// Every status, best first.
+    pub const ALL: [ExitStatus; 5] = [
+        ExitStatus::Ok,
+        ExitStatus::Problem,
+        ExitStatus::Failed,
+        ExitStatus::CouldNotRun,
+        ExitStatus::Interrupted,
+    ];
+
+    /// The process exit code: the only place a status becomes a number. `main` exits with
+    /// it, and a verdict line that names the code prints it (never a code of its own).
+    pub fn code(self) -> u8 {
+        match self {
             ExitStatus::Ok => 0,
             ExitStatus::Problem => 1,
             ExitStatus::Failed => 2,
             ExitStatus::CouldNotRun => 3,
             ExitStatus::Interrupted => 130,
-        })
+        }
+    }
+
+    /// The status a `gpudirect` child exited with (`run --submit`'s inner runs), read back
+    /// through [`code`](Self::code); `None` for a code no status has.
+    pub fn from_code(code: i32) -> Option<ExitStatus> {
+        Self::ALL.into_iter().find(|s| i32::from(s.code()) == code)
+    }
+
+    /// A validation's status: its health, raised to [`Failed`](Self::Failed) when a drain,
+    /// a resume or an `--on-drain` command did not work (one that could not run stays
+    /// [`CouldNotRun`](Self::CouldNotRun)). Pure.
+    pub fn of_validation(health: Health, actions_failed: bool) -> ExitStatus {
+        match (health, actions_failed) {
+            (Health::CouldNotRun, _) => ExitStatus::CouldNotRun,
+            (Health::Failed, _) | (_, true) => ExitStatus::Failed,
+            (Health::Healthy, false) => ExitStatus::Ok,
+            (Health::Degraded, false) => ExitStatus::Problem,
+        }
+    }
+}
+
+impl From<ExitStatus> for ExitCode {
+    fn from(status: ExitStatus) -> ExitCode {
+        ExitCode::from(status.code())
     }
 }
 
@@ -201,6 +241,31 @@ mod tests {
     use clap::CommandFactory;
 
     #[test]
+    fn every_status_has_one_code_and_reads_back() {
+        let codes: Vec<u8> = ExitStatus::ALL.iter().map(|s| s.code()).collect();
+        assert_eq!(codes, [0, 1, 2, 3, 130]);
+        for status in ExitStatus::ALL {
+            assert_eq!(ExitStatus::from_code(status.code().into()), Some(status));
+        }
+        assert_eq!(ExitStatus::from_code(4), None);
+        assert_eq!(ExitStatus::from_code(-1), None);
+    }
+
+    #[test]
+    fn a_failed_action_raises_a_validation_to_failed_but_not_one_that_could_not_run() {
+        use ExitStatus::*;
+        assert_eq!(ExitStatus::of_validation(Health::Healthy, false), Ok);
+        assert_eq!(ExitStatus::of_validation(Health::Degraded, false), Problem);
+        assert_eq!(ExitStatus::of_validation(Health::Degraded, true), Failed);
+        assert_eq!(ExitStatus::of_validation(Health::Healthy, true), Failed);
+        assert_eq!(ExitStatus::of_validation(Health::Failed, false), Failed);
+        assert_eq!(
+            ExitStatus::of_validation(Health::CouldNotRun, true),
+            CouldNotRun
+        );
+    }
+
+    #[test]
     fn definition_is_consistent() {
         Cli::command().debug_assert();
     }
@@ -225,7 +290,11 @@ const RULES: &str = "\
   link in `validate`, a regression in `compare`, a task that differs in `probe`, an error in
   `profiles check`). 2: runs it started failed (`run`: a cell failed; `validate`: pairs
   failed). 3: it could not do its work (a bad option or input, no allocation, no history);
-  stderr says why. 130: interrupted (Ctrl-C or SIGTERM); what finished was kept.
+  stderr says why. 130: interrupted (Ctrl-C or SIGTERM); what finished was kept. The code a
+  line of output names (`verdict: Degraded (exit 1)`) is the code the command exits with:
+  one mapping serves both. In `validate` (every `--test`, `--per-rail`, `--gpus`), a drain,
+  a resume or an `--on-drain` command that did not work makes the status 2, and the verdict
+  line says so.
 - **Sizes** (`-b`, `-e`, `--size`, `--min-size`, `--band-split`, `min_bytes`/`max_bytes` in a
   matrix file) are bytes in powers of 1024, as nccl-tests reads them: `8`, `64K`, `8G`,
   `8GiB`, `8 GiB` and `8589934592` are all accepted; `GB` is refused (it reads as 10^9).
@@ -235,6 +304,23 @@ const RULES: &str = "\
   (`2026-11-29`, `2026-11-29T22:10:07Z`, any offset).
 - **Tolerances** (`--tolerance`) are percent in every command: `5` or `5%`. A value between
   0 and 1 without `%` is refused, since it is almost always an old fraction (`0.1` for 10 %).
+  `validate`'s default for nccl-tests pairs, 10 %, is the planner's own default, the one
+  the simulator measures (docs/validation.md).
+- **A recorded run** is recorded the same way by `run`, `tune`, `validate` and
+  `health --quick-nccl` (one path, `cell::exec`): the same output gives the same rows,
+  status, transport and findings; its env holds the variant's variables, the command's
+  marks and `GPUDIRECT_MODE` when a `--gpudirect` mode applied; its cluster is `--cluster`
+  (or `GPUDIRECT_CLUSTER`), else `$SLURM_CLUSTER_NAME`, and its job `$SLURM_JOB_ID`.
+- **Comparable runs.** A baseline is made only of earlier `ok` runs with the same
+  collective, cluster, node count, total ranks (GPUs) and variant, measurements with
+  measurements (a stand-in replay is compared only with replays): in `compare --baseline`,
+  `report`, `validate` (its pair runs: variant `validate:MODE`) and `health --quick-nccl`
+  (variant `health`, one node, its GPUs). A run of another variant or GPU count is never in
+  it.
+- **The `--on-drain` evidence file** has one shape in `health` and `validate`: `node`,
+  `reason`, `verdict`, `evidence`, `history` (the node's last 10 runs), `cluster`, `tool`,
+  `at`, then what the tool adds (validate: `pairs`; health: `profile`, `failures`,
+  `checked`).
 - **The busbw of a run** is its out-of-place busbw at its largest size (the in-place figure
   where a run has no out-of-place one), in every command.
 - **Output.** Data goes to stdout, notes and progress to stderr; a closed stdout

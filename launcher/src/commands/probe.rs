@@ -7,11 +7,13 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use gpudirect::probe::{analyse, read_reports, TaskReport};
+use gpudirect::probe::{analyse, read_reports, Analysis, TaskReport};
 use gpudirect::runner::{self, Job, Outcome};
 use gpudirect_core::system::{load_config, Ownership};
 
+use super::args::ConfigArg;
 use super::{Ctx, ExitStatus};
+use gpudirect::noteln;
 use gpudirect::outln;
 use gpudirect::output::{emit, emit_json, render_table, Align};
 use gpudirect::units::duration_arg;
@@ -45,12 +47,8 @@ pub struct ProbeArgs {
     pub ntasks_per_node: Option<u32>,
 
     /// The admin config the expected environment comes from.
-    #[arg(
-        long,
-        env = "GPUDIRECT_CONFIG",
-        default_value = super::profiles::DEFAULT_CONFIG
-    )]
-    pub config: PathBuf,
+    #[command(flatten)]
+    pub config: ConfigArg,
 
     /// Give up on the tasks after this long (120, 120s, 2m).
     #[arg(long, value_name = "DURATION", default_value = "120", value_parser = duration_arg)]
@@ -80,23 +78,9 @@ pub struct ProbeArgs {
     pub task: bool,
 }
 
-/// `gpudirect probe`. Returns the exit status.
-pub fn run(args: &ProbeArgs, _ctx: &Ctx) -> Result<ExitStatus> {
-    let loaded = load_config(&args.config, Ownership::Any);
-    let config = loaded.as_ref().ok();
-    if args.task {
-        let report = TaskReport::collect(config, args.gpudirect.as_deref());
-        let mut line = serde_json::to_string(&report)?;
-        line.push('\n');
-        emit(&line)?;
-        return Ok(ExitStatus::Ok);
-    }
-    if std::env::var_os("SLURM_JOB_ID").is_none() {
-        bail!("gpudirect probe runs over an allocation: use it inside salloc or sbatch");
-    }
-    if let (Err(e), Some(_)) = (&loaded, &args.gpudirect) {
-        eprintln!("gpudirect probe: warning: {e}; tasks are compared with each other only");
-    }
+/// The srun step that asks every task what it gets: `gpudirect probe --task` per task, or
+/// with `--mpi` the MPI program's `facts`, gathered to rank 0.
+fn srun_job(args: &ProbeArgs) -> Result<Job> {
     let exe = std::env::current_exe().context("cannot find the gpudirect executable")?;
     // --label makes srun keep each task's lines whole (a long line from one task is
     // otherwise cut by another's output).
@@ -115,24 +99,119 @@ pub fn run(args: &ProbeArgs, _ctx: &Ctx) -> Result<ExitStatus> {
         srun_args.push(format!("--gpudirect={mode}").into());
     }
     if args.mpi {
-        let program = gpudirect::rails::locate_mpi_program(args.mpi_program.as_deref())
+        let program = gpudirect::validate::rails::locate_mpi_program(args.mpi_program.as_deref())
             .map_err(anyhow::Error::msg)?;
         srun_args.extend(["--mpi=pmix".into(), program.into(), "facts".into()]);
     } else {
         srun_args.extend([exe.into(), "probe".into(), "--task".into()]);
     }
-    srun_args.extend(["--config".into(), args.config.clone().into()]);
+    srun_args.extend(["--config".into(), args.config.path.clone().into()]);
     if let Some(mode) = &args.gpudirect {
         srun_args.extend(["--gpudirect".into(), mode.into()]);
     }
-    let job = Job {
+    Ok(Job {
         program: "srun".into(),
         args: srun_args,
         env: Vec::new(),
         cwd: None,
         timeout: args.timeout,
         grace: Duration::from_secs(5),
-    };
+    })
+}
+
+/// The text report: each node's tasks, the NCCL variables in effect and where they come
+/// from, and the findings.
+fn print_text(reports: &[TaskReport], analysis: &Analysis, stderr: &str) -> Result<()> {
+    outln!(
+        "{} tasks on {} nodes ({})",
+        analysis.tasks,
+        analysis.nodes.len(),
+        gpudirect_core::hostlist::compress(&analysis.nodes)
+    )?;
+    let mut seen = std::collections::BTreeSet::new();
+    for r in reports {
+        if !seen.insert(&r.node) {
+            continue;
+        }
+        let on_node: Vec<&TaskReport> = reports.iter().filter(|x| x.node == r.node).collect();
+        let nics: Vec<String> = r
+            .nics
+            .iter()
+            .map(|n| format!("{}:{}", n.name, n.state))
+            .collect();
+        outln!(
+            "  {:<12} tasks {:<3} profile {:<10} gpus {:<2} nics {}",
+            r.node,
+            on_node.len(),
+            r.vars
+                .get("GPUDIRECT_PROFILE")
+                .map(String::as_str)
+                .unwrap_or("-"),
+            r.gpus.len(),
+            nics.join(" ")
+        )?;
+    }
+    if !analysis.variables.is_empty() {
+        outln!("NCCL variables in effect (the environment first, then NCCL_CONF_FILE or ~/.nccl.conf, then /etc/nccl.conf):")?;
+        let rows: Vec<Vec<String>> = analysis
+            .variables
+            .iter()
+            .map(|v| {
+                vec![
+                    format!("  {}", v.name),
+                    v.value.clone(),
+                    v.source.clone(),
+                    format!("{} task(s) on {}", v.tasks, v.nodes),
+                ]
+            })
+            .collect();
+        outln!(
+            "{}",
+            render_table(
+                &[
+                    ("  VARIABLE", Align::Left),
+                    ("VALUE", Align::Left),
+                    ("FROM", Align::Left),
+                    ("WHERE", Align::Left),
+                ],
+                &rows
+            )
+            .trim_end()
+        )?;
+        for v in analysis.variables.iter().filter(|v| !v.shadowed.is_empty()) {
+            outln!("  {}: also {}", v.name, v.shadowed.join("; "))?;
+        }
+    }
+    if analysis.findings.is_empty() {
+        outln!("every task has what the profile gives, and the nodes agree")?;
+    }
+    for f in &analysis.findings {
+        outln!("{}: {}: {}", f.level, f.nodes, f.message)?;
+    }
+    if !stderr.trim().is_empty() {
+        noteln!("{}", stderr.trim_end());
+    }
+    Ok(())
+}
+
+/// `gpudirect probe`. Returns the exit status.
+pub fn run(args: &ProbeArgs, _ctx: &Ctx) -> Result<ExitStatus> {
+    let loaded = load_config(&args.config.path, Ownership::Any);
+    let config = loaded.as_ref().ok();
+    if args.task {
+        let report = TaskReport::collect(config, args.gpudirect.as_deref());
+        let mut line = serde_json::to_string(&report)?;
+        line.push('\n');
+        emit(&line)?;
+        return Ok(ExitStatus::Ok);
+    }
+    if std::env::var_os("SLURM_JOB_ID").is_none() {
+        bail!("gpudirect probe runs over an allocation: use it inside salloc or sbatch");
+    }
+    if let (Err(e), Some(_)) = (&loaded, &args.gpudirect) {
+        noteln!("gpudirect probe: warning: {e}; tasks are compared with each other only");
+    }
+    let job = srun_job(args)?;
     tracing::info!(command = %job.command_line(), "running");
     let finished = runner::run(&job, &AtomicBool::new(false))?;
     let stdout = String::from_utf8_lossy(&finished.stdout);
@@ -146,7 +225,7 @@ pub fn run(args: &ProbeArgs, _ctx: &Ctx) -> Result<ExitStatus> {
         );
     }
     for line in &unreadable {
-        eprintln!("gpudirect probe: unreadable task line: {line}");
+        noteln!("gpudirect probe: unreadable task line: {line}");
     }
     let expected = std::env::var("SLURM_NTASKS")
         .ok()
@@ -163,78 +242,10 @@ pub fn run(args: &ProbeArgs, _ctx: &Ctx) -> Result<ExitStatus> {
             serde_json::json!({ "tasks": reports, "analysis": analysis, "srun_stderr": stderr });
         emit_json(&out)?;
     } else {
-        outln!(
-            "{} tasks on {} nodes ({})",
-            analysis.tasks,
-            analysis.nodes.len(),
-            gpudirect_core::hostlist::compress(&analysis.nodes)
-        )?;
-        let mut seen = std::collections::BTreeSet::new();
-        for r in &reports {
-            if !seen.insert(&r.node) {
-                continue;
-            }
-            let on_node: Vec<&TaskReport> = reports.iter().filter(|x| x.node == r.node).collect();
-            let nics: Vec<String> = r
-                .nics
-                .iter()
-                .map(|n| format!("{}:{}", n.name, n.state))
-                .collect();
-            outln!(
-                "  {:<12} tasks {:<3} profile {:<10} gpus {:<2} nics {}",
-                r.node,
-                on_node.len(),
-                r.vars
-                    .get("GPUDIRECT_PROFILE")
-                    .map(String::as_str)
-                    .unwrap_or("-"),
-                r.gpus.len(),
-                nics.join(" ")
-            )?;
-        }
-        if !analysis.variables.is_empty() {
-            outln!("NCCL variables in effect (the environment first, then NCCL_CONF_FILE or ~/.nccl.conf, then /etc/nccl.conf):")?;
-            let rows: Vec<Vec<String>> = analysis
-                .variables
-                .iter()
-                .map(|v| {
-                    vec![
-                        format!("  {}", v.name),
-                        v.value.clone(),
-                        v.source.clone(),
-                        format!("{} task(s) on {}", v.tasks, v.nodes),
-                    ]
-                })
-                .collect();
-            outln!(
-                "{}",
-                render_table(
-                    &[
-                        ("  VARIABLE", Align::Left),
-                        ("VALUE", Align::Left),
-                        ("FROM", Align::Left),
-                        ("WHERE", Align::Left),
-                    ],
-                    &rows
-                )
-                .trim_end()
-            )?;
-            for v in analysis.variables.iter().filter(|v| !v.shadowed.is_empty()) {
-                outln!("  {}: also {}", v.name, v.shadowed.join("; "))?;
-            }
-        }
-        if analysis.findings.is_empty() {
-            outln!("every task has what the profile gives, and the nodes agree")?;
-        }
-        for f in &analysis.findings {
-            outln!("{}: {}: {}", f.level, f.nodes, f.message)?;
-        }
-        if !stderr.trim().is_empty() {
-            eprintln!("{}", stderr.trim_end());
-        }
+        print_text(&reports, &analysis, &stderr)?;
     }
     if matches!(finished.outcome, Outcome::TimedOut) {
-        eprintln!(
+        noteln!(
             "gpudirect probe: the tasks did not all answer within {}s",
             args.timeout.as_secs()
         );

@@ -13,21 +13,15 @@
 //! Everything here calls `gpudirect_core` (config, resolve, system, locality): the same
 //! code the plugin runs, so what an admin sees is what a job gets.
 
-use std::fmt;
 use std::path::{Path, PathBuf};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use serde_json::{json, Value};
 
 use gpudirect_core::config::{CheckKind, Config, ConfigError, Mode, NicLocality, NodeSet, Profile};
 use gpudirect_core::lint::{self, Finding, Machine, Severity};
-use gpudirect_core::locality::Locality;
 use gpudirect_core::overlay::Overlaid;
-use gpudirect_core::resolve::{
-    choose_mode, plan_node_with_locality, plan_task, resolve_profile, vars, AssumeHealthy,
-    NodePlan, NodeProbe, StepFacts, TaskFacts, TaskPlan,
-};
 use gpudirect_core::system::{
     check_config_file, load_config, read_config_text, short_hostname, LoadError, Ownership,
     SystemProbe,
@@ -35,10 +29,9 @@ use gpudirect_core::system::{
 use gpudirect_core::template::{Placeholder, Template};
 
 use super::{Ctx, ExitStatus};
+use gpudirect::explain::{explain_task, Request};
+use gpudirect::noteln;
 use gpudirect::output::{emit, note};
-
-/// Where a real install keeps the admin config.
-pub const DEFAULT_CONFIG: &str = "/etc/slurm/gpudirect.toml";
 
 /// `gpudirect profiles`.
 #[derive(Debug, Args)]
@@ -57,7 +50,7 @@ pub struct ProfilesArgs {
         global = true,
         env = "GPUDIRECT_CONFIG",
         value_name = "FILE",
-        default_value = DEFAULT_CONFIG
+        default_value = gpudirect_core::system::DEFAULT_CONFIG
     )]
     pub config: PathBuf,
 
@@ -236,7 +229,7 @@ pub fn run(args: &ProfilesArgs, _ctx: &Ctx) -> Result<ExitStatus> {
         }
         ProfilesCommand::Explain(explain) => {
             let config = load_for_reading(&path)?;
-            let report = explain_task(&config, explain)?;
+            let report = explain_task(&config, &request(explain))?;
             print_out(&if explain.json {
                 pretty(&report.to_json())?
             } else {
@@ -270,7 +263,7 @@ fn load_for_reading(path: &Path) -> Result<Config> {
     let config = load_config(path, Ownership::Any)
         .with_context(|| format!("cannot use the admin config {}", path.display()))?;
     if let Err(e @ LoadError::Insecure { .. }) = load_config(path, Ownership::RootOnly) {
-        eprintln!("warning: the plugin would refuse this config: {e}");
+        noteln!("warning: the plugin would refuse this config: {e}");
     }
     Ok(config)
 }
@@ -765,275 +758,24 @@ fn added_profiles(config: &Config, overlaid: &Overlaid, file: &str) -> Vec<Strin
 // ---------------------------------------------------------------------------------------
 // explain
 
-/// What the plugin would do to one task, with where each piece came from.
-#[derive(Debug, Clone)]
-pub struct Explanation {
-    /// The node.
-    pub node: String,
-    /// Its node set.
-    pub node_set: Option<String>,
-    /// The mode and where it came from; `None`: nothing asked for one.
-    pub mode: Option<(String, String)>,
-    /// The profile, when one applies.
-    pub profile: Option<String>,
-    /// The task's facts.
-    pub rank: u32,
-    /// Rank on the node.
-    pub local_rank: u32,
-    /// Tasks on the node.
-    pub local_size: u32,
-    /// The task plan (when a profile applies).
-    pub task: Option<TaskPlan>,
-    /// Per variable set: "forced", "keepable" or "plugin".
-    pub origins: Vec<&'static str>,
-    /// Checks the plugin runs on this node.
-    pub checks_run: Vec<&'static str>,
-    /// Checks the node set skips.
-    pub checks_skipped: Vec<&'static str>,
-    /// Whether the checks were probed on this machine.
-    pub probed: bool,
-    /// Check failures (only with --on-node).
-    pub failures: Vec<String>,
-    /// What `none` removes, when the mode is `none`.
-    pub none_removes: bool,
-    /// Node-level notes (sysfs locality).
-    pub node_notes: Vec<String>,
-}
-
-fn parse_env(pairs: &[String]) -> Result<Vec<(String, String)>> {
-    pairs
-        .iter()
-        .map(|pair| match pair.split_once('=') {
-            Some((name, value)) if !name.is_empty() => Ok((name.to_string(), value.to_string())),
-            _ => bail!("--env {pair}: write NAME=VALUE"),
-        })
-        .collect()
-}
-
-/// Computes the explanation with the plugin's own functions.
-pub fn explain_task(config: &Config, args: &ExplainArgs) -> Result<Explanation> {
-    if args.ntasks_per_node == 0 || args.local_rank >= args.ntasks_per_node {
-        bail!(
-            "--local-rank {} is not below --ntasks-per-node {}",
-            args.local_rank,
-            args.ntasks_per_node
-        );
-    }
-    let user_env = parse_env(&args.env)?;
-    let option = args.profile.as_deref().or(args.mode.as_deref());
-    let chosen = choose_mode(config, &args.node, option, args.slurm_gpudirect.as_deref())?;
-    let mut out = Explanation {
+/// `profiles explain`'s flags as the library's request (ripgrep's low -> high arguments).
+/// Pure.
+fn request(args: &ExplainArgs) -> Request {
+    Request {
+        profile: args.profile.clone(),
+        mode: args.mode.clone(),
+        slurm_gpudirect: args.slurm_gpudirect.clone(),
         node: args.node.clone(),
-        node_set: config.node_set_for(&args.node).map(|s| s.name.clone()),
-        mode: chosen
-            .as_ref()
-            .map(|c| (c.mode.to_string(), c.source.to_string())),
-        profile: None,
-        rank: args.rank.unwrap_or(args.local_rank),
         local_rank: args.local_rank,
-        local_size: args.ntasks_per_node,
-        task: None,
-        origins: Vec::new(),
-        checks_run: Vec::new(),
-        checks_skipped: Vec::new(),
-        probed: args.on_node,
-        failures: Vec::new(),
-        none_removes: false,
-        node_notes: Vec::new(),
-    };
-    let Some(chosen) = chosen else {
-        return Ok(out);
-    };
-    let Some(resolved) = resolve_profile(config, &args.node, &chosen.mode)? else {
-        out.none_removes = true;
-        return Ok(out);
-    };
-    let profile = resolved.profile;
-    let sysfs = args
-        .sysfs
-        .clone()
-        .or_else(|| args.on_node.then(|| PathBuf::from("/sys")));
-    let locality = match (&sysfs, profile.nic_locality) {
-        (Some(root), NicLocality::Sysfs) => Some(
-            Locality::read(root)
-                .with_context(|| format!("--sysfs {}: reading PCI locality", root.display()))?,
-        ),
-        _ => None,
-    };
-    let step = StepFacts {
+        rank: args.rank,
+        ntasks_per_node: args.ntasks_per_node,
+        nnodes: args.nnodes,
         job_id: args.job_id,
         step_id: args.step_id,
-        node: args.node.clone(),
-        nnodes: args.nnodes,
-        local_size: args.ntasks_per_node,
-    };
-    let probe: &dyn NodeProbe = if args.on_node {
-        &SystemProbe::default()
-    } else {
-        &AssumeHealthy
-    };
-    let plan: NodePlan<'_> = plan_node_with_locality(resolved, step, probe, locality.as_ref());
-    out.profile = Some(profile.name.clone());
-    out.checks_skipped = plan.skipped.iter().map(|k| k.name()).collect();
-    out.checks_run = profile
-        .checks
-        .required()
-        .into_iter()
-        .filter(|k| !plan.skipped.contains(k))
-        .map(CheckKind::name)
-        .collect();
-    out.failures = plan.failures.iter().map(ToString::to_string).collect();
-    out.node_notes = plan.notes.clone();
-    let facts = TaskFacts {
-        rank: out.rank,
-        local_rank: args.local_rank,
         cuda_visible_devices: args.cuda_visible_devices.clone(),
-        step_gpus: None,
-        allowed_cpus: None,
-    };
-    let env = |name: &str| {
-        user_env
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.clone())
-    };
-    let task = plan_task(&plan, &facts, &env);
-    out.origins = task
-        .set
-        .iter()
-        .map(|(name, _)| {
-            match profile.env.iter().find(|v| &v.name == name) {
-                Some(var) if var.forced => "forced",
-                Some(_) => "keepable",
-                None if name == "NCCL_TOPO_FILE" => "keepable",
-                // LD_LIBRARY_PATH (prepended to the user's) and GPUDIRECT_*.
-                None => "plugin",
-            }
-        })
-        .collect();
-    out.task = Some(task);
-    Ok(out)
-}
-
-impl fmt::Display for Explanation {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let set = self.node_set.as_deref().unwrap_or("none");
-        let Some((mode, source)) = &self.mode else {
-            return writeln!(
-                f,
-                "node {} (node set {set}): no mode applies (no --gpudirect, no {}, no default): the plugin leaves the step untouched",
-                self.node,
-                vars::MODE_ENV
-            );
-        };
-        if self.none_removes {
-            return writeln!(
-                f,
-                "node {} (node set {set}): mode none (from {source}): the plugin sets nothing, and removes what an enclosing step's profile set (the names in {})",
-                self.node,
-                vars::SET
-            );
-        }
-        let (Some(profile), Some(task)) = (&self.profile, &self.task) else {
-            return Ok(());
-        };
-        writeln!(
-            f,
-            "node {} (node set {set}): profile {profile} (mode {mode}, from {source})",
-            self.node
-        )?;
-        writeln!(
-            f,
-            "task: rank {}, local rank {} of {}, GPU {}, NIC {}, CPUs {}",
-            self.rank,
-            self.local_rank,
-            self.local_size,
-            task.gpu,
-            task.nic.as_deref().unwrap_or("-"),
-            task.cpus
-                .as_ref()
-                .map_or("- (not pinned)".into(), ToString::to_string)
-        )?;
-        let list = |v: &[&str]| {
-            if v.is_empty() {
-                "-".to_string()
-            } else {
-                v.join(", ")
-            }
-        };
-        if self.probed {
-            writeln!(f, "checks run on this node: {}", list(&self.checks_run))?;
-        } else {
-            writeln!(
-                f,
-                "checks the plugin runs on the node: {} (not probed here: --on-node probes this machine)",
-                list(&self.checks_run)
-            )?;
-        }
-        writeln!(
-            f,
-            "checks skipped by the node set: {}",
-            list(&self.checks_skipped)
-        )?;
-        for failure in &self.failures {
-            writeln!(
-                f,
-                "check failed: {failure}: the profile would not be applied"
-            )?;
-        }
-        writeln!(
-            f,
-            "variables (forced: replaces the user's value; keepable: a value the user set is kept; plugin: set by the plugin itself):"
-        )?;
-        for ((name, value), origin) in task.set.iter().zip(&self.origins) {
-            writeln!(f, "  {origin:<9} {name}={value}")?;
-        }
-        if !task.kept_user.is_empty() {
-            writeln!(f, "kept (the user's value): {}", task.kept_user.join(", "))?;
-        }
-        if !task.unset.is_empty() {
-            writeln!(f, "unset: {}", task.unset.join(", "))?;
-        }
-        for note in self.node_notes.iter().chain(&task.notes) {
-            writeln!(f, "note: {note}")?;
-        }
-        Ok(())
-    }
-}
-
-impl Explanation {
-    /// The explanation as JSON (`--json`).
-    pub fn to_json(&self) -> Value {
-        let variables: Vec<Value> = self
-            .task
-            .iter()
-            .flat_map(|t| t.set.iter())
-            .zip(&self.origins)
-            .map(|((name, value), origin)| json!({"name": name, "value": value, "origin": origin}))
-            .collect();
-        json!({
-            "node": self.node,
-            "node_set": self.node_set,
-            "mode": self.mode.as_ref().map(|(m, _)| m),
-            "mode_source": self.mode.as_ref().map(|(_, s)| s),
-            "profile": self.profile,
-            "untouched": self.mode.is_none(),
-            "none": self.none_removes,
-            "rank": self.rank,
-            "local_rank": self.local_rank,
-            "local_size": self.local_size,
-            "gpu": self.task.as_ref().map(|t| &t.gpu),
-            "nic": self.task.as_ref().and_then(|t| t.nic.as_ref()),
-            "cpus": self.task.as_ref().and_then(|t| t.cpus.as_ref()).map(ToString::to_string),
-            "variables": variables,
-            "kept_user": self.task.as_ref().map(|t| &t.kept_user),
-            "unset": self.task.as_ref().map(|t| &t.unset),
-            "checks_run": self.checks_run,
-            "checks_skipped": self.checks_skipped,
-            "probed": self.probed,
-            "check_failures": self.failures,
-            "notes": self.node_notes.iter().chain(self.task.iter().flat_map(|t| &t.notes)).collect::<Vec<_>>(),
-        })
+        env: args.env.clone(),
+        sysfs: args.sysfs.clone(),
+        on_node: args.on_node,
     }
 }
 
@@ -1048,7 +790,7 @@ mod tests {
         parse_config(SHIPPED, "gpudirect.toml").unwrap()
     }
 
-    fn explain(args: &[&str]) -> Explanation {
+    fn explain(args: &[&str]) -> gpudirect::explain::Explanation {
         use clap::Parser;
         #[derive(Parser)]
         struct Wrap {
@@ -1058,7 +800,7 @@ mod tests {
         let mut argv = vec!["explain"];
         argv.extend_from_slice(args);
         let wrap = Wrap::try_parse_from(argv).unwrap();
-        explain_task(&shipped(), &wrap.args).unwrap()
+        explain_task(&shipped(), &request(&wrap.args)).unwrap()
     }
 
     #[test]

@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use gpudirect::checks::{expected_sizes, profile_nics, Expectations};
+use gpudirect::checks::{profile_nics, Expectations};
 use gpudirect::history::{History, LaunchKind, RunFilter, RunStatus};
 use gpudirect::matrix::{variants_from_flags, Cell, Matrix, Variant};
 use gpudirect::record::RunContext;
@@ -25,7 +25,9 @@ use gpudirect::units::now_unix;
 
 use super::args::NcclTestsArgs;
 use super::{Ctx, ExitStatus};
-use gpudirect::cell::{self, Evaluated};
+use gpudirect::cell::exec::{self, Executed, Spec};
+use gpudirect::cell::Evaluated;
+use gpudirect::noteln;
 use gpudirect::outln;
 use gpudirect::output::{emit_json, gbps, Progress};
 
@@ -44,7 +46,8 @@ Variants: `--variants tcpx,none` runs each cell with --gpudirect=tcpx and with\n
 `--variant socket::NCCL_P2P_DISABLE=1,NCCL_SHM_DISABLE=1`.\n\n\
 Every cell runs with NCCL_DEBUG=INFO so the transport NCCL used is known; a cell whose\n\
 profile names a transport (tcpx: GPUDirectTCPX) fails when its inter-node channels used\n\
-another (e.g. NET/Socket). Exit status: 0 all cells passed, 1 a check failed, 130 interrupted.")]
+another (e.g. NET/Socket). Exit status: 0 all cells passed, 2 a cell failed a check (or did\n\
+not run), 3 could not run, 130 interrupted.")]
 pub struct RunArgs {
     /// A matrix file (TOML); flags below then only fill what it leaves out.
     #[arg(long, value_name = "FILE")]
@@ -353,7 +356,7 @@ fn submit(args: &RunArgs, matrix: &Matrix) -> Result<ExitStatus> {
             "salloc --nodes={n} --quiet gpudirect {} --only-nodes={n}",
             passthrough.join(" ")
         );
-        eprintln!("gpudirect run: allocation for N={n}: {shown}");
+        noteln!("gpudirect run: allocation for N={n}: {shown}");
         tracing::info!(command = %shown, "running");
         if args.dry_run {
             continue;
@@ -363,32 +366,26 @@ fn submit(args: &RunArgs, matrix: &Matrix) -> Result<ExitStatus> {
             .with_context(|| format!("could not start `{shown}`: is Slurm's salloc on PATH?"))?;
         let code = status.code().unwrap_or(1);
         if code != 0 {
-            eprintln!("gpudirect run: allocation for N={n} ended with exit status {code}");
+            noteln!("gpudirect run: allocation for N={n} ended with exit status {code}");
         }
-        // The inner `gpudirect run` says 0, 2 or 130; anything else is salloc's own failure.
-        worst = worst.max(match code {
-            0 => ExitStatus::Ok,
-            2 => ExitStatus::Failed,
-            130 => ExitStatus::Interrupted,
+        // The inner `gpudirect run` ends Ok, Failed or Interrupted; any other code is
+        // salloc's own failure.
+        worst = worst.max(match ExitStatus::from_code(code) {
+            Some(s @ (ExitStatus::Ok | ExitStatus::Failed | ExitStatus::Interrupted)) => s,
             _ => ExitStatus::CouldNotRun,
         });
     }
     Ok(worst)
 }
 
-/// `gpudirect run`: every cell ok is [`ExitStatus::Ok`], any cell not ok (or not run) is
-/// [`ExitStatus::Failed`].
-pub fn run(args: &RunArgs, ctx: &Ctx) -> Result<ExitStatus> {
-    let wall = Instant::now();
-    let nodes = gpudirect::slurm::allocation_nodes()?;
-    let in_allocation = env_var("SLURM_JOB_ID").is_some();
-    let matrix = build_matrix(args, nodes.len())?;
-    if args.submit {
-        if in_allocation {
-            bail!("--submit makes its own allocations: run it outside salloc/sbatch");
-        }
-        return submit(args, &matrix);
-    }
+/// The launcher (`--launcher`, else srun in an allocation and local outside one) and the
+/// nodes it runs on; refused where it cannot run, warned where `--gpudirect` cannot reach.
+fn launcher_and_nodes(
+    args: &RunArgs,
+    matrix: &Matrix,
+    nodes: Vec<String>,
+    in_allocation: bool,
+) -> Result<(Launcher, Vec<String>)> {
     let launcher = args.launcher.unwrap_or(if in_allocation {
         Launcher::Srun
     } else {
@@ -409,12 +406,23 @@ pub fn run(args: &RunArgs, ctx: &Ctx) -> Result<ExitStatus> {
             .iter()
             .any(|v| v.gpudirect.as_deref().is_some_and(|m| m != "none"))
     {
-        eprintln!(
+        noteln!(
             "gpudirect run: warning: --launcher {launcher:?} starts no srun step of its own, so \
              --gpudirect modes reach the ranks only through SLURM_GPUDIRECT (mpirun inside an \
              allocation); with local, only the variants' variables apply"
         );
     }
+    Ok((launcher, nodes))
+}
+
+/// The nccl-tests folder, with every collective's binary in it, and a matrix that fits
+/// the allocation: checked before anything runs or is recorded.
+fn check_matrix(
+    args: &RunArgs,
+    matrix: &Matrix,
+    nodes: &[String],
+    in_allocation: bool,
+) -> Result<PathBuf> {
     let Some(dir) = args.nccl.nccl_tests_dir.clone() else {
         bail!("where are the nccl-tests binaries? pass --nccl-tests-dir DIR or set NCCL_TESTS_DIR");
     };
@@ -429,12 +437,19 @@ pub fn run(args: &RunArgs, ctx: &Ctx) -> Result<ExitStatus> {
             bail!(
                 "the matrix asks for {most} nodes but the allocation has {} ({}): use -N or a larger allocation",
                 nodes.len(),
-                gpudirect_core::hostlist::compress(&nodes)
+                gpudirect_core::hostlist::compress(nodes)
             );
         }
     }
-    let config = match load_config(&args.nccl.config, Ownership::Any) {
-        Ok(c) => Some(c),
+    Ok(dir)
+}
+
+/// The admin config the variants' transports are checked against; `None` (said when a
+/// variant has a mode) where it is not on this host; an error where it is but the plugin
+/// would refuse it.
+fn read_config(args: &RunArgs, matrix: &Matrix) -> Result<Option<Config>> {
+    match load_config(&args.nccl.config.path, Ownership::Any) {
+        Ok(c) => Ok(Some(c)),
         Err(e) => {
             let profile_modes: Vec<&str> = matrix
                 .variants
@@ -449,15 +464,189 @@ pub fn run(args: &RunArgs, ctx: &Ctx) -> Result<ExitStatus> {
                     "{e}\nthe plugin reads this config on every node and would refuse it too: \
                      --gpudirect {mode} would apply nothing. Fix it first (`gpudirect profiles \
                      check --config {}`)",
-                    args.nccl.config.display()
+                    args.nccl.config.path.display()
                 );
             }
             if !profile_modes.is_empty() {
-                eprintln!("gpudirect run: warning: {e}; transports of --gpudirect variants are not checked");
+                noteln!("gpudirect run: warning: {e}; transports of --gpudirect variants are not checked");
             }
-            None
+            Ok(None)
         }
+    }
+}
+
+/// `--dry-run`: the plan, each cell's command line and its expected time from the
+/// history.
+fn dry_run(
+    args: &RunArgs,
+    matrix: &Matrix,
+    opts: &LaunchOptions,
+    cells: &[Cell],
+    db: &std::path::Path,
+    launcher: Launcher,
+) -> Result<()> {
+    let history = History::open_existing(db).ok();
+    outln!(
+        "{} cells, launcher {:?}, timeout {}s each:",
+        cells.len(),
+        launcher,
+        matrix.timeout.as_secs()
+    )?;
+    let mut total = 0.0;
+    let mut known = 0;
+    for cell in cells {
+        let prepared = prepare(cell, matrix, opts, !args.nccl.no_json)?;
+        let estimate = estimate_seconds(history.as_ref(), cell);
+        if let Some(s) = estimate {
+            total += s;
+            known += 1;
+        }
+        outln!(
+            "  {:>3}. {:<40} expected {}\n       {}",
+            cell.index,
+            cell.label(),
+            estimate
+                .map(|s| format!("~{s:.0}s (history)"))
+                .unwrap_or_else(|| "unknown (no history)".into()),
+            prepared.job.command_line()
+        )?;
+    }
+    outln!(
+        "expected duration: ~{:.0}s for {known} cells with history; at most {}s per cell without",
+        total,
+        matrix.timeout.as_secs()
+    )?;
+    Ok(())
+}
+
+/// The matrix run's id (`--resume ID`, `--matrix-id`, else a new one, said), the cells
+/// still to run, and the placeholders of cells that were running when it stopped.
+fn start_matrix(
+    args: &RunArgs,
+    history: &History,
+    db: &std::path::Path,
+    cells: Vec<Cell>,
+) -> Result<(String, Vec<Cell>, BTreeMap<String, i64>)> {
+    let matrix_id = args
+        .resume
+        .clone()
+        .or_else(|| args.matrix_id.clone())
+        .unwrap_or_else(|| format!("m{}-{}", now_unix(), std::process::id()));
+    let (done, placeholders) = match &args.resume {
+        Some(id) => recorded_cells(history, id)?,
+        None => (Vec::new(), BTreeMap::new()),
     };
+    if args.resume.is_some() {
+        if done.is_empty() && placeholders.is_empty() {
+            bail!("no cell of matrix run `{matrix_id}` is in {}: check the id (gpudirect show ID lists it under {MATRIX_KEY})", db.display());
+        }
+        noteln!(
+            "gpudirect run: resuming {matrix_id}: {} of {} cells already recorded",
+            done.len(),
+            cells.len()
+        );
+    } else {
+        noteln!(
+            "gpudirect run: matrix run {matrix_id} (finish it later with --resume {matrix_id})"
+        );
+    }
+    let cells: Vec<Cell> = cells
+        .into_iter()
+        .filter(|c| !done.contains(&cell_key(c)))
+        .collect();
+    Ok((matrix_id, cells, placeholders))
+}
+
+/// What every cell of a matrix run shares: how its [`Spec`] is made.
+struct CellPlan<'a> {
+    args: &'a RunArgs,
+    matrix: &'a Matrix,
+    opts: &'a LaunchOptions,
+    config: Option<&'a Config>,
+    nodes: &'a [String],
+    in_allocation: bool,
+    launch_kind: LaunchKind,
+    matrix_id: &'a str,
+}
+
+impl CellPlan<'_> {
+    /// The cell's spec: its marks (matrix id, cell key), the transport its profile
+    /// requires, the sizes, where it runs and the line rate.
+    fn spec<'c>(&'c self, cell: &'c Cell) -> Spec<'c> {
+        let mut marks = BTreeMap::new();
+        marks.insert(MATRIX_KEY.to_string(), self.matrix_id.to_string());
+        marks.insert(CELL_KEY.to_string(), cell_key(cell));
+        Spec {
+            cell,
+            matrix: self.matrix,
+            launch: self.opts,
+            json_report: !self.args.nccl.no_json,
+            expect: Expectations {
+                transport: expected_transport(
+                    cell,
+                    self.config,
+                    self.nodes.first().map(String::as_str),
+                ),
+                nics: expected_nics(cell, self.config, self.nodes.first().map(String::as_str)),
+                nodes: cell.nodes,
+                sizes: self.matrix.expected_sizes(),
+            },
+            context: RunContext {
+                nodes: if self.in_allocation {
+                    gpudirect::launch::cell_nodes(self.opts, cell)
+                        .map(<[String]>::to_vec)
+                        .unwrap_or_default()
+                } else {
+                    vec![gpudirect_core::system::short_hostname()]
+                },
+                launcher: self.launch_kind,
+                line_rate_gbps: cell_profile(
+                    cell,
+                    self.config,
+                    self.nodes.first().map(String::as_str),
+                )
+                .and_then(Profile::node_line_rate_gbps),
+                ..RunContext::for_job(self.args.nccl.cluster.as_deref())
+            },
+            marks,
+        }
+    }
+}
+
+impl CellResult {
+    /// A cell that could not start (its command could not be built).
+    fn not_started(cell: &Cell, why: String) -> CellResult {
+        CellResult {
+            cell: cell.index,
+            label: cell.label(),
+            status: RunStatus::Failed,
+            avg_busbw: None,
+            busbw_at_max_size: None,
+            transport: None,
+            run_id: None,
+            findings: vec![why],
+            seconds: 0.0,
+            replay: false,
+        }
+    }
+}
+
+/// `gpudirect run`: every cell ok is [`ExitStatus::Ok`], any cell not ok (or not run) is
+/// [`ExitStatus::Failed`].
+pub fn run(args: &RunArgs, ctx: &Ctx) -> Result<ExitStatus> {
+    let wall = Instant::now();
+    let nodes = gpudirect::slurm::allocation_nodes()?;
+    let in_allocation = env_var("SLURM_JOB_ID").is_some();
+    let matrix = build_matrix(args, nodes.len())?;
+    if args.submit {
+        if in_allocation {
+            bail!("--submit makes its own allocations: run it outside salloc/sbatch");
+        }
+        return submit(args, &matrix);
+    }
+    let (launcher, nodes) = launcher_and_nodes(args, &matrix, nodes, in_allocation)?;
+    let dir = check_matrix(args, &matrix, &nodes, in_allocation)?;
+    let config = read_config(args, &matrix)?;
     let work_dir = std::env::temp_dir().join(format!("gpudirect-run-{}", std::process::id()));
     std::fs::create_dir_all(&work_dir)
         .with_context(|| format!("cannot create {}", work_dir.display()))?;
@@ -478,72 +667,26 @@ pub fn run(args: &RunArgs, ctx: &Ctx) -> Result<ExitStatus> {
     let cells = matrix.plan();
     let db = ctx.db_path()?;
     if args.dry_run {
-        let history = History::open_existing(&db).ok();
-        outln!(
-            "{} cells, launcher {:?}, timeout {}s each:",
-            cells.len(),
-            launcher,
-            matrix.timeout.as_secs()
-        )?;
-        let mut total = 0.0;
-        let mut known = 0;
-        for cell in &cells {
-            let prepared = prepare(cell, &matrix, &opts, !args.nccl.no_json)?;
-            let estimate = estimate_seconds(history.as_ref(), cell);
-            if let Some(s) = estimate {
-                total += s;
-                known += 1;
-            }
-            outln!(
-                "  {:>3}. {:<40} expected {}\n       {}",
-                cell.index,
-                cell.label(),
-                estimate
-                    .map(|s| format!("~{s:.0}s (history)"))
-                    .unwrap_or_else(|| "unknown (no history)".into()),
-                prepared.job.command_line()
-            )?;
-        }
-        outln!(
-            "expected duration: ~{:.0}s for {known} cells with history; at most {}s per cell without",
-            total,
-            matrix.timeout.as_secs()
-        )?;
+        dry_run(args, &matrix, &opts, &cells, &db, launcher)?;
         let _ = std::fs::remove_dir_all(&work_dir);
         return Ok(ExitStatus::Ok);
     }
     let mut history = History::open(&db)?;
-    let matrix_id = args
-        .resume
-        .clone()
-        .or_else(|| args.matrix_id.clone())
-        .unwrap_or_else(|| format!("m{}-{}", now_unix(), std::process::id()));
-    let (done, mut placeholders) = match &args.resume {
-        Some(id) => recorded_cells(&history, id)?,
-        None => (Vec::new(), BTreeMap::new()),
-    };
-    if args.resume.is_some() {
-        if done.is_empty() && placeholders.is_empty() {
-            bail!("no cell of matrix run `{matrix_id}` is in {}: check the id (gpudirect show ID lists it under {MATRIX_KEY})", db.display());
-        }
-        eprintln!(
-            "gpudirect run: resuming {matrix_id}: {} of {} cells already recorded",
-            done.len(),
-            cells.len()
-        );
-    } else {
-        eprintln!(
-            "gpudirect run: matrix run {matrix_id} (finish it later with --resume {matrix_id})"
-        );
-    }
-    let cells: Vec<Cell> = cells
-        .into_iter()
-        .filter(|c| !done.contains(&cell_key(c)))
-        .collect();
+    let (matrix_id, cells, mut placeholders) = start_matrix(args, &history, &db, cells)?;
     let launch_kind = match launcher {
         Launcher::Srun => LaunchKind::Srun,
         Launcher::Mpirun => LaunchKind::Mpirun,
         Launcher::Local => LaunchKind::Local,
+    };
+    let plan = CellPlan {
+        args,
+        matrix: &matrix,
+        opts: &opts,
+        config: config.as_ref(),
+        nodes: &nodes,
+        in_allocation,
+        launch_kind,
+        matrix_id: &matrix_id,
     };
     runner::install_interrupt_handler();
     let total = cells.len();
@@ -553,21 +696,11 @@ pub fn run(args: &RunArgs, ctx: &Ctx) -> Result<ExitStatus> {
         if INTERRUPTED.load(Ordering::SeqCst) {
             break;
         }
-        let prepared = match prepare(cell, &matrix, &opts, !args.nccl.no_json) {
+        let spec = plan.spec(cell);
+        let prepared = match exec::prepare(spec) {
             Ok(p) => p,
             Err(e) => {
-                let result = CellResult {
-                    cell: cell.index,
-                    label: cell.label(),
-                    status: RunStatus::Failed,
-                    avg_busbw: None,
-                    busbw_at_max_size: None,
-                    transport: None,
-                    run_id: None,
-                    findings: vec![e.to_string()],
-                    seconds: 0.0,
-                    replay: false,
-                };
+                let result = CellResult::not_started(cell, e.to_string());
                 progress.finish(
                     &finished_line(&result, total),
                     result.busbw_at_max_size.or(result.avg_busbw),
@@ -579,94 +712,36 @@ pub fn run(args: &RunArgs, ctx: &Ctx) -> Result<ExitStatus> {
                 continue;
             }
         };
-        let command = prepared.job.command_line();
-        let mut marks = BTreeMap::new();
-        marks.insert(MATRIX_KEY.to_string(), matrix_id.clone());
-        marks.insert(CELL_KEY.to_string(), cell_key(cell));
+        let command = prepared.command_line();
         // Written before the cell starts: if the launcher is killed, the cell stays
         // marked interrupted and --resume runs it again.
         let placeholder = match placeholders.remove(&cell_key(cell)) {
             Some(id) => id,
             None => {
-                let mark = gpudirect::history::NewRun {
-                    collective: cell.collective.clone(),
-                    variant: Some(cell.variant.name.clone()),
-                    command_line: Some(command.clone()),
-                    started_at: Some(now_unix()),
-                    status: RunStatus::Interrupted,
-                    failures: vec!["started; the launcher stopped before the cell ended".into()],
-                    env: marks.clone(),
-                    launcher: launch_kind,
-                    ..Default::default()
-                };
+                let mark =
+                    prepared.placeholder("started; the launcher stopped before the cell ended");
                 history.import_run(&mark, true)?.run_id()
             }
         };
         progress.start(cell.index, &cell.label(), &command);
-        let started_at = now_unix();
-        let finished = runner::run(&prepared.job, &INTERRUPTED)?;
-        let first_node = nodes.first().map(String::as_str);
-        let expect = Expectations {
-            transport: expected_transport(cell, config.as_ref(), first_node),
-            nics: expected_nics(cell, config.as_ref(), first_node),
-            nodes: cell.nodes,
-            sizes: expected_sizes(
-                matrix.min_bytes,
-                matrix.max_bytes,
-                Some(matrix.factor),
-                None,
-            ),
-        };
-        let mut env: BTreeMap<String, String> = cell.variant.env.clone();
-        env.extend(marks);
-        if let Some(mode) = &cell.variant.gpudirect {
-            env.insert("GPUDIRECT_MODE".into(), mode.clone());
-        }
-        let context = RunContext {
-            started_at: Some(started_at),
-            finished_at: Some(now_unix()),
-            cluster: args
-                .nccl
-                .cluster
-                .clone()
-                .or_else(|| env_var("SLURM_CLUSTER_NAME")),
-            job_id: env_var("SLURM_JOB_ID"),
-            gpus_per_node: Some(cell.gpus_per_node),
-            nodes: if in_allocation {
-                gpudirect::launch::cell_nodes(&opts, cell)
-                    .map(<[String]>::to_vec)
-                    .unwrap_or_default()
-            } else {
-                vec![gpudirect_core::system::short_hostname()]
-            },
-            launcher: launch_kind,
-            command_line: Some(command),
-            binary_path: Some(prepared.binary.display().to_string()),
-            variant: Some(cell.variant.name.clone()),
-            env,
-            line_rate_gbps: cell_profile(cell, config.as_ref(), nodes.first().map(String::as_str))
-                .and_then(Profile::node_line_rate_gbps),
-            ..RunContext::default()
-        };
-        let Evaluated {
-            parsed,
-            verdict,
-            record,
-        } = cell::evaluate_finished(
-            &finished,
-            prepared.json_path.as_deref(),
-            &cell.collective,
-            expect,
-            context,
-        );
-        let replay = gpudirect::history::replay_of(&record.env).is_some();
-        let run_id = match history.replace_run(placeholder, &record) {
+        let executed = prepared.execute()?;
+        let run_id = match executed.replace(&mut history, placeholder) {
             Ok(id) => Some(id),
             Err(e) => {
-                eprintln!("gpudirect run: could not record cell {}: {e}", cell.index);
+                noteln!("gpudirect run: could not record cell {}: {e}", cell.index);
                 None
             }
         };
+        let Executed {
+            finished,
+            evaluated:
+                Evaluated {
+                    parsed,
+                    verdict,
+                    record,
+                },
+        } = executed;
+        let replay = gpudirect::history::replay_of(&record.env).is_some();
         let result = CellResult {
             cell: cell.index,
             label: cell.label(),
@@ -686,7 +761,7 @@ pub fn run(args: &RunArgs, ctx: &Ctx) -> Result<ExitStatus> {
         let failed = result.status != RunStatus::Ok;
         results.push(result);
         if failed && args.fail_fast {
-            eprintln!(
+            noteln!(
                 "gpudirect run: --fail-fast: stopping after cell {}",
                 cell.index
             );
@@ -699,7 +774,7 @@ pub fn run(args: &RunArgs, ctx: &Ctx) -> Result<ExitStatus> {
     // What the launcher itself cost: everything but the time its children ran.
     let wall = wall.elapsed().as_secs_f64();
     let in_children: f64 = results.iter().map(|r| r.seconds).sum();
-    eprintln!(
+    noteln!(
         "gpudirect run: wall {wall:.2}s, in the launched commands {in_children:.2}s, launcher overhead {:.3}s ({:.2}%)",
         wall - in_children,
         100.0 * (wall - in_children) / wall.max(1e-9)

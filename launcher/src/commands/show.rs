@@ -114,7 +114,8 @@ fn placement_cells(row: Option<&ResultRow>) -> [String; 4] {
     }
 }
 
-fn detail_text(d: &RunDetail) -> String {
+/// The run's header and its fields: when, where, how, versions, the raw output.
+fn fields_text(d: &RunDetail) -> String {
     let s = &d.summary;
     let mut out = String::new();
     let mut field = |name: &str, value: String| {
@@ -213,8 +214,14 @@ fn detail_text(d: &RunDetail) -> String {
     for note in &d.notes {
         field("note", note.clone());
     }
-    let mut text = head;
-    text.push_str(&out);
+    head.push_str(&out);
+    head
+}
+
+/// `gpudirect show ID`: the fields, the findings, the environment, the per-node results
+/// and the result rows.
+fn detail_text(d: &RunDetail) -> String {
+    let mut text = fields_text(d);
     text.push_str("\nfindings:\n");
     if d.failures.is_empty() {
         text.push_str("  none\n");
@@ -244,6 +251,14 @@ fn detail_text(d: &RunDetail) -> String {
             .collect();
         text.push_str(&render_table(&columns, &rows));
     }
+    text.push_str(&results_text(d));
+    text
+}
+
+/// The result rows, out-of-place and in-place side by side (with NCCL's algorithm and
+/// protocol when the output had them).
+fn results_text(d: &RunDetail) -> String {
+    let mut text = String::new();
     text.push_str(&format!(
         "\nresults ({} rows; time in us, algbw and busbw in GB/s):\n",
         d.rows.len()

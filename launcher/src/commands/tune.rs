@@ -9,10 +9,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use gpudirect::cell::{self, Evaluated};
-use gpudirect::checks::{expected_sizes, Expectations};
+use gpudirect::cell::exec::{self, Executed, Spec};
+use gpudirect::cell::Evaluated;
+use gpudirect::checks::Expectations;
 use gpudirect::history::compare::median;
-use gpudirect::history::{History, LaunchKind, NewRun, RunFilter, RunStatus};
+use gpudirect::history::{History, LaunchKind, RunFilter, RunStatus};
 use gpudirect::launch::{env_var, find_binary, prepare, LaunchOptions, Launcher};
 use gpudirect::matrix::{Cell, Matrix, Variant};
 use gpudirect::outln;
@@ -29,8 +30,10 @@ use gpudirect_core::config::{Config, Profile};
 use gpudirect_core::system::{load_config, Ownership};
 use serde::Serialize;
 
-use super::args::{gpu_device, parse_gpu_list, visible_gpus, NcclTestsArgs};
+use super::args::NcclTestsArgs;
 use super::{Ctx, ExitStatus};
+use gpudirect::noteln;
+use gpudirect::validate::gpus::{gpu_device, parse_gpu_list, visible_gpus};
 
 /// Arguments of `gpudirect tune`.
 #[derive(Debug, Args, Clone)]
@@ -205,7 +208,7 @@ fn setup(args: &TuneArgs) -> Result<Setup> {
         let devices = parse_gpu_list(list)?
             .into_iter()
             .map(|id| gpu_device(list, id, visible.as_ref()))
-            .collect::<Result<Vec<_>>>()?;
+            .collect::<Result<Vec<_>, _>>()?;
         let host = gpudirect_core::system::short_hostname();
         return Ok(Setup {
             described: format!(
@@ -246,12 +249,13 @@ fn setup(args: &TuneArgs) -> Result<Setup> {
     let profile = match args.gpudirect.as_deref() {
         None | Some("none") => None,
         Some(mode) => {
-            let config = load_config(&args.nccl.config, Ownership::Any).with_context(|| {
-                format!(
+            let config =
+                load_config(&args.nccl.config.path, Ownership::Any).with_context(|| {
+                    format!(
                     "--gpudirect {mode}: tune reads the profile to know what the default sets; \
                      pass --config FILE"
                 )
-            })?;
+                })?;
             Some(profile_of(&config, mode, &run_nodes[0])?.clone())
         }
     };
@@ -469,31 +473,43 @@ impl Tuner<'_> {
                 env,
             },
         };
-        let prepared = prepare(
-            &cell,
-            &self.matrix,
-            &self.setup.launch,
-            !self.args.nccl.no_json,
-        )?;
-        let command = prepared.job.command_line();
         let mut marks = BTreeMap::new();
         marks.insert(STEP_KEY.to_string(), step.key());
         marks.insert(PLAN_KEY.to_string(), self.plan_print.clone());
+        let prepared = exec::prepare(Spec {
+            cell: &cell,
+            matrix: &self.matrix,
+            launch: &self.setup.launch,
+            json_report: !self.args.nccl.no_json,
+            expect: Expectations {
+                transport: self
+                    .setup
+                    .profile
+                    .as_ref()
+                    .and_then(|p| p.transport.clone()),
+                nodes: self.setup.nodes,
+                sizes: self.matrix.expected_sizes(),
+                // The NICs are run's check; tune compares settings of one profile.
+                nics: Vec::new(),
+            },
+            context: RunContext {
+                nodes: self.setup.run_nodes.clone(),
+                launcher: self.setup.launch_kind,
+                label: Some(self.tune_id.clone()),
+                line_rate_gbps: self
+                    .setup
+                    .profile
+                    .as_ref()
+                    .and_then(Profile::node_line_rate_gbps),
+                ..RunContext::for_job(self.args.nccl.cluster.as_deref())
+            },
+            marks,
+        })?;
+        let command = prepared.command_line();
         let placeholder = match self.placeholders.remove(&step.key()) {
             Some(id) => id,
             None => {
-                let mark = NewRun {
-                    collective: step.collective.clone(),
-                    variant: Some(step.setting.to_string()),
-                    label: Some(self.tune_id.clone()),
-                    command_line: Some(command.clone()),
-                    started_at: Some(now_unix()),
-                    status: RunStatus::Interrupted,
-                    failures: vec!["started; the tune stopped before the run ended".into()],
-                    env: marks.clone(),
-                    launcher: self.setup.launch_kind,
-                    ..Default::default()
-                };
+                let mark = prepared.placeholder("started; the tune stopped before the run ended");
                 self.history.import_run(&mark, true)?.run_id()
             }
         };
@@ -502,68 +518,16 @@ impl Tuner<'_> {
             step.collective, step.phase, step.round, step.setting
         );
         progress.start(index, &label, &command);
-        let started_at = now_unix();
-        let finished = runner::run(&prepared.job, &INTERRUPTED)?;
-        let mut env = cell.variant.env.clone();
-        env.extend(marks);
-        if let Some(mode) = &self.setup.mode {
-            env.insert("GPUDIRECT_MODE".into(), mode.clone());
+        let executed = prepared.execute()?;
+        if let Err(e) = executed.replace(&mut self.history, placeholder) {
+            noteln!("gpudirect tune: could not record {label}: {e}");
         }
-        let context = RunContext {
-            started_at: Some(started_at),
-            finished_at: Some(now_unix()),
-            cluster: self
-                .args
-                .nccl
-                .cluster
-                .clone()
-                .or_else(|| env_var("SLURM_CLUSTER_NAME")),
-            job_id: env_var("SLURM_JOB_ID"),
-            gpus_per_node: Some(self.setup.gpus_per_node),
-            nodes: self.setup.run_nodes.clone(),
-            launcher: self.setup.launch_kind,
-            command_line: Some(command),
-            binary_path: Some(prepared.binary.display().to_string()),
-            variant: Some(step.setting.to_string()),
-            label: Some(self.tune_id.clone()),
-            env,
-            line_rate_gbps: self
-                .setup
-                .profile
-                .as_ref()
-                .and_then(Profile::node_line_rate_gbps),
-            ..RunContext::default()
-        };
-        let expect = Expectations {
-            transport: self
-                .setup
-                .profile
-                .as_ref()
-                .and_then(|p| p.transport.clone()),
-            nodes: self.setup.nodes,
-            sizes: expected_sizes(
-                self.matrix.min_bytes,
-                self.matrix.max_bytes,
-                Some(self.matrix.factor),
-                None,
-            ),
-            // The NICs are run's and validate's check; tune compares settings of one profile.
-            nics: Vec::new(),
-        };
-        let Evaluated {
-            parsed,
-            verdict,
-            record,
-        } = cell::evaluate_finished(
-            &finished,
-            prepared.json_path.as_deref(),
-            &step.collective,
-            expect,
-            context,
-        );
-        if let Err(e) = self.history.replace_run(placeholder, &record) {
-            eprintln!("gpudirect tune: could not record {label}: {e}");
-        }
+        let Executed {
+            finished,
+            evaluated: Evaluated {
+                parsed, verdict, ..
+            },
+        } = executed;
         let seconds = finished.elapsed.as_secs_f64();
         if verdict.status == RunStatus::Ok {
             self.durations.push(seconds);
@@ -720,15 +684,7 @@ pub fn run(args: &TuneArgs, ctx: &Ctx) -> Result<ExitStatus> {
     if args.factor < 2 {
         bail!("-f {}: the size factor is 2 or more", args.factor);
     }
-    let given = if let Some(file) = &args.sweep {
-        let text = std::fs::read_to_string(file)
-            .with_context(|| format!("cannot read the sweep file `{}`", file.display()))?;
-        Some(knobs::from_sweep_file(&text, &file.display().to_string())?)
-    } else if args.knobs.is_empty() {
-        None
-    } else {
-        Some(knobs::from_flags(&args.knobs)?)
-    };
+    let given = given_knobs(args)?;
     let setup = setup(args)?;
     let overlay_name = match &args.write {
         Some(_) => Some(
@@ -754,7 +710,7 @@ pub fn run(args: &TuneArgs, ctx: &Ctx) -> Result<ExitStatus> {
         phase_one.push((collective.clone(), plan::single_settings(&knobs)));
     }
     for note in &notes {
-        eprintln!("gpudirect tune: {note}");
+        noteln!("gpudirect tune: {note}");
     }
     let plan_print = plan::fingerprint(&plan_words(args, &setup, &phase_one));
     let db = ctx.db_path()?;
@@ -762,37 +718,7 @@ pub fn run(args: &TuneArgs, ctx: &Ctx) -> Result<ExitStatus> {
         return dry_run(args, &setup, &phase_one, &db);
     }
     let history = History::open(&db)?;
-    let tune_id = args
-        .resume
-        .clone()
-        .or_else(|| args.tune_id.clone())
-        .unwrap_or_else(|| format!("t{}-{}", now_unix(), std::process::id()));
-    check_tune_id(&tune_id)?;
-    let (done, placeholders) = match &args.resume {
-        Some(id) => {
-            let (done, placeholders) = recorded_steps(&history, id, &plan_print)?;
-            if done.is_empty() && placeholders.is_empty() {
-                bail!("no run of tune `{id}` is in {}: check the id (gpudirect history --label ID lists its runs)", db.display());
-            }
-            eprintln!(
-                "gpudirect tune: resuming {id}: {} run(s) already recorded",
-                done.len()
-            );
-            (done, placeholders)
-        }
-        None => {
-            let taken = history.list_runs(&RunFilter {
-                label: Some(tune_id.clone()),
-                limit: Some(1),
-                ..RunFilter::default()
-            })?;
-            if !taken.is_empty() {
-                bail!("tune `{tune_id}` already has runs in {}: continue it with --resume {tune_id}, or choose another --tune-id", db.display());
-            }
-            eprintln!("gpudirect tune: tune {tune_id} (continue it later with --resume {tune_id} and the same flags)");
-            (BTreeMap::new(), BTreeMap::new())
-        }
-    };
+    let (tune_id, (done, placeholders)) = start_tune(args, &history, &db, &plan_print)?;
     // Until a run of this tune has finished, the history's runs of the same shape tell how
     // long one takes, so that the first round is held to the budget too.
     let seed_estimate = args
@@ -828,7 +754,7 @@ pub fn run(args: &TuneArgs, ctx: &Ctx) -> Result<ExitStatus> {
             break;
         }
         let steps = plan::interleaved(collective, 1, settings, args.rounds);
-        eprintln!(
+        noteln!(
             "gpudirect tune: {collective} phase 1: {} setting(s) x {} rounds = {} runs",
             settings.len(),
             args.rounds,
@@ -846,7 +772,7 @@ pub fn run(args: &TuneArgs, ctx: &Ctx) -> Result<ExitStatus> {
             continue;
         }
         let steps = plan::interleaved(collective, 2, &combined, args.rounds);
-        eprintln!(
+        noteln!(
             "gpudirect tune: {collective} phase 2: {} combination(s) of the winners x {} rounds = {} runs",
             combined.len() - 1,
             args.rounds,
@@ -886,35 +812,12 @@ pub fn run(args: &TuneArgs, ctx: &Ctx) -> Result<ExitStatus> {
         failures: tuner.failures.clone(),
         overlay: None,
     };
-    if let (Some(file), Some(name), false) = (&args.write, &overlay_name, interrupted) {
-        match &result.choice {
-            Some(choice) => {
-                let written_at = format_rfc3339(now_unix());
-                let text = overlay::overlay_text(
-                    name,
-                    base_profile_name(&setup),
-                    choice,
-                    &Provenance {
-                        tune_id: &tune_id,
-                        written_at: &written_at,
-                        measured: &result.measured,
-                        left_out: &result.left_out,
-                        file: &file.display().to_string(),
-                    },
-                );
-                std::fs::write(file, text)
-                    .with_context(|| format!("cannot write the overlay `{}`", file.display()))?;
-                result.overlay = Some(file.display().to_string());
-            }
-            None => eprintln!(
-                "gpudirect tune: nothing written to {}: no setting beat the default by more than the noise without losing somewhere",
-                file.display()
-            ),
-        }
+    if !interrupted {
+        write_overlay(args, &setup, overlay_name.as_deref(), &mut result)?;
     }
     print_result(&result, args.json)?;
     if interrupted {
-        eprintln!("gpudirect tune: interrupted: {} run(s) recorded; continue with --resume {tune_id} and the same flags", result.runs);
+        noteln!("gpudirect tune: interrupted: {} run(s) recorded; continue with --resume {tune_id} and the same flags", result.runs);
         return Ok(ExitStatus::Interrupted);
     }
     Ok(if tuner.default_failed {
@@ -922,6 +825,103 @@ pub fn run(args: &TuneArgs, ctx: &Ctx) -> Result<ExitStatus> {
     } else {
         ExitStatus::Ok
     })
+}
+
+/// The knobs `--sweep FILE` or `--knob` give (`None`: the built-in presets).
+fn given_knobs(args: &TuneArgs) -> Result<Option<Vec<Knob>>> {
+    Ok(if let Some(file) = &args.sweep {
+        let text = std::fs::read_to_string(file)
+            .with_context(|| format!("cannot read the sweep file `{}`", file.display()))?;
+        Some(knobs::from_sweep_file(&text, &file.display().to_string())?)
+    } else if args.knobs.is_empty() {
+        None
+    } else {
+        Some(knobs::from_flags(&args.knobs)?)
+    })
+}
+
+/// The tune's id (`--resume ID`, `--tune-id`, else a new one, said), with the steps it
+/// already recorded and the placeholders of steps that were running when it stopped. A
+/// new id that already has runs is refused.
+fn start_tune(
+    args: &TuneArgs,
+    history: &History,
+    db: &std::path::Path,
+    plan_print: &str,
+) -> Result<(String, Recorded)> {
+    let tune_id = args
+        .resume
+        .clone()
+        .or_else(|| args.tune_id.clone())
+        .unwrap_or_else(|| format!("t{}-{}", now_unix(), std::process::id()));
+    check_tune_id(&tune_id)?;
+    let (done, placeholders) = match &args.resume {
+        Some(id) => {
+            let (done, placeholders) = recorded_steps(history, id, plan_print)?;
+            if done.is_empty() && placeholders.is_empty() {
+                bail!("no run of tune `{id}` is in {}: check the id (gpudirect history --label ID lists its runs)", db.display());
+            }
+            noteln!(
+                "gpudirect tune: resuming {id}: {} run(s) already recorded",
+                done.len()
+            );
+            (done, placeholders)
+        }
+        None => {
+            let taken = history.list_runs(&RunFilter {
+                label: Some(tune_id.clone()),
+                limit: Some(1),
+                ..RunFilter::default()
+            })?;
+            if !taken.is_empty() {
+                bail!("tune `{tune_id}` already has runs in {}: continue it with --resume {tune_id}, or choose another --tune-id", db.display());
+            }
+            noteln!("gpudirect tune: tune {tune_id} (continue it later with --resume {tune_id} and the same flags)");
+            (BTreeMap::new(), BTreeMap::new())
+        }
+    };
+    Ok((tune_id, (done, placeholders)))
+}
+
+/// What a tune recorded before: its finished steps by key, and the placeholders (run ids)
+/// of steps that were running when it stopped.
+type Recorded = (BTreeMap<String, Finished>, BTreeMap<String, i64>);
+
+/// `--write FILE`: the chosen setting as a profile overlay, or a note that none won.
+fn write_overlay(
+    args: &TuneArgs,
+    setup: &Setup,
+    overlay_name: Option<&str>,
+    result: &mut TuneResult,
+) -> Result<()> {
+    let (Some(file), Some(name)) = (&args.write, overlay_name) else {
+        return Ok(());
+    };
+    match &result.choice {
+        Some(choice) => {
+            let written_at = format_rfc3339(now_unix());
+            let text = overlay::overlay_text(
+                name,
+                base_profile_name(setup),
+                choice,
+                &Provenance {
+                    tune_id: &result.tune_id,
+                    written_at: &written_at,
+                    measured: &result.measured,
+                    left_out: &result.left_out,
+                    file: &file.display().to_string(),
+                },
+            );
+            std::fs::write(file, text)
+                .with_context(|| format!("cannot write the overlay `{}`", file.display()))?;
+            result.overlay = Some(file.display().to_string());
+        }
+        None => noteln!(
+            "gpudirect tune: nothing written to {}: no setting beat the default by more than the noise without losing somewhere",
+            file.display()
+        ),
+    }
+    Ok(())
 }
 
 /// The profile the overlay extends: the one the runs applied, by its name.

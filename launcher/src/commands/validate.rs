@@ -1,48 +1,52 @@
 //! `gpudirect validate`: is every node and link as fast as it should be, and if not, which?
 //! Rounds of disjoint pairs (or groups) run at the same time, as job steps over the
 //! allocation's nodes or, with `--gpus`, as local processes over this host's GPU groups;
-//! the pure planner in [`gpudirect::judging`] picks each next round from the results so far.
+//! the pure planner in [`gpudirect::validate::judging`] picks each next round from the results so far.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use gpudirect::checks::{expected_sizes, Expectations};
-use gpudirect::history::{History, LaunchKind, NewNodeResult, RunStatus};
-use gpudirect::judging::{
-    health, Health, Outcome as PairOutcome, Reference, Retests, RoundRule, Stage, Threshold,
-    Validation,
-};
-use gpudirect::launch::{find_binary, prepare, LaunchOptions, Launcher};
+use gpudirect::history::{History, LaunchKind, NewNodeResult, NewRun, RunStatus};
+use gpudirect::launch::{find_binary, LaunchOptions, Launcher};
 use gpudirect::matrix::{Cell, Matrix, Variant};
-use gpudirect::pairing::{parse_topology, Mode};
 use gpudirect::record::RunContext;
 use gpudirect::report::{gather, write_report, ReportFormat, ReportOptions, Selection};
 use gpudirect::runner::{self, INTERRUPTED};
 use gpudirect::units::{duration_arg, nccl_size as format_size, percent_arg, size_arg};
+use gpudirect::validate::judging::{
+    health, Health, Outcome as PairOutcome, Reference, Retests, Round, RoundRule, Stage, Threshold,
+    Validation,
+};
+use gpudirect::validate::pairing::{parse_topology, Mode};
 
 use gpudirect::launch::env_var;
-use gpudirect::units::now_unix;
 use gpudirect_core::system::{load_config, short_hostname, Ownership};
 
 mod drains;
 mod rails;
 
-pub use drains::NodeAction;
-use drains::{EvidenceSource, PairRun};
+use drains::EvidenceSource;
+use gpudirect::validate::actions::{self, NodeAction, PairRun};
+use gpudirect::validate::session::{self, Judged, SessionError};
 
-use super::args::{gpu_device, parse_gpu_list, visible_gpus};
+use super::args::{ConfigArg, DrainArgs};
 use super::{Ctx, ExitStatus};
-use gpudirect::cell::{self, Evaluated};
+use gpudirect::baseline::Key;
+use gpudirect::cell::exec::{self, Spec};
+use gpudirect::cell::Evaluated;
+use gpudirect::noteln;
 use gpudirect::outln;
 use gpudirect::output::{emit_json, line_share};
 use gpudirect::setup::{setup_differences, RunSetup};
+use gpudirect::validate::gpus::{gpu_units, visible_gpus};
 
-/// How far below the baseline an nccl-tests pair may be, percent, by default.
-const DEFAULT_TOLERANCE: f64 = 10.0;
+/// How far below the baseline an nccl-tests pair may be, percent, by default: the
+/// planner's own default (the one the simulator measured), as a percentage.
+const DEFAULT_TOLERANCE: f64 = gpudirect::validate::judging::DEFAULT_TOLERANCE * 100.0;
 
 /// An nccl-tests pair's time limit by default.
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
@@ -114,12 +118,8 @@ pub struct ValidateArgs {
 
     /// The admin config the --gpudirect profile (and with --test rails its data NICs) comes
     /// from.
-    #[arg(
-        long,
-        env = "GPUDIRECT_CONFIG",
-        default_value = super::profiles::DEFAULT_CONFIG
-    )]
-    pub config: PathBuf,
+    #[command(flatten)]
+    pub config: ConfigArg,
 
     /// Pairing: pairs, pairs-across, pairwise, groups:K, ring, all.
     #[arg(long, default_value = "pairs")]
@@ -163,8 +163,9 @@ pub struct ValidateArgs {
     pub gpus_per_process: u32,
 
     /// Fixed busbw floor in GB/s at the largest size; without it, the median of recent good
-    /// 2-node runs of this cluster in the history (measurements, not replays); with no
-    /// history either, the median and MAD of the first round's own pairs (4 or more).
+    /// pair runs of this cluster in the history with the same variant (`validate:MODE`) and
+    /// GPU count (measurements, not replays); with no history either, the median and MAD of
+    /// the first round's own pairs (4 or more).
     #[arg(long, value_name = "GBPS")]
     pub floor: Option<f64>,
 
@@ -207,30 +208,15 @@ pub struct ValidateArgs {
     #[arg(long, env = "GPUDIRECT_CLUSTER")]
     pub cluster: Option<String>,
 
-    /// Drain the nodes found slow or failed (`scontrol update ... state=drain`, reason
-    /// `gpudirect: ...`), each confirmed by reading its state back; a node drained by an
-    /// admin is left alone.
-    #[arg(long)]
-    pub drain: bool,
-
-    /// Re-test each node found slow or failed N more times before --drain drains it, each
-    /// time with a node that passed (one it has not met, where there is one); a node that
-    /// passes a re-test is not drained. With --resume: up to N re-tests of each drained node.
-    #[arg(long, value_name = "N", default_value_t = 0)]
-    pub retries: usize,
+    /// Drains of the nodes found slow or failed.
+    #[command(flatten)]
+    pub drains: DrainArgs,
 
     /// Re-test the allocation's nodes drained by gpudirect (reason `gpudirect: ...`), each
     /// with a node that is not drained, and return to service those judged healthy that
     /// pass. The whole allocation is validated; other drains are never resumed.
     #[arg(long)]
     pub resume: bool,
-
-    /// With --drain: a command run after each node is newly drained, with the path of a JSON
-    /// file of the evidence as its last argument (and in GPUDIRECT_EVIDENCE), e.g. to file a
-    /// repair request. Split on whitespace, not run by a shell; a failure is reported, the
-    /// drain stays.
-    #[arg(long, value_name = "CMD", requires = "drain")]
-    pub on_drain: Option<String>,
 
     /// Also write the HTML report (heat map, busbw) to this folder.
     #[arg(long, value_name = "DIR")]
@@ -239,6 +225,11 @@ pub struct ValidateArgs {
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
+}
+
+/// The variant validate's pair runs are recorded (and their baseline found) under.
+fn variant_name(args: &ValidateArgs) -> String {
+    format!("validate:{}", args.mode)
 }
 
 /// NCCL_ALGO validate's nccl-tests runs get unless told otherwise (`--algo`).
@@ -292,7 +283,7 @@ impl Units {
             }
             return Ok((Units::Nodes, nodes));
         };
-        if args.drain || args.resume {
+        if args.drains.drain || args.resume {
             bail!("--drain drains Slurm nodes and --resume returns them; with --gpus the units are GPUs of this host");
         }
         if args.gpudirect.is_some() {
@@ -302,7 +293,7 @@ impl Units {
         }
         let visible = visible_gpus();
         if let Some((_, source)) = visible.as_ref().filter(|(_, s)| s.starts_with("CUDA_")) {
-            eprintln!("gpudirect validate: {source} is set: --gpus {list} indexes it");
+            noteln!("gpudirect validate: {source} is set: --gpus {list} indexes it");
         }
         let units = gpu_units(list, args.gpus_per_unit, visible.as_ref())?;
         if units.len() < 2 {
@@ -317,47 +308,6 @@ impl Units {
     }
 }
 
-/// A unit: its name and the CUDA_VISIBLE_DEVICES entries of its GPUs.
-type GpuUnit = (String, Vec<String>);
-
-/// Splits the GPUs of `list`, in the order written, into units of `per_unit`, named by
-/// their indices: `gpu3`, or `gpu2-3` (consecutive) and `gpu0.4` (not) for several.
-/// `visible` is what the indices refer to ([`visible_gpus`]).
-fn gpu_units(
-    list: &str,
-    per_unit: u32,
-    visible: Option<&(Vec<String>, String)>,
-) -> Result<Vec<GpuUnit>> {
-    let ids = parse_gpu_list(list)?;
-    if per_unit == 0 || !ids.len().is_multiple_of(per_unit as usize) {
-        bail!(
-            "--gpus {list} names {} GPU(s), which do not split into units of {per_unit} (--gpus-per-unit)",
-            ids.len()
-        );
-    }
-    let device = |id: u32| gpu_device(list, id, visible);
-    ids.chunks(per_unit as usize)
-        .map(|chunk| {
-            let name = match chunk {
-                [one] => format!("gpu{one}"),
-                [first, .., last] if chunk.windows(2).all(|w| w[1] == w[0] + 1) => {
-                    format!("gpu{first}-{last}")
-                }
-                _ => format!(
-                    "gpu{}",
-                    chunk
-                        .iter()
-                        .map(u32::to_string)
-                        .collect::<Vec<_>>()
-                        .join(".")
-                ),
-            };
-            let devices = chunk.iter().map(|&id| device(id)).collect::<Result<_>>()?;
-            Ok((name, devices))
-        })
-        .collect()
-}
-
 /// What every round of an nccl-tests validation shares.
 struct RoundContext<'a> {
     args: &'a ValidateArgs,
@@ -366,24 +316,65 @@ struct RoundContext<'a> {
     matrix: &'a Matrix,
     sizes: &'a [u64],
     cluster: &'a Option<String>,
-    binary: &'a std::path::Path,
     max: u64,
     /// The node's line rate (GB/s) from the --gpudirect profile, recorded with each run.
     line_rate_gbps: Option<f64>,
 }
 
+/// One pair run as it ended: its group, its record (node results added once judged) and
+/// its busbw at the judged size.
+type RanPair = (Vec<String>, NewRun, Option<f64>);
+
+/// What the pair runs of a validation left: the history they are in, their ids, each as
+/// the evidence lists it, and how many cells started (each -J report gets its own file).
+struct Recorded {
+    history: History,
+    run_ids: Vec<i64>,
+    pairs: Vec<PairRun>,
+    cells_started: usize,
+}
+
 /// Runs `validation`'s rounds to the end with `variant` (its environment reaches every
-/// pair), recording every pair run; `cells_started` numbers the pairs' -J reports across
-/// calls.
+/// pair), recording every pair run in `rec`. The loop is [`session::drive`]'s.
 fn run_rounds(
     rc: &RoundContext,
     validation: &mut Validation,
     variant: &Variant,
-    history: &mut History,
-    run_ids: &mut Vec<i64>,
-    pairs: &mut Vec<PairRun>,
-    cells_started: &mut usize,
+    rec: &mut Recorded,
 ) -> Result<()> {
+    let nodes = validation.nodes().to_vec();
+    let Recorded {
+        history,
+        run_ids,
+        pairs,
+        cells_started,
+    } = rec;
+    session::drive(
+        validation,
+        &INTERRUPTED,
+        |round| run_round(rc, round, &nodes, variant, cells_started),
+        |judged, ran| {
+            store_round(rc, &judged, ran, history, run_ids, pairs);
+            Ok(())
+        },
+    )
+    .map_err(|e| match e {
+        SessionError::Interrupted { rounds } => {
+            anyhow::anyhow!("interrupted: {rounds} round(s) were recorded")
+        }
+        SessionError::Judge(e) => e.into(),
+        SessionError::Run(e) => e,
+    })
+}
+
+/// One round's groups, one job step each, all at once; one outcome per group, in order.
+fn run_round(
+    rc: &RoundContext,
+    round: &Round,
+    nodes: &[String],
+    variant: &Variant,
+    cells_started: &mut usize,
+) -> Result<Vec<(PairOutcome, RanPair)>> {
     let RoundContext {
         args,
         units,
@@ -391,90 +382,52 @@ fn run_rounds(
         matrix,
         sizes,
         cluster,
-        binary,
-        max,
         line_rate_gbps,
+        ..
     } = *rc;
-    while let Some(round) = validation.next_round() {
-        if INTERRUPTED.load(Ordering::SeqCst) {
-            bail!(
-                "interrupted: {} round(s) were recorded",
-                validation.rounds_done()
-            );
-        }
-        let groups = round.named_groups(validation.nodes());
-        eprintln!(
-            "gpudirect validate: round {} ({:?}): {} group(s) at once",
-            round.index + 1,
-            round.stage,
-            groups.len()
-        );
-        // One job step per group, all at once; each thread runs one and returns its result.
-        let jobs = groups
-            .iter()
-            .map(|group| {
-                let group: Vec<String> = group.iter().map(|s| s.to_string()).collect();
-                let mut cell = Cell {
-                    index: {
-                        *cells_started += 1;
-                        *cells_started
-                    },
-                    collective: args.collective.clone(),
-                    nodes: group.len() as u32,
-                    gpus_per_node: args.gpus_per_node,
-                    variant: variant.clone(),
-                };
-                let mut opts = LaunchOptions {
-                    nodes: group.clone(),
-                    ..launch.clone()
-                };
-                if let Units::Gpus(gpus) = &units {
-                    // One process here drives every GPU of the group.
-                    let ids: Vec<String> = group
-                        .iter()
-                        .flat_map(|unit| gpus.get(unit).into_iter().flatten())
-                        .cloned()
-                        .collect();
-                    cell.nodes = 1;
-                    cell.gpus_per_node = ids.len() as u32;
-                    cell.variant
-                        .env
-                        .insert("CUDA_VISIBLE_DEVICES".into(), ids.join(","));
-                    opts.launcher = Launcher::Local;
-                    opts.nodes = Vec::new();
-                }
-                prepare(&cell, matrix, &opts, true).map(|p| (group, cell, p.job, p.json_path))
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        let handles: Vec<_> = jobs
-            .into_iter()
-            .map(|(group, cell, job, json_path)| {
-                std::thread::spawn(move || {
-                    let started = now_unix();
-                    let finished = runner::run(&job, &INTERRUPTED);
-                    (group, cell, job, json_path, started, finished)
-                })
-            })
-            .collect();
-        let mut outcomes = Vec::new();
-        // (group, its history record, busbw, outcome) of each run, stored once judged.
-        let mut finished_runs = Vec::new();
-        for handle in handles {
-            let Ok((group, cell, job, json_path, started, finished)) = handle.join() else {
-                bail!("a pair's runner thread panicked");
+    let groups = round.named_groups(nodes);
+    noteln!(
+        "gpudirect validate: round {} ({:?}): {} group(s) at once",
+        round.index + 1,
+        round.stage,
+        groups.len()
+    );
+    // One job step per group, all at once; each thread runs one and returns its result.
+    let jobs = groups
+        .iter()
+        .map(|group| {
+            let group: Vec<String> = group.iter().map(|s| s.to_string()).collect();
+            let mut cell = Cell {
+                index: {
+                    *cells_started += 1;
+                    *cells_started
+                },
+                collective: args.collective.clone(),
+                nodes: group.len() as u32,
+                gpus_per_node: args.gpus_per_node,
+                variant: variant.clone(),
             };
-            let finished = finished?;
-            let expect = Expectations {
-                transport: None,
-                nodes: cell.nodes,
-                sizes: sizes.to_vec(),
-                nics: Vec::new(),
+            let mut opts = LaunchOptions {
+                nodes: group.clone(),
+                ..launch.clone()
             };
+            if let Units::Gpus(gpus) = &units {
+                // One process here drives every GPU of the group.
+                let ids: Vec<String> = group
+                    .iter()
+                    .flat_map(|unit| gpus.get(unit).into_iter().flatten())
+                    .cloned()
+                    .collect();
+                cell.nodes = 1;
+                cell.gpus_per_node = ids.len() as u32;
+                cell.variant
+                    .env
+                    .insert("CUDA_VISIBLE_DEVICES".into(), ids.join(","));
+                opts.launcher = Launcher::Local;
+                opts.nodes = Vec::new();
+            }
             let context = RunContext {
-                started_at: Some(started),
-                finished_at: Some(now_unix()),
                 cluster: cluster.clone(),
-                job_id: env_var("SLURM_JOB_ID"),
                 nodes: group.clone(),
                 gpus_per_node: Some(match units {
                     Units::Nodes => args.gpus_per_node,
@@ -484,113 +437,140 @@ fn run_rounds(
                     Units::Nodes => LaunchKind::Srun,
                     Units::Gpus(_) => LaunchKind::Local,
                 },
-                command_line: Some(job.command_line()),
-                binary_path: Some(binary.display().to_string()),
-                variant: Some(variant.name.clone()),
-                // What the pair ran with (CUDA_VISIBLE_DEVICES with --gpus).
-                env: cell.variant.env.clone(),
                 line_rate_gbps,
-                ..RunContext::default()
+                ..RunContext::for_job(None)
             };
-            let Evaluated {
-                parsed,
-                verdict,
-                record,
-            } = cell::evaluate_finished(
-                &finished,
-                json_path.as_deref(),
-                &args.collective,
-                expect,
+            let spec = Spec {
+                cell: &cell,
+                matrix,
+                launch: &opts,
+                json_report: true,
+                expect: Expectations {
+                    transport: None,
+                    nodes: cell.nodes,
+                    sizes: sizes.to_vec(),
+                    nics: Vec::new(),
+                },
                 context,
-            );
-            // The pair's figure: the busbw of the run, by the one rule every command uses.
-            let busbw = parsed.busbw_at_max_size();
-            let outcome = match (verdict.status, busbw) {
-                (RunStatus::Ok, Some(b)) => PairOutcome::Busbw(b),
-                _ => PairOutcome::Failed(
-                    verdict
-                        .findings
-                        .first()
-                        .map(|f| f.message.clone())
-                        .unwrap_or_else(|| "no busbw at the largest size".into()),
-                ),
+                marks: Default::default(),
             };
-            finished_runs.push((group, record, busbw, outcome.clone()));
-            outcomes.push(outcome);
-        }
-        // Recorded before the runs are classified: without a baseline, the first round
-        // sets the line the runs are judged by (and they are stored with that verdict).
-        let recorded = validation.record(&round, outcomes);
-        let threshold = validation.threshold().cloned();
-        if let (Ok(()), 0, Some(t @ Threshold::RoundMedian { .. })) =
-            (&recorded, round.index, &threshold)
-        {
-            eprintln!(
-                "gpudirect validate: threshold {:.2} GB/s ({})",
-                t.limit(),
-                t.explain()
-            );
-        }
-        let retest = round.stage == Stage::Retest;
-        for (group, mut record, busbw, outcome) in finished_runs {
-            let class = threshold
-                .as_ref()
-                .map(|t| format!("{:?}", t.classify(&outcome)).to_lowercase());
-            let role = match retest {
-                true => format!("retest, round {}", round.index + 1),
-                false => format!("round {}", round.index + 1),
-            };
-            for node in &group {
-                for partner in group.iter().filter(|p| *p != node) {
-                    record.node_results.push(NewNodeResult {
-                        node: node.clone(),
-                        role: Some(role.clone()),
-                        partner: Some(partner.clone()),
-                        size_bytes: Some(max),
-                        busbw,
-                        verdict: class.clone(),
-                    });
-                }
-            }
-            let run_id = match history.import_run(&record, true) {
-                Ok(o) => {
-                    run_ids.push(o.run_id());
-                    Some(o.run_id())
-                }
-                Err(e) => {
-                    eprintln!(
-                        "gpudirect validate: could not record {}: {e}",
-                        group.join(",")
-                    );
-                    None
-                }
-            };
-            pairs.push(PairRun {
-                round: round.index + 1,
-                retest,
-                nodes: group.clone(),
-                busbw,
-                verdict: class.clone(),
-                run_id,
-            });
-            eprintln!(
-                "gpudirect validate:   {}: {}",
-                group.join("+"),
-                match (&outcome, &class) {
-                    (PairOutcome::Busbw(b), class) => format!(
-                        "{b:.2} GB/s{} ({})",
-                        line_share(Some(*b), line_rate_gbps)
-                            .map(|share| format!(", {share} of line rate"))
-                            .unwrap_or_default(),
-                        class.as_deref().unwrap_or("not judged")
-                    ),
-                    (PairOutcome::Failed(why), _) => format!("failed: {why}"),
-                }
-            );
-        }
-        recorded?;
+            exec::prepare(spec).map(|p| (group, p))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let handles: Vec<_> = jobs
+        .into_iter()
+        .map(|(group, prepared)| std::thread::spawn(move || (group, prepared.execute())))
+        .collect();
+    let mut ran = Vec::new();
+    for handle in handles {
+        let Ok((group, executed)) = handle.join() else {
+            bail!("a pair's runner thread panicked");
+        };
+        let Evaluated {
+            parsed,
+            verdict,
+            record,
+        } = executed?.evaluated;
+        // The pair's figure: the busbw of the run, by the one rule every command uses.
+        let busbw = parsed.busbw_at_max_size();
+        let outcome = match (verdict.status, busbw) {
+            (RunStatus::Ok, Some(b)) => PairOutcome::Busbw(b),
+            _ => PairOutcome::Failed(
+                verdict
+                    .findings
+                    .first()
+                    .map(|f| f.message.clone())
+                    .unwrap_or_else(|| "no busbw at the largest size".into()),
+            ),
+        };
+        ran.push((outcome, (group, record, busbw)));
     }
-    Ok(())
+    Ok(ran)
+}
+
+/// Stores a judged round's runs: each with its node results (role, partner, class
+/// against the threshold the round left), and said on stderr.
+fn store_round(
+    rc: &RoundContext,
+    judged: &Judged<'_>,
+    ran: Vec<(PairOutcome, RanPair)>,
+    history: &mut History,
+    run_ids: &mut Vec<i64>,
+    pairs: &mut Vec<PairRun>,
+) {
+    let RoundContext {
+        max,
+        line_rate_gbps,
+        ..
+    } = *rc;
+    let round = judged.round;
+    let threshold = judged.threshold;
+    // Without a baseline, the first round sets the line the runs are judged by (and they
+    // are stored with that verdict).
+    if let (true, 0, Some(t @ Threshold::RoundMedian { .. })) =
+        (judged.recorded, round.index, threshold)
+    {
+        noteln!(
+            "gpudirect validate: threshold {:.2} GB/s ({})",
+            t.limit(),
+            t.explain()
+        );
+    }
+    let retest = round.stage == Stage::Retest;
+    for (outcome, (group, mut record, busbw)) in ran {
+        let class = threshold.map(|t| t.classify(&outcome).as_str().to_string());
+        let role = match retest {
+            true => format!("retest, round {}", round.index + 1),
+            false => format!("round {}", round.index + 1),
+        };
+        for node in &group {
+            for partner in group.iter().filter(|p| *p != node) {
+                record.node_results.push(NewNodeResult {
+                    node: node.clone(),
+                    role: Some(role.clone()),
+                    partner: Some(partner.clone()),
+                    size_bytes: Some(max),
+                    busbw,
+                    verdict: class.clone(),
+                });
+            }
+        }
+        let run_id = match history.import_run(&record, true) {
+            Ok(o) => {
+                run_ids.push(o.run_id());
+                Some(o.run_id())
+            }
+            Err(e) => {
+                noteln!(
+                    "gpudirect validate: could not record {}: {e}",
+                    group.join(",")
+                );
+                None
+            }
+        };
+        pairs.push(PairRun {
+            round: round.index + 1,
+            retest,
+            nodes: group.clone(),
+            busbw,
+            verdict: class.clone(),
+            run_id,
+        });
+        noteln!(
+            "gpudirect validate:   {}: {}",
+            group.join("+"),
+            match (&outcome, &class) {
+                (PairOutcome::Busbw(b), class) => format!(
+                    "{b:.2} GB/s{} ({})",
+                    line_share(Some(*b), line_rate_gbps)
+                        .map(|share| format!(", {share} of line rate"))
+                        .unwrap_or_default(),
+                    class.as_deref().unwrap_or("not judged")
+                ),
+                (PairOutcome::Failed(why), _) => format!("failed: {why}"),
+            }
+        );
+    }
 }
 
 /// The node's line rate (GB/s) from the profile `--gpudirect` names, when the config
@@ -600,19 +580,8 @@ fn profile_line_rate(args: &ValidateArgs) -> Option<f64> {
         .gpudirect
         .as_deref()
         .filter(|m| !matches!(*m, "none" | "auto"))?;
-    let config = load_config(&args.config, Ownership::Any).ok()?;
+    let config = load_config(&args.config.path, Ownership::Any).ok()?;
     config.profiles.get(mode)?.node_line_rate_gbps()
-}
-
-/// The health exit status, raised to 2 (failed) when a drain, a resume or an `--on-drain`
-/// command did not work (a validation that could not run stays 3). Pure.
-fn exit_status(status: Health, actions_failed: bool) -> ExitStatus {
-    match (status, actions_failed) {
-        (Health::CouldNotRun, _) => ExitStatus::CouldNotRun,
-        (Health::Failed, _) | (_, true) => ExitStatus::Failed,
-        (Health::Healthy, false) => ExitStatus::Ok,
-        (Health::Degraded, false) => ExitStatus::Problem,
-    }
 }
 
 /// The drained nodes of the allocation (`--resume`), read before anything runs, and said.
@@ -623,7 +592,7 @@ fn drained_nodes(nodes: &[String]) -> Result<Vec<(String, gpudirect::slurm::Node
             .with_context(|| format!("--resume: cannot read the state of {node}"))?;
         if state.drained() {
             let reason = state.reason.as_deref().unwrap_or("(no reason)");
-            eprintln!(
+            noteln!(
                 "gpudirect validate: --resume: {node} is drained (\"{reason}\"): {}",
                 if gpudirect::drain::is_ours(state.reason.as_deref()) {
                     "by gpudirect, re-tested with a node that is not drained"
@@ -635,7 +604,7 @@ fn drained_nodes(nodes: &[String]) -> Result<Vec<(String, gpudirect::slurm::Node
         }
     }
     if drained.is_empty() {
-        eprintln!("gpudirect validate: --resume: no node of the allocation is drained");
+        noteln!("gpudirect validate: --resume: no node of the allocation is drained");
     }
     Ok(drained)
 }
@@ -658,12 +627,376 @@ fn write_validation_report(
         write_report(&data, dir, ReportFormat::Both)
     });
     match written {
-        Ok(files) => eprintln!(
+        Ok(files) => noteln!(
             "gpudirect validate: report written to {}",
             files.html.display()
         ),
-        Err(e) => eprintln!("gpudirect validate: no report: {e}"),
+        Err(e) => noteln!("gpudirect validate: no report: {e}"),
     }
+}
+
+/// The flag combinations validate refuses, before anything runs.
+fn check_flags(args: &ValidateArgs, units: &Units) -> Result<()> {
+    if args.per_rail && args.test == Test::Rails {
+        bail!("--per-rail runs nccl-tests once per rail; --test rails already measures each rail (with MPI): use one of them");
+    }
+    if args.drains.retries > 0 && !args.drains.drain && !args.resume {
+        bail!("--retries N re-tests nodes before --drain drains them (or before --resume returns them): add --drain or --resume");
+    }
+    if (args.drains.retries > 0 || args.resume) && (args.per_rail || args.test == Test::Rails) {
+        bail!("--retries and --resume re-test whole nodes with nccl-tests; they do not apply to --per-rail or --test rails yet");
+    }
+    if args.test == Test::Rails && !matches!(units, Units::Nodes) {
+        bail!("--test rails measures the NICs of Slurm nodes; --gpus validates this host's GPUs with nccl-tests");
+    }
+    Ok(())
+}
+
+/// The line pairs are judged by: `--floor`, else the history's baseline of pair runs like
+/// these (`baseline::Key`), else the first round's own (a [`RoundRule`]); with the runs a
+/// baseline is made of (their versions are compared with the pairs' once these ran).
+fn choose_reference(
+    args: &ValidateArgs,
+    history: &History,
+    db: &std::path::Path,
+    units: &Units,
+    cluster: &Option<String>,
+) -> Result<(Reference, Vec<i64>)> {
+    let max = args.max_bytes;
+    let tolerance = args.tolerance.unwrap_or(DEFAULT_TOLERANCE) / 100.0;
+    // The runs the baseline is made of: their versions and algorithms are compared with
+    // the pairs' once these ran.
+    let mut baseline_runs: Vec<i64> = Vec::new();
+    let reference: Reference = match args.floor {
+        Some(floor) => Threshold::floor(floor)?.into(),
+        None => {
+            // Of 2-node (2-unit) pair runs like these: the same variant (mode and
+            // algorithm) and as many GPUs. What every round but a `groups`/`all` screen runs.
+            let key = Key {
+                collective: args.collective.clone(),
+                cluster: cluster.clone(),
+                node_count: Some(2),
+                total_ranks: Some(
+                    2 * match units {
+                        Units::Nodes => args.gpus_per_node,
+                        Units::Gpus(_) => args.gpus_per_unit,
+                    },
+                ),
+                variant: Some(variant_name(args)),
+            };
+            let baseline = history.baseline(&key, max, args.baseline_runs)?;
+            match baseline {
+                Some(b) => {
+                    baseline_runs = b.samples.iter().map(|(id, _)| *id).collect();
+                    Threshold::baseline(b.median_busbw, tolerance)?.into()
+                }
+                None => {
+                    noteln!(
+                        "gpudirect validate: no baseline for {} at {} in {}: judging the units against their own first round (its median and MAD); pass --floor GBPS, or record good runs, to judge against a fixed line",
+                        args.collective,
+                        format_size(max),
+                        db.display()
+                    );
+                    RoundRule::new(tolerance).into()
+                }
+            }
+        }
+    };
+    Ok((reference, baseline_runs))
+}
+
+/// The planner: the nodes, the mode, the topology's blocks, and the re-tests of
+/// `--retries` and `--resume` (with the allocation's drained nodes, read here, before
+/// anything runs).
+fn plan(
+    args: &ValidateArgs,
+    nodes: &[String],
+    mode: Mode,
+    reference: Reference,
+) -> Result<(Validation, Vec<(String, gpudirect::slurm::NodeState)>)> {
+    let validation = match &args.topology {
+        Some(file) => {
+            let text = std::fs::read_to_string(file)
+                .with_context(|| format!("cannot read the topology file {}", file.display()))?;
+            let blocks: BTreeMap<String, String> =
+                parse_topology(&text).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
+            Validation::with_blocks(nodes.to_vec(), mode, reference, &blocks)?
+        }
+        None => Validation::new(nodes.to_vec(), mode, reference)?,
+    };
+    // --resume: the drained nodes, read before anything runs.
+    let drained = match args.resume {
+        true => drained_nodes(nodes)?,
+        false => Vec::new(),
+    };
+    let index = |node: &String| nodes.iter().position(|n| n == node);
+    let validation = validation.with_retests(Retests {
+        judged: if args.drains.drain {
+            args.drains.retries as usize
+        } else {
+            0
+        },
+        given: drained
+            .iter()
+            .filter(|(_, s)| gpudirect::drain::is_ours(s.reason.as_deref()))
+            .filter_map(|(n, _)| index(n))
+            .collect(),
+        given_times: (args.drains.retries as usize).max(1),
+        not_partners: drained.iter().filter_map(|(n, _)| index(n)).collect(),
+    });
+
+    Ok((validation, drained))
+}
+
+/// The variant every pair runs with: `validate:MODE`, the `--gpudirect` mode, and the
+/// NCCL_ALGO of `--algo` (said on stderr).
+fn pair_variant(args: &ValidateArgs) -> Variant {
+    let mut variant = Variant {
+        name: variant_name(args),
+        gpudirect: args.gpudirect.clone(),
+        env: BTreeMap::new(),
+    };
+    let (algo, said) = pinned_algorithm(&args.algo, env_var("NCCL_ALGO").as_deref());
+    noteln!("gpudirect validate: {said}");
+    if let Some(algo) = algo {
+        variant.env.insert("NCCL_ALGO".into(), algo);
+    }
+    variant
+}
+
+/// What a finished nccl-tests validation hands to [`conclude`].
+struct Run<'a> {
+    units: &'a Units,
+    history: &'a History,
+    db: &'a std::path::Path,
+    cluster: Option<&'a str>,
+    max: u64,
+    line_rate_gbps: Option<f64>,
+    run_ids: &'a [i64],
+    pairs: &'a [PairRun],
+    baseline_runs: &'a [i64],
+    drained: &'a [(String, gpudirect::slurm::NodeState)],
+}
+
+/// The verdicts: drains and returns (before the report is printed: their outcomes are part
+/// of it), the notes on the baseline's setup, the report (text or JSON), the HTML report,
+/// and the exit status.
+fn conclude(args: &ValidateArgs, validation: &Validation, r: Run<'_>) -> Result<ExitStatus> {
+    let Run {
+        units,
+        history,
+        db,
+        cluster,
+        max,
+        line_rate_gbps,
+        run_ids,
+        pairs,
+        baseline_runs,
+        drained,
+    } = r;
+    let report = validation.report();
+    let status = health(&report);
+    // Drains, then returns, before the report is printed: their outcomes are part of it.
+    let source = EvidenceSource {
+        on_drain: args.drains.on_drain.as_deref(),
+        history,
+        cluster,
+        collective: Some(&args.collective),
+        size_bytes: Some(max),
+        pairs,
+    };
+    let drain_actions = match args.drains.drain {
+        true => drains::apply_drains(&actions::drain_plan(&report), &source),
+        false => Vec::new(),
+    };
+    let resume_actions = match args.resume {
+        true => drains::apply_resumes(drained, &actions::resume_plan(&report, drained)),
+        false => Vec::new(),
+    };
+    let actions_failed = actions::any_error(&drain_actions) || actions::any_error(&resume_actions);
+    let exit = ExitStatus::of_validation(status, actions_failed);
+    let notes = match run_ids.first() {
+        Some(first) if !baseline_runs.is_empty() => {
+            let setups = baseline_runs
+                .iter()
+                .map(|id| Ok((*id, RunSetup::of(&history.get_run(*id)?))))
+                .collect::<Result<Vec<_>>>()?;
+            let pair = RunSetup::of(&history.get_run(*first)?);
+            setup_differences(&setups, (*first, &pair))
+        }
+        _ => Vec::new(),
+    };
+    if args.json {
+        let mut value = serde_json::to_value(&report)?;
+        if let Some(object) = value.as_object_mut() {
+            object.insert("notes".into(), serde_json::to_value(&notes)?);
+            object.insert(
+                "line_rate_gbps".into(),
+                serde_json::to_value(line_rate_gbps)?,
+            );
+            if args.drains.drain {
+                object.insert("drains".into(), serde_json::to_value(&drain_actions)?);
+            }
+            if args.resume {
+                object.insert("resumes".into(), serde_json::to_value(&resume_actions)?);
+            }
+        }
+        emit_json(&value)?;
+    } else {
+        print_text(&Text {
+            report: &report,
+            threshold: validation.threshold(),
+            units,
+            max,
+            line_rate_gbps,
+            notes: &notes,
+            actions: [&drain_actions, &resume_actions],
+            status,
+            exit,
+            actions_failed,
+            run_ids,
+            db,
+        })?;
+    }
+    if let Some(dir) = &args.report {
+        let mut report_notes: Vec<String> = validation
+            .threshold()
+            .map(|t| {
+                format!(
+                    "validation threshold {:.2} GB/s at {} ({})",
+                    t.limit(),
+                    format_size(max),
+                    t.explain()
+                )
+            })
+            .into_iter()
+            .collect();
+        report_notes.extend(notes.iter().cloned());
+        write_validation_report(history, run_ids, dir, &report_notes);
+    }
+    Ok(exit)
+}
+
+/// What the text report of an nccl-tests validation shows.
+struct Text<'a> {
+    report: &'a gpudirect::validate::judging::Report,
+    threshold: Option<&'a Threshold>,
+    units: &'a Units,
+    max: u64,
+    line_rate_gbps: Option<f64>,
+    notes: &'a [String],
+    /// The drains, then the returns.
+    actions: [&'a [NodeAction]; 2],
+    status: Health,
+    exit: ExitStatus,
+    actions_failed: bool,
+    run_ids: &'a [i64],
+    db: &'a std::path::Path,
+}
+
+/// The text report: the run, each unit with its evidence, the bad links, the re-tests,
+/// what was drained or returned, the notes, and the verdict line with its exit code.
+fn print_text(t: &Text<'_>) -> Result<()> {
+    let Text {
+        report,
+        threshold,
+        units,
+        max,
+        line_rate_gbps,
+        notes,
+        actions: [drain_actions, resume_actions],
+        status,
+        exit,
+        actions_failed,
+        run_ids,
+        db,
+    } = *t;
+    outln!(
+        "validation: {} {}, mode {}, {} round(s), {}",
+        report.nodes.len(),
+        match units {
+            Units::Nodes => "nodes".to_string(),
+            Units::Gpus(_) => format!("GPU units of {}", short_hostname()),
+        },
+        report.mode,
+        report.rounds,
+        match threshold {
+            Some(t) => format!(
+                "threshold {:.2} GB/s at {} ({}){}",
+                t.limit(),
+                format_size(max),
+                t.explain(),
+                line_share(Some(t.limit()), line_rate_gbps)
+                    .map(|share| format!(", {share} of the node's line rate"))
+                    .unwrap_or_default()
+            ),
+            None => "no threshold: nothing was judged".to_string(),
+        }
+    )?;
+    for n in &report.nodes {
+        outln!(
+            "  {:<12} {:<24} {}",
+            n.node,
+            n.verdict.to_string(),
+            n.evidence
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("; ")
+        )?;
+    }
+    for l in &report.links {
+        outln!(
+            "  link {}-{}: slow in {} runs, {:.2} GB/s",
+            l.names[0],
+            l.names[1],
+            l.slow_runs,
+            l.median_busbw
+        )?;
+    }
+    for r in &report.retests {
+        let runs: Vec<String> = r
+            .runs
+            .iter()
+            .map(|run| match &run.outcome {
+                PairOutcome::Busbw(b) => {
+                    format!("with {} {b:.2} GB/s ({})", run.partner, run.class)
+                }
+                PairOutcome::Failed(why) => format!("with {} failed: {why}", run.partner),
+            })
+            .collect();
+        outln!(
+            "  re-test {:<8} {}: {}",
+            r.node,
+            r.summary(),
+            if runs.is_empty() {
+                "no run".to_string()
+            } else {
+                runs.join("; ")
+            }
+        )?;
+    }
+    for a in drain_actions.iter().chain(resume_actions) {
+        outln!("  {}", a.message)?;
+        if let Some(e) = a.error.as_ref().filter(|_| a.outcome != "error") {
+            outln!("  {e}")?;
+        }
+    }
+    for note in notes {
+        outln!("note: {note}")?;
+    }
+    outln!(
+        "verdict: {status:?} (exit {}{}); runs {:?} in {}",
+        exit.code(),
+        if actions_failed {
+            ": a drain, a resume or --on-drain did not work"
+        } else {
+            ""
+        },
+        run_ids,
+        db.display()
+    )?;
+    Ok(())
 }
 
 /// `gpudirect validate`. Returns the health exit status.
@@ -674,19 +1007,8 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx) -> Result<ExitStatus> {
         std::fs::create_dir_all(dir)
             .with_context(|| format!("--report {}: cannot create the folder", dir.display()))?;
     }
-    if args.per_rail && args.test == Test::Rails {
-        bail!("--per-rail runs nccl-tests once per rail; --test rails already measures each rail (with MPI): use one of them");
-    }
-    if args.retries > 0 && !args.drain && !args.resume {
-        bail!("--retries N re-tests nodes before --drain drains them (or before --resume returns them): add --drain or --resume");
-    }
-    if (args.retries > 0 || args.resume) && (args.per_rail || args.test == Test::Rails) {
-        bail!("--retries and --resume re-test whole nodes with nccl-tests; they do not apply to --per-rail or --test rails yet");
-    }
+    check_flags(args, &units)?;
     if args.test == Test::Rails {
-        if !matches!(units, Units::Nodes) {
-            bail!("--test rails measures the NICs of Slurm nodes; --gpus validates this host's GPUs with nccl-tests");
-        }
         return rails::run(args, ctx, nodes);
     }
     let mode: Mode = args
@@ -696,7 +1018,8 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx) -> Result<ExitStatus> {
     let Some(dir) = args.nccl_tests_dir.clone() else {
         bail!("where are the nccl-tests binaries? pass --nccl-tests-dir DIR or set NCCL_TESTS_DIR");
     };
-    let binary = find_binary(&dir, &args.collective)?;
+    // Found now, before any pair runs.
+    find_binary(&dir, &args.collective)?;
     let (min, max) = (args.min_bytes, args.max_bytes);
     let timeout = args.timeout.unwrap_or(DEFAULT_TIMEOUT);
     // GPU units are recorded as the nodes of runs on a "cluster" named after this host
@@ -711,66 +1034,9 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx) -> Result<ExitStatus> {
     };
 
     let db = ctx.db_path()?;
-    let mut history = History::open(&db)?;
-    let tolerance = args.tolerance.unwrap_or(DEFAULT_TOLERANCE) / 100.0;
-    // The runs the baseline is made of: their versions and algorithms are compared with
-    // the pairs' once these ran.
-    let mut baseline_runs: Vec<i64> = Vec::new();
-    let reference: Reference = match args.floor {
-        Some(floor) => Threshold::floor(floor)?.into(),
-        None => {
-            // Of 2-node (2-unit) runs: what a pair measures, and what every round but a
-            // `groups`/`all` screen runs.
-            let baseline = history.baseline(
-                cluster.as_deref(),
-                &args.collective,
-                2,
-                max,
-                args.baseline_runs,
-            )?;
-            match baseline {
-                Some(b) => {
-                    baseline_runs = b.samples.iter().map(|(id, _)| *id).collect();
-                    Threshold::baseline(b.median_busbw, tolerance)?.into()
-                }
-                None => {
-                    eprintln!(
-                        "gpudirect validate: no baseline for {} at {} in {}: judging the units against their own first round (its median and MAD); pass --floor GBPS, or record good runs, to judge against a fixed line",
-                        args.collective,
-                        format_size(max),
-                        db.display()
-                    );
-                    RoundRule::new(tolerance).into()
-                }
-            }
-        }
-    };
-    let validation = match &args.topology {
-        Some(file) => {
-            let text = std::fs::read_to_string(file)
-                .with_context(|| format!("cannot read the topology file {}", file.display()))?;
-            let blocks: BTreeMap<String, String> =
-                parse_topology(&text).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
-            Validation::with_blocks(nodes.clone(), mode, reference, &blocks)?
-        }
-        None => Validation::new(nodes.clone(), mode, reference)?,
-    };
-    // --resume: the drained nodes, read before anything runs.
-    let drained = match args.resume {
-        true => drained_nodes(&nodes)?,
-        false => Vec::new(),
-    };
-    let index = |node: &String| nodes.iter().position(|n| n == node);
-    let mut validation = validation.with_retests(Retests {
-        judged: if args.drain { args.retries } else { 0 },
-        given: drained
-            .iter()
-            .filter(|(_, s)| gpudirect::drain::is_ours(s.reason.as_deref()))
-            .filter_map(|(n, _)| index(n))
-            .collect(),
-        given_times: args.retries.max(1),
-        not_partners: drained.iter().filter_map(|(n, _)| index(n)).collect(),
-    });
+    let history = History::open(&db)?;
+    let (reference, baseline_runs) = choose_reference(args, &history, &db, &units, &cluster)?;
+    let (mut validation, drained) = plan(args, &nodes, mode, reference)?;
 
     // With --per-rail: the rails and the variable, found out before anything runs.
     let per_rail = match args.per_rail {
@@ -783,16 +1049,7 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx) -> Result<ExitStatus> {
     runner::install_interrupt_handler();
     let sizes = expected_sizes(min, max, Some(args.factor), None);
     // Each group is one cell of a one-cell matrix, launched like `gpudirect run` launches.
-    let mut variant = Variant {
-        name: format!("validate:{}", args.mode),
-        gpudirect: args.gpudirect.clone(),
-        env: BTreeMap::new(),
-    };
-    let (algo, said) = pinned_algorithm(&args.algo, env_var("NCCL_ALGO").as_deref());
-    eprintln!("gpudirect validate: {said}");
-    if let Some(algo) = algo {
-        variant.env.insert("NCCL_ALGO".into(), algo);
-    }
+    let variant = pair_variant(args);
     let line_rate_gbps = profile_line_rate(args);
     let matrix = Matrix {
         collectives: vec![args.collective.clone()],
@@ -825,10 +1082,12 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx) -> Result<ExitStatus> {
         gpus_per_process: args.gpus_per_process,
         exact: true,
     };
-    let mut run_ids = Vec::new();
-    let mut pairs = Vec::new();
-    // Each pair's -J report gets its own file: cells are numbered across rounds.
-    let mut cells_started = 0usize;
+    let mut rec = Recorded {
+        history,
+        run_ids: Vec::new(),
+        pairs: Vec::new(),
+        cells_started: 0,
+    };
     let rounds = RoundContext {
         args,
         units: &units,
@@ -836,7 +1095,6 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx) -> Result<ExitStatus> {
         matrix: &matrix,
         sizes: &sizes,
         cluster: &cluster,
-        binary: &binary,
         max,
         line_rate_gbps,
     };
@@ -848,16 +1106,8 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx) -> Result<ExitStatus> {
             let mut variant = variant.clone();
             variant.name = format!("{}:rail:{rail}", variant.name);
             variant.env.insert(variable.clone(), rail.clone());
-            eprintln!("gpudirect validate: rail {rail} ({variable}={rail})");
-            run_rounds(
-                &rounds,
-                &mut on_rail,
-                &variant,
-                &mut history,
-                &mut run_ids,
-                &mut pairs,
-                &mut cells_started,
-            )?;
+            noteln!("gpudirect validate: rail {rail} ({variable}={rail})");
+            run_rounds(&rounds, &mut on_rail, &variant, &mut rec)?;
             validations.push(on_rail);
         }
         let rounds = validations.iter().map(Validation::rounds_done).sum();
@@ -865,181 +1115,33 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx) -> Result<ExitStatus> {
             args,
             rails::Verdicts {
                 test: "nccl-per-rail",
-                history: &history,
+                history: &rec.history,
                 db: &db,
                 nodes: &nodes,
                 rails,
                 validations: &validations,
                 sent: &BTreeMap::new(),
-                run_ids: &run_ids,
+                run_ids: &rec.run_ids,
                 size_bytes: max,
                 rounds,
             },
         );
     }
-    run_rounds(
-        &rounds,
-        &mut validation,
-        &variant,
-        &mut history,
-        &mut run_ids,
-        &mut pairs,
-        &mut cells_started,
-    )?;
-    let report = validation.report();
-    let status = health(&report);
-    // Drains, then returns, before the report is printed: their outcomes are part of it.
-    let source = EvidenceSource {
-        on_drain: args.on_drain.as_deref(),
-        history: &history,
-        cluster: cluster.as_deref(),
-        collective: Some(&args.collective),
-        size_bytes: Some(max),
-        pairs: &pairs,
-    };
-    let drain_actions = match args.drain {
-        true => drains::apply_drains(&drains::drain_plan(&report), &source),
-        false => Vec::new(),
-    };
-    let resume_actions = match args.resume {
-        true => drains::apply_resumes(&drained, &drains::resume_plan(&report, &drained)),
-        false => Vec::new(),
-    };
-    let actions_failed = drains::any_error(&drain_actions) || drains::any_error(&resume_actions);
-    let exit = exit_status(status, actions_failed);
-    let notes = match run_ids.first() {
-        Some(first) if !baseline_runs.is_empty() => {
-            let setups = baseline_runs
-                .iter()
-                .map(|id| Ok((*id, RunSetup::of(&history.get_run(*id)?))))
-                .collect::<Result<Vec<_>>>()?;
-            let pair = RunSetup::of(&history.get_run(*first)?);
-            setup_differences(&setups, (*first, &pair))
-        }
-        _ => Vec::new(),
-    };
-    if args.json {
-        let mut value = serde_json::to_value(&report)?;
-        if let Some(object) = value.as_object_mut() {
-            object.insert("notes".into(), serde_json::to_value(&notes)?);
-            object.insert(
-                "line_rate_gbps".into(),
-                serde_json::to_value(line_rate_gbps)?,
-            );
-            if args.drain {
-                object.insert("drains".into(), serde_json::to_value(&drain_actions)?);
-            }
-            if args.resume {
-                object.insert("resumes".into(), serde_json::to_value(&resume_actions)?);
-            }
-        }
-        emit_json(&value)?;
-    } else {
-        outln!(
-            "validation: {} {}, mode {}, {} round(s), {}",
-            report.nodes.len(),
-            match units {
-                Units::Nodes => "nodes".to_string(),
-                Units::Gpus(_) => format!("GPU units of {}", short_hostname()),
-            },
-            report.mode,
-            report.rounds,
-            match validation.threshold() {
-                Some(t) => format!(
-                    "threshold {:.2} GB/s at {} ({}){}",
-                    t.limit(),
-                    format_size(max),
-                    t.explain(),
-                    line_share(Some(t.limit()), line_rate_gbps)
-                        .map(|share| format!(", {share} of the node's line rate"))
-                        .unwrap_or_default()
-                ),
-                None => "no threshold: nothing was judged".to_string(),
-            }
-        )?;
-        for n in &report.nodes {
-            outln!(
-                "  {:<12} {:<24} {}",
-                n.node,
-                n.verdict.to_string(),
-                n.evidence.join("; ")
-            )?;
-        }
-        for l in &report.links {
-            outln!(
-                "  link {}-{}: slow in {} runs, {:.2} GB/s",
-                l.names[0],
-                l.names[1],
-                l.slow_runs,
-                l.median_busbw
-            )?;
-        }
-        for r in &report.retests {
-            let runs: Vec<String> = r
-                .runs
-                .iter()
-                .map(|run| match &run.outcome {
-                    PairOutcome::Busbw(b) => format!(
-                        "with {} {b:.2} GB/s ({})",
-                        run.partner,
-                        format!("{:?}", run.class).to_lowercase()
-                    ),
-                    PairOutcome::Failed(why) => format!("with {} failed: {why}", run.partner),
-                })
-                .collect();
-            outln!(
-                "  re-test {:<8} {}: {}",
-                r.node,
-                r.summary(),
-                if runs.is_empty() {
-                    "no run".to_string()
-                } else {
-                    runs.join("; ")
-                }
-            )?;
-        }
-        for a in drain_actions.iter().chain(&resume_actions) {
-            outln!("  {}", a.message)?;
-            if let Some(e) = a.error.as_ref().filter(|_| a.outcome != "error") {
-                outln!("  {e}")?;
-            }
-        }
-        for note in &notes {
-            outln!("note: {note}")?;
-        }
-        outln!(
-            "verdict: {status:?} (exit {}{}); runs {:?} in {}",
-            match exit {
-                ExitStatus::Ok => 0,
-                ExitStatus::Problem => 1,
-                ExitStatus::Failed => 2,
-                ExitStatus::CouldNotRun => 3,
-                ExitStatus::Interrupted => 130,
-            },
-            if actions_failed {
-                ": a drain, a resume or --on-drain did not work"
-            } else {
-                ""
-            },
-            run_ids,
-            db.display()
-        )?;
-    }
-    if let Some(dir) = &args.report {
-        let mut report_notes: Vec<String> = validation
-            .threshold()
-            .map(|t| {
-                format!(
-                    "validation threshold {:.2} GB/s at {} ({})",
-                    t.limit(),
-                    format_size(max),
-                    t.explain()
-                )
-            })
-            .into_iter()
-            .collect();
-        report_notes.extend(notes.iter().cloned());
-        write_validation_report(&history, &run_ids, dir, &report_notes);
-    }
-    Ok(exit)
+    run_rounds(&rounds, &mut validation, &variant, &mut rec)?;
+    conclude(
+        args,
+        &validation,
+        Run {
+            units: &units,
+            history: &rec.history,
+            db: &db,
+            cluster: cluster.as_deref(),
+            max,
+            line_rate_gbps,
+            run_ids: &rec.run_ids,
+            pairs: &rec.pairs,
+            baseline_runs: &baseline_runs,
+            drained: &drained,
+        },
+    )
 }

@@ -222,6 +222,24 @@ pub struct NewRun {
     pub node_results: Vec<NewNodeResult>,
 }
 
+/// What makes two runs comparable (re-exported as `gpudirect::baseline::Key`, the one
+/// key of every baseline): the same collective, cluster, node count, total ranks and
+/// variant. `None` fields match runs recorded without that field. Replays and
+/// measurements are kept apart besides (a replay is never a measurement's baseline).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub struct RunKey {
+    /// The collective, e.g. `all_reduce`.
+    pub collective: String,
+    /// The cluster name.
+    pub cluster: Option<String>,
+    /// Nodes in the run.
+    pub node_count: Option<u32>,
+    /// Ranks (GPUs) in the run.
+    pub total_ranks: Option<u32>,
+    /// The environment variant (`tcpx`, `validate:pairs`, `health`).
+    pub variant: Option<String>,
+}
+
 /// What [`super::History::import_run`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(tag = "outcome", content = "run_id", rename_all = "lowercase")]

@@ -128,7 +128,7 @@ pub fn latest_version() -> i64 {
 fn sql_err(path: &Path, action: &str) -> impl FnOnce(rusqlite::Error) -> HistoryError {
     let path = path.to_path_buf();
     let action = action.to_string();
-    move |source| super::store::classify(&path, action, source)
+    move |source| super::error::classify(&path, action, source)
 }
 
 /// Reads `(user_version, application_id)` without writing anything.

@@ -18,6 +18,7 @@ use rusqlite::{
 use serde::Serialize;
 
 use super::compare::{collapse, compare_series, median, CompareOptions, RowKey, SeriesComparison};
+use super::error::classify;
 use super::hash::sha256_hex;
 use super::model::*;
 use super::{schema, HistoryError};
@@ -29,26 +30,6 @@ pub const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The first 16 bytes of every SQLite 3 database file.
 const SQLITE_MAGIC: &[u8; 16] = b"SQLite format 3\0";
-
-/// Turns a SQLite error into a [`HistoryError`], recognising a file that is not a
-/// database or is damaged so that the message says so and suggests moving it aside.
-pub(crate) fn classify(path: &Path, action: String, source: rusqlite::Error) -> HistoryError {
-    match source.sqlite_error_code() {
-        Some(ErrorCode::NotADatabase) => HistoryError::NotAHistory {
-            path: path.to_path_buf(),
-            reason: "not a SQLite database".into(),
-        },
-        Some(ErrorCode::DatabaseCorrupt) => HistoryError::NotAHistory {
-            path: path.to_path_buf(),
-            reason: format!("damaged or truncated: {source}, while {action}"),
-        },
-        _ => HistoryError::Sqlite {
-            path: path.to_path_buf(),
-            action,
-            source,
-        },
-    }
-}
 
 /// Looks at the file's first bytes before SQLite does: SQLite itself would only notice a
 /// foreign file at the first query, and an empty or missing file is a new history.
@@ -786,14 +767,12 @@ impl History {
     }
 
     /// Median out-of-place busbw at `size_bytes` of the last `last_n` runs with status
-    /// `ok` of `collective` over `node_count` nodes on `cluster` (`None` means runs
-    /// recorded without a cluster), stand-in replays left out: they measured nothing.
-    /// `None` when there is no such run.
+    /// `ok` and `key` (collective, cluster, node count, total ranks, variant; a `None`
+    /// field matches runs recorded without it), stand-in replays left out: they measured
+    /// nothing. `None` when there is no such run.
     pub fn baseline(
         &self,
-        cluster: Option<&str>,
-        collective: &str,
-        node_count: u32,
+        key: &RunKey,
         size_bytes: u64,
         last_n: u32,
     ) -> Result<Option<Baseline>, HistoryError> {
@@ -808,14 +787,23 @@ impl History {
                        AND y.busbw IS NOT NULL
                      ORDER BY y.seq LIMIT 1)
                  WHERE r.status = 'ok' AND r.cluster IS ?1 AND r.collective = ?2
-                   AND r.node_count = ?5 AND {} = 0
+                   AND r.node_count IS ?5 AND r.total_ranks IS ?6 AND r.variant IS ?7
+                   AND {} = 0
                  ORDER BY r.at DESC, r.id DESC LIMIT ?4",
                 is_replay_sql("r")
             ))
             .map_err(self.err("computing a baseline"))?;
         let samples: Vec<(RunId, f64)> = st
             .query_map(
-                params![cluster, collective, size, last_n, node_count],
+                params![
+                    key.cluster,
+                    key.collective,
+                    size,
+                    last_n,
+                    key.node_count,
+                    key.total_ranks,
+                    key.variant
+                ],
                 |r| Ok((r.get(0)?, r.get(1)?)),
             )
             .and_then(|rows| rows.collect())

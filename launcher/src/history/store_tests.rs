@@ -249,6 +249,68 @@ fn populated(dir: &Path) -> (History, Vec<RunId>) {
     (db, ids)
 }
 
+/// The key of `populated`'s ok tcpx runs on `cluster` (2 ranks: all_reduce_g2.txt).
+fn tcpx_key(cluster: &str, nodes: u32) -> RunKey {
+    RunKey {
+        collective: "all_reduce".into(),
+        cluster: Some(cluster.into()),
+        node_count: Some(nodes),
+        total_ranks: Some(2),
+        variant: Some("tcpx".into()),
+    }
+}
+
+/// validate's and health's baselines (`History::baseline`) take only runs with the whole
+/// key: a faster socket run or a run over more GPUs on the same cluster and node count is
+/// not part of a tcpx baseline, and is one of its own.
+#[test]
+fn a_baseline_ignores_runs_of_other_variants_and_rank_counts() {
+    let tmp = scratch("baseline-key");
+    let (mut db, ids) = populated(tmp.path());
+    let before = db
+        .baseline(&tcpx_key("a3", 2), 1 << 30, 10)
+        .unwrap()
+        .unwrap();
+    let mut other_variant = nvlink();
+    other_variant.cluster = Some("a3".into());
+    other_variant.nodes = vec!["gpu1".into(), "gpu9".into()];
+    other_variant.variant = Some("socket".into());
+    other_variant.started_at = Some(1_796_000_000 + 3600 * 20);
+    for r in &mut other_variant.rows {
+        r.busbw *= 3.0;
+    }
+    let socket = db.import_run(&other_variant, true).unwrap().run_id();
+    let mut more_ranks = other_variant.clone();
+    more_ranks.variant = Some("tcpx".into());
+    more_ranks.total_ranks = Some(16);
+    more_ranks.started_at = Some(1_796_000_000 + 3600 * 21);
+    let sixteen = db.import_run(&more_ranks, true).unwrap().run_id();
+    assert_eq!(db.get_run(sixteen).unwrap().summary.total_ranks, Some(16));
+
+    let after = db
+        .baseline(&tcpx_key("a3", 2), 1 << 30, 10)
+        .unwrap()
+        .unwrap();
+    assert_eq!(after, before, "other variants and rank counts stay out");
+    assert_eq!(
+        after.samples.iter().map(|s| s.0).collect::<Vec<_>>(),
+        [ids[4], ids[1], ids[0]]
+    );
+    let of = |variant: &str, ranks: u32| RunKey {
+        variant: Some(variant.into()),
+        total_ranks: Some(ranks),
+        ..tcpx_key("a3", 2)
+    };
+    let only = |key: RunKey| {
+        db.baseline(&key, 1 << 30, 10)
+            .unwrap()
+            .map(|b| b.samples.iter().map(|s| s.0).collect::<Vec<_>>())
+    };
+    assert_eq!(only(of("socket", 2)), Some(vec![socket]));
+    assert_eq!(only(of("tcpx", 16)), Some(vec![sixteen]));
+    assert_eq!(only(of("tcpx", 8)), None);
+}
+
 #[test]
 fn list_runs_filters_and_orders() {
     let tmp = scratch("list");
@@ -315,7 +377,7 @@ fn node_history_and_baseline() {
 
     // a3 ok runs at 1 GiB: 321.81 x {1.0, 0.98, 0.96} -> median 0.98 x 321.81.
     let b = db
-        .baseline(Some("a3"), "all_reduce", 2, 1 << 30, 10)
+        .baseline(&tcpx_key("a3", 2), 1 << 30, 10)
         .unwrap()
         .unwrap();
     assert!((b.median_busbw - 321.81 * 0.98).abs() < 1e-9, "{b:?}");
@@ -324,17 +386,17 @@ fn node_history_and_baseline() {
         [ids[4], ids[1], ids[0]]
     );
     let b = db
-        .baseline(Some("a3"), "all_reduce", 2, 1 << 30, 2)
+        .baseline(&tcpx_key("a3", 2), 1 << 30, 2)
         .unwrap()
         .unwrap();
     assert!((b.median_busbw - 321.81 * 0.97).abs() < 1e-9);
     assert!(db
-        .baseline(Some("a3"), "all_reduce", 2, 12345, 10)
+        .baseline(&tcpx_key("a3", 2), 12345, 10)
         .unwrap()
         .is_none());
     // Runs over 2 nodes are no baseline for 3.
     assert!(db
-        .baseline(Some("a3"), "all_reduce", 3, 1 << 30, 10)
+        .baseline(&tcpx_key("a3", 3), 1 << 30, 10)
         .unwrap()
         .is_none());
 }
@@ -974,7 +1036,7 @@ fn baselines_keep_replays_and_measurements_apart() {
     let r2 = db.import_run(&second, true).unwrap().run_id(); // live: same bytes again
 
     let b = db
-        .baseline(Some("a3"), "all_reduce", 2, 1 << 30, 10)
+        .baseline(&tcpx_key("a3", 2), 1 << 30, 10)
         .unwrap()
         .unwrap();
     let used: Vec<RunId> = b.samples.iter().map(|s| s.0).collect();

@@ -42,6 +42,15 @@ macro_rules! outln {
     };
 }
 
+/// `eprintln!` through [`note`]: `noteln!("gpudirect run: {n} cells")`. Unlike
+/// `eprintln!`, a closed stderr does not panic.
+#[macro_export]
+macro_rules! noteln {
+    ($($arg:tt)*) => {
+        $crate::output::note(&format!($($arg)*))
+    };
+}
+
 /// A value as pretty JSON on stdout, with a final newline.
 pub fn emit_json<T: Serialize + ?Sized>(value: &T) -> io::Result<()> {
     let text = serde_json::to_string_pretty(value).map_err(io::Error::other)?;

@@ -62,13 +62,14 @@ use std::str::FromStr;
 
 use serde::Serialize;
 
+pub use crate::baseline::{flag_drops, DROP_WINDOW};
 use crate::baseline::{judge_against_baseline, median, CompareOptions};
 use crate::history::{
     History, HistoryError, NodeResult, Placement, RunDetail, RunFilter, RunId, RunStatus,
     REPLAY_ENV,
 };
-use crate::rails::RAIL_COLLECTIVE;
 use crate::units::{format_rfc3339, human_size, now_unix, parse_rfc3339, short_time};
+use crate::validate::rails::RAIL_COLLECTIVE;
 
 /// What every replayed run is labelled with, wherever it is shown.
 pub const REPLAY_LABEL: &str = "replay, not a measurement";
@@ -525,7 +526,7 @@ impl RailMap {
 /// The rail a rail run's node result is about, and whether its number is what the node
 /// sent: `rail eth2 send` gives `("eth2", true)`, `rail eth2` (a pair that measured
 /// nothing) gives `("eth2", false)`; any other role gives `None`. The roles are those of
-/// [`crate::rails::record_of`].
+/// [`crate::validate::rails::record_of`].
 pub fn rail_of_role(role: &str) -> Option<(&str, bool)> {
     let rest = role.strip_prefix("rail ")?;
     let (rail, sent) = match rest.strip_suffix(" send") {
@@ -617,28 +618,6 @@ pub struct NodeTrend {
     pub runs: Vec<TrendPoint>,
     /// From validation's per-node results (pairs), if any.
     pub checks: Vec<TrendPoint>,
-}
-
-/// How many earlier points a new point is compared with.
-pub const DROP_WINDOW: usize = 5;
-
-/// Marks the points that fell below the median of the up to `window` points before
-/// them by more than `tolerance_pct` (pure). A point needs at least two earlier finite
-/// points to be judged, so one noisy first run does not flag the second.
-pub fn flag_drops(values: &[f64], window: usize, tolerance_pct: f64) -> Vec<bool> {
-    (0..values.len())
-        .map(|i| {
-            let earlier: Vec<f64> = values[i.saturating_sub(window)..i]
-                .iter()
-                .copied()
-                .filter(|v| v.is_finite())
-                .collect();
-            let v = values[i];
-            earlier.len() >= 2
-                && v.is_finite()
-                && median(&earlier).is_some_and(|m| v < m * (1.0 - tolerance_pct / 100.0))
-        })
-        .collect()
 }
 
 /// Which runs to report on.

@@ -180,16 +180,6 @@ fn rail_map_is_what_each_node_sent_per_rail_at_the_largest_size() {
 }
 
 #[test]
-fn drops_are_judged_against_earlier_runs() {
-    let v = [100.0, 101.0, 99.0, 100.0, 80.0, f64::NAN, 100.0, 93.0];
-    let d = flag_drops(&v, 5, 5.0);
-    assert_eq!(d, [false, false, false, false, true, false, false, true]);
-    // Too little history to judge: nothing flagged.
-    assert_eq!(flag_drops(&[100.0, 10.0], 5, 5.0), [false, false]);
-    assert!(flag_drops(&[], 5, 5.0).is_empty());
-}
-
-#[test]
 fn natural_order_of_node_names() {
     let mut v = vec!["gpu10", "gpu2", "gpu1", "a3h-002", "a3h-010", "gpu02", ""];
     v.sort_by(|a, b| natural_cmp(a, b));

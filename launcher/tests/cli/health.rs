@@ -114,14 +114,15 @@ fn quick_nccl_is_judged_against_the_history_and_a_slow_gpu_fails() {
     );
 
     // Two real single-node measurements of this cluster (2xH200, 343.64 and 346.51 GB/s
-    // at 8 GiB) make the baseline.
+    // at 8 GiB), recorded as quick tests (variant `health`, 2 GPUs), make the baseline: a
+    // run of another variant or GPU count never would (docs/cli.md, "Comparable runs").
     for rel in [
         "h200x2-nvlink/all_reduce_g2.txt",
         "h200x2-degraded/all_reduce_g2_clean.txt",
     ] {
         let out = run(gpudirect_without(&["GPUDIRECT_DB"])
             .env("GPUDIRECT_DB", dir.path().join("history.sqlite"))
-            .args(["import", "--cluster", "c1"])
+            .args(["import", "--cluster", "c1", "--variant", "health"])
             .arg(crate::common::fixture(rel)));
         assert!(out.status.success(), "{}", stderr(&out));
     }

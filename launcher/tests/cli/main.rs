@@ -16,3 +16,4 @@ mod report;
 mod run;
 mod tune;
 mod validate_gpus;
+mod validate_rails;

@@ -7,12 +7,12 @@ use std::path::Path;
 use gpudirect::checks::{judge, Expectations};
 use gpudirect::history::{History, NewNodeResult, NewRun, RunId};
 use gpudirect::nccl_output::parse;
-use gpudirect::rails::{record_of, RailMeasurement};
 use gpudirect::record::{new_run, RunContext, STANDIN_MARKER};
 use gpudirect::report::{
     gather, heat_matrix, terminal_table, write_report, ReportData, ReportError, ReportFormat,
     ReportOptions, Selection, REPLAY_LABEL,
 };
+use gpudirect::validate::rails::{record_of, RailMeasurement};
 
 use crate::common;
 

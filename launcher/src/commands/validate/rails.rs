@@ -1,5 +1,5 @@
 //! `gpudirect validate --test rails`: the units are (node, rail). Each rail is validated
-//! like nodes are with nccl-tests (screen, recheck, confirm from [`gpudirect::judging`]),
+//! like nodes are with nccl-tests (screen, recheck, confirm from [`gpudirect::validate::judging`]),
 //! on real traffic: every pair is a two-task step of `gpudirect-mpi pair` with the MPI
 //! transport bound to the rail's NIC. Rounds of all rails run at the same time, since
 //! pairs on different rails share no NIC.
@@ -10,20 +10,21 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use gpudirect::history::{compare::median, History, LaunchKind, NewRun};
-use gpudirect::judging::{
-    health, median_busbw, Health, Outcome, Report, Round, Threshold, Validation, Verdict,
-};
+use gpudirect::history::{History, LaunchKind, NewRun};
 use gpudirect::launch::env_var;
 use gpudirect::outln;
 use gpudirect::output::emit_json;
-use gpudirect::pairing::Mode;
-use gpudirect::rails::{
-    failure_reason, locate_mpi_program, pair_job, read_measurement, record_of, worth_a_retry,
-    PairSpec,
-};
 use gpudirect::runner::{self, INTERRUPTED};
 use gpudirect::units::{nccl_size as format_size, now_unix};
+use gpudirect::validate::actions;
+use gpudirect::validate::judging::{
+    health, median_busbw, Health, Outcome, Report, Round, Threshold, Validation, Verdict,
+};
+use gpudirect::validate::pairing::Mode;
+use gpudirect::validate::rails::{
+    combined_health, drain_candidates, failure_reason, locate_mpi_program, pair_job,
+    read_measurement, record_of, units_of, worth_a_retry, PairSpec, Unit,
+};
 use gpudirect_core::config::{Mode as ProfileMode, NicClass};
 use gpudirect_core::resolve::resolve_profile;
 use gpudirect_core::system::{load_config, Ownership};
@@ -32,6 +33,7 @@ use serde::Serialize;
 
 use super::ValidateArgs;
 use crate::commands::{Ctx, ExitStatus};
+use gpudirect::noteln;
 
 /// How far below the reference a rail may be before it is slow, by default (percent): a
 /// rail test moves host memory through the kernel's TCP stack on CPUs that every pair of
@@ -43,21 +45,6 @@ pub const DEFAULT_TOLERANCE: f64 = 75.0;
 /// A pair's time limit by default: a pair takes seconds, even on a rail slowed to 1% of
 /// its speed (the sender sends at least 2 messages, and no more than about 0.5 s allows).
 const PAIR_TIMEOUT: Duration = Duration::from_secs(60);
-
-/// One (node, rail) in the report.
-#[derive(Debug, Serialize)]
-struct Unit {
-    node: String,
-    rail: String,
-    verdict: Verdict,
-    /// Median of what this node sent on this rail, GB/s, over the pairs it was in (the
-    /// direction a NIC's egress limits; a pair's own figure is its slower direction); for
-    /// nccl-tests per rail, the median busbw of its pairs.
-    send_gbps: Option<f64>,
-    /// The rail's reference: median of its passing pairs (the whole run's when none passed).
-    rail_gbps: Option<f64>,
-    evidence: Vec<String>,
-}
 
 #[derive(Debug, Serialize)]
 struct RailsReport<'a> {
@@ -72,7 +59,7 @@ struct RailsReport<'a> {
     runs: Vec<i64>,
     /// What `--drain` did, node by node.
     #[serde(skip_serializing_if = "Option::is_none")]
-    drains: Option<Vec<super::NodeAction>>,
+    drains: Option<Vec<actions::NodeAction>>,
 }
 
 /// The rails, and the variable that holds NCCL to one NIC (`validate --per-rail`).
@@ -118,10 +105,10 @@ pub(super) fn rail_plan(args: &ValidateArgs, first_node: &str) -> Result<RailPla
     let Some(mode) = &args.gpudirect else {
         bail!("which NICs are the rails? pass --rails eth1,eth2,... or --gpudirect MODE (its profile's data_nics)");
     };
-    let config = load_config(&args.config, Ownership::Any).with_context(|| {
+    let config = load_config(&args.config.path, Ownership::Any).with_context(|| {
         format!(
             "--gpudirect {mode}: the rails come from the profile in {}; or pass --rails",
-            args.config.display()
+            args.config.path.display()
         )
     })?;
     let parsed: ProfileMode = config
@@ -215,7 +202,7 @@ fn run_wave(
     if again.is_empty() || INTERRUPTED.load(Ordering::SeqCst) {
         return Ok(runs);
     }
-    eprintln!(
+    noteln!(
         "gpudirect validate: {} pair(s) did not connect or hung: running them once more",
         again.len()
     );
@@ -299,8 +286,9 @@ fn run_steps(
     Ok(runs)
 }
 
-/// `gpudirect validate --test rails` over the allocation's `nodes`.
-pub fn run(args: &ValidateArgs, ctx: &Ctx, nodes: Vec<String>) -> Result<ExitStatus> {
+/// The pairing mode (pairs only) and the rails, refused where `--test rails` cannot
+/// measure them (RDMA devices).
+fn rails_of(args: &ValidateArgs, nodes: &[String]) -> Result<(Mode, Vec<String>)> {
     let mode: Mode = args
         .mode
         .parse()
@@ -318,6 +306,110 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx, nodes: Vec<String>) -> Result<ExitSta
         );
     }
     let rails = plan.rails;
+    Ok((mode, rails))
+}
+
+/// Stores each pair run of a wave, classed against the threshold, and keeps what each node
+/// sent on each rail.
+struct Recorder<'a> {
+    rails: &'a [String],
+    /// What each node sent on each rail, over every pair it was in.
+    sent: BTreeMap<(String, usize), Vec<f64>>,
+    run_ids: Vec<i64>,
+}
+
+impl Recorder<'_> {
+    fn record(&mut self, history: &mut History, runs: &[PairRun], threshold: &Threshold) {
+        for p in runs {
+            for (node, gbps) in &p.sent {
+                self.sent
+                    .entry((node.clone(), p.rail))
+                    .or_default()
+                    .push(*gbps);
+            }
+            let class = threshold.classify(&p.outcome).as_str();
+            let mut rec = p.record.clone();
+            for r in &mut rec.node_results {
+                r.verdict = Some(class.to_string());
+            }
+            let retried = p.retried.iter().map(|earlier| {
+                let mut earlier = earlier.clone();
+                for r in &mut earlier.node_results {
+                    r.verdict = Some("retried".into());
+                }
+                earlier
+            });
+            for rec in retried.chain([rec]) {
+                match history.import_run(&rec, true) {
+                    Ok(o) => self.run_ids.push(o.run_id()),
+                    Err(e) => noteln!(
+                        "gpudirect validate: could not record {} {}: {e}",
+                        p.pair.join("+"),
+                        self.rails[p.rail]
+                    ),
+                }
+            }
+            noteln!(
+                "gpudirect validate:   {} {}: {}",
+                self.rails[p.rail],
+                p.pair.join("+"),
+                match &p.outcome {
+                    Outcome::Busbw(b) => format!("{b:.3} GB/s ({class})"),
+                    Outcome::Failed(why) => format!("failed: {why}"),
+                }
+            );
+        }
+    }
+}
+
+/// The rounds after the screen, every rail's next round in one wave, until no rail has
+/// one left; returns the waves run.
+#[allow(clippy::too_many_arguments)]
+fn run_waves(
+    validations: &mut [Validation],
+    spec: &PairSpec,
+    rails: &[String],
+    nodes: &[String],
+    base: &NewRun,
+    threshold: &Threshold,
+    history: &mut History,
+    recorder: &mut Recorder<'_>,
+) -> Result<usize> {
+    let mut rounds = 1;
+    loop {
+        if INTERRUPTED.load(Ordering::SeqCst) {
+            bail!("interrupted after {rounds} round(s); every pair run so far is recorded");
+        }
+        let wave: Vec<(usize, Round)> = validations
+            .iter_mut()
+            .enumerate()
+            .filter_map(|(r, v)| v.next_round().map(|round| (r, round)))
+            .collect();
+        if wave.is_empty() {
+            break;
+        }
+        rounds += 1;
+        let jobs: Vec<(usize, [String; 2])> = wave
+            .iter()
+            .flat_map(|(r, round)| pair_jobs(*r, round, nodes))
+            .collect();
+        noteln!(
+            "gpudirect validate: round {rounds}: {} pair(s) on {} rail(s) at once",
+            jobs.len(),
+            wave.len()
+        );
+        let runs = run_wave(spec, rails, jobs, base)?;
+        recorder.record(history, &runs, threshold);
+        for (r, round) in &wave {
+            validations[*r].record(round, outcomes_on(&runs, *r))?;
+        }
+    }
+    Ok(rounds - 1)
+}
+
+/// `gpudirect validate --test rails` over the allocation's `nodes`.
+pub fn run(args: &ValidateArgs, ctx: &Ctx, nodes: Vec<String>) -> Result<ExitStatus> {
+    let (mode, rails) = rails_of(args, &nodes)?;
     let spec = PairSpec {
         program: locate_mpi_program(args.mpi_program.as_deref()).map_err(anyhow::Error::msg)?,
         mpi: args.mpi.clone(),
@@ -340,7 +432,7 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx, nodes: Vec<String>) -> Result<ExitSta
         ..NewRun::default()
     };
     runner::install_interrupt_handler();
-    eprintln!(
+    noteln!(
         "gpudirect validate: rails {} on {} nodes, {} messages, every rail at once",
         rails.join(","),
         nodes.len(),
@@ -356,7 +448,7 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx, nodes: Vec<String>) -> Result<ExitSta
     let jobs = (0..rails.len())
         .flat_map(|r| pair_jobs(r, &first, &nodes))
         .collect();
-    eprintln!(
+    noteln!(
         "gpudirect validate: round 1 (Screen): {} pair(s) on {} rail(s) at once",
         first.groups.len(),
         rails.len()
@@ -371,81 +463,26 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx, nodes: Vec<String>) -> Result<ExitSta
         .iter()
         .map(|_| Validation::new(nodes.clone(), mode, threshold.clone()))
         .collect::<Result<_, _>>()?;
-    let mut run_ids = Vec::new();
-    // What each node sent on each rail, over every pair it was in.
-    let mut sent: BTreeMap<(String, usize), Vec<f64>> = BTreeMap::new();
-    let mut record = |history: &mut History, runs: &[PairRun], threshold: &Threshold| {
-        for p in runs {
-            for (node, gbps) in &p.sent {
-                sent.entry((node.clone(), p.rail)).or_default().push(*gbps);
-            }
-            let class = format!("{:?}", threshold.classify(&p.outcome)).to_lowercase();
-            let mut rec = p.record.clone();
-            for r in &mut rec.node_results {
-                r.verdict = Some(class.clone());
-            }
-            let retried = p.retried.iter().map(|earlier| {
-                let mut earlier = earlier.clone();
-                for r in &mut earlier.node_results {
-                    r.verdict = Some("retried".into());
-                }
-                earlier
-            });
-            for rec in retried.chain([rec]) {
-                match history.import_run(&rec, true) {
-                    Ok(o) => run_ids.push(o.run_id()),
-                    Err(e) => eprintln!(
-                        "gpudirect validate: could not record {} {}: {e}",
-                        p.pair.join("+"),
-                        rails[p.rail]
-                    ),
-                }
-            }
-            eprintln!(
-                "gpudirect validate:   {} {}: {}",
-                rails[p.rail],
-                p.pair.join("+"),
-                match &p.outcome {
-                    Outcome::Busbw(b) => format!("{b:.3} GB/s ({class})"),
-                    Outcome::Failed(why) => format!("failed: {why}"),
-                }
-            );
-        }
+    let mut recorder = Recorder {
+        rails: &rails,
+        sent: BTreeMap::new(),
+        run_ids: Vec::new(),
     };
-    record(&mut history, &screen, &threshold);
+    recorder.record(&mut history, &screen, &threshold);
     for (r, v) in validations.iter_mut().enumerate() {
         let round = v.next_round().context("no pairs to run")?;
         v.record(&round, outcomes_on(&screen, r))?;
     }
-    let mut rounds = 1;
-    loop {
-        if INTERRUPTED.load(Ordering::SeqCst) {
-            bail!("interrupted after {rounds} round(s); every pair run so far is recorded");
-        }
-        let wave: Vec<(usize, Round)> = validations
-            .iter_mut()
-            .enumerate()
-            .filter_map(|(r, v)| v.next_round().map(|round| (r, round)))
-            .collect();
-        if wave.is_empty() {
-            break;
-        }
-        rounds += 1;
-        let jobs: Vec<(usize, [String; 2])> = wave
-            .iter()
-            .flat_map(|(r, round)| pair_jobs(*r, round, &nodes))
-            .collect();
-        eprintln!(
-            "gpudirect validate: round {rounds}: {} pair(s) on {} rail(s) at once",
-            jobs.len(),
-            wave.len()
-        );
-        let runs = run_wave(&spec, &rails, jobs, &base)?;
-        record(&mut history, &runs, &threshold);
-        for (r, round) in &wave {
-            validations[*r].record(round, outcomes_on(&runs, *r))?;
-        }
-    }
+    let rounds = 1 + run_waves(
+        &mut validations,
+        &spec,
+        &rails,
+        &nodes,
+        &base,
+        &threshold,
+        &mut history,
+        &mut recorder,
+    )?;
 
     conclude(
         args,
@@ -456,8 +493,8 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx, nodes: Vec<String>) -> Result<ExitSta
             nodes: &nodes,
             rails: &rails,
             validations: &validations,
-            sent: &sent,
-            run_ids: &run_ids,
+            sent: &recorder.sent,
+            run_ids: &recorder.run_ids,
             size_bytes: spec.size_bytes,
             rounds,
         },
@@ -505,9 +542,9 @@ pub(super) fn conclude(args: &ValidateArgs, v: Verdicts) -> Result<ExitStatus> {
         runs: v.run_ids.to_vec(),
         drains: None,
     };
-    if args.drain {
+    if args.drains.drain {
         let source = super::EvidenceSource {
-            on_drain: args.on_drain.as_deref(),
+            on_drain: args.drains.on_drain.as_deref(),
             history: v.history,
             cluster: args.cluster.as_deref(),
             collective: None,
@@ -519,78 +556,17 @@ pub(super) fn conclude(args: &ValidateArgs, v: Verdicts) -> Result<ExitStatus> {
             &source,
         ));
     }
-    let actions_failed = report
-        .drains
-        .as_deref()
-        .is_some_and(super::drains::any_error);
+    let actions_failed = report.drains.as_deref().is_some_and(actions::any_error);
+    let exit = ExitStatus::of_validation(status, actions_failed);
     if args.json {
         emit_json(&report)?;
     } else {
-        print_text(&report, v.db)?;
+        print_text(&report, exit, actions_failed, v.db)?;
     }
     if let Some(dir) = &args.report {
         super::write_validation_report(v.history, v.run_ids, dir, &[]);
     }
-    Ok(super::exit_status(status, actions_failed))
-}
-
-/// Every (node, rail) with its verdict and figures.
-fn units_of(
-    nodes: &[String],
-    rails: &[String],
-    validations: &[Validation],
-    reports: &[Report],
-    sent: &BTreeMap<(String, usize), Vec<f64>>,
-) -> Vec<Unit> {
-    let mut units = Vec::new();
-    for (i, node) in nodes.iter().enumerate() {
-        for (r, ((rail, v), report)) in rails.iter().zip(validations).zip(reports).enumerate() {
-            // What the node sent, where the test knows; else the median of its pairs.
-            let pairs: Vec<f64> = v
-                .measurements()
-                .iter()
-                .filter(|m| m.nodes.contains(&i))
-                .filter_map(|m| m.outcome.busbw())
-                .collect();
-            let mine = sent
-                .get(&(node.clone(), r))
-                .and_then(|values| median(values))
-                .or_else(|| median(&pairs));
-            let passing: Vec<f64> = v
-                .measurements()
-                .iter()
-                .filter(|m| m.class == gpudirect::judging::Class::Pass)
-                .filter_map(|m| m.outcome.busbw())
-                .collect();
-            let node_report = &report.nodes[i];
-            units.push(Unit {
-                node: node.clone(),
-                rail: rail.clone(),
-                verdict: node_report.verdict.clone(),
-                send_gbps: mine,
-                rail_gbps: median(&passing).or(v.threshold().and_then(Threshold::reference)),
-                evidence: node_report.evidence.clone(),
-            });
-        }
-    }
-    units
-}
-
-/// The worst of the rails' health: could not run only when no rail ran.
-fn combined_health(all: impl Iterator<Item = Health>) -> Health {
-    let all: Vec<Health> = all.collect();
-    if all.iter().all(|h| *h == Health::CouldNotRun) {
-        Health::CouldNotRun
-    } else if all.contains(&Health::Failed) {
-        Health::Failed
-    } else if all
-        .iter()
-        .any(|h| matches!(h, Health::Degraded | Health::CouldNotRun))
-    {
-        Health::Degraded
-    } else {
-        Health::Healthy
-    }
+    Ok(exit)
 }
 
 /// The one-line verdict of a unit: `slow, 0.02 GB/s against 1.45 GB/s for that rail`.
@@ -610,7 +586,13 @@ fn describe(unit: &Unit) -> String {
 /// Up to this many (node, rail) units the text report lists the healthy ones too.
 const LIST_ALL_UP_TO: usize = 32;
 
-fn print_text(report: &RailsReport, db: &std::path::Path) -> Result<()> {
+/// The text report; its verdict line names `exit`, the code the command exits with.
+fn print_text(
+    report: &RailsReport,
+    exit: ExitStatus,
+    actions_failed: bool,
+    db: &std::path::Path,
+) -> Result<()> {
     let limit = report.threshold.limit();
     let what = match report.test {
         "rails" => format!("MPI pairs, {} messages", format_size(report.message_size)),
@@ -661,44 +643,18 @@ fn print_text(report: &RailsReport, db: &std::path::Path) -> Result<()> {
         .filter(|u| u.verdict != Verdict::Healthy)
         .count();
     outln!(
-        "verdict: {:?} (exit {}): {} of {} (node, rail) healthy; runs {:?} in {}",
+        "verdict: {:?} (exit {}{}): {} of {} (node, rail) healthy; runs {:?} in {}",
         report.health,
-        report.health.exit_code(),
+        exit.code(),
+        if actions_failed {
+            ": a drain, a resume or --on-drain did not work"
+        } else {
+            ""
+        },
         report.units.len() - bad,
         report.units.len(),
         report.runs,
         db.display()
     )?;
     Ok(())
-}
-
-/// Each node with a slow or failed rail, to drain with the rails named in the reason
-/// (`gpudirect: eth2 slow node`). Pure.
-fn drain_candidates(units: &[Unit]) -> Vec<super::drains::Candidate> {
-    let mut by_node: std::collections::BTreeMap<&str, Vec<&Unit>> = Default::default();
-    for u in units {
-        if matches!(u.verdict, Verdict::SlowNode | Verdict::Failed) {
-            by_node.entry(&u.node).or_default().push(u);
-        }
-    }
-    by_node
-        .into_iter()
-        .map(|(node, bad)| {
-            let rails: Vec<String> = bad
-                .iter()
-                .map(|u| format!("{} {}", u.rail, u.verdict))
-                .collect();
-            super::drains::Candidate {
-                node: node.to_string(),
-                verdict: rails.join(", "),
-                evidence: bad
-                    .iter()
-                    .flat_map(|u| u.evidence.iter().map(move |e| format!("{}: {e}", u.rail)))
-                    .collect(),
-                plan: super::drains::DrainPlan::Drain {
-                    reason: gpudirect::drain::drain_reason(&rails.join(", ")),
-                },
-            }
-        })
-        .collect()
 }

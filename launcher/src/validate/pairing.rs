@@ -23,7 +23,7 @@
 //!   odd one (the closing pair `(N-1,0)` gets its own round).
 //! - `all`: one group of every node.
 //!
-//! After these *screen* rounds the judging ([`crate::judging`]) asks for follow-up rounds:
+//! After these *screen* rounds the judging ([`crate::validate::judging`]) asks for follow-up rounds:
 //! every suspect with a partner that passed ([`fill_rounds`]), or suspected links again.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};

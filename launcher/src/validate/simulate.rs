@@ -28,11 +28,11 @@
 
 use std::collections::{HashMap, HashSet};
 
-use crate::judging::{
+use crate::validate::judging::{
     JudgeError, Outcome, Reference, RoundRule, Threshold, Validation, Verdict, DEFAULT_FOLLOWUPS,
     DEFAULT_TOLERANCE,
 };
-use crate::pairing::{self, Layout, Mode};
+use crate::validate::pairing::{self, Layout, Mode};
 
 /// A small seeded generator (SplitMix64): fast, and good enough for a simulation.
 #[derive(Debug, Clone)]
@@ -510,7 +510,7 @@ mod tests {
 
     #[test]
     fn without_a_baseline_sixty_four_nodes_ten_percent_bad_are_found() {
-        let s = Scenario::round_relative(64, 0.10, crate::judging::DEFAULT_SPREAD_FACTOR);
+        let s = Scenario::round_relative(64, 0.10, crate::validate::judging::DEFAULT_SPREAD_FACTOR);
         let sum = run_trials(&s, &Model::default(), 20, 2026).unwrap();
         assert!(sum.rounds_max <= 3, "{sum:?}");
         assert_eq!(sum.totals.bad_nodes, 20 * 6);

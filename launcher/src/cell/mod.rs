@@ -9,12 +9,17 @@
 //!   -> Evaluated { parsed, verdict, record }, which the command stores and prints
 //! ```
 //!
+//! [`exec`] is the tail around it that the commands share: prepare a cell, run it,
+//! evaluate it, record it.
+//!
 //! Before this module each command had its own copy of these steps, and the copies had
 //! drifted: `validate` joined stdout and stderr without a newline (a last stdout line
 //! merged into the first stderr line) and never read the `-J` report. Whatever a command
 //! adds (validate's per-node results, run's matrix marks) it adds to the record afterwards.
 
 use std::path::Path;
+
+pub mod exec;
 
 use crate::checks::{judge, Expectations, Verdict};
 use crate::history::NewRun;
@@ -164,7 +169,7 @@ pub fn judge_and_record(parsed: ParsedOutput, output: &CellOutput, run: Run) -> 
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::history::LaunchKind;
 
@@ -179,7 +184,8 @@ mod tests {
         assert_eq!(join_streams(b"out", b""), b"out");
     }
 
-    fn fixtures() -> Vec<(String, Vec<u8>)> {
+    /// Every recorded output under tests/fixtures/nccl-tests, by its name.
+    pub(crate) fn fixture_paths() -> Vec<(String, std::path::PathBuf)> {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/nccl-tests");
         let mut out = Vec::new();
         let mut dirs = vec![root.clone()];
@@ -190,7 +196,7 @@ mod tests {
                     dirs.push(path);
                 } else if path.extension().is_some_and(|e| e == "txt" || e == "json") {
                     let name = path.strip_prefix(&root).unwrap().display().to_string();
-                    out.push((name, std::fs::read(&path).unwrap()));
+                    out.push((name, path));
                 }
             }
         }
@@ -199,8 +205,41 @@ mod tests {
         out
     }
 
+    fn fixtures() -> Vec<(String, Vec<u8>)> {
+        fixture_paths()
+            .into_iter()
+            .map(|(name, path)| {
+                let raw = std::fs::read(&path).unwrap();
+                (name, raw)
+            })
+            .collect()
+    }
+
+    /// What `import` makes of `raw`: a file, read as possibly headerless, with the
+    /// collective given as run and validate know it (`import --collective NAME`: an output
+    /// without a header names none), and `--exit-code 0` passed to the checks and the
+    /// record.
+    pub(crate) fn as_import(raw: &[u8], collective: &str) -> Evaluated {
+        evaluate(
+            CellOutput::from_file(raw.to_vec()),
+            &Reading {
+                collective: Some(collective.to_string()),
+                headerless: Some(None),
+            },
+            Run {
+                exit_code: Some(0),
+                context: RunContext {
+                    launcher: LaunchKind::Import,
+                    exit_code: Some(0),
+                    ..RunContext::default()
+                },
+                ..Run::default()
+            },
+        )
+    }
+
     /// What a record says about the output itself, leaving out how and when it ran.
-    fn output_facts(r: &NewRun) -> String {
+    pub(crate) fn output_facts(r: &NewRun) -> String {
         format!(
             "{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}",
             r.status,
@@ -255,26 +294,8 @@ mod tests {
                     ..RunContext::default()
                 },
             );
-            // What import calls: a file, read as possibly headerless, with the collective
-            // given as run and validate know it (`import --collective NAME`): an output
-            // without a header names none.
-            let as_import = evaluate(
-                CellOutput::from_file(raw.clone()),
-                &Reading {
-                    collective: Some(collective.clone()),
-                    headerless: Some(None),
-                },
-                // As `import --exit-code 0` passes it: to the checks and to the record.
-                Run {
-                    exit_code: Some(0),
-                    context: RunContext {
-                        launcher: LaunchKind::Import,
-                        exit_code: Some(0),
-                        ..RunContext::default()
-                    },
-                    ..Run::default()
-                },
-            );
+            // What import calls.
+            let as_import = as_import(&raw, &collective);
             let facts = output_facts(&as_run.record);
             assert_eq!(facts, output_facts(&as_validate.record), "{name}");
             assert_eq!(facts, output_facts(&as_import.record), "{name}");

@@ -6,21 +6,25 @@
 //!   checks that the MPI world is the step ([`check_world`]) and that its end of the rail is
 //!   up ([`rail_state`]), measures, and prints one [`RailMeasurement`] line;
 //! - `gpudirect validate --test rails` builds the steps ([`pair_job`]), reads the line back
-//!   ([`read_measurement`]) and judges per rail with [`crate::judging`].
+//!   ([`read_measurement`]) and judges per rail with [`crate::validate::judging`].
 //!
 //! The transport is bound to the rail through the MPI library's own settings
 //! ([`transport_env`]): Open MPI's TCP transport with `btl_tcp_if_include`. On InfiniBand,
 //! RoCE or EFA the same binding is UCX's `UCX_NET_DEVICES=mlx5_0:1` or libfabric's
 //! `FI_PROVIDER=efa` with `FI_EFA_IFACE`/the device name (docs/validation.md).
 
+use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::history::compare::median;
 use crate::history::{NewNodeResult, NewRow, NewRun, Placement, RunStatus};
 use crate::runner::Job;
+use crate::validate::actions::{Candidate, DrainPlan};
+use crate::validate::judging::{Class, Health, Report, Threshold, Validation, Verdict};
 
 /// The collective name rail runs are recorded under: host-memory point-to-point over MPI,
 /// a kind of its own that no nccl-tests run shares (and never a replay).
@@ -376,6 +380,121 @@ pub fn failure_reason(stderr: &str, outcome: &str) -> String {
     }
 }
 
+// The verdicts per (node, rail): one validation per rail, read together.
+
+/// One (node, rail) in the report.
+#[derive(Debug, Serialize)]
+pub struct Unit {
+    /// The node.
+    pub node: String,
+    /// The rail (its NIC).
+    pub rail: String,
+    /// The node's verdict on that rail.
+    pub verdict: Verdict,
+    /// Median of what this node sent on this rail, GB/s, over the pairs it was in (the
+    /// direction a NIC's egress limits; a pair's own figure is its slower direction); for
+    /// nccl-tests per rail, the median busbw of its pairs.
+    pub send_gbps: Option<f64>,
+    /// The rail's reference: median of its passing pairs (the whole run's when none passed).
+    pub rail_gbps: Option<f64>,
+    /// Why, in words.
+    pub evidence: Vec<String>,
+}
+
+/// Every (node, rail) with its verdict and figures.
+pub fn units_of(
+    nodes: &[String],
+    rails: &[String],
+    validations: &[Validation],
+    reports: &[Report],
+    sent: &BTreeMap<(String, usize), Vec<f64>>,
+) -> Vec<Unit> {
+    let mut units = Vec::new();
+    for (i, node) in nodes.iter().enumerate() {
+        for (r, ((rail, v), report)) in rails.iter().zip(validations).zip(reports).enumerate() {
+            // What the node sent, where the test knows; else the median of its pairs.
+            let pairs: Vec<f64> = v
+                .measurements()
+                .iter()
+                .filter(|m| m.nodes.contains(&i))
+                .filter_map(|m| m.outcome.busbw())
+                .collect();
+            let mine = sent
+                .get(&(node.clone(), r))
+                .and_then(|values| median(values))
+                .or_else(|| median(&pairs));
+            let passing: Vec<f64> = v
+                .measurements()
+                .iter()
+                .filter(|m| m.class == Class::Pass)
+                .filter_map(|m| m.outcome.busbw())
+                .collect();
+            let node_report = &report.nodes[i];
+            units.push(Unit {
+                node: node.clone(),
+                rail: rail.clone(),
+                verdict: node_report.verdict.clone(),
+                send_gbps: mine,
+                rail_gbps: median(&passing).or(v.threshold().and_then(Threshold::reference)),
+                evidence: node_report
+                    .evidence
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect(),
+            });
+        }
+    }
+    units
+}
+
+/// The worst of the rails' health: could not run only when no rail ran.
+pub fn combined_health(all: impl Iterator<Item = Health>) -> Health {
+    let all: Vec<Health> = all.collect();
+    if all.iter().all(|h| *h == Health::CouldNotRun) {
+        Health::CouldNotRun
+    } else if all.contains(&Health::Failed) {
+        Health::Failed
+    } else if all
+        .iter()
+        .any(|h| matches!(h, Health::Degraded | Health::CouldNotRun))
+    {
+        Health::Degraded
+    } else {
+        Health::Healthy
+    }
+}
+
+/// Each node with a slow or failed rail, to drain with the rails named in the reason
+/// (`gpudirect: eth2 slow node`). Pure.
+pub fn drain_candidates(units: &[Unit]) -> Vec<Candidate> {
+    let mut by_node: std::collections::BTreeMap<&str, Vec<&Unit>> = Default::default();
+    for u in units {
+        if matches!(u.verdict, Verdict::SlowNode | Verdict::Failed) {
+            by_node.entry(&u.node).or_default().push(u);
+        }
+    }
+    by_node
+        .into_iter()
+        .map(|(node, bad)| {
+            let rails: Vec<String> = bad
+                .iter()
+                .map(|u| format!("{} {}", u.rail, u.verdict))
+                .collect();
+            Candidate {
+                node: node.to_string(),
+                verdict: rails.join(", "),
+                evidence: bad
+                    .iter()
+                    .flat_map(|u| u.evidence.iter().map(move |e| format!("{}: {e}", u.rail)))
+                    .collect(),
+                plan: DrainPlan::Drain {
+                    reason: crate::drain::drain_reason(&rails.join(", ")),
+                },
+            }
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -558,5 +677,45 @@ mod tests {
             "timed out: srun: error: timeout"
         );
         assert_eq!(failure_reason("", "timed out"), "timed out");
+    }
+
+    #[test]
+    fn rails_combine_to_the_worst_and_a_bad_rail_drains_its_node_naming_it() {
+        use Health::*;
+        assert_eq!(combined_health([Healthy, Healthy].into_iter()), Healthy);
+        assert_eq!(
+            combined_health([Healthy, CouldNotRun].into_iter()),
+            Degraded
+        );
+        assert_eq!(
+            combined_health([CouldNotRun, CouldNotRun].into_iter()),
+            CouldNotRun
+        );
+        assert_eq!(combined_health([Degraded, Failed].into_iter()), Failed);
+        let unit = |node: &str, rail: &str, verdict: Verdict| Unit {
+            node: node.into(),
+            rail: rail.into(),
+            verdict,
+            send_gbps: None,
+            rail_gbps: None,
+            evidence: vec!["slow in every pairing (3/3)".into()],
+        };
+        let units = [
+            unit("n1", "eth1", Verdict::Healthy),
+            unit("n2", "eth1", Verdict::SlowNode),
+            unit("n2", "eth2", Verdict::Failed),
+            unit("n3", "eth2", Verdict::Healthy),
+        ];
+        let candidates = drain_candidates(&units);
+        assert_eq!(candidates.len(), 1);
+        assert_eq!(candidates[0].node, "n2");
+        assert_eq!(candidates[0].verdict, "eth1 slow node, eth2 failed");
+        assert_eq!(
+            candidates[0].evidence[0],
+            "eth1: slow in every pairing (3/3)"
+        );
+        assert!(
+            matches!(&candidates[0].plan, DrainPlan::Drain { reason } if reason.starts_with("gpudirect: eth1 slow node"))
+        );
     }
 }

@@ -1,0 +1,462 @@
+//! The admin's TOML config: profiles and node sets, read once into checked types.
+//!
+//! ```toml
+//! default_mode = "auto"               # optional; steps without --gpudirect use it
+//!
+//! [profiles.tcpx]
+//! description = "GCP a3-highgpu-8g, GPUDirect-TCPX"
+//! transport = "GPUDirectTCPX"         # the NET/<name> NCCL must use between nodes
+//! control_nic = "eth0"
+//! data_nics = ["eth1", "eth2", "eth3", "eth4"]
+//! gpu_nics = ["eth1", "eth1", "eth2", "eth2", "eth3", "eth3", "eth4", "eth4"]
+//! library_dirs = ["/var/lib/tcpx/lib64"]
+//! pin_cpus = true
+//! line_rate_gbit = 200                # each data NIC's line rate (or { eth1 = 200, ... }):
+//!                                     # busbw is also shown as a share of their sum
+//! forced = ["NCCL_NET"]               # set even where the user set it
+//! [profiles.tcpx.nic_cpus]
+//! eth1 = "8-21,112-125"
+//! [profiles.tcpx.env]
+//! NCCL_NET = "GPUDirectTCPX_v7"
+//! NCCL_GPUDIRECTTCPX_UNIX_CLIENT_PREFIX = "/run/tcpx-{job_id}"
+//! [profiles.tcpx.checks]
+//! nics = true
+//! libraries = ["libnccl-net.so"]
+//! rxdm_socket_dir = "/run/tcpx-{job_id}"
+//!
+//! [[node_set]]
+//! name = "a3-high"
+//! hosts = "a3h-[0001-0512]"
+//! profile = "tcpx"                    # what `--gpudirect=auto` picks here
+//! skip_checks = []                    # e.g. ["libraries", "rxdm_socket_dir"] on staging;
+//!                                     # "nic_speed" and "gpus" are gpudirect health's
+//! nic_names = { eth0 = "enp0s12", eth1 = "enp6s0" }   # the image's real NIC names
+//! ```
+//!
+//! Two keys change where per-GPU NICs come from and what a NIC name means:
+//!
+//! ```toml
+//! [profiles.ib]
+//! data_nic_class = "infiniband"       # data_nics are RDMA devices (/sys/class/infiniband),
+//!                                     # as NCCL_IB_HCA names them; default "net" (netdevs)
+//! data_nics = ["mlx5_0", "mlx5_1"]
+//! nic_locality = "sysfs"              # each GPU's NIC and CPUs from the PCIe layout;
+//!                                     # default "config" (gpu_nics and nic_cpus)
+//! gpu_nics = ["mlx5_0", "mlx5_1"]     # with "sysfs": the fallback where sysfs is unreadable
+//! ```
+//!
+//! A profile can extend another: it inherits every key of the base that it does not write
+//! itself. `gpudirect tune --write` makes such profiles for the settings it found:
+//!
+//! ```toml
+//! [profiles.tcpx-tuned]
+//! extends = "tcpx"                    # a profile that extends none itself
+//! description = "tcpx with NCCL_MIN_NCHANNELS=32"
+//! [profiles.tcpx-tuned.env]           # merged with tcpx's [env]: these values win
+//! NCCL_MIN_NCHANNELS = "32"
+//! ```
+//!
+//! A key the profile writes replaces the base's whole (`data_nics`, `nic_cpus`, `checks`,
+//! ...), except `env`, merged by variable name, and `forced`, the union of both lists. The
+//! base may be written anywhere in the file. The merge is made before any check, so every
+//! check holds for the merged profile, and a message about an inherited key points at the
+//! base's line.
+//!
+//! Every key is checked: an unknown key, a template with an unknown placeholder, a NIC
+//! that the profile does not declare, a relative path, each is an error that names the
+//! file, line and key. The checked types keep the lines that later messages need (each
+//! profile, node set and variable, and the keys [`crate::lint`] points at), taken from the
+//! parser's spans: right however the TOML is written (tables, dotted keys, inline tables).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::ops::Range;
+
+use toml::Spanned;
+
+mod check;
+mod raw;
+#[cfg(test)]
+mod tests;
+
+use check::{newline_offsets, Checker};
+use raw::RawConfig;
+
+use crate::cpulist::CpuList;
+use crate::hostlist::HostlistPattern;
+use crate::template::{is_nic_name, Placeholder, Template};
+pub use crate::text::{escape_controls, line_of, one_line, sanitize_for_message};
+
+/// Modes that are not profile names.
+pub const RESERVED_MODES: [&str; 2] = ["none", "auto"];
+
+/// What `--gpudirect=MODE` (or a default) asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Mode {
+    /// Touch nothing.
+    None,
+    /// The profile of the node set this node belongs to.
+    Auto,
+    /// A named profile.
+    Profile(String),
+}
+
+impl fmt::Display for Mode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Mode::None => f.write_str("none"),
+            Mode::Auto => f.write_str("auto"),
+            Mode::Profile(name) => f.write_str(name),
+        }
+    }
+}
+
+/// What the names in a profile's `data_nics` are.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum NicClass {
+    /// Network interfaces (`/sys/class/net`: `eth1`, `enp6s0`), as
+    /// `NCCL_SOCKET_IFNAME` and the TCPX/FasTrak plugins take them.
+    #[default]
+    Net,
+    /// RDMA devices (`/sys/class/infiniband`: `mlx5_0`, EFA's `rdmap79s0`), as
+    /// `NCCL_IB_HCA` takes them. They are not interface names: `mlx5_0` has no netdev
+    /// of that name.
+    Infiniband,
+}
+
+impl NicClass {
+    /// The name used in the config.
+    pub fn name(self) -> &'static str {
+        match self {
+            NicClass::Net => "net",
+            NicClass::Infiniband => "infiniband",
+        }
+    }
+}
+
+/// Where a task's NIC and CPUs come from.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum NicLocality {
+    /// From the profile's `gpu_nics` and `nic_cpus`.
+    #[default]
+    Config,
+    /// From the node's PCIe layout in sysfs ([`crate::locality`]): the NIC under the
+    /// GPU's switch and its NUMA node's CPUs; `gpu_nics`/`nic_cpus` are the fallback.
+    Sysfs,
+}
+
+impl NicLocality {
+    /// The name used in the config.
+    pub fn name(self) -> &'static str {
+        match self {
+            NicLocality::Config => "config",
+            NicLocality::Sysfs => "sysfs",
+        }
+    }
+}
+
+/// A check a profile can require on a node before it is applied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum CheckKind {
+    /// The control and data NICs exist and are up.
+    Nics,
+    /// The transport library files exist in the library directories.
+    Libraries,
+    /// The topology file is readable.
+    TopologyFile,
+    /// The TCPX receive daemon's socket directory exists.
+    RxdmSocketDir,
+    /// Only root can change the files and directories the profile exports (`library_dirs`,
+    /// `topology_file`, path values of `[env]`). Always run; a node set cannot skip it.
+    Ownership,
+    /// `gpudirect health` only: every data NIC at least at the profile's `line_rate_gbit`.
+    NicSpeed,
+    /// `gpudirect health` only: the NVIDIA driver sees as many GPUs as Slurm's gres says
+    /// the node has (`/proc/driver/nvidia/gpus`).
+    Gpus,
+}
+
+impl CheckKind {
+    /// Every check a profile can ask for and a node set can skip, in the order they run
+    /// ([`CheckKind::Ownership`] always runs, after them).
+    pub const ALL: [CheckKind; 6] = [
+        CheckKind::Nics,
+        CheckKind::Libraries,
+        CheckKind::TopologyFile,
+        CheckKind::RxdmSocketDir,
+        CheckKind::NicSpeed,
+        CheckKind::Gpus,
+    ];
+
+    /// The name used in the config (`skip_checks`) and in messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            CheckKind::Nics => "nics",
+            CheckKind::Libraries => "libraries",
+            CheckKind::TopologyFile => "topology_file",
+            CheckKind::RxdmSocketDir => "rxdm_socket_dir",
+            CheckKind::Ownership => "ownership",
+            CheckKind::NicSpeed => "nic_speed",
+            CheckKind::Gpus => "gpus",
+        }
+    }
+
+    fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.name() == name)
+    }
+}
+
+/// The checks a profile requires.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Checks {
+    /// Control and data NICs present and up.
+    pub nics: bool,
+    /// File names that must exist in one of the library directories.
+    pub libraries: Vec<String>,
+    /// The topology file must be readable.
+    pub topology_file: bool,
+    /// A directory that must exist (the RxDM socket directory), as a template.
+    pub rxdm_socket_dir: Option<Template>,
+}
+
+impl Checks {
+    /// The checks this profile requires, by kind.
+    pub fn required(&self) -> Vec<CheckKind> {
+        let mut kinds = Vec::new();
+        if self.nics {
+            kinds.push(CheckKind::Nics);
+        }
+        if !self.libraries.is_empty() {
+            kinds.push(CheckKind::Libraries);
+        }
+        if self.topology_file {
+            kinds.push(CheckKind::TopologyFile);
+        }
+        if self.rxdm_socket_dir.is_some() {
+            kinds.push(CheckKind::RxdmSocketDir);
+        }
+        kinds
+    }
+}
+
+/// One variable a profile sets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EnvVar {
+    /// The variable's name.
+    pub name: String,
+    /// Its value, as a template.
+    pub value: Template,
+    /// Set even when the task already has it (the user's value is replaced).
+    pub forced: bool,
+    /// The 1-based line of its name in the config text.
+    pub line: usize,
+}
+
+/// Where a profile is written in the config text (1-based lines), for messages about its
+/// checked values. A key's line is where its value starts: the key's own line.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ProfileLines {
+    /// Where the profile's name is written: its `[profiles.NAME]` header, else the first
+    /// table or key that names it.
+    pub name: usize,
+    /// `data_nics`, if written.
+    pub data_nics: Option<usize>,
+    /// `library_dirs`, if written.
+    pub library_dirs: Option<usize>,
+    /// `topology_file`, if written.
+    pub topology_file: Option<usize>,
+    /// `checks.libraries`, if written.
+    pub check_libraries: Option<usize>,
+}
+
+/// A checked profile.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Profile {
+    /// The profile's name (`--gpudirect=NAME`).
+    pub name: String,
+    /// The profile it `extends`, whose keys it inherits (already merged into this one).
+    pub extends: Option<String>,
+    /// What it is for, shown by `gpudirect profiles list`.
+    pub description: String,
+    /// A failed check fails the step (instead of running it without the profile).
+    pub strict: bool,
+    /// The network transport NCCL should use between nodes (`NET/<name>`), if any.
+    pub transport: Option<String>,
+    /// The control NIC (logical name; a node set may rename it).
+    pub control_nic: Option<String>,
+    /// The data NICs (logical names).
+    pub data_nics: Vec<String>,
+    /// What the data NIC names are: netdevs or RDMA devices.
+    pub data_nic_class: NicClass,
+    /// Where each task's NIC and CPUs come from.
+    pub nic_locality: NicLocality,
+    /// The data NIC of each GPU index (with `nic_locality = "sysfs"`, the fallback).
+    pub gpu_nics: Vec<String>,
+    /// CPUs close to each data NIC.
+    pub nic_cpus: BTreeMap<String, CpuList>,
+    /// Pin each task to the CPUs of its NIC.
+    pub pin_cpus: bool,
+    /// Each data NIC's line rate in Gbit/s (`line_rate_gbit`); empty when not declared.
+    pub line_rate_gbit: BTreeMap<String, u32>,
+    /// Directories prepended to `LD_LIBRARY_PATH`.
+    pub library_dirs: Vec<String>,
+    /// Exported as `NCCL_TOPO_FILE`.
+    pub topology_file: Option<String>,
+    /// The variables, in name order.
+    pub env: Vec<EnvVar>,
+    /// What must hold on a node before the profile is applied.
+    pub checks: Checks,
+    /// Where it is written.
+    pub lines: ProfileLines,
+}
+
+/// A set of nodes and what applies to them.
+#[derive(Debug, Clone)]
+pub struct NodeSet {
+    /// The set's name, for messages.
+    pub name: String,
+    /// The hostlist expression as written.
+    pub hosts_expr: String,
+    /// The compiled expression.
+    pub hosts: HostlistPattern,
+    /// The profile `auto` picks on these nodes.
+    pub profile: Option<String>,
+    /// The mode of steps that ask for none.
+    pub default_mode: Option<Mode>,
+    /// Checks not run on these nodes (hardware they do not have).
+    pub skip_checks: Vec<CheckKind>,
+    /// Real NIC names on these nodes, by the profiles' logical names.
+    pub nic_names: BTreeMap<String, String>,
+    /// The 1-based line of its `[[node_set]]` header (or inline table).
+    pub line: usize,
+}
+
+/// The whole checked config.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Where it was read from, for messages.
+    pub source: String,
+    /// The mode of steps that ask for none, where no node set says.
+    pub default_mode: Option<Mode>,
+    /// Profiles by name.
+    pub profiles: BTreeMap<String, Profile>,
+    /// Node sets, first match wins.
+    pub node_sets: Vec<NodeSet>,
+}
+
+impl Profile {
+    /// What a node's data NICs can carry together, in GB/s (1e9 bytes, as nccl-tests'
+    /// busbw): the sum of `line_rate_gbit` over the data NICs, divided by 8. `None` when
+    /// the profile does not declare line rates.
+    pub fn node_line_rate_gbps(&self) -> Option<f64> {
+        (!self.line_rate_gbit.is_empty()).then(|| {
+            self.line_rate_gbit
+                .values()
+                .map(|&g| f64::from(g))
+                .sum::<f64>()
+                / 8.0
+        })
+    }
+}
+
+impl Config {
+    /// The profile names, sorted, for messages ("profiles that exist: ...").
+    pub fn profile_names(&self) -> Vec<&str> {
+        self.profiles.keys().map(String::as_str).collect()
+    }
+
+    /// The first node set whose hosts include `node`.
+    pub fn node_set_for(&self, node: &str) -> Option<&NodeSet> {
+        self.node_sets.iter().find(|set| set.hosts.matches(node))
+    }
+
+    /// Parses a mode as a user wrote it, checking it names something that exists.
+    pub fn parse_mode(&self, text: &str) -> Result<Mode, UnknownMode> {
+        match text {
+            "none" => Ok(Mode::None),
+            "auto" => Ok(Mode::Auto),
+            name if self.profiles.contains_key(name) => Ok(Mode::Profile(name.to_string())),
+            _ => Err(UnknownMode {
+                mode: sanitize_for_message(text),
+                known: self.profile_names().join(", "),
+            }),
+        }
+    }
+}
+
+/// Whether the config's text, unparsed, declares profile `name` with a table header at the
+/// start of a line: `[profiles.NAME]` or `[profiles.NAME.env]` and the like. srun only needs
+/// to know that a mode names a profile before it submits, and this costs a scan instead of a
+/// parse (0.4 ms of every step that asks for a mode). `false` says nothing (a quoted name, a
+/// profile made with dotted keys): the caller parses to be sure. `true` is wrong only where
+/// a header's text sits inside a multi-line string, or the config does not parse; the step
+/// reads the config itself and reports either.
+pub fn declares_profile(text: &str, name: &str) -> bool {
+    if name.is_empty()
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    {
+        return false;
+    }
+    text.lines().any(|line| {
+        line.trim_start()
+            .strip_prefix('[')
+            .map(str::trim_start)
+            .and_then(|l| l.strip_prefix("profiles."))
+            .and_then(|l| l.strip_prefix(name))
+            .is_some_and(|rest| rest.trim_start().starts_with([']', '.']))
+    })
+}
+
+/// A mode that names no profile.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown --gpudirect mode `{mode}`: use `auto`, `none` or a profile ({known})")]
+pub struct UnknownMode {
+    /// The mode as written (shortened and made printable).
+    pub mode: String,
+    /// The profiles that exist.
+    pub known: String,
+}
+
+/// A config error, with where it is.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub struct ConfigError {
+    /// The file.
+    pub file: String,
+    /// 1-based line, when known.
+    pub line: Option<usize>,
+    /// The key (dotted path), when known.
+    pub key: Option<String>,
+    /// What is wrong and how to fix it.
+    pub message: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.file)?;
+        if let Some(line) = self.line {
+            write!(f, ":{line}")?;
+        }
+        if let Some(key) = &self.key {
+            write!(f, ": {key}")?;
+        }
+        write!(f, ": {}", self.message)
+    }
+}
+
+/// Reads a config from its text; `source` names the file in errors.
+pub fn parse_config(text: &str, source: &str) -> Result<Config, ConfigError> {
+    let raw: RawConfig = toml::from_str(text).map_err(|e| ConfigError {
+        file: source.to_string(),
+        line: e.span().map(|s| line_of(text, s.start)),
+        key: None,
+        // The toml crate's messages can span lines ("invalid table header\nexpected ...").
+        message: one_line(e.message()),
+    })?;
+    Checker {
+        source,
+        newlines: newline_offsets(text),
+    }
+    .check(raw)
+}

@@ -1,0 +1,312 @@
+//! One cell run end to end, the tail that `run`, `tune`, `validate` and `health` share:
+//!
+//! ```text
+//! Spec { cell, matrix, launch, expect, context, marks }
+//!   -> prepare   (launch::prepare: the command line; the run's env, variant and GPUs)
+//!   -> Prepared  (a placeholder record can be written now: --resume finds it)
+//!   -> execute   (runner::run, then cell::evaluate_finished)
+//!   -> Executed  -> record() or replace(placeholder)
+//! ```
+//!
+//! Before this module each command built its own `RunContext` around
+//! `evaluate_finished`, and the copies differed: `validate` left the `--gpudirect` mode
+//! out of a run's env, which `run` and `tune` put in. Now the env of every recorded run
+//! is the variant's variables, then the command's marks, then `GPUDIRECT_MODE` when the
+//! variant has a mode. What a command adds after the run (validate's per-node results) it
+//! adds to `Executed::evaluated.record` before recording it.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::AtomicBool;
+
+use super::{evaluate_finished, Evaluated};
+use crate::checks::Expectations;
+use crate::history::{History, HistoryError, NewRun, RunId, RunStatus};
+use crate::launch::{self, LaunchError, LaunchOptions};
+use crate::matrix::{Cell, Matrix};
+use crate::record::RunContext;
+use crate::runner::{self, Finished, StartError, INTERRUPTED};
+use crate::units::now_unix;
+
+/// The env variable a recorded run carries its `--gpudirect` mode in.
+pub const MODE_ENV: &str = "GPUDIRECT_MODE";
+
+/// What a command asks for one cell.
+#[derive(Debug)]
+pub struct Spec<'a> {
+    /// The cell: collective, nodes, GPUs, variant.
+    pub cell: &'a Cell,
+    /// The sizes and limits it runs with.
+    pub matrix: &'a Matrix,
+    /// How it is started.
+    pub launch: &'a LaunchOptions,
+    /// Ask nccl-tests for a `-J` report.
+    pub json_report: bool,
+    /// What the output must show to be ok.
+    pub expect: Expectations,
+    /// What the command knows of where and how it runs (cluster, job, nodes, launcher,
+    /// label, line rate); the times, the command line, the binary, the collective, the
+    /// exit code and the env are filled here. A variant or GPU count given is kept (else
+    /// the cell's).
+    pub context: RunContext,
+    /// The command's marks in the run's env (matrix id and cell, tune step), also on the
+    /// placeholder.
+    pub marks: BTreeMap<String, String>,
+}
+
+/// A cell ready to start.
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    /// The job, its `-J` file and its binary.
+    pub launch: launch::Prepared,
+    collective: String,
+    expect: Expectations,
+    context: RunContext,
+    marks: BTreeMap<String, String>,
+}
+
+/// The command line of `spec`'s cell, and the run's context completed.
+pub fn prepare(spec: Spec<'_>) -> Result<Prepared, LaunchError> {
+    let launched = launch::prepare(spec.cell, spec.matrix, spec.launch, spec.json_report)?;
+    Ok(Prepared::new(
+        launched,
+        spec.cell,
+        spec.expect,
+        spec.context,
+        spec.marks,
+    ))
+}
+
+impl Prepared {
+    /// A cell whose job is already built: the env is the variant's variables, the marks,
+    /// then [`MODE_ENV`] when the variant has a mode.
+    pub fn new(
+        launched: launch::Prepared,
+        cell: &Cell,
+        expect: Expectations,
+        mut context: RunContext,
+        marks: BTreeMap<String, String>,
+    ) -> Prepared {
+        let mut env = std::mem::take(&mut context.env);
+        env.extend(cell.variant.env.clone());
+        env.extend(marks.clone());
+        if let Some(mode) = &cell.variant.gpudirect {
+            env.insert(MODE_ENV.into(), mode.clone());
+        }
+        context.env = env;
+        context
+            .variant
+            .get_or_insert_with(|| cell.variant.name.clone());
+        context.gpus_per_node.get_or_insert(cell.gpus_per_node);
+        context.command_line = Some(launched.job.command_line());
+        context.binary_path = Some(launched.binary.display().to_string());
+        Prepared {
+            launch: launched,
+            collective: cell.collective.clone(),
+            expect,
+            context,
+            marks,
+        }
+    }
+
+    /// The command line, as shown and recorded.
+    pub fn command_line(&self) -> String {
+        self.launch.job.command_line()
+    }
+
+    /// The record written before the cell starts, marked interrupted (`why` says so): if
+    /// the launcher is killed, it stays, and `--resume` runs the cell again.
+    pub fn placeholder(&self, why: &str) -> NewRun {
+        NewRun {
+            collective: self.collective.clone(),
+            variant: self.context.variant.clone(),
+            label: self.context.label.clone(),
+            command_line: Some(self.command_line()),
+            started_at: Some(now_unix()),
+            status: RunStatus::Interrupted,
+            failures: vec![why.to_string()],
+            env: self.marks.clone(),
+            launcher: self.context.launcher,
+            ..NewRun::default()
+        }
+    }
+
+    /// Runs the cell (Ctrl-C stops it: [`INTERRUPTED`]) and evaluates what it printed.
+    pub fn execute(self) -> Result<Executed, StartError> {
+        self.execute_until(&INTERRUPTED)
+    }
+
+    /// [`Prepared::execute`], stopped when `cancel` is raised.
+    pub fn execute_until(self, cancel: &AtomicBool) -> Result<Executed, StartError> {
+        let started = now_unix();
+        let finished = runner::run(&self.launch.job, cancel)?;
+        let mut context = self.context;
+        context.started_at = Some(started);
+        context.finished_at = Some(now_unix());
+        let evaluated = evaluate_finished(
+            &finished,
+            self.launch.json_path.as_deref(),
+            &self.collective,
+            self.expect,
+            context,
+        );
+        Ok(Executed {
+            finished,
+            evaluated,
+        })
+    }
+}
+
+/// A cell that ran: how the process ended, and its output read, judged and made a record.
+#[derive(Debug)]
+pub struct Executed {
+    /// The process.
+    pub finished: Finished,
+    /// The parsed output, the checks' verdict and the record.
+    pub evaluated: Evaluated,
+}
+
+impl Executed {
+    /// Stores the record as a new run (also when the same output was recorded before).
+    pub fn record(&self, history: &mut History) -> Result<RunId, HistoryError> {
+        Ok(history.import_run(&self.evaluated.record, true)?.run_id())
+    }
+
+    /// Stores the record in place of the cell's placeholder.
+    pub fn replace(
+        &self,
+        history: &mut History,
+        placeholder: RunId,
+    ) -> Result<RunId, HistoryError> {
+        history.replace_run(placeholder, &self.evaluated.record)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+    use std::time::Duration;
+
+    use super::*;
+    use crate::cell::tests::{as_import, fixture_paths, output_facts};
+    use crate::history::LaunchKind;
+    use crate::matrix::Variant;
+    use crate::runner::Job;
+
+    /// A job that prints `path` as a cell prints its output.
+    fn printing(path: &std::path::Path) -> launch::Prepared {
+        launch::Prepared {
+            job: Job {
+                program: "cat".into(),
+                args: vec![path.as_os_str().to_owned()],
+                env: Vec::new(),
+                cwd: None,
+                timeout: Duration::from_secs(30),
+                grace: Duration::from_secs(1),
+            },
+            json_path: None,
+            binary: PathBuf::from("/opt/nccl-tests/build/all_reduce_perf"),
+        }
+    }
+
+    fn cell(collective: &str, variant: Variant) -> Cell {
+        Cell {
+            index: 1,
+            collective: collective.into(),
+            nodes: 2,
+            gpus_per_node: 8,
+            variant,
+        }
+    }
+
+    /// Each command's own spec (run: matrix marks; tune: a label and a setting; validate:
+    /// a pair's nodes and its GPUs; health: one local node) through the one tail: the
+    /// same output gives the same rows, status, transport and findings as `import`.
+    #[test]
+    fn run_tune_validate_and_health_record_an_output_identically() {
+        let plain = Variant {
+            name: "default".into(),
+            gpudirect: None,
+            env: BTreeMap::new(),
+        };
+        let tcpx = Variant {
+            name: "tcpx".into(),
+            gpudirect: Some("tcpx".into()),
+            env: [("NCCL_ALGO".to_string(), "Ring".to_string())].into(),
+        };
+        for (name, path) in fixture_paths() {
+            let raw = std::fs::read(&path).unwrap();
+            let collective = crate::nccl_output::parse(&raw)
+                .collective
+                .unwrap_or_else(|| "all_reduce".into());
+            let specs: [(&str, Variant, RunContext, BTreeMap<String, String>); 4] = [
+                (
+                    "run",
+                    tcpx.clone(),
+                    RunContext {
+                        launcher: LaunchKind::Srun,
+                        ..RunContext::default()
+                    },
+                    [("GPUDIRECT_MATRIX".to_string(), "m1".to_string())].into(),
+                ),
+                (
+                    "tune",
+                    tcpx.clone(),
+                    RunContext {
+                        launcher: LaunchKind::Srun,
+                        label: Some("t1".into()),
+                        ..RunContext::default()
+                    },
+                    [("GPUDIRECT_TUNE_STEP".to_string(), "s1".to_string())].into(),
+                ),
+                (
+                    "validate",
+                    plain.clone(),
+                    RunContext {
+                        launcher: LaunchKind::Local,
+                        nodes: vec!["gpu0".into(), "gpu1".into()],
+                        gpus_per_node: Some(1),
+                        variant: Some("validate:pairs".into()),
+                        ..RunContext::default()
+                    },
+                    BTreeMap::new(),
+                ),
+                (
+                    "health",
+                    plain.clone(),
+                    RunContext {
+                        launcher: LaunchKind::Local,
+                        nodes: vec!["node1".into()],
+                        ..RunContext::default()
+                    },
+                    BTreeMap::new(),
+                ),
+            ];
+            let as_import = as_import(&raw, &collective);
+            let want = output_facts(&as_import.record);
+            for (command, variant, context, marks) in specs {
+                let c = cell(&collective, variant.clone());
+                let prepared = Prepared::new(
+                    printing(&path),
+                    &c,
+                    Expectations::default(),
+                    context,
+                    marks.clone(),
+                );
+                let placeholder = prepared.placeholder("started");
+                assert_eq!(placeholder.env, marks, "{command}: the placeholder's marks");
+                // Its own flag: the runner's tests raise INTERRUPTED.
+                let executed = prepared.execute_until(&AtomicBool::new(false)).unwrap();
+                let record = &executed.evaluated.record;
+                assert_eq!(output_facts(record), want, "{command}: {name}");
+                assert_eq!(record.raw_output, raw, "{command}: {name}");
+                // One rule for the env: the variant's variables, the marks, the mode.
+                let mut env = variant.env.clone();
+                env.extend(marks);
+                if let Some(mode) = &variant.gpudirect {
+                    env.insert(MODE_ENV.into(), mode.clone());
+                }
+                assert_eq!(record.env, env, "{command}: {name}");
+            }
+        }
+    }
+}

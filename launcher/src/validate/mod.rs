@@ -1,0 +1,25 @@
+//! The validation domain: `gpudirect validate`'s method, its simulator and its decisions, in
+//! one place so that the simulator proves what the command runs.
+//!
+//! - [`pairing`]: the rounds of disjoint pairs (or groups) each pairing mode runs.
+//! - [`judging`]: the planner [`judging::Validation`] the caller drives round by round, and
+//!   its verdicts on nodes and links (the method is drawn in its docs).
+//! - [`simulate`]: the same planner over a simulated cluster with slow nodes and bad links,
+//!   for the miss and false-alarm rates in `docs/validation.md`.
+//! - [`rails`]: `--test rails`: one pair's MPI step bound to one rail, its measurement line
+//!   and its record.
+//! - [`session`]: the loop that drives a validation round by round ([`session::drive`]),
+//!   the command's I/O in its closures.
+//! - [`gpus`]: this host's GPUs as `--gpus` names them, and the units they split into.
+//! - [`actions`]: what `--drain`, `--resume` and `--on-drain` decide from a report (drain
+//!   and resume plans, the evidence file).
+//!
+//! The command (`commands/validate.rs`) keeps the flags, the Slurm actions and the printing.
+
+pub mod actions;
+pub mod gpus;
+pub mod judging;
+pub mod pairing;
+pub mod rails;
+pub mod session;
+pub mod simulate;
