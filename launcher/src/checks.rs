@@ -18,6 +18,34 @@ pub struct Expectations {
     pub nodes: u32,
     /// Message sizes the table must contain, when known (from `-b/-e/-f`).
     pub sizes: Vec<u64>,
+    /// The NICs the expected transport may use (its `NET/<name> : Using [N]nic` lines), as the
+    /// nodes name them ([`profile_nics`]); empty leaves the NICs unchecked.
+    pub nics: Vec<String>,
+}
+
+/// The NICs a profile lets its network transport use on a node of `node_set`: its data NICs
+/// and the NICs `gpu_nics` maps GPUs to, as the node set names them (`nic_names`), which is
+/// how NCCL prints them. Empty when the profile names none. Which GPU a rank had is not in
+/// nccl-tests' output, so a task on another of these NICs than its GPU's passes here;
+/// `gpudirect probe` shows each task's NIC.
+pub fn profile_nics(
+    profile: &gpudirect_core::config::Profile,
+    node_set: Option<&gpudirect_core::config::NodeSet>,
+) -> Vec<String> {
+    let mut nics: Vec<String> = profile
+        .data_nics
+        .iter()
+        .chain(&profile.gpu_nics)
+        .map(|nic| {
+            node_set
+                .and_then(|s| s.nic_names.get(nic))
+                .unwrap_or(nic)
+                .clone()
+        })
+        .collect();
+    nics.sort();
+    nics.dedup();
+    nics
 }
 
 /// One thing found wrong.
@@ -238,6 +266,8 @@ pub fn judge(
         };
         if let Some(message) = problem {
             tally.add(RunStatus::Failed, "transport", message);
+        } else if let Some(message) = stray_nics(parsed, expected, &expect.nics) {
+            tally.add(RunStatus::Failed, "transport", message);
         }
     }
     Verdict {
@@ -245,6 +275,45 @@ pub fn judge(
         findings: tally.findings,
         transport,
     }
+}
+
+/// The NICs the expected transport said it used that the profile does not give it, e.g.
+/// `NET/Socket used eth2 on node[1-2], but the profile's NIC is eth1`. `None` when every
+/// NIC is allowed, none is expected, or NCCL named none (older versions print no such line).
+fn stray_nics(parsed: &ParsedOutput, transport: &str, allowed: &[String]) -> Option<String> {
+    if allowed.is_empty() {
+        return None;
+    }
+    let stray: Vec<String> = parsed
+        .debug
+        .nics_of(transport)
+        .into_iter()
+        .filter(|n| !allowed.contains(&n.nic))
+        .map(|n| {
+            if n.hosts.is_empty() {
+                n.nic.clone()
+            } else {
+                format!(
+                    "{} on {}",
+                    n.nic,
+                    gpudirect_core::hostlist::compress(&n.hosts)
+                )
+            }
+        })
+        .collect();
+    if stray.is_empty() {
+        return None;
+    }
+    let (noun, list) = match allowed {
+        [one] => ("NIC is", one.clone()),
+        many => ("NICs are", many.join(", ")),
+    };
+    Some(format!(
+        "NET/{transport} used {}, but the profile's {noun} {list}: a variable set before the \
+         plugin (NCCL_SOCKET_IFNAME, NCCL_IB_HCA) or an NCCL config file chose the NIC; \
+         `gpudirect probe` shows where each variable came from",
+        stray.join("; ")
+    ))
 }
 
 /// The findings of [`judge`] so far, and the worst status they add up to.
@@ -294,6 +363,7 @@ mod tests {
             transport: Some(transport.into()),
             nodes: 2,
             sizes: vec![],
+            nics: vec![],
         }
     }
 
@@ -583,6 +653,32 @@ WARNING: There was an error initializing an OpenFabrics device.
         assert_eq!(
             judge(&parsed, None, Some(0), &socket_ok).status,
             RunStatus::Ok
+        );
+    }
+
+    #[test]
+    fn a_nic_the_profile_does_not_give_fails_the_run_naming_both() {
+        // Recorded on the local cluster on the lent H200 (srun --gpudirect=socket-bed): NCCL
+        // said `NET/Socket : Using [0]eth1:...` on node1 and node2.
+        let parsed = fixture("gpu-box/all_reduce_srun_socket_bed_n2.txt");
+        let mut expect = two_nodes_over("Socket");
+        expect.nics = ["eth1", "eth2", "eth3", "eth4"].map(String::from).to_vec();
+        assert_eq!(judge(&parsed, None, Some(0), &expect).status, RunStatus::Ok);
+        expect.nics = vec!["eth2".into()];
+        let v = judge(&parsed, None, Some(0), &expect);
+        assert_eq!(v.status, RunStatus::Failed);
+        assert_eq!(v.findings.len(), 1, "{:?}", v.findings);
+        let message = &v.findings[0].message;
+        assert!(
+            message.starts_with("NET/Socket used eth1 on node[1-2], but the profile's NIC is eth2"),
+            "{message}"
+        );
+        // Another transport is named as such, not as a NIC.
+        let v = judge(&parsed, None, Some(0), &two_nodes_over("IB"));
+        assert!(
+            v.findings[0].message.contains("expected NET/IB"),
+            "{:?}",
+            v.findings
         );
     }
 

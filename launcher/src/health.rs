@@ -42,6 +42,11 @@ pub fn nccl_failure(
             fix: "run it by hand with NCCL_DEBUG=INFO and read the first error; `nvidia-smi` for a lost GPU".into(),
         });
     }
+    // Over one GPU an all_reduce has no peer and its busbw is 0 by definition (found on
+    // the one-GPU bed: every run was "0.00 GB/s" against a median of 0.00).
+    if gpus <= 1 {
+        return None;
+    }
     let Some(busbw) = busbw else {
         return Some(Failed {
             check,
@@ -310,6 +315,11 @@ mod tests {
         let failed = nccl_failure(8, "1 GiB", None, &["exit code 3".into()], base, 10.0);
         assert!(failed.unwrap().problem.contains("failed: exit code 3"));
         assert!(nccl_failure(8, "1 GiB", None, &[], base, 10.0).is_some());
+        // One GPU: busbw is 0 by definition; a run that went through is no failure, whatever
+        // the baseline, and one that failed still is.
+        assert_eq!(nccl_failure(1, "1 GiB", Some(0.0), &[], base, 10.0), None);
+        assert_eq!(nccl_failure(1, "1 GiB", None, &[], base, 10.0), None);
+        assert!(nccl_failure(1, "1 GiB", None, &["exit code 3".into()], None, 10.0).is_some());
     }
 
     #[test]

@@ -13,6 +13,12 @@ use crate::runner::Job;
 pub const DEBUG_ENV: [(&str, &str); 2] =
     [("NCCL_DEBUG", "INFO"), ("NCCL_DEBUG_SUBSYS", "INIT,NET")];
 
+/// For `--launcher local`: an nccl-tests built with `MPI=1` and started alone is an Open MPI
+/// singleton, which forks a helper daemon through ssh/rsh unless told not to; where neither
+/// is on PATH (slurmd's health check, a bare GPU host) MPI_Init then aborts. One process
+/// never spawns others, so the singleton needs no daemon. Builds without MPI ignore it.
+pub const SINGLETON_ENV: (&str, &str) = ("OMPI_MCA_ess_singleton_isolated", "1");
+
 /// How ranks are started.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -159,6 +165,10 @@ pub fn prepare(
         Launcher::Local => {
             if cell.nodes != 1 {
                 return Err(LaunchError::LocalMultiNode(cell.nodes));
+            }
+            let (name, value) = SINGLETON_ENV;
+            if std::env::var_os(name).is_none() && !env.iter().any(|(k, _)| k == name) {
+                env.push((os(name), os(value)));
             }
             (os(binary.clone()), test_args)
         }
@@ -389,6 +399,18 @@ mod tests {
         m.nodes = vec![1];
         let p = prepare(&m.plan()[0], &m, &opts, false).unwrap();
         assert!(words(&p.job).windows(2).any(|x| x == ["-g", "8"]));
+        // An MPI build started alone must not need ssh for Open MPI's singleton daemon
+        // (found under slurmd on the GPU bed: "plm_rsh_agent: ssh : rsh" not found).
+        if std::env::var_os(SINGLETON_ENV.0).is_none() {
+            assert!(
+                p.job
+                    .env
+                    .iter()
+                    .any(|(k, v)| k == SINGLETON_ENV.0 && v == SINGLETON_ENV.1),
+                "{:?}",
+                p.job.env
+            );
+        }
     }
 
     #[test]

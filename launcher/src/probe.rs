@@ -441,10 +441,39 @@ type NodesAndRanks<'a> = (BTreeSet<&'a str>, Vec<u32>);
 /// A finding's identity for grouping: (variable or `check`, user-kept, description).
 type IssueKey = (String, bool, String);
 
-/// Compares tasks with the profile and nodes with each other.
-pub fn analyse(reports: &[TaskReport], expected_tasks: Option<usize>) -> Analysis {
+/// Compares tasks with the profile and nodes with each other. `requested` is the
+/// `--gpudirect` mode the probe's tasks were started with, if any.
+pub fn analyse(
+    reports: &[TaskReport],
+    expected_tasks: Option<usize>,
+    requested: Option<&str>,
+) -> Analysis {
     let mut findings = Vec::new();
     let nodes: BTreeSet<&str> = reports.iter().map(|r| r.node.as_str()).collect();
+    // A profile asked for by name that a task did not get: the plugin applied nothing there
+    // (it refused the config, is not loaded, or failed). `auto` may rightly give none.
+    if let Some(mode) = requested.filter(|m| !matches!(*m, "none" | "auto")) {
+        let bare: Vec<&TaskReport> = reports
+            .iter()
+            .filter(|r| !r.vars.contains_key(vars::PROFILE))
+            .collect();
+        if !bare.is_empty() {
+            let bare_nodes: BTreeSet<&str> = bare.iter().map(|r| r.node.as_str()).collect();
+            let ranks: Vec<u32> = bare.iter().map(|r| r.rank).collect();
+            findings.push(Finding {
+                level: "error",
+                nodes: hostlist(&bare_nodes),
+                message: format!(
+                    "--gpudirect {mode} was asked for, but {} task(s), ranks {}, got no profile \
+                     (no {}): the plugin applied nothing there. srun's output below says why \
+                     (a config it refuses, the plugin not in plugstack.conf)",
+                    ranks.len(),
+                    compact_ranks(&ranks),
+                    vars::PROFILE
+                ),
+            });
+        }
+    }
     if let Some(n) = expected_tasks.filter(|&n| n != reports.len()) {
         findings.push(Finding {
             level: "error",
@@ -711,7 +740,7 @@ mod tests {
             actual: None,
             user_kept: false,
         });
-        let a = analyse(&reports, Some(4));
+        let a = analyse(&reports, Some(4), None);
         assert!(a.has_errors());
         let text: Vec<String> = a
             .findings
@@ -737,8 +766,27 @@ mod tests {
             "{text:#?}"
         );
         assert!(text.iter().any(|t| t.contains("NIC eth1 differs: up, mtu 1500, speed n/a on node1; up, mtu 9000, speed n/a on node2")), "{text:#?}");
-        let short = analyse(&reports[..2], Some(4));
+        let short = analyse(&reports[..2], Some(4), None);
         assert_eq!(short.findings[0].message, "2 of 4 tasks answered");
+        // Asked for tcpx: node3's task got no profile, the others did.
+        let asked = analyse(&reports, Some(4), Some("tcpx"));
+        assert_eq!(asked.findings[0].level, "error");
+        assert_eq!(asked.findings[0].nodes, "node3");
+        assert!(
+            asked.findings[0].message.starts_with(
+                "--gpudirect tcpx was asked for, but 1 task(s), ranks 3, got no profile"
+            ),
+            "{:?}",
+            asked.findings[0]
+        );
+        // auto may rightly give none, and none gives none.
+        for mode in ["auto", "none"] {
+            let a = analyse(&reports, Some(4), Some(mode));
+            assert!(!a
+                .findings
+                .iter()
+                .any(|f| f.message.contains("was asked for")));
+        }
     }
 
     #[test]
@@ -784,7 +832,7 @@ mod tests {
                 },
             ];
         }
-        let analysis = analyse(&tasks, Some(2));
+        let analysis = analyse(&tasks, Some(2), None);
         let flagged: Vec<&Finding> = analysis
             .findings
             .iter()

@@ -173,6 +173,46 @@ pub fn parse_node_line(line: &str) -> Option<NodeState> {
     })
 }
 
+/// A job as `scontrol show job` gives it: its state and its nodes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobInfo {
+    /// `RUNNING`, `PENDING`, ...
+    pub state: String,
+    /// Its nodes as a hostlist (`node[1-4]`), `None` before it has any.
+    pub nodes: Option<String>,
+    /// How many nodes.
+    pub node_count: Option<u32>,
+}
+
+/// `scontrol show job JOB --oneliner`.
+pub fn job_info(job: u32) -> Result<JobInfo, SlurmError> {
+    let id = job.to_string();
+    let shown = format!("scontrol show job {id} --oneliner");
+    let finished = call(&scontrol(["show", "job", &id, "--oneliner"]), &shown)?;
+    succeeded(&shown, &finished)?;
+    parse_job_line(&String::from_utf8_lossy(&finished.stdout)).ok_or_else(|| SlurmError::Failed {
+        command: shown,
+        what: "printed no job",
+        how: how(finished.outcome),
+        stderr: stderr_of(&finished),
+    })
+}
+
+/// The fields [`JobInfo`] needs from one `scontrol show job --oneliner` line (pure).
+pub fn parse_job_line(line: &str) -> Option<JobInfo> {
+    let field = |key: &str| {
+        line.split_whitespace()
+            .find_map(|w| w.strip_prefix(key)?.strip_prefix('='))
+            .map(str::to_string)
+    };
+    let state = field("JobState")?;
+    Some(JobInfo {
+        state,
+        nodes: field("NodeList").filter(|n| !n.is_empty() && n != "(null)"),
+        node_count: field("NumNodes").and_then(|n| n.split('-').next()?.parse().ok()),
+    })
+}
+
 fn scontrol<const N: usize>(args: [&str; N]) -> Job {
     Job {
         program: "scontrol".into(),
@@ -246,6 +286,23 @@ pub fn hostnames_outcome(shown: &str, finished: &Finished) -> Result<Vec<String>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_job_line_gives_state_and_nodes() {
+        let line = "JobId=12 JobName=train UserId=gdtestuser(1001) JobState=RUNNING Reason=None \
+                    NodeList=node[1-4] BatchHost=node1 NumNodes=4 NumCPUs=4 ReqNodeList=(null)";
+        let j = parse_job_line(line).unwrap();
+        assert_eq!(j.state, "RUNNING");
+        assert_eq!(j.nodes.as_deref(), Some("node[1-4]"));
+        assert_eq!(j.node_count, Some(4));
+        let pending =
+            parse_job_line("JobId=13 JobState=PENDING NodeList=(null) NumNodes=2-2").unwrap();
+        assert_eq!((pending.nodes, pending.node_count), (None, Some(2)));
+        assert_eq!(
+            parse_job_line("slurm_load_jobs error: Invalid job id specified"),
+            None
+        );
+    }
 
     fn finished(outcome: Outcome, stdout: &[u8], stderr: &[u8]) -> Finished {
         Finished {

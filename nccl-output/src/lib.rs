@@ -46,6 +46,7 @@ pub mod busbw;
 mod failure;
 mod infer;
 mod json;
+pub mod ras;
 mod text;
 pub mod transport;
 

@@ -221,6 +221,45 @@ pub struct NcclDebugInfo {
     /// Network plugins' own versions, as they logged them.
     #[serde(default)]
     pub plugin_versions: Vec<PluginVersion>,
+    /// The NICs each network transport said it uses (`NET/Socket : Using [0]eth1:10.0.0.1<0>`,
+    /// `NET/IB : Using [0]mlx5_0:1/RoCE`), by transport and NIC.
+    #[serde(default)]
+    pub nics: Vec<NicUse>,
+}
+
+/// One NIC a network transport said it uses, from its `NET/<name> : Using [N]<nic>...` line.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NicUse {
+    /// The transport's name as in `NET/<name>` (`Socket`, `IB`, ...).
+    pub net: String,
+    /// The interface or device name (`eth1`, `mlx5_0`).
+    pub nic: String,
+    /// Hosts whose processes said so (sorted, distinct).
+    pub hosts: Vec<String>,
+}
+
+/// `NET/Socket : Using [0]eth1:10.0.0.1<0> [1]eth2:...` -> (`Socket`, [`eth1`, `eth2`]).
+/// Only `[N]name` entries count: `NET/IB : Using [RO]; OOB eth0:...` (IB found no device and
+/// names only its out-of-band interface) gives none.
+fn parse_nic_line(msg: &str) -> Option<(&str, Vec<&str>)> {
+    let rest = msg.strip_prefix("NET/")?;
+    let (net, list) = rest.split_once(" : Using ")?;
+    let net = net.trim();
+    if net.is_empty() || net.contains(' ') {
+        return None;
+    }
+    let nics: Vec<&str> = list
+        .split_whitespace()
+        .filter_map(|token| {
+            let (index, name) = token.strip_prefix('[')?.split_once(']')?;
+            if index.is_empty() || !index.bytes().all(|b| b.is_ascii_digit()) {
+                return None;
+            }
+            let name = name.split(':').next().unwrap_or("");
+            (!name.is_empty()).then_some(name)
+        })
+        .collect();
+    (!nics.is_empty()).then_some((net, nics))
 }
 
 /// Answer of [`NcclDebugInfo::transport_match`].
@@ -319,7 +358,11 @@ pub(crate) struct DebugCollector {
     transports: BTreeMap<String, TransportUse>,
     networks: BTreeMap<String, NetworkUse>,
     env: BTreeMap<(String, String), EnvSetting>,
+    nics: BTreeMap<(String, String), NicUse>,
 }
+
+/// Distinct (transport, NIC) pairs kept per output: a node has some dozen NICs at most.
+const MAX_NICS: usize = 256;
 
 fn add_host(hosts: &mut Vec<String>, host: Option<&str>) {
     if let Some(h) = host {
@@ -398,6 +441,19 @@ impl DebugCollector {
                 });
             e.count = e.count.saturating_add(1);
             add_host(&mut e.hosts, d.host);
+        } else if let Some((net, nics)) = parse_nic_line(msg) {
+            for nic in nics {
+                let key = (net.to_string(), nic.to_string());
+                if !self.nics.contains_key(&key) && self.nics.len() >= MAX_NICS {
+                    continue;
+                }
+                let e = self.nics.entry(key).or_insert_with(|| NicUse {
+                    net: net.to_string(),
+                    nic: nic.to_string(),
+                    hosts: Vec::new(),
+                });
+                add_host(&mut e.hosts, d.host);
+            }
         } else if let Some(name) = msg.strip_prefix("Initialized NET plugin ") {
             push_unique(&mut info.net_plugins_initialized, name.trim());
         } else if let Some(name) = msg.strip_prefix("Failed to initialize NET plugin ") {
@@ -453,11 +509,21 @@ impl DebugCollector {
         self.info.transports = transports;
         self.info.networks = self.networks.into_values().collect();
         self.info.env = self.env.into_values().collect();
+        self.info.nics = self.nics.into_values().collect();
         self.info
     }
 }
 
 impl NcclDebugInfo {
+    /// The NICs that transport `net` (a profile's `transport`, e.g. `Socket`) said it uses;
+    /// names compare without regard to case.
+    pub fn nics_of(&self, net: &str) -> Vec<&NicUse> {
+        self.nics
+            .iter()
+            .filter(|n| n.net.eq_ignore_ascii_case(net))
+            .collect()
+    }
+
     /// The network transport the channel lines used: the `NET/<name>` seen most often
     /// (`Socket`, `IB`, `GPUDirectTCPX`, `gIB`, `AWS Libfabric`, ...). `None` when no
     /// channel went over the network (single node, or no `NCCL_DEBUG=INFO`).
@@ -651,6 +717,35 @@ mod tests {
             info.transport_match("IB"),
             TransportMatch::Other { .. }
         ));
+    }
+
+    #[test]
+    fn nics_each_transport_uses_by_host() {
+        let info = collect(&[
+            "node1:696:696 [0] NCCL INFO NET/IB : Using [RO]; OOB eth1:10.213.1.1<0>",
+            "node1:696:696 [0] NCCL INFO NET/Socket : Using [0]eth1:10.213.1.1<0>",
+            "node2:697:697 [0] NCCL INFO NET/Socket : Using [0]eth0:10.77.0.2<0> [1]eth1:10.77.1.2<0>",
+            "a3u:1:1 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/RoCE [1]mlx5_1:1/RoCE [RO]; OOB eth0:10.0.0.2<0>",
+            "a3h:1:1 [0] NCCL INFO NET/Socket : GPU Direct RDMA Disabled for HCA 0 'eth0'",
+        ]);
+        let socket: Vec<(&str, &[String])> = info
+            .nics_of("socket")
+            .iter()
+            .map(|n| (n.nic.as_str(), n.hosts.as_slice()))
+            .collect();
+        assert_eq!(
+            socket,
+            [
+                ("eth0", &["node2".to_string()][..]),
+                ("eth1", &["node1".to_string(), "node2".to_string()][..])
+            ]
+        );
+        let ib: Vec<&str> = info.nics_of("IB").iter().map(|n| n.nic.as_str()).collect();
+        assert_eq!(
+            ib,
+            ["mlx5_0", "mlx5_1"],
+            "[RO] and the OOB interface are no NICs"
+        );
     }
 
     #[test]

@@ -4,6 +4,8 @@ use std::path::Path;
 
 use cluster_tests::*;
 
+mod bed;
+mod hang;
 mod health;
 mod rails;
 mod tune;

@@ -422,7 +422,16 @@ fn shipped_configs_parse() {
     assert_eq!(tcpx.node_line_rate_gbps(), Some(100.0));
     assert_eq!(
         config.profile_names(),
-        ["azure-ndv5", "efa", "gib", "gib-a4", "ib", "tcpx", "tcpxo"]
+        [
+            "azure-ndv5",
+            "efa",
+            "gib",
+            "gib-a4",
+            "ib",
+            "socket",
+            "tcpx",
+            "tcpxo"
+        ]
     );
     let tcpxo = &config.profiles["tcpxo"];
     assert_eq!(tcpxo.transport.as_deref(), Some("FasTrak"));

@@ -236,7 +236,7 @@ pub fn run(args: &HealthArgs, ctx: &Ctx) -> Result<ExitStatus> {
     if args.quick_nccl && failures.is_empty() {
         // Only on an otherwise healthy node: a missing NIC or GPU already says enough.
         checked.push("nccl");
-        match quick_nccl(args, &node, facts.slurm_gpus, ctx) {
+        match quick_nccl(args, &node, facts.slurm_gpus, &profile.library_dirs, ctx) {
             Ok((failure, note)) => {
                 failures.extend(failure);
                 notes.push(note);
@@ -278,11 +278,14 @@ pub fn run(args: &HealthArgs, ctx: &Ctx) -> Result<ExitStatus> {
 /// `--quick-nccl`: one all_reduce over the node's GPUs, recorded, and judged against the
 /// median of up to [`QUICK_NCCL_BASELINE_RUNS`] earlier ok single-node runs of this
 /// cluster at the same size (measured before this one is recorded). Returns the failure,
-/// if any, and a note saying what was measured.
+/// if any, and a note saying what was measured. The test finds NCCL where the node's jobs
+/// do: the profile's `library_dirs` go first on its `LD_LIBRARY_PATH`, as the plugin puts
+/// them (slurmd gives a health check no library path of its own).
 fn quick_nccl(
     args: &HealthArgs,
     node: &str,
     slurm_gpus: Option<u32>,
+    library_dirs: &[String],
     ctx: &Ctx,
 ) -> Result<(Option<Failed>, String)> {
     let Some(dir) = args.nccl_tests_dir.clone() else {
@@ -305,10 +308,18 @@ fn quick_nccl(
     };
     let cluster = run_context.cluster.clone();
     let collective = "all_reduce".to_string();
+    let mut env = std::collections::BTreeMap::new();
+    if !library_dirs.is_empty() {
+        let mut path = library_dirs.join(":");
+        if let Some(old) = gpudirect::launch::env_var("LD_LIBRARY_PATH") {
+            path = format!("{path}:{old}");
+        }
+        env.insert("LD_LIBRARY_PATH".to_string(), path);
+    }
     let variant = Variant {
         name: HEALTH_VARIANT.into(),
         gpudirect: None,
-        env: Default::default(),
+        env,
     };
     let matrix = Matrix {
         collectives: vec![collective.clone()],
@@ -349,6 +360,7 @@ fn quick_nccl(
         transport: None,
         nodes: 1,
         sizes: vec![args.max_bytes],
+        nics: Vec::new(),
     };
     let executed = exec::prepare(Spec {
         cell: &cell,
@@ -386,6 +398,9 @@ fn quick_nccl(
     let reference = baseline.as_ref().map(|b| (b.median_busbw, b.samples.len()));
     let failure = nccl_failure(gpus, &size, busbw, &problems, reference, args.tolerance);
     let note = match (busbw, reference) {
+        _ if gpus <= 1 && problems.is_empty() => format!(
+            "nccl: all_reduce over 1 GPU ran (run {id}); one GPU has no peer, so its busbw is 0 by definition and no speed is judged: run on a node with 2 or more GPUs (or pass --gpus N) to measure it"
+        ),
         (Some(b), Some((median, runs))) => format!(
             "nccl: all_reduce over {gpus} GPUs {b:.2} GB/s at {size}, median of {runs} earlier runs {median:.2} (run {id})"
         ),

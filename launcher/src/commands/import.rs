@@ -131,6 +131,7 @@ fn import_one(history: &mut History, args: &ImportArgs, file: &Path) -> Result<I
         transport: args.expect_transport.clone(),
         nodes,
         sizes: Vec::new(),
+        nics: Vec::new(),
     };
     let context = RunContext {
         cluster: args.cluster.clone(),

@@ -17,6 +17,7 @@ pub mod args;
 pub mod compare;
 pub mod export;
 pub mod generate;
+pub mod hang;
 pub mod health;
 pub mod history;
 pub mod hostfile;
@@ -87,6 +88,9 @@ pub enum Command {
     /// Show what every task of the allocation really gets (variables, CPUs, GPUs, NICs)
     /// and name the nodes and ranks that differ from the profile or from each other.
     Probe(probe::ProbeArgs),
+    /// Which rank a hung job waits for: NCCL's RAS asked on every node of the job, a few
+    /// times, each rank mapped to its node and task.
+    Hang(hang::HangArgs),
     /// Write an HTML report with plots (busbw by size against the baseline, the pair heat
     /// map, the node x rail map of rail runs, nodes over time) and print a verdict table.
     Report(report::ReportArgs),
@@ -216,6 +220,7 @@ pub fn dispatch(command: Command, ctx: &Ctx) -> Result<ExitStatus> {
         Command::Hostfile(args) => hostfile::run(&args, ctx),
         Command::Import(args) => import::run(&args, ctx),
         Command::Probe(args) => probe::run(&args, ctx),
+        Command::Hang(args) => hang::run(&args, ctx),
         Command::Run(args) => run::run(&args, ctx),
         Command::Health(args) => health::run(&args, ctx),
         Command::Profiles(args) => profiles::run(&args, ctx),

@@ -196,9 +196,10 @@ fn print_text(reports: &[TaskReport], analysis: &Analysis, stderr: &str) -> Resu
 
 /// `gpudirect probe`. Returns the exit status.
 pub fn run(args: &ProbeArgs, _ctx: &Ctx) -> Result<ExitStatus> {
-    let config = load_config(&args.config.path, Ownership::Any).ok();
+    let loaded = load_config(&args.config.path, Ownership::Any);
+    let config = loaded.as_ref().ok();
     if args.task {
-        let report = TaskReport::collect(config.as_ref(), args.gpudirect.as_deref());
+        let report = TaskReport::collect(config, args.gpudirect.as_deref());
         let mut line = serde_json::to_string(&report)?;
         line.push('\n');
         emit(&line)?;
@@ -207,11 +208,8 @@ pub fn run(args: &ProbeArgs, _ctx: &Ctx) -> Result<ExitStatus> {
     if std::env::var_os("SLURM_JOB_ID").is_none() {
         bail!("gpudirect probe runs over an allocation: use it inside salloc or sbatch");
     }
-    if config.is_none() && args.gpudirect.is_some() {
-        noteln!(
-            "gpudirect probe: warning: cannot read {}: tasks are compared with each other only",
-            args.config.path.display()
-        );
+    if let (Err(e), Some(_)) = (&loaded, &args.gpudirect) {
+        noteln!("gpudirect probe: warning: {e}; tasks are compared with each other only");
     }
     let job = srun_job(args)?;
     tracing::info!(command = %job.command_line(), "running");
@@ -237,7 +235,7 @@ pub fn run(args: &ProbeArgs, _ctx: &Ctx) -> Result<ExitStatus> {
         (None, None) => expected,
         _ => None,
     };
-    let analysis = analyse(&reports, expected);
+    let analysis = analyse(&reports, expected, args.gpudirect.as_deref());
     let stderr = String::from_utf8_lossy(&finished.stderr);
     if args.json {
         let out =

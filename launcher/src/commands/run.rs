@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use gpudirect::checks::Expectations;
+use gpudirect::checks::{profile_nics, Expectations};
 use gpudirect::history::{History, LaunchKind, RunFilter, RunStatus};
 use gpudirect::matrix::{variants_from_flags, Cell, Matrix, Variant};
 use gpudirect::record::RunContext;
@@ -246,6 +246,23 @@ fn expected_transport(
     cell_profile(cell, config, first_node)?.transport.clone()
 }
 
+/// The NICs a cell's transport may use: its profile's, as the first node's node set names
+/// them (`checks::profile_nics`).
+fn expected_nics(cell: &Cell, config: Option<&Config>, first_node: Option<&str>) -> Vec<String> {
+    let Some(profile) = cell_profile(cell, config, first_node) else {
+        return Vec::new();
+    };
+    let node_set = config.zip(first_node).and_then(|(c, n)| c.node_set_for(n));
+    profile_nics(profile, node_set)
+}
+
+/// The config is not on this host at all (a login node without it): its transports go
+/// unchecked, with a warning. Any other error is one the plugin would meet as well.
+fn config_absent(e: &gpudirect_core::system::LoadError) -> bool {
+    matches!(e, gpudirect_core::system::LoadError::Io { source, .. }
+        if source.kind() == std::io::ErrorKind::NotFound)
+}
+
 /// Record keys that tie a cell's record to its matrix run, for --resume.
 const MATRIX_KEY: &str = "GPUDIRECT_MATRIX_ID";
 const CELL_KEY: &str = "GPUDIRECT_CELL";
@@ -428,19 +445,32 @@ fn check_matrix(
 }
 
 /// The admin config the variants' transports are checked against; `None` (said when a
-/// variant has a mode) where it cannot be read.
-fn read_config(args: &RunArgs, matrix: &Matrix) -> Option<Config> {
+/// variant has a mode) where it is not on this host; an error where it is but the plugin
+/// would refuse it.
+fn read_config(args: &RunArgs, matrix: &Matrix) -> Result<Option<Config>> {
     match load_config(&args.nccl.config.path, Ownership::Any) {
-        Ok(c) => Some(c),
+        Ok(c) => Ok(Some(c)),
         Err(e) => {
-            if matrix
+            let profile_modes: Vec<&str> = matrix
                 .variants
                 .iter()
-                .any(|v| v.gpudirect.as_deref().is_some_and(|m| m != "none"))
-            {
-                noteln!("gpudirect run: warning: cannot read {} ({e}); transports of --gpudirect variants are not checked", args.nccl.config.path.display());
+                .filter_map(|v| v.gpudirect.as_deref())
+                .filter(|m| *m != "none")
+                .collect();
+            if let (Some(mode), false) = (profile_modes.first(), config_absent(&e)) {
+                // The plugin reads this very file on every node: it refuses it too, and the
+                // cells would run with nothing applied yet pass (found on the GPU bed).
+                bail!(
+                    "{e}\nthe plugin reads this config on every node and would refuse it too: \
+                     --gpudirect {mode} would apply nothing. Fix it first (`gpudirect profiles \
+                     check --config {}`)",
+                    args.nccl.config.path.display()
+                );
             }
-            None
+            if !profile_modes.is_empty() {
+                noteln!("gpudirect run: warning: {e}; transports of --gpudirect variants are not checked");
+            }
+            Ok(None)
         }
     }
 }
@@ -557,6 +587,7 @@ impl CellPlan<'_> {
                     self.config,
                     self.nodes.first().map(String::as_str),
                 ),
+                nics: expected_nics(cell, self.config, self.nodes.first().map(String::as_str)),
                 nodes: cell.nodes,
                 sizes: self.matrix.expected_sizes(),
             },
@@ -615,7 +646,7 @@ pub fn run(args: &RunArgs, ctx: &Ctx) -> Result<ExitStatus> {
     }
     let (launcher, nodes) = launcher_and_nodes(args, &matrix, nodes, in_allocation)?;
     let dir = check_matrix(args, &matrix, &nodes, in_allocation)?;
-    let config = read_config(args, &matrix);
+    let config = read_config(args, &matrix)?;
     let work_dir = std::env::temp_dir().join(format!("gpudirect-run-{}", std::process::id()));
     std::fs::create_dir_all(&work_dir)
         .with_context(|| format!("cannot create {}", work_dir.display()))?;

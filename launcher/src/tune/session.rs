@@ -240,6 +240,8 @@ impl Tuner<'_> {
                     .and_then(|p| p.transport.clone()),
                 nodes: self.setup.nodes,
                 sizes: self.matrix.expected_sizes(),
+                // The NICs are run's check; tune compares settings of one profile.
+                nics: Vec::new(),
             },
             context: RunContext {
                 nodes: self.setup.run_nodes.clone(),

@@ -206,6 +206,7 @@ fn run_round(
                     transport: None,
                     nodes: cell.nodes,
                     sizes: sizes.to_vec(),
+                    nics: Vec::new(),
                 },
                 context,
                 marks: Default::default(),

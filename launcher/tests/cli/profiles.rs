@@ -61,6 +61,7 @@ fn list_shows_every_shipped_profile_and_node_set() {
         "efa",
         "ib",
         "azure-ndv5",
+        "socket",
         "a3-mega-slurm-image",
         "cpu",
     ] {
@@ -83,7 +84,16 @@ fn list_shows_every_shipped_profile_and_node_set() {
         .collect();
     assert_eq!(
         names,
-        ["azure-ndv5", "efa", "gib", "gib-a4", "ib", "tcpx", "tcpxo"]
+        [
+            "azure-ndv5",
+            "efa",
+            "gib",
+            "gib-a4",
+            "ib",
+            "socket",
+            "tcpx",
+            "tcpxo"
+        ]
     );
     let efa = &json["profiles"][1];
     assert_eq!(efa["transport"], "Libfabric");
@@ -286,7 +296,7 @@ fn check_with_an_overlay_checks_the_config_it_would_make() {
     assert_eq!(
         stdout(&out),
         format!(
-            "{}:6: error: profiles.tcpx-tuned.extends: no profile `tpcx` to extend (profiles: azure-ndv5, efa, gib, gib-a4, ib, tcpx, tcpxo): fix the name or add [profiles.tpcx]\n",
+            "{}:6: error: profiles.tcpx-tuned.extends: no profile `tpcx` to extend (profiles: azure-ndv5, efa, gib, gib-a4, ib, socket, tcpx, tcpxo): fix the name or add [profiles.tpcx]\n",
             typo.display()
         )
     );

@@ -33,3 +33,44 @@ fn a_missing_nccl_tests_dir_is_refused_before_anything_runs() {
     assert!(out.stdout.is_empty());
     assert!(!db.exists(), "nothing may be recorded");
 }
+
+/// A config that exists but is invalid stops a run whose variants ask for a profile: the
+/// plugin reads the same file on every node and refuses it, so the cells would run with
+/// nothing applied and still pass (seen on the GPU bed, docs/results/gpu-box-runs.md). A
+/// config that is not on this host at all only warns, since a login node may lack it.
+#[test]
+fn a_config_the_plugin_would_refuse_stops_a_run_with_profile_variants() {
+    let dir = scratch("run", "bad-config");
+    std::os::unix::fs::symlink(
+        env!("CARGO_BIN_EXE_nccl-tests-standin"),
+        dir.path().join("all_reduce_perf"),
+    )
+    .expect("link the stand-in");
+    let config = dir.path().join("gpudirect.toml");
+    std::fs::write(
+        &config,
+        "[profiles.a]\ntransport = \"Socket\"\n\n[profiles.b]\nextends = \"a\"\n\n\
+         [profiles.c]\nextends = \"b\"\n",
+    )
+    .unwrap();
+    let db = dir.path().join("history.sqlite");
+    let base = |config: &std::path::Path| {
+        let mut cmd = gpudirect_without(&["GPUDIRECT_DB", "SLURM_JOB_ID", "SLURM_JOB_NODELIST"]);
+        cmd.arg("--db")
+            .arg(&db)
+            .args(["run", "--launcher", "local", "-N", "1", "-c", "all_reduce"])
+            .args(["--variants", "c", "--config"])
+            .arg(config)
+            .arg("--nccl-tests-dir")
+            .arg(dir.path());
+        cmd
+    };
+    let out = run(&mut base(&config));
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert_stderr_contains(&out, "a profile extends one level only");
+    assert_stderr_contains(&out, "--gpudirect c would apply nothing");
+    assert!(!db.exists(), "nothing may be recorded");
+
+    let out = run(&mut base(&dir.path().join("absent.toml")));
+    assert_stderr_contains(&out, "transports of --gpudirect variants are not checked");
+}

@@ -1,0 +1,208 @@
+//! `gpudirect hang JOBID[.STEP]`: which rank a hung job waits for, from NCCL's RAS on the
+//! job's own nodes (`gpudirect::hang` has the how).
+
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use gpudirect::hang::{self, assemble, read_agent_lines, unanswered, JobStep};
+use gpudirect::output::emit_json;
+use gpudirect::ras::{self, Verdict};
+use gpudirect::runner::{self, Job};
+use gpudirect::slurm;
+use gpudirect::units::duration_arg;
+use gpudirect::{noteln, outln};
+
+use super::{Ctx, ExitStatus};
+
+/// Ask NCCL's RAS on every node of a running job which rank the others wait for.
+#[derive(Debug, Args)]
+#[command(after_help = "Examples:\n  \
+    gpudirect hang 4242              # the job's communicators: laggards, stalls, dead ranks\n  \
+    gpudirect hang 4242.0 --polls 5  # step 0 only, 5 polls 5 s apart\n  \
+    gpudirect hang 4242 --json       # the same as JSON, for a script or a ticket\n\n\
+    Run it as the job's user (or root) from a login node: it starts one task per node of the \
+    job with `srun --overlap --jobid`, which reads the job's RAS address (NCCL_RAS_ADDR of \
+    its processes, else 127.0.0.1:28028) and asks NCCL's RAS there --polls times, --interval \
+    apart. A rank whose count of collectives is behind the others' and does not move is the \
+    one they wait for; all ranks on the same count with none moving is a fabric or GPU \
+    stall. Needs NCCL 2.24 or later with RAS on (the default).\n\n\
+    Exit status: 0 no hang (counts advance); 1 a hang or broken communicator found; 3 no \
+    RAS answered (the message says why) or the job is not running.")]
+pub struct HangArgs {
+    /// The job (`4242`) or one of its steps (`4242.0`).
+    #[arg(value_name = "JOBID[.STEP]")]
+    pub job: JobStep,
+
+    /// How many times each node asks RAS.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=60))]
+    pub polls: u32,
+
+    /// Time between polls: counts that do not move over it are a hang.
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = duration_arg)]
+    pub interval: Duration,
+
+    /// Time limit of each RAS query.
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = duration_arg)]
+    pub timeout: Duration,
+
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+
+    /// Internal: the per-node part, which srun starts inside the job.
+    #[arg(long, hide = true)]
+    pub agent: bool,
+}
+
+/// `gpudirect hang`.
+pub fn run(args: &HangArgs, _ctx: &Ctx) -> Result<ExitStatus> {
+    if args.agent {
+        let node = std::env::var("SLURMD_NODENAME")
+            .ok()
+            .or_else(|| nix::unistd::gethostname().ok()?.into_string().ok())
+            .unwrap_or_else(|| "?".into());
+        let report = hang::agent(args.job, node, args.polls, args.interval, args.timeout);
+        outln!("{}", serde_json::to_string(&report)?)?;
+        return Ok(ExitStatus::Ok);
+    }
+    let info = slurm::job_info(args.job.job)
+        .with_context(|| format!("gpudirect hang: cannot look up job {}", args.job.job))?;
+    if info.state != "RUNNING" {
+        bail!(
+            "job {} is {}, not RUNNING: only a running job has NCCL processes to ask",
+            args.job.job,
+            info.state
+        );
+    }
+    let Some(nodes) = info.nodes.clone() else {
+        bail!("job {} has no nodes yet", args.job.job);
+    };
+    let count = info.node_count.unwrap_or(1);
+    let per_poll = args.interval + args.timeout;
+    let expected = per_poll * args.polls;
+    noteln!(
+        "gpudirect hang: asking NCCL's RAS of job {} on {nodes} {} time(s), {} s apart (about {} s)",
+        args.job,
+        args.polls,
+        args.interval.as_secs_f64(),
+        expected.as_secs()
+    );
+    let exe = std::env::current_exe().context("cannot find the gpudirect executable")?;
+    let job = Job {
+        program: "srun".into(),
+        args: [
+            "--overlap".to_string(),
+            format!("--jobid={}", args.job.job),
+            format!("--nodelist={nodes}"),
+            format!("--nodes={count}"),
+            "--ntasks-per-node=1".to_string(),
+            "--kill-on-bad-exit=0".to_string(),
+            // Each task's lines whole, by label: a long line of one is otherwise cut by another's.
+            "--label".to_string(),
+            // Nothing of ours in the job's environment: the agent only reads.
+            "--gpudirect=none".to_string(),
+        ]
+        .into_iter()
+        .map(Into::into)
+        .chain([
+            exe.into_os_string(),
+            "hang".into(),
+            "--agent".into(),
+            args.job.to_string().into(),
+            "--polls".into(),
+            args.polls.to_string().into(),
+            "--interval".into(),
+            format!("{}ms", args.interval.as_millis()).into(),
+            "--timeout".into(),
+            format!("{}ms", args.timeout.as_millis()).into(),
+        ])
+        .collect(),
+        env: Vec::new(),
+        cwd: None,
+        timeout: expected + Duration::from_secs(60),
+        grace: Duration::from_secs(5),
+    };
+    tracing::info!(command = %job.command_line(), "running");
+    let finished = runner::run(&job, &AtomicBool::new(false))?;
+    let (reports, bad) = read_agent_lines(&String::from_utf8_lossy(&finished.stdout));
+    for line in &bad {
+        noteln!("gpudirect hang: unreadable agent line: {line}");
+    }
+    if reports.is_empty() {
+        bail!(
+            "no node answered: `{}` ended with {:?}: {}",
+            job.command_line(),
+            finished.outcome,
+            String::from_utf8_lossy(&finished.stderr).trim()
+        );
+    }
+    let silent = unanswered(&reports);
+    let (table, snapshots) = assemble(&reports);
+    let diagnosis = ras::diagnose(&snapshots, &table);
+    let status = if snapshots.is_empty() {
+        ExitStatus::CouldNotRun
+    } else if diagnosis.iter().any(|c| {
+        matches!(
+            c.verdict,
+            Verdict::Laggards | Verdict::AllStalled | Verdict::Broken
+        )
+    }) {
+        ExitStatus::Problem
+    } else {
+        ExitStatus::Ok
+    };
+    if args.json {
+        emit_json(&serde_json::json!({
+            "job": args.job.to_string(),
+            "nodes": nodes,
+            "communicators": diagnosis,
+            "unanswered": silent,
+            "agents": reports,
+        }))?;
+        return Ok(status);
+    }
+    for (node, why) in &silent {
+        outln!("{node}: {why}")?;
+    }
+    if snapshots.is_empty() {
+        outln!(
+            "no RAS answered on any node of job {}: see the reasons above (NCCL 2.24 or later \
+             with RAS on, the job's NCCL_RAS_ADDR)",
+            args.job
+        )?;
+        return Ok(status);
+    }
+    if diagnosis.is_empty() {
+        outln!("RAS answered but knows no communicator: the job has not created one yet")?;
+        return Ok(status);
+    }
+    for c in &diagnosis {
+        let counts: Vec<String> = c
+            .counts
+            .iter()
+            .filter(|(_, &(_, hi))| hi > 0)
+            .map(|(t, &(lo, hi))| {
+                if lo == hi {
+                    format!("{t} {hi}")
+                } else {
+                    format!("{t} {lo}-{hi}")
+                }
+            })
+            .collect();
+        outln!(
+            "communicator {} ({} ranks, {} answered{}): {}",
+            c.hash,
+            c.size,
+            c.ranks_seen,
+            if counts.is_empty() {
+                String::new()
+            } else {
+                format!("; {}", counts.join(", "))
+            },
+            c.message
+        )?;
+    }
+    Ok(status)
+}

@@ -1,0 +1,469 @@
+//! `gpudirect hang JOBID[.STEP]`: which rank a hung job waits for, from NCCL's RAS.
+//!
+//! ```text
+//! gpudirect hang 4242 ──srun --overlap --jobid 4242 -N <its nodes> gpudirect hang --agent 4242──┐
+//!   on every node, inside the job (its network namespace, its user):                        │
+//!     the job's processes (/proc/*/environ: SLURM_JOB_ID, SLURM_PROCID, NCCL_RAS_ADDR)       │
+//!     the node's IPv4 addresses (/proc/net/fib_trie)                                          │
+//!     N polls of the job's RAS address, `interval` apart (ras::query)                         │
+//!   one JSON line per node (AgentReport) ─────────────────────────────────────────────────────┘
+//! back here: addresses -> nodes, (node, pid) -> task (PlaceTable); poll k of every node ->
+//! one snapshot (communicators merged by hash); ras::diagnose -> one verdict per communicator
+//! ```
+//!
+//! RAS answers for whole communicators from any of its processes, so one node's answers are
+//! enough to judge; every node's are read so that each rank's host and pid map to a node
+//! and a task.
+
+use std::collections::BTreeMap;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use crate::ras::{self, PlaceTable, Snapshot, Status};
+
+/// Marks an agent's line in srun's output.
+pub const LINE_KEY: &str = "\"gpudirect_hang\":";
+
+/// The environ of one process is read up to this size.
+const MAX_ENVIRON: u64 = 1 << 20;
+
+/// A process of the job on this node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobProcess {
+    /// Its pid (in the node's pid namespace, which RAS reports too).
+    pub pid: u32,
+    /// `SLURM_PROCID`: its task in its step.
+    pub task: Option<u32>,
+    /// `SLURM_STEP_ID`.
+    pub step: Option<u32>,
+    /// `NCCL_RAS_ADDR`, when set.
+    pub ras_addr: Option<String>,
+}
+
+/// One poll of one RAS address.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Poll {
+    /// Seconds since the agent's first poll.
+    pub at: f64,
+    /// The answer, or the error in words.
+    pub status: Option<Status>,
+    /// Why there is no answer.
+    pub error: Option<String>,
+}
+
+/// What the agent on one node found.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct AgentReport {
+    /// Format version of this line.
+    pub gpudirect_hang: u32,
+    /// The node (`SLURMD_NODENAME`, else its host name).
+    pub node: String,
+    /// Its IPv4 addresses.
+    pub addrs: Vec<String>,
+    /// The job's processes there.
+    pub processes: Vec<JobProcess>,
+    /// The RAS address asked.
+    pub ras_addr: String,
+    /// The polls, in order.
+    pub polls: Vec<Poll>,
+}
+
+/// `JOBID` or `JOBID.STEP`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JobStep {
+    /// The job.
+    pub job: u32,
+    /// The step, when given.
+    pub step: Option<u32>,
+}
+
+impl std::str::FromStr for JobStep {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let (job, step) = match s.split_once('.') {
+            Some((j, st)) => (j, Some(st)),
+            None => (s, None),
+        };
+        let job = job.parse().map_err(|_| {
+            format!("{s:?} is not a job id: write JOBID or JOBID.STEP, e.g. 4242 or 4242.0")
+        })?;
+        let step = step
+            .map(|st| {
+                st.parse().map_err(|_| {
+                    format!("{s:?}: the step {st:?} is not a number (JOBID.STEP, e.g. 4242.0)")
+                })
+            })
+            .transpose()?;
+        Ok(JobStep { job, step })
+    }
+}
+
+impl std::fmt::Display for JobStep {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.step {
+            Some(s) => write!(f, "{}.{s}", self.job),
+            None => write!(f, "{}", self.job),
+        }
+    }
+}
+
+/// `NCCL_RAS_ADDR` as NCCL takes it (`host:port`, `localhost:28028`, `[::1]:28028`), else
+/// the default, resolved to a socket address.
+pub fn ras_addr(value: Option<&str>) -> Result<SocketAddr, String> {
+    let text = value.map(str::trim).filter(|v| !v.is_empty()).map_or_else(
+        || format!("127.0.0.1:{}", ras::DEFAULT_PORT),
+        str::to_string,
+    );
+    let with_port = if text
+        .rsplit_once(':')
+        .is_some_and(|(_, p)| p.parse::<u16>().is_ok())
+    {
+        text.clone()
+    } else {
+        format!("{text}:{}", ras::DEFAULT_PORT)
+    };
+    with_port
+        .to_socket_addrs()
+        .ok()
+        .and_then(|mut a| {
+            a.find(SocketAddr::is_ipv4)
+                .or_else(|| with_port.to_socket_addrs().ok()?.next())
+        })
+        .ok_or_else(|| {
+            format!("NCCL_RAS_ADDR={text} is not an address this node can reach (write host:port)")
+        })
+}
+
+/// The variable named `name` in an environ block (`NAME=value\0...`).
+fn environ_var<'a>(environ: &'a [u8], name: &str) -> Option<&'a str> {
+    environ.split(|&b| b == 0).find_map(|entry| {
+        let rest = entry.strip_prefix(name.as_bytes())?.strip_prefix(b"=")?;
+        std::str::from_utf8(rest).ok()
+    })
+}
+
+/// The processes of job `job` (step `step`, when given) on node `node` under `proc_root`
+/// (`/proc`) whose environ this user may read, but those of step `own_step` (the agent's).
+/// A task whose `SLURMD_NODENAME` names another node is left out (nodes that share one pid
+/// namespace, as the local cluster's do).
+pub fn job_processes(
+    proc_root: &std::path::Path,
+    job: JobStep,
+    node: &str,
+    own_step: Option<u32>,
+) -> Vec<JobProcess> {
+    use std::io::Read;
+    let Ok(entries) = std::fs::read_dir(proc_root) else {
+        return Vec::new();
+    };
+    let job_id = job.job.to_string();
+    let mut found = Vec::new();
+    for entry in entries.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let mut environ = Vec::new();
+        let read = std::fs::File::open(entry.path().join("environ"))
+            .and_then(|f| f.take(MAX_ENVIRON).read_to_end(&mut environ));
+        if read.is_err() || environ_var(&environ, "SLURM_JOB_ID") != Some(job_id.as_str()) {
+            continue;
+        }
+        let number = |name: &str| environ_var(&environ, name).and_then(|v| v.parse().ok());
+        let step: Option<u32> = number("SLURM_STEP_ID");
+        if (job.step.is_some() && step != job.step) || (own_step.is_some() && step == own_step) {
+            continue;
+        }
+        if environ_var(&environ, "SLURMD_NODENAME").is_some_and(|n| n != node) {
+            continue;
+        }
+        // Only the step's tasks: srun and slurmstepd's own helpers have no SLURM_PROCID.
+        let Some(task) = number("SLURM_PROCID") else {
+            continue;
+        };
+        found.push(JobProcess {
+            pid,
+            task: Some(task),
+            step,
+            ras_addr: environ_var(&environ, "NCCL_RAS_ADDR").map(str::to_string),
+        });
+    }
+    found.sort_by_key(|p| p.pid);
+    found
+}
+
+/// The node's local IPv4 addresses, from `/proc/net/fib_trie` (`|-- A.B.C.D` followed by
+/// `/32 host LOCAL`), loopback left out.
+pub fn local_addrs(fib_trie: &str) -> Vec<String> {
+    let mut addrs = Vec::new();
+    let mut last: Option<&str> = None;
+    for line in fib_trie.lines() {
+        let t = line.trim();
+        if let Some(a) = t.strip_prefix("|-- ") {
+            last = Some(a.trim());
+        } else if t.contains("host LOCAL") {
+            if let Some(a) = last.take() {
+                if !a.starts_with("127.") && !addrs.iter().any(|x| x == a) {
+                    addrs.push(a.to_string());
+                }
+            }
+        }
+    }
+    addrs.sort();
+    addrs
+}
+
+/// The agent's work on one node: find the job's processes and RAS address, poll it.
+pub fn agent(
+    job: JobStep,
+    node: String,
+    polls: u32,
+    interval: Duration,
+    timeout: Duration,
+) -> AgentReport {
+    let own_step = std::env::var("SLURM_STEP_ID")
+        .ok()
+        .and_then(|s| s.parse().ok());
+    let processes = job_processes(std::path::Path::new("/proc"), job, &node, own_step);
+    let addrs = std::fs::read_to_string("/proc/net/fib_trie")
+        .map(|t| local_addrs(&t))
+        .unwrap_or_default();
+    // The job's own address (the plugin gives every job its own); the first process's.
+    let value = processes.iter().find_map(|p| p.ras_addr.clone());
+    let mut report = AgentReport {
+        gpudirect_hang: 1,
+        node,
+        addrs,
+        processes,
+        ras_addr: value
+            .clone()
+            .unwrap_or_else(|| format!("127.0.0.1:{}", ras::DEFAULT_PORT)),
+        polls: Vec::new(),
+    };
+    let addr = match ras_addr(value.as_deref()) {
+        Ok(a) => a,
+        Err(e) => {
+            report.polls.push(Poll {
+                at: 0.0,
+                status: None,
+                error: Some(e),
+            });
+            return report;
+        }
+    };
+    let start = Instant::now();
+    for i in 0..polls.max(1) {
+        if i > 0 {
+            std::thread::sleep(interval);
+        }
+        let at = start.elapsed().as_secs_f64();
+        let (status, error) = match ras::query(addr, timeout) {
+            Ok(s) => (Some(s), None),
+            Err(e) => (None, Some(e.to_string())),
+        };
+        report.polls.push(Poll { at, status, error });
+    }
+    report
+}
+
+/// The agents' reports in srun's `--label` output (a long line of one task may be cut by
+/// another's, so each task's pieces are joined by label first), and what could not be read.
+pub fn read_agent_lines(stdout: &str) -> (Vec<AgentReport>, Vec<String>) {
+    let mut by_label: BTreeMap<u32, String> = BTreeMap::new();
+    let mut unlabelled = Vec::new();
+    for line in stdout.lines() {
+        let labelled = line
+            .split_once(": ")
+            .and_then(|(label, rest)| label.trim().parse::<u32>().ok().map(|n| (n, rest)));
+        match labelled {
+            Some((n, rest)) => by_label.entry(n).or_default().push_str(rest),
+            None => unlabelled.push(line.to_string()),
+        }
+    }
+    let mut reports = Vec::new();
+    let mut bad = Vec::new();
+    for text in by_label
+        .into_values()
+        .chain(unlabelled)
+        .filter(|t| t.contains(LINE_KEY))
+    {
+        let json = text.find('{').map_or(text.as_str(), |i| &text[i..]);
+        match serde_json::from_str::<AgentReport>(json.trim()) {
+            Ok(r) => reports.push(r),
+            Err(e) => bad.push(format!("{e}: {}", &text[..text.len().min(80)])),
+        }
+    }
+    reports.sort_by(|a, b| a.node.cmp(&b.node));
+    (reports, bad)
+}
+
+/// The place table and the snapshots the agents' reports make: poll k of every node is one
+/// snapshot (each communicator from the first node that had it), at the earliest node's time.
+pub fn assemble(reports: &[AgentReport]) -> (PlaceTable, Vec<Snapshot>) {
+    let mut table = PlaceTable::default();
+    for r in reports {
+        for a in &r.addrs {
+            table.nodes.insert(a.clone(), r.node.clone());
+        }
+        for p in &r.processes {
+            if let Some(task) = p.task {
+                table.tasks.insert((r.node.clone(), p.pid), task);
+            }
+        }
+    }
+    let polls = reports.iter().map(|r| r.polls.len()).max().unwrap_or(0);
+    let mut snapshots = Vec::new();
+    for k in 0..polls {
+        let mut merged: Option<Status> = None;
+        let mut at: Option<f64> = None;
+        for r in reports {
+            let Some(poll) = r.polls.get(k) else { continue };
+            let Some(status) = &poll.status else { continue };
+            at = Some(at.map_or(poll.at, |a: f64| a.min(poll.at)));
+            match &mut merged {
+                None => merged = Some(status.clone()),
+                Some(m) => {
+                    for c in &status.communicators {
+                        if !m.communicators.iter().any(|x| x.hash == c.hash) {
+                            m.communicators.push(c.clone());
+                        }
+                    }
+                }
+            }
+        }
+        if let (Some(status), Some(at)) = (merged, at) {
+            snapshots.push(Snapshot { at, status });
+        }
+    }
+    (table, snapshots)
+}
+
+/// The errors of nodes none of whose polls was answered, by node.
+pub fn unanswered(reports: &[AgentReport]) -> BTreeMap<String, String> {
+    reports
+        .iter()
+        .filter(|r| r.polls.iter().all(|p| p.status.is_none()))
+        .map(|r| {
+            let why = r
+                .polls
+                .iter()
+                .find_map(|p| p.error.clone())
+                .unwrap_or_else(|| "no poll ran".into());
+            (r.node.clone(), why)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ras::Verdict;
+
+    #[test]
+    fn job_steps_and_addresses_parse_or_say_how_to_write_them() {
+        assert_eq!(
+            "4242".parse(),
+            Ok(JobStep {
+                job: 4242,
+                step: None
+            })
+        );
+        assert_eq!(
+            "4242.3".parse(),
+            Ok(JobStep {
+                job: 4242,
+                step: Some(3)
+            })
+        );
+        assert!("x"
+            .parse::<JobStep>()
+            .unwrap_err()
+            .contains("JOBID or JOBID.STEP"));
+        assert!("1.y"
+            .parse::<JobStep>()
+            .unwrap_err()
+            .contains("the step \"y\""));
+        assert_eq!(ras_addr(None).unwrap().to_string(), "127.0.0.1:28028");
+        assert_eq!(ras_addr(Some("127.0.0.1:31234")).unwrap().port(), 31234);
+        assert_eq!(ras_addr(Some("localhost")).unwrap().port(), 28028);
+        assert!(ras_addr(Some("no such host name.invalid:1")).is_err());
+    }
+
+    #[test]
+    fn environ_and_fib_trie_are_read() {
+        let env = b"PATH=/bin\0SLURM_JOB_ID=77\0SLURM_PROCID=3\0NCCL_RAS_ADDR=127.0.0.1:30000\0";
+        assert_eq!(environ_var(env, "SLURM_JOB_ID"), Some("77"));
+        assert_eq!(environ_var(env, "SLURM_JOB"), None);
+        assert_eq!(environ_var(env, "NCCL_RAS_ADDR"), Some("127.0.0.1:30000"));
+        let trie = "Main:\n  +-- 0.0.0.0/0 3 0 5\n     |-- 10.213.1.2\n        /32 host LOCAL\n     |-- 10.213.1.255\n        /32 link BROADCAST\n     |-- 127.0.0.1\n        /32 host LOCAL\nLocal:\n     |-- 10.213.0.2\n        /32 host LOCAL\n     |-- 10.213.1.2\n        /32 host LOCAL\n";
+        assert_eq!(local_addrs(trie), ["10.213.0.2", "10.213.1.2"]);
+    }
+
+    /// Two nodes' agents, each with the recorded stalled answer twice: the places come from
+    /// their addresses and processes, and rank 1 is named with node2's task 1.
+    #[test]
+    fn agents_reports_make_one_diagnosis_with_places() {
+        let text = std::fs::read_to_string(format!(
+            "{}/../tests/fixtures/nccl-ras/status-json-rank1-stalled.txt",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .unwrap();
+        let status = ras::parse_answer(&text).unwrap();
+        let agent = |node: &str, addr: &str, pid: u32, task: u32| AgentReport {
+            gpudirect_hang: 1,
+            node: node.into(),
+            addrs: vec![addr.into()],
+            processes: vec![JobProcess {
+                pid,
+                task: Some(task),
+                step: Some(0),
+                ras_addr: None,
+            }],
+            ras_addr: "127.0.0.1:28028".into(),
+            polls: vec![
+                Poll {
+                    at: 0.0,
+                    status: Some(status.clone()),
+                    error: None,
+                },
+                Poll {
+                    at: 5.0,
+                    status: Some(status.clone()),
+                    error: None,
+                },
+            ],
+        };
+        let reports = [
+            agent("node1", "10.9.1.1", 1559, 0),
+            agent("node2", "10.9.1.2", 1560, 1),
+        ];
+        // srun --label output with node2's line cut in two by node1's.
+        let two = serde_json::to_string(&reports[1]).unwrap();
+        let one = serde_json::to_string(&reports[0]).unwrap();
+        let (a, b) = two.split_at(40);
+        let out = format!("1: {a}\n0: {one}\n1: {b}\nnoise\n");
+        let (read, bad) = read_agent_lines(&out);
+        assert!(bad.is_empty(), "{bad:?}");
+        assert_eq!(
+            read.iter().map(|r| r.node.as_str()).collect::<Vec<_>>(),
+            ["node1", "node2"]
+        );
+        let (table, snaps) = assemble(&reports);
+        assert_eq!(snaps.len(), 2);
+        let report = &ras::diagnose(&snaps, &table)[0];
+        assert_eq!(report.verdict, Verdict::Laggards);
+        assert!(
+            report
+                .message
+                .starts_with("rank 1 (node2, task 1, pid 1560) is 1 AllReduce behind"),
+            "{}",
+            report.message
+        );
+        assert!(unanswered(&reports).is_empty());
+    }
+}

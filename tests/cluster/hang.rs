@@ -1,0 +1,173 @@
+//! `gpudirect hang` on the local cluster, with NCCL's RAS played by `nccl-ras-standin`
+//! (launcher/src/bin/nccl-ras-standin.rs), which answers with the answer recorded on the lent
+//! H200 (tests/fixtures/nccl-ras/). Each job's tasks are stand-ins on two nodes, listening on
+//! the job's own NCCL_RAS_ADDR; the test writes their real addresses and pids into the answer.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use cluster_tests::*;
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Submits a 2-node job of RAS stand-ins on `port` (extra stand-in flags in `extra`) and
+/// returns its id and the stand-ins' pids by task, once both listen.
+fn standin_job(dir: &Path, port: u16, answer: &Path, extra: &str) -> (u32, [u32; 2]) {
+    let standin = workspace_bin("nccl-ras-standin");
+    let pids = dir.join(format!("pids-{port}"));
+    std::fs::create_dir_all(&pids).unwrap();
+    give_to_test_user(&pids);
+    let wrap = format!(
+        "srun -N2 --ntasks-per-node=1 {} --answer {} --pid-dir {} --seconds 90 {extra}",
+        standin.display(),
+        answer.display(),
+        pids.display()
+    );
+    let out = run(slurm_command("sbatch")
+        .args(["-N2", "-o", "/dev/null", "--wrap", &wrap])
+        .env("NCCL_RAS_ADDR", format!("127.0.0.1:{port}")));
+    assert_ok(&out, "sbatch the RAS stand-ins");
+    let job: u32 = text(&out.stdout)
+        .split_whitespace()
+        .last()
+        .and_then(|w| w.parse().ok())
+        .expect("sbatch prints the job id");
+    let start = Instant::now();
+    loop {
+        let read = |t: u32| -> Option<u32> {
+            std::fs::read_to_string(pids.join(format!("pid-{t}")))
+                .ok()?
+                .trim()
+                .parse()
+                .ok()
+        };
+        if let (Some(a), Some(b)) = (read(0), read(1)) {
+            return (job, [a, b]);
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "job {job}'s stand-ins did not start within 60 s"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// The recorded answer with the stand-ins' real hosts (each node's eth1) and pids.
+fn answer_for(pids: [u32; 2]) -> String {
+    let recorded = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("fixtures/nccl-ras/status-json-rank1-stalled.txt"),
+    )
+    .unwrap();
+    recorded
+        .replace("\"10.9.1.1\"", "\"10.213.1.1\"")
+        .replace("\"10.9.1.2\"", "\"10.213.1.2\"")
+        .replace("\"pid\": 1559", &format!("\"pid\": {}", pids[0]))
+        .replace("\"pid\": 1560", &format!("\"pid\": {}", pids[1]))
+}
+
+fn hang(job: u32) -> std::process::Output {
+    run(
+        slurm_command(workspace_bin("gpudirect").to_str().unwrap()).args([
+            "hang",
+            &job.to_string(),
+            "--polls",
+            "2",
+            "--interval",
+            "1s",
+            "--timeout",
+            "3s",
+        ]),
+    )
+}
+
+/// Two jobs on the same two nodes, each with its own RAS port: the stalled one names rank 1
+/// with node2, task 1 and its pid; the other, whose counts advance, is no hang; a third job
+/// whose port nobody listens on gets the reason and exit 3.
+#[test]
+fn hang_names_the_stalled_rank_and_each_job_sees_its_own_ras() {
+    let _guard = cluster();
+    let dir = fresh_temp_dir("hang");
+    let base = 30_000 + (std::process::id() % 10_000) as u16 * 3 % 30_000;
+    let stalled_answer = dir.join("stalled.txt");
+    let moving_answer = dir.join("moving.txt");
+    std::fs::write(&stalled_answer, "").unwrap();
+    std::fs::write(&moving_answer, "").unwrap();
+    let (stalled, pids) = standin_job(&dir, base, &stalled_answer, "");
+    let (moving, moving_pids) = standin_job(&dir, base + 1, &moving_answer, "--advance AllReduce");
+    std::fs::write(&stalled_answer, answer_for(pids)).unwrap();
+    std::fs::write(&moving_answer, answer_for(moving_pids)).unwrap();
+
+    let out = hang(stalled);
+    let stdout = text(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{stdout}\n{}",
+        text(&out.stderr)
+    );
+    let want = format!(
+        "rank 1 (node2, task 1, pid {}) is 1 AllReduce behind the other 1 and has not moved in 1 s",
+        pids[1]
+    );
+    assert!(stdout.contains(&want), "want {want:?} in:\n{stdout}");
+    assert!(
+        stdout.contains("communicator 0x1ec60967e0c6312c (2 ranks, 2 answered; AllReduce 8-9)"),
+        "{stdout}"
+    );
+    assert!(
+        text(&out.stderr).contains("2 time(s), 1 s apart"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    let out = hang(moving);
+    let stdout = text(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        text(&out.stderr)
+    );
+    assert!(stdout.contains("no hang: counts advance"), "{stdout}");
+
+    let wrap = "srun -N1 sleep 60";
+    let out = run(slurm_command("sbatch")
+        .args(["-N1", "-o", "/dev/null", "--wrap", wrap])
+        .env("NCCL_RAS_ADDR", format!("127.0.0.1:{}", base + 2)));
+    assert_ok(&out, "sbatch a job without RAS");
+    let quiet: u32 = text(&out.stdout)
+        .split_whitespace()
+        .last()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let start = Instant::now();
+    let out = loop {
+        let out = hang(quiet);
+        // Until its step runs, the agent finds no task and asks the default address.
+        if text(&out.stdout).contains(&format!("127.0.0.1:{}", base + 2))
+            || start.elapsed() > Duration::from_secs(30)
+        {
+            break out;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    let stdout = text(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{stdout}\n{}",
+        text(&out.stderr)
+    );
+    assert!(
+        stdout.contains(&format!("127.0.0.1:{}: no NCCL RAS answers", base + 2))
+            && stdout.contains("NCCL_RAS_ADDR"),
+        "{stdout}"
+    );
+    for job in [stalled, moving, quiet] {
+        let _ = run(slurm_command_as(Who::Root, "scancel").arg(job.to_string()));
+    }
+}
