@@ -20,6 +20,7 @@
 //! - [`runner`]: runs srun/mpirun/nccl-tests in a process group with timeouts and Ctrl-C.
 //! - [`slurm`]: the allocation from `SLURM_*` and every `scontrol`/`salloc` call.
 //! - [`matrix`]: the nccl-tests matrix (flags or TOML) and its plan of cells.
+//! - [`matrix_run`]: `gpudirect run`'s cells, one after another, with `--resume`'s marks.
 //! - [`launch`]: the srun/mpirun/local command line of one cell.
 //! - [`probe`]: what each task sees, and where tasks and nodes differ; [`provenance`]:
 //!   where each NCCL variable in effect comes from (profile, environment, NCCL's files).
@@ -49,6 +50,7 @@ pub mod history;
 pub mod hostfile;
 pub mod launch;
 pub mod matrix;
+pub mod matrix_run;
 pub mod output;
 pub mod probe;
 pub mod provenance;

@@ -9,27 +9,25 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use gpudirect::checks::{profile_nics, Expectations};
-use gpudirect::history::{History, LaunchKind, RunFilter, RunStatus};
+use gpudirect::history::{History, LaunchKind, RunStatus};
 use gpudirect::matrix::{variants_from_flags, Cell, Matrix, Variant};
-use gpudirect::record::RunContext;
 use gpudirect::runner::{self, INTERRUPTED};
 use gpudirect::tune::overlay::read_overlay;
 use gpudirect::units::size_arg;
-use gpudirect_core::config::{Config, Profile};
+use gpudirect_core::config::Config;
 use gpudirect_core::system::{load_config, Ownership};
-use serde::Serialize;
 
 use gpudirect::launch::{env_var, find_binary, prepare, LaunchOptions, Launcher};
 use gpudirect::units::now_unix;
 
 use super::args::NcclTestsArgs;
 use super::{Ctx, ExitStatus};
-use gpudirect::cell::exec::{self, Executed, Spec};
-use gpudirect::cell::Evaluated;
+use gpudirect::matrix_run::{
+    cell_key, estimate_seconds, recorded_cells, run_cells, CellPlan, CellResult, MATRIX_KEY,
+};
 use gpudirect::noteln;
 use gpudirect::outln;
-use gpudirect::output::{emit_json, gbps, Progress};
+use gpudirect::output::{emit_json, gbps};
 
 /// Arguments of `gpudirect run`.
 #[derive(Debug, Args, Clone)]
@@ -218,127 +216,11 @@ fn build_matrix(args: &RunArgs, nodes_in_allocation: usize) -> Result<Matrix> {
     Ok(matrix)
 }
 
-/// The profile a cell's `--gpudirect` mode applies, from the admin config (`auto`: the
-/// first node's node set's).
-fn cell_profile<'c>(
-    cell: &Cell,
-    config: Option<&'c Config>,
-    first_node: Option<&str>,
-) -> Option<&'c Profile> {
-    let config = config?;
-    match cell.variant.gpudirect.as_deref()? {
-        "none" => None,
-        "auto" => config
-            .node_set_for(first_node?)?
-            .profile
-            .as_ref()
-            .and_then(|p| config.profiles.get(p)),
-        name => config.profiles.get(name),
-    }
-}
-
-/// The transport a cell must use between nodes, from its profile in the admin config.
-fn expected_transport(
-    cell: &Cell,
-    config: Option<&Config>,
-    first_node: Option<&str>,
-) -> Option<String> {
-    cell_profile(cell, config, first_node)?.transport.clone()
-}
-
-/// The NICs a cell's transport may use: its profile's, as the first node's node set names
-/// them (`checks::profile_nics`).
-fn expected_nics(cell: &Cell, config: Option<&Config>, first_node: Option<&str>) -> Vec<String> {
-    let Some(profile) = cell_profile(cell, config, first_node) else {
-        return Vec::new();
-    };
-    let node_set = config.zip(first_node).and_then(|(c, n)| c.node_set_for(n));
-    profile_nics(profile, node_set)
-}
-
 /// The config is not on this host at all (a login node without it): its transports go
 /// unchecked, with a warning. Any other error is one the plugin would meet as well.
 fn config_absent(e: &gpudirect_core::system::LoadError) -> bool {
     matches!(e, gpudirect_core::system::LoadError::Io { source, .. }
         if source.kind() == std::io::ErrorKind::NotFound)
-}
-
-/// Record keys that tie a cell's record to its matrix run, for --resume.
-const MATRIX_KEY: &str = "GPUDIRECT_MATRIX_ID";
-const CELL_KEY: &str = "GPUDIRECT_CELL";
-
-/// A cell's identity within its matrix: position and label.
-fn cell_key(cell: &Cell) -> String {
-    format!("{}:{}", cell.index, cell.label())
-}
-
-/// For --resume: the cells of matrix `id` already recorded, finished ones and
-/// placeholders (interrupted) separately, by cell key.
-fn recorded_cells(history: &History, id: &str) -> Result<(Vec<String>, BTreeMap<String, i64>)> {
-    let runs = history.list_runs(&RunFilter::default())?;
-    let mut done = Vec::new();
-    let mut placeholders = BTreeMap::new();
-    for summary in runs {
-        let detail = history.get_run(summary.id)?;
-        if detail.env.get(MATRIX_KEY).map(String::as_str) != Some(id) {
-            continue;
-        }
-        let Some(cell) = detail.env.get(CELL_KEY) else {
-            continue;
-        };
-        if summary.status == RunStatus::Interrupted {
-            placeholders.insert(cell.clone(), summary.id);
-        } else {
-            done.push(cell.clone());
-        }
-    }
-    Ok((done, placeholders))
-}
-
-/// One finished cell, for the summary.
-#[derive(Debug, Serialize)]
-struct CellResult {
-    cell: usize,
-    label: String,
-    status: RunStatus,
-    avg_busbw: Option<f64>,
-    busbw_at_max_size: Option<f64>,
-    transport: Option<String>,
-    run_id: Option<i64>,
-    findings: Vec<String>,
-    seconds: f64,
-    replay: bool,
-}
-
-/// The line printed when a cell ends: `[3/8] all_reduce N=2 G=8 tcpx: ok, busbw ...`.
-fn finished_line(result: &CellResult, total: usize) -> String {
-    format!(
-        "[{}/{}] {}: {}{}{}",
-        result.cell,
-        total,
-        result.label,
-        result.status,
-        result
-            .busbw_at_max_size
-            .map(|b| format!(", busbw {b:.2} GB/s at max size"))
-            .unwrap_or_default(),
-        result
-            .findings
-            .first()
-            .map(|f| format!(" ({f})"))
-            .unwrap_or_default()
-    )
-}
-
-/// Median seconds of earlier runs like this cell, for --dry-run.
-fn estimate_seconds(history: Option<&History>, cell: &Cell) -> Option<f64> {
-    let filter = RunFilter {
-        collective: Some(cell.collective.clone()),
-        variant: Some(cell.variant.name.clone()),
-        limit: Some(20),
-        ..RunFilter::default()
-    };
-    history?.median_seconds(&filter, cell.nodes).ok()?
 }
 
 fn submit(args: &RunArgs, matrix: &Matrix) -> Result<ExitStatus> {
@@ -557,80 +439,6 @@ fn start_matrix(
     Ok((matrix_id, cells, placeholders))
 }
 
-/// What every cell of a matrix run shares: how its [`Spec`] is made.
-struct CellPlan<'a> {
-    args: &'a RunArgs,
-    matrix: &'a Matrix,
-    opts: &'a LaunchOptions,
-    config: Option<&'a Config>,
-    nodes: &'a [String],
-    in_allocation: bool,
-    launch_kind: LaunchKind,
-    matrix_id: &'a str,
-}
-
-impl CellPlan<'_> {
-    /// The cell's spec: its marks (matrix id, cell key), the transport its profile
-    /// requires, the sizes, where it runs and the line rate.
-    fn spec<'c>(&'c self, cell: &'c Cell) -> Spec<'c> {
-        let mut marks = BTreeMap::new();
-        marks.insert(MATRIX_KEY.to_string(), self.matrix_id.to_string());
-        marks.insert(CELL_KEY.to_string(), cell_key(cell));
-        Spec {
-            cell,
-            matrix: self.matrix,
-            launch: self.opts,
-            json_report: !self.args.nccl.no_json,
-            expect: Expectations {
-                transport: expected_transport(
-                    cell,
-                    self.config,
-                    self.nodes.first().map(String::as_str),
-                ),
-                nics: expected_nics(cell, self.config, self.nodes.first().map(String::as_str)),
-                nodes: cell.nodes,
-                sizes: self.matrix.expected_sizes(),
-            },
-            context: RunContext {
-                nodes: if self.in_allocation {
-                    gpudirect::launch::cell_nodes(self.opts, cell)
-                        .map(<[String]>::to_vec)
-                        .unwrap_or_default()
-                } else {
-                    vec![gpudirect_core::system::short_hostname()]
-                },
-                launcher: self.launch_kind,
-                line_rate_gbps: cell_profile(
-                    cell,
-                    self.config,
-                    self.nodes.first().map(String::as_str),
-                )
-                .and_then(Profile::node_line_rate_gbps),
-                ..RunContext::for_job(self.args.nccl.cluster.as_deref())
-            },
-            marks,
-        }
-    }
-}
-
-impl CellResult {
-    /// A cell that could not start (its command could not be built).
-    fn not_started(cell: &Cell, why: String) -> CellResult {
-        CellResult {
-            cell: cell.index,
-            label: cell.label(),
-            status: RunStatus::Failed,
-            avg_busbw: None,
-            busbw_at_max_size: None,
-            transport: None,
-            run_id: None,
-            findings: vec![why],
-            seconds: 0.0,
-            replay: false,
-        }
-    }
-}
-
 /// `gpudirect run`: every cell ok is [`ExitStatus::Ok`], any cell not ok (or not run) is
 /// [`ExitStatus::Failed`].
 pub fn run(args: &RunArgs, ctx: &Ctx) -> Result<ExitStatus> {
@@ -679,7 +487,8 @@ pub fn run(args: &RunArgs, ctx: &Ctx) -> Result<ExitStatus> {
         Launcher::Local => LaunchKind::Local,
     };
     let plan = CellPlan {
-        args,
+        json_report: !args.nccl.no_json,
+        cluster: args.nccl.cluster.as_deref(),
         matrix: &matrix,
         opts: &opts,
         config: config.as_ref(),
@@ -689,86 +498,13 @@ pub fn run(args: &RunArgs, ctx: &Ctx) -> Result<ExitStatus> {
         matrix_id: &matrix_id,
     };
     runner::install_interrupt_handler();
-    let total = cells.len();
-    let progress = Progress::new("gpudirect run", total);
-    let mut results = Vec::new();
-    for cell in &cells {
-        if INTERRUPTED.load(Ordering::SeqCst) {
-            break;
-        }
-        let spec = plan.spec(cell);
-        let prepared = match exec::prepare(spec) {
-            Ok(p) => p,
-            Err(e) => {
-                let result = CellResult::not_started(cell, e.to_string());
-                progress.finish(
-                    &finished_line(&result, total),
-                    result.busbw_at_max_size.or(result.avg_busbw),
-                );
-                results.push(result);
-                if args.fail_fast {
-                    break;
-                }
-                continue;
-            }
-        };
-        let command = prepared.command_line();
-        // Written before the cell starts: if the launcher is killed, the cell stays
-        // marked interrupted and --resume runs it again.
-        let placeholder = match placeholders.remove(&cell_key(cell)) {
-            Some(id) => id,
-            None => {
-                let mark =
-                    prepared.placeholder("started; the launcher stopped before the cell ended");
-                history.import_run(&mark, true)?.run_id()
-            }
-        };
-        progress.start(cell.index, &cell.label(), &command);
-        let executed = prepared.execute()?;
-        let run_id = match executed.replace(&mut history, placeholder) {
-            Ok(id) => Some(id),
-            Err(e) => {
-                noteln!("gpudirect run: could not record cell {}: {e}", cell.index);
-                None
-            }
-        };
-        let Executed {
-            finished,
-            evaluated:
-                Evaluated {
-                    parsed,
-                    verdict,
-                    record,
-                },
-        } = executed;
-        let replay = gpudirect::history::replay_of(&record.env).is_some();
-        let result = CellResult {
-            cell: cell.index,
-            label: cell.label(),
-            status: verdict.status,
-            avg_busbw: record.avg_busbw,
-            busbw_at_max_size: parsed.busbw_at_max_size(),
-            transport: verdict.transport.clone(),
-            run_id,
-            findings: verdict.findings.iter().map(|f| f.message.clone()).collect(),
-            seconds: finished.elapsed.as_secs_f64(),
-            replay,
-        };
-        progress.finish(
-            &finished_line(&result, total),
-            result.busbw_at_max_size.or(result.avg_busbw),
-        );
-        let failed = result.status != RunStatus::Ok;
-        results.push(result);
-        if failed && args.fail_fast {
-            noteln!(
-                "gpudirect run: --fail-fast: stopping after cell {}",
-                cell.index
-            );
-            break;
-        }
-    }
-    progress.close();
+    let results = run_cells(
+        &plan,
+        &cells,
+        &mut history,
+        &mut placeholders,
+        args.fail_fast,
+    )?;
     let _ = std::fs::remove_dir_all(&work_dir);
     print_summary(&results, cells.len(), args.json, &db)?;
     // What the launcher itself cost: everything but the time its children ran.
@@ -842,43 +578,4 @@ fn print_summary(
         outln!("Details: gpudirect show {first} .. gpudirect show {last}; compare runs with gpudirect compare A B")?;
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn expected_transport_comes_from_the_profile() {
-        let config = gpudirect_core::config::parse_config(
-            "[profiles.tcpx]\ntransport = \"GPUDirectTCPX\"\n[[node_set]]\nname = \"a\"\nhosts = \"n[1-2]\"\nprofile = \"tcpx\"\n",
-            "t",
-        )
-        .unwrap();
-        let cell = |mode: Option<&str>| Cell {
-            index: 1,
-            collective: "all_reduce".into(),
-            nodes: 2,
-            gpus_per_node: 1,
-            variant: Variant {
-                name: "v".into(),
-                gpudirect: mode.map(str::to_string),
-                env: BTreeMap::new(),
-            },
-        };
-        assert_eq!(
-            expected_transport(&cell(Some("tcpx")), Some(&config), None).as_deref(),
-            Some("GPUDirectTCPX")
-        );
-        assert_eq!(
-            expected_transport(&cell(Some("auto")), Some(&config), Some("n1")).as_deref(),
-            Some("GPUDirectTCPX")
-        );
-        assert_eq!(
-            expected_transport(&cell(Some("none")), Some(&config), None),
-            None
-        );
-        assert_eq!(expected_transport(&cell(None), Some(&config), None), None);
-        assert_eq!(expected_transport(&cell(Some("tcpx")), None, None), None);
-    }
 }

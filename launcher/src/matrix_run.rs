@@ -1,0 +1,382 @@
+//! A matrix run (`gpudirect run`): each cell's [`Spec`] (the transport and NICs its profile
+//! requires, where it runs, the marks `--resume` finds), the cells run one after another
+//! through `cell::exec` ([`run_cells`]), and what `--resume` finds of a stopped run
+//! ([`recorded_cells`]). The command builds the matrix, checks it, and prints.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
+
+use gpudirect_core::config::{Config, Profile};
+use serde::Serialize;
+
+use crate::cell::exec::{self, Executed, Spec};
+use crate::cell::Evaluated;
+use crate::checks::{profile_nics, Expectations};
+use crate::history::{History, HistoryError, LaunchKind, RunFilter, RunStatus};
+use crate::launch::LaunchOptions;
+use crate::matrix::{Cell, Matrix};
+use crate::noteln;
+use crate::output::Progress;
+use crate::record::RunContext;
+use crate::runner::{StartError, INTERRUPTED};
+
+/// What stops a matrix run.
+#[derive(Debug, thiserror::Error)]
+pub enum MatrixRunError {
+    /// A cell could not be started.
+    #[error(transparent)]
+    Start(#[from] StartError),
+    /// The history refused a placeholder.
+    #[error(transparent)]
+    History(#[from] HistoryError),
+}
+
+/// What a matrix run recorded before: the keys of its finished cells, and the
+/// placeholders (run ids) of cells that were running when it stopped.
+pub type Recorded = (Vec<String>, BTreeMap<String, i64>);
+
+/// The profile a cell's `--gpudirect` mode applies, from the admin config (`auto`: the
+/// first node's node set's).
+pub fn cell_profile<'c>(
+    cell: &Cell,
+    config: Option<&'c Config>,
+    first_node: Option<&str>,
+) -> Option<&'c Profile> {
+    let config = config?;
+    match cell.variant.gpudirect.as_deref()? {
+        "none" => None,
+        "auto" => config
+            .node_set_for(first_node?)?
+            .profile
+            .as_ref()
+            .and_then(|p| config.profiles.get(p)),
+        name => config.profiles.get(name),
+    }
+}
+
+/// The transport a cell must use between nodes, from its profile in the admin config.
+pub fn expected_transport(
+    cell: &Cell,
+    config: Option<&Config>,
+    first_node: Option<&str>,
+) -> Option<String> {
+    cell_profile(cell, config, first_node)?.transport.clone()
+}
+
+/// The NICs a cell's transport may use: its profile's, as the first node's node set names
+/// them (`checks::profile_nics`).
+pub fn expected_nics(
+    cell: &Cell,
+    config: Option<&Config>,
+    first_node: Option<&str>,
+) -> Vec<String> {
+    let Some(profile) = cell_profile(cell, config, first_node) else {
+        return Vec::new();
+    };
+    let node_set = config.zip(first_node).and_then(|(c, n)| c.node_set_for(n));
+    profile_nics(profile, node_set)
+}
+
+/// The record key of a cell's matrix run, for --resume.
+pub const MATRIX_KEY: &str = "GPUDIRECT_MATRIX_ID";
+/// The record key of a cell's place in its matrix ([`cell_key`]).
+pub const CELL_KEY: &str = "GPUDIRECT_CELL";
+
+/// A cell's identity within its matrix: position and label.
+pub fn cell_key(cell: &Cell) -> String {
+    format!("{}:{}", cell.index, cell.label())
+}
+
+/// For --resume: the cells of matrix `id` already recorded, finished ones and
+/// placeholders (interrupted) separately, by cell key.
+pub fn recorded_cells(history: &History, id: &str) -> Result<Recorded, HistoryError> {
+    let runs = history.list_runs(&RunFilter::default())?;
+    let mut done = Vec::new();
+    let mut placeholders = BTreeMap::new();
+    for summary in runs {
+        let detail = history.get_run(summary.id)?;
+        if detail.env.get(MATRIX_KEY).map(String::as_str) != Some(id) {
+            continue;
+        }
+        let Some(cell) = detail.env.get(CELL_KEY) else {
+            continue;
+        };
+        if summary.status == RunStatus::Interrupted {
+            placeholders.insert(cell.clone(), summary.id);
+        } else {
+            done.push(cell.clone());
+        }
+    }
+    Ok((done, placeholders))
+}
+
+/// One finished cell, for the summary.
+#[derive(Debug, Serialize)]
+pub struct CellResult {
+    pub cell: usize,
+    /// `all_reduce N=2 G=8 tcpx`.
+    pub label: String,
+    /// How it ended.
+    pub status: RunStatus,
+    /// nccl-tests' average busbw.
+    pub avg_busbw: Option<f64>,
+    /// The busbw of the run (out-of-place at its largest size).
+    pub busbw_at_max_size: Option<f64>,
+    /// The transport NCCL used.
+    pub transport: Option<String>,
+    /// Its record, if it could be stored.
+    pub run_id: Option<i64>,
+    /// The checks' findings, in words.
+    pub findings: Vec<String>,
+    /// Wall time.
+    pub seconds: f64,
+    /// A stand-in replay, not a measurement.
+    pub replay: bool,
+}
+
+/// The line printed when a cell ends: `[3/8] all_reduce N=2 G=8 tcpx: ok, busbw ...`.
+pub fn finished_line(result: &CellResult, total: usize) -> String {
+    format!(
+        "[{}/{}] {}: {}{}{}",
+        result.cell,
+        total,
+        result.label,
+        result.status,
+        result
+            .busbw_at_max_size
+            .map(|b| format!(", busbw {b:.2} GB/s at max size"))
+            .unwrap_or_default(),
+        result
+            .findings
+            .first()
+            .map(|f| format!(" ({f})"))
+            .unwrap_or_default()
+    )
+}
+
+/// Median seconds of earlier runs like this cell, for --dry-run.
+pub fn estimate_seconds(history: Option<&History>, cell: &Cell) -> Option<f64> {
+    let filter = RunFilter {
+        collective: Some(cell.collective.clone()),
+        variant: Some(cell.variant.name.clone()),
+        limit: Some(20),
+        ..RunFilter::default()
+    };
+    history?.median_seconds(&filter, cell.nodes).ok()?
+}
+
+/// What every cell of a matrix run shares: how its [`Spec`] is made.
+pub struct CellPlan<'a> {
+    /// Ask nccl-tests for a `-J` report (not `--no-json`).
+    pub json_report: bool,
+    /// `--cluster`.
+    pub cluster: Option<&'a str>,
+    /// The matrix.
+    pub matrix: &'a Matrix,
+    /// How each cell starts.
+    pub opts: &'a LaunchOptions,
+    pub config: Option<&'a Config>,
+    /// The allocation's nodes.
+    pub nodes: &'a [String],
+    /// Inside an allocation (else the cell runs here).
+    pub in_allocation: bool,
+    /// The launcher recorded.
+    pub launch_kind: LaunchKind,
+    /// The matrix run's id.
+    pub matrix_id: &'a str,
+}
+
+impl CellPlan<'_> {
+    /// The cell's spec: its marks (matrix id, cell key), the transport its profile
+    /// requires, the sizes, where it runs and the line rate.
+    pub fn spec<'c>(&'c self, cell: &'c Cell) -> Spec<'c> {
+        let mut marks = BTreeMap::new();
+        marks.insert(MATRIX_KEY.to_string(), self.matrix_id.to_string());
+        marks.insert(CELL_KEY.to_string(), cell_key(cell));
+        Spec {
+            cell,
+            matrix: self.matrix,
+            launch: self.opts,
+            json_report: self.json_report,
+            expect: Expectations {
+                transport: expected_transport(
+                    cell,
+                    self.config,
+                    self.nodes.first().map(String::as_str),
+                ),
+                nics: expected_nics(cell, self.config, self.nodes.first().map(String::as_str)),
+                nodes: cell.nodes,
+                sizes: self.matrix.expected_sizes(),
+            },
+            context: RunContext {
+                nodes: if self.in_allocation {
+                    crate::launch::cell_nodes(self.opts, cell)
+                        .map(<[String]>::to_vec)
+                        .unwrap_or_default()
+                } else {
+                    vec![gpudirect_core::system::short_hostname()]
+                },
+                launcher: self.launch_kind,
+                line_rate_gbps: cell_profile(
+                    cell,
+                    self.config,
+                    self.nodes.first().map(String::as_str),
+                )
+                .and_then(Profile::node_line_rate_gbps),
+                ..RunContext::for_job(self.cluster)
+            },
+            marks,
+        }
+    }
+}
+
+impl CellResult {
+    /// A cell that could not start (its command could not be built).
+    pub fn not_started(cell: &Cell, why: String) -> CellResult {
+        CellResult {
+            cell: cell.index,
+            label: cell.label(),
+            status: RunStatus::Failed,
+            avg_busbw: None,
+            busbw_at_max_size: None,
+            transport: None,
+            run_id: None,
+            findings: vec![why],
+            seconds: 0.0,
+            replay: false,
+        }
+    }
+}
+
+/// Runs `cells` in order (Ctrl-C stops before the next), each through `cell::exec` in
+/// place of its placeholder (a new one written before it starts, or the one `--resume`
+/// found), with a progress line each; `fail_fast` stops at the first cell not ok.
+pub fn run_cells(
+    plan: &CellPlan<'_>,
+    cells: &[Cell],
+    history: &mut History,
+    placeholders: &mut BTreeMap<String, i64>,
+    fail_fast: bool,
+) -> Result<Vec<CellResult>, MatrixRunError> {
+    let total = cells.len();
+    let progress = Progress::new("gpudirect run", total);
+    let mut results = Vec::new();
+    for cell in cells {
+        if INTERRUPTED.load(Ordering::SeqCst) {
+            break;
+        }
+        let spec = plan.spec(cell);
+        let prepared = match exec::prepare(spec) {
+            Ok(p) => p,
+            Err(e) => {
+                let result = CellResult::not_started(cell, e.to_string());
+                progress.finish(
+                    &finished_line(&result, total),
+                    result.busbw_at_max_size.or(result.avg_busbw),
+                );
+                results.push(result);
+                if fail_fast {
+                    break;
+                }
+                continue;
+            }
+        };
+        let command = prepared.command_line();
+        // Written before the cell starts: if the launcher is killed, the cell stays
+        // marked interrupted and --resume runs it again.
+        let placeholder = match placeholders.remove(&cell_key(cell)) {
+            Some(id) => id,
+            None => {
+                let mark =
+                    prepared.placeholder("started; the launcher stopped before the cell ended");
+                history.import_run(&mark, true)?.run_id()
+            }
+        };
+        progress.start(cell.index, &cell.label(), &command);
+        let executed = prepared.execute()?;
+        let run_id = match executed.replace(history, placeholder) {
+            Ok(id) => Some(id),
+            Err(e) => {
+                noteln!("gpudirect run: could not record cell {}: {e}", cell.index);
+                None
+            }
+        };
+        let Executed {
+            finished,
+            evaluated:
+                Evaluated {
+                    parsed,
+                    verdict,
+                    record,
+                },
+        } = executed;
+        let replay = crate::history::replay_of(&record.env).is_some();
+        let result = CellResult {
+            cell: cell.index,
+            label: cell.label(),
+            status: verdict.status,
+            avg_busbw: record.avg_busbw,
+            busbw_at_max_size: parsed.busbw_at_max_size(),
+            transport: verdict.transport.clone(),
+            run_id,
+            findings: verdict.findings.iter().map(|f| f.message.clone()).collect(),
+            seconds: finished.elapsed.as_secs_f64(),
+            replay,
+        };
+        progress.finish(
+            &finished_line(&result, total),
+            result.busbw_at_max_size.or(result.avg_busbw),
+        );
+        let failed = result.status != RunStatus::Ok;
+        results.push(result);
+        if failed && fail_fast {
+            noteln!(
+                "gpudirect run: --fail-fast: stopping after cell {}",
+                cell.index
+            );
+            break;
+        }
+    }
+    progress.close();
+    Ok(results)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::matrix::Variant;
+
+    #[test]
+    fn expected_transport_comes_from_the_profile() {
+        let config = gpudirect_core::config::parse_config(
+            "[profiles.tcpx]\ntransport = \"GPUDirectTCPX\"\n[[node_set]]\nname = \"a\"\nhosts = \"n[1-2]\"\nprofile = \"tcpx\"\n",
+            "t",
+        )
+        .unwrap();
+        let cell = |mode: Option<&str>| Cell {
+            index: 1,
+            collective: "all_reduce".into(),
+            nodes: 2,
+            gpus_per_node: 1,
+            variant: Variant {
+                name: "v".into(),
+                gpudirect: mode.map(str::to_string),
+                env: BTreeMap::new(),
+            },
+        };
+        assert_eq!(
+            expected_transport(&cell(Some("tcpx")), Some(&config), None).as_deref(),
+            Some("GPUDirectTCPX")
+        );
+        assert_eq!(
+            expected_transport(&cell(Some("auto")), Some(&config), Some("n1")).as_deref(),
+            Some("GPUDirectTCPX")
+        );
+        assert_eq!(
+            expected_transport(&cell(Some("none")), Some(&config), None),
+            None
+        );
+        assert_eq!(expected_transport(&cell(None), Some(&config), None), None);
+        assert_eq!(expected_transport(&cell(Some("tcpx")), None, None), None);
+    }
+}
