@@ -6,11 +6,23 @@
 //! [`Paths`]); `commands/health.rs` retries, runs the quick all_reduce, drains and prints.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use gpudirect_core::config::{CheckKind, NicClass, NicLocality};
 use gpudirect_core::locality::Locality;
 use gpudirect_core::resolve::{plan_node_with_locality, Resolved, StepFacts};
 use gpudirect_core::system::SystemProbe;
+
+use crate::baseline::Key;
+use crate::cell::exec::{self, Spec};
+use crate::cell::Evaluated;
+use crate::checks::Expectations;
+use crate::history::{History, HistoryError, LaunchKind, RunStatus};
+use crate::launch::{LaunchError, LaunchOptions, Launcher};
+use crate::matrix::{Cell, Matrix, Variant};
+use crate::record::RunContext;
+use crate::runner::StartError;
+use crate::units::human_size;
 use serde::Serialize;
 
 /// One failed check.
@@ -265,6 +277,175 @@ pub fn check_once(
     skipped.sort_unstable();
     skipped.dedup();
     (failures, checked, skipped)
+}
+
+/// The variant the quick test's runs are recorded (and their baseline found) under.
+pub const HEALTH_VARIANT: &str = "health";
+
+/// How long the quick all_reduce may run.
+pub const QUICK_NCCL_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Earlier single-node runs the quick test's baseline is the median of.
+pub const QUICK_NCCL_BASELINE_RUNS: u32 = 10;
+
+/// What the quick all_reduce of `health --quick-nccl` needs.
+#[derive(Debug, Clone)]
+pub struct QuickNccl {
+    /// The folder with all_reduce_perf.
+    pub nccl_tests_dir: PathBuf,
+    /// This node.
+    pub node: String,
+    /// GPUs to run over.
+    pub gpus: u32,
+    /// The profile's `library_dirs`: first on the run's `LD_LIBRARY_PATH`, as the plugin
+    /// puts them (slurmd gives a health check no library path of its own).
+    pub library_dirs: Vec<String>,
+    /// Smallest size.
+    pub min_bytes: u64,
+    /// Largest size, the one judged.
+    pub max_bytes: u64,
+    /// How far below the baseline still passes, percent.
+    pub tolerance_pct: f64,
+    /// `--cluster` (else `$SLURM_CLUSTER_NAME`).
+    pub cluster: Option<String>,
+    /// The history file.
+    pub db: PathBuf,
+}
+
+/// Why the quick all_reduce could not run or be recorded.
+#[derive(Debug, thiserror::Error)]
+pub enum QuickNcclError {
+    /// No folder for the `-J` report.
+    #[error("cannot create a folder for the -J report: {0}")]
+    WorkDir(std::io::Error),
+    /// The command could not be built.
+    #[error(transparent)]
+    Launch(#[from] LaunchError),
+    /// It could not be started.
+    #[error(transparent)]
+    Start(#[from] StartError),
+    /// The history refused it.
+    #[error(transparent)]
+    History(#[from] HistoryError),
+}
+
+/// `--quick-nccl`: one all_reduce over the node's GPUs, recorded, and judged against the
+/// median of up to [`QUICK_NCCL_BASELINE_RUNS`] earlier quick tests of its kind
+/// (`baseline::Key`: variant `health`, one node, as many GPUs), measured before this one
+/// is recorded. Returns the failure, if any, and a note saying what was measured.
+pub fn quick_nccl(q: &QuickNccl) -> Result<(Option<Failed>, String), QuickNcclError> {
+    let gpus = q.gpus;
+    let library_dirs = &q.library_dirs;
+    let run_context = RunContext {
+        nodes: vec![q.node.clone()],
+        gpus_per_node: Some(gpus),
+        launcher: LaunchKind::Local,
+        ..RunContext::for_job(q.cluster.as_deref())
+    };
+    let cluster = run_context.cluster.clone();
+    let collective = "all_reduce".to_string();
+    let mut env = std::collections::BTreeMap::new();
+    if !library_dirs.is_empty() {
+        let mut path = library_dirs.join(":");
+        if let Some(old) = crate::launch::env_var("LD_LIBRARY_PATH") {
+            path = format!("{path}:{old}");
+        }
+        env.insert("LD_LIBRARY_PATH".to_string(), path);
+    }
+    let variant = Variant {
+        name: HEALTH_VARIANT.into(),
+        gpudirect: None,
+        env,
+    };
+    let matrix = Matrix {
+        collectives: vec![collective.clone()],
+        nodes: vec![1],
+        gpus_per_node: vec![gpus],
+        min_bytes: q.min_bytes,
+        max_bytes: q.max_bytes,
+        factor: 2,
+        timeout: QUICK_NCCL_TIMEOUT,
+        extra_args: Vec::new(),
+        variants: vec![variant.clone()],
+    };
+    let cell = Cell {
+        index: 1,
+        collective: collective.clone(),
+        nodes: 1,
+        gpus_per_node: gpus,
+        variant,
+    };
+    let work = tempfile::Builder::new()
+        .prefix("gpudirect-health-")
+        .tempdir()
+        .map_err(QuickNcclError::WorkDir)?;
+    let opts = LaunchOptions {
+        launcher: Launcher::Local,
+        nccl_tests_dir: q.nccl_tests_dir.clone(),
+        mpi: None,
+        nodes: Vec::new(),
+        work_dir: Some(work.path().to_path_buf()),
+        timeout: QUICK_NCCL_TIMEOUT,
+        grace: Duration::from_secs(5),
+        // SAFETY: geteuid has no preconditions.
+        as_root: nix::unistd::geteuid().is_root(),
+        gpus_per_process: gpus,
+        exact: false,
+    };
+    let expect = Expectations {
+        transport: None,
+        nodes: 1,
+        sizes: vec![q.max_bytes],
+        nics: Vec::new(),
+    };
+    let executed = exec::prepare(Spec {
+        cell: &cell,
+        matrix: &matrix,
+        launch: &opts,
+        json_report: true,
+        expect,
+        context: run_context,
+        marks: Default::default(),
+    })?
+    .execute()?;
+    let mut history = History::open(&q.db)?;
+    // Earlier quick tests of this node's kind: one node, as many GPUs, variant `health`.
+    let key = Key {
+        collective: collective.clone(),
+        cluster,
+        node_count: Some(1),
+        total_ranks: Some(gpus),
+        variant: Some(HEALTH_VARIANT.into()),
+    };
+    let baseline = history.baseline(&key, q.max_bytes, QUICK_NCCL_BASELINE_RUNS)?;
+    let id = executed.record(&mut history)?;
+    let Evaluated {
+        parsed, verdict, ..
+    } = executed.evaluated;
+    // The busbw of a run, by the one rule every command uses (out-of-place at its largest
+    // size, in-place where it has none).
+    let busbw = parsed.busbw_at_max_size();
+    let problems: Vec<String> = if verdict.status == RunStatus::Ok {
+        Vec::new()
+    } else {
+        verdict.findings.iter().map(|f| f.message.clone()).collect()
+    };
+    let size = human_size(q.max_bytes);
+    let reference = baseline.as_ref().map(|b| (b.median_busbw, b.samples.len()));
+    let failure = nccl_failure(gpus, &size, busbw, &problems, reference, q.tolerance_pct);
+    let note = match (busbw, reference) {
+        _ if gpus <= 1 && problems.is_empty() => format!(
+            "nccl: all_reduce over 1 GPU ran (run {id}); one GPU has no peer, so its busbw is 0 by definition and no speed is judged: run on a node with 2 or more GPUs (or pass --gpus N) to measure it"
+        ),
+        (Some(b), Some((median, runs))) => format!(
+            "nccl: all_reduce over {gpus} GPUs {b:.2} GB/s at {size}, median of {runs} earlier runs {median:.2} (run {id})"
+        ),
+        (Some(b), None) => format!(
+            "nccl: all_reduce over {gpus} GPUs {b:.2} GB/s at {size}; no earlier run to judge it by, it starts the baseline (run {id})"
+        ),
+        (None, _) => format!("nccl: no busbw at {size} (run {id})"),
+    };
+    Ok((failure, note))
 }
 
 #[cfg(test)]

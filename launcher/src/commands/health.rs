@@ -22,20 +22,14 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use clap::Args;
-use gpudirect::baseline::Key;
-use gpudirect::cell::exec::{self, Spec};
-use gpudirect::cell::Evaluated;
-use gpudirect::checks::Expectations;
 use gpudirect::drain::{self, Drained, HistoryPoint, Resumed};
-use gpudirect::health::{check_once, driver_gpus, nccl_failure, Failed, NodeFacts, Paths};
-use gpudirect::history::{History, LaunchKind, RunStatus};
-use gpudirect::launch::{LaunchOptions, Launcher};
-use gpudirect::matrix::{Cell, Matrix, Variant};
+use gpudirect::health::{
+    check_once, driver_gpus, quick_nccl as run_quick_nccl, Failed, NodeFacts, Paths, QuickNccl,
+};
 use gpudirect::outln;
 use gpudirect::output::emit_json;
-use gpudirect::record::RunContext;
 use gpudirect::slurm;
-use gpudirect::units::{human_size, now_unix, percent_arg, size_arg};
+use gpudirect::units::{now_unix, percent_arg, size_arg};
 use gpudirect_core::config::Mode;
 use gpudirect_core::resolve::resolve_profile;
 use gpudirect_core::system::{load_config, slurm_node_name, Ownership};
@@ -128,15 +122,6 @@ pub struct HealthArgs {
     #[arg(long)]
     pub json: bool,
 }
-
-/// How long the quick all_reduce may run.
-/// The variant the quick test's runs are recorded (and their baseline found) under.
-const HEALTH_VARIANT: &str = "health";
-
-const QUICK_NCCL_TIMEOUT: Duration = Duration::from_secs(120);
-
-/// Earlier single-node runs the quick test's baseline is the median of.
-const QUICK_NCCL_BASELINE_RUNS: u32 = 10;
 
 /// What `gpudirect health` found.
 #[derive(Debug, Clone, Serialize)]
@@ -276,7 +261,7 @@ pub fn run(args: &HealthArgs, ctx: &Ctx) -> Result<ExitStatus> {
 }
 
 /// `--quick-nccl`: one all_reduce over the node's GPUs, recorded, and judged against the
-/// median of up to [`QUICK_NCCL_BASELINE_RUNS`] earlier ok single-node runs of this
+/// median of up to `QUICK_NCCL_BASELINE_RUNS` earlier ok single-node runs of this
 /// cluster at the same size (measured before this one is recorded). Returns the failure,
 /// if any, and a note saying what was measured. The test finds NCCL where the node's jobs
 /// do: the profile's `library_dirs` go first on its `LD_LIBRARY_PATH`, as the plugin puts
@@ -300,116 +285,18 @@ fn quick_nccl(
             "no GPUs to test: the driver lists none and Slurm gives the node none; pass --gpus N",
         )?,
     };
-    let run_context = RunContext {
-        nodes: vec![node.to_string()],
-        gpus_per_node: Some(gpus),
-        launcher: LaunchKind::Local,
-        ..RunContext::for_job(args.cluster.as_deref())
-    };
-    let cluster = run_context.cluster.clone();
-    let collective = "all_reduce".to_string();
-    let mut env = std::collections::BTreeMap::new();
-    if !library_dirs.is_empty() {
-        let mut path = library_dirs.join(":");
-        if let Some(old) = gpudirect::launch::env_var("LD_LIBRARY_PATH") {
-            path = format!("{path}:{old}");
-        }
-        env.insert("LD_LIBRARY_PATH".to_string(), path);
-    }
-    let variant = Variant {
-        name: HEALTH_VARIANT.into(),
-        gpudirect: None,
-        env,
-    };
-    let matrix = Matrix {
-        collectives: vec![collective.clone()],
-        nodes: vec![1],
-        gpus_per_node: vec![gpus],
+    let quick = QuickNccl {
+        nccl_tests_dir: dir,
+        node: node.to_string(),
+        gpus,
+        library_dirs: library_dirs.to_vec(),
         min_bytes: args.min_bytes,
         max_bytes: args.max_bytes,
-        factor: 2,
-        timeout: QUICK_NCCL_TIMEOUT,
-        extra_args: Vec::new(),
-        variants: vec![variant.clone()],
+        tolerance_pct: args.tolerance,
+        cluster: args.cluster.clone(),
+        db: ctx.db_path()?,
     };
-    let cell = Cell {
-        index: 1,
-        collective: collective.clone(),
-        nodes: 1,
-        gpus_per_node: gpus,
-        variant,
-    };
-    let work = tempfile::Builder::new()
-        .prefix("gpudirect-health-")
-        .tempdir()
-        .context("cannot create a folder for the -J report")?;
-    let opts = LaunchOptions {
-        launcher: Launcher::Local,
-        nccl_tests_dir: dir,
-        mpi: None,
-        nodes: Vec::new(),
-        work_dir: Some(work.path().to_path_buf()),
-        timeout: QUICK_NCCL_TIMEOUT,
-        grace: Duration::from_secs(5),
-        // SAFETY: geteuid has no preconditions.
-        as_root: nix::unistd::geteuid().is_root(),
-        gpus_per_process: gpus,
-        exact: false,
-    };
-    let expect = Expectations {
-        transport: None,
-        nodes: 1,
-        sizes: vec![args.max_bytes],
-        nics: Vec::new(),
-    };
-    let executed = exec::prepare(Spec {
-        cell: &cell,
-        matrix: &matrix,
-        launch: &opts,
-        json_report: true,
-        expect,
-        context: run_context,
-        marks: Default::default(),
-    })?
-    .execute()?;
-    let mut history = History::open(&ctx.db_path()?)?;
-    // Earlier quick tests of this node's kind: one node, as many GPUs, variant `health`.
-    let key = Key {
-        collective: collective.clone(),
-        cluster,
-        node_count: Some(1),
-        total_ranks: Some(gpus),
-        variant: Some(HEALTH_VARIANT.into()),
-    };
-    let baseline = history.baseline(&key, args.max_bytes, QUICK_NCCL_BASELINE_RUNS)?;
-    let id = executed.record(&mut history)?;
-    let Evaluated {
-        parsed, verdict, ..
-    } = executed.evaluated;
-    // The busbw of a run, by the one rule every command uses (out-of-place at its largest
-    // size, in-place where it has none).
-    let busbw = parsed.busbw_at_max_size();
-    let problems: Vec<String> = if verdict.status == RunStatus::Ok {
-        Vec::new()
-    } else {
-        verdict.findings.iter().map(|f| f.message.clone()).collect()
-    };
-    let size = human_size(args.max_bytes);
-    let reference = baseline.as_ref().map(|b| (b.median_busbw, b.samples.len()));
-    let failure = nccl_failure(gpus, &size, busbw, &problems, reference, args.tolerance);
-    let note = match (busbw, reference) {
-        _ if gpus <= 1 && problems.is_empty() => format!(
-            "nccl: all_reduce over 1 GPU ran (run {id}); one GPU has no peer, so its busbw is 0 by definition and no speed is judged: run on a node with 2 or more GPUs (or pass --gpus N) to measure it"
-        ),
-        (Some(b), Some((median, runs))) => format!(
-            "nccl: all_reduce over {gpus} GPUs {b:.2} GB/s at {size}, median of {runs} earlier runs {median:.2} (run {id})"
-        ),
-        (Some(b), None) => format!(
-            "nccl: all_reduce over {gpus} GPUs {b:.2} GB/s at {size}; no earlier run to judge it by, it starts the baseline (run {id})"
-        ),
-        (None, _) => format!("nccl: no busbw at {size} (run {id})"),
-    };
-    Ok((failure, note))
+    Ok(run_quick_nccl(&quick)?)
 }
 
 /// What health adds to the evidence file: the profile, the failed checks, the checks run.
