@@ -69,6 +69,7 @@ use crate::history::{
     REPLAY_ENV,
 };
 use crate::units::{format_rfc3339, human_size, now_unix, parse_rfc3339, short_time};
+pub use crate::validate::rails::rail_of_role;
 use crate::validate::rails::RAIL_COLLECTIVE;
 
 /// What every replayed run is labelled with, wherever it is shown.
@@ -521,19 +522,6 @@ impl RailMap {
             })
             .collect()
     }
-}
-
-/// The rail a rail run's node result is about, and whether its number is what the node
-/// sent: `rail eth2 send` gives `("eth2", true)`, `rail eth2` (a pair that measured
-/// nothing) gives `("eth2", false)`; any other role gives `None`. The roles are those of
-/// [`crate::validate::rails::record_of`].
-pub fn rail_of_role(role: &str) -> Option<(&str, bool)> {
-    let rest = role.strip_prefix("rail ")?;
-    let (rail, sent) = match rest.strip_suffix(" send") {
-        Some(rail) => (rail, true),
-        None => (rest, false),
-    };
-    (!rail.is_empty() && !rail.contains(' ')).then_some((rail, sent))
 }
 
 /// Builds the node x rail matrix from the node results of rail runs (pure).

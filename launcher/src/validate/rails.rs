@@ -35,6 +35,29 @@ pub fn rail_variant(rail: &str) -> String {
     format!("rail:{rail}")
 }
 
+/// The role of a rail run's node result: `rail eth2 send` for what the node sent on the
+/// rail, `rail eth2` for a pair that measured nothing. [`rail_of_role`] reads it back: the
+/// two are the one place the text is written and read.
+pub fn rail_role(rail: &str, sent: bool) -> String {
+    if sent {
+        format!("rail {rail} send")
+    } else {
+        format!("rail {rail}")
+    }
+}
+
+/// The rail a rail run's node result is about, and whether its number is what the node
+/// sent ([`rail_role`]): `rail eth2 send` gives `("eth2", true)`, `rail eth2` gives
+/// `("eth2", false)`; any other role gives `None`.
+pub fn rail_of_role(role: &str) -> Option<(&str, bool)> {
+    let rest = role.strip_prefix("rail ")?;
+    let (rail, sent) = match rest.strip_suffix(" send") {
+        Some(rail) => (rail, true),
+        None => (rest, false),
+    };
+    (!rail.is_empty() && !rail.contains(' ')).then_some((rail, sent))
+}
+
 /// The key that marks a measurement line among other output.
 pub const LINE_KEY: &str = "gpudirect_rail";
 
@@ -332,7 +355,7 @@ pub fn record_of(
                 .into_iter()
                 .map(|(node, partner, figure)| NewNodeResult {
                     node: node.clone(),
-                    role: Some(format!("rail {rail} send")),
+                    role: Some(rail_role(rail, true)),
                     partner: Some(partner.clone()),
                     size_bytes: Some(m.size_bytes),
                     busbw: Some(figure),
@@ -347,7 +370,7 @@ pub fn record_of(
                 .iter()
                 .map(|node| NewNodeResult {
                     node: node.to_string(),
-                    role: Some(format!("rail {rail}")),
+                    role: Some(rail_role(rail, false)),
                     partner: pair.iter().find(|p| *p != node).map(|p| p.to_string()),
                     verdict: None,
                     ..NewNodeResult::default()
@@ -717,5 +740,14 @@ mod tests {
         assert!(
             matches!(&candidates[0].plan, DrainPlan::Drain { reason } if reason.starts_with("gpudirect: eth1 slow node"))
         );
+    }
+
+    #[test]
+    fn a_rail_role_reads_back_as_its_rail() {
+        for (rail, sent) in [("eth2", true), ("eth10", false), ("enp6s0", true)] {
+            assert_eq!(rail_of_role(&rail_role(rail, sent)), Some((rail, sent)));
+        }
+        assert_eq!(rail_of_role("pair"), None);
+        assert_eq!(rail_of_role("rail "), None);
     }
 }
