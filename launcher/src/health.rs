@@ -14,14 +14,13 @@ use gpudirect_core::resolve::{plan_node_with_locality, Resolved, StepFacts};
 use gpudirect_core::system::SystemProbe;
 
 use crate::baseline::Key;
-use crate::cell::exec::{self, Spec};
+use crate::cell::exec::{self, CellError, Spec};
 use crate::cell::Evaluated;
 use crate::checks::Expectations;
-use crate::history::{History, HistoryError, LaunchKind, RunStatus};
-use crate::launch::{LaunchError, LaunchOptions, Launcher};
+use crate::history::{History, LaunchKind, RunStatus};
+use crate::launch::{LaunchOptions, Launcher};
 use crate::matrix::{Cell, Matrix, Variant};
 use crate::record::RunContext;
-use crate::runner::StartError;
 use crate::units::human_size;
 use serde::Serialize;
 
@@ -318,15 +317,9 @@ pub enum QuickNcclError {
     /// No folder for the `-J` report.
     #[error("cannot create a folder for the -J report: {0}")]
     WorkDir(std::io::Error),
-    /// The command could not be built.
+    /// The run could not be built, started or recorded.
     #[error(transparent)]
-    Launch(#[from] LaunchError),
-    /// It could not be started.
-    #[error(transparent)]
-    Start(#[from] StartError),
-    /// The history refused it.
-    #[error(transparent)]
-    History(#[from] HistoryError),
+    Cell(#[from] CellError),
 }
 
 /// `--quick-nccl`: one all_reduce over the node's GPUs, recorded, and judged against the
@@ -406,9 +399,11 @@ pub fn quick_nccl(q: &QuickNccl) -> Result<(Option<Failed>, String), QuickNcclEr
         expect,
         context: run_context,
         marks: Default::default(),
-    })?
-    .execute()?;
-    let mut history = History::open(&q.db)?;
+    })
+    .map_err(CellError::from)?
+    .execute()
+    .map_err(CellError::from)?;
+    let mut history = History::open(&q.db).map_err(CellError::from)?;
     // Earlier quick tests of this node's kind: one node, as many GPUs, variant `health`.
     let key = Key {
         collective: collective.clone(),
@@ -417,8 +412,10 @@ pub fn quick_nccl(q: &QuickNccl) -> Result<(Option<Failed>, String), QuickNcclEr
         total_ranks: Some(gpus),
         variant: Some(HEALTH_VARIANT.into()),
     };
-    let baseline = history.baseline(&key, q.max_bytes, QUICK_NCCL_BASELINE_RUNS)?;
-    let id = executed.record(&mut history)?;
+    let baseline = history
+        .baseline(&key, q.max_bytes, QUICK_NCCL_BASELINE_RUNS)
+        .map_err(CellError::from)?;
+    let id = executed.record(&mut history).map_err(CellError::from)?;
     let Evaluated {
         parsed, verdict, ..
     } = executed.evaluated;

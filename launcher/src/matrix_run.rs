@@ -9,7 +9,7 @@ use std::sync::atomic::Ordering;
 use gpudirect_core::config::{Config, Profile};
 use serde::Serialize;
 
-use crate::cell::exec::{self, Executed, Spec};
+use crate::cell::exec::{self, CellError, Executed, Spec};
 use crate::cell::Evaluated;
 use crate::checks::{profile_nics, Expectations};
 use crate::history::{History, HistoryError, LaunchKind, RunFilter, RunStatus};
@@ -18,18 +18,10 @@ use crate::matrix::{Cell, Matrix};
 use crate::noteln;
 use crate::output::Progress;
 use crate::record::RunContext;
-use crate::runner::{StartError, INTERRUPTED};
+use crate::runner::INTERRUPTED;
 
-/// What stops a matrix run.
-#[derive(Debug, thiserror::Error)]
-pub enum MatrixRunError {
-    /// A cell could not be started.
-    #[error(transparent)]
-    Start(#[from] StartError),
-    /// The history refused a placeholder.
-    #[error(transparent)]
-    History(#[from] HistoryError),
-}
+/// What stops a matrix run: a cell that could not run or be recorded.
+pub type MatrixRunError = CellError;
 
 /// What a matrix run recorded before: the keys of its finished cells, and the
 /// placeholders (run ids) of cells that were running when it stopped.

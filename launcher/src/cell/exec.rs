@@ -27,6 +27,22 @@ use crate::record::RunContext;
 use crate::runner::{self, Finished, StartError, INTERRUPTED};
 use crate::units::now_unix;
 
+/// Why a cell could not be run or recorded: its command, its start, or the history. The
+/// one error of the loops around [`execute`](Prepared::execute) (run's cells, tune's
+/// steps, health's quick test).
+#[derive(Debug, thiserror::Error)]
+pub enum CellError {
+    /// Its command could not be built.
+    #[error(transparent)]
+    Launch(#[from] LaunchError),
+    /// It could not be started.
+    #[error(transparent)]
+    Start(#[from] StartError),
+    /// The history refused its record (or its placeholder).
+    #[error(transparent)]
+    History(#[from] HistoryError),
+}
+
 /// The env variable a recorded run carries its `--gpudirect` mode in.
 pub const MODE_ENV: &str = "GPUDIRECT_MODE";
 

@@ -11,31 +11,25 @@ use gpudirect_core::config::Profile;
 
 use super::verdict::Sample;
 use super::{busbw_by_size, busbw_by_size_from_rows};
-use crate::cell::exec::{self, Executed, Spec};
+use crate::cell::exec::{self, CellError, Executed, Spec};
 use crate::cell::Evaluated;
 use crate::checks::Expectations;
 use crate::history::compare::median;
-use crate::history::{History, HistoryError, LaunchKind, RunFilter, RunId, RunStatus};
-use crate::launch::{LaunchError, LaunchOptions};
+use crate::history::{History, LaunchKind, RunFilter, RunId, RunStatus};
+use crate::launch::LaunchOptions;
 use crate::matrix::{Cell, Matrix, Variant};
 use crate::noteln;
 use crate::output::Progress;
 use crate::record::RunContext;
-use crate::runner::{StartError, INTERRUPTED};
+use crate::runner::INTERRUPTED;
 use crate::tune::plan::{Setting, Step};
 
 /// What stops a tune's runs.
 #[derive(Debug, thiserror::Error)]
 pub enum TuneRunError {
-    /// A run's command could not be built.
+    /// A run could not be built, started or recorded.
     #[error(transparent)]
-    Launch(#[from] LaunchError),
-    /// A run could not be started.
-    #[error(transparent)]
-    Start(#[from] StartError),
-    /// The history refused a record.
-    #[error(transparent)]
-    History(#[from] HistoryError),
+    Cell(#[from] CellError),
     /// `--resume` of a tune made with other flags.
     #[error("tune `{id}` was made with other flags (run {run} differs): give the flags it was started with, or start a new tune without --resume")]
     OtherFlags {
@@ -255,13 +249,17 @@ impl Tuner<'_> {
                 ..RunContext::for_job(self.cluster.as_deref())
             },
             marks,
-        })?;
+        })
+        .map_err(CellError::from)?;
         let command = prepared.command_line();
         let placeholder = match self.placeholders.remove(&step.key()) {
             Some(id) => id,
             None => {
                 let mark = prepared.placeholder("started; the tune stopped before the run ended");
-                self.history.import_run(&mark, true)?.run_id()
+                self.history
+                    .import_run(&mark, true)
+                    .map_err(CellError::from)?
+                    .run_id()
             }
         };
         let label = format!(
@@ -269,7 +267,7 @@ impl Tuner<'_> {
             step.collective, step.phase, step.round, step.setting
         );
         progress.start(index, &label, &command);
-        let executed = prepared.execute()?;
+        let executed = prepared.execute().map_err(CellError::from)?;
         if let Err(e) = executed.replace(&mut self.history, placeholder) {
             noteln!("gpudirect tune: could not record {label}: {e}");
         }
@@ -344,14 +342,16 @@ pub fn recorded_steps(
     id: &str,
     plan_print: &str,
 ) -> Result<Recorded, TuneRunError> {
-    let runs = history.list_runs(&RunFilter {
-        label: Some(id.to_string()),
-        ..RunFilter::default()
-    })?;
+    let runs = history
+        .list_runs(&RunFilter {
+            label: Some(id.to_string()),
+            ..RunFilter::default()
+        })
+        .map_err(CellError::from)?;
     let mut done = BTreeMap::new();
     let mut placeholders = BTreeMap::new();
     for summary in runs {
-        let detail = history.get_run(summary.id)?;
+        let detail = history.get_run(summary.id).map_err(CellError::from)?;
         let Some(key) = detail.env.get(STEP_KEY) else {
             continue;
         };
