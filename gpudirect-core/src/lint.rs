@@ -238,6 +238,7 @@ pub fn node_findings(config: &Config, machine: &Machine<'_>) -> Vec<Finding> {
         let resolved = Resolved {
             profile,
             node_set: set,
+            ras: config.ras,
         };
         let step = StepFacts {
             node: node.to_string(),

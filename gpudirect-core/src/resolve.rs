@@ -16,7 +16,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 use crate::config::{
-    CheckKind, Config, Mode, NicClass, NicLocality, NodeSet, Profile, UnknownMode,
+    CheckKind, Config, Mode, NicClass, NicLocality, NodeSet, Profile, RasSettings, UnknownMode,
 };
 use crate::cpulist::CpuList;
 use crate::locality::{GpuLink, Locality};
@@ -37,7 +37,13 @@ pub mod vars {
     pub const SKIPPED_CHECKS: &str = "GPUDIRECT_SKIPPED_CHECKS";
     /// The submitting environment's default mode.
     pub const MODE_ENV: &str = "SLURM_GPUDIRECT";
+    /// The RAS address NCCL uses in the task: the job's own (`[ras]`), or the user's
+    /// `NCCL_RAS_ADDR`, which is kept. `gpudirect hang` reads it.
+    pub const RAS_ADDR: &str = "GPUDIRECT_RAS_ADDR";
 }
+
+/// NCCL's variable for its RAS service's address.
+pub const NCCL_RAS_ADDR: &str = "NCCL_RAS_ADDR";
 
 /// Where the chosen mode came from, for messages.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -131,6 +137,8 @@ pub struct Resolved<'c> {
     pub profile: &'c Profile,
     /// The node's set, if it has one (for NIC names and skipped checks).
     pub node_set: Option<&'c NodeSet>,
+    /// The config's `[ras]`: each job's own RAS address.
+    pub ras: RasSettings,
 }
 
 /// Turns a mode into the profile for `node`; `Ok(None)` for `none`.
@@ -158,10 +166,11 @@ pub fn resolve_profile<'c>(
     };
     // Modes were checked against the config when parsed, and node-set profiles when
     // the config was read; a miss here means the caller mixed two configs.
-    Ok(config
-        .profiles
-        .get(name)
-        .map(|profile| Resolved { profile, node_set }))
+    Ok(config.profiles.get(name).map(|profile| Resolved {
+        profile,
+        node_set,
+        ras: config.ras,
+    }))
 }
 
 /// What a probed path must be.
@@ -305,6 +314,8 @@ pub struct NodePlan<'c> {
     pub links: Option<Vec<GpuLink>>,
     /// Why the sysfs locality is not used, for the log.
     pub notes: Vec<String>,
+    /// The job's own RAS address (`[ras]`), `None` when the config turns it off.
+    pub ras_addr: Option<String>,
 }
 
 impl NodePlan<'_> {
@@ -365,6 +376,7 @@ pub fn plan_node_with_locality<'c>(
     let skipped_by_set: BTreeSet<CheckKind> = set
         .map(|s| s.skip_checks.iter().copied().collect())
         .unwrap_or_default();
+    let ras_addr = resolved.ras.addr(step.job_id);
     let mut plan = NodePlan {
         profile,
         node_set: set.map(|s| s.name.clone()),
@@ -374,6 +386,7 @@ pub fn plan_node_with_locality<'c>(
         step,
         links: None,
         notes: Vec::new(),
+        ras_addr,
     };
     if profile.nic_locality == NicLocality::Sysfs {
         match locality {
@@ -749,6 +762,19 @@ pub fn plan_task(
     if let Some(file) = &profile.topology_file {
         set(&mut plan, "NCCL_TOPO_FILE", file.clone(), false);
     }
+    // The job's own RAS address, unless the profile or the user gives one.
+    let profile_ras = profile.env.iter().any(|v| v.name == NCCL_RAS_ADDR);
+    if let (Some(addr), false) = (&node.ras_addr, profile_ras) {
+        set(&mut plan, NCCL_RAS_ADDR, addr.clone(), false);
+    }
+    let ras_in_effect = plan
+        .set
+        .iter()
+        .find(|(n, _)| n == NCCL_RAS_ADDR)
+        .map(|(_, v)| v.clone())
+        .or_else(|| {
+            env(NCCL_RAS_ADDR).filter(|_| plan.kept_user.iter().any(|k| k == NCCL_RAS_ADDR))
+        });
     plan.unset = ours_before
         .iter()
         .filter(|name| !ours_now.contains(*name))
@@ -776,6 +802,10 @@ pub fn plan_task(
         Some(cpus) => plan.set.push((vars::CPUS.into(), cpus.to_string())),
         None => plan.unset.push(vars::CPUS.into()),
     }
+    match ras_in_effect {
+        Some(addr) => plan.set.push((vars::RAS_ADDR.into(), addr)),
+        None => plan.unset.push(vars::RAS_ADDR.into()),
+    }
     if node.skipped.is_empty() {
         plan.unset.push(vars::SKIPPED_CHECKS.into());
     } else {
@@ -802,6 +832,7 @@ pub fn plan_none(env: &dyn Fn(&str) -> Option<String>) -> Vec<String> {
             vars::CPUS,
             vars::SET,
             vars::SKIPPED_CHECKS,
+            vars::RAS_ADDR,
         ]
         .iter()
         .map(|s| s.to_string()),
@@ -1169,6 +1200,51 @@ skip_checks = ["libraries", "rxdm_socket_dir"]
             get(&plan, "LD_LIBRARY_PATH"),
             Some("/var/lib/tcpx/lib64:/usr/local/cuda/lib64")
         );
+    }
+
+    /// Every job its own RAS port (`[ras]`, default 28100 + job id mod 900), a user's own
+    /// address kept and reported, and an admin's `enabled = false` leaves it alone.
+    #[test]
+    fn each_job_gets_its_own_ras_address_unless_the_user_or_the_admin_says_otherwise() {
+        let plan = stage1_task("tcpx", &|_| None);
+        assert_eq!(
+            get(&plan, "NCCL_RAS_ADDR"),
+            Some("127.0.0.1:28177"),
+            "job 77"
+        );
+        assert_eq!(get(&plan, vars::RAS_ADDR), Some("127.0.0.1:28177"));
+        assert!(get(&plan, vars::SET).unwrap().contains("NCCL_RAS_ADDR"));
+        let c = config();
+        let node = node_plan(&c, "stage1", "tcpx", &eth_probe());
+        let other_job = NodePlan {
+            ras_addr: c.ras.addr(977),
+            ..node
+        };
+        let plan = plan_task(&other_job, &TaskFacts::default(), &|_| None);
+        assert_eq!(
+            get(&plan, "NCCL_RAS_ADDR"),
+            Some("127.0.0.1:28177"),
+            "977 = 77 mod 900"
+        );
+
+        let mine = stage1_task("tcpx", &env_of(&[("NCCL_RAS_ADDR", "127.0.0.1:31000")]));
+        assert_eq!(get(&mine, "NCCL_RAS_ADDR"), None);
+        assert!(mine.kept_user.contains(&"NCCL_RAS_ADDR".to_string()));
+        assert_eq!(get(&mine, vars::RAS_ADDR), Some("127.0.0.1:31000"));
+
+        let off = parse_config(&format!("{CONFIG}\n[ras]\nenabled = false\n"), "t.toml").unwrap();
+        let node = node_plan(&off, "stage1", "tcpx", &eth_probe());
+        let plan = plan_task(&node, &TaskFacts::default(), &|_| None);
+        assert_eq!(get(&plan, "NCCL_RAS_ADDR"), None);
+        assert!(plan.unset.contains(&vars::RAS_ADDR.to_string()));
+        let custom = parse_config(
+            &format!("{CONFIG}\n[ras]\nport_base = 40000\nport_span = 10\n"),
+            "t.toml",
+        )
+        .unwrap();
+        assert_eq!(custom.ras.addr(77).as_deref(), Some("127.0.0.1:40007"));
+        assert!(plan_none(&env_of(&[("GPUDIRECT_PROFILE", "tcpx")]))
+            .contains(&vars::RAS_ADDR.to_string()));
     }
 
     #[test]

@@ -499,6 +499,7 @@ mod tests {
             let resolved = Resolved {
                 profile: &config.profiles["p"],
                 node_set: None,
+                ras: config.ras,
             };
             let plan = plan_node(resolved, StepFacts::default(), &probe);
             let _ = tx.send(plan.failures.iter().map(ToString::to_string).collect());

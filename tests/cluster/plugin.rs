@@ -132,6 +132,43 @@ fn srun_without_the_option_is_untouched() {
 }
 
 #[test]
+fn each_job_gets_its_own_ras_address_and_a_users_own_is_kept() {
+    let _guard = cluster();
+    // Two jobs on one node: NCCL_RAS_ADDR = 127.0.0.1:(28100 + job id mod 900), the shipped
+    // default of [ras], so their RAS services do not answer for each other.
+    let mut seen = Vec::new();
+    for _ in 0..2 {
+        let (output, tasks) = srun_env(&["-N1", "-w", "node1", "--gpudirect=tcpx"], &[]);
+        assert_ok(&output, "srun --gpudirect=tcpx");
+        let env = &tasks[&0];
+        let job: u32 = env["SLURM_JOB_ID"].parse().unwrap();
+        let want = format!("127.0.0.1:{}", 28100 + job % 900);
+        assert_eq!(env["NCCL_RAS_ADDR"], want, "job {job}");
+        assert_eq!(env["GPUDIRECT_RAS_ADDR"], want);
+        assert!(env["GPUDIRECT_SET"]
+            .split(',')
+            .any(|n| n == "NCCL_RAS_ADDR"));
+        seen.push(want);
+    }
+    assert_ne!(seen[0], seen[1], "two jobs, two addresses");
+    let (output, tasks) = srun_env(
+        &["-N1", "-w", "node1", "--gpudirect=tcpx"],
+        &[("NCCL_RAS_ADDR", "127.0.0.1:31999")],
+    );
+    assert_ok(&output, "srun with the user's NCCL_RAS_ADDR");
+    let env = &tasks[&0];
+    assert_eq!(
+        env["NCCL_RAS_ADDR"], "127.0.0.1:31999",
+        "the user's value is kept"
+    );
+    assert_eq!(env["GPUDIRECT_RAS_ADDR"], "127.0.0.1:31999");
+    // Steps without a profile are left alone.
+    let (output, tasks) = srun_env(&["-N1", "-w", "node1", "--gpudirect=none"], &[]);
+    assert_ok(&output, "srun --gpudirect=none");
+    assert!(!tasks[&0].contains_key("NCCL_RAS_ADDR"));
+}
+
+#[test]
 fn user_values_survive_and_forced_ones_are_replaced() {
     let _guard = cluster();
     let user = [

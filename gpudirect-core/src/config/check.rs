@@ -73,6 +73,10 @@ impl Checker<'_> {
         let mut config = Config {
             source: self.source.to_string(),
             default_mode: None,
+            ras: match &raw.ras {
+                Some(ras) => self.check_ras(ras)?,
+                None => RasSettings::default(),
+            },
             profiles,
             node_sets: Vec::new(),
         };
@@ -84,6 +88,49 @@ impl Checker<'_> {
             config.node_sets.push(set);
         }
         Ok(config)
+    }
+
+    /// `[ras]`: ports within 1024-65535, the span at least 1 and ending by 65535.
+    fn check_ras(&self, raw: &Spanned<RawRas>) -> Checked<RasSettings> {
+        let defaults = RasSettings::default();
+        let r = raw.get_ref();
+        let port = |v: &Option<Spanned<i64>>, key: &str, default: u16, lo: i64| -> Checked<u16> {
+            let Some(v) = v else { return Ok(default) };
+            match u16::try_from(*v.get_ref()) {
+                Ok(p) if i64::from(p) >= lo => Ok(p),
+                _ => Err(self.error(
+                    v.span(),
+                    format!("ras.{key}"),
+                    format!(
+                        "{} is no {}: write a number from {lo} to 65535",
+                        v.get_ref(),
+                        if key == "port_base" {
+                            "port for a job's RAS"
+                        } else {
+                            "count of ports"
+                        }
+                    ),
+                )),
+            }
+        };
+        let base = port(&r.port_base, "port_base", defaults.port_base, 1024)?;
+        let span = port(&r.port_span, "port_span", defaults.port_span, 1)?;
+        if u32::from(base) + u32::from(span) - 1 > 65535 {
+            let at = r.port_span.as_ref().map_or(raw.span(), Spanned::span);
+            return Err(self.error(
+                at,
+                "ras.port_span",
+                format!(
+                    "ports {base} to {} end past 65535: lower port_base or port_span",
+                    u32::from(base) + u32::from(span) - 1
+                ),
+            ));
+        }
+        Ok(RasSettings {
+            enabled: r.enabled.unwrap_or(defaults.enabled),
+            port_base: base,
+            port_span: span,
+        })
     }
 
     /// The profile that `extends` names, which must exist, be another, and extend none

@@ -331,6 +331,41 @@ pub struct NodeSet {
     pub line: usize,
 }
 
+/// Each job's own NCCL RAS address (`[ras]`): a task the plugin applies a profile to gets
+/// `NCCL_RAS_ADDR=127.0.0.1:PORT`, PORT = `port_base` + job id mod `port_span`, unless its
+/// user set one. NCCL binds its RAS port with `SO_REUSEPORT`, so without this two jobs of one
+/// user on a node answer each other's queries and a second user's job gets no RAS at all.
+/// Jobs whose ids differ by a multiple of `port_span` share a port when they share a node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RasSettings {
+    /// `false`: NCCL_RAS_ADDR is left alone (NCCL's default is localhost:28028).
+    pub enabled: bool,
+    /// The first port (default 28100, above NCCL's own 28028).
+    pub port_base: u16,
+    /// How many ports, from `port_base` (default 900: 28100-28999).
+    pub port_span: u16,
+}
+
+impl Default for RasSettings {
+    fn default() -> Self {
+        RasSettings {
+            enabled: true,
+            port_base: 28100,
+            port_span: 900,
+        }
+    }
+}
+
+impl RasSettings {
+    /// Job `job_id`'s RAS address, when enabled.
+    pub fn addr(&self, job_id: u32) -> Option<String> {
+        let span = u32::from(self.port_span.max(1));
+        // port_base + port_span - 1 <= 65535 is checked when the config is read.
+        let port = u32::from(self.port_base) + job_id % span;
+        self.enabled.then(|| format!("127.0.0.1:{port}"))
+    }
+}
+
 /// The whole checked config.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -338,6 +373,8 @@ pub struct Config {
     pub source: String,
     /// The mode of steps that ask for none, where no node set says.
     pub default_mode: Option<Mode>,
+    /// Each job's own RAS address.
+    pub ras: RasSettings,
     /// Profiles by name.
     pub profiles: BTreeMap<String, Profile>,
     /// Node sets, first match wins.

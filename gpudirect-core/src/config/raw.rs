@@ -16,6 +16,20 @@ pub(super) struct RawConfig {
     pub(super) profiles: BTreeMap<Spanned<String>, RawProfile>,
     #[serde(default)]
     pub(super) node_set: Vec<Spanned<RawNodeSet>>,
+    #[serde(default)]
+    pub(super) ras: Option<Spanned<RawRas>>,
+}
+
+/// `[ras]` as written.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawRas {
+    #[serde(default)]
+    pub(super) enabled: Option<bool>,
+    #[serde(default)]
+    pub(super) port_base: Option<Spanned<i64>>,
+    #[serde(default)]
+    pub(super) port_span: Option<Spanned<i64>>,
 }
 
 /// A profile as written. Keys that a profile extending another inherits when it leaves

@@ -177,6 +177,24 @@ fn unknown_keys_are_errors() {
 fn semantic_errors_name_line_and_key() {
     let cases: &[(&str, usize, &str, &str)] = &[
         (
+            "[ras]\nport_base = 80\n",
+            2,
+            "ras.port_base",
+            "80 is no port for a job's RAS: write a number from 1024 to 65535",
+        ),
+        (
+            "[ras]\nport_span = 0\n",
+            2,
+            "ras.port_span",
+            "0 is no count of ports: write a number from 1 to 65535",
+        ),
+        (
+            "[ras]\nport_base = 65000\nport_span = 900\n",
+            3,
+            "ras.port_span",
+            "ports 65000 to 65899 end past 65535",
+        ),
+        (
             "[profiles.x.env]\nA = \"{jobid}\"\n",
             2,
             "profiles.x.env.A",
