@@ -158,3 +158,58 @@ fn quick_nccl_is_judged_against_the_history_and_a_slow_gpu_fails() {
         "{text}"
     );
 }
+
+/// The quick all_reduce finds NCCL where the profile's jobs do: slurmd gives a health check
+/// no library path, so the profile's `library_dirs` go first on the test's LD_LIBRARY_PATH
+/// (found on the GPU bed, where NCCL lives in a Python wheel: docs/results/gpu-box-runs.md).
+#[test]
+fn the_quick_all_reduce_gets_the_profiles_library_dirs() {
+    let dir = scratch("health", "libdirs");
+    // A folder that passes the ownership check (root's, nothing above it writable by
+    // others), as an installed NCCL's is.
+    let lib = std::path::Path::new("/usr/lib");
+    let path = dir.path().join("gpudirect.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[profiles.here]\ndata_nics = [\"lo\"]\nlibrary_dirs = [\"{}\"]\n\
+             [profiles.here.checks]\nnics = true\n\n\
+             [[node_set]]\nname = \"hx\"\nhosts = \"hx\"\nprofile = \"here\"\n",
+            lib.display()
+        ),
+    )
+    .unwrap();
+    let config = path.to_str().unwrap();
+    let out = health(
+        dir.path(),
+        config,
+        &[
+            "--quick-nccl",
+            "--gpus",
+            "2",
+            "-b",
+            "8",
+            "-e",
+            "8G",
+            "--json",
+        ],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    let show = run(gpudirect_without(&["GPUDIRECT_DB"])
+        .env("GPUDIRECT_DB", dir.path().join("history.sqlite"))
+        .args(["show", "1", "--json"]));
+    assert!(show.status.success(), "{}", stderr(&show));
+    let run: Value = serde_json::from_slice(&show.stdout).unwrap();
+    let path = run["env"]["LD_LIBRARY_PATH"].as_str().unwrap_or_default();
+    assert!(
+        path.split(':').next() == Some(lib.to_str().unwrap()),
+        "LD_LIBRARY_PATH {path:?} in {}",
+        run["env"]
+    );
+}
