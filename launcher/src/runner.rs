@@ -142,6 +142,17 @@ fn signal_group(child: &Child, signal: Signal) {
 
 /// Runs `job` to the end, its deadline, or `cancel`.
 pub fn run(job: &Job, cancel: &AtomicBool) -> Result<Finished, StartError> {
+    run_with(job, cancel, &mut || {})
+}
+
+/// [`run`], calling `at_deadline` once when the job passes its deadline, while it still
+/// runs and before its group is stopped: what a hung job can still tell (NCCL's RAS) is
+/// asked then. The call's own time comes before the SIGTERM; output keeps being drained.
+pub fn run_with(
+    job: &Job,
+    cancel: &AtomicBool,
+    at_deadline: &mut dyn FnMut(),
+) -> Result<Finished, StartError> {
     let start = Instant::now();
     let mut command = Command::new(&job.program);
     command
@@ -179,6 +190,9 @@ pub fn run(job: &Job, cancel: &AtomicBool) -> Result<Finished, StartError> {
                     None
                 };
                 if let Some(why) = why {
+                    if why == Outcome::TimedOut {
+                        at_deadline();
+                    }
                     tracing::warn!(command = %job.command_line(), outcome = ?why, "stopping the process group (SIGTERM)");
                     signal_group(&child, Signal::SIGTERM);
                     stopping = Some((why, now));
@@ -308,6 +322,32 @@ mod tests {
         assert!(done.elapsed < Duration::from_secs(5), "{:?}", done.elapsed);
         std::thread::sleep(Duration::from_millis(300));
         assert!(!marker.exists(), "the background child survived");
+    }
+
+    /// The deadline hook runs once, while the job still runs (its output so far is still
+    /// being read), and never for a job that ends in time or is cancelled.
+    #[test]
+    fn the_deadline_hook_runs_once_before_the_kill_and_only_then() {
+        let mut calls = 0;
+        let done = run_with(
+            &sh("echo started; sleep 30", 300),
+            &AtomicBool::new(false),
+            &mut || calls += 1,
+        )
+        .unwrap();
+        assert_eq!((done.outcome, calls), (Outcome::TimedOut, 1));
+        assert_eq!(String::from_utf8_lossy(&done.stdout), "started\n");
+        let mut calls = 0;
+        let done = run_with(&sh("true", 10_000), &AtomicBool::new(false), &mut || {
+            calls += 1
+        })
+        .unwrap();
+        assert_eq!((done.outcome, calls), (Outcome::Exited { code: 0 }, 0));
+        let done = run_with(&sh("sleep 30", 60_000), &AtomicBool::new(true), &mut || {
+            calls += 1
+        })
+        .unwrap();
+        assert_eq!((done.outcome, calls), (Outcome::Interrupted, 0));
     }
 
     #[test]

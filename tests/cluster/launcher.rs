@@ -201,10 +201,34 @@ fn a_hung_rank_times_out_the_cell_kills_the_step_and_the_matrix_goes_on() {
         "stray stand-in processes: {}",
         stdout(&strays)
     );
-    let mut squeue = slurm_command("squeue");
-    squeue.args(["-h", "-s"]);
-    let steps = run(&mut squeue);
-    assert_eq!(stdout(&steps).trim(), "", "job steps left behind");
+    // Slurm ends a step a few seconds after its srun is killed: none may stay after that.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    let steps = loop {
+        let mut squeue = slurm_command("squeue");
+        squeue.args(["-h", "-s"]);
+        let steps = stdout(&run(&mut squeue)).trim().to_string();
+        if steps.is_empty() || std::time::Instant::now() > deadline {
+            break steps;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    };
+    assert_eq!(steps, "", "job steps left behind");
+    // Before each kill NCCL's RAS was asked (`gpudirect hang`); the stand-in has none, and
+    // each timed-out run says so in its notes, which `show` prints.
+    let history = gpudirect::history::History::open_existing(&db).expect("open the history");
+    for summary in history.list_runs(&Default::default()).expect("list runs") {
+        let detail = history.get_run(summary.id).expect("a run");
+        assert!(
+            detail
+                .notes
+                .iter()
+                .any(|n| n.starts_with("RAS before the timeout kill: ")
+                    && n.contains("no NCCL RAS answers")),
+            "run {}: {:?}",
+            summary.id,
+            detail.notes
+        );
+    }
 }
 
 #[test]

@@ -151,25 +151,117 @@ impl Prepared {
         self.execute_until(&INTERRUPTED)
     }
 
-    /// [`Prepared::execute`], stopped when `cancel` is raised.
+    /// [`Prepared::execute`], stopped when `cancel` is raised. A job step (srun inside an
+    /// allocation) that runs past its limit is asked first what NCCL's RAS says
+    /// ([`ras_snapshot`]); the verdict is kept in the run's notes, which `show` prints.
     pub fn execute_until(self, cancel: &AtomicBool) -> Result<Executed, StartError> {
         let started = now_unix();
-        let finished = runner::run(&self.launch.job, cancel)?;
+        let job_id = (self.launch.job.program == "srun")
+            .then(|| crate::launch::env_var("SLURM_JOB_ID"))
+            .flatten()
+            .and_then(|j| j.parse::<u32>().ok());
+        let mut snapshot: Option<Vec<String>> = None;
+        let finished = runner::run_with(&self.launch.job, cancel, &mut || {
+            if let Some(job) = job_id {
+                snapshot = Some(ras_snapshot(job));
+            }
+        })?;
         let mut context = self.context;
         context.started_at = Some(started);
         context.finished_at = Some(now_unix());
-        let evaluated = evaluate_finished(
+        let mut evaluated = evaluate_finished(
             &finished,
             self.launch.json_path.as_deref(),
             &self.collective,
             self.expect,
             context,
         );
+        evaluated.record.notes.extend(snapshot.unwrap_or_default());
         Ok(Executed {
             finished,
             evaluated,
         })
     }
+}
+
+/// How a RAS snapshot note begins (`show` prints notes as they are).
+pub const RAS_NOTE: &str = "RAS before the timeout kill";
+
+/// What NCCL's RAS says about job `job` now: `gpudirect hang JOB --json` (this same binary),
+/// two polls 2 s apart, one note per communicator, or one saying why there is none. Bounded
+/// to 45 s whatever happens.
+pub fn ras_snapshot(job: u32) -> Vec<String> {
+    let Ok(exe) = std::env::current_exe() else {
+        return vec![format!(
+            "{RAS_NOTE}: not asked (the gpudirect executable is not found)"
+        )];
+    };
+    let hang = runner::Job {
+        program: exe.into_os_string(),
+        args: [
+            "hang",
+            &job.to_string(),
+            "--polls",
+            "2",
+            "--interval",
+            "2s",
+            "--timeout",
+            "3s",
+            "--json",
+        ]
+        .into_iter()
+        .map(Into::into)
+        .collect(),
+        env: Vec::new(),
+        cwd: None,
+        timeout: std::time::Duration::from_secs(45),
+        grace: std::time::Duration::from_secs(2),
+    };
+    let finished = match runner::run(&hang, &AtomicBool::new(false)) {
+        Ok(f) => f,
+        Err(e) => return vec![format!("{RAS_NOTE}: not asked ({e})")],
+    };
+    ras_notes(
+        &String::from_utf8_lossy(&finished.stdout),
+        &String::from_utf8_lossy(&finished.stderr),
+    )
+}
+
+/// The notes of a `gpudirect hang --json` answer (pure).
+pub fn ras_notes(stdout: &str, stderr: &str) -> Vec<String> {
+    let Ok(json) = serde_json::from_str::<serde_json::Value>(stdout.trim()) else {
+        let why = stderr
+            .lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or("no answer");
+        return vec![format!("{RAS_NOTE}: no RAS snapshot ({})", why.trim())];
+    };
+    let mut notes: Vec<String> = json["communicators"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| {
+            format!(
+                "{RAS_NOTE}: communicator {} ({} ranks): {}",
+                c["hash"].as_str().unwrap_or("?"),
+                c["size"].as_u64().unwrap_or(0),
+                c["message"].as_str().unwrap_or("?")
+            )
+        })
+        .collect();
+    if notes.is_empty() {
+        let why = json["unanswered"]
+            .as_object()
+            .and_then(|m| {
+                m.iter()
+                    .next()
+                    .map(|(n, w)| format!("{n}: {}", w.as_str().unwrap_or("?")))
+            })
+            .unwrap_or_else(|| "RAS knows no communicator".into());
+        notes.push(format!("{RAS_NOTE}: no communicator ({why})"));
+    }
+    notes
 }
 
 /// A cell that ran: how the process ended, and its output read, judged and made a record.
@@ -203,6 +295,24 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+
+    #[test]
+    fn a_hang_answer_becomes_one_note_per_communicator_or_the_reason() {
+        let json = r#"{"job":"7","communicators":[{"hash":"0x1e","size":2,"message":"rank 1 (node2, task 1, pid 9) is 1 AllReduce behind"}],"unanswered":{}}"#;
+        assert_eq!(
+            ras_notes(json, ""),
+            ["RAS before the timeout kill: communicator 0x1e (2 ranks): rank 1 (node2, task 1, pid 9) is 1 AllReduce behind"]
+        );
+        let none = r#"{"job":"7","communicators":[],"unanswered":{"node1":"127.0.0.1:28028: no NCCL RAS answers"}}"#;
+        assert_eq!(
+            ras_notes(none, ""),
+            ["RAS before the timeout kill: no communicator (node1: 127.0.0.1:28028: no NCCL RAS answers)"]
+        );
+        assert_eq!(
+            ras_notes("", "error: job 7 is COMPLETING, not RUNNING\n"),
+            ["RAS before the timeout kill: no RAS snapshot (error: job 7 is COMPLETING, not RUNNING)"]
+        );
+    }
     use crate::cell::tests::{as_import, fixture_paths, output_facts};
     use crate::history::LaunchKind;
     use crate::matrix::Variant;

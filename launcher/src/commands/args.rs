@@ -118,7 +118,8 @@ pub struct NcclTestsArgs {
     pub mpi: String,
 
     /// Time limit of each nccl-tests run (90, 90s, 10m, 1h): its whole process group is
-    /// stopped after it.
+    /// stopped after it. A job step is first asked what NCCL's RAS says (`gpudirect hang`,
+    /// up to 45 s more); `gpudirect show` prints it with the run.
     #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = duration_arg)]
     pub timeout: Duration,
 
