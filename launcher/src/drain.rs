@@ -1,10 +1,14 @@
 //! Draining and returning nodes, the way `gpudirect health` and `validate` share.
 //!
-//! Rules (issue #17), so that this tool never fights an admin:
-//! - Every drain this tool sets has a reason that starts with [`DRAIN_TAG`]
-//!   (`gpudirect: eth3 down`), short and on one line, so `sinfo -R` says what is wrong.
-//! - A node is only returned to service ([`resume_if_ours`]) when it is drained with that
-//!   tag: a node an admin drained for another reason stays drained, whatever the checks say.
+//! Rules (issue #17), so that this tool never fights an admin, nor itself:
+//! - Every drain has a reason that starts with its tool's tag ([`Tool::tag`]:
+//!   `gpudirect health: eth3 down`, `gpudirect validate: slow node ...`), short and on one
+//!   line, so `sinfo -R` says what is wrong and who said it.
+//! - A node is only returned to service ([`resume_if_ours`]) by the tool whose tag its drain
+//!   has: a node an admin drained stays drained, and so does one the other tool drained
+//!   (health, which runs every interval, never resumes what validate found; security
+//!   review S3). A drain with the tag of versions before 0.2, `gpudirect:`, counts as
+//!   validate's: `validate --resume` returns it, health leaves it.
 //! - A drain is confirmed: after `scontrol update ... state=drain` the node's state is read
 //!   back, and a drain that did not take is an error, not a log line.
 //! - `--on-drain CMD` ([`run_on_drain`]) hands the evidence to the admin's repair process:
@@ -23,8 +27,28 @@ use crate::history::{NodeRunPoint, RunId, RunStatus};
 use crate::runner::{self, Job, Outcome};
 use crate::slurm::{self, NodeState};
 
-/// How every reason this tool drains with starts.
-pub const DRAIN_TAG: &str = "gpudirect:";
+/// The tag of drains made before each tool had its own (counted as validate's).
+pub const LEGACY_TAG: &str = "gpudirect:";
+
+/// Which of this project's tools drains or resumes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Tool {
+    /// `gpudirect health` (slurmd's HealthCheckProgram).
+    Health,
+    /// `gpudirect validate`.
+    Validate,
+}
+
+impl Tool {
+    /// How every reason this tool drains with starts.
+    pub fn tag(self) -> &'static str {
+        match self {
+            Tool::Health => "gpudirect health:",
+            Tool::Validate => "gpudirect validate:",
+        }
+    }
+}
 
 /// Longest reason set (Slurm keeps more, but `sinfo -R` shows about this much).
 const MAX_REASON: usize = 120;
@@ -32,24 +56,37 @@ const MAX_REASON: usize = 120;
 /// How long an `--on-drain` command may run.
 pub const ON_DRAIN_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// The reason for a drain: the tag, then `problem` on one line (control characters and
-/// line breaks become spaces), cut to [`MAX_REASON`] characters. Pure.
-pub fn drain_reason(problem: &str) -> String {
+/// The reason for a drain by `tool`: its tag, then `problem` on one line (control and
+/// bidirectional-formatting characters and line breaks become spaces), cut to
+/// [`MAX_REASON`] characters. Pure.
+pub fn drain_reason(tool: Tool, problem: &str) -> String {
     let one_line: String = problem
         .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
+        .map(|c| if c.is_control() || is_bidi(c) { ' ' } else { c })
         .collect();
     let words = one_line.split_whitespace().collect::<Vec<_>>().join(" ");
-    let mut reason = format!("{DRAIN_TAG} {words}");
+    let mut reason = format!("{} {words}", tool.tag());
     if reason.chars().count() > MAX_REASON {
         reason = reason.chars().take(MAX_REASON - 3).collect::<String>() + "...";
     }
     reason
 }
 
-/// Whether a drain reason is one this tool set. Pure.
-pub fn is_ours(reason: Option<&str>) -> bool {
-    reason.is_some_and(|r| r.trim_start().starts_with(DRAIN_TAG))
+/// Characters that reorder how text is shown (bidirectional embeddings, overrides,
+/// isolates and marks): in a drain reason they could make `sinfo -R` show another text.
+fn is_bidi(c: char) -> bool {
+    matches!(c, '\u{061C}' | '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
+}
+
+/// Whether a drain reason is one `tool` set. Pure.
+pub fn is_ours(tool: Tool, reason: Option<&str>) -> bool {
+    reason.is_some_and(|r| {
+        let r = r.trim_start();
+        r.starts_with(tool.tag())
+            || (tool == Tool::Validate
+                && r.starts_with(LEGACY_TAG)
+                && !r.starts_with(Tool::Health.tag()))
+    })
 }
 
 /// What [`drain_confirmed`] did.
@@ -74,12 +111,12 @@ pub enum Drained {
     },
 }
 
-/// Drains `node` with `reason` (made by [`drain_reason`]) unless it is drained already,
-/// then reads its state back: an error when the drain did not take.
-pub fn drain_confirmed(node: &str, reason: &str) -> Result<Drained> {
+/// Drains `node` with `reason` (made by [`drain_reason`] for `tool`) unless it is drained
+/// already, then reads its state back: an error when the drain did not take.
+pub fn drain_confirmed(tool: Tool, node: &str, reason: &str) -> Result<Drained> {
     let before = slurm::node_state(node)?;
     if before.drained() {
-        return Ok(if is_ours(before.reason.as_deref()) {
+        return Ok(if is_ours(tool, before.reason.as_deref()) {
             Drained::AlreadyOurs {
                 reason: before.reason.unwrap_or_default(),
             }
@@ -120,11 +157,11 @@ pub enum Resumed {
     },
 }
 
-/// The decision [`resume_if_ours`] takes for a node in `state`. Pure.
-pub fn resume_decision(state: &NodeState) -> Resumed {
+/// The decision [`resume_if_ours`] takes for `tool` and a node in `state`. Pure.
+pub fn resume_decision(tool: Tool, state: &NodeState) -> Resumed {
     if !state.drained() {
         Resumed::NotDrained
-    } else if is_ours(state.reason.as_deref()) {
+    } else if is_ours(tool, state.reason.as_deref()) {
         Resumed::Resumed {
             reason: state.reason.clone().unwrap_or_default(),
         }
@@ -135,9 +172,9 @@ pub fn resume_decision(state: &NodeState) -> Resumed {
     }
 }
 
-/// Returns `node` to service when this tool drained it; leaves every other drain alone.
-pub fn resume_if_ours(node: &str) -> Result<Resumed> {
-    let decision = resume_decision(&slurm::node_state(node)?);
+/// Returns `node` to service when `tool` drained it; leaves every other drain alone.
+pub fn resume_if_ours(tool: Tool, node: &str) -> Result<Resumed> {
+    let decision = resume_decision(tool, &slurm::node_state(node)?);
     if matches!(decision, Resumed::Resumed { .. }) {
         slurm::resume(node)?;
     }
@@ -185,7 +222,7 @@ impl HistoryPoint {
 pub struct EvidenceFile<D> {
     /// The drained node.
     pub node: String,
-    /// The reason set (`gpudirect: ...`).
+    /// The reason set (`gpudirect health: ...`, `gpudirect validate: ...`).
     pub reason: String,
     /// The verdict: `slow node` or `failed` (validate), `failed` (health).
     pub verdict: String,
@@ -259,17 +296,39 @@ mod tests {
 
     #[test]
     fn reasons_are_tagged_one_line_and_short() {
-        assert_eq!(drain_reason("eth3 down"), "gpudirect: eth3 down");
         assert_eq!(
-            drain_reason("a\nforged\tline  here"),
-            "gpudirect: a forged line here"
+            drain_reason(Tool::Health, "eth3 down"),
+            "gpudirect health: eth3 down"
         );
-        let long = drain_reason(&"x".repeat(500));
+        assert_eq!(
+            drain_reason(Tool::Validate, "a\nforged\tline  here"),
+            "gpudirect validate: a forged line here"
+        );
+        // A right-to-left override would show `sinfo -R` another text (review S13).
+        assert_eq!(
+            drain_reason(Tool::Health, "eth3 \u{202E}nwod\u{2066}x\u{2069}"),
+            "gpudirect health: eth3 nwod x"
+        );
+        let long = drain_reason(Tool::Validate, &"x".repeat(500));
         assert_eq!(long.chars().count(), MAX_REASON);
         assert!(long.ends_with("..."));
-        assert!(is_ours(Some("gpudirect: eth3 down")));
-        assert!(!is_ours(Some("disk replacement, ticket 4411")));
-        assert!(!is_ours(None));
+        assert!(!is_ours(
+            Tool::Health,
+            Some("disk replacement, ticket 4411")
+        ));
+        assert!(!is_ours(Tool::Validate, None));
+    }
+
+    /// Each tool returns only its own drains: health, every interval, never resumes what
+    /// validate found, nor validate health's (review S3); the old shared tag is validate's.
+    #[test]
+    fn each_tool_owns_only_its_own_tag() {
+        let health = Some("gpudirect health: NIC eth3 is down");
+        let validate = Some("gpudirect validate: slow node, 7% of baseline");
+        let legacy = Some("gpudirect: slow node");
+        assert!(is_ours(Tool::Health, health) && !is_ours(Tool::Validate, health));
+        assert!(is_ours(Tool::Validate, validate) && !is_ours(Tool::Health, validate));
+        assert!(is_ours(Tool::Validate, legacy) && !is_ours(Tool::Health, legacy));
     }
 
     #[test]
@@ -279,24 +338,36 @@ mod tests {
             reason: reason.map(str::to_string),
             gpus: None,
         };
+        let mine = "gpudirect health: eth3 down";
         assert_eq!(
-            resume_decision(&state(&["IDLE", "DRAIN"], Some("gpudirect: eth3 down"))),
+            resume_decision(Tool::Health, &state(&["IDLE", "DRAIN"], Some(mine))),
             Resumed::Resumed {
-                reason: "gpudirect: eth3 down".into()
+                reason: mine.into()
             }
         );
         assert_eq!(
-            resume_decision(&state(&["IDLE", "DRAIN"], Some("bad DIMM"))),
+            resume_decision(Tool::Health, &state(&["IDLE", "DRAIN"], Some("bad DIMM"))),
             Resumed::AdminDrain {
                 reason: Some("bad DIMM".into())
             }
         );
+        let validates = "gpudirect validate: slow node";
         assert_eq!(
-            resume_decision(&state(&["IDLE"], None)),
+            resume_decision(Tool::Health, &state(&["IDLE", "DRAIN"], Some(validates))),
+            Resumed::AdminDrain {
+                reason: Some(validates.into())
+            },
+            "health leaves validate's drain"
+        );
+        assert_eq!(
+            resume_decision(Tool::Health, &state(&["IDLE"], None)),
             Resumed::NotDrained
         );
         assert!(matches!(
-            resume_decision(&state(&["MIXED", "DRAINING"], Some("gpudirect: slow"))),
+            resume_decision(
+                Tool::Validate,
+                &state(&["MIXED", "DRAINING"], Some("gpudirect validate: slow"))
+            ),
             Resumed::Resumed { .. }
         ));
     }

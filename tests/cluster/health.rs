@@ -1,8 +1,8 @@
 //! `gpudirect health` as Slurm's own HealthCheckProgram on the local cluster (issue #17):
 //! slurmd runs it every few seconds on every node (`scripts/local-cluster health on`); a
-//! NIC taken down drains its node with a `gpudirect:` reason naming the NIC within one
+//! NIC taken down drains its node with a `gpudirect health:` reason naming the NIC within one
 //! interval, and restoring it returns the node within the next; a drain an admin set for
-//! another reason is never lifted.
+//! another reason, or by `gpudirect validate`, is never lifted.
 
 use std::time::{Duration, Instant};
 
@@ -38,7 +38,7 @@ impl Drop for Restore {
     fn drop(&mut self) {
         local_cluster(&["health", "off"]);
         local_cluster(&["nic", "node2", "eth3", "restore"]);
-        for node in ["node2", "node3"] {
+        for node in ["node2", "node3", "node4"] {
             let mut cmd = slurm_command_as(Who::Root, "scontrol");
             cmd.args(["update", &format!("nodename={node}"), "state=resume"]);
             run(&mut cmd);
@@ -71,6 +71,16 @@ fn the_health_check_drains_a_node_whose_nic_is_down_and_returns_it_once_restored
         "reason=bad DIMM, ticket 4411",
     ]);
     assert_ok(&run(&mut admin), "an admin's drain");
+    // A drain `gpudirect validate --drain` set (its tag): health, which finds node4
+    // healthy every interval, must not return it (security review S3).
+    let mut validate = slurm_command_as(Who::Root, "scontrol");
+    validate.args([
+        "update",
+        "nodename=node4",
+        "state=drain",
+        "reason=gpudirect validate: slow node, slow in every pairing (3/3)",
+    ]);
+    assert_ok(&run(&mut validate), "validate's drain");
     let _ = std::fs::remove_file(state_dir().join("log/evidence-node2.json"));
     local_cluster_ok(&["health", "on", "--interval", &INTERVAL.to_string()]);
     // A healthy node stays in service through a few checks.
@@ -83,7 +93,7 @@ fn the_health_check_drains_a_node_whose_nic_is_down_and_returns_it_once_restored
     let limit = Duration::from_secs(2 * INTERVAL + 5);
     let (seen, took) = wait_for("node2", limit, |s| s.starts_with("drain"));
     assert!(
-        seen.starts_with("drain") && seen.contains("gpudirect:") && seen.contains("eth3"),
+        seen.starts_with("drain") && seen.contains("gpudirect health:") && seen.contains("eth3"),
         "after {took:?}: {seen}"
     );
     eprintln!("node2 drained {took:?} after eth3 went down: {seen}");
@@ -124,7 +134,20 @@ fn the_health_check_drains_a_node_whose_nic_is_down_and_returns_it_once_restored
     );
     let log = std::fs::read_to_string(state_dir().join("log/health-node3.log")).unwrap();
     assert!(
-        log.contains("node3 stays drained: an admin's drain"),
+        log.contains("node3 stays drained: not health's own drain"),
         "{log}"
+    );
+    // node4, drained by validate, is still drained after all these intervals.
+    let seen = state_and_reason("node4");
+    assert!(
+        seen.starts_with("drain") && seen.contains("gpudirect validate: slow node"),
+        "{seen}"
+    );
+    let log = std::fs::read_to_string(state_dir().join("log/health-node4.log")).unwrap();
+    assert!(
+        log.matches("node4 stays drained: not health's own drain")
+            .count()
+            >= 2,
+        "two health intervals at least:\n{log}"
     );
 }

@@ -498,7 +498,7 @@ fn validate_names_the_slow_node_in_three_rounds_records_it_and_drains_it() {
     // The reason starts with the tag, so that --resume (and `gpudirect health`) know it.
     let state = sinfo_state("node3");
     assert!(
-        state.starts_with("drain") && state.contains("|gpudirect: slow node"),
+        state.starts_with("drain") && state.contains("|gpudirect validate: slow node"),
         "{state}"
     );
     let history = gpudirect::history::History::open_existing(&db).unwrap();
@@ -576,7 +576,7 @@ fn validate_drains_a_slow_node_after_retries_and_resume_returns_it_but_not_an_ad
         drains[0]["reason"]
             .as_str()
             .unwrap()
-            .starts_with("gpudirect: slow node"),
+            .starts_with("gpudirect validate: slow node"),
         "{report}"
     );
     assert!(
@@ -613,7 +613,8 @@ fn validate_drains_a_slow_node_after_retries_and_resume_returns_it_but_not_an_ad
     // 2. Slurm shows it drained (draining while the allocation holds it), tagged.
     sinfo.assert_code(0, "sinfo");
     assert!(
-        sinfo.stdout.starts_with("drain") && sinfo.stdout.contains("|gpudirect: slow node"),
+        sinfo.stdout.starts_with("drain")
+            && sinfo.stdout.contains("|gpudirect validate: slow node"),
         "{}",
         sinfo.stdout
     );

@@ -85,9 +85,9 @@ pub struct ConfigArg {
 #[derive(Debug, Clone, Args)]
 pub struct DrainArgs {
     /// Drain a node found bad in Slurm (`scontrol update ... state=drain`, reason
-    /// `gpudirect: ...`), confirmed by reading its state back; a node drained by an admin
-    /// for another reason is left alone. `health` also returns to service a node that
-    /// gpudirect drained once every check passes.
+    /// `gpudirect health: ...` or `gpudirect validate: ...`), confirmed by reading its state
+    /// back; a node drained by an admin, or by the other tool, is left alone. `health` also
+    /// returns to service a node that health drained once every check passes.
     #[arg(long)]
     pub drain: bool,
 

@@ -14,8 +14,8 @@
 //! summary line when healthy (exit 0); one `ERROR: gpudirect: Health check failed: ...`
 //! line per failed check, with the fix (exit 1); a check that cannot run at all (no config)
 //! exits 3 and drains nothing. With `--drain`, a failure drains the node with a reason
-//! tagged `gpudirect:` and a pass returns it to service only when it is drained with that
-//! tag ([`gpudirect::drain`]).
+//! tagged `gpudirect health:` and a pass returns it to service only when it is drained with
+//! that tag ([`gpudirect::drain`]).
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -53,8 +53,8 @@ use gpudirect::noteln;
     Output follows NHC: `ERROR: gpudirect: Health check failed: CHECK: PROBLEM (FIX)` per\n\
     failed check. Exit status: 0 healthy (or no profile applies here), 1 a check failed,\n\
     3 could not check (no config, bad options). --drain drains with the reason\n\
-    `gpudirect: PROBLEM` and returns a passing node to service only when it carries that\n\
-    tag: a drain with any other reason is an admin's, and is left alone.")]
+    `gpudirect health: PROBLEM` and returns a passing node to service only when it carries\n\
+    that tag: an admin's drain, or one `gpudirect validate` set, is left alone.")]
 pub struct HealthArgs {
     /// The admin config.
     #[command(flatten)]
@@ -347,8 +347,8 @@ fn evidence<'a>(
 fn act_in_slurm(args: &HealthArgs, report: &Health, ctx: &Ctx) -> SlurmAction {
     let outcome = match report.failures.first() {
         Some(first) => {
-            let reason = drain::drain_reason(&first.problem);
-            drain::drain_confirmed(&report.node, &reason).map(|drained| {
+            let reason = drain::drain_reason(drain::Tool::Health, &first.problem);
+            drain::drain_confirmed(drain::Tool::Health, &report.node, &reason).map(|drained| {
                 let evidence = match (&drained, &args.drains.on_drain) {
                     (Drained::Drained { .. }, Some(command)) => {
                         match drain::run_on_drain(command, &evidence(args, report, &reason, ctx)) {
@@ -364,7 +364,8 @@ fn act_in_slurm(args: &HealthArgs, report: &Health, ctx: &Ctx) -> SlurmAction {
                 SlurmAction::Drain { drained, evidence }
             })
         }
-        None => drain::resume_if_ours(&report.node).map(|resumed| SlurmAction::Resume { resumed }),
+        None => drain::resume_if_ours(drain::Tool::Health, &report.node)
+            .map(|resumed| SlurmAction::Resume { resumed }),
     };
     outcome.unwrap_or_else(|e| SlurmAction::Error {
         message: format!("{e:#}"),
@@ -406,7 +407,7 @@ fn print_text(report: &Health) -> Result<()> {
                     format!("{} already drained: {reason}", report.node)
                 }
                 Drained::AdminDrain { reason } => format!(
-                    "{} is drained by an admin ({}): left as it is",
+                    "{} is drained by an admin or gpudirect validate ({}): left as it is",
                     report.node,
                     reason.as_deref().unwrap_or("no reason")
                 ),
@@ -425,7 +426,7 @@ fn print_text(report: &Health) -> Result<()> {
                 report.node
             )?,
             Resumed::AdminDrain { reason } => outln!(
-                "gpudirect health: {} stays drained: an admin's drain ({})",
+                "gpudirect health: {} stays drained: not health's own drain, but an admin's or gpudirect validate's ({})",
                 report.node,
                 reason.as_deref().unwrap_or("no reason")
             )?,
@@ -476,7 +477,7 @@ mod tests {
         let json = serde_json::to_value(evidence(
             &wrap.args,
             &report,
-            "gpudirect: eth3 is down",
+            "gpudirect health: eth3 is down",
             &ctx,
         ))
         .unwrap();

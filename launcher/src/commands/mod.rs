@@ -317,6 +317,10 @@ const RULES: &str = "\
   `report`, `validate` (its pair runs: variant `validate:MODE`) and `health --quick-nccl`
   (variant `health`, one node, its GPUs). A run of another variant or GPU count is never in
   it.
+- **Drains** carry their tool's tag, `gpudirect health:` or `gpudirect validate:`, and each
+  tool returns to service only its own: health never resumes what validate drained, nor
+  validate health's, and neither an admin's. The older shared tag `gpudirect:` counts as
+  validate's. Control and bidirectional-formatting characters never reach a reason.
 - **The `--on-drain` evidence file** has one shape in `health` and `validate`: `node`,
   `reason`, `verdict`, `evidence`, `history` (the node's last 10 runs), `cluster`, `tool`,
   `at`, then what the tool adds (validate: `pairs`; health: `profile`, `failures`,

@@ -73,11 +73,11 @@ gpu0-1, ... with --gpus-per-unit 2) and each pair is one local nccl-tests proces
 both groups' GPUs (CUDA_VISIBLE_DEVICES, -g). Exit status: 0 healthy, 1 degraded (slow\n\
 nodes or links), 2 failed (runs failed; or a drain, a resume or the --on-drain command\n\
 did not work), 3 could not run (nothing measured, bad options).\n\n\
-Drains: --drain sets reasons that start with `gpudirect:` and reads the state back; a node\n\
+Drains: --drain sets reasons that start with `gpudirect validate:` and reads the state back; a node\n\
 drained by an admin for another reason is left alone. --retries N re-tests each node found\n\
 slow or failed N more times, each with a node that passed (a new partner where there is\n\
 one), and drains only a node bad in every re-test. --resume validates the whole allocation\n\
-as usual, and re-tests each node drained with the `gpudirect:` tag with a node that is not\n\
+as usual, and re-tests each node drained with the `gpudirect validate:` tag (or the older `gpudirect:`) with a node that is not\n\
 drained (once, or up to N times with --retries N); one judged healthy that passes is\n\
 returned to service (scontrol update state=resume). It never resumes another drain. Slurm\n\
 gives no new job a drained node: --resume works in an allocation that held the nodes when\n\
@@ -208,7 +208,7 @@ pub struct ValidateArgs {
     #[command(flatten)]
     pub drains: DrainArgs,
 
-    /// Re-test the allocation's nodes drained by gpudirect (reason `gpudirect: ...`), each
+    /// Re-test the allocation's nodes drained by gpudirect validate (reason `gpudirect validate: ...`, or the older `gpudirect: ...`), each
     /// with a node that is not drained, and return to service those judged healthy that
     /// pass. The whole allocation is validated; other drains are never resumed.
     #[arg(long)]
@@ -313,7 +313,10 @@ fn drained_nodes(nodes: &[String]) -> Result<Vec<(String, gpudirect::slurm::Node
             let reason = state.reason.as_deref().unwrap_or("(no reason)");
             noteln!(
                 "gpudirect validate: --resume: {node} is drained (\"{reason}\"): {}",
-                if gpudirect::drain::is_ours(state.reason.as_deref()) {
+                if gpudirect::drain::is_ours(
+                    gpudirect::drain::Tool::Validate,
+                    state.reason.as_deref()
+                ) {
                     "by gpudirect, re-tested with a node that is not drained"
                 } else {
                     "by an admin, never resumed here and never a partner in a re-test"
@@ -457,7 +460,9 @@ fn plan(
         },
         given: drained
             .iter()
-            .filter(|(_, s)| gpudirect::drain::is_ours(s.reason.as_deref()))
+            .filter(|(_, s)| {
+                gpudirect::drain::is_ours(gpudirect::drain::Tool::Validate, s.reason.as_deref())
+            })
             .filter_map(|(n, _)| index(n))
             .collect(),
         given_times: (args.drains.retries as usize).max(1),

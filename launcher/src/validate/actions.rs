@@ -2,7 +2,7 @@
 //! validation's report: which nodes to drain (with what tagged reason) or spare, which
 //! drained nodes to return, what the `--on-drain` evidence file says, and how each node's
 //! outcome is kept for `--json`. Pure and tested here; the command does the Slurm calls
-//! through [`crate::drain`], which keeps its rules (every drain tagged `gpudirect:` and
+//! through [`crate::drain`], which keeps its rules (every drain tagged `gpudirect validate:` and
 //! confirmed by reading the state back, only our own drains resumed).
 
 use std::path::PathBuf;
@@ -90,7 +90,7 @@ pub fn drain_plan(report: &Report) -> Vec<Candidate> {
         .collect()
 }
 
-/// `gpudirect: slow node, slow in every pairing (2/2), 47% of baseline, with node1, node2;
+/// `gpudirect validate: slow node, slow in every pairing (2/2), 47% of baseline, with node1, node2;
 /// 2/2 re-tests bad`. Pure.
 fn reason_for(n: &NodeReport, retest: Option<&RetestReport>) -> String {
     let mut problem = n.verdict.to_string();
@@ -100,7 +100,7 @@ fn reason_for(n: &NodeReport, retest: Option<&RetestReport>) -> String {
     if let Some(r) = retest.filter(|r| !r.runs.is_empty()) {
         problem = format!("{problem}; {}/{} re-tests bad", r.runs.len(), r.wanted);
     }
-    drain::drain_reason(&problem)
+    drain::drain_reason(drain::Tool::Validate, &problem)
 }
 
 /// What `--resume` does with a drained node of the allocation.
@@ -127,7 +127,7 @@ pub fn resume_plan(report: &Report, drained: &[(String, NodeState)]) -> Vec<Resu
     drained
         .iter()
         .map(|(node, state)| {
-            if !drain::is_ours(state.reason.as_deref()) {
+            if !drain::is_ours(drain::Tool::Validate, state.reason.as_deref()) {
                 return ResumePlan::Admin;
             }
             let Some(n) = report.nodes.iter().find(|n| &n.node == node) else {
@@ -343,16 +343,16 @@ mod tests {
         };
         assert_eq!(
             reason,
-            "gpudirect: slow node, slow in every pairing (2/2), 180.0 GB/s, floor 300.0, with node1, node2; 2/2 re-tests bad"
+            "gpudirect validate: slow node, slow in every pairing (2/2), 180.0 GB/s, floor 300.0, with node1, node2; 2/2 re-tests bad"
         );
-        assert!(drain::is_ours(Some(reason)));
+        assert!(drain::is_ours(drain::Tool::Validate, Some(reason)));
 
         // Without --retries: drained on the verdict alone, no re-test in the reason.
         let plan = drain_plan(&validate(retries(0), slow_node3));
         let DrainPlan::Drain { reason } = &plan[0].plan else {
             panic!("{plan:?}")
         };
-        assert!(reason.starts_with("gpudirect: slow node, slow in every pairing (2/2)"));
+        assert!(reason.starts_with("gpudirect validate: slow node, slow in every pairing (2/2)"));
         assert!(!reason.contains("re-test"), "{reason}");
     }
 

@@ -488,7 +488,7 @@ pub fn combined_health(all: impl Iterator<Item = Health>) -> Health {
 }
 
 /// Each node with a slow or failed rail, to drain with the rails named in the reason
-/// (`gpudirect: eth2 slow node`). Pure.
+/// (`gpudirect validate: eth2 slow node`). Pure.
 pub fn drain_candidates(units: &[Unit]) -> Vec<Candidate> {
     let mut by_node: std::collections::BTreeMap<&str, Vec<&Unit>> = Default::default();
     for u in units {
@@ -511,7 +511,10 @@ pub fn drain_candidates(units: &[Unit]) -> Vec<Candidate> {
                     .flat_map(|u| u.evidence.iter().map(move |e| format!("{}: {e}", u.rail)))
                     .collect(),
                 plan: DrainPlan::Drain {
-                    reason: crate::drain::drain_reason(&rails.join(", ")),
+                    reason: crate::drain::drain_reason(
+                        crate::drain::Tool::Validate,
+                        &rails.join(", "),
+                    ),
                 },
             }
         })
@@ -738,7 +741,7 @@ mod tests {
             "eth1: slow in every pairing (3/3)"
         );
         assert!(
-            matches!(&candidates[0].plan, DrainPlan::Drain { reason } if reason.starts_with("gpudirect: eth1 slow node"))
+            matches!(&candidates[0].plan, DrainPlan::Drain { reason } if reason.starts_with("gpudirect validate: eth1 slow node"))
         );
     }
 

@@ -53,7 +53,7 @@ pub(super) fn apply_drains(candidates: &[Candidate], src: &EvidenceSource) -> Ve
             }
             DrainPlan::Drain { reason } => reason,
         };
-        let action = match drain::drain_confirmed(node, reason) {
+        let action = match drain::drain_confirmed(drain::Tool::Validate, node, reason) {
             Ok(Drained::Drained { state }) => {
                 let mut a = say(NodeAction {
                     state: Some(state.clone()),
@@ -166,7 +166,7 @@ pub(super) fn apply_resumes(
 }
 
 fn resume(node: &str, why: &str) -> NodeAction {
-    match drain::resume_if_ours(node) {
+    match drain::resume_if_ours(drain::Tool::Validate, node) {
         Ok(Resumed::Resumed { reason }) => match slurm::node_state(node) {
             Ok(after) if !after.drained() => {
                 let state = after.states.join("+");
