@@ -445,9 +445,39 @@ pub fn quick_nccl(q: &QuickNccl) -> Result<(Option<Failed>, String), QuickNcclEr
     Ok((failure, note))
 }
 
+/// Whether the quick all_reduce may run on a node in Slurm state `states`: only on an idle
+/// one, since it takes the GPUs from outside every job (security review S2). `None` (no
+/// answer from Slurm: run by hand off a cluster) lets it run. Pure.
+pub fn quick_nccl_allowed(states: Option<&[String]>) -> Result<(), String> {
+    let Some(states) = states else { return Ok(()) };
+    let busy = states
+        .iter()
+        .find(|s| matches!(s.as_str(), "ALLOCATED" | "MIXED" | "COMPLETING"));
+    match busy {
+        Some(s) => Err(format!(
+            "nccl: not run: the node is {s} (jobs hold it); the quick all_reduce runs only on an idle node"
+        )),
+        None => Ok(()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_quick_all_reduce_runs_only_on_an_idle_node() {
+        let states = |s: &[&str]| s.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        assert_eq!(quick_nccl_allowed(Some(&states(&["IDLE"]))), Ok(()));
+        assert_eq!(
+            quick_nccl_allowed(Some(&states(&["IDLE", "DRAIN"]))),
+            Ok(())
+        );
+        assert_eq!(quick_nccl_allowed(None), Ok(()), "no Slurm: by hand");
+        let busy = quick_nccl_allowed(Some(&states(&["MIXED"]))).unwrap_err();
+        assert!(busy.contains("the node is MIXED (jobs hold it)"), "{busy}");
+        assert!(quick_nccl_allowed(Some(&states(&["ALLOCATED", "DRAIN"]))).is_err());
+    }
 
     #[test]
     fn speeds_below_the_line_rate_fail_and_name_the_nic() {

@@ -52,7 +52,8 @@ use gpudirect::noteln;
     HealthCheckNodeState=ANY\n\n\
     Output follows NHC: `ERROR: gpudirect: Health check failed: CHECK: PROBLEM (FIX)` per\n\
     failed check. Exit status: 0 healthy (or no profile applies here), 1 a check failed,\n\
-    3 could not check (no config, bad options). --drain drains with the reason\n\
+    3 could not check (no config, bad options, a quick all_reduce that could not run: nothing\n\
+    is drained or resumed then). --drain drains with the reason\n\
     `gpudirect health: PROBLEM` and returns a passing node to service only when it carries\n\
     that tag: an admin's drain, or one `gpudirect validate` set, is left alone.")]
 pub struct HealthArgs {
@@ -88,7 +89,8 @@ pub struct HealthArgs {
     /// Also run a short all_reduce over this node's GPUs (nccl-tests, one process) and
     /// judge its busbw against the history's earlier quick tests of this cluster with as
     /// many GPUs: a node more than --tolerance below their median fails check `nccl`.
-    /// Every run is recorded.
+    /// Every run is recorded. It runs only on an idle node (Slurm says no job holds it):
+    /// it takes the GPUs from outside every job. One that cannot run is exit 3, no failure.
     #[arg(long)]
     pub quick_nccl: bool,
 
@@ -142,6 +144,10 @@ pub struct Health {
     pub slurm: Option<SlurmAction>,
     /// Notes (a check that could not read what it needs, ...).
     pub notes: Vec<String>,
+    /// A check that could not run at all (the quick all_reduce could not start, its
+    /// history could not be opened): exit 3, and nothing is drained or resumed for it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub could_not_check: Option<String>,
     /// Wall time, milliseconds.
     pub elapsed_ms: u64,
 }
@@ -218,7 +224,16 @@ pub fn run(args: &HealthArgs, ctx: &Ctx) -> Result<ExitStatus> {
         }
         std::thread::sleep(Duration::from_secs(1));
     };
-    if args.quick_nccl && failures.is_empty() {
+    let mut could_not_check = None;
+    let idle = if args.quick_nccl {
+        let states = gpudirect::slurm::node_state(&node).ok().map(|s| s.states);
+        gpudirect::health::quick_nccl_allowed(states.as_deref())
+    } else {
+        Ok(())
+    };
+    if let (true, true, Err(why)) = (args.quick_nccl, failures.is_empty(), &idle) {
+        notes.push(why.clone());
+    } else if args.quick_nccl && failures.is_empty() {
         // Only on an otherwise healthy node: a missing NIC or GPU already says enough.
         checked.push("nccl");
         match quick_nccl(args, &node, facts.slurm_gpus, &profile.library_dirs, ctx) {
@@ -226,11 +241,8 @@ pub fn run(args: &HealthArgs, ctx: &Ctx) -> Result<ExitStatus> {
                 failures.extend(failure);
                 notes.push(note);
             }
-            Err(e) => failures.push(Failed {
-                check: "nccl",
-                problem: format!("could not run the all_reduce: {e:#}"),
-                fix: "check --nccl-tests-dir and the GPUs".into(),
-            }),
+            // Its own error is no finding about the node: nothing is drained for it.
+            Err(e) => could_not_check = Some(format!("nccl: could not run the all_reduce: {e:#}")),
         }
     }
     let mut report = Health {
@@ -242,9 +254,11 @@ pub fn run(args: &HealthArgs, ctx: &Ctx) -> Result<ExitStatus> {
         attempts,
         slurm: None,
         notes,
+        could_not_check,
         elapsed_ms: 0,
     };
-    if args.drains.drain {
+    // A check that could not finish neither drains nor resumes.
+    if args.drains.drain && (report.could_not_check.is_none() || !report.failures.is_empty()) {
         report.slurm = Some(act_in_slurm(args, &report, ctx));
     }
     report.elapsed_ms = u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX);
@@ -253,10 +267,12 @@ pub fn run(args: &HealthArgs, ctx: &Ctx) -> Result<ExitStatus> {
     } else {
         print_text(&report)?;
     }
-    Ok(if report.failures.is_empty() {
-        ExitStatus::Ok
-    } else {
+    Ok(if !report.failures.is_empty() {
         ExitStatus::Problem
+    } else if report.could_not_check.is_some() {
+        ExitStatus::CouldNotRun
+    } else {
+        ExitStatus::Ok
     })
 }
 
@@ -383,7 +399,12 @@ fn print_text(report: &Health) -> Result<()> {
             f.fix
         )?;
     }
-    if report.failures.is_empty() {
+    if let (true, Some(why)) = (report.failures.is_empty(), &report.could_not_check) {
+        outln!(
+            "gpudirect health: {} could not be checked: {why} (exit 3; nothing drained or resumed)",
+            report.node
+        )?;
+    } else if report.failures.is_empty() {
         outln!(
             "gpudirect health: {} healthy: profile {profile}, checked {}{} in {} ms",
             report.node,
@@ -472,6 +493,7 @@ mod tests {
             attempts: 1,
             slurm: None,
             notes: Vec::new(),
+            could_not_check: None,
             elapsed_ms: 0,
         };
         let json = serde_json::to_value(evidence(

@@ -213,3 +213,44 @@ fn the_quick_all_reduce_gets_the_profiles_library_dirs() {
         run["env"]
     );
 }
+
+/// A quick all_reduce that cannot run at all (no all_reduce_perf there) is no finding about
+/// the node: exit 3, no failure, and with --drain nothing is drained or resumed (security
+/// review S2: such an error used to drain every node every interval).
+#[test]
+fn a_quick_test_that_cannot_run_exits_3_and_drains_nothing() {
+    let dir = scratch("health", "cannot-run");
+    let config = config(dir.path(), "lo");
+    // The stand-in folder `health` uses, left empty: no all_reduce_perf to run.
+    std::fs::create_dir(dir.path().join("standin")).unwrap();
+    let out = health(
+        dir.path(),
+        &config,
+        &["--quick-nccl", "--gpus", "2", "--drain", "--json"],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["failures"], serde_json::json!([]), "{report}");
+    assert!(
+        report["could_not_check"].as_str().is_some_and(|w| w
+            .contains("could not run the all_reduce")
+            && w.contains("no all_reduce_perf")),
+        "{report}"
+    );
+    assert!(
+        report["slurm"].is_null(),
+        "nothing drained or resumed: {report}"
+    );
+    let text = health(dir.path(), &config, &["--quick-nccl", "--gpus", "2"]);
+    assert!(
+        stdout(&text).contains("hx could not be checked: nccl: could not run the all_reduce"),
+        "{}",
+        stdout(&text)
+    );
+}
