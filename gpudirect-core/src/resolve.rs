@@ -451,8 +451,15 @@ fn ownership_failures(plan: &NodePlan<'_>, probe: &dyn NodeProbe) -> Vec<CheckFa
             )
         });
         let value = expand(&var.value, plan, None);
-        if per_node && value.starts_with('/') {
-            paths.push((format!("env.{}", var.name), value, PathKind::Any));
+        if !per_node {
+            continue;
+        }
+        // Every absolute path in the value, however it is listed (`a:b`, `a,b`, ` a`, `a;b`):
+        // NCCL and the loaders it feeds split such lists themselves (security review S5).
+        for part in value.split([':', ';', ',', ' ', '\t']).map(str::trim) {
+            if part.starts_with('/') {
+                paths.push((format!("env.{}", var.name), part.to_string(), PathKind::Any));
+            }
         }
     }
     paths

@@ -573,6 +573,24 @@ mod tests {
         chmod(&topo, 0o644);
         chmod(&tuner, 0o644);
 
+        // A file listed inside a value, however it is written (`a:`, ` a`, `x,a`), is checked
+        // like a bare one (security review S5: such values went unchecked).
+        chmod(&tuner, 0o666);
+        for listed in [
+            format!("{}:", tuner.display()),
+            format!(" {}", tuner.display()),
+            format!("/nonexistent/a.so,{}", tuner.display()),
+        ] {
+            let text =
+                format!("[profiles.p]\n[profiles.p.env]\nNCCL_TUNER_CONFIG_PATH = \"{listed}\"\n");
+            let failures = failures_within_10s(text, trusted());
+            assert!(
+                failures.iter().any(|f| f.contains(&tuner_msg)),
+                "{listed:?}: {failures:?}"
+            );
+        }
+        chmod(&tuner, 0o644);
+
         // A directory above: the library directory's parent.
         chmod(root, 0o777);
         let failures = failures_within_10s(text.clone(), trusted());

@@ -702,6 +702,15 @@ fn env_name_problem(name: &str, has_topology_file: bool) -> Option<String> {
     if name == "LD_LIBRARY_PATH" {
         return Some("use library_dirs: the plugin prepends them to LD_LIBRARY_PATH".into());
     }
+    // The dynamic loader takes LD_PRELOAD, LD_AUDIT and the rest in forms no path check
+    // sees through (`/x.so:`, ` /x.so`, several names): every task would load them.
+    if name.starts_with("LD_") {
+        return Some(
+            "the plugin sets no LD_* variable but LD_LIBRARY_PATH (from library_dirs, whose \
+             folders it checks): a library the tasks must load goes in a folder of library_dirs"
+                .into(),
+        );
+    }
     if name.starts_with("GPUDIRECT_") {
         return Some("GPUDIRECT_* variables are set by the plugin itself".into());
     }

@@ -177,6 +177,12 @@ fn unknown_keys_are_errors() {
 fn semantic_errors_name_line_and_key() {
     let cases: &[(&str, usize, &str, &str)] = &[
         (
+            "[profiles.x.env]\nLD_PRELOAD = \"/home/m/x.so:\"\n",
+            2,
+            "profiles.x.env.LD_PRELOAD",
+            "the plugin sets no LD_* variable but LD_LIBRARY_PATH",
+        ),
+        (
             "[ras]\nport_base = 80\n",
             2,
             "ras.port_base",
