@@ -92,6 +92,18 @@ pub enum LaunchError {
     },
 }
 
+/// A fresh work folder for `-J` reports and hostfiles in `$TMPDIR`: `PREFIX` and random
+/// letters, made by this process with mode 0700 (`mkdtemp`), and removed when dropped. Never
+/// a folder that exists already: a name made of the pid could be one another user made
+/// first, holding links where the reports go (security review S4).
+pub fn work_dir(prefix: &str) -> std::io::Result<tempfile::TempDir> {
+    use std::os::unix::fs::PermissionsExt;
+    tempfile::Builder::new()
+        .prefix(prefix)
+        .permissions(std::fs::Permissions::from_mode(0o700))
+        .tempdir()
+}
+
 /// A variable of our environment, when set and not empty (Slurm's `SLURM_*` among them).
 pub fn env_var(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.is_empty())
@@ -387,6 +399,28 @@ mod tests {
             prepare(&m.plan()[0], &m, &few, false).unwrap_err(),
             LaunchError::TooFewNodes { needed: 2, have: 1 }
         );
+    }
+
+    /// A folder planted under the old predictable name (`$TMPDIR/gpudirect-run-PID`, with a
+    /// link where a report would go) is never the one used; ours is new, and only ours.
+    #[test]
+    fn work_folders_are_fresh_and_private() {
+        use std::os::unix::fs::PermissionsExt;
+        let planted = std::env::temp_dir().join(format!("gpudirect-run-{}", std::process::id()));
+        std::fs::create_dir_all(&planted).unwrap();
+        let target = planted.join("target");
+        std::fs::write(&target, "keep").unwrap();
+        let _ = std::fs::remove_file(planted.join("cell-001.json"));
+        std::os::unix::fs::symlink(&target, planted.join("cell-001.json")).unwrap();
+        let ours = work_dir("gpudirect-run-").unwrap();
+        assert_ne!(ours.path(), planted.as_path());
+        let mode = std::fs::metadata(ours.path()).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700);
+        assert_eq!(std::fs::read_dir(ours.path()).unwrap().count(), 0, "empty");
+        let other = work_dir("gpudirect-run-").unwrap();
+        assert_ne!(ours.path(), other.path());
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep");
+        std::fs::remove_dir_all(&planted).unwrap();
     }
 
     #[test]

@@ -455,9 +455,10 @@ pub fn run(args: &RunArgs, ctx: &Ctx) -> Result<ExitStatus> {
     let (launcher, nodes) = launcher_and_nodes(args, &matrix, nodes, in_allocation)?;
     let dir = check_matrix(args, &matrix, &nodes, in_allocation)?;
     let config = read_config(args, &matrix)?;
-    let work_dir = std::env::temp_dir().join(format!("gpudirect-run-{}", std::process::id()));
-    std::fs::create_dir_all(&work_dir)
-        .with_context(|| format!("cannot create {}", work_dir.display()))?;
+    // Removed when `work` drops, as at every return below.
+    let work = gpudirect::launch::work_dir("gpudirect-run-")
+        .context("cannot create a work folder in $TMPDIR (set TMPDIR to a folder of yours)")?;
+    let work_dir = work.path().to_path_buf();
     // SAFETY: geteuid has no preconditions.
     let as_root = nix::unistd::geteuid().is_root();
     let opts = LaunchOptions {

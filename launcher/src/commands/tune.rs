@@ -409,9 +409,10 @@ pub fn run(args: &TuneArgs, ctx: &Ctx) -> Result<ExitStatus> {
         .collectives
         .first()
         .and_then(|c| history_estimate(&history, c, setup.nodes));
-    let work_dir = std::env::temp_dir().join(format!("gpudirect-tune-{}", std::process::id()));
-    std::fs::create_dir_all(&work_dir)
-        .with_context(|| format!("cannot create {}", work_dir.display()))?;
+    // Removed when `work` drops.
+    let work = gpudirect::launch::work_dir("gpudirect-tune-")
+        .context("cannot create a work folder in $TMPDIR (set TMPDIR to a folder of yours)")?;
+    let work_dir = work.path().to_path_buf();
     let mut launch = setup.launch.clone();
     launch.work_dir = Some(work_dir.clone());
     let setup = Setup { launch, ..setup };
