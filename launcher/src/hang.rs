@@ -124,13 +124,16 @@ pub fn ras_addr(value: Option<&str>) -> Result<SocketAddr, String> {
     } else {
         format!("{text}:{}", ras::DEFAULT_PORT)
     };
-    with_port
+    // One resolution; an IPv4 address first (NCCL's default binds 127.0.0.1).
+    let addrs: Vec<SocketAddr> = with_port
         .to_socket_addrs()
-        .ok()
-        .and_then(|mut a| {
-            a.find(SocketAddr::is_ipv4)
-                .or_else(|| with_port.to_socket_addrs().ok()?.next())
-        })
+        .map(Iterator::collect)
+        .unwrap_or_default();
+    addrs
+        .iter()
+        .find(|a| a.is_ipv4())
+        .or_else(|| addrs.first())
+        .copied()
         .ok_or_else(|| {
             format!("NCCL_RAS_ADDR={text} is not an address this node can reach (write host:port)")
         })
@@ -274,30 +277,7 @@ pub fn agent(
 /// The agents' reports in srun's `--label` output (a long line of one task may be cut by
 /// another's, so each task's pieces are joined by label first), and what could not be read.
 pub fn read_agent_lines(stdout: &str) -> (Vec<AgentReport>, Vec<String>) {
-    let mut by_label: BTreeMap<u32, String> = BTreeMap::new();
-    let mut unlabelled = Vec::new();
-    for line in stdout.lines() {
-        let labelled = line
-            .split_once(": ")
-            .and_then(|(label, rest)| label.trim().parse::<u32>().ok().map(|n| (n, rest)));
-        match labelled {
-            Some((n, rest)) => by_label.entry(n).or_default().push_str(rest),
-            None => unlabelled.push(line.to_string()),
-        }
-    }
-    let mut reports = Vec::new();
-    let mut bad = Vec::new();
-    for text in by_label
-        .into_values()
-        .chain(unlabelled)
-        .filter(|t| t.contains(LINE_KEY))
-    {
-        let json = text.find('{').map_or(text.as_str(), |i| &text[i..]);
-        match serde_json::from_str::<AgentReport>(json.trim()) {
-            Ok(r) => reports.push(r),
-            Err(e) => bad.push(format!("{e}: {}", &text[..text.len().min(80)])),
-        }
-    }
+    let (mut reports, bad) = crate::slurm::read_labelled_json::<AgentReport>(stdout, LINE_KEY);
     reports.sort_by(|a, b| a.node.cmp(&b.node));
     (reports, bad)
 }

@@ -405,27 +405,7 @@ impl Analysis {
 /// 1024 bytes, so each task's fragments are joined again, in order, by label; each task
 /// prints exactly one report. Unlabelled lines are read one by one.
 pub fn read_reports(stdout: &str) -> (Vec<TaskReport>, Vec<String>) {
-    let mut by_label: BTreeMap<u32, String> = BTreeMap::new();
-    let mut unlabelled = Vec::new();
-    for line in stdout.lines() {
-        let labelled = line
-            .split_once(": ")
-            .and_then(|(label, rest)| label.trim().parse::<u32>().ok().map(|n| (n, rest)));
-        match labelled {
-            Some((n, rest)) => by_label.entry(n).or_default().push_str(rest),
-            None => unlabelled.push(line.to_string()),
-        }
-    }
-    let candidates = by_label.into_values().chain(unlabelled);
-    let mut reports = Vec::new();
-    let mut bad = Vec::new();
-    for text in candidates.filter(|t| t.contains(LINE_KEY)) {
-        let json = text.find('{').map(|i| &text[i..]).unwrap_or(&text);
-        match serde_json::from_str::<TaskReport>(json.trim()) {
-            Ok(r) => reports.push(r),
-            Err(e) => bad.push(format!("{e}: {}", &text[..text.len().min(80)])),
-        }
-    }
+    let (mut reports, bad) = crate::slurm::read_labelled_json::<TaskReport>(stdout, LINE_KEY);
     reports.sort_by_key(|r| r.rank);
     (reports, bad)
 }

@@ -283,6 +283,41 @@ pub fn hostnames_outcome(shown: &str, finished: &Finished) -> Result<Vec<String>
     Ok(hosts)
 }
 
+/// The JSON documents marked by `key` that tasks printed in `srun --label` output, and the
+/// marked texts that did not parse (shortened). srun cuts a labelled line every 1024 bytes
+/// and interleaves tasks, so each task's fragments are joined again, in order, by label;
+/// unlabelled lines are read one by one. A document starts at the first `{` of its text.
+pub fn read_labelled_json<T: serde::de::DeserializeOwned>(
+    stdout: &str,
+    key: &str,
+) -> (Vec<T>, Vec<String>) {
+    let mut by_label: std::collections::BTreeMap<u32, String> = Default::default();
+    let mut unlabelled = Vec::new();
+    for line in stdout.lines() {
+        let labelled = line
+            .split_once(": ")
+            .and_then(|(label, rest)| label.trim().parse::<u32>().ok().map(|n| (n, rest)));
+        match labelled {
+            Some((n, rest)) => by_label.entry(n).or_default().push_str(rest),
+            None => unlabelled.push(line.to_string()),
+        }
+    }
+    let mut read = Vec::new();
+    let mut bad = Vec::new();
+    for text in by_label
+        .into_values()
+        .chain(unlabelled)
+        .filter(|t| t.contains(key))
+    {
+        let json = text.find('{').map_or(text.as_str(), |i| &text[i..]);
+        match serde_json::from_str::<T>(json.trim()) {
+            Ok(r) => read.push(r),
+            Err(e) => bad.push(format!("{e}: {}", &text[..text.len().min(80)])),
+        }
+    }
+    (read, bad)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
