@@ -38,6 +38,8 @@ pub enum Tool {
     Health,
     /// `gpudirect validate`.
     Validate,
+    /// `gpudirect vet --drain`.
+    Vet,
 }
 
 impl Tool {
@@ -46,6 +48,7 @@ impl Tool {
         match self {
             Tool::Health => "gpudirect health:",
             Tool::Validate => "gpudirect validate:",
+            Tool::Vet => "gpudirect vet:",
         }
     }
 }

@@ -27,6 +27,8 @@
 //! - [`validate`]: `gpudirect validate`'s domain: its rounds of pairs ([`validate::pairing`]),
 //!   its verdicts on nodes and links ([`validate::judging`]), the simulator that proves them
 //!   ([`validate::simulate`]) and the rail pairs of `--test rails` ([`validate::rails`]).
+//! - [`vet`]: `gpudirect vet`, a job's own nodes checked before it trains: the node checks
+//!   on every node, validation pairs within a [`budget`], the good nodes handed on.
 //! - [`report`]: the HTML report with its plots (busbw by size, pair heat map, node x rail
 //!   map, nodes over time).
 //! - [`tune`]: `gpudirect tune`'s search: knobs, interleaved rounds, the noise rule per
@@ -40,6 +42,7 @@
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
 pub mod baseline;
+pub mod budget;
 pub mod cell;
 pub mod checks;
 pub mod drain;
@@ -63,6 +66,7 @@ pub mod slurm;
 pub mod tune;
 pub mod units;
 pub mod validate;
+pub mod vet;
 
 // Its own crate so that fuzz/ and its bench build without SQLite and clap; re-exported so
 // that `gpudirect::nccl_output::...` paths stay as they were.

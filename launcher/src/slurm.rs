@@ -105,6 +105,89 @@ pub fn resume(node: &str) -> Result<(), SlurmError> {
     succeeded(&shown, &finished)
 }
 
+/// `scontrol update JobId=JOB NodeList=NODES` (a running job shrunk to `nodes`, which any
+/// user may do to a job of theirs), run in `dir`, where scontrol writes the
+/// `slurm_job_JOB_resize.sh` that resets the job's variables. Returns what that script
+/// sets (`Some`) and unsets (`None`), in its order.
+pub fn shrink_job(
+    job: &str,
+    nodes: &str,
+    dir: &std::path::Path,
+) -> Result<Vec<(String, Option<String>)>, SlurmError> {
+    let mut call_job = scontrol([
+        "update",
+        &format!("JobId={job}"),
+        &format!("NodeList={nodes}"),
+    ]);
+    call_job.cwd = Some(dir.to_path_buf());
+    let shown = call_job.command_line();
+    let finished = call(&call_job, &shown)?;
+    succeeded(&shown, &finished)?;
+    let script = dir.join(format!("slurm_job_{job}_resize.sh"));
+    let text = std::fs::read_to_string(&script).map_err(|e| SlurmError::Failed {
+        command: shown,
+        what: "wrote no resize script",
+        how: format!("{}: {e}", script.display()),
+        stderr: stderr_of(&finished),
+    })?;
+    Ok(parse_resize_script(&text))
+}
+
+/// The variables a `slurm_job_JOB_resize.sh` sets (`export K="V"`) and unsets (`unset K`),
+/// in its order; other lines are left out (pure).
+pub fn parse_resize_script(text: &str) -> Vec<(String, Option<String>)> {
+    let name_ok =
+        |k: &str| !k.is_empty() && k.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+    text.lines()
+        .filter_map(|line| {
+            let line = line.trim();
+            if let Some(name) = line.strip_prefix("unset ") {
+                let name = name.trim();
+                return name_ok(name).then(|| (name.to_string(), None));
+            }
+            let (name, value) = line.strip_prefix("export ")?.split_once('=')?;
+            let value = value.trim();
+            let value = value
+                .strip_prefix('"')
+                .and_then(|v| v.strip_suffix('"'))
+                .unwrap_or(value);
+            name_ok(name).then(|| (name.to_string(), Some(value.to_string())))
+        })
+        .collect()
+}
+
+/// `scontrol requeue JOB`: a batch job back to pending (its steps are ended; it starts
+/// again, anew, once its old credentials expire).
+pub fn requeue_job(job: &str) -> Result<(), SlurmError> {
+    let call_job = scontrol(["requeue", job]);
+    let shown = call_job.command_line();
+    let finished = call(&call_job, &shown)?;
+    succeeded(&shown, &finished)
+}
+
+/// `scontrol update JobId=JOB ExcNodeList=NODES`: which Slurm takes only while the job is
+/// pending (as it is at once after [`requeue_job`]).
+pub fn exclude_nodes(job: &str, nodes: &str) -> Result<(), SlurmError> {
+    let call_job = scontrol([
+        "update",
+        &format!("JobId={job}"),
+        &format!("ExcNodeList={nodes}"),
+    ]);
+    let shown = call_job.command_line();
+    let finished = call(&call_job, &shown)?;
+    succeeded(&shown, &finished)
+}
+
+/// `scontrol update JobId=JOB Comment=TEXT` (or `AdminComment=`, which only an operator
+/// may set).
+pub fn set_job_comment(job: &str, admin: bool, text: &str) -> Result<(), SlurmError> {
+    let key = if admin { "AdminComment" } else { "Comment" };
+    let call_job = scontrol(["update", &format!("JobId={job}"), &format!("{key}={text}")]);
+    let shown = call_job.command_line();
+    let finished = call(&call_job, &shown)?;
+    succeeded(&shown, &finished)
+}
+
 /// What `scontrol show node` says about a node's availability.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct NodeState {
@@ -182,6 +265,8 @@ pub struct JobInfo {
     pub nodes: Option<String>,
     /// How many nodes.
     pub node_count: Option<u32>,
+    /// The nodes it must not get (`ExcNodeList`), as a hostlist.
+    pub excluded: Option<String>,
 }
 
 /// `scontrol show job JOB --oneliner`.
@@ -210,6 +295,7 @@ pub fn parse_job_line(line: &str) -> Option<JobInfo> {
         state,
         nodes: field("NodeList").filter(|n| !n.is_empty() && n != "(null)"),
         node_count: field("NumNodes").and_then(|n| n.split('-').next()?.parse().ok()),
+        excluded: field("ExcNodeList").filter(|n| !n.is_empty() && n != "(null)"),
     })
 }
 
@@ -321,6 +407,27 @@ pub fn read_labelled_json<T: serde::de::DeserializeOwned>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_resize_script_gives_what_it_sets_and_unsets() {
+        // As scontrol 22.05 and 24.11 write it.
+        let text = "export SLURM_NODELIST=\"node[1-2,4-6]\"\nexport SLURM_JOB_NODELIST=\"node[1-2,4-6]\"\n\
+                    export SLURM_NNODES=5\nexport SLURM_JOB_CPUS_PER_NODE=\"1(x5)\"\nunset SLURM_NPROCS\n\
+                    # a comment\nexport BAD-NAME=1\n";
+        assert_eq!(
+            parse_resize_script(text),
+            [
+                (
+                    "SLURM_NODELIST".to_string(),
+                    Some("node[1-2,4-6]".to_string())
+                ),
+                ("SLURM_JOB_NODELIST".into(), Some("node[1-2,4-6]".into())),
+                ("SLURM_NNODES".into(), Some("5".into())),
+                ("SLURM_JOB_CPUS_PER_NODE".into(), Some("1(x5)".into())),
+                ("SLURM_NPROCS".into(), None),
+            ]
+        );
+    }
 
     #[test]
     fn a_job_line_gives_state_and_nodes() {

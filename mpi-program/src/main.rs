@@ -169,6 +169,8 @@ fn pair(world: &SimpleCommunicator, rail: &str, size: u64, seconds: f64) -> anyh
                 slurm_node_name(),
                 CONNECT_TIMEOUT.as_secs()
             );
+            // As in fail(): a moment for the line to reach srun before the step is torn down.
+            std::thread::sleep(std::time::Duration::from_millis(300));
             // Not exit(): the main thread is inside MPI, whose exit handlers could wait on it.
             // SAFETY: _exit ends the process at once; nothing of ours is left half-written
             // (stderr is unbuffered).

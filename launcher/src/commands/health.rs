@@ -199,14 +199,10 @@ pub fn run(args: &HealthArgs, ctx: &Ctx) -> Result<ExitStatus> {
     let resolved = match resolve_profile(&config, &node, &mode) {
         Ok(r) => r,
         // No node set or no profile for this node: nothing of ours to check.
-        Err(e) => {
-            outln!("gpudirect health: {node}: nothing to check ({e})")?;
-            return Ok(ExitStatus::Ok);
-        }
+        Err(e) => return nothing_to_check(args, &node, &format!("nothing to check ({e})"), start),
     };
     let Some(resolved) = resolved else {
-        outln!("gpudirect health: {node}: mode none, nothing to check")?;
-        return Ok(ExitStatus::Ok);
+        return nothing_to_check(args, &node, "mode none, nothing to check", start);
     };
     let profile = resolved.profile;
     let mut notes = Vec::new();
@@ -274,6 +270,33 @@ pub fn run(args: &HealthArgs, ctx: &Ctx) -> Result<ExitStatus> {
     } else {
         ExitStatus::Ok
     })
+}
+
+/// A node no profile applies to: healthy, said in text or (`--json`) as a report with
+/// no check, as every answer of `--json` is.
+fn nothing_to_check(
+    args: &HealthArgs,
+    node: &str,
+    why: &str,
+    start: Instant,
+) -> Result<ExitStatus> {
+    if args.json {
+        emit_json(&Health {
+            node: node.to_string(),
+            profile: None,
+            checked: Vec::new(),
+            skipped: Vec::new(),
+            failures: Vec::new(),
+            attempts: 0,
+            slurm: None,
+            notes: vec![why.to_string()],
+            could_not_check: None,
+            elapsed_ms: u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX),
+        })?;
+    } else {
+        outln!("gpudirect health: {node}: {why}")?;
+    }
+    Ok(ExitStatus::Ok)
 }
 
 /// `--quick-nccl`: one all_reduce over the node's GPUs, recorded, and judged against the

@@ -29,6 +29,7 @@ pub mod run;
 pub mod show;
 pub mod tune;
 pub mod validate;
+pub mod vet;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -55,7 +56,7 @@ use gpudirect::validate::judging::Health;
         gpudirect profiles explain tcpx --node a3-0001 --local-rank 3\n\n\
         Exit status (every command): 0 ok; 1 ran and found a problem (degraded node, \
         regression, differing task, config error); 2 runs failed; 3 could not run (bad \
-        option or input, no allocation, no history); 130 interrupted."
+        option or input, no allocation, no history); 4 too few good nodes (vet); 130 interrupted."
 )]
 pub struct Cli {
     /// SQLite history file. Default: $XDG_DATA_HOME/gpudirect/history.sqlite.
@@ -97,6 +98,9 @@ pub enum Command {
     /// Validate every node and link: concurrent rounds of pairs, suspects re-paired with
     /// good nodes, slow nodes and bad links named (exit 0 healthy, 1 degraded, 2 failed).
     Validate(Box<validate::ValidateArgs>),
+    /// Vet the job's own nodes before it trains (node checks, then pairs, in a time
+    /// budget): hand the good ones to the next step, shrink or requeue (exit 4: too few).
+    Vet(Box<vet::VetArgs>),
     /// Check this node as its profile requires (NICs, speeds, libraries, GPUs), fit to be
     /// Slurm's HealthCheckProgram: drain it on a failure, return it when it passes.
     Health(health::HealthArgs),
@@ -163,17 +167,21 @@ pub enum ExitStatus {
     Failed,
     /// 3: it could not do its work: a bad option or input, no allocation, no history.
     CouldNotRun,
+    /// 4: `vet` found fewer good nodes than the job needs (`--need`); with `--requeue` the
+    /// job was requeued with its bad nodes excluded.
+    TooFewNodes,
     /// 130: stopped by Ctrl-C (SIGINT) or SIGTERM; what finished was kept.
     Interrupted,
 }
 
 impl ExitStatus {
     /// Every status, best first.
-    pub const ALL: [ExitStatus; 5] = [
+    pub const ALL: [ExitStatus; 6] = [
         ExitStatus::Ok,
         ExitStatus::Problem,
         ExitStatus::Failed,
         ExitStatus::CouldNotRun,
+        ExitStatus::TooFewNodes,
         ExitStatus::Interrupted,
     ];
 
@@ -185,6 +193,7 @@ impl ExitStatus {
             ExitStatus::Problem => 1,
             ExitStatus::Failed => 2,
             ExitStatus::CouldNotRun => 3,
+            ExitStatus::TooFewNodes => 4,
             ExitStatus::Interrupted => 130,
         }
     }
@@ -226,6 +235,7 @@ pub fn dispatch(command: Command, ctx: &Ctx) -> Result<ExitStatus> {
         Command::Profiles(args) => profiles::run(&args, ctx),
         Command::Report(args) => report::run(&args, ctx),
         Command::Validate(args) => validate::run(&args, ctx),
+        Command::Vet(args) => vet::run(&args, ctx),
         Command::Tune(args) => tune::run(&args, ctx),
         Command::History(args) => history::run(&args, ctx),
         Command::Show(args) => show::run(&args, ctx),
@@ -243,11 +253,11 @@ mod tests {
     #[test]
     fn every_status_has_one_code_and_reads_back() {
         let codes: Vec<u8> = ExitStatus::ALL.iter().map(|s| s.code()).collect();
-        assert_eq!(codes, [0, 1, 2, 3, 130]);
+        assert_eq!(codes, [0, 1, 2, 3, 4, 130]);
         for status in ExitStatus::ALL {
             assert_eq!(ExitStatus::from_code(status.code().into()), Some(status));
         }
-        assert_eq!(ExitStatus::from_code(4), None);
+        assert_eq!(ExitStatus::from_code(5), None);
         assert_eq!(ExitStatus::from_code(-1), None);
     }
 

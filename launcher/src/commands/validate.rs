@@ -809,6 +809,12 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx) -> Result<ExitStatus> {
         pairs: Vec::new(),
         cells_started: 0,
     };
+    // Pairs with a profile are held to its transport and NICs, as run holds a cell.
+    let config = args
+        .gpudirect
+        .as_ref()
+        .and_then(|_| load_config(&args.config.path, Ownership::Any).ok());
+    let budget = gpudirect::budget::Budget::unlimited();
     let rounds = RoundContext {
         collective: &args.collective,
         gpus_per_node: args.gpus_per_node,
@@ -820,6 +826,8 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx) -> Result<ExitStatus> {
         cluster: &cluster,
         max,
         line_rate_gbps,
+        config: config.as_ref(),
+        budget: &budget,
     };
     if let Some((variable, rails)) = &per_rail {
         // One validation per rail, NCCL held to that NIC through the profile's variable.

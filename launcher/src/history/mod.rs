@@ -56,6 +56,7 @@ pub mod hash;
 pub mod model;
 pub mod schema;
 pub mod store;
+pub mod vets;
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
@@ -68,6 +69,7 @@ pub use error::HistoryError;
 pub use export::ExportFormat;
 pub use model::*;
 pub use store::{replay_of, Comparison, History, Reference, REPLAY_ENV};
+pub use vets::{NewVet, VetSummary};
 
 /// Where the history file is, from the contract's sources in priority order (pure).
 ///

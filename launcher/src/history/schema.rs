@@ -118,6 +118,28 @@ pub const MIGRATIONS: &[&str] = &[
     ALTER TABLE runs ADD COLUMN notes_json TEXT NOT NULL DEFAULT '[]';
     ALTER TABLE runs ADD COLUMN line_rate_gbps REAL;
     "#,
+    // 4: `gpudirect vet`'s verdicts on a job's nodes (issue #29): one row per vet, with the
+    // counts, what it decided, and its whole report as JSON (each node's standing and why,
+    // the pair runs it recorded in `runs`).
+    r#"
+    CREATE TABLE vets (
+        id          INTEGER PRIMARY KEY,
+        at          INTEGER NOT NULL,
+        cluster     TEXT,
+        job_id      TEXT,
+        test        TEXT NOT NULL,
+        allocated   INTEGER NOT NULL,
+        good        INTEGER NOT NULL,
+        bad         INTEGER NOT NULL,
+        unchecked   INTEGER NOT NULL,
+        need        INTEGER NOT NULL,
+        decision    TEXT NOT NULL,
+        good_nodes  TEXT NOT NULL,
+        bad_nodes   TEXT NOT NULL,
+        report_json TEXT NOT NULL
+    );
+    CREATE INDEX vets_at ON vets (at, id);
+    "#,
 ];
 
 /// The schema version this binary writes: the number of migrations.

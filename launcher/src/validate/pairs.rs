@@ -7,16 +7,19 @@ use std::collections::BTreeMap;
 use super::actions::PairRun;
 use super::judging::{Outcome as PairOutcome, Round, Stage, Threshold, Validation};
 use super::session::{self, Judged, SessionError};
+use crate::budget::Budget;
 use crate::cell::exec::{self, Spec};
 use crate::cell::Evaluated;
 use crate::checks::Expectations;
 use crate::history::{History, LaunchKind, NewNodeResult, NewRun, RunStatus};
 use crate::launch::{LaunchError, LaunchOptions, Launcher};
 use crate::matrix::{Cell, Matrix, Variant};
+use crate::matrix_run::{expected_nics, expected_transport};
 use crate::noteln;
 use crate::output::line_share;
 use crate::record::RunContext;
-use crate::runner::{StartError, INTERRUPTED};
+use crate::runner::StartError;
+use gpudirect_core::config::Config;
 
 /// Why the pairs stopped.
 #[derive(Debug, thiserror::Error)]
@@ -72,6 +75,11 @@ pub struct RoundContext<'a> {
     pub max: u64,
     /// The node's line rate (GB/s) from the --gpudirect profile, recorded with each run.
     pub line_rate_gbps: Option<f64>,
+    /// The admin config, when it could be read: a pair with a `--gpudirect` profile is
+    /// held to its transport and NICs, as `gpudirect run` holds a cell.
+    pub config: Option<&'a Config>,
+    /// When the rounds stop (Ctrl-C; vet's deadline).
+    pub budget: &'a Budget,
 }
 
 /// One pair run as it ended: its group, its record (node results added once judged) and
@@ -108,7 +116,7 @@ pub fn run_rounds(
     } = rec;
     session::drive(
         validation,
-        &INTERRUPTED,
+        rc.budget,
         |round| run_round(rc, round, &nodes, variant, cells_started),
         |judged, ran| {
             store_round(rc, &judged, ran, history, run_ids, pairs);
@@ -140,6 +148,8 @@ fn run_round(
         sizes,
         cluster,
         line_rate_gbps,
+        config,
+        budget,
         ..
     } = *rc;
     let groups = round.named_groups(nodes);
@@ -166,6 +176,8 @@ fn run_round(
             };
             let mut opts = LaunchOptions {
                 nodes: group.clone(),
+                // A pair ends with the budget.
+                timeout: budget.limit(launch.timeout),
                 ..launch.clone()
             };
             if let Units::Gpus(gpus) = &units {
@@ -203,10 +215,10 @@ fn run_round(
                 launch: &opts,
                 json_report: true,
                 expect: Expectations {
-                    transport: None,
+                    transport: expected_transport(&cell, config, Some(group[0].as_str())),
                     nodes: cell.nodes,
                     sizes: sizes.to_vec(),
-                    nics: Vec::new(),
+                    nics: expected_nics(&cell, config, Some(group[0].as_str())),
                 },
                 context,
                 marks: Default::default(),
@@ -216,7 +228,10 @@ fn run_round(
         .collect::<Result<Vec<_>, _>>()?;
     let handles: Vec<_> = jobs
         .into_iter()
-        .map(|(group, prepared)| std::thread::spawn(move || (group, prepared.execute())))
+        .map(|(group, prepared)| {
+            let flag = budget.flag();
+            std::thread::spawn(move || (group, prepared.execute_until(flag)))
+        })
         .collect();
     let mut ran = Vec::new();
     for handle in handles {

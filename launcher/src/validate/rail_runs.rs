@@ -1,19 +1,22 @@
 //! `validate --test rails`'s runs: every (rail, pair) of a wave at once, one
 //! `gpudirect-mpi pair` step each through the runner, a pair that did not connect run once
-//! more; each stored classed against the threshold ([`Recorder`]); the waves after the
-//! screen until no rail has a round left ([`run_waves`]). The command plans the rails,
-//! runs the screen, concludes and prints.
+//! more; each stored classed against the threshold ([`Recorder`]); the screen, whose
+//! median sets the threshold, and the waves after it until no rail has a round left or the
+//! budget stops them ([`validate_rails`]). The commands (validate, vet) plan the rails,
+//! conclude and print.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::Ordering;
+use std::time::Instant;
 
-use super::judging::{JudgeError, Outcome, Round, Threshold, Validation};
+use super::judging::{median_busbw, JudgeError, Outcome, Round, Threshold, Validation};
+use super::pairing::Mode;
 use super::rails::{
     failure_reason, pair_job, read_measurement, record_of, worth_a_retry, PairSpec,
 };
+use crate::budget::Budget;
 use crate::history::{History, NewRun};
 use crate::noteln;
-use crate::runner::{self, StartError, INTERRUPTED};
+use crate::runner::{self, StartError};
 use crate::units::now_unix;
 
 /// Why the rail runs stopped.
@@ -25,12 +28,9 @@ pub enum RailRunError {
     /// A pair's thread panicked.
     #[error("a pair's runner thread panicked")]
     Panicked,
-    /// Ctrl-C: what ran so far is recorded.
-    #[error("interrupted after {rounds} round(s); every pair run so far is recorded")]
-    Interrupted {
-        /// Rounds run.
-        rounds: usize,
-    },
+    /// No pairs to run (fewer than two nodes).
+    #[error("no pairs to run: a rails validation needs 2 nodes or more")]
+    NoPairs,
     /// The planner refused the outcomes.
     #[error(transparent)]
     Judge(#[from] JudgeError),
@@ -79,21 +79,22 @@ pub fn run_wave(
     rails: &[String],
     jobs: Vec<(usize, [String; 2])>,
     base: &NewRun,
+    budget: &Budget,
 ) -> Result<Vec<PairRun>, RailRunError> {
-    let mut runs = run_steps(spec, rails, jobs, base)?;
+    let mut runs = run_steps(spec, rails, jobs, base, budget)?;
     let again: Vec<(usize, [String; 2])> = runs
         .iter()
         .filter(|p| p.flaky)
         .map(|p| (p.rail, p.pair.clone()))
         .collect();
-    if again.is_empty() || INTERRUPTED.load(Ordering::SeqCst) {
+    if again.is_empty() || budget.stopped() {
         return Ok(runs);
     }
     noteln!(
         "gpudirect validate: {} pair(s) did not connect or hung: running them once more",
         again.len()
     );
-    for second in run_steps(spec, rails, again, base)? {
+    for second in run_steps(spec, rails, again, base, budget)? {
         if let Some(first) = runs
             .iter_mut()
             .find(|p| p.rail == second.rail && p.pair == second.pair)
@@ -111,14 +112,17 @@ fn run_steps(
     rails: &[String],
     jobs: Vec<(usize, [String; 2])>,
     base: &NewRun,
+    budget: &Budget,
 ) -> Result<Vec<PairRun>, RailRunError> {
     let handles: Vec<_> = jobs
         .into_iter()
         .map(|(rail, pair)| {
-            let job = pair_job(spec, &rails[rail], [&pair[0], &pair[1]]);
+            let mut job = pair_job(spec, &rails[rail], [&pair[0], &pair[1]]);
+            job.timeout = budget.limit(job.timeout);
+            let flag = budget.flag();
             std::thread::spawn(move || {
                 let started = now_unix();
-                let finished = runner::run(&job, &INTERRUPTED);
+                let finished = runner::run(&job, flag);
                 (rail, pair, job, started, finished)
             })
         })
@@ -229,24 +233,113 @@ impl Recorder<'_> {
     }
 }
 
-/// The rounds after the screen, every rail's next round in one wave, until no rail has
-/// one left; returns the waves run.
-#[allow(clippy::too_many_arguments)]
-pub fn run_waves(
-    validations: &mut [Validation],
-    spec: &PairSpec,
-    rails: &[String],
-    nodes: &[String],
-    base: &NewRun,
-    threshold: &Threshold,
-    history: &mut History,
-    recorder: &mut Recorder<'_>,
-) -> Result<usize, RailRunError> {
+/// What a rails validation is asked to do.
+pub struct RailsPlan<'a> {
+    /// How each pair runs.
+    pub spec: &'a PairSpec,
+    /// The rails, by index.
+    pub rails: &'a [String],
+    /// The nodes.
+    pub nodes: &'a [String],
+    /// The pairing (pairs, pairs-across, pairwise or ring).
+    pub mode: Mode,
+    /// `--floor`: a fixed line in GB/s instead of the screen's median.
+    pub floor: Option<f64>,
+    /// How far below the screen's median a pair may be (a fraction).
+    pub tolerance: f64,
+    /// What every record starts from (cluster, job, binary).
+    pub base: &'a NewRun,
+    /// When the waves stop.
+    pub budget: &'a Budget,
+}
+
+/// What a rails validation measured: one validation per rail (all with `threshold`),
+/// what each node sent on each rail, the runs recorded and the waves run.
+pub struct RailsRun {
+    /// One per rail, in the plan's order.
+    pub validations: Vec<Validation>,
+    /// The line every rail was judged by (the screen's median less the tolerance, or the
+    /// floor; a placeholder that judges nothing when the screen did not finish).
+    pub threshold: Threshold,
+    /// What each node sent on each rail.
+    pub sent: BTreeMap<(String, usize), Vec<f64>>,
+    /// The runs recorded.
+    pub run_ids: Vec<i64>,
+    /// Waves run to their end.
+    pub rounds: usize,
+    /// The budget stopped it (Ctrl-C or its deadline) before every rail was done; a wave
+    /// it stopped midway is neither recorded nor judged.
+    pub interrupted: bool,
+}
+
+/// The rails validation: the screen of every rail at once (its median sets the
+/// threshold, unless a floor does), then every rail's next round in one wave, until no
+/// rail has one left or the budget stops them.
+pub fn validate_rails(plan: &RailsPlan, history: &mut History) -> Result<RailsRun, RailRunError> {
+    let RailsPlan {
+        spec,
+        rails,
+        nodes,
+        mode,
+        floor,
+        tolerance,
+        base,
+        budget,
+    } = *plan;
+    let placeholder = Threshold::floor(f64::MIN_POSITIVE)?;
+    let first = Validation::new(nodes.to_vec(), mode, placeholder.clone())?
+        .next_round()
+        .ok_or(RailRunError::NoPairs)?;
+    let mut recorder = Recorder {
+        rails,
+        sent: BTreeMap::new(),
+        run_ids: Vec::new(),
+    };
+    let unjudged = |threshold: Threshold, recorder: Recorder<'_>, rounds| {
+        Ok(RailsRun {
+            validations: Vec::new(),
+            threshold,
+            sent: recorder.sent,
+            run_ids: recorder.run_ids,
+            rounds,
+            interrupted: true,
+        })
+    };
+    if !budget.may_start() {
+        return unjudged(placeholder, recorder, 0);
+    }
+    let jobs = (0..rails.len())
+        .flat_map(|r| pair_jobs(r, &first, nodes))
+        .collect();
+    noteln!(
+        "gpudirect validate: round 1 (Screen): {} pair(s) on {} rail(s) at once",
+        first.groups.len(),
+        rails.len()
+    );
+    let start = Instant::now();
+    let screen = run_wave(spec, rails, jobs, base, budget)?;
+    if budget.stopped() {
+        return unjudged(placeholder, recorder, 0);
+    }
+    budget.round_took(start.elapsed());
+    // The median of all the screen's pairs, so that one slow rail or node cannot move it far.
+    let threshold = match (floor, median_busbw(screen.iter().map(|p| &p.outcome))) {
+        (Some(floor), _) => Threshold::floor(floor)?,
+        (None, Some(m)) if m > 0.0 => Threshold::baseline(m, tolerance)?,
+        _ => placeholder,
+    };
+    let mut validations: Vec<Validation> = rails
+        .iter()
+        .map(|_| Validation::new(nodes.to_vec(), mode, threshold.clone()))
+        .collect::<Result<_, _>>()?;
+    recorder.record(history, &screen, &threshold);
+    for (r, v) in validations.iter_mut().enumerate() {
+        let round = v.next_round().ok_or(RailRunError::NoPairs)?;
+        v.record(&round, outcomes_on(&screen, r))?;
+    }
     let mut rounds = 1;
+    let mut interrupted = false;
     loop {
-        if INTERRUPTED.load(Ordering::SeqCst) {
-            return Err(RailRunError::Interrupted { rounds });
-        }
         let wave: Vec<(usize, Round)> = validations
             .iter_mut()
             .enumerate()
@@ -255,23 +348,41 @@ pub fn run_waves(
         if wave.is_empty() {
             break;
         }
-        rounds += 1;
+        if !budget.may_start() {
+            interrupted = true;
+            break;
+        }
         let jobs: Vec<(usize, [String; 2])> = wave
             .iter()
             .flat_map(|(r, round)| pair_jobs(*r, round, nodes))
             .collect();
         noteln!(
-            "gpudirect validate: round {rounds}: {} pair(s) on {} rail(s) at once",
+            "gpudirect validate: round {}: {} pair(s) on {} rail(s) at once",
+            rounds + 1,
             jobs.len(),
             wave.len()
         );
-        let runs = run_wave(spec, rails, jobs, base)?;
-        recorder.record(history, &runs, threshold);
+        let start = Instant::now();
+        let runs = run_wave(spec, rails, jobs, base, budget)?;
+        if budget.stopped() {
+            interrupted = true;
+            break;
+        }
+        budget.round_took(start.elapsed());
+        rounds += 1;
+        recorder.record(history, &runs, &threshold);
         for (r, round) in &wave {
             validations[*r].record(round, outcomes_on(&runs, *r))?;
         }
     }
-    Ok(rounds - 1)
+    Ok(RailsRun {
+        validations,
+        threshold,
+        sent: recorder.sent,
+        run_ids: recorder.run_ids,
+        rounds,
+        interrupted,
+    })
 }
 
 #[cfg(test)]

@@ -25,6 +25,11 @@ use crate::history::{NewNodeResult, NewRow, NewRun, Placement, RunStatus};
 use crate::runner::Job;
 use crate::validate::actions::{Candidate, DrainPlan};
 use crate::validate::judging::{Class, Health, Report, Threshold, Validation, Verdict};
+use anyhow::Context;
+use gpudirect_core::config::NicClass;
+use gpudirect_core::resolve::resolve_profile;
+use gpudirect_core::system::{load_config, Ownership};
+use gpudirect_core::template::Placeholder;
 
 /// The collective name rail runs are recorded under: host-memory point-to-point over MPI,
 /// a kind of its own that no nccl-tests run shares (and never a replay).
@@ -84,10 +89,16 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 pub const NO_CONNECTION: &str = "no MPI connection to the partner";
 
 /// Whether a pair's step should run once more: it did not connect in time (its stderr
-/// says [`NO_CONNECTION`]; srun's own exit status is that of whichever task ended first),
-/// or it ran past its time limit without saying why.
+/// says [`NO_CONNECTION`], or, when the step was torn down before that line reached srun,
+/// srun says a task exited with [`EXIT_NO_CONNECTION`]; srun's own exit status is that of
+/// whichever task ended first), or it ran past its time limit without saying why.
 pub fn worth_a_retry(outcome: &crate::runner::Outcome, stderr: &str) -> bool {
-    *outcome == crate::runner::Outcome::TimedOut || stderr.contains(NO_CONNECTION)
+    let exited_unconnected = format!("Exited with exit code {EXIT_NO_CONNECTION}");
+    *outcome == crate::runner::Outcome::TimedOut
+        || stderr.contains(NO_CONNECTION)
+        || stderr
+            .lines()
+            .any(|l| l.starts_with("srun: error:") && l.trim_end().ends_with(&exited_unconnected))
 }
 /// One pair's figures on one rail, printed by rank 0 of the pair's step.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -521,6 +532,109 @@ pub fn drain_candidates(units: &[Unit]) -> Vec<Candidate> {
         .collect()
 }
 
+/// The rails, and the variable that holds NCCL to one NIC (`validate --per-rail`).
+pub struct RailPlan {
+    /// The NICs, as the nodes name them.
+    pub rails: Vec<String>,
+    /// `--rail-variable`, else the profile's variable set from `{data_nics}` (e.g.
+    /// `NCCL_GPUDIRECTTCPX_SOCKET_IFNAME`), else `NCCL_IB_HCA` for RDMA devices and
+    /// `NCCL_SOCKET_IFNAME` for interfaces.
+    pub variable: String,
+    /// The rails are RDMA devices (`data_nic_class = "infiniband"`).
+    pub rdma: bool,
+}
+
+/// Where the rails come from: the flags of `validate` and `vet`.
+pub struct RailRequest<'a> {
+    /// `--rails`: the NICs, comma-separated.
+    pub rails: Option<&'a str>,
+    /// `--gpudirect`: the mode whose profile's data NICs are the rails.
+    pub mode: Option<&'a str>,
+    /// `--config`: where that profile is.
+    pub config: &'a std::path::Path,
+    /// `--rail-variable`.
+    pub rail_variable: Option<&'a str>,
+}
+
+/// The rails: `--rails`, else the data NICs of the `--gpudirect` profile for the first node
+/// (its node set's real names), from `--config`.
+pub fn rail_plan(args: &RailRequest, first_node: &str) -> anyhow::Result<RailPlan> {
+    let fallback = |rdma: bool| {
+        args.rail_variable.map(str::to_string).unwrap_or_else(|| {
+            if rdma {
+                "NCCL_IB_HCA"
+            } else {
+                "NCCL_SOCKET_IFNAME"
+            }
+            .to_string()
+        })
+    };
+    if let Some(list) = args.rails {
+        let rails: Vec<String> = list
+            .split(',')
+            .map(|r| r.trim().to_string())
+            .filter(|r| !r.is_empty())
+            .collect();
+        if rails.is_empty() {
+            anyhow::bail!("--rails {list:?} names no NIC: write e.g. --rails eth1,eth2,eth3,eth4");
+        }
+        return Ok(RailPlan {
+            rails,
+            variable: fallback(false),
+            rdma: false,
+        });
+    }
+    let Some(mode) = args.mode else {
+        anyhow::bail!("which NICs are the rails? pass --rails eth1,eth2,... or --gpudirect MODE (its profile's data_nics)");
+    };
+    let config = load_config(args.config, Ownership::Any).with_context(|| {
+        format!(
+            "--gpudirect {mode}: the rails come from the profile in {}; or pass --rails",
+            args.config.display()
+        )
+    })?;
+    let parsed: gpudirect_core::config::Mode = config
+        .parse_mode(mode)
+        .map_err(|e| anyhow::anyhow!("--gpudirect {mode}: {e}"))?;
+    let resolved = resolve_profile(&config, first_node, &parsed)
+        .map_err(|e| anyhow::anyhow!("--gpudirect {mode}: {e}"))?
+        .with_context(|| format!("--gpudirect {mode} sets no profile: pass --rails"))?;
+    let profile = resolved.profile;
+    let rename = |nic: &String| {
+        resolved
+            .node_set
+            .and_then(|s| s.nic_names.get(nic))
+            .cloned()
+            .unwrap_or_else(|| nic.clone())
+    };
+    let rails: Vec<String> = profile.data_nics.iter().map(rename).collect();
+    if rails.is_empty() {
+        anyhow::bail!("the profile of --gpudirect {mode} has no data_nics: pass --rails");
+    }
+    let rdma = profile.data_nic_class == NicClass::Infiniband;
+    // The variable the profile fills with its data NICs is the one that restricts NCCL to
+    // them; one it forces would replace the rail set per pair, so it cannot be used.
+    let from_data_nics = profile.env.iter().find(|v| {
+        v.value
+            .placeholders()
+            .any(|p| matches!(p, Placeholder::DataNics))
+    });
+    let variable = match (&args.rail_variable, from_data_nics) {
+        (Some(v), _) => v.to_string(),
+        (None, Some(v)) if v.forced => anyhow::bail!(
+            "the profile of --gpudirect {mode} forces {} (its data NICs), so a pair cannot be held to one rail through it: pass --rail-variable",
+            v.name
+        ),
+        (None, Some(v)) => v.name.clone(),
+        (None, None) => fallback(rdma),
+    };
+    Ok(RailPlan {
+        rails,
+        variable,
+        rdma,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -689,6 +803,11 @@ mod tests {
         assert!(worth_a_retry(&Outcome::TimedOut, ""));
         let down = "gpudirect-mpi: node3: eth2 is down (operstate down)\n";
         assert!(!worth_a_retry(&Outcome::Exited { code: 6 }, down));
+        // Seen on the local cluster: the program's line lost when srun tore the step down.
+        let torn = "srun: error: node3: task 0: Exited with exit code 7\nsrun: error: node4: task 1: Terminated\n";
+        assert!(worth_a_retry(&Outcome::Exited { code: 143 }, torn));
+        let other = "srun: error: node3: task 0: Exited with exit code 17\n";
+        assert!(!worth_a_retry(&Outcome::Exited { code: 17 }, other));
     }
 
     #[test]

@@ -3,14 +3,16 @@
 //! command's closures do the I/O (job steps, the history, the lines on stderr); the order
 //! of the steps is here, so the simulator and the command go through the same one.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
 
 use super::judging::{JudgeError, Outcome, Round, Threshold, Validation};
+use crate::budget::Budget;
 
 /// Why [`drive`] stopped before the validation's end.
 #[derive(Debug)]
 pub enum SessionError<E> {
-    /// `cancel` was set (Ctrl-C): the rounds before were recorded.
+    /// The budget stopped it (Ctrl-C, or its deadline): the rounds before were recorded;
+    /// a round its flag stopped midway is not (its steps were killed, not measured).
     Interrupted {
         /// Rounds recorded.
         rounds: usize,
@@ -36,20 +38,26 @@ pub struct Judged<'a> {
 /// Runs `validation` to its end. `run` runs a round's groups, all at once, and gives one
 /// outcome per group in order, each with what the caller keeps of that run (`P`, its
 /// record); `store` gets those back once the round is recorded, before the next round is
-/// planned. `cancel` is read before each round.
+/// planned. `budget` is asked before each round, and read again after it.
 pub fn drive<P, E>(
     validation: &mut Validation,
-    cancel: &AtomicBool,
+    budget: &Budget,
     mut run: impl FnMut(&Round) -> Result<Vec<(Outcome, P)>, E>,
     mut store: impl FnMut(Judged<'_>, Vec<(Outcome, P)>) -> Result<(), E>,
 ) -> Result<(), SessionError<E>> {
     while let Some(round) = validation.next_round() {
-        if cancel.load(Ordering::SeqCst) {
-            return Err(SessionError::Interrupted {
-                rounds: validation.rounds_done(),
-            });
+        let interrupted = || SessionError::Interrupted {
+            rounds: validation.rounds_done(),
+        };
+        if !budget.may_start() {
+            return Err(interrupted());
         }
+        let start = Instant::now();
         let ran = run(&round).map_err(SessionError::Run)?;
+        if budget.stopped() {
+            return Err(interrupted());
+        }
+        budget.round_took(start.elapsed());
         let outcomes = ran.iter().map(|(o, _)| o.clone()).collect();
         let recorded = validation.record(&round, outcomes);
         let judged = Judged {
@@ -79,7 +87,7 @@ mod tests {
         let mut stored = Vec::new();
         let result: Result<(), SessionError<()>> = drive(
             &mut v,
-            &AtomicBool::new(false),
+            &Budget::unlimited(),
             |round| {
                 Ok(round
                     .groups
@@ -107,12 +115,17 @@ mod tests {
     }
 
     #[test]
-    fn a_set_cancel_flag_stops_before_the_next_round() {
+    fn a_spent_budget_stops_before_the_next_round() {
+        static FLAG: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
         let threshold = Threshold::baseline(100.0, 0.10).unwrap();
         let mut v = Validation::new(nodes(4), Mode::Pairs, threshold).unwrap();
+        let spent = Budget::until(Instant::now(), &FLAG);
+        while !spent.stopped() {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
         let result: Result<(), SessionError<()>> = drive(
             &mut v,
-            &AtomicBool::new(true),
+            &spent,
             |_| panic!("no round runs once cancelled"),
             |_, _: Vec<(Outcome, ())>| Ok(()),
         );

@@ -9,24 +9,20 @@ use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
+use gpudirect::budget::Budget;
 use gpudirect::history::{History, LaunchKind, NewRun};
 use gpudirect::outln;
 use gpudirect::output::emit_json;
 use gpudirect::runner;
 use gpudirect::units::nccl_size as format_size;
 use gpudirect::validate::actions;
-use gpudirect::validate::judging::{
-    health, median_busbw, Health, Report, Threshold, Validation, Verdict,
-};
+use gpudirect::validate::judging::{health, Health, Report, Threshold, Validation, Verdict};
 use gpudirect::validate::pairing::Mode;
-use gpudirect::validate::rail_runs::{outcomes_on, pair_jobs, run_wave, run_waves, Recorder};
+use gpudirect::validate::rail_runs::{validate_rails, RailsPlan};
 use gpudirect::validate::rails::{
-    combined_health, drain_candidates, locate_mpi_program, units_of, PairSpec, Unit,
+    combined_health, drain_candidates, locate_mpi_program, units_of, PairSpec, RailPlan,
+    RailRequest, Unit,
 };
-use gpudirect_core::config::{Mode as ProfileMode, NicClass};
-use gpudirect_core::resolve::resolve_profile;
-use gpudirect_core::system::{load_config, Ownership};
-use gpudirect_core::template::Placeholder;
 use serde::Serialize;
 
 use super::ValidateArgs;
@@ -60,95 +56,17 @@ struct RailsReport<'a> {
     drains: Option<Vec<actions::NodeAction>>,
 }
 
-/// The rails, and the variable that holds NCCL to one NIC (`validate --per-rail`).
-pub(super) struct RailPlan {
-    /// The NICs, as the nodes name them.
-    pub rails: Vec<String>,
-    /// `--rail-variable`, else the profile's variable set from `{data_nics}` (e.g.
-    /// `NCCL_GPUDIRECTTCPX_SOCKET_IFNAME`), else `NCCL_IB_HCA` for RDMA devices and
-    /// `NCCL_SOCKET_IFNAME` for interfaces.
-    pub variable: String,
-    /// The rails are RDMA devices (`data_nic_class = "infiniband"`).
-    pub rdma: bool,
-}
-
-/// The rails: `--rails`, else the data NICs of the `--gpudirect` profile for the first node
-/// (its node set's real names), from `--config`.
+/// The rails of `validate`'s flags: `--rails`, else the `--gpudirect` profile's data NICs.
 pub(super) fn rail_plan(args: &ValidateArgs, first_node: &str) -> Result<RailPlan> {
-    let fallback = |rdma: bool| {
-        args.rail_variable.clone().unwrap_or_else(|| {
-            if rdma {
-                "NCCL_IB_HCA"
-            } else {
-                "NCCL_SOCKET_IFNAME"
-            }
-            .to_string()
-        })
-    };
-    if let Some(list) = &args.rails {
-        let rails: Vec<String> = list
-            .split(',')
-            .map(|r| r.trim().to_string())
-            .filter(|r| !r.is_empty())
-            .collect();
-        if rails.is_empty() {
-            bail!("--rails {list:?} names no NIC: write e.g. --rails eth1,eth2,eth3,eth4");
-        }
-        return Ok(RailPlan {
-            rails,
-            variable: fallback(false),
-            rdma: false,
-        });
-    }
-    let Some(mode) = &args.gpudirect else {
-        bail!("which NICs are the rails? pass --rails eth1,eth2,... or --gpudirect MODE (its profile's data_nics)");
-    };
-    let config = load_config(&args.config.path, Ownership::Any).with_context(|| {
-        format!(
-            "--gpudirect {mode}: the rails come from the profile in {}; or pass --rails",
-            args.config.path.display()
-        )
-    })?;
-    let parsed: ProfileMode = config
-        .parse_mode(mode)
-        .map_err(|e| anyhow::anyhow!("--gpudirect {mode}: {e}"))?;
-    let resolved = resolve_profile(&config, first_node, &parsed)
-        .map_err(|e| anyhow::anyhow!("--gpudirect {mode}: {e}"))?
-        .with_context(|| format!("--gpudirect {mode} sets no profile: pass --rails"))?;
-    let profile = resolved.profile;
-    let rename = |nic: &String| {
-        resolved
-            .node_set
-            .and_then(|s| s.nic_names.get(nic))
-            .cloned()
-            .unwrap_or_else(|| nic.clone())
-    };
-    let rails: Vec<String> = profile.data_nics.iter().map(rename).collect();
-    if rails.is_empty() {
-        bail!("the profile of --gpudirect {mode} has no data_nics: pass --rails");
-    }
-    let rdma = profile.data_nic_class == NicClass::Infiniband;
-    // The variable the profile fills with its data NICs is the one that restricts NCCL to
-    // them; one it forces would replace the rail set per pair, so it cannot be used.
-    let from_data_nics = profile.env.iter().find(|v| {
-        v.value
-            .placeholders()
-            .any(|p| matches!(p, Placeholder::DataNics))
-    });
-    let variable = match (&args.rail_variable, from_data_nics) {
-        (Some(v), _) => v.clone(),
-        (None, Some(v)) if v.forced => bail!(
-            "the profile of --gpudirect {mode} forces {} (its data NICs), so a pair cannot be held to one rail through it: pass --rail-variable",
-            v.name
-        ),
-        (None, Some(v)) => v.name.clone(),
-        (None, None) => fallback(rdma),
-    };
-    Ok(RailPlan {
-        rails,
-        variable,
-        rdma,
-    })
+    gpudirect::validate::rails::rail_plan(
+        &RailRequest {
+            rails: args.rails.as_deref(),
+            mode: args.gpudirect.as_deref(),
+            config: &args.config.path,
+            rail_variable: args.rail_variable.as_deref(),
+        },
+        first_node,
+    )
 }
 
 /// The pairing mode (pairs only) and the rails, refused where `--test rails` cannot
@@ -202,52 +120,27 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx, nodes: Vec<String>) -> Result<ExitSta
         nodes.len(),
         format_size(spec.size_bytes)
     );
-
-    // The first round of every rail sets the reference (unless --floor does): the median
-    // of all its pairs, so that one slow rail or node cannot move it far.
-    let placeholder = Threshold::floor(f64::MIN_POSITIVE)?;
-    let first = Validation::new(nodes.clone(), mode, placeholder)?
-        .next_round()
-        .context("no pairs to run")?;
-    let jobs = (0..rails.len())
-        .flat_map(|r| pair_jobs(r, &first, &nodes))
-        .collect();
-    noteln!(
-        "gpudirect validate: round 1 (Screen): {} pair(s) on {} rail(s) at once",
-        first.groups.len(),
-        rails.len()
-    );
-    let screen = run_wave(&spec, &rails, jobs, &base)?;
-    let threshold = match (args.floor, median_busbw(screen.iter().map(|p| &p.outcome))) {
-        (Some(floor), _) => Threshold::floor(floor)?,
-        (None, Some(m)) if m > 0.0 => Threshold::baseline(m, tolerance)?,
-        _ => Threshold::floor(f64::MIN_POSITIVE)?,
-    };
-    let mut validations: Vec<Validation> = rails
-        .iter()
-        .map(|_| Validation::new(nodes.clone(), mode, threshold.clone()))
-        .collect::<Result<_, _>>()?;
-    let mut recorder = Recorder {
-        rails: &rails,
-        sent: BTreeMap::new(),
-        run_ids: Vec::new(),
-    };
-    recorder.record(&mut history, &screen, &threshold);
-    for (r, v) in validations.iter_mut().enumerate() {
-        let round = v.next_round().context("no pairs to run")?;
-        v.record(&round, outcomes_on(&screen, r))?;
-    }
-    let rounds = 1 + run_waves(
-        &mut validations,
-        &spec,
-        &rails,
-        &nodes,
-        &base,
-        &threshold,
+    let budget = Budget::unlimited();
+    let run = validate_rails(
+        &RailsPlan {
+            spec: &spec,
+            rails: &rails,
+            nodes: &nodes,
+            mode,
+            floor: args.floor,
+            tolerance,
+            base: &base,
+            budget: &budget,
+        },
         &mut history,
-        &mut recorder,
     )?;
-
+    if run.interrupted {
+        noteln!(
+            "gpudirect validate: interrupted after {} round(s); every pair run so far is recorded",
+            run.rounds
+        );
+        return Ok(ExitStatus::Interrupted);
+    }
     conclude(
         args,
         Verdicts {
@@ -256,11 +149,11 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx, nodes: Vec<String>) -> Result<ExitSta
             db: &db,
             nodes: &nodes,
             rails: &rails,
-            validations: &validations,
-            sent: &recorder.sent,
-            run_ids: &recorder.run_ids,
+            validations: &run.validations,
+            sent: &run.sent,
+            run_ids: &run.run_ids,
             size_bytes: spec.size_bytes,
-            rounds,
+            rounds: run.rounds,
         },
     )
 }

@@ -1,0 +1,764 @@
+//! `gpudirect vet`: the first step of a training job. Checks the job's own nodes (the node
+//! checks of `health` on every node at once, then validation pairs over those that
+//! passed), within a time budget, and hands the good ones to the next step: files to read
+//! and source ([`gpudirect::vet::outputs`]), a shrunk job (`--shrink`), or a requeued one
+//! with the bad nodes excluded (`--requeue`). The rules are in [`gpudirect::vet`].
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use gpudirect::baseline::Key;
+use gpudirect::budget::Budget;
+use gpudirect::checks::expected_sizes;
+use gpudirect::drain::{self, Tool};
+use gpudirect::history::{History, LaunchKind, NewRun, NewVet};
+use gpudirect::launch::{env_var, find_binary, LaunchOptions, Launcher};
+use gpudirect::matrix::{Matrix, Variant};
+use gpudirect::output::emit_json;
+use gpudirect::units::{duration_arg, now_unix, percent_arg, size_arg};
+use gpudirect::validate::judging::{Reference, RoundRule, Threshold, Validation};
+use gpudirect::validate::pairing::Mode;
+use gpudirect::validate::pairs::{run_rounds, PairsError, Recorded, RoundContext, Units};
+use gpudirect::validate::rail_runs::{validate_rails, RailsPlan};
+use gpudirect::validate::rails::{locate_mpi_program, rail_plan, units_of, PairSpec, RailRequest};
+use gpudirect::vet::node_checks::{checks_job, run_checks, CHECKS_TIMEOUT};
+use gpudirect::vet::{
+    decide, nodes_that_are, outputs, standings, worst_over_rails, Checked, Decision, NodeVet,
+    Paired, Standing,
+};
+use gpudirect::{noteln, outln, runner, slurm};
+use gpudirect_core::hostlist::compress;
+use gpudirect_core::system::{load_config, Ownership};
+use serde::Serialize;
+
+use super::args::ConfigArg;
+use super::{Ctx, ExitStatus};
+
+/// Raised at vet's deadline or on Ctrl-C; every step of the vet watches it.
+static VET_STOP: AtomicBool = AtomicBool::new(false);
+
+/// What the pairs measure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Test {
+    /// nccl-tests pairs between the nodes' GPUs.
+    Nccl,
+    /// MPI pairs over each rail (data NIC), no GPU needed.
+    Rails,
+}
+
+impl Test {
+    fn as_str(self) -> &'static str {
+        match self {
+            Test::Nccl => "nccl",
+            Test::Rails => "rails",
+        }
+    }
+}
+
+/// Arguments of `gpudirect vet`.
+#[derive(Debug, Args)]
+#[command(after_help = "Examples (the first step of a batch script):\n  \
+    gpudirect vet --need 60 --out vet/ && source vet/vet.env\n  \
+    srun -N \"$GPUDIRECT_GOOD_COUNT\" --nodelist=\"$GPUDIRECT_GOOD_NODES\" python train.py\n\n  \
+    gpudirect vet --need 60 --shrink      # shrink the job to its good nodes\n  \
+    gpudirect vet --requeue               # all nodes needed: requeue without the bad ones\n  \
+    gpudirect vet --test rails --rails eth1,eth2,eth3,eth4   # no GPUs: MPI per rail\n\n\
+What it does, within --budget (60s): the node checks of `gpudirect health` on every node\n\
+at once; then one round of concurrent disjoint pairs over the nodes that passed, and\n\
+re-pairs of suspects with nodes that passed (validate's rounds), judged against the\n\
+history's baseline for these pairs, else the round's own median; with --gpudirect the\n\
+transport NCCL used is checked as `run` checks it. A node is good when it passed both,\n\
+bad when a check or its pairs failed, unchecked when the budget ended first (it is not\n\
+handed on, and the output says so).\n\n\
+What it writes (--out, default ./gpudirect-vet-JOBID): good.hosts (one good node per\n\
+line, also SLURM_HOSTFILE), exclude (the rest, one hostlist), vet.env (GPUDIRECT_GOOD_NODES,\n\
+GPUDIRECT_BAD_NODES, GPUDIRECT_UNCHECKED_NODES, their counts, GPUDIRECT_EXCLUDE,\n\
+SLURM_HOSTFILE; after --shrink the variables Slurm resets for the resized job), vet.json.\n\
+The history records the vet (`gpudirect history --vets`) and every pair run.\n\n\
+Bad nodes are drained (reason `gpudirect vet: ...`) only with --drain and the rights to\n\
+(an admin, a prolog); otherwise they are named in the output and the job's comment.\n\n\
+Exit status: 0 the job goes on (all good, or at least --need good); 4 too few good nodes\n\
+(with --requeue: the job was requeued, its bad nodes excluded); 3 could not vet (no\n\
+allocation, bad options, the node checks could not start); 130 interrupted.")]
+pub struct VetArgs {
+    /// Good nodes the job needs (default: every node it holds).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub need: Option<u32>,
+
+    /// With at least --need good nodes but some bad: shrink the job to the good ones (scontrol update
+    /// JobId=... NodeList=...); vet.env then holds the resized job's variables.
+    #[arg(long)]
+    pub shrink: bool,
+
+    /// With fewer than --need good nodes: requeue the job (a batch job) with the bad nodes
+    /// excluded; it starts again on other nodes, or waits, saying which it lacks.
+    #[arg(long)]
+    pub requeue: bool,
+
+    /// Drain bad nodes (reason `gpudirect vet: ...`): for an admin or a prolog.
+    #[arg(long)]
+    pub drain: bool,
+
+    /// The time the vet may take (90, 60s, 2m); what it has not judged by then is
+    /// unchecked.
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = duration_arg)]
+    pub budget: Duration,
+
+    /// What the pairs measure: nccl-tests on the GPUs, or MPI traffic over each rail.
+    #[arg(long, value_enum, default_value_t = Test::Nccl)]
+    pub test: Test,
+
+    /// With --test rails: the NICs, e.g. `eth1,eth2` (default: the --gpudirect profile's
+    /// data NICs).
+    #[arg(long, value_name = "LIST")]
+    pub rails: Option<String>,
+
+    /// With --test rails: the message size.
+    #[arg(long, value_name = "SIZE", default_value = "16M", value_parser = size_arg)]
+    pub message_size: u64,
+
+    /// With --test rails: the MPI program (default: gpudirect-mpi beside this executable).
+    #[arg(long, env = "GPUDIRECT_MPI_PROGRAM", value_name = "PATH")]
+    pub mpi_program: Option<PathBuf>,
+
+    /// The --gpudirect mode of the pairs (and the profile the node checks check).
+    #[arg(long)]
+    pub gpudirect: Option<String>,
+
+    /// The admin config.
+    #[command(flatten)]
+    pub config: ConfigArg,
+
+    /// The collective of the nccl-tests pairs.
+    #[arg(short = 'c', long, default_value = "all_reduce")]
+    pub collective: String,
+
+    /// Smallest message size of the nccl-tests pairs.
+    #[arg(short = 'b', long, value_name = "SIZE", default_value = "1M", value_parser = size_arg)]
+    pub min_bytes: u64,
+
+    /// Largest message size of the nccl-tests pairs, the one judged.
+    #[arg(short = 'e', long, value_name = "SIZE", default_value = "256M", value_parser = size_arg)]
+    pub max_bytes: u64,
+
+    /// GPUs per node.
+    #[arg(short = 'G', long, default_value_t = 1)]
+    pub gpus_per_node: u32,
+
+    /// GPUs each nccl-tests process drives (-g).
+    #[arg(long, default_value_t = 1)]
+    pub gpus_per_process: u32,
+
+    /// Folder with the nccl-tests binaries.
+    #[arg(long, env = "NCCL_TESTS_DIR", value_name = "DIR")]
+    pub nccl_tests_dir: Option<PathBuf>,
+
+    /// srun's --mpi plugin for the pairs.
+    #[arg(long, default_value = "pmix")]
+    pub mpi: String,
+
+    /// A fixed busbw floor in GB/s (nccl) or GB/s per rail (rails) instead of the baseline.
+    #[arg(long, value_name = "GBPS")]
+    pub floor: Option<f64>,
+
+    /// How far below the reference a pair may be, percent (default 10 for nccl, 75 for
+    /// rails: see `gpudirect validate --help`).
+    #[arg(long, value_name = "PCT", value_parser = percent_arg)]
+    pub tolerance: Option<f64>,
+
+    /// The cluster recorded.
+    #[arg(long, env = "GPUDIRECT_CLUSTER")]
+    pub cluster: Option<String>,
+
+    /// Where the files go (default ./gpudirect-vet-JOBID).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The vet's report (vet.json, --json, the history).
+#[derive(Debug, Serialize)]
+struct Report<'a> {
+    job_id: &'a str,
+    test: &'static str,
+    allocated: usize,
+    need: usize,
+    good: usize,
+    bad: usize,
+    unchecked: usize,
+    decision: &'static str,
+    nodes: &'a [NodeVet],
+    /// What stopped the vet before it judged every node, if anything.
+    stopped: Option<&'a str>,
+    budget_s: f64,
+    elapsed_s: f64,
+    rounds: usize,
+    threshold: Option<String>,
+    runs: &'a [i64],
+    /// What was done in Slurm (shrink, requeue, drains, the job's comment).
+    actions: &'a [String],
+}
+
+/// What the pairs judged: each node's verdict, the rounds run, the threshold, the runs.
+struct PairsDone {
+    paired: BTreeMap<String, Paired>,
+    rounds: usize,
+    threshold: Option<String>,
+    run_ids: Vec<i64>,
+}
+
+/// `gpudirect vet`.
+pub fn run(args: &VetArgs, ctx: &Ctx) -> Result<ExitStatus> {
+    let start = Instant::now();
+    let (job_id, nodes) = allocation()?;
+    let need = match args.need {
+        Some(n) if n as usize > nodes.len() => bail!(
+            "--need {n}: the job holds {} node(s); ask for at most that many, or allocate more",
+            nodes.len()
+        ),
+        Some(n) => n as usize,
+        None => nodes.len(),
+    };
+    if args.test == Test::Nccl && args.nccl_tests_dir.is_none() && nodes.len() > 1 {
+        bail!("where are the nccl-tests binaries? pass --nccl-tests-dir DIR or set NCCL_TESTS_DIR (or --test rails: MPI per rail, no GPU)");
+    }
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(format!("gpudirect-vet-{job_id}")));
+    let db = ctx.db_path()?;
+    let mut history = History::open(&db)?;
+    runner::install_interrupt_handler();
+    let budget = Budget::until(start + args.budget, &VET_STOP);
+    noteln!(
+        "gpudirect vet: job {job_id}, {} node(s), {} needed, budget {}s",
+        nodes.len(),
+        need,
+        args.budget.as_secs()
+    );
+
+    // 1. The node checks, on every node at once.
+    let exe = std::env::current_exe().context("cannot find the gpudirect executable")?;
+    let config = std::path::absolute(&args.config.path)
+        .with_context(|| format!("--config {}", args.config.path.display()))?;
+    let profile = args
+        .gpudirect
+        .as_deref()
+        .filter(|m| !matches!(*m, "none" | "auto"));
+    let job = checks_job(&exe, &config, profile, &nodes, budget.limit(CHECKS_TIMEOUT));
+    noteln!(
+        "gpudirect vet: node checks on {} node(s) at once",
+        nodes.len()
+    );
+    let checks = run_checks(&job, &nodes, &budget)
+        .with_context(|| format!("the node checks could not start: {}", job.command_line()))?;
+    say_checks(&checks);
+
+    // 2. Pairs over the nodes that passed.
+    let passed: Vec<String> = nodes
+        .iter()
+        .filter(|n| checks.get(*n) == Some(&Checked::Passed))
+        .cloned()
+        .collect();
+    let pairs = match passed.len() >= 2 && !budget.stopped() {
+        true => Some(run_pairs(args, &passed, &budget, &mut history)?),
+        false => None,
+    };
+    let stopped = match (budget.stopped(), budget.spent()) {
+        (true, true) => Some("the budget ended"),
+        (true, false) if runner::INTERRUPTED.load(Ordering::SeqCst) => Some("interrupted"),
+        (true, false) => Some("the budget would end before the next round"),
+        (false, _) => None,
+    };
+    let paired = pairs.as_ref().map(|p| &p.paired);
+    let pairs_possible = passed.len() >= 2;
+    let vets = standings(
+        &nodes,
+        &checks,
+        paired.or(pairs_possible.then_some(&BTreeMap::new())),
+        stopped,
+    );
+    let good = nodes_that_are(&vets, Standing::Good);
+    let decision = decide(nodes.len(), good.len(), need, args.shrink, args.requeue);
+    conclude(
+        args,
+        Concluded {
+            job_id: &job_id,
+            nodes: &nodes,
+            need,
+            vets: &vets,
+            decision,
+            stopped,
+            pairs: pairs.as_ref(),
+            start,
+            out: &out,
+            history: &mut history,
+        },
+    )
+}
+
+/// The job and its nodes, from the allocation's variables.
+fn allocation() -> Result<(String, Vec<String>)> {
+    let (Some(job_id), Some(list)) = (slurm::job_id(), env_var(slurm::NODELIST_ENV)) else {
+        bail!("gpudirect vet vets a job's own nodes: run it inside sbatch or salloc (SLURM_JOB_ID and SLURM_JOB_NODELIST are not set)");
+    };
+    let nodes = gpudirect_core::hostlist::expand(&list)
+        .with_context(|| format!("SLURM_JOB_NODELIST `{list}` is not a hostlist"))?;
+    Ok((job_id, nodes))
+}
+
+/// Each node's checks on stderr: only those that did not pass, then a count.
+fn say_checks(checks: &BTreeMap<String, Checked>) {
+    for (node, c) in checks {
+        match c {
+            Checked::Passed => {}
+            Checked::Failed(f) => noteln!("gpudirect vet:   {node}: failed {}", f.join("; ")),
+            Checked::NoAnswer(why) => noteln!("gpudirect vet:   {node}: no answer ({why})"),
+            Checked::NotRun => noteln!("gpudirect vet:   {node}: not checked (budget)"),
+        }
+    }
+    let passed = checks.values().filter(|c| **c == Checked::Passed).count();
+    noteln!(
+        "gpudirect vet: node checks: {passed} of {} passed",
+        checks.len()
+    );
+}
+
+/// The pairs of `--test`: over `nodes` (those that passed the checks), within `budget`.
+fn run_pairs(
+    args: &VetArgs,
+    nodes: &[String],
+    budget: &Budget,
+    history: &mut History,
+) -> Result<PairsDone> {
+    match args.test {
+        Test::Rails => rail_pairs(args, nodes, budget, history),
+        Test::Nccl => nccl_pairs(args, nodes, budget, history),
+    }
+}
+
+/// MPI pairs per rail (validate --test rails' rounds); a node's verdict is its worst rail.
+fn rail_pairs(
+    args: &VetArgs,
+    nodes: &[String],
+    budget: &Budget,
+    history: &mut History,
+) -> Result<PairsDone> {
+    let plan = rail_plan(
+        &RailRequest {
+            rails: args.rails.as_deref(),
+            mode: args.gpudirect.as_deref(),
+            config: &args.config.path,
+            rail_variable: None,
+        },
+        &nodes[0],
+    )?;
+    if plan.rdma {
+        bail!("--test rails binds MPI to IP interfaces; the profile's rails are RDMA devices: pass --rails with their IP interfaces");
+    }
+    let spec = PairSpec {
+        program: locate_mpi_program(args.mpi_program.as_deref()).map_err(anyhow::Error::msg)?,
+        mpi: args.mpi.clone(),
+        size_bytes: args.message_size,
+        seconds: 0.5,
+        timeout: Duration::from_secs(60),
+    };
+    let base = NewRun {
+        cluster: slurm::cluster_name(args.cluster.as_deref()),
+        job_id: slurm::job_id(),
+        gpus_per_node: Some(0),
+        launcher: LaunchKind::Srun,
+        binary_path: Some(spec.program.display().to_string()),
+        ..NewRun::default()
+    };
+    noteln!(
+        "gpudirect vet: rails {} over {} node(s), every rail at once",
+        plan.rails.join(","),
+        nodes.len()
+    );
+    let run = validate_rails(
+        &RailsPlan {
+            spec: &spec,
+            rails: &plan.rails,
+            nodes,
+            mode: Mode::Pairs,
+            floor: args.floor,
+            tolerance: args.tolerance.unwrap_or(75.0) / 100.0,
+            base: &base,
+            budget,
+        },
+        history,
+    )?;
+    let reports: Vec<_> = run.validations.iter().map(Validation::report).collect();
+    let units = units_of(nodes, &plan.rails, &run.validations, &reports, &run.sent);
+    let mut per_node: BTreeMap<String, Vec<_>> = BTreeMap::new();
+    for u in units {
+        per_node
+            .entry(u.node.clone())
+            .or_default()
+            .push((u.rail, u.verdict, u.evidence));
+    }
+    let paired = per_node
+        .into_iter()
+        .filter_map(|(node, rails)| Some((node, worst_over_rails(&rails)?)))
+        .collect();
+    Ok(PairsDone {
+        paired,
+        rounds: run.rounds,
+        threshold: (!run.validations.is_empty()).then(|| match &run.threshold {
+            Threshold::Baseline { tolerance, .. } => format!(
+                "{:.3} GB/s ({:.0}% below the first round's median)",
+                run.threshold.limit(),
+                tolerance * 100.0
+            ),
+            t => format!("{:.3} GB/s ({})", t.limit(), t.explain()),
+        }),
+        run_ids: run.run_ids,
+    })
+}
+
+/// nccl-tests pairs (validate's rounds), judged against the history's baseline of pairs
+/// like these, else the first round's own median.
+fn nccl_pairs(
+    args: &VetArgs,
+    nodes: &[String],
+    budget: &Budget,
+    history: &mut History,
+) -> Result<PairsDone> {
+    let Some(dir) = args.nccl_tests_dir.clone() else {
+        bail!("pass --nccl-tests-dir DIR or set NCCL_TESTS_DIR");
+    };
+    find_binary(&dir, &args.collective)?;
+    let cluster = slurm::cluster_name(args.cluster.as_deref());
+    let tolerance = args.tolerance.unwrap_or(10.0) / 100.0;
+    let reference: Reference = match args.floor {
+        Some(floor) => Threshold::floor(floor)?.into(),
+        None => {
+            let key = Key {
+                collective: args.collective.clone(),
+                cluster: cluster.clone(),
+                node_count: Some(2),
+                total_ranks: Some(2 * args.gpus_per_node),
+                variant: Some(PAIR_VARIANT.to_string()),
+            };
+            match history.baseline(&key, args.max_bytes, 10)? {
+                Some(b) => Threshold::baseline(b.median_busbw, tolerance)?.into(),
+                None => RoundRule::new(tolerance).into(),
+            }
+        }
+    };
+    let mut validation = Validation::new(nodes.to_vec(), Mode::Pairs, reference)?;
+    let mut variant = Variant {
+        name: PAIR_VARIANT.to_string(),
+        gpudirect: args.gpudirect.clone(),
+        env: BTreeMap::new(),
+    };
+    if env_var("NCCL_ALGO").is_none() {
+        variant.env.insert("NCCL_ALGO".into(), "Ring".into());
+    }
+    let timeout = Duration::from_secs(120);
+    let matrix = Matrix {
+        collectives: vec![args.collective.clone()],
+        nodes: vec![2],
+        gpus_per_node: vec![args.gpus_per_node],
+        min_bytes: args.min_bytes,
+        max_bytes: args.max_bytes,
+        factor: 2,
+        timeout,
+        extra_args: Vec::new(),
+        variants: vec![variant.clone()],
+    };
+    let work = tempfile::Builder::new()
+        .prefix("gpudirect-vet-")
+        .tempdir()
+        .context("cannot create a folder for the pairs' JSON reports")?;
+    let launch = LaunchOptions {
+        launcher: Launcher::Srun,
+        nccl_tests_dir: dir,
+        mpi: Some(args.mpi.clone()),
+        nodes: Vec::new(),
+        work_dir: Some(work.path().to_path_buf()),
+        timeout,
+        grace: Duration::from_secs(5),
+        as_root: nix::unistd::geteuid().is_root(),
+        gpus_per_process: args.gpus_per_process,
+        exact: true,
+    };
+    let config = load_config(&args.config.path, Ownership::Any).ok();
+    let sizes = expected_sizes(args.min_bytes, args.max_bytes, Some(2), None);
+    let rc = RoundContext {
+        collective: &args.collective,
+        gpus_per_node: args.gpus_per_node,
+        gpus_per_unit: 1,
+        units: &Units::Nodes,
+        launch: &launch,
+        matrix: &matrix,
+        sizes: &sizes,
+        cluster: &cluster,
+        max: args.max_bytes,
+        line_rate_gbps: None,
+        config: config.as_ref().filter(|_| args.gpudirect.is_some()),
+        budget,
+    };
+    let scratch = History::open(history.path())?;
+    let mut rec = Recorded {
+        history: scratch,
+        run_ids: Vec::new(),
+        pairs: Vec::new(),
+        cells_started: 0,
+    };
+    match run_rounds(&rc, &mut validation, &variant, &mut rec) {
+        Ok(()) | Err(PairsError::Interrupted { .. }) => {}
+        Err(e) => return Err(e.into()),
+    }
+    let report = validation.report();
+    let paired = report
+        .nodes
+        .iter()
+        .filter(|n| n.rounds > 0)
+        .map(|n| {
+            let paired = Paired {
+                verdict: n.verdict.clone(),
+                evidence: n.evidence.iter().map(ToString::to_string).collect(),
+            };
+            (n.node.clone(), paired)
+        })
+        .collect();
+    Ok(PairsDone {
+        paired,
+        rounds: validation.rounds_done(),
+        threshold: validation
+            .threshold()
+            .map(|t| format!("{:.2} GB/s ({})", t.limit(), t.explain())),
+        run_ids: rec.run_ids,
+    })
+}
+
+/// The variant vet's nccl-tests pairs are recorded (and their baseline found) under:
+/// validate's, so that both build one baseline.
+const PAIR_VARIANT: &str = "validate:pairs";
+
+/// What [`conclude`] needs.
+struct Concluded<'a> {
+    job_id: &'a str,
+    nodes: &'a [String],
+    need: usize,
+    vets: &'a [NodeVet],
+    decision: Decision,
+    stopped: Option<&'a str>,
+    pairs: Option<&'a PairsDone>,
+    start: Instant,
+    out: &'a Path,
+    history: &'a mut History,
+}
+
+/// The decision carried out (drains or the job's comment, shrink), the files written, the
+/// vet recorded, the report printed; then a requeue, last, since it ends the job's steps.
+fn conclude(args: &VetArgs, c: Concluded<'_>) -> Result<ExitStatus> {
+    let count = |s: Standing| c.vets.iter().filter(|v| v.standing == s).count();
+    let good = nodes_that_are(c.vets, Standing::Good);
+    let bad = nodes_that_are(c.vets, Standing::Bad);
+    let mut actions = Vec::new();
+    name_bad_nodes(args, c.job_id, c.vets, &mut actions);
+    let mut resized = Vec::new();
+    if c.decision == Decision::Shrink {
+        let dir =
+            tempfile::tempdir().context("cannot create a folder for scontrol's resize script")?;
+        match slurm::shrink_job(c.job_id, &compress(&good), dir.path()) {
+            Ok(vars) => {
+                actions.push(format!("job {} shrunk to {}", c.job_id, compress(&good)));
+                resized = vars;
+            }
+            Err(e) => actions.push(format!("could not shrink job {}: {e}", c.job_id)),
+        }
+    }
+    let report = Report {
+        job_id: c.job_id,
+        test: args.test.as_str(),
+        allocated: c.nodes.len(),
+        need: c.need,
+        good: good.len(),
+        bad: bad.len(),
+        unchecked: count(Standing::Unchecked),
+        decision: c.decision.as_str(),
+        nodes: c.vets,
+        stopped: c.stopped,
+        budget_s: args.budget.as_secs_f64(),
+        elapsed_s: c.start.elapsed().as_secs_f64(),
+        rounds: c.pairs.map_or(0, |p| p.rounds),
+        threshold: c.pairs.and_then(|p| p.threshold.clone()),
+        runs: c.pairs.map_or(&[], |p| &p.run_ids),
+        actions: &actions,
+    };
+    let value = serde_json::to_value(&report)?;
+    let written = outputs::write(c.out, c.vets, &resized, &value)
+        .with_context(|| format!("--out {}: cannot write the vet's files", c.out.display()))?;
+    let recorded = c.history.record_vet(&NewVet {
+        at: now_unix(),
+        cluster: slurm::cluster_name(args.cluster.as_deref()),
+        job_id: Some(c.job_id.to_string()),
+        test: args.test.as_str().to_string(),
+        allocated: c.nodes.len(),
+        good: good.len(),
+        bad: bad.len(),
+        unchecked: count(Standing::Unchecked),
+        need: c.need,
+        decision: c.decision.as_str().to_string(),
+        good_nodes: compress(&good),
+        bad_nodes: compress(&bad),
+        report_json: value.to_string(),
+    });
+    if let Err(e) = &recorded {
+        noteln!("gpudirect vet: could not record the vet in the history: {e}");
+    }
+    match args.json {
+        true => emit_json(&value)?,
+        false => print_text(&report, &written, recorded.ok())?,
+    }
+    if c.decision == Decision::Requeue {
+        requeue(c.job_id, &bad);
+    }
+    Ok(match c.decision {
+        Decision::AllGood | Decision::GoOn | Decision::Shrink => ExitStatus::Ok,
+        Decision::Requeue | Decision::TooFew => ExitStatus::TooFewNodes,
+    })
+}
+
+/// Bad nodes drained (`--drain`) or named in the job's comment (an admin's AdminComment).
+fn name_bad_nodes(args: &VetArgs, job_id: &str, vets: &[NodeVet], actions: &mut Vec<String>) {
+    let bad: Vec<&NodeVet> = vets
+        .iter()
+        .filter(|v| v.standing == Standing::Bad)
+        .collect();
+    if bad.is_empty() {
+        return;
+    }
+    if args.drain {
+        for v in &bad {
+            let problem = v.why.first().map_or("bad", String::as_str);
+            let reason = drain::drain_reason(Tool::Vet, problem);
+            actions.push(match drain::drain_confirmed(Tool::Vet, &v.node, &reason) {
+                Ok(done) => format!("{}: {done:?}", v.node),
+                Err(e) => format!("{}: not drained: {e:#}", v.node),
+            });
+        }
+        return;
+    }
+    let text = drain::drain_reason(
+        Tool::Vet,
+        &bad.iter()
+            .map(|v| {
+                format!(
+                    "{} ({})",
+                    v.node,
+                    v.why.first().map_or("bad", String::as_str)
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(", "),
+    );
+    let admin = nix::unistd::geteuid().is_root();
+    actions.push(match slurm::set_job_comment(job_id, admin, &text) {
+        Ok(()) => format!(
+            "job {job_id}'s {} names the bad nodes",
+            if admin { "AdminComment" } else { "Comment" }
+        ),
+        Err(e) => format!("the job's comment could not name the bad nodes: {e}"),
+    });
+}
+
+/// `scontrol requeue`, then the bad nodes (and those excluded before) excluded: Slurm takes
+/// an exclusion only once the job is pending again, which it is at once; its steps (this
+/// one too) get SIGTERM then, which vet waits for (a second at most) and outlives until the
+/// exclusion is set.
+fn requeue(job_id: &str, bad: &[String]) {
+    let mut excluded: Vec<String> = slurm::job_info(job_id.parse().unwrap_or(0))
+        .ok()
+        .and_then(|j| j.excluded)
+        .and_then(|list| gpudirect_core::hostlist::expand(&list).ok())
+        .unwrap_or_default();
+    for node in bad {
+        if !excluded.contains(node) {
+            excluded.push(node.clone());
+        }
+    }
+    if let Err(e) = slurm::requeue_job(job_id) {
+        noteln!("gpudirect vet: could not requeue job {job_id}: {e}");
+        return;
+    }
+    noteln!("gpudirect vet: job {job_id} requeued");
+    let asked = Instant::now();
+    while !runner::INTERRUPTED.load(Ordering::SeqCst) && asked.elapsed() < Duration::from_secs(1) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    if excluded.is_empty() {
+        return;
+    }
+    let list = compress(&excluded);
+    match slurm::exclude_nodes(job_id, &list) {
+        Ok(()) => noteln!("gpudirect vet: job {job_id} will not run on {list} (ExcNodeList)"),
+        Err(e) => {
+            noteln!("gpudirect vet: job {job_id} requeued, but {list} could not be excluded: {e}")
+        }
+    }
+}
+
+/// The text report: one line per node that is not good (all of them up to 32 nodes), the
+/// decision, and where the files are.
+fn print_text(r: &Report<'_>, written: &outputs::Written, vet_id: Option<i64>) -> Result<()> {
+    outln!(
+        "vet: job {}, {} node(s): {} good, {} bad, {} unchecked; {} needed; {} round(s){}",
+        r.job_id,
+        r.allocated,
+        r.good,
+        r.bad,
+        r.unchecked,
+        r.need,
+        r.rounds,
+        r.threshold
+            .as_ref()
+            .map(|t| format!(", threshold {t}"))
+            .unwrap_or_default()
+    )?;
+    let list_all = r.nodes.len() <= 32;
+    for v in r.nodes {
+        if v.standing == Standing::Good && !list_all {
+            continue;
+        }
+        let standing = match v.standing {
+            Standing::Good => "good",
+            Standing::Bad => "bad",
+            Standing::Unchecked => "unchecked",
+        };
+        outln!("  {:<12} {:<10} {}", v.node, standing, v.why.join("; "))?;
+    }
+    if let Some(why) = r.stopped {
+        outln!("  stopped early: {why}; unchecked nodes are not handed on")?;
+    }
+    for a in r.actions {
+        outln!("  {a}")?;
+    }
+    outln!(
+        "decision: {} (exit {}); {} s of {} s; files: {} (source it), {}{}",
+        r.decision,
+        match r.decision {
+            "requeue" | "too_few" => ExitStatus::TooFewNodes.code(),
+            _ => ExitStatus::Ok.code(),
+        },
+        r.elapsed_s.round(),
+        r.budget_s,
+        written.env.display(),
+        written.hostfile.display(),
+        vet_id
+            .map(|id| format!("; vet {id} in the history"))
+            .unwrap_or_default()
+    )?;
+    Ok(())
+}

@@ -1,0 +1,189 @@
+//! vet's first step: `gpudirect health --json` on every node of the job at once, one task
+//! per node in one srun step, each node's answer read from srun's `--label` output.
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::path::Path;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::Checked;
+use crate::budget::Budget;
+use crate::runner::{self, Finished, Job, StartError};
+
+/// How long the node checks may take at most (within the budget): they read sysfs.
+pub const CHECKS_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// What vet reads of one node's `gpudirect health --json`.
+#[derive(Debug, Deserialize)]
+struct HealthAnswer {
+    node: String,
+    #[serde(default)]
+    failures: Vec<Failure>,
+    #[serde(default)]
+    could_not_check: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Failure {
+    check: String,
+    problem: String,
+    #[serde(default)]
+    fix: String,
+}
+
+/// A key every health report holds, which marks its lines in srun's output.
+const LINE_KEY: &str = "\"attempts\"";
+
+/// The step: one `gpudirect health --json` per node of `nodes`, through srun.
+pub fn checks_job(
+    exe: &Path,
+    config: &Path,
+    profile: Option<&str>,
+    nodes: &[String],
+    timeout: Duration,
+) -> Job {
+    let list = gpudirect_core::hostlist::compress(nodes);
+    let mut args: Vec<OsString> = [
+        "--overlap".to_string(),
+        "--mpi=none".to_string(),
+        "--label".to_string(),
+        "--kill-on-bad-exit=0".to_string(),
+        format!("--nodes={}", nodes.len()),
+        format!("--ntasks={}", nodes.len()),
+        "--ntasks-per-node=1".to_string(),
+        format!("--nodelist={list}"),
+    ]
+    .into_iter()
+    .map(OsString::from)
+    .collect();
+    args.push(exe.into());
+    args.extend(["health", "--json", "--config"].map(OsString::from));
+    args.push(config.into());
+    if let Some(p) = profile {
+        args.extend([OsString::from("--profile"), OsString::from(p)]);
+    }
+    Job {
+        program: "srun".into(),
+        args,
+        env: Vec::new(),
+        cwd: None,
+        timeout,
+        grace: Duration::from_secs(5),
+    }
+}
+
+/// Runs the checks within `budget`; each node's answer. A node with no readable answer is
+/// [`Checked::NoAnswer`], unless the budget stopped the step first ([`Checked::NotRun`]).
+pub fn run_checks(
+    job: &Job,
+    nodes: &[String],
+    budget: &Budget,
+) -> Result<BTreeMap<String, Checked>, StartError> {
+    let finished = runner::run(job, budget.flag())?;
+    Ok(read_checks(&finished, nodes, budget.stopped()))
+}
+
+/// Each node's answer from the finished step (pure): its failures, or that it gave none.
+pub fn read_checks(
+    finished: &Finished,
+    nodes: &[String],
+    stopped: bool,
+) -> BTreeMap<String, Checked> {
+    let stdout = String::from_utf8_lossy(&finished.stdout);
+    let (answers, _unreadable) =
+        crate::slurm::read_labelled_json::<HealthAnswer>(&stdout, LINE_KEY);
+    let mut checked: BTreeMap<String, Checked> = BTreeMap::new();
+    for a in answers {
+        let result = match (a.failures.is_empty(), a.could_not_check) {
+            (true, None) => Checked::Passed,
+            (true, Some(why)) => Checked::NoAnswer(format!("it could not check: {why}")),
+            (false, _) => Checked::Failed(
+                a.failures
+                    .iter()
+                    .map(|f| match f.fix.is_empty() {
+                        true => format!("{}: {}", f.check, f.problem),
+                        false => format!("{}: {} ({})", f.check, f.problem, f.fix),
+                    })
+                    .collect(),
+            ),
+        };
+        checked.insert(a.node, result);
+    }
+    let stderr = String::from_utf8_lossy(&finished.stderr);
+    let said = last_words(&stderr).unwrap_or_else(|| finished.outcome.to_string());
+    for node in nodes {
+        checked
+            .entry(node.clone())
+            .or_insert_with(|| match stopped {
+                true => Checked::NotRun,
+                false => Checked::NoAnswer(said.clone()),
+            });
+    }
+    checked
+}
+
+/// The last line srun or a task said on stderr, shortened.
+fn last_words(stderr: &str) -> Option<String> {
+    let line = stderr.lines().rev().find(|l| !l.trim().is_empty())?.trim();
+    Some(line.chars().take(200).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runner::Outcome;
+
+    fn finished(stdout: &str, stderr: &str, code: i32) -> Finished {
+        Finished {
+            outcome: Outcome::Exited { code },
+            stdout: stdout.as_bytes().to_vec(),
+            stderr: stderr.as_bytes().to_vec(),
+            elapsed: Duration::from_secs(1),
+        }
+    }
+
+    fn nodes() -> Vec<String> {
+        ["node1", "node2", "node3"].map(String::from).to_vec()
+    }
+
+    #[test]
+    fn every_node_gets_its_answer_or_says_it_gave_none() {
+        let stdout = "0: {\"node\":\"node1\",\"failures\":[],\"attempts\":1}\n\
+                      1: {\"node\":\"node2\",\"failures\":[{\"check\":\"nics\",\"problem\":\"eth3 is down\",\"fix\":\"ip link set eth3 up\"}],\"attempts\":1}\n";
+        let stderr = "srun: error: node3: task 2: Exited with exit code 1\n";
+        let got = read_checks(&finished(stdout, stderr, 1), &nodes(), false);
+        assert_eq!(got["node1"], Checked::Passed);
+        assert_eq!(
+            got["node2"],
+            Checked::Failed(vec!["nics: eth3 is down (ip link set eth3 up)".into()])
+        );
+        assert_eq!(
+            got["node3"],
+            Checked::NoAnswer("srun: error: node3: task 2: Exited with exit code 1".into())
+        );
+        let stopped = read_checks(&finished("", "", 0), &nodes(), true);
+        assert!(stopped.values().all(|c| *c == Checked::NotRun));
+    }
+
+    #[test]
+    fn the_step_runs_health_once_per_node_with_the_profile() {
+        let nodes = nodes();
+        let job = checks_job(
+            Path::new("/usr/bin/gpudirect"),
+            Path::new("/etc/slurm/gpudirect.toml"),
+            Some("tcpx"),
+            &nodes,
+            Duration::from_secs(5),
+        );
+        let line = job.command_line();
+        assert!(line.starts_with("srun --overlap"), "{line}");
+        assert!(line.contains("--nodelist=node[1-3]"), "{line}");
+        assert!(line.contains("--ntasks-per-node=1"), "{line}");
+        assert!(
+            line.ends_with("/usr/bin/gpudirect health --json --config /etc/slurm/gpudirect.toml --profile tcpx"),
+            "{line}"
+        );
+    }
+}

@@ -1,0 +1,193 @@
+//! What vet hands to the job's next step, in one folder (`--out DIR`):
+//! - `good.hosts`: the good nodes, one per line (a hostfile; also `SLURM_HOSTFILE`);
+//! - `exclude`: the nodes not to use (bad and unchecked), one hostlist, for `srun --exclude`;
+//! - `vet.env`: `export` lines to `source`: `GPUDIRECT_GOOD_NODES`, `GPUDIRECT_BAD_NODES`,
+//!   `GPUDIRECT_UNCHECKED_NODES`, their counts, `GPUDIRECT_EXCLUDE`, `SLURM_HOSTFILE`, and
+//!   after `--shrink` the variables Slurm resets for a resized job;
+//! - `vet.json`: the whole report.
+//!
+//! Each file is written whole to a temporary name and renamed, so a reader never sees half.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use super::{nodes_that_are, NodeVet, Standing};
+use crate::runner::shell_quote;
+use gpudirect_core::hostlist::compress;
+
+/// The files vet wrote.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Written {
+    /// `good.hosts`.
+    pub hostfile: PathBuf,
+    /// `exclude`.
+    pub exclude: PathBuf,
+    /// `vet.env`.
+    pub env: PathBuf,
+    /// `vet.json`.
+    pub json: PathBuf,
+}
+
+/// The `vet.env` lines (pure): the node lists and counts, `SLURM_HOSTFILE`, then the
+/// resized job's variables (`unset` for those Slurm unsets).
+pub fn env_lines(
+    vets: &[NodeVet],
+    hostfile: &Path,
+    resized: &[(String, Option<String>)],
+) -> Vec<String> {
+    let list = |s: Standing| compress(&nodes_that_are(vets, s));
+    let count = |s: Standing| vets.iter().filter(|v| v.standing == s).count();
+    let excluded: Vec<String> = vets
+        .iter()
+        .filter(|v| v.standing != Standing::Good)
+        .map(|v| v.node.clone())
+        .collect();
+    let mut lines = vec![
+        ("GPUDIRECT_GOOD_NODES".to_string(), list(Standing::Good)),
+        (
+            "GPUDIRECT_GOOD_COUNT".into(),
+            count(Standing::Good).to_string(),
+        ),
+        ("GPUDIRECT_BAD_NODES".into(), list(Standing::Bad)),
+        (
+            "GPUDIRECT_BAD_COUNT".into(),
+            count(Standing::Bad).to_string(),
+        ),
+        (
+            "GPUDIRECT_UNCHECKED_NODES".into(),
+            list(Standing::Unchecked),
+        ),
+        (
+            "GPUDIRECT_UNCHECKED_COUNT".into(),
+            count(Standing::Unchecked).to_string(),
+        ),
+        ("GPUDIRECT_EXCLUDE".into(), compress(&excluded)),
+        ("SLURM_HOSTFILE".into(), hostfile.display().to_string()),
+    ]
+    .into_iter()
+    .map(|(k, v)| format!("export {k}={}", shell_quote(&v)))
+    .collect::<Vec<_>>();
+    for (name, value) in resized {
+        lines.push(match value {
+            Some(v) => format!("export {name}={}", shell_quote(v)),
+            None => format!("unset {name}"),
+        });
+    }
+    lines
+}
+
+/// Writes the four files into `dir` (created if missing).
+pub fn write(
+    dir: &Path,
+    vets: &[NodeVet],
+    resized: &[(String, Option<String>)],
+    report: &serde_json::Value,
+) -> std::io::Result<Written> {
+    std::fs::create_dir_all(dir)?;
+    let dir = std::path::absolute(dir)?;
+    let written = Written {
+        hostfile: dir.join("good.hosts"),
+        exclude: dir.join("exclude"),
+        env: dir.join("vet.env"),
+        json: dir.join("vet.json"),
+    };
+    let good = nodes_that_are(vets, Standing::Good);
+    let mut hosts = good.join("\n");
+    if !hosts.is_empty() {
+        hosts.push('\n');
+    }
+    replace(&written.hostfile, hosts.as_bytes())?;
+    let excluded: Vec<String> = vets
+        .iter()
+        .filter(|v| v.standing != Standing::Good)
+        .map(|v| v.node.clone())
+        .collect();
+    replace(
+        &written.exclude,
+        format!("{}\n", compress(&excluded)).as_bytes(),
+    )?;
+    let mut env = String::from("# Written by gpudirect vet: source it in the job's next step.\n");
+    for line in env_lines(vets, &written.hostfile, resized) {
+        env.push_str(&line);
+        env.push('\n');
+    }
+    replace(&written.env, env.as_bytes())?;
+    let mut json = serde_json::to_vec_pretty(report).map_err(std::io::Error::other)?;
+    json.push(b'\n');
+    replace(&written.json, &json)?;
+    Ok(written)
+}
+
+/// `path` replaced whole by `bytes`: written beside it, then renamed over it.
+fn replace(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let parent = path.parent().unwrap_or(Path::new("."));
+    let mut tmp = tempfile::NamedTempFile::new_in(parent)?;
+    tmp.write_all(bytes)?;
+    tmp.as_file().sync_all()?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vets() -> Vec<NodeVet> {
+        let v = |n: &str, standing| NodeVet {
+            node: n.into(),
+            standing,
+            why: Vec::new(),
+        };
+        vec![
+            v("node1", Standing::Good),
+            v("node2", Standing::Good),
+            v("node3", Standing::Bad),
+            v("node4", Standing::Good),
+            v("node5", Standing::Unchecked),
+        ]
+    }
+
+    #[test]
+    fn the_env_file_lists_each_standing_and_the_resized_job() {
+        let lines = env_lines(
+            &vets(),
+            Path::new("/tmp/v/good.hosts"),
+            &[
+                ("SLURM_NNODES".into(), Some("3".into())),
+                ("SLURM_NPROCS".into(), None),
+            ],
+        );
+        assert_eq!(
+            lines,
+            [
+                "export GPUDIRECT_GOOD_NODES='node[1-2,4]'",
+                "export GPUDIRECT_GOOD_COUNT=3",
+                "export GPUDIRECT_BAD_NODES=node3",
+                "export GPUDIRECT_BAD_COUNT=1",
+                "export GPUDIRECT_UNCHECKED_NODES=node5",
+                "export GPUDIRECT_UNCHECKED_COUNT=1",
+                "export GPUDIRECT_EXCLUDE='node[3,5]'",
+                "export SLURM_HOSTFILE=/tmp/v/good.hosts",
+                "export SLURM_NNODES=3",
+                "unset SLURM_NPROCS",
+            ]
+        );
+    }
+
+    #[test]
+    fn the_files_hold_the_good_nodes_and_the_rest() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("vet");
+        let w = write(&out, &vets(), &[], &serde_json::json!({"ok": true})).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&w.hostfile).unwrap(),
+            "node1\nnode2\nnode4\n"
+        );
+        assert_eq!(std::fs::read_to_string(&w.exclude).unwrap(), "node[3,5]\n");
+        let env = std::fs::read_to_string(&w.env).unwrap();
+        assert!(env.contains("export GPUDIRECT_GOOD_COUNT=3\n"), "{env}");
+        let json: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&w.json).unwrap()).unwrap();
+        assert_eq!(json["ok"], true);
+    }
+}
