@@ -184,6 +184,8 @@ fn a_slow_nic_leaves_its_node_out_and_the_job_trains_on_the_other_five() {
     assert!(out.status.success(), "{}\n{}", stderr(&out), job.output);
     let report = vet_report(&job.dir);
     assert_eq!(report["decision"], "go_on", "{report:#}");
+    // The screen, then one re-pairing of the suspects names the slow node.
+    assert_eq!(report["rounds"], 2, "{report:#}");
     let bad: Vec<&str> = report["nodes"]
         .as_array()
         .unwrap()

@@ -18,6 +18,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use anyhow::Result;
 use clap::Args;
 use gpudirect::history::{History, NodeHistory, NodeRunPoint, RunId, RunStatus, RunSummary};
+use gpudirect::outln;
 use serde::Serialize;
 
 use gpudirect::baseline::{
@@ -165,10 +166,55 @@ pub struct HistoryArgs {
     #[arg(long, conflicts_with = "node")]
     pub versions: bool,
 
+    /// List the recorded vets of jobs' nodes (`gpudirect vet`), newest first: each job's
+    /// good and bad nodes and what it decided (--limit applies; with --json, each vet).
+    #[arg(long, conflicts_with_all = ["node", "versions"])]
+    pub vets: bool,
+
     /// Print JSON instead of a table: an array of runs, or with --node one object with the
     /// node's points, validation numbers and trends.
     #[arg(long)]
     pub json: bool,
+}
+
+/// `history --vets`: one line per vet, newest first.
+fn vets_view(history: &History, limit: Option<u32>, json: bool) -> Result<ExitStatus> {
+    let vets = history.list_vets(limit)?;
+    if json {
+        emit_json(&vets)?;
+        return Ok(ExitStatus::Ok);
+    }
+    if vets.is_empty() {
+        outln!(
+            "no vets recorded in {} (gpudirect vet records one per job it vets)",
+            history.path().display()
+        )?;
+        return Ok(ExitStatus::Ok);
+    }
+    outln!("ID  WHEN (UTC)        CLUSTER   JOB       TEST   GOOD/ALL  NEED  DECISION  BAD NODES")?;
+    for v in &vets {
+        outln!(
+            "{:<3} {:<17} {:<9} {:<9} {:<6} {:<9} {:<5} {:<9} {}",
+            v.id,
+            gpudirect::units::format_rfc3339(v.at)
+                .replace('T', " ")
+                .chars()
+                .take(16)
+                .collect::<String>(),
+            v.cluster.as_deref().unwrap_or("-"),
+            v.job_id.as_deref().unwrap_or("-"),
+            v.test,
+            format!("{}/{}", v.good, v.allocated),
+            v.need,
+            v.decision,
+            if v.bad_nodes.is_empty() {
+                "-"
+            } else {
+                &v.bad_nodes
+            }
+        )?;
+    }
+    Ok(ExitStatus::Ok)
 }
 
 /// A point of a node's history, with its run's launcher and replay marking.
@@ -230,6 +276,13 @@ pub fn run(args: &HistoryArgs, ctx: &Ctx) -> Result<ExitStatus> {
         "--tolerance applies to --node or --versions: add one of them"
     );
     let history = ctx.open_history()?;
+    if args.vets {
+        return vets_view(
+            &history,
+            args.filter.limit.or(Some(DEFAULT_LIMIT)),
+            args.json,
+        );
+    }
     if args.versions {
         // Every matching run: a baseline needs the earlier ones.
         let mut filter = args.filter.to_filter(None);

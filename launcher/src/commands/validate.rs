@@ -828,6 +828,7 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx) -> Result<ExitStatus> {
         line_rate_gbps,
         config: config.as_ref(),
         budget: &budget,
+        followup: None,
     };
     if let Some((variable, rails)) = &per_rail {
         // One validation per rail, NCCL held to that NIC through the profile's variable.

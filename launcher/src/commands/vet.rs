@@ -393,6 +393,7 @@ fn rail_pairs(
             tolerance: args.tolerance.unwrap_or(75.0) / 100.0,
             base: &base,
             budget,
+            followups: Some(FOLLOWUPS),
         },
         history,
     )?;
@@ -454,7 +455,9 @@ fn nccl_pairs(
             }
         }
     };
-    let mut validation = Validation::new(nodes.to_vec(), Mode::Pairs, reference)?;
+    // One screen, one re-pairing of the suspects: what fits a job's start.
+    let mut validation =
+        Validation::new(nodes.to_vec(), Mode::Pairs, reference)?.with_followups(FOLLOWUPS);
     let mut variant = Variant {
         name: PAIR_VARIANT.to_string(),
         gpudirect: args.gpudirect.clone(),
@@ -493,6 +496,12 @@ fn nccl_pairs(
     };
     let config = load_config(&args.config.path, Ownership::Any).ok();
     let sizes = expected_sizes(args.min_bytes, args.max_bytes, Some(2), None);
+    // The re-pairings read the judged size alone: they run it alone.
+    let followup_matrix = Matrix {
+        min_bytes: args.max_bytes,
+        ..matrix.clone()
+    };
+    let followup_sizes = [args.max_bytes];
     let rc = RoundContext {
         collective: &args.collective,
         gpus_per_node: args.gpus_per_node,
@@ -506,6 +515,7 @@ fn nccl_pairs(
         line_rate_gbps: None,
         config: config.as_ref().filter(|_| args.gpudirect.is_some()),
         budget,
+        followup: Some((&followup_matrix, &followup_sizes)),
     };
     let scratch = History::open(history.path())?;
     let mut rec = Recorded {
@@ -540,6 +550,10 @@ fn nccl_pairs(
         run_ids: rec.run_ids,
     })
 }
+
+/// Follow-up passes after the screen: one re-pairing of the suspects with nodes that
+/// passed, which names a slow node (slow with two partners, one of them fast elsewhere).
+const FOLLOWUPS: usize = 1;
 
 /// The variant vet's nccl-tests pairs are recorded (and their baseline found) under:
 /// validate's, so that both build one baseline.

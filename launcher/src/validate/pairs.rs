@@ -80,6 +80,9 @@ pub struct RoundContext<'a> {
     pub config: Option<&'a Config>,
     /// When the rounds stop (Ctrl-C; vet's deadline).
     pub budget: &'a Budget,
+    /// The matrix and sizes of the rounds after the screen, when they differ (vet's
+    /// follow-ups run the judged size alone, which is all a re-pairing reads).
+    pub followup: Option<(&'a Matrix, &'a [u64])>,
 }
 
 /// One pair run as it ended: its group, its record (node results added once judged) and
@@ -152,6 +155,10 @@ fn run_round(
         budget,
         ..
     } = *rc;
+    let (matrix, sizes) = match (round.stage, rc.followup) {
+        (Stage::Screen, _) | (_, None) => (matrix, sizes),
+        (_, Some(followup)) => followup,
+    };
     let groups = round.named_groups(nodes);
     noteln!(
         "gpudirect validate: round {} ({:?}): {} group(s) at once",

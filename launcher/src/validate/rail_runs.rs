@@ -251,6 +251,8 @@ pub struct RailsPlan<'a> {
     pub base: &'a NewRun,
     /// When the waves stop.
     pub budget: &'a Budget,
+    /// Follow-up passes after the screen (`None`: the planner's default).
+    pub followups: Option<usize>,
 }
 
 /// What a rails validation measured: one validation per rail (all with `threshold`),
@@ -285,6 +287,7 @@ pub fn validate_rails(plan: &RailsPlan, history: &mut History) -> Result<RailsRu
         tolerance,
         base,
         budget,
+        followups,
     } = *plan;
     let placeholder = Threshold::floor(f64::MIN_POSITIVE)?;
     let first = Validation::new(nodes.to_vec(), mode, placeholder.clone())?
@@ -330,7 +333,13 @@ pub fn validate_rails(plan: &RailsPlan, history: &mut History) -> Result<RailsRu
     };
     let mut validations: Vec<Validation> = rails
         .iter()
-        .map(|_| Validation::new(nodes.to_vec(), mode, threshold.clone()))
+        .map(|_| {
+            let v = Validation::new(nodes.to_vec(), mode, threshold.clone())?;
+            Ok::<_, JudgeError>(match followups {
+                Some(passes) => v.with_followups(passes),
+                None => v,
+            })
+        })
         .collect::<Result<_, _>>()?;
     recorder.record(history, &screen, &threshold);
     for (r, v) in validations.iter_mut().enumerate() {

@@ -298,6 +298,46 @@ mod tests {
     }
 
     #[test]
+    fn one_screen_and_one_re_pairing_name_a_slow_node() {
+        use crate::budget::Budget;
+        use crate::validate::judging::{Outcome, Threshold, Validation};
+        use crate::validate::pairing::Mode;
+        use crate::validate::session::drive;
+        for slow in 0..6 {
+            let threshold = Threshold::baseline(100.0, 0.10).unwrap();
+            let mut v = Validation::new(names(6), Mode::Pairs, threshold)
+                .unwrap()
+                .with_followups(1);
+            let result: Result<(), crate::validate::session::SessionError<()>> = drive(
+                &mut v,
+                &Budget::unlimited(),
+                |round| {
+                    Ok(round
+                        .groups
+                        .iter()
+                        .map(|g| {
+                            let busbw = if g.contains(&slow) { 40.0 } else { 100.0 };
+                            (Outcome::Busbw(busbw), ())
+                        })
+                        .collect())
+                },
+                |_, _| Ok(()),
+            );
+            assert!(result.is_ok());
+            let report = v.report();
+            assert_eq!(report.rounds, 2, "slow node{}", slow + 1);
+            for n in &report.nodes {
+                let want = if n.index == slow {
+                    Verdict::SlowNode
+                } else {
+                    Verdict::Healthy
+                };
+                assert_eq!(n.verdict, want, "slow node{}: {report:?}", slow + 1);
+            }
+        }
+    }
+
+    #[test]
     fn the_decision_follows_need_shrink_and_requeue() {
         assert_eq!(decide(6, 6, 6, true, true), Decision::AllGood);
         assert_eq!(decide(6, 5, 5, false, false), Decision::GoOn);

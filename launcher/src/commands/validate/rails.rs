@@ -131,6 +131,7 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx, nodes: Vec<String>) -> Result<ExitSta
             tolerance,
             base: &base,
             budget: &budget,
+            followups: None,
         },
         &mut history,
     )?;
