@@ -140,6 +140,7 @@ fn main() {
         row(&mode.to_string(), &s, &sum, ms);
     }
     round_relative(trials);
+    vet(trials);
     println!("\ntotal {:.1} s", total.elapsed().as_secs_f64());
 }
 
@@ -195,6 +196,50 @@ fn round_relative(trials: usize) {
                 let (sum, ms) = run_with(&s, &model, trials);
                 row(&format!("{sigma}, {}", reference(&s)), &s, &sum, ms);
             }
+        }
+    }
+}
+
+/// `gpudirect vet`'s rounds: the screen and one re-pairing (`with_followups(1)`), against
+/// a baseline, and the wall time they would take with 30 s cells: the node checks (2 s,
+/// measured on the local cluster), the screen's cell, and each follow-up round's cell
+/// (`VET_SIM_FOLLOWUP_S`, default 30: a full cell; vet's follow-ups run the judged size
+/// alone, docs/benchmarks.md says how long that took on the H200).
+fn vet(trials: usize) {
+    const CHECKS_S: f64 = 2.0;
+    const CELL_S: f64 = 30.0;
+    let followup_s: f64 = std::env::var("VET_SIM_FOLLOWUP_S")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(CELL_S);
+    println!(
+        "\n### vet: one screen and one re-pairing, `pairs`, baseline; wall = {CHECKS_S} s checks + {CELL_S} s screen + {followup_s} s per follow-up round\n"
+    );
+    println!("| N | bad nodes | rounds mean | rounds max | bad handed on (judged healthy) | bad not named slow (unknown: unchecked) | healthy left out (flagged or unknown) | wall mean | wall max |");
+    println!("|---|---|---|---|---|---|---|---|---|");
+    for n in [64, 512, 4096] {
+        for (label, fraction) in [("0", 0.0), ("1", 1.0 / n as f64), ("1%", 0.01)] {
+            let s = Scenario {
+                followups: 1,
+                links: LinkPlacement::Uniform,
+                ..Scenario::new(n, fraction)
+            };
+            let (sum, _) = run(&s, trials);
+            let t = sum.totals;
+            let wall = |rounds: f64| CHECKS_S + CELL_S + (rounds - 1.0).max(0.0) * followup_s;
+            println!(
+                "| {n} | {label} ({}) | {:.2} | {} | {} / {} | {} | {} of {} | {:.0} s | {:.0} s |",
+                s.bad_nodes(),
+                sum.mean_rounds(),
+                sum.rounds_max,
+                t.bad_judged_healthy,
+                t.bad_nodes,
+                t.missed_nodes,
+                t.false_alarms,
+                t.healthy_nodes,
+                wall(sum.mean_rounds()),
+                wall(sum.rounds_max as f64),
+            );
         }
     }
 }

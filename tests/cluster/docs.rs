@@ -41,6 +41,8 @@ fn commands(file: &str, text: &str) -> Vec<(String, usize, String, bool)> {
 fn every_command_in_the_guides_runs() {
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let bin_dir = workspace_bin("gpudirect").parent().unwrap().to_path_buf();
+    // `gpudirect vet --test rails` finds gpudirect-mpi beside gpudirect.
+    workspace_bin("gpudirect-mpi");
     let standin = standin_dir("docs");
     let work = fresh_temp_dir("docs");
     let mut all = Vec::new();

@@ -256,6 +256,9 @@ pub struct Trial {
     pub bad_nodes: usize,
     /// Bad nodes not called slow (or failed).
     pub missed_nodes: usize,
+    /// Bad nodes judged healthy: what `gpudirect vet` would hand on (an unknown one it
+    /// leaves out as unchecked).
+    pub bad_judged_healthy: usize,
     /// Healthy nodes.
     pub healthy_nodes: usize,
     /// Healthy nodes flagged: slow, failed, unknown, or on a bad link that is not one.
@@ -330,6 +333,9 @@ pub fn run_trial(scenario: &Scenario, model: &Model, seed: u64) -> Result<Trial,
             t.bad_nodes += 1;
             if !matches!(node.verdict, Verdict::SlowNode | Verdict::Failed) {
                 t.missed_nodes += 1;
+            }
+            if node.verdict == Verdict::Healthy {
+                t.bad_judged_healthy += 1;
             }
         } else {
             t.healthy_nodes += 1;
@@ -425,6 +431,7 @@ pub fn run_trials(
         a.rounds += t.rounds;
         a.bad_nodes += t.bad_nodes;
         a.missed_nodes += t.missed_nodes;
+        a.bad_judged_healthy += t.bad_judged_healthy;
         a.healthy_nodes += t.healthy_nodes;
         a.false_alarms += t.false_alarms;
         a.unknown += t.unknown;
