@@ -60,6 +60,27 @@ pub enum Ownership {
     RootOnly,
     /// No ownership check (the launcher linting a draft).
     Any,
+    /// As [`RootOnly`](Self::RootOnly), with `owner` trusted beside root and no directory
+    /// above `below` checked: for tests run in a temporary folder (as
+    /// [`SystemProbe::trusting`]); `gpudirect health --insecure-trust-below`.
+    TrustingBelow {
+        /// Trusted besides root.
+        owner: u32,
+        /// Directories above this one are not checked.
+        below: &'static Path,
+    },
+}
+
+impl Ownership {
+    /// Who may own what is trusted, and below which directory ancestors are checked;
+    /// `None` for [`Any`](Self::Any).
+    fn rule(self) -> Option<(Vec<u32>, &'static Path)> {
+        match self {
+            Ownership::RootOnly => Some((vec![0], Path::new("/"))),
+            Ownership::Any => None,
+            Ownership::TrustingBelow { owner, below } => Some((vec![0, owner], below)),
+        }
+    }
 }
 
 fn insecure(path: &Path, problem: String) -> LoadError {
@@ -91,8 +112,8 @@ pub fn safe_from_others(meta: &std::fs::Metadata, owners: &[u32]) -> Result<(), 
     Ok(())
 }
 
-fn check_owner(path: &Path, meta: &std::fs::Metadata) -> Result<(), LoadError> {
-    safe_from_others(meta, &[0]).map_err(|problem| match problem {
+fn check_owner(path: &Path, meta: &std::fs::Metadata, owners: &[u32]) -> Result<(), LoadError> {
+    safe_from_others(meta, owners).map_err(|problem| match problem {
         Untrusted::Owner(uid) => insecure(path, format!("owned by uid {uid}")),
         Untrusted::Writable(mode) => insecure(path, format!("mode {mode:o} lets others write it")),
     })
@@ -144,10 +165,11 @@ fn open_config(path: &Path, ownership: Ownership) -> Result<(File, std::fs::Meta
     }
     // Resolve symlinks first, then check every directory of the real path.
     let real: PathBuf = path.canonicalize().map_err(io)?;
-    if ownership == Ownership::RootOnly {
-        for dir in real.ancestors().skip(1) {
+    let rule = ownership.rule();
+    if let Some((owners, below)) = &rule {
+        for dir in real.ancestors().skip(1).filter(|d| d.starts_with(below)) {
             let meta = std::fs::metadata(dir).map_err(io)?;
-            check_owner(dir, &meta)?;
+            check_owner(dir, &meta, owners)?;
         }
     }
     let file = File::open(&real).map_err(io)?;
@@ -159,8 +181,8 @@ fn open_config(path: &Path, ownership: Ownership) -> Result<(File, std::fs::Meta
             problem: "not a regular file".into(),
         });
     }
-    if ownership == Ownership::RootOnly {
-        check_owner(&real, &meta)?;
+    if let Some((owners, _)) = &rule {
+        check_owner(&real, &meta, owners)?;
     }
     if meta.len() > MAX_CONFIG_BYTES {
         return Err(LoadError::Invalid {

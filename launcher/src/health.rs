@@ -281,8 +281,12 @@ pub fn check_once(
 /// The variant the quick test's runs are recorded (and their baseline found) under.
 pub const HEALTH_VARIANT: &str = "health";
 
-/// How long the quick all_reduce may run.
+/// How long the quick all_reduce may run at most (within `health --deadline`).
 pub const QUICK_NCCL_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// `health --deadline` by default: the whole check, its all_reduce, its scontrol calls and
+/// `--on-drain` included, ends within it, inside slurmd's 60 s kill of a health check (S2).
+pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(50);
 
 /// Earlier single-node runs the quick test's baseline is the median of.
 pub const QUICK_NCCL_BASELINE_RUNS: u32 = 10;
@@ -309,6 +313,11 @@ pub struct QuickNccl {
     pub cluster: Option<String>,
     /// The history file.
     pub db: PathBuf,
+    /// As root: the rule every program and library folder it runs must pass (root alone
+    /// can change them, security review S1); `None` runs what it finds.
+    pub trust: Option<SystemProbe>,
+    /// The all_reduce's time limit (capped by `health --deadline`).
+    pub timeout: Duration,
 }
 
 /// Why the quick all_reduce could not run or be recorded.
@@ -317,6 +326,9 @@ pub enum QuickNcclError {
     /// No folder for the `-J` report.
     #[error("cannot create a folder for the -J report: {0}")]
     WorkDir(std::io::Error),
+    /// As root, a program or library it would run is not root's alone.
+    #[error("refusing to run it as root: {0} (make it and every folder above it root's, not writable by group or others)")]
+    Untrusted(String),
     /// The run could not be built, started or recorded.
     #[error(transparent)]
     Cell(#[from] CellError),
@@ -327,6 +339,23 @@ pub enum QuickNcclError {
 /// (`baseline::Key`: variant `health`, one node, as many GPUs), measured before this one
 /// is recorded. Returns the failure, if any, and a note saying what was measured.
 pub fn quick_nccl(q: &QuickNccl) -> Result<(Option<Failed>, String), QuickNcclError> {
+    if let Some(probe) = &q.trust {
+        let bin =
+            crate::launch::find_binary(&q.nccl_tests_dir, "all_reduce").map_err(CellError::from)?;
+        let preload = crate::launch::env_var("LD_PRELOAD");
+        let library_path = crate::launch::env_var("LD_LIBRARY_PATH");
+        if let Some(problem) = untrusted_to_run(
+            probe,
+            &bin,
+            q.library_dirs
+                .iter()
+                .map(String::as_str)
+                .chain(library_path.as_deref().unwrap_or_default().split(':')),
+            preload.as_deref().unwrap_or_default(),
+        ) {
+            return Err(QuickNcclError::Untrusted(problem));
+        }
+    }
     let gpus = q.gpus;
     let library_dirs = &q.library_dirs;
     let run_context = RunContext {
@@ -357,7 +386,7 @@ pub fn quick_nccl(q: &QuickNccl) -> Result<(Option<Failed>, String), QuickNcclEr
         min_bytes: q.min_bytes,
         max_bytes: q.max_bytes,
         factor: 2,
-        timeout: QUICK_NCCL_TIMEOUT,
+        timeout: q.timeout,
         extra_args: Vec::new(),
         variants: vec![variant.clone()],
     };
@@ -378,7 +407,7 @@ pub fn quick_nccl(q: &QuickNccl) -> Result<(Option<Failed>, String), QuickNcclEr
         mpi: None,
         nodes: Vec::new(),
         work_dir: Some(work.path().to_path_buf()),
-        timeout: QUICK_NCCL_TIMEOUT,
+        timeout: q.timeout,
         grace: Duration::from_secs(5),
         // SAFETY: geteuid has no preconditions.
         as_root: nix::unistd::geteuid().is_root(),
@@ -443,6 +472,48 @@ pub fn quick_nccl(q: &QuickNccl) -> Result<(Option<Failed>, String), QuickNcclEr
         (None, _) => format!("nccl: no busbw at {size} (run {id})"),
     };
     Ok((failure, note))
+}
+
+/// What is wrong, if anything, with running `bin` as root with the library folders
+/// `library_dirs` (empty entries skipped) and the files of `preload` (`LD_PRELOAD`, split
+/// on `:` and spaces): each must be root's alone, and every folder above it (S1). `bin`
+/// and the preloaded files must exist; a library folder that does not is left out (the
+/// loader skips it).
+pub fn untrusted_to_run<'a>(
+    probe: &impl gpudirect_core::resolve::NodeProbe,
+    bin: &std::path::Path,
+    library_dirs: impl IntoIterator<Item = &'a str>,
+    preload: &str,
+) -> Option<String> {
+    use gpudirect_core::resolve::PathKind;
+    let bin_text = bin.display().to_string();
+    if !bin.is_file() {
+        return Some(format!("{bin_text} is not a file"));
+    }
+    if let Some(p) = probe.untrusted(&bin_text, PathKind::File) {
+        return Some(p);
+    }
+    for dir in library_dirs.into_iter().filter(|d| !d.is_empty()) {
+        if !std::path::Path::new(dir).is_absolute() {
+            return Some(format!(
+                "the library folder {dir:?} is not an absolute path"
+            ));
+        }
+        if std::path::Path::new(dir).is_dir() {
+            if let Some(p) = probe.untrusted(dir, PathKind::Directory) {
+                return Some(p);
+            }
+        }
+    }
+    for file in preload.split([':', ' ']).filter(|f| !f.is_empty()) {
+        if !std::path::Path::new(file).is_absolute() {
+            return Some(format!("LD_PRELOAD names {file:?}, not an absolute path"));
+        }
+        if let Some(p) = probe.untrusted(file, PathKind::File) {
+            return Some(p);
+        }
+    }
+    None
 }
 
 /// Whether the quick all_reduce may run on a node in Slurm state `states`: only on an idle

@@ -17,7 +17,7 @@
 //! tagged `gpudirect health:` and a pass returns it to service only when it is drained with
 //! that tag ([`gpudirect::drain`]).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
@@ -29,10 +29,10 @@ use gpudirect::health::{
 use gpudirect::outln;
 use gpudirect::output::emit_json;
 use gpudirect::slurm;
-use gpudirect::units::{now_unix, percent_arg, size_arg};
+use gpudirect::units::{duration_arg, now_unix, percent_arg, size_arg};
 use gpudirect_core::config::Mode;
 use gpudirect_core::resolve::resolve_profile;
-use gpudirect_core::system::{load_config, slurm_node_name, Ownership};
+use gpudirect_core::system::{load_config, slurm_node_name, Ownership, SystemProbe};
 use serde::Serialize;
 
 use super::args::{ConfigArg, DrainArgs};
@@ -120,9 +120,59 @@ pub struct HealthArgs {
     #[arg(long, env = "GPUDIRECT_CLUSTER")]
     pub cluster: Option<String>,
 
+    /// The whole check's time limit (90, 50s, 2m): the quick all_reduce gets what is left
+    /// less a reserve for the drain, and a check still running at the deadline stops with
+    /// exit 3, nothing drained. Keep it under slurmd's 60 s kill of a health check.
+    #[arg(long, value_name = "DURATION", default_value = "50s", value_parser = duration_arg)]
+    pub deadline: Duration,
+
+    /// Tests only: trust files owned by the owner of DIR (besides root) and check no folder
+    /// above DIR, where health as root otherwise trusts only what root alone can change
+    /// (the config, the quick test's programs and libraries).
+    #[arg(long, value_name = "DIR", hide = true)]
+    pub insecure_trust_below: Option<PathBuf>,
+
     /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,
+}
+
+/// What health trusts: as root, only what root alone can change (the plugin's rule,
+/// security review S1 and S9); as anyone else, anything (it runs with their rights).
+/// `--insecure-trust-below` widens root's rule for tests.
+fn trust(args: &HealthArgs) -> Result<(Ownership, Option<SystemProbe>)> {
+    use std::os::unix::fs::MetadataExt;
+    if let Some(dir) = &args.insecure_trust_below {
+        let dir = dir
+            .canonicalize()
+            .with_context(|| format!("--insecure-trust-below {}", dir.display()))?;
+        let owner = std::fs::metadata(&dir)?.uid();
+        let below: &'static Path = Box::leak(dir.into_boxed_path());
+        return Ok((
+            Ownership::TrustingBelow { owner, below },
+            Some(SystemProbe::trusting(owner, below)),
+        ));
+    }
+    Ok(match nix::unistd::geteuid().is_root() {
+        true => (Ownership::RootOnly, Some(SystemProbe::default())),
+        false => (Ownership::Any, None),
+    })
+}
+
+/// The deadline's backstop: a check still running when it passes (a hung scontrol, a
+/// slow drain) stops with exit 3. The quick all_reduce is bounded before it, by its own
+/// time limit, and killed with its whole process group by the runner.
+fn stop_at(deadline: Instant, json: bool) {
+    std::thread::spawn(move || {
+        std::thread::sleep(deadline.saturating_duration_since(Instant::now()));
+        let why = "the check ran past its --deadline: could not check, nothing drained or resumed";
+        if json {
+            let _ = emit_json(&serde_json::json!({ "could_not_check": why }));
+        } else {
+            noteln!("gpudirect health: {why}");
+        }
+        std::process::exit(i32::from(ExitStatus::CouldNotRun.code()));
+    });
 }
 
 /// What `gpudirect health` found.
@@ -183,13 +233,19 @@ fn node_name(args: &HealthArgs) -> String {
 /// `gpudirect health`.
 pub fn run(args: &HealthArgs, ctx: &Ctx) -> Result<ExitStatus> {
     let start = Instant::now();
+    stop_at(start + args.deadline, args.json);
     let node = node_name(args);
+    let (ownership, probe) = trust(args)?;
     // The config loader wants an absolute path (what slurm.conf names); by hand a
     // relative one is as good.
     let config_path = std::path::absolute(&args.config.path)
         .with_context(|| format!("--config {}", args.config.path.display()))?;
-    let config = load_config(&config_path, Ownership::Any)
-        .with_context(|| format!("gpudirect health: cannot check {node}"))?;
+    let config = load_config(&config_path, ownership).with_context(|| match ownership {
+        Ownership::Any => format!("gpudirect health: cannot check {node}"),
+        _ => format!(
+            "gpudirect health: cannot check {node}: as root it trusts only a config that root alone can change, as the plugin does"
+        ),
+    })?;
     let mode = match &args.profile {
         Some(name) => config
             .parse_mode(name)
@@ -232,7 +288,19 @@ pub fn run(args: &HealthArgs, ctx: &Ctx) -> Result<ExitStatus> {
     } else if args.quick_nccl && failures.is_empty() {
         // Only on an otherwise healthy node: a missing NIC or GPU already says enough.
         checked.push("nccl");
-        match quick_nccl(args, &node, facts.slurm_gpus, &profile.library_dirs, ctx) {
+        let left = (start + args.deadline).saturating_duration_since(Instant::now());
+        let quick = QuickLimits {
+            timeout: quick_timeout(left),
+            trust: probe.clone(),
+        };
+        match quick_nccl(
+            args,
+            &node,
+            facts.slurm_gpus,
+            &profile.library_dirs,
+            quick,
+            ctx,
+        ) {
             Ok((failure, note)) => {
                 failures.extend(failure);
                 notes.push(note);
@@ -310,6 +378,7 @@ fn quick_nccl(
     node: &str,
     slurm_gpus: Option<u32>,
     library_dirs: &[String],
+    limits: QuickLimits,
     ctx: &Ctx,
 ) -> Result<(Option<Failed>, String)> {
     let Some(dir) = args.nccl_tests_dir.clone() else {
@@ -334,8 +403,26 @@ fn quick_nccl(
         tolerance_pct: args.tolerance,
         cluster: args.cluster.clone(),
         db: ctx.db_path()?,
+        trust: limits.trust,
+        timeout: limits.timeout,
     };
     Ok(run_quick_nccl(&quick)?)
+}
+
+/// The quick all_reduce's bounds: its time limit within the deadline, and what it trusts.
+struct QuickLimits {
+    timeout: Duration,
+    trust: Option<SystemProbe>,
+}
+
+/// The quick all_reduce's time limit when `left` of the deadline remains: all of it but a
+/// reserve for the drain and `--on-drain` (a quarter, at most 15 s), and never more than
+/// [`QUICK_NCCL_TIMEOUT`]; one that runs out is a hung all_reduce, a finding. Pure.
+fn quick_timeout(left: Duration) -> Duration {
+    let reserve = (left / 4).min(Duration::from_secs(15));
+    left.saturating_sub(reserve)
+        .min(gpudirect::health::QUICK_NCCL_TIMEOUT)
+        .max(Duration::from_secs(1))
 }
 
 /// What health adds to the evidence file: the profile, the failed checks, the checks run.

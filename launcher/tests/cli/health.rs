@@ -56,6 +56,10 @@ fn health(dir: &Path, config: &str, args: &[&str]) -> std::process::Output {
         ])
         .arg("--nccl-tests-dir")
         .arg(&standin)
+        // The scratch folder sits in /tmp, which anyone may write: health as root trusts
+        // only what root alone can change, so the tests vouch for their own folder.
+        .arg("--insecure-trust-below")
+        .arg(dir)
         .args(args);
     run(&mut cmd)
 }
@@ -82,7 +86,9 @@ fn a_missing_nic_fails_in_nhc_form_and_a_present_one_passes() {
     // A node no node set names has nothing to check.
     let other = run(gpudirect_without(&["GPUDIRECT_CONFIG"])
         .args(["health", "--node", "elsewhere", "--config"])
-        .arg(config(dir.path(), "lo")));
+        .arg(config(dir.path(), "lo"))
+        .arg("--insecure-trust-below")
+        .arg(dir.path()));
     assert_eq!(other.status.code(), Some(0));
     assert!(
         stdout(&other).contains("nothing to check"),
@@ -148,6 +154,8 @@ fn quick_nccl_is_judged_against_the_history_and_a_slow_gpu_fails() {
         ])
         .arg("--nccl-tests-dir")
         .arg(dir.path().join("standin"))
+        .arg("--insecure-trust-below")
+        .arg(dir.path())
         .args(quick);
     let slow = run(&mut cmd);
     let text = stdout(&slow);
@@ -252,5 +260,245 @@ fn a_quick_test_that_cannot_run_exits_3_and_drains_nothing() {
         stdout(&text).contains("hx could not be checked: nccl: could not run the all_reduce"),
         "{}",
         stdout(&text)
+    );
+}
+
+/// Security review S9: health as root trusts only a config root alone can change, as the
+/// plugin does: one others may write is refused (exit 3, nothing checked or drained). On
+/// the earlier build it was loaded and drove root's checks and drains.
+#[test]
+fn a_config_others_can_change_is_refused_with_exit_3() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = scratch("health", "config-rights");
+    let config = config(dir.path(), "lo");
+    std::fs::set_permissions(&config, std::fs::Permissions::from_mode(0o664)).unwrap();
+    let out = health(dir.path(), &config, &[]);
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    assert!(
+        stderr(&out).contains("root alone can change") && stderr(&out).contains("mode 664"),
+        "{}",
+        stderr(&out)
+    );
+    // Without the tests' own trust, as root, even a 0644 config in /tmp is refused: a
+    // folder above it (/tmp) is anyone's.
+    std::fs::set_permissions(&config, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let plain = run(gpudirect_without(&["GPUDIRECT_CONFIG"])
+        .args(["health", "--node", "hx", "--config", &config]));
+    let as_root = nix::unistd::geteuid().is_root();
+    assert_eq!(
+        plain.status.code(),
+        Some(if as_root { 3 } else { 0 }),
+        "as root: {as_root}; {}{}",
+        stdout(&plain),
+        stderr(&plain)
+    );
+}
+
+/// Security review S1: the quick all_reduce runs, as root, only a program and libraries
+/// that root alone can change (here: the tests' folder's owner): an all_reduce_perf in a
+/// folder others may write, or an LD_PRELOAD of such a file, is refused before anything
+/// runs (exit 3, no failure, nothing drained). The earlier build ran either.
+#[test]
+fn the_quick_test_refuses_a_program_or_preload_others_can_change() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = scratch("health", "untrusted-binary");
+    let config = config(dir.path(), "lo");
+    let standin = dir.path().join("standin");
+    std::fs::create_dir(&standin).unwrap();
+    std::os::unix::fs::symlink(
+        env!("CARGO_BIN_EXE_nccl-tests-standin"),
+        standin.join("all_reduce_perf"),
+    )
+    .unwrap();
+    std::fs::set_permissions(&standin, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let out = health(
+        dir.path(),
+        &config,
+        &["--quick-nccl", "--gpus", "2", "--drain", "--json"],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let why = report["could_not_check"].as_str().unwrap_or_default();
+    assert!(
+        why.contains("refusing to run it as root") && why.contains("writable by group and others"),
+        "{report}"
+    );
+    assert!(report["slurm"].is_null(), "nothing drained: {report}");
+    assert!(
+        !dir.path().join("history.sqlite").exists(),
+        "nothing ran, nothing was recorded"
+    );
+
+    // The folder fixed, a preloaded library in a folder others may write is refused too.
+    std::fs::set_permissions(&standin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let open = dir.path().join("open");
+    std::fs::create_dir(&open).unwrap();
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+    std::fs::write(open.join("x.so"), "").unwrap();
+    let preload = format!("{}:", open.join("x.so").display());
+    let mut cmd = gpudirect_without(&["GPUDIRECT_CONFIG", "NCCL_TESTS_DIR"]);
+    cmd.env("GPUDIRECT_DB", dir.path().join("history.sqlite"))
+        .args([
+            "health",
+            "--node",
+            "hx",
+            "--config",
+            &config,
+            "--quick-nccl",
+            "--gpus",
+            "2",
+        ])
+        .args(["--json", "--insecure-trust-below"])
+        .arg(dir.path())
+        .arg("--nccl-tests-dir")
+        .arg(&standin)
+        .env("LD_PRELOAD", &preload);
+    let out = run(&mut cmd);
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        report["could_not_check"]
+            .as_str()
+            .is_some_and(|w| w.contains("x.so") && w.contains("refusing")),
+        "{report}"
+    );
+}
+
+/// A fake all_reduce_perf that hangs, as a wedged GPU would, and writes its pid.
+fn hanging_all_reduce(dir: &Path) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let standin = dir.join("standin");
+    std::fs::create_dir(&standin).unwrap();
+    let bin = standin.join("all_reduce_perf");
+    std::fs::write(
+        &bin,
+        format!(
+            "#!/bin/sh\necho $$ > {}/pid\nexec sleep 300\n",
+            dir.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    dir.join("pid")
+}
+
+/// Whether process `pid` is still there (not a zombie).
+fn alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        !stat
+            .split(") ")
+            .nth(1)
+            .is_some_and(|rest| rest.starts_with('Z'))
+    })
+}
+
+/// Security review S2: a hung all_reduce is bounded by --deadline with its whole process
+/// group (it used to run 120 s, past slurmd's 60 s kill): it is a finding (exit 1, check
+/// `nccl`), found within the deadline, and nothing of it is left running.
+#[test]
+fn a_hung_quick_test_ends_within_the_deadline_and_leaves_nothing() {
+    let dir = scratch("health", "deadline");
+    let config = config(dir.path(), "lo");
+    let pid_file = hanging_all_reduce(dir.path());
+    let start = std::time::Instant::now();
+    let out = health(
+        dir.path(),
+        &config,
+        &["--quick-nccl", "--gpus", "2", "--deadline", "10s", "--json"],
+    );
+    let took = start.elapsed();
+    // Exit 1, not the deadline's backstop (exit 3): the all_reduce's own limit, a quarter
+    // under the deadline, ended it first; the earlier build waited 120 s.
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    assert!(took < std::time::Duration::from_secs(60), "took {took:?}");
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["failures"][0]["check"], "nccl", "{report}");
+    let pid: i32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(
+        !alive(pid),
+        "the hung all_reduce_perf ({pid}) is still running"
+    );
+}
+
+/// Security review S2: slurmd kills a health check past its time with SIGKILL, which health
+/// cannot catch; its all_reduce, in a process group of its own, used to live on as a root
+/// orphan holding the GPUs. Now it dies with health.
+#[test]
+fn a_killed_health_check_takes_its_all_reduce_with_it() {
+    let dir = scratch("health", "killed");
+    let config = config(dir.path(), "lo");
+    let pid_file = hanging_all_reduce(dir.path());
+    let mut cmd = gpudirect_without(&["GPUDIRECT_CONFIG", "NCCL_TESTS_DIR", "SLURMD_NODENAME"]);
+    cmd.env("PATH", "/usr/bin:/bin")
+        .env("GPUDIRECT_DB", dir.path().join("history.sqlite"))
+        .args([
+            "health",
+            "--node",
+            "hx",
+            "--config",
+            &config,
+            "--quick-nccl",
+            "--gpus",
+            "2",
+        ])
+        .arg("--insecure-trust-below")
+        .arg(dir.path())
+        .arg("--nccl-tests-dir")
+        .arg(dir.path().join("standin"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let mut child = cmd.spawn().unwrap();
+    let start = std::time::Instant::now();
+    let pid = loop {
+        if let Some(pid) = std::fs::read_to_string(&pid_file)
+            .ok()
+            .and_then(|t| t.trim().parse::<i32>().ok())
+        {
+            break pid;
+        }
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(20),
+            "the all_reduce never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert!(alive(pid));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let killed = std::time::Instant::now();
+    while alive(pid) && killed.elapsed() < std::time::Duration::from_secs(5) {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(
+        !alive(pid),
+        "the all_reduce ({pid}) outlived its killed health check"
     );
 }
