@@ -29,6 +29,8 @@ use gpudirect_core::system::{
 use gpudirect_core::template::{Placeholder, Template};
 
 use super::{Ctx, ExitStatus};
+
+mod install;
 use gpudirect::explain::{explain_task, Request};
 use gpudirect::noteln;
 use gpudirect::output::{emit, note};
@@ -40,7 +42,8 @@ use gpudirect::output::{emit, note};
     gpudirect profiles show tcpx\n  \
     gpudirect profiles check --config ./gpudirect.toml\n  \
     gpudirect profiles check --on-node            # on a GPU node: its files and NICs\n  \
-    gpudirect profiles check --overlay tcpx-tuned.toml   # before cat tcpx-tuned.toml >> the config\n  \
+    gpudirect profiles check --overlay tcpx-tuned.toml   # what installing it would give\n  \
+    gpudirect profiles install-overlay tcpx-tuned.toml   # as root: append it, exactly as checked\n  \
     gpudirect profiles explain --profile tcpx --node a3h-0001 --local-rank 3\n  \
     gpudirect profiles explain --mode auto --node a3m-0001 --local-rank 5 --sysfs /sys")]
 pub struct ProfilesArgs {
@@ -70,6 +73,10 @@ pub enum ProfilesCommand {
     Check(CheckArgs),
     /// Show what the plugin gives one task: variables, NIC, CPUs, checks.
     Explain(ExplainArgs),
+    /// Append a profile overlay (`gpudirect tune --write`) to the config exactly as checked:
+    /// read once, checked with the config under a lock, appended, read back and checked
+    /// again (as root, by the plugin's rules). Exit 1, the config unchanged, on any error.
+    InstallOverlay(install::InstallArgs),
 }
 
 /// `profiles list`.
@@ -227,6 +234,7 @@ pub fn run(args: &ProfilesArgs, _ctx: &Ctx) -> Result<ExitStatus> {
             note(&format!("{checked}: ok, {warnings} warning(s)"));
             Ok(())
         }
+        ProfilesCommand::InstallOverlay(install) => return install::run(&path, install),
         ProfilesCommand::Explain(explain) => {
             let config = load_for_reading(&path)?;
             let report = explain_task(&config, &request(explain))?;
@@ -591,13 +599,68 @@ pub struct CheckOutcome {
 /// overlay's text names the overlay and its own line.
 pub fn check_config(path: &Path, overlays: &[PathBuf], on_node: bool, node: &str) -> CheckOutcome {
     let file = path.display().to_string();
-    let loaded = if overlays.is_empty() {
-        load_config(path, Ownership::Any)
+    if overlays.is_empty() {
+        let loaded = load_config(path, Ownership::Any)
             .map(|config| (config, None))
-            .map_err(|e| lint::load_failure(&file, &e))
-    } else {
-        load_with_overlays(path, overlays).map(|(config, overlaid)| (config, Some(overlaid)))
-    };
+            .map_err(|e| lint::load_failure(&file, &e));
+        return check_loaded(path, loaded, &[], Ownership::RootOnly, (on_node, node));
+    }
+    let texts = read_config_text(path, Ownership::Any)
+        .map_err(|e| lint::load_failure(&file, &e))
+        .and_then(|(text, _)| {
+            let overlays = overlays
+                .iter()
+                .map(|o| {
+                    let name = o.display().to_string();
+                    read_overlay(o)
+                        .map(|text| (name.clone(), text))
+                        .map_err(|message| Finding {
+                            file: name,
+                            line: 1,
+                            severity: Severity::Error,
+                            message,
+                        })
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok((text, overlays))
+        });
+    match texts {
+        Ok((text, overlays)) => {
+            check_texts(path, &text, &overlays, Ownership::RootOnly, (on_node, node))
+        }
+        Err(finding) => CheckOutcome {
+            findings: vec![finding],
+            added: Vec::new(),
+        },
+    }
+}
+
+/// [`check_config`] of texts already read: the config's (`path` names it and is checked
+/// for who may change it) with each overlay's `(name, text)` appended. What
+/// `install-overlay` checks: the very bytes it then appends. `rights`: the rule the
+/// config file must meet (the plugin's, `RootOnly`; tests widen it).
+pub fn check_texts(
+    path: &Path,
+    config_text: &str,
+    overlays: &[(String, String)],
+    rights: Ownership,
+    (on_node, node): (bool, &str),
+) -> CheckOutcome {
+    let loaded = overlaid_config(path, config_text, overlays)
+        .map(|(config, overlaid)| (config, Some(overlaid)));
+    let names: Vec<String> = overlays.iter().map(|(n, _)| n.clone()).collect();
+    check_loaded(path, loaded, &names, rights, (on_node, node))
+}
+
+/// The lint of a loaded config (with the overlays it was appended with, named in order).
+fn check_loaded(
+    path: &Path,
+    loaded: Result<(Config, Option<Overlaid>), Finding>,
+    overlays: &[String],
+    rights: Ownership,
+    (on_node, node): (bool, &str),
+) -> CheckOutcome {
+    let file = path.display().to_string();
     let (config, overlaid) = match loaded {
         Ok(loaded) => loaded,
         Err(finding) => {
@@ -611,7 +674,7 @@ pub fn check_config(path: &Path, overlays: &[PathBuf], on_node: bool, node: &str
     // The plugin runs as root and refuses a config others could change: always an error,
     // wherever `check` runs, since it is a property of the file. (Overlays are only read
     // here; once appended, they are the config's text.)
-    if let Err(e @ LoadError::Insecure { .. }) = check_config_file(path, Ownership::RootOnly) {
+    if let Err(e @ LoadError::Insecure { .. }) = check_config_file(path, rights) {
         findings.push(lint::load_failure(&file, &e));
     }
     let machine = Machine {
@@ -638,7 +701,9 @@ pub fn check_config(path: &Path, overlays: &[PathBuf], on_node: bool, node: &str
         findings.push(Finding {
             file: gap.source.clone(),
             line: gap.line,
-            severity: Severity::Warning,
+            // An error (security review S7): `cat >>` would join the overlay's first line
+            // to this one, and what is installed would not be what was checked.
+            severity: Severity::Error,
             message: format!(
                 "no line break at the end: appended after it, {}'s first line would join this one; end the file with one (echo >> {})",
                 gap.next, gap.source
@@ -648,7 +713,7 @@ pub fn check_config(path: &Path, overlays: &[PathBuf], on_node: bool, node: &str
     // The config's findings first, then each overlay's, each by line.
     let order = |f: &Finding| {
         std::iter::once(file.clone())
-            .chain(overlays.iter().map(|o| o.display().to_string()))
+            .chain(overlays.iter().cloned())
             .position(|source| source == f.file)
     };
     findings.sort_by_key(|f| (order(f), f.line));
@@ -658,23 +723,18 @@ pub fn check_config(path: &Path, overlays: &[PathBuf], on_node: bool, node: &str
     }
 }
 
-/// The config at `path` with each overlay appended, parsed and checked. The error, as a
-/// finding, names the file it is in: an overlay that cannot be read, that is not TOML,
-/// that touches a profile declared before it, or a check that fails in its text.
-fn load_with_overlays(path: &Path, overlays: &[PathBuf]) -> Result<(Config, Overlaid), Finding> {
+/// The config's text (from `path`) with each overlay's `(name, text)` appended, parsed and
+/// checked. The error, as a finding, names the file it is in: an overlay that is not
+/// TOML, that touches a profile declared before it, or a check that fails in its text.
+fn overlaid_config(
+    path: &Path,
+    text: &str,
+    overlays: &[(String, String)],
+) -> Result<(Config, Overlaid), Finding> {
     let file = path.display().to_string();
-    let (text, _) =
-        read_config_text(path, Ownership::Any).map_err(|e| lint::load_failure(&file, &e))?;
-    let mut overlaid = Overlaid::new(&text, &file);
-    for overlay in overlays {
-        let name = overlay.display().to_string();
-        let text = read_overlay(overlay).map_err(|message| Finding {
-            file: name.clone(),
-            line: 1,
-            severity: Severity::Error,
-            message,
-        })?;
-        overlaid.append(&text, &name).map_err(config_finding)?;
+    let mut overlaid = Overlaid::new(text, &file);
+    for (name, text) in overlays {
+        overlaid.append(text, name).map_err(config_finding)?;
     }
     let config = overlaid.parse().map_err(config_finding)?;
     Ok((config, overlaid))

@@ -809,11 +809,6 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx) -> Result<ExitStatus> {
         pairs: Vec::new(),
         cells_started: 0,
     };
-    // Pairs with a profile are held to its transport and NICs, as run holds a cell.
-    let config = args
-        .gpudirect
-        .as_ref()
-        .and_then(|_| load_config(&args.config.path, Ownership::Any).ok());
     let budget = gpudirect::budget::Budget::unlimited();
     let rounds = RoundContext {
         collective: &args.collective,
@@ -826,7 +821,9 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx) -> Result<ExitStatus> {
         cluster: &cluster,
         max,
         line_rate_gbps,
-        config: config.as_ref(),
+        // Not held to the profile's transport (which needs NCCL_DEBUG=INFO's channel
+        // lines): validate judges speed; vet and run check the transport.
+        config: None,
         budget: &budget,
         followup: None,
     };

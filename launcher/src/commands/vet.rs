@@ -466,6 +466,10 @@ fn nccl_pairs(
     if env_var("NCCL_ALGO").is_none() {
         variant.env.insert("NCCL_ALGO".into(), "Ring".into());
     }
+    // The transport NCCL used is read from its channel lines, which NCCL prints at INFO.
+    if args.gpudirect.is_some() && env_var("NCCL_DEBUG").is_none() {
+        variant.env.insert("NCCL_DEBUG".into(), "INFO".into());
+    }
     let timeout = Duration::from_secs(120);
     let matrix = Matrix {
         collectives: vec![args.collective.clone()],

@@ -110,12 +110,13 @@ pub fn overlay_text(name: &str, base: Option<&str>, choice: &Choice, from: &Prov
     }
     let _ = writeln!(
         text,
-        "# Install: append to the plugin's config after checking it:\n\
+        "# Install: check it, then append exactly the bytes checked (as root):\n\
          #   gpudirect profiles check --overlay {file}\n\
-         #   cat {file} >> /etc/slurm/gpudirect.toml\n\
+         #   gpudirect profiles install-overlay {file}\n\
          # then run with --gpudirect={name}; try it first with\n\
          #   gpudirect run --overlay {file} ...   (the base and the tuned settings, side by side)",
-        file = from.file
+        // Quoted: a pasted line must never run more than the command (security review S7).
+        file = crate::runner::shell_quote(from.file)
     );
     let _ = writeln!(text, "\n[profiles.{name}]");
     if let Some(base) = base {

@@ -554,3 +554,74 @@ fn explain_says_what_happens_without_a_profile_and_refuses_bad_input() {
     assert_eq!(out.status.code(), Some(3));
     assert_stderr_contains(&out, "--local-rank 8 is not below --ntasks-per-node 8");
 }
+
+/// `install-overlay`'s config and overlay in a fresh folder the test vouches for
+/// (`--insecure-trust-below`): the shipped config, then `config_tail` appended to it.
+fn install_case(name: &str, config_tail: &str, overlay: &str) -> (TempDir, PathBuf, PathBuf) {
+    let (dir, config) = write_config(name, &format!("{SHIPPED}{config_tail}"));
+    let file = dir.path().join("tcpx-tuned.toml");
+    fs::write(&file, overlay).unwrap();
+    (dir, config, file)
+}
+
+fn install(dir: &Path, config: &Path, overlay: &Path) -> std::process::Output {
+    let mut cmd = profiles(config, &["install-overlay"]);
+    cmd.arg(overlay).arg("--insecure-trust-below").arg(dir);
+    run(&mut cmd)
+}
+
+/// Security review S7: `install-overlay` appends exactly the bytes it checked, and only
+/// when the config with them appended has no error; otherwise the config is unchanged.
+#[test]
+fn install_overlay_appends_exactly_what_it_checked() {
+    let (dir, config, overlay) = install_case("install-ok", "", TUNED);
+    let before = fs::read_to_string(&config).unwrap();
+    let out = install(dir.path(), &config, &overlay);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    assert_stderr_contains(&out, "installed: ");
+    assert_eq!(
+        fs::read_to_string(&config).unwrap(),
+        format!("{before}{TUNED}")
+    );
+    // Installing it again would declare tcpx-tuned twice: refused, nothing appended.
+    let again = install(dir.path(), &config, &overlay);
+    assert_eq!(again.status.code(), Some(1), "{}", stderr(&again));
+    assert_stderr_contains(&again, "already declares profile `tcpx-tuned`");
+    assert_stderr_contains(&again, "not installed");
+    assert_eq!(
+        fs::read_to_string(&config).unwrap(),
+        format!("{before}{TUNED}")
+    );
+}
+
+/// Security review S7 (a): a config whose last line has no line break, ending in a comment,
+/// would swallow the overlay's first header under `cat >>`, its keys landing in the config's
+/// last table. `check --overlay` now calls it an error (it was a warning), and
+/// `install-overlay` refuses it, the config unchanged.
+#[test]
+fn a_config_without_a_final_line_break_is_an_error_and_is_not_installed_into() {
+    let (dir, config, overlay) = install_case("install-newline", "# end", TUNED);
+    let before = fs::read_to_string(&config).unwrap();
+    let check = run(&mut profiles(
+        &config,
+        &["check", "--overlay", overlay.to_str().unwrap()],
+    ));
+    assert_eq!(check.status.code(), Some(1), "{}", stdout(&check));
+    assert_stdout_contains(&check, "error: no line break at the end");
+    let out = install(dir.path(), &config, &overlay);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    assert_stderr_contains(&out, "no line break at the end");
+    assert_eq!(fs::read_to_string(&config).unwrap(), before);
+}
