@@ -651,11 +651,28 @@ fn task_gpu(task: &TaskFacts) -> String {
     }
 }
 
-/// The node's number of the task's GPU `entry` (its `CUDA_VISIBLE_DEVICES` entry): the
-/// step's GPU list (`step_gpus`) at the entry's place in `CUDA_VISIBLE_DEVICES`. `None`
-/// when the step's GPUs are unknown, the two lists differ in length, or an entry is not a
-/// number (a UUID): the entry itself is then the best there is.
-fn physical_gpu(task: &TaskFacts, entry: &str) -> Option<usize> {
+/// Which of the node's GPUs a task's `CUDA_VISIBLE_DEVICES` entry is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum GpuIndex {
+    /// The node's GPU number.
+    Node(usize),
+    /// The step's GPUs are unknown, or the entry is no number (a UUID): the entry itself
+    /// (else the local rank) is the best there is.
+    Unknown,
+    /// The entry can be read two ways that name different GPUs: no NIC and no CPUs are
+    /// chosen for it (the note says why).
+    Ambiguous(String),
+}
+
+/// The node's number of the task's GPU `entry`, from the step's GPU list (`step_gpus`):
+/// - the lists are as long: the step's GPU at the entry's place (Slurm's local numbering
+///   under ConstrainDevices, or the node's own where both lists name the same GPUs);
+/// - the task sees fewer GPUs than the step (`--gpu-bind`, `--gpus-per-task`): the entry
+///   is either the node's number (a GPU of the step) or an index into the step's list
+///   (Slurm's consolidated numbering under ConstrainDevices, security review S8); when
+///   only one reading names a GPU of the step, or both name the same, that one; when
+///   they name two different GPUs, [`GpuIndex::Ambiguous`], never a guess.
+fn physical_gpu(task: &TaskFacts, entry: &str) -> GpuIndex {
     let list = |text: &Option<String>| -> Vec<String> {
         text.as_deref()
             .unwrap_or("")
@@ -666,11 +683,33 @@ fn physical_gpu(task: &TaskFacts, entry: &str) -> Option<usize> {
     };
     let visible = list(&task.cuda_visible_devices);
     let step = list(&task.step_gpus);
-    if step.is_empty() || step.len() != visible.len() {
-        return None;
+    let Ok(number) = entry.parse::<usize>() else {
+        return GpuIndex::Unknown;
+    };
+    if step.is_empty() {
+        return GpuIndex::Unknown;
     }
-    let place = visible.iter().position(|e| e == entry)?;
-    step.get(place)?.parse().ok()
+    let step_numbers: Vec<Option<usize>> = step.iter().map(|g| g.parse().ok()).collect();
+    if step.len() == visible.len() {
+        return visible
+            .iter()
+            .position(|e| e == entry)
+            .and_then(|place| step_numbers[place])
+            .map_or(GpuIndex::Unknown, GpuIndex::Node);
+    }
+    let as_node = step_numbers.contains(&Some(number)).then_some(number);
+    let as_index = step_numbers.get(number).copied().flatten();
+    match (as_node, as_index) {
+        (Some(a), Some(b)) if a != b => GpuIndex::Ambiguous(format!(
+            "CUDA_VISIBLE_DEVICES entry {entry} of a step on GPUs {} is GPU {a} or GPU {b}: no NIC pinned, no CPUs pinned",
+            step.join(",")
+        )),
+        (Some(g), _) | (None, Some(g)) => GpuIndex::Node(g),
+        (None, None) => GpuIndex::Ambiguous(format!(
+            "CUDA_VISIBLE_DEVICES entry {entry} names none of the step's GPUs ({}): no NIC pinned, no CPUs pinned",
+            step.join(",")
+        )),
+    }
 }
 
 fn names_in(list: Option<String>) -> BTreeSet<String> {
@@ -695,58 +734,69 @@ pub fn plan_task(
     };
     // The node's own number of the GPU picks its NIC and CPUs; a UUID or MIG entry has no
     // index into gpu_nics: the local rank stands in.
-    let gpu_index = physical_gpu(task, &plan.gpu)
-        .or_else(|| plan.gpu.parse::<usize>().ok())
-        .unwrap_or(task.local_rank as usize);
-    let link = node.links.as_ref().and_then(|links| links.get(gpu_index));
-    if node.links.is_some() && link.is_none() {
-        plan.notes.push(format!(
-            "GPU {gpu_index} is not among the {} GPUs sysfs shows: using gpu_nics",
-            node.links.as_ref().map_or(0, Vec::len)
-        ));
-    }
-    let sysfs_nics = link.filter(|l| !l.nics.is_empty());
-    let logical_nic = profile.gpu_nics.get(gpu_index);
-    if let Some(link) = sysfs_nics {
-        plan.nic = Some(link.nics.join(","));
-        plan.notes.push(format!(
-            "NIC {} and CPUs from sysfs: GPU {} at {}, NUMA node {}",
-            link.nics.join(","),
-            gpu_index,
-            link.pci,
-            link.numa_node.map_or("-".to_string(), |n| n.to_string())
-        ));
-    } else {
-        if logical_nic.is_none() && !profile.gpu_nics.is_empty() {
+    let gpu_index = match physical_gpu(task, &plan.gpu) {
+        GpuIndex::Node(i) => Some(i),
+        GpuIndex::Unknown => Some(
+            plan.gpu
+                .parse::<usize>()
+                .unwrap_or(task.local_rank as usize),
+        ),
+        GpuIndex::Ambiguous(why) => {
+            plan.notes.push(why);
+            None
+        }
+    };
+    if let Some(gpu_index) = gpu_index {
+        let link = node.links.as_ref().and_then(|links| links.get(gpu_index));
+        if node.links.is_some() && link.is_none() {
             plan.notes.push(format!(
-                "GPU {gpu_index} is beyond gpu_nics ({} entries): no NIC pinned",
-                profile.gpu_nics.len()
+                "GPU {gpu_index} is not among the {} GPUs sysfs shows: using gpu_nics",
+                node.links.as_ref().map_or(0, Vec::len)
             ));
         }
-        if let Some(link) = link {
+        let sysfs_nics = link.filter(|l| !l.nics.is_empty());
+        let logical_nic = profile.gpu_nics.get(gpu_index);
+        if let Some(link) = sysfs_nics {
+            plan.nic = Some(link.nics.join(","));
             plan.notes.push(format!(
-                "no data NIC under the PCIe switch of GPU {gpu_index} ({}): using gpu_nics",
-                link.pci
+                "NIC {} and CPUs from sysfs: GPU {} at {}, NUMA node {}",
+                link.nics.join(","),
+                gpu_index,
+                link.pci,
+                link.numa_node.map_or("-".to_string(), |n| n.to_string())
             ));
-        }
-        plan.nic = logical_nic.map(|l| node.real_nic(l).to_string());
-    }
-    if profile.pin_cpus {
-        // sysfs CPUs (the NIC's NUMA node, else the GPU's) first, then the config's.
-        let near_cpus = link
-            .and_then(|l| l.cpus.as_ref())
-            .or_else(|| logical_nic.and_then(|l| profile.nic_cpus.get(l)));
-        if let Some(cpus) = near_cpus {
-            let usable = match &task.allowed_cpus {
-                Some(allowed) => cpus.intersection(allowed),
-                None => cpus.clone(),
-            };
-            if usable.is_empty() {
+        } else {
+            if logical_nic.is_none() && !profile.gpu_nics.is_empty() {
                 plan.notes.push(format!(
-                    "none of the NIC's CPUs ({cpus}) are available to the task: not pinned"
+                    "GPU {gpu_index} is beyond gpu_nics ({} entries): no NIC pinned",
+                    profile.gpu_nics.len()
                 ));
-            } else {
-                plan.cpus = Some(usable);
+            }
+            if let Some(link) = link {
+                plan.notes.push(format!(
+                    "no data NIC under the PCIe switch of GPU {gpu_index} ({}): using gpu_nics",
+                    link.pci
+                ));
+            }
+            plan.nic = logical_nic.map(|l| node.real_nic(l).to_string());
+        }
+        if profile.pin_cpus {
+            // sysfs CPUs (the NIC's NUMA node, else the GPU's) first, then the config's.
+            let near_cpus = link
+                .and_then(|l| l.cpus.as_ref())
+                .or_else(|| logical_nic.and_then(|l| profile.nic_cpus.get(l)));
+            if let Some(cpus) = near_cpus {
+                let usable = match &task.allowed_cpus {
+                    Some(allowed) => cpus.intersection(allowed),
+                    None => cpus.clone(),
+                };
+                if usable.is_empty() {
+                    plan.notes.push(format!(
+                        "none of the NIC's CPUs ({cpus}) are available to the task: not pinned"
+                    ));
+                } else {
+                    plan.cpus = Some(usable);
+                }
             }
         }
     }
@@ -1169,8 +1219,15 @@ skip_checks = ["libraries", "rxdm_socket_dir"]
         assert_eq!(nic_of("0,1,2,3", Some("4,5,6,7"), 3), Some("eth4".into()));
         // Without ConstrainDevices both lists name the node's GPUs.
         assert_eq!(nic_of("4,5,6,7", Some("4,5,6,7"), 0), Some("eth3".into()));
-        // Lists that do not match, or none: the entry itself, as before.
-        assert_eq!(nic_of("0,1", Some("4,5,6,7"), 0), Some("eth1".into()));
+        // The task sees fewer GPUs than the step (security review S8): entry 2 of a step on
+        // GPUs 4-7 is no GPU of the step, so it is the step's third, GPU 6 (eth4), never
+        // GPU 2's eth2 (another job's); an entry that is a GPU of the step is that GPU.
+        assert_eq!(nic_of("2", Some("4,5,6,7"), 0), Some("eth4".into()));
+        assert_eq!(nic_of("0,1", Some("4,5,6,7"), 0), Some("eth3".into()));
+        assert_eq!(nic_of("5", Some("4,5,6,7"), 0), Some("eth3".into()));
+        // Entry 3 of a step on GPUs 1,3,5,7 is GPU 3 or the step's fourth, GPU 7: no NIC.
+        assert_eq!(nic_of("3", Some("1,3,5,7"), 0), None);
+        // No step list: the entry itself, as before.
         assert_eq!(nic_of("6", None, 0), Some("eth4".into()));
     }
 
