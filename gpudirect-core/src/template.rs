@@ -1,9 +1,12 @@
 //! Profile value templates: `/run/tcpx-{job_id}`, `{nic:eth1}:8-21`.
 //!
 //! A template is parsed once, when the config is loaded, so an unknown placeholder is a
-//! config error with its file:line rather than a surprise inside a job. Expansion only
-//! substitutes facts the plugin computed itself (job id, node name, rank, NIC names
-//! from the admin's config): nothing a user writes reaches a template.
+//! config error with its file:line rather than a surprise inside a job. Expansion
+//! substitutes facts the plugin computed (job id, node name, rank, NIC names from the
+//! admin's config) and one the user controls: `{gpu}` is the task's own
+//! `CUDA_VISIBLE_DEVICES` entry, so a value with `{gpu}` is never a path the plugin
+//! may trust. The ownership checks of `[env]` paths do not yet see through task
+//! placeholders (security review S5, open; S12 for this comment).
 
 /// A placeholder that a template may use.
 #[derive(Debug, Clone, PartialEq, Eq)]

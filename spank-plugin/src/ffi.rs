@@ -70,7 +70,9 @@ fn register_option(spank: spank_sys::spank_t) -> Result<(), String> {
     let usage = "Apply a fabric profile from the admin's config to every task (NCCL/transport \
          variables, library path, NIC and CPU pinning by local rank). MODE: a profile \
          (`gpudirect profiles list`), `auto` (this node's default) or `none`.";
-    // Slurm keeps the pointers: the strings must live as long as the process.
+    // Slurm 22.05 and later copy the option's strings (spank_option_register), but earlier
+    // ones kept the pointers: the strings are leaked so that they live as long as the
+    // process either way (a few hundred bytes, once).
     let usage = CString::new(usage)
         .map_err(|_| "usage text has a NUL".to_string())?
         .into_raw();

@@ -558,7 +558,30 @@ impl Checker<'_> {
                         "must be an absolute path without `..` or control characters",
                     ));
                 }
-                Some(self.check_template(dir, &dir_key, declared)?)
+                let template = self.check_template(dir, &dir_key, declared)?;
+                // One directory per job on a node (the prolog makes it): a placeholder
+                // that differs per task or step, or that the user sets (`{gpu}` is the
+                // task's CUDA_VISIBLE_DEVICES), would name another (security review S12).
+                let per_task = template.placeholders().find_map(|p| match p {
+                    Placeholder::StepId => Some("{step_id}"),
+                    Placeholder::Rank => Some("{rank}"),
+                    Placeholder::LocalRank => Some("{local_rank}"),
+                    Placeholder::LocalSize => Some("{local_size}"),
+                    Placeholder::Gpu => Some("{gpu}"),
+                    Placeholder::Nic => Some("{nic}"),
+                    Placeholder::Cpus => Some("{cpus}"),
+                    _ => None,
+                });
+                if let Some(p) = per_task {
+                    return Err(self.error(
+                        dir.span(),
+                        dir_key,
+                        format!(
+                            "{p} differs per task or step (or is the user's): the RxDM directory is one per job and node; use {{job_id}}, {{node}} or {{nic:NAME}}"
+                        ),
+                    ));
+                }
+                Some(template)
             }
             None => None,
         };

@@ -299,6 +299,12 @@ fn semantic_errors_name_line_and_key() {
             "absolute",
         ),
         (
+            "[profiles.x.checks]\nrxdm_socket_dir = \"/run/tcpx-{job_id}-{gpu}\"\n",
+            2,
+            "profiles.x.checks.rxdm_socket_dir",
+            "one per job and node",
+        ),
+        (
             "[profiles.x.env]\nA = \"{nic:eth1}\"\n",
             2,
             "profiles.x.env.A",
