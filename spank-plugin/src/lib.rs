@@ -291,6 +291,7 @@ impl GpuDirect {
     /// step that asks for a mode, or a config that cannot be read, is left to `user_init`,
     /// which reads the config with the user's credentials and reports what is wrong.
     fn consult_marks() {
+        inject_fault("init_post_opt");
         if step_asks_for_mode() {
             return;
         }
@@ -473,7 +474,20 @@ unsafe impl Plugin for GpuDirect {
     fn init_post_opt(&mut self, spank: &mut SpankHandle) -> Result<(), Box<dyn Error>> {
         match spank.context()? {
             Context::Remote => {
-                GpuDirect::consult_marks();
+                // Caught here, as user_init catches its own: slurm-spank's guard would
+                // catch it too, but poison its lock, and every later callback of this
+                // slurmstepd would fail, a strict default profile then running without its
+                // transport (security review S11). Nothing is marked after a panic, so
+                // user_init decides the step from the config as for any unmarked one.
+                let consulted =
+                    std::panic::catch_unwind(AssertUnwindSafe(GpuDirect::consult_marks));
+                if let Err(panic) = consulted {
+                    log_error(&format!(
+                        "node {}: internal error while consulting the marks ({}): the step is decided from the config; please report it with this node's slurmd log",
+                        slurm_node_name(),
+                        panic_text(&*panic)
+                    ));
+                }
                 return Ok(());
             }
             Context::Local | Context::Allocator => {}

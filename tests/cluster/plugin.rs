@@ -1004,6 +1004,51 @@ fn a_panic_fails_a_strict_profile_closed_and_a_lenient_one_open() {
     }
 }
 
+/// Security review S11: a panic in the remote `init_post_opt` (where the marks are
+/// consulted, as root) is caught there: the lock slurm-spank guards stays usable, and the
+/// step is decided from the config by `user_init`, so a node whose default profile is
+/// strict still gets it. On the earlier build the caught-by-the-guard panic poisoned the
+/// lock, every later callback failed, and the plain step ran without its profile.
+#[test]
+fn a_panic_while_consulting_the_marks_still_applies_the_default_profile() {
+    let _guard = cluster();
+    let faulty = fault_injection_plugin();
+    let plugstack = FileSwap::plugstack();
+    let real = plugin_so();
+    plugstack.write(
+        &plugstack
+            .original_text()
+            .replace(real.to_str().unwrap(), faulty.to_str().unwrap()),
+    );
+    let config = FileSwap::config();
+    let text = config
+        .original_text()
+        .replacen("# default_mode = \"auto\"", "default_mode = \"auto\"", 1)
+        .replacen("[profiles.tcpx]\n", "[profiles.tcpx]\nstrict = true\n", 1);
+    assert!(
+        text.contains("\ndefault_mode = \"auto\""),
+        "the default_mode line was found"
+    );
+    config.write(&text);
+    let mut cmd = slurm_command("srun");
+    cmd.args(["-N2", "sh", "-c", "echo ran ${GPUDIRECT_PROFILE:-unset}"])
+        .env("GPUDIRECT_TEST_PANIC", "init_post_opt");
+    let output = run(&mut cmd);
+    let err = stderr(&output);
+    assert!(
+        err.contains("internal error while consulting the marks"),
+        "{err}"
+    );
+    assert!(err.contains("fault injected in init_post_opt"), "{err}");
+    assert_ok(&output, "a plain step after a panic in init_post_opt");
+    assert_eq!(
+        stdout(&output).matches("ran tcpx").count(),
+        2,
+        "{}",
+        stdout(&output)
+    );
+}
+
 /// Review F10: the dynamic symbol table holds what Slurm looks up and nothing else; the
 /// stub for `spank_prepend_task_argv` only where the Slurm built against lacks it.
 #[test]
