@@ -170,6 +170,10 @@ pub struct NodeFacts<'c> {
     pub locality: Option<Locality>,
     /// The GPUs Slurm gives the node.
     pub slurm_gpus: Option<u32>,
+    /// Why the `gpus` check could not run, when Slurm could not be asked (no scontrol on
+    /// PATH, no answer): the check is then "could not check", exit 3, never a pass
+    /// (security review S10).
+    pub gres_unknown: Option<String>,
 }
 
 impl<'c> NodeFacts<'c> {
@@ -189,20 +193,22 @@ impl<'c> NodeFacts<'c> {
             NicLocality::Sysfs => Locality::read(&where_.sysfs).ok(),
             NicLocality::Config => None,
         };
+        let mut gres_unknown = None;
         let slurm_gpus = if skipped_by_set.contains(&CheckKind::Gpus) {
             None
         } else {
             match crate::slurm::node_state(node) {
                 Ok(state) => state.gpus,
                 Err(e) => {
-                    notes.push(format!(
-                        "gpus: not checked, Slurm did not say the node's gres: {}",
+                    let why = format!(
+                        "gpus: Slurm did not say the node's gres ({}); give the check a PATH with scontrol and SLURM_CONF (the wrapper), or skip it (skip_checks = [\"gpus\"])",
                         e.to_string()
                             .lines()
                             .map(str::trim)
                             .collect::<Vec<_>>()
                             .join("; ")
-                    ));
+                    );
+                    gres_unknown = Some(why);
                     None
                 }
             }
@@ -212,6 +218,7 @@ impl<'c> NodeFacts<'c> {
             skipped_by_set,
             locality,
             slurm_gpus,
+            gres_unknown,
         }
     }
 }

@@ -276,7 +276,8 @@ pub fn run(args: &HealthArgs, ctx: &Ctx) -> Result<ExitStatus> {
         }
         std::thread::sleep(Duration::from_secs(1));
     };
-    let mut could_not_check = None;
+    // A check that could not ask Slurm is no pass (S10).
+    let mut could_not_check = facts.gres_unknown.clone();
     let idle = if args.quick_nccl {
         let states = gpudirect::slurm::node_state(&node).ok().map(|s| s.states);
         gpudirect::health::quick_nccl_allowed(states.as_deref())

@@ -9,14 +9,15 @@ use serde_json::Value;
 use crate::common::{gpudirect_without, run, scratch, stderr, stdout};
 
 /// A config whose node set `hx` has a profile with one data NIC, `lo` (which exists and
-/// is up here): its checks pass on any machine.
+/// is up here), and skips the `gpus` check (no Slurm here to say the gres): its checks pass
+/// on any machine.
 fn config(dir: &Path, nic: &str) -> String {
     let path = dir.join("gpudirect.toml");
     std::fs::write(
         &path,
         format!(
             "[profiles.here]\ndata_nics = [\"{nic}\"]\n[profiles.here.checks]\nnics = true\n\n\
-             [[node_set]]\nname = \"hx\"\nhosts = \"hx\"\nprofile = \"here\"\n"
+             [[node_set]]\nname = \"hx\"\nhosts = \"hx\"\nprofile = \"here\"\nskip_checks = [\"gpus\"]\n"
         ),
     )
     .unwrap();
@@ -182,7 +183,7 @@ fn the_quick_all_reduce_gets_the_profiles_library_dirs() {
         format!(
             "[profiles.here]\ndata_nics = [\"lo\"]\nlibrary_dirs = [\"{}\"]\n\
              [profiles.here.checks]\nnics = true\n\n\
-             [[node_set]]\nname = \"hx\"\nhosts = \"hx\"\nprofile = \"here\"\n",
+             [[node_set]]\nname = \"hx\"\nhosts = \"hx\"\nprofile = \"here\"\nskip_checks = [\"gpus\"]\n",
             lib.display()
         ),
     )
@@ -500,5 +501,45 @@ fn a_killed_health_check_takes_its_all_reduce_with_it() {
     assert!(
         !alive(pid),
         "the all_reduce ({pid}) outlived its killed health check"
+    );
+}
+
+/// Security review S10: the `gpus` check asks Slurm for the node's gres; where it cannot
+/// (no scontrol on PATH, no slurm.conf: slurmd's bare environment), the check is "could
+/// not check", exit 3, naming the fix. On the earlier build it became a note and the node
+/// passed, a node missing a GPU reported healthy.
+#[test]
+fn a_gpus_check_that_cannot_ask_slurm_is_not_a_pass() {
+    let dir = scratch("health", "no-slurm");
+    let path = dir.path().join("gpudirect.toml");
+    std::fs::write(
+        &path,
+        "[profiles.here]\ndata_nics = [\"lo\"]\n\n[[node_set]]\nname = \"hx\"\nhosts = \"hx\"\nprofile = \"here\"\n",
+    )
+    .unwrap();
+    let mut cmd = gpudirect_without(&["GPUDIRECT_CONFIG", "SLURMD_NODENAME", "SLURM_CONF"]);
+    // No scontrol anywhere on PATH.
+    cmd.env("PATH", dir.path())
+        .args(["health", "--node", "hx", "--json", "--insecure-trust-below"])
+        .arg(dir.path())
+        .arg("--config")
+        .arg(&path);
+    let out = run(&mut cmd);
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let why = report["could_not_check"].as_str().unwrap_or_default();
+    assert!(
+        why.starts_with("gpus: Slurm did not say the node's gres"),
+        "{report}"
+    );
+    assert!(
+        why.contains("scontrol") && why.contains("skip_checks"),
+        "{report}"
     );
 }
