@@ -159,8 +159,8 @@ pub fn driver_gpus(dir: &Path) -> Option<u32> {
 
 /// What the checks use besides the node's files, read once however often they run: the
 /// node set's skips, the PCIe locality, and the GPUs Slurm gives the node (`None` when the
-/// `gpus` check is skipped, the node has no GPU gres, or Slurm could not say: a note then
-/// says why).
+/// `gpus` check is skipped, the node has no GPU gres, or Slurm could not say:
+/// `gres_unknown` then says why).
 pub struct NodeFacts<'c> {
     /// The profile and node set that apply.
     pub resolved: Resolved<'c>,
@@ -177,14 +177,9 @@ pub struct NodeFacts<'c> {
 }
 
 impl<'c> NodeFacts<'c> {
-    /// Reads them: the locality from `where_.sysfs`, the gres from Slurm (a note says why
-    /// when Slurm could not).
-    pub fn read(
-        where_: &Paths,
-        resolved: Resolved<'c>,
-        node: &str,
-        notes: &mut Vec<String>,
-    ) -> Self {
+    /// Reads them: the locality from `where_.sysfs`, the gres from Slurm (`gres_unknown`
+    /// says why when Slurm could not).
+    pub fn read(where_: &Paths, resolved: Resolved<'c>, node: &str) -> Self {
         let skipped_by_set: Vec<CheckKind> = resolved
             .node_set
             .map(|s| s.skip_checks.clone())

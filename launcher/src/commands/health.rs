@@ -266,7 +266,7 @@ pub fn run(args: &HealthArgs, ctx: &Ctx) -> Result<ExitStatus> {
         sysfs: args.sysfs.clone(),
         nvidia_gpus: args.nvidia_gpus.clone(),
     };
-    let facts = NodeFacts::read(&paths, resolved, &node, &mut notes);
+    let facts = NodeFacts::read(&paths, resolved, &node);
     let mut attempts = 0;
     let (mut failures, mut checked, skipped) = loop {
         attempts += 1;
