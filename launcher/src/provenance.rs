@@ -111,6 +111,15 @@ fn read_regular(path: &Path) -> Result<Option<String>, String> {
     if !meta.is_file() {
         return Err("not a regular file: NCCL would block or fail reading it".into());
     }
+    if meta.len() > MAX_FILE_BYTES {
+        // Said, never parsed in part: a line past the limit, which NCCL applies, would be
+        // missing from what probe shows (security review S13).
+        return Err(format!(
+            "{} bytes, more than the {} KiB probe reads: not shown (NCCL still applies it all)",
+            meta.len(),
+            MAX_FILE_BYTES / 1024
+        ));
+    }
     let mut bytes = Vec::new();
     file.take(MAX_FILE_BYTES)
         .read_to_end(&mut bytes)
@@ -317,6 +326,23 @@ pub fn in_container(env: &dyn Fn(&str) -> Option<String>) -> bool {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_conf_file_past_the_read_limit_is_said_not_parsed_in_part() {
+        let dir = tempfile::tempdir().unwrap();
+        let big = dir.path().join("nccl.conf");
+        let mut text = "#".repeat(MAX_FILE_BYTES as usize);
+        text.push_str("\nNCCL_NET=Socket\n");
+        std::fs::write(&big, &text).unwrap();
+        let err = read_regular(&big).unwrap_err();
+        assert!(err.contains("more than the 1024 KiB probe reads"), "{err}");
+        let small = dir.path().join("small.conf");
+        std::fs::write(&small, "NCCL_NET=Socket\n").unwrap();
+        assert_eq!(
+            read_regular(&small).unwrap().as_deref(),
+            Some("NCCL_NET=Socket\n")
+        );
+    }
+
     use super::*;
 
     #[test]
