@@ -165,15 +165,17 @@ pub fn run_with(
     if let Some(dir) = &job.cwd {
         command.current_dir(dir);
     }
-    // The child dies with us: a gpudirect killed outright (slurmd's SIGKILL of a health
-    // check past its time, security review S2) leaves no program of its own running, in a
-    // process group nobody signals. The thread that spawns is the one that waits, so the
-    // signal (sent when that thread ends) never comes early.
+    // The child is told when we die: a gpudirect killed outright (slurmd's SIGKILL of a
+    // health check past its time, security review S2) leaves no program of its own
+    // running, in a process group nobody signals. SIGTERM, not SIGKILL: srun then ends its
+    // step as on Ctrl-C, and the allocation's nodes are free at once. The thread that
+    // spawns is the one that waits, so the signal (sent when that thread ends) never
+    // comes early.
     // SAFETY: prctl is async-signal-safe and touches only the new process.
     unsafe {
         use std::os::unix::process::CommandExt;
         command.pre_exec(|| {
-            nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(std::io::Error::from)
+            nix::sys::prctl::set_pdeathsig(Signal::SIGTERM).map_err(std::io::Error::from)
         });
     }
     let mut child = command.spawn().map_err(|source| StartError {
