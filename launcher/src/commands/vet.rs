@@ -11,28 +11,19 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use gpudirect::baseline::Key;
 use gpudirect::budget::Budget;
-use gpudirect::checks::expected_sizes;
 use gpudirect::drain::{self, Tool};
-use gpudirect::history::{History, LaunchKind, NewRun, NewVet};
-use gpudirect::launch::{env_var, find_binary, LaunchOptions, Launcher};
-use gpudirect::matrix::{Matrix, Variant};
+use gpudirect::history::{History, NewVet};
+use gpudirect::launch::env_var;
 use gpudirect::output::emit_json;
 use gpudirect::units::{duration_arg, now_unix, percent_arg, size_arg};
-use gpudirect::validate::judging::{Reference, RoundRule, Threshold, Validation};
-use gpudirect::validate::pairing::Mode;
-use gpudirect::validate::pairs::{run_rounds, PairsError, Recorded, RoundContext, Units};
-use gpudirect::validate::rail_runs::{validate_rails, RailsPlan};
-use gpudirect::validate::rails::{locate_mpi_program, rail_plan, units_of, PairSpec, RailRequest};
 use gpudirect::vet::node_checks::{checks_job, run_checks, CHECKS_TIMEOUT};
+use gpudirect::vet::pairs::{run_pairs, PairsDone, PairsRequest, Test};
 use gpudirect::vet::{
-    decide, nodes_that_are, outputs, standings, worst_over_rails, Checked, Decision, NodeVet,
-    Paired, Standing,
+    decide, nodes_that_are, outputs, standings, Checked, Decision, NodeVet, Standing,
 };
 use gpudirect::{noteln, outln, runner, slurm};
 use gpudirect_core::hostlist::compress;
-use gpudirect_core::system::{load_config, Ownership};
 use serde::Serialize;
 
 use super::args::ConfigArg;
@@ -40,24 +31,6 @@ use super::{Ctx, ExitStatus};
 
 /// Raised at vet's deadline or on Ctrl-C; every step of the vet watches it.
 static VET_STOP: AtomicBool = AtomicBool::new(false);
-
-/// What the pairs measure.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Test {
-    /// nccl-tests pairs between the nodes' GPUs.
-    Nccl,
-    /// MPI pairs over each rail (data NIC), no GPU needed.
-    Rails,
-}
-
-impl Test {
-    fn as_str(self) -> &'static str {
-        match self {
-            Test::Nccl => "nccl",
-            Test::Rails => "rails",
-        }
-    }
-}
 
 /// Arguments of `gpudirect vet`.
 #[derive(Debug, Args)]
@@ -206,14 +179,6 @@ struct Report<'a> {
     actions: &'a [String],
 }
 
-/// What the pairs judged: each node's verdict, the rounds run, the threshold, the runs.
-struct PairsDone {
-    paired: BTreeMap<String, Paired>,
-    rounds: usize,
-    threshold: Option<String>,
-    run_ids: Vec<i64>,
-}
-
 /// `gpudirect vet`.
 pub fn run(args: &VetArgs, ctx: &Ctx) -> Result<ExitStatus> {
     let start = Instant::now();
@@ -268,7 +233,12 @@ pub fn run(args: &VetArgs, ctx: &Ctx) -> Result<ExitStatus> {
         .cloned()
         .collect();
     let pairs = match passed.len() >= 2 && !budget.stopped() {
-        true => Some(run_pairs(args, &passed, &budget, &mut history)?),
+        true => Some(run_pairs(
+            &pairs_request(args),
+            &passed,
+            &budget,
+            &mut history,
+        )?),
         false => None,
     };
     let stopped = match (budget.stopped(), budget.spent()) {
@@ -304,6 +274,28 @@ pub fn run(args: &VetArgs, ctx: &Ctx) -> Result<ExitStatus> {
     )
 }
 
+/// What the pairs are asked, from the flags.
+fn pairs_request(args: &VetArgs) -> PairsRequest {
+    PairsRequest {
+        test: args.test,
+        rails: args.rails.clone(),
+        gpudirect: args.gpudirect.clone(),
+        config: args.config.path.clone(),
+        message_size: args.message_size,
+        mpi_program: args.mpi_program.clone(),
+        mpi: args.mpi.clone(),
+        floor: args.floor,
+        tolerance: args.tolerance,
+        cluster: args.cluster.clone(),
+        collective: args.collective.clone(),
+        min_bytes: args.min_bytes,
+        max_bytes: args.max_bytes,
+        gpus_per_node: args.gpus_per_node,
+        gpus_per_process: args.gpus_per_process,
+        nccl_tests_dir: args.nccl_tests_dir.clone(),
+    }
+}
+
 /// The job and its nodes, from the allocation's variables.
 fn allocation() -> Result<(String, Vec<String>)> {
     let (Some(job_id), Some(list)) = (slurm::job_id(), env_var(slurm::NODELIST_ENV)) else {
@@ -330,238 +322,6 @@ fn say_checks(checks: &BTreeMap<String, Checked>) {
         checks.len()
     );
 }
-
-/// The pairs of `--test`: over `nodes` (those that passed the checks), within `budget`.
-fn run_pairs(
-    args: &VetArgs,
-    nodes: &[String],
-    budget: &Budget,
-    history: &mut History,
-) -> Result<PairsDone> {
-    match args.test {
-        Test::Rails => rail_pairs(args, nodes, budget, history),
-        Test::Nccl => nccl_pairs(args, nodes, budget, history),
-    }
-}
-
-/// MPI pairs per rail (validate --test rails' rounds); a node's verdict is its worst rail.
-fn rail_pairs(
-    args: &VetArgs,
-    nodes: &[String],
-    budget: &Budget,
-    history: &mut History,
-) -> Result<PairsDone> {
-    let plan = rail_plan(
-        &RailRequest {
-            rails: args.rails.as_deref(),
-            mode: args.gpudirect.as_deref(),
-            config: &args.config.path,
-            rail_variable: None,
-        },
-        &nodes[0],
-    )?;
-    if plan.rdma {
-        bail!("--test rails binds MPI to IP interfaces; the profile's rails are RDMA devices: pass --rails with their IP interfaces");
-    }
-    let spec = PairSpec {
-        program: locate_mpi_program(args.mpi_program.as_deref()).map_err(anyhow::Error::msg)?,
-        mpi: args.mpi.clone(),
-        size_bytes: args.message_size,
-        seconds: 0.5,
-        timeout: Duration::from_secs(60),
-    };
-    let base = NewRun {
-        cluster: slurm::cluster_name(args.cluster.as_deref()),
-        job_id: slurm::job_id(),
-        gpus_per_node: Some(0),
-        launcher: LaunchKind::Srun,
-        binary_path: Some(spec.program.display().to_string()),
-        ..NewRun::default()
-    };
-    noteln!(
-        "gpudirect vet: rails {} over {} node(s), every rail at once",
-        plan.rails.join(","),
-        nodes.len()
-    );
-    let run = validate_rails(
-        &RailsPlan {
-            spec: &spec,
-            rails: &plan.rails,
-            nodes,
-            mode: Mode::Pairs,
-            floor: args.floor,
-            tolerance: args.tolerance.unwrap_or(75.0) / 100.0,
-            base: &base,
-            budget,
-            followups: Some(FOLLOWUPS),
-        },
-        history,
-    )?;
-    let reports: Vec<_> = run.validations.iter().map(Validation::report).collect();
-    let units = units_of(nodes, &plan.rails, &run.validations, &reports, &run.sent);
-    let mut per_node: BTreeMap<String, Vec<_>> = BTreeMap::new();
-    for u in units {
-        per_node
-            .entry(u.node.clone())
-            .or_default()
-            .push((u.rail, u.verdict, u.evidence));
-    }
-    let paired = per_node
-        .into_iter()
-        .filter_map(|(node, rails)| Some((node, worst_over_rails(&rails)?)))
-        .collect();
-    Ok(PairsDone {
-        paired,
-        rounds: run.rounds,
-        threshold: (!run.validations.is_empty()).then(|| match &run.threshold {
-            Threshold::Baseline { tolerance, .. } => format!(
-                "{:.3} GB/s ({:.0}% below the first round's median)",
-                run.threshold.limit(),
-                tolerance * 100.0
-            ),
-            t => format!("{:.3} GB/s ({})", t.limit(), t.explain()),
-        }),
-        run_ids: run.run_ids,
-    })
-}
-
-/// nccl-tests pairs (validate's rounds), judged against the history's baseline of pairs
-/// like these, else the first round's own median.
-fn nccl_pairs(
-    args: &VetArgs,
-    nodes: &[String],
-    budget: &Budget,
-    history: &mut History,
-) -> Result<PairsDone> {
-    let Some(dir) = args.nccl_tests_dir.clone() else {
-        bail!("pass --nccl-tests-dir DIR or set NCCL_TESTS_DIR");
-    };
-    find_binary(&dir, &args.collective)?;
-    let cluster = slurm::cluster_name(args.cluster.as_deref());
-    let tolerance = args.tolerance.unwrap_or(10.0) / 100.0;
-    let reference: Reference = match args.floor {
-        Some(floor) => Threshold::floor(floor)?.into(),
-        None => {
-            let key = Key {
-                collective: args.collective.clone(),
-                cluster: cluster.clone(),
-                node_count: Some(2),
-                total_ranks: Some(2 * args.gpus_per_node),
-                variant: Some(PAIR_VARIANT.to_string()),
-            };
-            match history.baseline(&key, args.max_bytes, 10)? {
-                Some(b) => Threshold::baseline(b.median_busbw, tolerance)?.into(),
-                None => RoundRule::new(tolerance).into(),
-            }
-        }
-    };
-    // One screen, one re-pairing of the suspects: what fits a job's start.
-    let mut validation =
-        Validation::new(nodes.to_vec(), Mode::Pairs, reference)?.with_followups(FOLLOWUPS);
-    let mut variant = Variant {
-        name: PAIR_VARIANT.to_string(),
-        gpudirect: args.gpudirect.clone(),
-        env: BTreeMap::new(),
-    };
-    if env_var("NCCL_ALGO").is_none() {
-        variant.env.insert("NCCL_ALGO".into(), "Ring".into());
-    }
-    // The transport NCCL used is read from its channel lines, which NCCL prints at INFO.
-    if args.gpudirect.is_some() && env_var("NCCL_DEBUG").is_none() {
-        variant.env.insert("NCCL_DEBUG".into(), "INFO".into());
-    }
-    let timeout = Duration::from_secs(120);
-    let matrix = Matrix {
-        collectives: vec![args.collective.clone()],
-        nodes: vec![2],
-        gpus_per_node: vec![args.gpus_per_node],
-        min_bytes: args.min_bytes,
-        max_bytes: args.max_bytes,
-        factor: 2,
-        timeout,
-        extra_args: Vec::new(),
-        variants: vec![variant.clone()],
-    };
-    let work = tempfile::Builder::new()
-        .prefix("gpudirect-vet-")
-        .tempdir()
-        .context("cannot create a folder for the pairs' JSON reports")?;
-    let launch = LaunchOptions {
-        launcher: Launcher::Srun,
-        nccl_tests_dir: dir,
-        mpi: Some(args.mpi.clone()),
-        nodes: Vec::new(),
-        work_dir: Some(work.path().to_path_buf()),
-        timeout,
-        grace: Duration::from_secs(5),
-        as_root: nix::unistd::geteuid().is_root(),
-        gpus_per_process: args.gpus_per_process,
-        exact: true,
-    };
-    let config = load_config(&args.config.path, Ownership::Any).ok();
-    let sizes = expected_sizes(args.min_bytes, args.max_bytes, Some(2), None);
-    // The re-pairings read the judged size alone: they run it alone.
-    let followup_matrix = Matrix {
-        min_bytes: args.max_bytes,
-        ..matrix.clone()
-    };
-    let followup_sizes = [args.max_bytes];
-    let rc = RoundContext {
-        collective: &args.collective,
-        gpus_per_node: args.gpus_per_node,
-        gpus_per_unit: 1,
-        units: &Units::Nodes,
-        launch: &launch,
-        matrix: &matrix,
-        sizes: &sizes,
-        cluster: &cluster,
-        max: args.max_bytes,
-        line_rate_gbps: None,
-        config: config.as_ref().filter(|_| args.gpudirect.is_some()),
-        budget,
-        followup: Some((&followup_matrix, &followup_sizes)),
-    };
-    let scratch = History::open(history.path())?;
-    let mut rec = Recorded {
-        history: scratch,
-        run_ids: Vec::new(),
-        pairs: Vec::new(),
-        cells_started: 0,
-    };
-    match run_rounds(&rc, &mut validation, &variant, &mut rec) {
-        Ok(()) | Err(PairsError::Interrupted { .. }) => {}
-        Err(e) => return Err(e.into()),
-    }
-    let report = validation.report();
-    let paired = report
-        .nodes
-        .iter()
-        .filter(|n| n.rounds > 0)
-        .map(|n| {
-            let paired = Paired {
-                verdict: n.verdict.clone(),
-                evidence: n.evidence.iter().map(ToString::to_string).collect(),
-            };
-            (n.node.clone(), paired)
-        })
-        .collect();
-    Ok(PairsDone {
-        paired,
-        rounds: validation.rounds_done(),
-        threshold: validation
-            .threshold()
-            .map(|t| format!("{:.2} GB/s ({})", t.limit(), t.explain())),
-        run_ids: rec.run_ids,
-    })
-}
-
-/// Follow-up passes after the screen: one re-pairing of the suspects with nodes that
-/// passed, which names a slow node (slow with two partners, one of them fast elsewhere).
-const FOLLOWUPS: usize = 1;
-
-/// The variant vet's nccl-tests pairs are recorded (and their baseline found) under:
-/// validate's, so that both build one baseline.
-const PAIR_VARIANT: &str = "validate:pairs";
 
 /// What [`conclude`] needs.
 struct Concluded<'a> {

@@ -2,7 +2,7 @@
 //! on. The command (`commands/vet.rs`) runs, in a time [`Budget`](crate::budget::Budget):
 //! 1. the node checks of `gpudirect health` on every node at once, one srun step
 //!    ([`node_checks`]);
-//! 2. validation rounds over the nodes that passed: nccl-tests pairs
+//! 2. validation rounds over the nodes that passed ([`pairs`]): nccl-tests pairs
 //!    ([`crate::validate::pairs`]) or MPI rail pairs ([`crate::validate::rail_runs`]);
 //! 3. each node's [`Standing`] from both ([`standings`]), what the job does with them
 //!    ([`decide`]), and the files the next step reads ([`outputs`]).
@@ -13,6 +13,7 @@
 
 pub mod node_checks;
 pub mod outputs;
+pub mod pairs;
 
 use std::collections::BTreeMap;
 
