@@ -55,15 +55,31 @@ fn standin_job(dir: &Path, port: u16, answer: &Path, extra: &str) -> (u32, [u32;
 }
 
 /// The recorded answer with the stand-ins' real hosts (each node's eth1) and pids.
-fn answer_for(pids: [u32; 2]) -> String {
+/// The two nodes job `job` runs on, in order (Slurm gives whichever two are free).
+fn job_nodes(job: u32) -> [String; 2] {
+    let out = run(slurm_command("scontrol").args(["show", "job", &job.to_string(), "--oneliner"]));
+    assert_ok(&out, "scontrol show job");
+    let info = gpudirect::slurm::parse_job_line(&text(&out.stdout)).expect("a job line");
+    let list = info.nodes.expect("a running job has nodes");
+    let nodes = gpudirect_core::hostlist::expand(&list).expect("a hostlist");
+    assert_eq!(nodes.len(), 2, "job {job} runs on {list}");
+    [nodes[0].clone(), nodes[1].clone()]
+}
+
+/// A node's eth1 address on the local cluster: 10.213.1.N for nodeN.
+fn eth1_of(node: &str) -> String {
+    format!("10.213.1.{}", node.trim_start_matches("node"))
+}
+
+fn answer_for(pids: [u32; 2], nodes: &[String; 2]) -> String {
     let recorded = std::fs::read_to_string(
         Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("fixtures/nccl-ras/status-json-rank1-stalled.txt"),
     )
     .unwrap();
     recorded
-        .replace("\"10.9.1.1\"", "\"10.213.1.1\"")
-        .replace("\"10.9.1.2\"", "\"10.213.1.2\"")
+        .replace("\"10.9.1.1\"", &format!("\"{}\"", eth1_of(&nodes[0])))
+        .replace("\"10.9.1.2\"", &format!("\"{}\"", eth1_of(&nodes[1])))
         .replace("\"pid\": 1559", &format!("\"pid\": {}", pids[0]))
         .replace("\"pid\": 1560", &format!("\"pid\": {}", pids[1]))
 }
@@ -97,8 +113,11 @@ fn hang_names_the_stalled_rank_and_each_job_sees_its_own_ras() {
     std::fs::write(&moving_answer, "").unwrap();
     let (stalled, pids) = standin_job(&dir, base, &stalled_answer, "");
     let (moving, moving_pids) = standin_job(&dir, base + 1, &moving_answer, "--advance AllReduce");
-    std::fs::write(&stalled_answer, answer_for(pids)).unwrap();
-    std::fs::write(&moving_answer, answer_for(moving_pids)).unwrap();
+    // The recorded answer's hosts become the nodes each job got (node1 and node2 when the
+    // cluster is idle; others when a previous test's job still holds them).
+    let stalled_nodes = job_nodes(stalled);
+    std::fs::write(&stalled_answer, answer_for(pids, &stalled_nodes)).unwrap();
+    std::fs::write(&moving_answer, answer_for(moving_pids, &job_nodes(moving))).unwrap();
 
     let out = hang(stalled);
     let stdout = text(&out.stdout);
@@ -109,8 +128,8 @@ fn hang_names_the_stalled_rank_and_each_job_sees_its_own_ras() {
         text(&out.stderr)
     );
     let want = format!(
-        "rank 1 (node2, task 1, pid {}) is 1 AllReduce behind the other 1 and has not moved in 1 s",
-        pids[1]
+        "rank 1 ({}, task 1, pid {}) is 1 AllReduce behind the other 1 and has not moved in 1 s",
+        stalled_nodes[1], pids[1]
     );
     assert!(stdout.contains(&want), "want {want:?} in:\n{stdout}");
     assert!(

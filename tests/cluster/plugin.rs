@@ -1031,22 +1031,38 @@ fn a_panic_while_consulting_the_marks_still_applies_the_default_profile() {
     );
     config.write(&text);
     let mut cmd = slurm_command("srun");
-    cmd.args(["-N2", "sh", "-c", "echo ran ${GPUDIRECT_PROFILE:-unset}"])
-        .env("GPUDIRECT_TEST_PANIC", "init_post_opt");
+    cmd.args([
+        "-N2",
+        "sh",
+        "-c",
+        "echo ran ${GPUDIRECT_PROFILE:-unset} $SLURM_JOB_ID $SLURMD_NODENAME",
+    ])
+    .env("GPUDIRECT_TEST_PANIC", "init_post_opt");
     let output = run(&mut cmd);
-    let err = stderr(&output);
-    assert!(
-        err.contains("internal error while consulting the marks"),
-        "{err}"
-    );
-    assert!(err.contains("fault injected in init_post_opt"), "{err}");
     assert_ok(&output, "a plain step after a panic in init_post_opt");
+    let ran: Vec<(String, String)> = stdout(&output)
+        .lines()
+        .filter_map(|l| {
+            let mut w = l.strip_prefix("ran tcpx ")?.split_whitespace();
+            Some((w.next()?.to_string(), w.next()?.to_string()))
+        })
+        .collect();
     assert_eq!(
-        stdout(&output).matches("ran tcpx").count(),
+        ran.len(),
         2,
-        "{}",
+        "both tasks got the profile: {}",
         stdout(&output)
     );
+    // The task's stderr is not connected yet in init_post_opt: slurmd's log has the line,
+    // for this very step.
+    for (job, node) in &ran {
+        let log = std::fs::read_to_string(state_dir().join(format!("log/slurmd-{node}.log")))
+            .unwrap_or_default();
+        let want = format!(
+            "[{job}.0] error: gpudirect: node {node}: internal error while consulting the marks (fault injected in init_post_opt)"
+        );
+        assert!(log.contains(&want), "{node}'s slurmd log lacks {want:?}");
+    }
 }
 
 /// Review F10: the dynamic symbol table holds what Slurm looks up and nothing else; the
