@@ -267,7 +267,16 @@ pub fn cell_nodes<'a>(opts: &'a LaunchOptions, cell: &Cell) -> Option<&'a [Strin
 }
 
 fn write_hostfile(opts: &LaunchOptions, cell: &Cell) -> Result<PathBuf, LaunchError> {
-    let dir = opts.work_dir.clone().unwrap_or_else(std::env::temp_dir);
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    // Only in the command's own work folder (mkdtemp, 0700): never a shared folder such as
+    // /tmp, where another user could plant a link (security review S4).
+    let Some(dir) = &opts.work_dir else {
+        return Err(LaunchError::Hostfile {
+            path: format!("hostfile-{:03}", cell.index),
+            message: "no work folder to write it in".into(),
+        });
+    };
     let path = dir.join(format!("hostfile-{:03}", cell.index));
     let text: String = opts
         .nodes
@@ -275,10 +284,22 @@ fn write_hostfile(opts: &LaunchOptions, cell: &Cell) -> Result<PathBuf, LaunchEr
         .take(cell.nodes as usize)
         .map(|n| format!("{n} slots={}\n", cell.gpus_per_node))
         .collect();
-    std::fs::write(&path, text).map_err(|e| LaunchError::Hostfile {
+    let failed = |e: std::io::Error| LaunchError::Hostfile {
         path: path.display().to_string(),
         message: e.to_string(),
-    })?;
+    };
+    // A cell run again writes its hostfile anew; what is there is never written through.
+    match std::fs::remove_file(&path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(failed(e)),
+        _ => {}
+    }
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
+        .open(&path)
+        .and_then(|mut f| f.write_all(text.as_bytes()))
+        .map_err(failed)?;
     Ok(path)
 }
 
@@ -366,6 +387,24 @@ mod tests {
             .collect();
         assert!(env.contains(&("NCCL_DEBUG".into(), "INFO".into())));
         assert!(env.contains(&("NCCL_ALGO".into(), "Ring".into())));
+    }
+
+    #[test]
+    fn a_hostfile_is_written_only_in_the_work_folder_and_never_through_a_link() {
+        let (m, opts, dir) = setup(Launcher::Mpirun);
+        // A link planted where the hostfile goes: replaced, its target untouched.
+        let target = dir.path().join("victim");
+        std::fs::write(&target, "keep").unwrap();
+        std::os::unix::fs::symlink(&target, dir.path().join("hostfile-001")).unwrap();
+        prepare(&m.plan()[0], &m, &opts, false).unwrap();
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep");
+        let written = dir.path().join("hostfile-001");
+        assert!(!written.symlink_metadata().unwrap().file_type().is_symlink());
+        // No work folder: no hostfile in a shared one.
+        let mut none = opts.clone();
+        none.work_dir = None;
+        let err = prepare(&m.plan()[0], &m, &none, false).unwrap_err();
+        assert!(err.to_string().contains("no work folder"), "{err}");
     }
 
     #[test]

@@ -42,7 +42,7 @@ impl CellOutput {
     pub fn from_finished(finished: &Finished, json_report: Option<&Path>) -> CellOutput {
         CellOutput {
             raw: join_streams(&finished.stdout, &finished.stderr),
-            json_report: json_report.and_then(|p| std::fs::read(p).ok()),
+            json_report: json_report.and_then(read_report),
         }
     }
 
@@ -53,6 +53,31 @@ impl CellOutput {
             json_report: None,
         }
     }
+}
+
+/// The most of a `-J` report read (nccl-tests writes a few KiB per size).
+pub const MAX_REPORT_BYTES: u64 = 16 << 20;
+
+/// A `-J` report's bytes: only a regular file at `path` itself (a symlink is not followed,
+/// a FIFO does not block), at most [`MAX_REPORT_BYTES`] (a larger one is no report);
+/// `None` otherwise, and the stdout table is read instead (security review S4: the work
+/// folder is private, and the report is still read as if it were not).
+pub fn read_report(path: &Path) -> Option<Vec<u8>> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let flags = nix::fcntl::OFlag::O_NOFOLLOW | nix::fcntl::OFlag::O_NONBLOCK;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(flags.bits())
+        .open(path)
+        .ok()?;
+    let meta = file.metadata().ok()?;
+    if !meta.is_file() || meta.len() > MAX_REPORT_BYTES {
+        return None;
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_REPORT_BYTES).read_to_end(&mut bytes).ok()?;
+    Some(bytes)
 }
 
 /// stdout, then stderr on a line of its own: a last stdout line without a newline must
@@ -170,6 +195,23 @@ pub fn judge_and_record(parsed: ParsedOutput, output: &CellOutput, run: Run) -> 
 
 #[cfg(test)]
 pub(crate) mod tests {
+    #[test]
+    fn a_report_is_read_only_from_a_regular_file_of_its_own() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().join("real.json");
+        std::fs::write(&real, b"{}").unwrap();
+        assert_eq!(read_report(&real).as_deref(), Some(&b"{}"[..]));
+        // A link planted where the report goes is not followed.
+        let link = dir.path().join("cell-001.json");
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        assert_eq!(read_report(&link), None);
+        // A FIFO is not waited on.
+        let fifo = dir.path().join("cell-002.json");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+        assert_eq!(read_report(&fifo), None);
+        assert_eq!(read_report(&dir.path().join("missing.json")), None);
+    }
+
     use super::*;
     use crate::history::LaunchKind;
 
