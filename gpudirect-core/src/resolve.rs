@@ -183,6 +183,21 @@ pub enum PathKind {
     /// A path value of `[env]`: checked only when it is a regular file (a plugin, a file
     /// NCCL reads); a directory (`TMPDIR=/tmp`) or a device is left alone.
     Any,
+    /// A path a variable that loads code names ([`loads_code`]): a file or a directory
+    /// there is checked, and a path that does not exist yet by the nearest folder above
+    /// it that does (whoever may write there could put the code in later).
+    Code,
+}
+
+/// Whether a variable names code a task loads (Python's search paths and startup file,
+/// NCCL's and others' plugins, library folders): its path values are [`PathKind::Code`],
+/// and a task placeholder in them is refused (security review S5).
+pub fn loads_code(name: &str) -> bool {
+    name.starts_with("PYTHON")
+        || name.contains("PLUGIN")
+        || name.contains("LIBRARY")
+        || name.ends_with("_LIB")
+        || name.ends_with("_LIBS")
 }
 
 /// Variables that decide which network NCCL uses (or whether it uses one): a value of these
@@ -456,9 +471,13 @@ fn ownership_failures(plan: &NodePlan<'_>, probe: &dyn NodeProbe) -> Vec<CheckFa
         }
         // Every absolute path in the value, however it is listed (`a:b`, `a,b`, ` a`, `a;b`):
         // NCCL and the loaders it feeds split such lists themselves (security review S5).
+        let kind = match loads_code(&var.name) {
+            true => PathKind::Code,
+            false => PathKind::Any,
+        };
         for part in value.split([':', ';', ',', ' ', '\t']).map(str::trim) {
             if part.starts_with('/') {
-                paths.push((format!("env.{}", var.name), part.to_string(), PathKind::Any));
+                paths.push((format!("env.{}", var.name), part.to_string(), kind));
             }
         }
     }

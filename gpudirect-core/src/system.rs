@@ -408,6 +408,20 @@ impl NodeProbe for SystemProbe {
         if kind == PathKind::Any && !std::fs::metadata(written).is_ok_and(|m| m.is_file()) {
             return None;
         }
+        // Code: a directory is checked as one; a path that does not exist yet, by the
+        // nearest folder above it that does (and every folder above that).
+        if kind == PathKind::Code {
+            return match std::fs::metadata(written) {
+                Ok(m) if m.is_file() => self.untrusted(path, PathKind::File),
+                Ok(m) if m.is_dir() => self.untrusted(path, PathKind::Directory),
+                Ok(_) => Some(format!("{path} is neither a file nor a directory")),
+                Err(_) => {
+                    let existing = written.ancestors().skip(1).find(|d| d.is_dir())?;
+                    self.untrusted(&existing.display().to_string(), PathKind::Directory)
+                        .map(|problem| format!("{path} does not exist, and {problem}"))
+                }
+            };
+        }
         let real = match written.canonicalize() {
             Ok(real) => real,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
@@ -430,7 +444,7 @@ impl NodeProbe for SystemProbe {
         }
         let meta = match kind {
             // Never opened: stat cannot block on a FIFO or open a device.
-            PathKind::Any => std::fs::metadata(&real),
+            PathKind::Any | PathKind::Code => std::fs::metadata(&real),
             PathKind::File | PathKind::Directory => Self::stat_open(&real, kind),
         };
         let meta = match meta {
@@ -612,6 +626,49 @@ mod tests {
             );
         }
         chmod(&tuner, 0o644);
+
+        // A variable that loads code (a plugin, Python's path): a folder others may write,
+        // and a path not there yet in such a folder, are refused too (security review S5:
+        // only existing regular files were checked).
+        let open = root.join("open");
+        std::fs::create_dir(&open).unwrap();
+        chmod(&open, 0o777);
+        for (var, value, expect) in [
+            (
+                "PYTHONPATH",
+                open.display().to_string(),
+                format!("{} is writable by group and others", open.display()),
+            ),
+            (
+                "NCCL_NET_PLUGIN",
+                format!("{}/missing.so", open.display()),
+                "does not exist, and".to_string(),
+            ),
+            (
+                "NCCL_TUNER_PLUGIN",
+                format!("{}/x.so:", open.display()),
+                "does not exist, and".to_string(),
+            ),
+        ] {
+            let case = format!("[profiles.p]\n[profiles.p.env]\n{var} = \"{value}\"\n");
+            let failures = failures_within_10s(case, trusted());
+            assert!(
+                failures
+                    .iter()
+                    .any(|f| f.contains(&format!("env.{var}:")) && f.contains(&expect)),
+                "{var}={value:?}: {failures:?}"
+            );
+        }
+        // A variable that loads no code may name a folder others write (NCCL_DEBUG_FILE).
+        let debug_file = format!(
+            "[profiles.p]\n[profiles.p.env]\nNCCL_DEBUG_FILE = \"{}/nccl.%h\"\n",
+            open.display()
+        );
+        assert_eq!(
+            failures_within_10s(debug_file, trusted()),
+            Vec::<String>::new()
+        );
+        chmod(&open, 0o755);
 
         // A directory above: the library directory's parent.
         chmod(root, 0o777);

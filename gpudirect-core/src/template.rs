@@ -39,6 +39,40 @@ pub enum Placeholder {
     NicNamed(String),
 }
 
+impl Placeholder {
+    /// Whether it differs from task to task of a step (or is the user's own, `{gpu}`).
+    pub fn per_task(&self) -> bool {
+        matches!(
+            self,
+            Placeholder::Rank
+                | Placeholder::LocalRank
+                | Placeholder::Gpu
+                | Placeholder::Nic
+                | Placeholder::Cpus
+        )
+    }
+}
+
+impl std::fmt::Display for Placeholder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Placeholder::JobId => f.write_str("{job_id}"),
+            Placeholder::StepId => f.write_str("{step_id}"),
+            Placeholder::Node => f.write_str("{node}"),
+            Placeholder::Rank => f.write_str("{rank}"),
+            Placeholder::LocalRank => f.write_str("{local_rank}"),
+            Placeholder::LocalSize => f.write_str("{local_size}"),
+            Placeholder::NNodes => f.write_str("{nnodes}"),
+            Placeholder::Gpu => f.write_str("{gpu}"),
+            Placeholder::Nic => f.write_str("{nic}"),
+            Placeholder::ControlNic => f.write_str("{control_nic}"),
+            Placeholder::DataNics => f.write_str("{data_nics}"),
+            Placeholder::Cpus => f.write_str("{cpus}"),
+            Placeholder::NicNamed(n) => write!(f, "{{nic:{n}}}"),
+        }
+    }
+}
+
 /// The placeholders a user of the config may write, for error messages.
 pub const PLACEHOLDER_NAMES: &str = "{job_id} {step_id} {node} {rank} {local_rank} {local_size} \
      {nnodes} {gpu} {nic} {control_nic} {data_nics} {cpus} {nic:NAME}";

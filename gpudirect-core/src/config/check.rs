@@ -376,6 +376,21 @@ impl Checker<'_> {
                 return Err(self.error(var.span(), var_key, problem));
             }
             let template = self.check_template(value, &var_key, &declared)?;
+            // What a task loads code from must be a path the plugin can check: a task
+            // placeholder (`{gpu}` is the user's CUDA_VISIBLE_DEVICES) makes it another
+            // path per task, one no check saw (security review S5).
+            if crate::resolve::loads_code(var.get_ref()) {
+                if let Some(p) = template.placeholders().find(|p| p.per_task()) {
+                    return Err(self.error(
+                        value.span(),
+                        var_key,
+                        format!(
+                            "{} loads code, and {p} makes it another path in every task, unchecked: write the path out (per node: {{node}}, {{job_id}})",
+                            var.get_ref()
+                        ),
+                    ));
+                }
+            }
             env.push(EnvVar {
                 name: var.get_ref().clone(),
                 value: template,

@@ -299,6 +299,12 @@ fn semantic_errors_name_line_and_key() {
             "absolute",
         ),
         (
+            "[profiles.x.env]\nNCCL_NET_PLUGIN = \"/opt/net/{gpu}/libnccl-net.so\"\n",
+            2,
+            "profiles.x.env.NCCL_NET_PLUGIN",
+            "loads code, and {gpu} makes it another path",
+        ),
+        (
             "[profiles.x.checks]\nrxdm_socket_dir = \"/run/tcpx-{job_id}-{gpu}\"\n",
             2,
             "profiles.x.checks.rxdm_socket_dir",
