@@ -426,16 +426,26 @@ pub fn plan_node_with_locality<'c>(
                 .push("nic_locality = sysfs: no locality map; using gpu_nics/nic_cpus".into()),
         }
     }
+    // Who may change the profile's paths first: a path that fails it is never opened by
+    // a later check (a user's symlink to a device, opened as root: security review S9).
+    let ownership = ownership_failures(&plan, probe);
+    let topology_untrusted = ownership
+        .iter()
+        .any(|f| f.problem.starts_with("topology_file:"));
     for kind in profile.checks.required() {
         if skipped_by_set.contains(&kind) {
             plan.skipped.push(kind);
             continue;
         }
+        if kind == CheckKind::TopologyFile && topology_untrusted {
+            plan.notes
+                .push("topology_file: not opened, it fails the ownership check".into());
+            continue;
+        }
         let failures = run_check(&plan, kind, probe);
         plan.failures.extend(failures);
     }
-    let failures = ownership_failures(&plan, probe);
-    plan.failures.extend(failures);
+    plan.failures.extend(ownership);
     plan
 }
 
@@ -1038,6 +1048,55 @@ skip_checks = ["libraries", "rxdm_socket_dir"]
         fn dir_exists(&self, path: &str) -> bool {
             self.dirs.contains(&path)
         }
+    }
+
+    /// Counts the opens of the topology file, and says every path is someone else's.
+    struct Spy {
+        opened: std::cell::Cell<usize>,
+    }
+
+    impl NodeProbe for Spy {
+        fn nic_up(&self, _: &str) -> Option<bool> {
+            Some(true)
+        }
+        fn file_exists(&self, _: &str) -> bool {
+            true
+        }
+        fn file_readable(&self, _: &str) -> bool {
+            self.opened.set(self.opened.get() + 1);
+            true
+        }
+        fn dir_exists(&self, _: &str) -> bool {
+            true
+        }
+        fn untrusted(&self, path: &str, _: PathKind) -> Option<String> {
+            Some(format!("{path} is owned by uid 1000, not root"))
+        }
+    }
+
+    #[test]
+    fn a_topology_file_that_fails_the_ownership_check_is_never_opened() {
+        let config = parse_config(
+            "[profiles.t]\ntopology_file = \"/home/u/topo.xml\"\n[profiles.t.checks]\ntopology_file = true\n\
+             [[node_set]]\nname = \"a\"\nhosts = \"n1\"\nprofile = \"t\"\n",
+            "t.toml",
+        )
+        .unwrap();
+        let resolved = resolve_profile(&config, "n1", &Mode::Auto)
+            .unwrap()
+            .unwrap();
+        let spy = Spy {
+            opened: std::cell::Cell::new(0),
+        };
+        let plan = plan_node(resolved, step("n1"), &spy);
+        assert_eq!(
+            spy.opened.get(),
+            0,
+            "opened before the ownership check refused it"
+        );
+        assert!(plan.failures.iter().any(|f| f
+            .problem
+            .starts_with("topology_file: /home/u/topo.xml is owned by uid 1000")));
     }
 
     fn eth_probe() -> Probe {
