@@ -151,3 +151,123 @@ fn the_health_check_drains_a_node_whose_nic_is_down_and_returns_it_once_restored
         "two health intervals at least:\n{log}"
     );
 }
+
+/// The pid of a process that is still there (not a zombie).
+fn alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        !stat
+            .split(") ")
+            .nth(1)
+            .is_some_and(|rest| rest.starts_with('Z'))
+    })
+}
+
+/// How many of node2's health runs since `from` (a byte offset in its log) exited `code`.
+fn exits_since(from: usize, code: u32) -> usize {
+    let log = std::fs::read_to_string(state_dir().join("log/health-node2.log")).unwrap_or_default();
+    log.get(from..)
+        .unwrap_or_default()
+        .matches(&format!("health exit {code} "))
+        .count()
+}
+
+/// Security review S2, under slurmd as its HealthCheckProgram (root, slurmd's bare
+/// environment): the quick all_reduce without a history to record in is "could not check"
+/// (exit 3) and drains nothing, interval after interval (the earlier build drained every
+/// node); a hung all_reduce_perf is killed, its whole tree, within `--deadline`, and the
+/// node is drained for it with health's tag.
+#[test]
+fn the_quick_test_under_slurmd_drains_nothing_without_a_history_and_kills_a_hung_one() {
+    use std::os::unix::fs::PermissionsExt;
+    let _guard = cluster();
+    let _restore = Restore;
+    // A folder root alone can change: health as root runs nothing else.
+    let quick = state_dir().join("test-shared/quick-nccl");
+    let _ = std::fs::remove_dir_all(&quick);
+    std::fs::create_dir_all(&quick).unwrap();
+    std::fs::set_permissions(&quick, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let bin = quick.join("all_reduce_perf");
+    share(&workspace_bin("nccl-tests-standin"), &bin);
+    let log = state_dir().join("log/health-node2.log");
+    let start_of = || std::fs::metadata(&log).map_or(0, |m| m.len() as usize);
+
+    // 1. No --db (slurmd gives no HOME): exit 3 every interval, node2 stays in service.
+    let from = start_of();
+    local_cluster_ok(&[
+        "health",
+        "on",
+        "--interval",
+        &INTERVAL.to_string(),
+        "--quick-nccl",
+        quick.to_str().unwrap(),
+    ]);
+    let started = Instant::now();
+    while exits_since(from, 3) < 2 && started.elapsed() < Duration::from_secs(60) {
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    assert!(
+        exits_since(from, 3) >= 2,
+        "two checks exited 3: {}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+    assert_eq!(exits_since(from, 1), 0, "no check failed");
+    let seen = state_and_reason("node2");
+    assert!(seen.starts_with("idle"), "nothing drained: {seen}");
+
+    // 2. A hung all_reduce_perf, a history, a deadline of 8 s: killed within it, drained.
+    let pid_file = state_dir().join("log/quick-hang-node2.pid");
+    let _ = std::fs::remove_file(&pid_file);
+    std::fs::remove_file(&bin).unwrap();
+    std::fs::write(
+        &bin,
+        format!(
+            "#!/bin/sh\necho $$ > {}/log/quick-hang-$(hostname).pid\nexec sleep 300\n",
+            state_dir().display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let db = state_dir().join("test-shared/quick-hang.sqlite");
+    let _ = std::fs::remove_file(&db);
+    local_cluster_ok(&[
+        "health",
+        "on",
+        "--interval",
+        &INTERVAL.to_string(),
+        "--quick-nccl",
+        quick.to_str().unwrap(),
+        "--db",
+        db.to_str().unwrap(),
+        "--deadline",
+        "8",
+    ]);
+    let (seen, took) = wait_for("node2", Duration::from_secs(60), |s| {
+        s.starts_with("drain") && s.contains("gpudirect health:") && s.contains("nccl")
+    });
+    assert!(
+        seen.starts_with("drain") && seen.contains("gpudirect health: nccl"),
+        "after {took:?}: {seen}"
+    );
+    let pid: i32 = std::fs::read_to_string(&pid_file)
+        .expect("the hung all_reduce_perf started")
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(
+        !alive(pid),
+        "the hung all_reduce_perf ({pid}) outlived its health check"
+    );
+    // Each run took the deadline at most (the all_reduce's own limit, 6 s, and the drain).
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    let longest = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("health exit 1 wall_ms "))
+        .filter_map(|ms| ms.trim().parse::<u64>().ok())
+        .max()
+        .expect("a run that failed");
+    assert!(
+        longest < 8_000,
+        "a check took {longest} ms, past its 8 s deadline"
+    );
+    let _ = std::fs::remove_dir_all(&quick);
+}

@@ -790,8 +790,32 @@ fn added_profiles(config: &Config, overlaid: &Overlaid, file: &str) -> Vec<Strin
             })
             .collect();
         let checks = check_names(profile);
+        // What else the profile does once appended, beyond [env] (security review S7(c)):
+        // every key that changes what a task loads or where it runs.
+        let mut does = Vec::new();
+        if !profile.library_dirs.is_empty() {
+            does.push(format!("library_dirs {}", profile.library_dirs.join(",")));
+        }
+        if let Some(file) = &profile.topology_file {
+            does.push(format!("topology_file {file}"));
+        }
+        let forced: Vec<&str> = profile
+            .env
+            .iter()
+            .filter(|v| v.forced)
+            .map(|v| v.name.as_str())
+            .collect();
+        if !forced.is_empty() {
+            does.push(format!("forced {}", forced.join(",")));
+        }
+        if profile.strict {
+            does.push("strict".into());
+        }
+        if profile.pin_cpus {
+            does.push("pin_cpus".into());
+        }
         out.push(format!(
-            "{source}:{line}: profile {}{}: transport {}, NICs {}, checks {}, {} variable(s){}",
+            "{source}:{line}: profile {}{}: transport {}, NICs {}, checks {}, {}{} variable(s){}",
             profile.name,
             profile
                 .extends
@@ -804,6 +828,7 @@ fn added_profiles(config: &Config, overlaid: &Overlaid, file: &str) -> Vec<Strin
             } else {
                 checks.join(",")
             },
+            does.iter().map(|d| format!("{d}, ")).collect::<String>(),
             profile.env.len(),
             if written.is_empty() {
                 String::new()

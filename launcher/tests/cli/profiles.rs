@@ -265,7 +265,7 @@ fn check_with_an_overlay_checks_the_config_it_would_make() {
     assert!(!text.contains(&shown), "{text}");
     assert_stderr_contains(
         &out,
-        &format!("{shown}:5: profile tcpx-tuned (extends tcpx): transport GPUDirectTCPX, NICs 1+4, checks nics,libraries,rxdm_socket_dir, 21 variable(s): NCCL_MIN_NCHANNELS=32 (new)"),
+        &format!("{shown}:5: profile tcpx-tuned (extends tcpx): transport GPUDirectTCPX, NICs 1+4, checks nics,libraries,rxdm_socket_dir, library_dirs /var/lib/tcpx/lib64, forced NCCL_GPUDIRECTTCPX_UNIX_CLIENT_PREFIX, pin_cpus, 21 variable(s): NCCL_MIN_NCHANNELS=32 (new)"),
     );
     assert_stderr_contains(&out, &format!("with {shown} appended: "));
 
