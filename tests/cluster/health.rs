@@ -191,6 +191,13 @@ fn the_quick_test_under_slurmd_drains_nothing_without_a_history_and_kills_a_hung
     let log = state_dir().join("log/health-node2.log");
     let start_of = || std::fs::metadata(&log).map_or(0, |m| m.len() as usize);
 
+    // node2 in service to begin with (an earlier run's drain may still be on it).
+    let mut resume = slurm_command_as(Who::Root, "scontrol");
+    resume.args(["update", "nodename=node2", "state=resume"]);
+    run(&mut resume);
+    let (seen, _) = wait_for("node2", Duration::from_secs(20), |s| s.starts_with("idle"));
+    assert!(seen.starts_with("idle"), "node2 is not in service: {seen}");
+
     // 1. No --db (slurmd gives no HOME): exit 3 every interval, node2 stays in service.
     let from = start_of();
     local_cluster_ok(&[
@@ -221,7 +228,7 @@ fn the_quick_test_under_slurmd_drains_nothing_without_a_history_and_kills_a_hung
     std::fs::write(
         &bin,
         format!(
-            "#!/bin/sh\necho $$ > {}/log/quick-hang-$(hostname).pid\nexec sleep 300\n",
+            "#!/bin/sh\necho $$ >> {}/log/quick-hang-$(hostname).pid\nexec sleep 300\n",
             state_dir().display()
         ),
     )
@@ -241,21 +248,28 @@ fn the_quick_test_under_slurmd_drains_nothing_without_a_history_and_kills_a_hung
         "--deadline",
         "8",
     ]);
-    let (seen, took) = wait_for("node2", Duration::from_secs(60), |s| {
-        s.starts_with("drain") && s.contains("gpudirect health:") && s.contains("nccl")
-    });
-    assert!(
-        seen.starts_with("drain") && seen.contains("gpudirect health: nccl"),
-        "after {took:?}: {seen}"
-    );
-    let pid: i32 = std::fs::read_to_string(&pid_file)
+    // The reason is the failure's own words: the all_reduce ran past its time limit.
+    let hung = |s: &str| {
+        s.starts_with("drain")
+            && s.contains("gpudirect health:")
+            && s.contains("ran past its timeout")
+    };
+    let (seen, took) = wait_for("node2", Duration::from_secs(60), hung);
+    assert!(hung(&seen), "after {took:?}: {seen}");
+    // Every hung all_reduce_perf is gone once its check ended: health off, one deadline
+    // for the check in flight, and none of the pids the script wrote is left.
+    local_cluster_ok(&["health", "off"]);
+    std::thread::sleep(Duration::from_secs(10));
+    let pids: Vec<i32> = std::fs::read_to_string(&pid_file)
         .expect("the hung all_reduce_perf started")
-        .trim()
-        .parse()
-        .unwrap();
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect();
+    assert!(!pids.is_empty());
+    let left: Vec<i32> = pids.iter().copied().filter(|p| alive(*p)).collect();
     assert!(
-        !alive(pid),
-        "the hung all_reduce_perf ({pid}) outlived its health check"
+        left.is_empty(),
+        "hung all_reduce_perf left running: {left:?} of {pids:?}"
     );
     // Each run took the deadline at most (the all_reduce's own limit, 6 s, and the drain).
     let text = std::fs::read_to_string(&log).unwrap_or_default();
