@@ -159,8 +159,11 @@ fn a_clean_allocation_is_all_good_in_one_round_and_trains_on_every_node() {
     let report = vet_report(&job.dir);
     assert_eq!(report["decision"], "all_good", "{report:#}");
     assert_eq!(report["good"], 6, "{report:#}");
-    // Six nodes make three disjoint pairs: the screen covers every node at once.
-    assert_eq!(report["rounds"], 1, "{report:#}");
+    // Six nodes make three disjoint pairs: the screen covers every node at once. On the
+    // 2-core machine a healthy pair slowed by the others' noise is re-paired and cleared
+    // (seen once in two clean runs on 8 nodes): that costs a round, never a node.
+    let rounds = report["rounds"].as_u64().unwrap();
+    assert!((1..=2).contains(&rounds), "{report:#}");
     assert_eq!(trained_on(&job.output), all_but(6, ""), "{}", job.output);
     // The vet is in the history, with its pair runs.
     let history =
@@ -184,8 +187,10 @@ fn a_slow_nic_leaves_its_node_out_and_the_job_trains_on_the_other_five() {
     assert!(out.status.success(), "{}\n{}", stderr(&out), job.output);
     let report = vet_report(&job.dir);
     assert_eq!(report["decision"], "go_on", "{report:#}");
-    // The screen, then one re-pairing of the suspects names the slow node.
-    assert_eq!(report["rounds"], 2, "{report:#}");
+    // The screen, then one re-pairing of the suspects names the slow node; on the 2-core
+    // machine a healthy pair slowed by the others' noise can cost one re-pairing more.
+    let rounds = report["rounds"].as_u64().unwrap();
+    assert!((2..=3).contains(&rounds), "{report:#}");
     let bad: Vec<&str> = report["nodes"]
         .as_array()
         .unwrap()
