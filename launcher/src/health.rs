@@ -315,8 +315,9 @@ pub struct QuickNccl {
     pub cluster: Option<String>,
     /// The history file.
     pub db: PathBuf,
-    /// As root: the rule every program and library folder it runs must pass (root alone
-    /// can change them, security review S1); `None` runs what it finds.
+    /// As root: the rule every program and library folder it runs, and the history it
+    /// judges by, must pass (root alone can change them, security review S1 and S6);
+    /// `None` runs what it finds.
     pub trust: Option<SystemProbe>,
     /// The all_reduce's time limit (capped by `health --deadline`).
     pub timeout: Duration,
@@ -399,6 +400,16 @@ pub fn quick_nccl(q: &QuickNccl) -> Result<(Option<Failed>, String), QuickNcclEr
         gpus_per_node: gpus,
         variant,
     };
+    // Opened before the all_reduce runs, so that a history it cannot use costs no GPU
+    // time. As root (q.trust), the history must be root's alone and the baseline root's own
+    // runs: another writer of a shared file could otherwise drain every node with a few
+    // forged fast runs, or keep a slow one in service with slow ones (S6).
+    let mut history = match &q.trust {
+        Some(probe) => History::open_trusted(&q.db, probe),
+        None => History::open(&q.db),
+    }
+    .map_err(CellError::from)?;
+    let recorded_by = q.trust.is_some().then(|| nix::unistd::geteuid().as_raw());
     let work = tempfile::Builder::new()
         .prefix("gpudirect-health-")
         .tempdir()
@@ -434,7 +445,6 @@ pub fn quick_nccl(q: &QuickNccl) -> Result<(Option<Failed>, String), QuickNcclEr
     .map_err(CellError::from)?
     .execute()
     .map_err(CellError::from)?;
-    let mut history = History::open(&q.db).map_err(CellError::from)?;
     // Earlier quick tests of this node's kind: one node, as many GPUs, variant `health`.
     let key = Key {
         collective: collective.clone(),
@@ -444,7 +454,7 @@ pub fn quick_nccl(q: &QuickNccl) -> Result<(Option<Failed>, String), QuickNcclEr
         variant: Some(HEALTH_VARIANT.into()),
     };
     let baseline = history
-        .baseline(&key, q.max_bytes, QUICK_NCCL_BASELINE_RUNS)
+        .baseline_recorded_by(&key, q.max_bytes, QUICK_NCCL_BASELINE_RUNS, recorded_by)
         .map_err(CellError::from)?;
     let id = executed.record(&mut history).map_err(CellError::from)?;
     let Evaluated {

@@ -403,7 +403,8 @@ fn quick_nccl(
         max_bytes: args.max_bytes,
         tolerance_pct: args.tolerance,
         cluster: args.cluster.clone(),
-        db: ctx.db_path()?,
+        // Located only: the folder is created after the ownership check (S6).
+        db: gpudirect::history::locate_db(ctx.db.as_deref())?,
         trust: limits.trust,
         timeout: limits.timeout,
     };

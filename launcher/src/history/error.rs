@@ -42,6 +42,19 @@ pub enum HistoryError {
         /// What was found instead.
         reason: String,
     },
+    /// Root was to record in a file, or a folder, that someone else can change (S6).
+    #[error(
+        "the history {}: {problem}; as root, gpudirect records only in a history that root \
+         alone can change: pass --db with a file in a root-only folder (for example \
+         /var/lib/gpudirect/history.sqlite)",
+        path.display()
+    )]
+    Untrusted {
+        /// The file.
+        path: PathBuf,
+        /// Who else can change it, and where.
+        problem: String,
+    },
     /// The file was written by a newer gpudirect; nothing was written to it.
     #[error(
         "{} has history schema version {found}, newer than the {supported} this gpudirect \

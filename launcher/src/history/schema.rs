@@ -140,6 +140,12 @@ pub const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX vets_at ON vets (at, id);
     "#,
+    // 5: who recorded each run (security review S6): the effective uid of the gpudirect
+    // that wrote it, so that root's health check builds its baseline from root's runs
+    // alone. NULL for runs recorded before this migration.
+    r#"
+    ALTER TABLE runs ADD COLUMN recorded_uid INTEGER;
+    "#,
 ];
 
 /// The schema version this binary writes: the number of migrations.

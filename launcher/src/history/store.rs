@@ -5,7 +5,6 @@
 //! all, and a writer that finds another one busy waits (busy timeout) rather than failing.
 
 use std::collections::BTreeMap;
-use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
@@ -28,21 +27,43 @@ use crate::units::{format_rfc3339, now_unix};
 /// milliseconds; ten seconds covers a burst of concurrent `gpudirect run` cells.
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// How far ahead of now a run's date may be and still count in a baseline: clocks of
+/// nodes differ by seconds, an output dated a day ahead was dated by hand.
+pub const FUTURE_SKEW: Duration = Duration::from_secs(3600);
+
 /// The first 16 bytes of every SQLite 3 database file.
 const SQLITE_MAGIC: &[u8; 16] = b"SQLite format 3\0";
 
 /// Looks at the file's first bytes before SQLite does: SQLite itself would only notice a
 /// foreign file at the first query, and an empty or missing file is a new history.
+///
+/// The file is opened once, without following a symlink and without blocking, and what
+/// is checked is that descriptor: a FIFO or a link swapped in after a first look can
+/// neither hang the command nor be what is read (security review S6).
 fn check_header(path: &Path) -> Result<(), HistoryError> {
+    use std::os::unix::fs::OpenOptionsExt;
     let not_ours = |reason: String| HistoryError::NotAHistory {
         path: path.to_path_buf(),
         reason,
     };
-    let meta = match std::fs::metadata(path) {
-        Ok(m) => m,
+    let flags = nix::fcntl::OFlag::O_NONBLOCK | nix::fcntl::OFlag::O_NOFOLLOW;
+    let file = match std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(flags.bits())
+        .open(path)
+    {
+        Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) if e.raw_os_error() == Some(nix::errno::Errno::ELOOP as i32) => {
+            return Err(not_ours(
+                "a symbolic link: give --db the file it points at".into(),
+            ))
+        }
         Err(e) => return Err(not_ours(format!("cannot read it: {e}"))),
     };
+    let meta = file
+        .metadata()
+        .map_err(|e| not_ours(format!("cannot read it: {e}")))?;
     if !meta.is_file() {
         return Err(not_ours("not a regular file".into()));
     }
@@ -50,8 +71,8 @@ fn check_header(path: &Path) -> Result<(), HistoryError> {
         return Ok(());
     }
     let mut head = Vec::with_capacity(16);
-    File::open(path)
-        .and_then(|f| f.take(16).read_to_end(&mut head))
+    file.take(16)
+        .read_to_end(&mut head)
         .map_err(|e| not_ours(format!("cannot read it: {e}")))?;
     if head.as_slice() != SQLITE_MAGIC {
         return Err(not_ours(
@@ -260,6 +281,25 @@ impl History {
         Self::open_inner(path)
     }
 
+    /// [`History::open`] for root reading figures that decide drains: the file, or while
+    /// it does not exist the nearest folder above it, and every folder above, must pass
+    /// `probe`'s ownership rule (root's alone, or a test's widened one). Checked before
+    /// anything is created (security review S6).
+    pub fn open_trusted(
+        path: &Path,
+        probe: &impl gpudirect_core::resolve::NodeProbe,
+    ) -> Result<Self, HistoryError> {
+        use gpudirect_core::resolve::PathKind;
+        let text = path.display().to_string();
+        if let Some(problem) = probe.untrusted(&text, PathKind::Code) {
+            return Err(HistoryError::Untrusted {
+                path: path.to_path_buf(),
+                problem,
+            });
+        }
+        Self::open(path)
+    }
+
     /// Like [`History::open`], but a missing file is an error ([`HistoryError::Missing`]):
     /// for read commands, which should not leave an empty history behind a typo in `--db`.
     pub fn open_existing(path: &Path) -> Result<Self, HistoryError> {
@@ -418,10 +458,10 @@ impl History {
                 binary_path, variant, env_json, nccl_tests_version, nccl_version, cuda_version,
                 launcher, source_path, output_sha256, exit_code, status, transport, avg_busbw,
                 failures_json, raw_output, parser_version, label, net_plugin, cuda_driver,
-                notes_json, line_rate_gbps)
+                notes_json, line_rate_gbps, recorded_uid)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,
                 ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33,
-                ?34)",
+                ?34, ?35)",
             params![
                 at,
                 run.started_at,
@@ -457,6 +497,7 @@ impl History {
                 run.cuda_driver,
                 notes_json,
                 run.line_rate_gbps.and_then(finite),
+                nix::unistd::geteuid().as_raw(),
             ],
         )
         .map_err(err("recording the run"))?;
@@ -770,13 +811,31 @@ impl History {
     /// `ok` and `key` (collective, cluster, node count, total ranks, variant; a `None`
     /// field matches runs recorded without it), stand-in replays left out: they measured
     /// nothing. `None` when there is no such run.
+    ///
+    /// A run dated more than [`FUTURE_SKEW`] ahead of now is left out too: an imported
+    /// output chooses its own date, and one set in the future would stay "the last runs"
+    /// for ever (security review S6).
     pub fn baseline(
         &self,
         key: &RunKey,
         size_bytes: u64,
         last_n: u32,
     ) -> Result<Option<Baseline>, HistoryError> {
+        self.baseline_recorded_by(key, size_bytes, last_n, None)
+    }
+
+    /// [`History::baseline`] over the runs that `uid` recorded (`None`: anyone's). Root's
+    /// health check passes 0, so that what another writer of a shared file recorded
+    /// cannot drain the cluster or keep a slow node in service (S6).
+    pub fn baseline_recorded_by(
+        &self,
+        key: &RunKey,
+        size_bytes: u64,
+        last_n: u32,
+        uid: Option<u32>,
+    ) -> Result<Option<Baseline>, HistoryError> {
         let size = to_i64(size_bytes, || "size".into())?;
+        let latest = now_unix().saturating_add(FUTURE_SKEW.as_secs() as i64);
         let mut st = self
             .conn
             .prepare_cached(&format!(
@@ -788,6 +847,7 @@ impl History {
                      ORDER BY y.seq LIMIT 1)
                  WHERE r.status = 'ok' AND r.cluster IS ?1 AND r.collective = ?2
                    AND r.node_count IS ?5 AND r.total_ranks IS ?6 AND r.variant IS ?7
+                   AND r.at <= ?8 AND (?9 IS NULL OR r.recorded_uid IS ?9)
                    AND {} = 0
                  ORDER BY r.at DESC, r.id DESC LIMIT ?4",
                 is_replay_sql("r")
@@ -802,7 +862,9 @@ impl History {
                     last_n,
                     key.node_count,
                     key.total_ranks,
-                    key.variant
+                    key.variant,
+                    latest,
+                    uid,
                 ],
                 |r| Ok((r.get(0)?, r.get(1)?)),
             )

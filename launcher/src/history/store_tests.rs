@@ -1086,3 +1086,119 @@ fn listings_carry_the_replay_marking() {
     assert_eq!(marking(m), None);
     assert_eq!(db.get_run(r).unwrap().summary.replay_of, marking(r));
 }
+
+/// Security review S6: root's baseline counts only the runs that root recorded, and never
+/// a run dated in the future (an imported output chooses its own date).
+#[test]
+fn a_baseline_by_recorder_ignores_other_writers_and_future_dates() {
+    let tmp = scratch("baseline-recorder");
+    let (mut db, ids) = populated(tmp.path());
+    let me = nix::unistd::geteuid().as_raw();
+    let mine = |db: &History| {
+        db.baseline_recorded_by(&tcpx_key("a3", 2), 1 << 30, 10, Some(me))
+            .unwrap()
+            .map(|b| b.samples.iter().map(|s| s.0).collect::<Vec<_>>())
+    };
+    assert_eq!(mine(&db), Some(vec![ids[4], ids[1], ids[0]]));
+
+    // Another writer of the file: ten times the busbw, recorded under another uid.
+    let mut forged = nvlink();
+    forged.cluster = Some("a3".into());
+    forged.variant = Some("tcpx".into());
+    forged.started_at = Some(1_796_000_000 + 3600 * 30);
+    forged.source_path = Some("/runs/forged.txt".into());
+    for r in &mut forged.rows {
+        r.busbw *= 10.0;
+    }
+    let other = db.import_run(&forged, false).unwrap().run_id();
+    rusqlite::Connection::open(tmp.path().join("h.sqlite"))
+        .unwrap()
+        .execute(
+            "UPDATE runs SET recorded_uid = ?1 WHERE id = ?2",
+            params![me.wrapping_add(4242), other],
+        )
+        .unwrap();
+    assert_eq!(mine(&db), Some(vec![ids[4], ids[1], ids[0]]), "another uid");
+    let anyone = db
+        .baseline(&tcpx_key("a3", 2), 1 << 30, 10)
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        anyone.samples[0].0, other,
+        "without a recorder, anyone's runs count"
+    );
+
+    // The same forgery dated a year ahead, recorded by us: out of every baseline.
+    forged.started_at = Some(now_unix() + 365 * 24 * 3600);
+    forged.source_path = Some("/runs/future.txt".into());
+    let future = db.import_run(&forged, false).unwrap().run_id();
+    for baseline in [
+        db.baseline(&tcpx_key("a3", 2), 1 << 30, 10)
+            .unwrap()
+            .unwrap(),
+        db.baseline_recorded_by(&tcpx_key("a3", 2), 1 << 30, 10, Some(me))
+            .unwrap()
+            .unwrap(),
+    ] {
+        assert!(
+            baseline.samples.iter().all(|s| s.0 != future),
+            "{baseline:?}"
+        );
+    }
+    // Each run carries who recorded it (runs from before migration 5 carry NULL).
+    let stored: Option<u32> = rusqlite::Connection::open(tmp.path().join("h.sqlite"))
+        .unwrap()
+        .query_row(
+            "SELECT recorded_uid FROM runs WHERE id = ?1",
+            [ids[0]],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(stored, Some(me));
+}
+
+/// S6: as root, the history must be root's alone. A folder others may write is refused
+/// before anything is created in it; a symlink or a FIFO at the path is refused without
+/// following or blocking.
+#[test]
+fn a_trusted_open_refuses_what_others_can_change() {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = scratch("trusted");
+    let me = nix::unistd::geteuid().as_raw();
+    let probe = gpudirect_core::system::SystemProbe::trusting(me, tmp.path());
+
+    let shared = tmp.path().join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o775)).unwrap();
+    let path = shared.join("sub").join("h.sqlite");
+    let err = History::open_trusted(&path, &probe).unwrap_err();
+    let msg = err.to_string();
+    assert!(matches!(err, HistoryError::Untrusted { .. }), "{msg}");
+    assert!(
+        msg.contains("writable by group") && msg.contains("root-only folder"),
+        "{msg}"
+    );
+    assert!(!shared.join("sub").exists(), "nothing created");
+
+    // The same file in a folder only its owner can change opens, and is created.
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o755)).unwrap();
+    History::open_trusted(&path, &probe).unwrap();
+    assert!(path.is_file());
+    // A history file others may write is refused too.
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let err = History::open_trusted(&path, &probe).unwrap_err();
+    assert!(
+        err.to_string().contains("writable by group and others"),
+        "{err}"
+    );
+
+    // Untrusted or not, a link is not followed and a FIFO does not block.
+    let link = tmp.path().join("link.sqlite");
+    std::os::unix::fs::symlink(&path, &link).unwrap();
+    let err = History::open(&link).unwrap_err();
+    assert!(err.to_string().contains("a symbolic link"), "{err}");
+    let fifo = tmp.path().join("fifo.sqlite");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+    let err = History::open(&fifo).unwrap_err();
+    assert!(err.to_string().contains("not a regular file"), "{err}");
+}

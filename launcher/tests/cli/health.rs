@@ -543,3 +543,47 @@ fn a_gpus_check_that_cannot_ask_slurm_is_not_a_pass() {
         "{report}"
     );
 }
+
+/// Security review S6: as root (here the trusting rule of `--insecure-trust-below`), the
+/// quick test judges only by a history root alone can change. A history folder others may
+/// write is "could not check" (exit 3): nothing drained, nothing created there.
+#[test]
+fn the_quick_test_refuses_a_history_others_can_change() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = scratch("health", "untrusted-history");
+    let config = config(dir.path(), "lo");
+    let shared = dir.path().join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let db = shared.join("history.sqlite");
+    // health() points GPUDIRECT_DB at dir/history.sqlite; --db wins over it.
+    let db_arg = db.display().to_string();
+    let out = health(
+        dir.path(),
+        &config,
+        &[
+            "--db",
+            &db_arg,
+            "--quick-nccl",
+            "--gpus",
+            "2",
+            "--drain",
+            "--json",
+        ],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let why = report["could_not_check"].as_str().unwrap_or_default();
+    assert!(
+        why.contains("writable by group and others") && why.contains("root-only folder"),
+        "{report}"
+    );
+    assert!(report["slurm"].is_null(), "nothing drained: {report}");
+    assert!(!db.exists(), "nothing created in the shared folder");
+}
