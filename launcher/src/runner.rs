@@ -250,6 +250,17 @@ extern "C" fn on_signal(_signal: std::ffi::c_int) {
     INTERRUPTED.store(true, Ordering::SeqCst);
 }
 
+/// Whether process `pid` is still running: it exists and is not a zombie (what a test,
+/// or a check that its children are gone, asks after a kill).
+pub fn is_running(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        // The state follows the command name, which is in parentheses and may hold spaces.
+        !stat
+            .rsplit_once(") ")
+            .is_some_and(|(_, rest)| rest.starts_with('Z'))
+    })
+}
+
 /// Makes Ctrl-C (and SIGTERM) raise [`INTERRUPTED`] instead of killing us, so the caller
 /// can stop its running command, keep what finished, and exit cleanly.
 pub fn install_interrupt_handler() {

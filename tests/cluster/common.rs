@@ -100,6 +100,12 @@ pub fn slurm_command(program: &str) -> Command {
 
 /// [`slurm_command`] run by `who`.
 pub fn slurm_command_as(who: Who, program: &str) -> Command {
+    slurm_command_within(who, program, 120)
+}
+
+/// [`slurm_command_as`], killed after `limit_s` seconds instead of 120 (an `sbatch --wait`
+/// that outlives a requeue).
+pub fn slurm_command_within(who: Who, program: &str, limit_s: u32) -> Command {
     let mut cmd = match who {
         Who::User => {
             let mut cmd = Command::new("setpriv");
@@ -116,7 +122,7 @@ pub fn slurm_command_as(who: Who, program: &str) -> Command {
         }
         Who::Root => Command::new("timeout"),
     };
-    cmd.arg("120").arg(program);
+    cmd.arg(limit_s.to_string()).arg(program);
     let home = match who {
         Who::User => std::env::temp_dir().into_os_string(),
         Who::Root => std::env::var_os("HOME").unwrap_or_else(|| "/root".into()),
@@ -394,6 +400,27 @@ pub fn fresh_temp_dir(name: &str) -> PathBuf {
 }
 
 static CLUSTER: Mutex<()> = Mutex::new(());
+
+/// A NIC of a node changed with `scripts/local-cluster nic NODE NIC ACTION...` (down, slow
+/// RATE, loss PCT), restored when dropped, also when the test fails.
+pub struct Nic {
+    node: &'static str,
+    nic: &'static str,
+}
+
+impl Nic {
+    /// Applies `action` to `nic` of `node`; panics with the script's output if it fails.
+    pub fn set(node: &'static str, nic: &'static str, action: &[&str]) -> Nic {
+        local_cluster_ok(&[&["nic", node, nic], action].concat());
+        Nic { node, nic }
+    }
+}
+
+impl Drop for Nic {
+    fn drop(&mut self) {
+        local_cluster(&["nic", self.node, self.nic, "restore"]);
+    }
+}
 
 /// `scripts/local-cluster ARGS` of this checkout, run to its end (its output, unchecked).
 pub fn local_cluster(args: &[&str]) -> Output {

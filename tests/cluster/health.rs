@@ -7,6 +7,7 @@
 use std::time::{Duration, Instant};
 
 use cluster_tests::*;
+use gpudirect::runner::is_running;
 
 /// Seconds between two health checks of a node (HealthCheckInterval).
 const INTERVAL: u64 = 3;
@@ -160,16 +161,6 @@ fn the_health_check_drains_a_node_whose_nic_is_down_and_returns_it_once_restored
     );
 }
 
-/// The pid of a process that is still there (not a zombie).
-fn alive(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
-        !stat
-            .split(") ")
-            .nth(1)
-            .is_some_and(|rest| rest.starts_with('Z'))
-    })
-}
-
 /// How many of node2's health runs since `from` (a byte offset in its log) exited `code`.
 fn exits_since(from: usize, code: u32) -> usize {
     let log = std::fs::read_to_string(state_dir().join("log/health-node2.log")).unwrap_or_default();
@@ -274,7 +265,7 @@ fn the_quick_test_under_slurmd_drains_nothing_without_a_history_and_kills_a_hung
         .filter_map(|l| l.trim().parse().ok())
         .collect();
     assert!(!pids.is_empty());
-    let left: Vec<i32> = pids.iter().copied().filter(|p| alive(*p)).collect();
+    let left: Vec<i32> = pids.iter().copied().filter(|p| is_running(*p)).collect();
     assert!(
         left.is_empty(),
         "hung all_reduce_perf left running: {left:?} of {pids:?}"

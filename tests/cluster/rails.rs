@@ -6,25 +6,6 @@ use cluster_tests::*;
 
 const RAILS: &str = "eth1,eth2,eth3,eth4";
 
-/// `scripts/local-cluster nic NODE NIC ACTION...`, undone (restore) when dropped.
-struct Nic {
-    node: &'static str,
-    nic: &'static str,
-}
-
-impl Nic {
-    fn set(node: &'static str, nic: &'static str, action: &[&str]) -> Nic {
-        local_cluster_ok(&[&["nic", node, nic], action].concat());
-        Nic { node, nic }
-    }
-}
-
-impl Drop for Nic {
-    fn drop(&mut self) {
-        local_cluster(&["nic", self.node, self.nic, "restore"]);
-    }
-}
-
 /// The nodes of the cluster, as sinfo lists them.
 fn cluster_nodes() -> usize {
     let mut sinfo = slurm_command("sinfo");

@@ -5,32 +5,13 @@
 //! The tests need 7 nodes: the first brings the local cluster to 7 if it has fewer.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 use std::sync::Once;
 
 use cluster_tests::*;
 
 const RAILS: &str = "eth1,eth2,eth3,eth4";
 const NODES: usize = 7;
-
-/// `scripts/local-cluster nic NODE NIC ACTION...`, undone (restore) when dropped.
-struct Nic {
-    node: &'static str,
-    nic: &'static str,
-}
-
-impl Nic {
-    fn set(node: &'static str, nic: &'static str, action: &[&str]) -> Nic {
-        local_cluster_ok(&[&["nic", node, nic], action].concat());
-        Nic { node, nic }
-    }
-}
-
-impl Drop for Nic {
-    fn drop(&mut self) {
-        local_cluster(&["nic", self.node, self.nic, "restore"]);
-    }
-}
 
 /// The cluster at 7 nodes (once per test binary): taken down and brought up again when it
 /// has fewer.
@@ -69,34 +50,19 @@ fn submit(tag: &str, nodes: u32, need: u32, vet_args: &str) -> (Job, Output) {
         mpi.display()
     );
     // sbatch --wait outlives slurm_command's 120 s limit on a requeue: a limit of its own.
-    let mut cmd = Command::new("setpriv");
-    cmd.args([
-        "--reuid",
-        TEST_USER,
-        "--regid",
-        TEST_USER,
-        "--init-groups",
-        "--",
-    ])
-    .args(["timeout", "400", "sbatch", "--wait", "--parsable"])
-    .arg(format!("--nodes={nodes}"))
-    .arg(format!("--output={}/job.out", dir.display()))
-    .arg(&script)
-    .env_clear()
-    .env(
-        "PATH",
-        "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-    )
-    .env("SLURM_CONF", slurm_conf())
-    .env("HOME", std::env::temp_dir())
-    .env("GPUDIRECT", workspace_bin("gpudirect"))
-    .env("GPUDIRECT_DB", &db)
-    .env("GPUDIRECT_CONFIG", plugin_config())
-    .env("NEED", need.to_string())
-    .env("TRAIN", "hostname")
-    .env("VET_DIR", dir.join("vet"))
-    .env("VET_ARGS", vet)
-    .current_dir(&dir);
+    let mut cmd = slurm_command_within(Who::User, "sbatch", 400);
+    cmd.args(["--wait", "--parsable"])
+        .arg(format!("--nodes={nodes}"))
+        .arg(format!("--output={}/job.out", dir.display()))
+        .arg(&script)
+        .env("GPUDIRECT", workspace_bin("gpudirect"))
+        .env("GPUDIRECT_DB", &db)
+        .env("GPUDIRECT_CONFIG", plugin_config())
+        .env("NEED", need.to_string())
+        .env("TRAIN", "hostname")
+        .env("VET_DIR", dir.join("vet"))
+        .env("VET_ARGS", vet)
+        .current_dir(&dir);
     let out = run(&mut cmd);
     let id = stdout(&out)
         .trim()

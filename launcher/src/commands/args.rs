@@ -1,8 +1,9 @@
 //! Arguments that more than one subcommand takes, defined once and flattened into each.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use anyhow::{Context, Result};
 use clap::Args;
 use gpudirect::history::{RunFilter, RunStatus};
 use gpudirect::units::{duration_arg, since_arg};
@@ -138,6 +139,25 @@ pub struct NcclTestsArgs {
     /// The admin config: the transport each profile must use, and its variables.
     #[command(flatten)]
     pub config: ConfigArg,
+}
+
+/// The rule of the hidden `--insecure-trust-below DIR` (tests, which run in /tmp): root's
+/// ownership rule, with the owner of DIR trusted beside root and no folder above DIR
+/// checked ([`Ownership::TrustingBelow`], [`SystemProbe::trusting`]). Whoever can add the
+/// flag to a root command is already root.
+///
+/// [`Ownership::TrustingBelow`]: gpudirect_core::system::Ownership::TrustingBelow
+/// [`SystemProbe::trusting`]: gpudirect_core::system::SystemProbe::trusting
+pub fn trusting_below(dir: &Path) -> Result<(u32, &'static Path)> {
+    use std::os::unix::fs::MetadataExt;
+    let dir = dir
+        .canonicalize()
+        .with_context(|| format!("--insecure-trust-below {}", dir.display()))?;
+    let owner = std::fs::metadata(&dir)
+        .with_context(|| format!("--insecure-trust-below {}", dir.display()))?
+        .uid();
+    // Leaked once per command: the rule lives as long as the process.
+    Ok((owner, Box::leak(dir.into_boxed_path())))
 }
 
 #[cfg(test)]

@@ -17,7 +17,7 @@
 //! tagged `gpudirect health:` and a pass returns it to service only when it is drained with
 //! that tag ([`gpudirect::drain`]).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
@@ -141,13 +141,8 @@ pub struct HealthArgs {
 /// security review S1 and S9); as anyone else, anything (it runs with their rights).
 /// `--insecure-trust-below` widens root's rule for tests.
 fn trust(args: &HealthArgs) -> Result<(Ownership, Option<SystemProbe>)> {
-    use std::os::unix::fs::MetadataExt;
     if let Some(dir) = &args.insecure_trust_below {
-        let dir = dir
-            .canonicalize()
-            .with_context(|| format!("--insecure-trust-below {}", dir.display()))?;
-        let owner = std::fs::metadata(&dir)?.uid();
-        let below: &'static Path = Box::leak(dir.into_boxed_path());
+        let (owner, below) = super::args::trusting_below(dir)?;
         return Ok((
             Ownership::TrustingBelow { owner, below },
             Some(SystemProbe::trusting(owner, below)),

@@ -17,7 +17,7 @@ use gpudirect::report::{gather, write_report, ReportFormat, ReportOptions, Selec
 use gpudirect::runner;
 use gpudirect::units::{duration_arg, nccl_size as format_size, percent_arg, size_arg};
 use gpudirect::validate::judging::{
-    health, Health, Outcome as PairOutcome, Reference, Retests, RoundRule, Threshold, Validation,
+    health, Health, Outcome as PairOutcome, Reference, Retests, Threshold, Validation,
 };
 use gpudirect::validate::pairing::{parse_topology, Mode};
 
@@ -29,11 +29,13 @@ mod rails;
 
 use drains::EvidenceSource;
 use gpudirect::validate::actions::{self, NodeAction, PairRun};
-use gpudirect::validate::pairs::{run_rounds, Recorded, RoundContext, Units};
+use gpudirect::validate::pairs::{
+    pair_reference, pinned_algorithm, run_rounds, Recorded, ReferenceRequest, RoundContext, Units,
+    DEFAULT_ALGO,
+};
 
 use super::args::{ConfigArg, DrainArgs};
 use super::{Ctx, ExitStatus};
-use gpudirect::baseline::Key;
 use gpudirect::noteln;
 use gpudirect::outln;
 use gpudirect::output::{emit_json, line_share};
@@ -228,32 +230,6 @@ fn variant_name(args: &ValidateArgs) -> String {
     format!("validate:{}", args.mode)
 }
 
-/// NCCL_ALGO validate's nccl-tests runs get unless told otherwise (`--algo`).
-pub const DEFAULT_ALGO: &str = "Ring";
-
-/// The NCCL_ALGO validate sets, if any, and the line that says so: `--algo default` sets
-/// none; an NCCL_ALGO in validate's own environment reaches the runs anyway and is kept.
-/// Pure.
-fn pinned_algorithm(algo: &str, from_env: Option<&str>) -> (Option<String>, String) {
-    match (algo, from_env) {
-        (_, Some(user)) => (
-            None,
-            format!("NCCL_ALGO={user} from the environment is kept for every run"),
-        ),
-        ("default", None) => (
-            None,
-            "NCCL chooses the algorithm (--algo default): two-node figures may differ by it".into(),
-        ),
-        (algo, None) => (
-            Some(algo.to_string()),
-            format!(
-                "every run with NCCL_ALGO={algo}, so that pairs are compared on one algorithm \
-                 (--algo default lets NCCL choose)"
-            ),
-        ),
-    }
-}
-
 /// What validate pairs: the allocation's nodes, or with `--gpus` this host's GPU units.
 fn units_from_args(args: &ValidateArgs) -> Result<(Units, Vec<String>)> {
     let Some(list) = &args.gpus else {
@@ -384,46 +360,33 @@ fn choose_reference(
     units: &Units,
     cluster: &Option<String>,
 ) -> Result<(Reference, Vec<i64>)> {
-    let max = args.max_bytes;
-    let tolerance = args.tolerance.unwrap_or(DEFAULT_TOLERANCE) / 100.0;
+    let variant = variant_name(args);
+    let req = ReferenceRequest {
+        collective: &args.collective,
+        cluster,
+        // Of 2-node (2-unit) pair runs like these: the same variant (mode and algorithm)
+        // and as many GPUs. What every round but a `groups`/`all` screen runs.
+        ranks_per_pair: 2 * match units {
+            Units::Nodes => args.gpus_per_node,
+            Units::Gpus(_) => args.gpus_per_unit,
+        },
+        variant: &variant,
+        max_bytes: args.max_bytes,
+        floor: args.floor,
+        tolerance: args.tolerance.unwrap_or(DEFAULT_TOLERANCE) / 100.0,
+        baseline_runs: args.baseline_runs,
+    };
     // The runs the baseline is made of: their versions and algorithms are compared with
     // the pairs' once these ran.
-    let mut baseline_runs: Vec<i64> = Vec::new();
-    let reference: Reference = match args.floor {
-        Some(floor) => Threshold::floor(floor)?.into(),
-        None => {
-            // Of 2-node (2-unit) pair runs like these: the same variant (mode and
-            // algorithm) and as many GPUs. What every round but a `groups`/`all` screen runs.
-            let key = Key {
-                collective: args.collective.clone(),
-                cluster: cluster.clone(),
-                node_count: Some(2),
-                total_ranks: Some(
-                    2 * match units {
-                        Units::Nodes => args.gpus_per_node,
-                        Units::Gpus(_) => args.gpus_per_unit,
-                    },
-                ),
-                variant: Some(variant_name(args)),
-            };
-            let baseline = history.baseline(&key, max, args.baseline_runs)?;
-            match baseline {
-                Some(b) => {
-                    baseline_runs = b.samples.iter().map(|(id, _)| *id).collect();
-                    Threshold::baseline(b.median_busbw, tolerance)?.into()
-                }
-                None => {
-                    noteln!(
-                        "gpudirect validate: no baseline for {} at {} in {}: judging the units against their own first round (its median and MAD); pass --floor GBPS, or record good runs, to judge against a fixed line",
-                        args.collective,
-                        format_size(max),
-                        db.display()
-                    );
-                    RoundRule::new(tolerance).into()
-                }
-            }
-        }
-    };
+    let (reference, baseline_runs) = pair_reference(history, &req)?;
+    if matches!(reference, Reference::FirstRound(_)) {
+        noteln!(
+            "gpudirect validate: no baseline for {} at {} in {}: judging the units against their own first round (its median and MAD); pass --floor GBPS, or record good runs, to judge against a fixed line",
+            args.collective,
+            format_size(args.max_bytes),
+            db.display()
+        );
+    }
     Ok((reference, baseline_runs))
 }
 

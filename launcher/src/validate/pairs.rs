@@ -5,13 +5,16 @@
 use std::collections::BTreeMap;
 
 use super::actions::PairRun;
-use super::judging::{Outcome as PairOutcome, Round, Stage, Threshold, Validation};
+use super::judging::{
+    JudgeError, Outcome as PairOutcome, Reference, Round, RoundRule, Stage, Threshold, Validation,
+};
 use super::session::{self, Judged, SessionError};
+use crate::baseline::Key;
 use crate::budget::Budget;
 use crate::cell::exec::{self, Spec};
 use crate::cell::Evaluated;
 use crate::checks::Expectations;
-use crate::history::{History, LaunchKind, NewNodeResult, NewRun, RunStatus};
+use crate::history::{History, HistoryError, LaunchKind, NewNodeResult, NewRun, RunId, RunStatus};
 use crate::launch::{LaunchError, LaunchOptions, Launcher};
 use crate::matrix::{Cell, Matrix, Variant};
 use crate::matrix_run::{expected_nics, expected_transport};
@@ -20,6 +23,92 @@ use crate::output::line_share;
 use crate::record::RunContext;
 use crate::runner::StartError;
 use gpudirect_core::config::Config;
+
+/// NCCL_ALGO that pair runs get unless told otherwise (`validate --algo`; vet always).
+pub const DEFAULT_ALGO: &str = "Ring";
+
+/// The NCCL_ALGO pair runs are given, if any, and the line that says so: `default` sets
+/// none; an NCCL_ALGO in the caller's own environment (`from_env`) reaches the runs anyway
+/// and is kept. Pure.
+pub fn pinned_algorithm(algo: &str, from_env: Option<&str>) -> (Option<String>, String) {
+    match (algo, from_env) {
+        (_, Some(user)) => (
+            None,
+            format!("NCCL_ALGO={user} from the environment is kept for every run"),
+        ),
+        ("default", None) => (
+            None,
+            "NCCL chooses the algorithm (--algo default): two-node figures may differ by it".into(),
+        ),
+        (algo, None) => (
+            Some(algo.to_string()),
+            format!(
+                "every run with NCCL_ALGO={algo}, so that pairs are compared on one algorithm \
+                 (--algo default lets NCCL choose)"
+            ),
+        ),
+    }
+}
+
+/// What pair runs are judged by, asked the same way by `validate` and `vet`.
+#[derive(Debug, Clone)]
+pub struct ReferenceRequest<'a> {
+    /// The collective, e.g. `all_reduce`.
+    pub collective: &'a str,
+    /// The cluster the runs are recorded under.
+    pub cluster: &'a Option<String>,
+    /// GPUs in one pair run (two units' worth).
+    pub ranks_per_pair: u32,
+    /// The variant pair runs are recorded under (`validate:pairs`).
+    pub variant: &'a str,
+    /// The judged size.
+    pub max_bytes: u64,
+    /// `--floor GBPS`: a fixed line, no history consulted.
+    pub floor: Option<f64>,
+    /// How far below the line still passes, as a fraction (0.10).
+    pub tolerance: f64,
+    /// How many earlier runs make the baseline.
+    pub baseline_runs: u32,
+}
+
+/// The line pair runs are judged by: the floor, else the history's baseline of 2-unit pair
+/// runs with the same key (`baseline::Key`), else the first round's own (a [`RoundRule`]).
+/// With the runs a baseline is made of (empty for the other two).
+pub fn pair_reference(
+    history: &History,
+    req: &ReferenceRequest<'_>,
+) -> Result<(Reference, Vec<RunId>), ReferenceError> {
+    if let Some(floor) = req.floor {
+        return Ok((Threshold::floor(floor)?.into(), Vec::new()));
+    }
+    let key = Key {
+        collective: req.collective.to_string(),
+        cluster: req.cluster.clone(),
+        node_count: Some(2),
+        total_ranks: Some(req.ranks_per_pair),
+        variant: Some(req.variant.to_string()),
+    };
+    Ok(
+        match history.baseline(&key, req.max_bytes, req.baseline_runs)? {
+            Some(b) => (
+                Threshold::baseline(b.median_busbw, req.tolerance)?.into(),
+                b.samples.iter().map(|(id, _)| *id).collect(),
+            ),
+            None => (RoundRule::new(req.tolerance).into(), Vec::new()),
+        },
+    )
+}
+
+/// Why [`pair_reference`] gave no line.
+#[derive(Debug, thiserror::Error)]
+pub enum ReferenceError {
+    /// A floor or tolerance out of range.
+    #[error(transparent)]
+    Judge(#[from] JudgeError),
+    /// The history could not be read.
+    #[error(transparent)]
+    History(#[from] HistoryError),
+}
 
 /// Why the pairs stopped.
 #[derive(Debug, thiserror::Error)]

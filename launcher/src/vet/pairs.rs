@@ -9,15 +9,17 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 
 use super::{worst_over_rails, Paired};
-use crate::baseline::Key;
 use crate::budget::Budget;
 use crate::checks::expected_sizes;
 use crate::history::{History, LaunchKind, NewRun};
 use crate::launch::{env_var, find_binary, LaunchOptions, Launcher};
 use crate::matrix::{Matrix, Variant};
-use crate::validate::judging::{Reference, RoundRule, Threshold, Validation};
+use crate::validate::judging::{Threshold, Validation, DEFAULT_TOLERANCE};
 use crate::validate::pairing::Mode;
-use crate::validate::pairs::{run_rounds, PairsError, Recorded, RoundContext, Units};
+use crate::validate::pairs::{
+    pair_reference, pinned_algorithm, run_rounds, PairsError, Recorded, ReferenceRequest,
+    RoundContext, Units, DEFAULT_ALGO,
+};
 use crate::validate::rail_runs::{validate_rails, RailsPlan};
 use crate::validate::rails::{locate_mpi_program, rail_plan, units_of, PairSpec, RailRequest};
 use crate::{noteln, slurm};
@@ -197,23 +199,19 @@ fn nccl_pairs(
     };
     find_binary(&dir, &req.collective)?;
     let cluster = slurm::cluster_name(req.cluster.as_deref());
-    let tolerance = req.tolerance.unwrap_or(10.0) / 100.0;
-    let reference: Reference = match req.floor {
-        Some(floor) => Threshold::floor(floor)?.into(),
-        None => {
-            let key = Key {
-                collective: req.collective.clone(),
-                cluster: cluster.clone(),
-                node_count: Some(2),
-                total_ranks: Some(2 * req.gpus_per_node),
-                variant: Some(PAIR_VARIANT.to_string()),
-            };
-            match history.baseline(&key, req.max_bytes, 10)? {
-                Some(b) => Threshold::baseline(b.median_busbw, tolerance)?.into(),
-                None => RoundRule::new(tolerance).into(),
-            }
-        }
-    };
+    let (reference, _) = pair_reference(
+        history,
+        &ReferenceRequest {
+            collective: &req.collective,
+            cluster: &cluster,
+            ranks_per_pair: 2 * req.gpus_per_node,
+            variant: PAIR_VARIANT,
+            max_bytes: req.max_bytes,
+            floor: req.floor,
+            tolerance: req.tolerance.unwrap_or(DEFAULT_TOLERANCE * 100.0) / 100.0,
+            baseline_runs: 10,
+        },
+    )?;
     // One screen, one re-pairing of the suspects: what fits a job's start.
     let mut validation =
         Validation::new(nodes.to_vec(), Mode::Pairs, reference)?.with_followups(FOLLOWUPS);
@@ -222,8 +220,9 @@ fn nccl_pairs(
         gpudirect: req.gpudirect.clone(),
         env: BTreeMap::new(),
     };
-    if env_var("NCCL_ALGO").is_none() {
-        variant.env.insert("NCCL_ALGO".into(), "Ring".into());
+    // validate's rule, with its default: pairs are compared on one algorithm.
+    if let (Some(algo), _) = pinned_algorithm(DEFAULT_ALGO, env_var("NCCL_ALGO").as_deref()) {
+        variant.env.insert("NCCL_ALGO".into(), algo);
     }
     // The transport NCCL used is read from its channel lines, which NCCL prints at INFO.
     if req.gpudirect.is_some() && env_var("NCCL_DEBUG").is_none() {

@@ -4,6 +4,7 @@
 
 use std::path::Path;
 
+use gpudirect::runner::is_running;
 use serde_json::Value;
 
 use crate::common::{gpudirect_without, run, scratch, stderr, stdout};
@@ -401,16 +402,6 @@ fn hanging_all_reduce(dir: &Path) -> std::path::PathBuf {
     dir.join("pid")
 }
 
-/// Whether process `pid` is still there (not a zombie).
-fn alive(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
-        !stat
-            .split(") ")
-            .nth(1)
-            .is_some_and(|rest| rest.starts_with('Z'))
-    })
-}
-
 /// Security review S2: a hung all_reduce is bounded by --deadline with its whole process
 /// group (it used to run 120 s, past slurmd's 60 s kill): it is a finding (exit 1, check
 /// `nccl`), found within the deadline, and nothing of it is left running.
@@ -444,7 +435,7 @@ fn a_hung_quick_test_ends_within_the_deadline_and_leaves_nothing() {
         .parse()
         .unwrap();
     assert!(
-        !alive(pid),
+        !is_running(pid),
         "the hung all_reduce_perf ({pid}) is still running"
     );
 }
@@ -491,15 +482,15 @@ fn a_killed_health_check_takes_its_all_reduce_with_it() {
         );
         std::thread::sleep(std::time::Duration::from_millis(50));
     };
-    assert!(alive(pid));
+    assert!(is_running(pid));
     child.kill().unwrap();
     child.wait().unwrap();
     let killed = std::time::Instant::now();
-    while alive(pid) && killed.elapsed() < std::time::Duration::from_secs(5) {
+    while is_running(pid) && killed.elapsed() < std::time::Duration::from_secs(5) {
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
     assert!(
-        !alive(pid),
+        !is_running(pid),
         "the all_reduce ({pid}) outlived its killed health check"
     );
 }

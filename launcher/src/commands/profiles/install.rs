@@ -34,18 +34,13 @@ pub struct InstallArgs {
 
 /// The rule the config must meet: the plugin's, or the tests' widened one.
 fn rights(args: &InstallArgs) -> Result<Ownership> {
-    use std::os::unix::fs::MetadataExt;
-    let Some(dir) = &args.insecure_trust_below else {
-        return Ok(Ownership::RootOnly);
-    };
-    let dir = dir
-        .canonicalize()
-        .with_context(|| format!("--insecure-trust-below {}", dir.display()))?;
-    let owner = std::fs::metadata(&dir)?.uid();
-    Ok(Ownership::TrustingBelow {
-        owner,
-        below: Box::leak(dir.into_boxed_path()),
-    })
+    match &args.insecure_trust_below {
+        Some(dir) => {
+            let (owner, below) = crate::commands::args::trusting_below(dir)?;
+            Ok(Ownership::TrustingBelow { owner, below })
+        }
+        None => Ok(Ownership::RootOnly),
+    }
 }
 
 /// Checks the config at `config` with `args.file` appended and, when nothing is an error,
