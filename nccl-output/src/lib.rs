@@ -45,6 +45,7 @@
 pub mod busbw;
 mod failure;
 mod infer;
+pub mod joblog;
 mod json;
 pub mod ras;
 mod text;

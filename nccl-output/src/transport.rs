@@ -127,7 +127,7 @@ pub fn protocol_name(code: &str) -> String {
 }
 
 /// Reads one per-operation line's message: `[Op: ]N Bytes -> Algo A proto P ...`.
-fn parse_tuning(msg: &str) -> Option<(Option<&str>, u64, String, String)> {
+pub(crate) fn parse_tuning(msg: &str) -> Option<(Option<&str>, u64, String, String)> {
     let (head, tail) = msg.split_once(" Bytes -> Algo ")?;
     let (op, bytes) = match head.rsplit_once(':') {
         Some((op, bytes)) => (Some(op.trim()), bytes),
@@ -238,28 +238,41 @@ pub struct NicUse {
     pub hosts: Vec<String>,
 }
 
-/// `NET/Socket : Using [0]eth1:10.0.0.1<0> [1]eth2:...` -> (`Socket`, [`eth1`, `eth2`]).
-/// Only `[N]name` entries count: `NET/IB : Using [RO]; OOB eth0:...` (IB found no device and
+/// `NET/Socket : Using [0]eth1:10.0.0.1<0> [1]eth2:...` -> (`Socket`, [(0, `eth1`), (1, `eth2`)]):
+/// each NIC with the device number channel lines name it by (`via NET/Socket/1`). Only
+/// `[N]name` entries count: `NET/IB : Using [RO]; OOB eth0:...` (IB found no device and
 /// names only its out-of-band interface) gives none.
-fn parse_nic_line(msg: &str) -> Option<(&str, Vec<&str>)> {
+pub(crate) fn parse_nic_line(msg: &str) -> Option<(&str, Vec<(u32, &str)>)> {
     let rest = msg.strip_prefix("NET/")?;
     let (net, list) = rest.split_once(" : Using ")?;
     let net = net.trim();
     if net.is_empty() || net.contains(' ') {
         return None;
     }
-    let nics: Vec<&str> = list
+    let nics: Vec<(u32, &str)> = list
         .split_whitespace()
         .filter_map(|token| {
             let (index, name) = token.strip_prefix('[')?.split_once(']')?;
-            if index.is_empty() || !index.bytes().all(|b| b.is_ascii_digit()) {
-                return None;
-            }
+            let index = index.parse().ok()?;
             let name = name.split(':').next().unwrap_or("");
-            (!name.is_empty()).then_some(name)
+            (!name.is_empty()).then_some((index, name))
         })
         .collect();
     (!nics.is_empty()).then_some((net, nics))
+}
+
+/// Whether the network name `seen` in a channel line (`GPUDirectTCPX_v7`) is the transport
+/// `expected` (`GPUDirectTCPX`, or `NET/GPUDirectTCPX`): the same name without regard to
+/// case, or that name with a version suffix (`_v7`, `-v2`, ` 1.2`), so `IB` is not `gIB`.
+pub fn net_name_matches(seen: &str, expected: &str) -> bool {
+    let exp = expected.trim();
+    let exp = exp
+        .strip_prefix("NET/")
+        .or_else(|| exp.strip_prefix("net/"))
+        .unwrap_or(exp)
+        .to_ascii_lowercase();
+    let seen = seen.to_ascii_lowercase();
+    seen == exp || (seen.starts_with(&exp) && seen[exp.len()..].starts_with(['_', '-', ' ']))
 }
 
 /// Answer of [`NcclDebugInfo::transport_match`].
@@ -291,6 +304,10 @@ pub(crate) struct DebugLine<'a> {
     /// fragment when outputs interleaved within a line).
     pub prefix: &'a str,
     pub host: Option<&'a str>,
+    /// The process id of the `host:pid:tid` token, when it has one.
+    pub pid: Option<u32>,
+    /// The device in brackets after the token (`[0]`: the CUDA device), when logged.
+    pub device: Option<u32>,
     pub level: &'a str,
     pub message: &'a str,
 }
@@ -305,9 +322,12 @@ pub(crate) fn parse_debug_line(line: &str) -> Option<DebugLine<'_>> {
     let message = after[level.len()..].trim();
     let before = line[..idx].trim_end();
     // before = "... host:pid:tid [dev]"
-    let before = match before.rfind(" [") {
-        Some(i) if before.ends_with(']') => &before[..i],
-        _ => before,
+    let (before, device) = match before.rfind(" [") {
+        Some(i) if before.ends_with(']') => (
+            &before[..i],
+            before[i + 2..before.len() - 1].parse().ok(),
+        ),
+        _ => (before, None),
     };
     let before = before.trim_end();
     let token = before.split_whitespace().next_back().unwrap_or("");
@@ -316,14 +336,19 @@ pub(crate) fn parse_debug_line(line: &str) -> Option<DebugLine<'_>> {
     let (tid, pid, host) = (parts.next(), parts.next(), parts.next());
     let numeric =
         |s: Option<&str>| s.is_some_and(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()));
-    let host = if numeric(tid) && numeric(pid) {
-        host.filter(|h| !h.is_empty())
+    let (host, pid) = if numeric(tid) && numeric(pid) {
+        // A launcher's tag glued to the token (`[rank0]:node1`, `[1,0]<stdout>:node1`) is no
+        // part of the host name, which holds none of these characters.
+        let host = host.map(|h| h.rsplit([':', ']', '>']).next().unwrap_or(h));
+        (host.filter(|h| !h.is_empty()), pid.and_then(|p| p.parse().ok()))
     } else {
-        None
+        (None, None)
     };
     Some(DebugLine {
         prefix,
         host,
+        pid,
+        device,
         level,
         message,
     })
@@ -442,7 +467,7 @@ impl DebugCollector {
             e.count = e.count.saturating_add(1);
             add_host(&mut e.hosts, d.host);
         } else if let Some((net, nics)) = parse_nic_line(msg) {
-            for nic in nics {
+            for (_, nic) in nics {
                 let key = (net.to_string(), nic.to_string());
                 if !self.nics.contains_key(&key) && self.nics.len() >= MAX_NICS {
                     continue;
@@ -597,10 +622,7 @@ impl NcclDebugInfo {
                 let Some(n) = t.net_name.as_deref() else {
                     continue;
                 };
-                let nl = n.to_ascii_lowercase();
-                let m = nl == exp_l
-                    || (nl.starts_with(&exp_l) && nl[exp_l.len()..].starts_with(['_', '-', ' ']));
-                (n.to_string(), m)
+                (n.to_string(), net_name_matches(n, exp))
             };
             if matches {
                 hit = true;

@@ -1,0 +1,156 @@
+//! Lines of a log, read in bounded memory: a line longer than the limit is cut there and the
+//! rest of it skipped (counted), so a 10 GB line costs the limit, not 10 GB.
+
+use std::io::BufRead;
+
+/// How much of the input is looked at for binary data: a text log has no NUL byte.
+const BINARY_WINDOW: u64 = 64 * 1024;
+
+/// What reading found besides the lines.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LineStats {
+    /// Lines read.
+    pub lines: u64,
+    /// Bytes read.
+    pub bytes: u64,
+    /// Lines longer than the limit (cut to it).
+    pub long_lines: u64,
+}
+
+/// Why a log could not be read.
+#[derive(Debug)]
+pub enum ReadError {
+    /// The input could not be read.
+    Io(std::io::Error),
+    /// A NUL byte near the start: a binary file, not a log.
+    Binary {
+        /// Its offset.
+        offset: u64,
+    },
+}
+
+impl std::fmt::Display for ReadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReadError::Io(e) => write!(f, "cannot read it: {e}"),
+            ReadError::Binary { offset } => write!(
+                f,
+                "binary data (a NUL byte at offset {offset}), not a text log: give the job's \
+                 stdout/stderr file (a .gz file is read as such)"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for ReadError {}
+
+/// Calls `each(line_number, text)` for every line of `input` (1-based; `\n` or `\r\n`
+/// ends a line; invalid UTF-8 is replaced), each cut to `max` bytes.
+pub fn for_each_line(
+    input: &mut impl BufRead,
+    max: usize,
+    mut each: impl FnMut(u64, &str),
+) -> Result<LineStats, ReadError> {
+    let mut stats = LineStats::default();
+    let mut line: Vec<u8> = Vec::with_capacity(256);
+    let mut cut = false;
+    loop {
+        let chunk = match input.fill_buf() {
+            Ok(c) => c,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(ReadError::Io(e)),
+        };
+        if chunk.is_empty() {
+            break;
+        }
+        if stats.bytes < BINARY_WINDOW {
+            let window = (BINARY_WINDOW - stats.bytes).min(chunk.len() as u64) as usize;
+            if let Some(i) = chunk[..window].iter().position(|&b| b == 0) {
+                return Err(ReadError::Binary {
+                    offset: stats.bytes + i as u64,
+                });
+            }
+        }
+        let (piece, ends_line) = match chunk.iter().position(|&b| b == b'\n') {
+            Some(i) => (&chunk[..i], true),
+            None => (chunk, false),
+        };
+        let room = max.saturating_sub(line.len());
+        if piece.len() > room {
+            cut = true;
+        }
+        line.extend_from_slice(&piece[..piece.len().min(room)]);
+        let used = piece.len() + usize::from(ends_line);
+        stats.bytes += used as u64;
+        input.consume(used);
+        if ends_line {
+            emit(&mut line, &mut cut, &mut stats, &mut each);
+        }
+    }
+    if !line.is_empty() || cut {
+        emit(&mut line, &mut cut, &mut stats, &mut each);
+    }
+    Ok(stats)
+}
+
+fn emit(
+    line: &mut Vec<u8>,
+    cut: &mut bool,
+    stats: &mut LineStats,
+    each: &mut impl FnMut(u64, &str),
+) {
+    stats.lines += 1;
+    if *cut {
+        stats.long_lines += 1;
+    }
+    if line.last() == Some(&b'\r') {
+        line.pop();
+    }
+    each(stats.lines, &String::from_utf8_lossy(line));
+    line.clear();
+    *cut = false;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lines(input: &[u8], max: usize) -> (Vec<(u64, String)>, LineStats) {
+        let mut seen = Vec::new();
+        let stats = for_each_line(&mut std::io::BufReader::with_capacity(7, input), max, |n, l| {
+            seen.push((n, l.to_string()))
+        })
+        .unwrap();
+        (seen, stats)
+    }
+
+    #[test]
+    fn lines_crlf_and_a_last_line_without_a_break() {
+        let (seen, stats) = lines(b"one\r\ntwo\n\nthree", 100);
+        let texts: Vec<&str> = seen.iter().map(|(_, l)| l.as_str()).collect();
+        assert_eq!(texts, ["one", "two", "", "three"]);
+        assert_eq!(seen[3].0, 4);
+        assert_eq!(stats.lines, 4);
+        assert_eq!(stats.bytes, 15);
+    }
+
+    #[test]
+    fn a_long_line_is_cut_and_counted_and_the_next_one_is_whole() {
+        let mut input = vec![b'x'; 10_000];
+        input.extend_from_slice(b"\nshort\n");
+        let (seen, stats) = lines(&input, 16);
+        assert_eq!(seen[0].1, "x".repeat(16));
+        assert_eq!(seen[1].1, "short");
+        assert_eq!(stats.long_lines, 1);
+    }
+
+    #[test]
+    fn binary_input_is_refused_with_its_offset() {
+        let err = for_each_line(&mut &b"text\n\x00\x01\x02"[..], 100, |_, _| {}).unwrap_err();
+        assert!(matches!(err, ReadError::Binary { offset: 5 }), "{err}");
+        assert!(err.to_string().contains("not a text log"));
+        // Invalid UTF-8 is no binary file: it is replaced.
+        let (seen, _) = lines(b"caf\xe9\n", 100);
+        assert_eq!(seen[0].1, "caf\u{fffd}");
+    }
+}

@@ -1,0 +1,860 @@
+//! A job's NCCL log, read by communicator: which ranks each communicator had, on which
+//! nodes, and the transport and NIC each rank's connections really took.
+//!
+//! The input is whatever a training job printed with `NCCL_DEBUG=INFO` (or `WARN`): one
+//! file for the whole job (srun's, torchrun's) or one per rank, the program's own lines in
+//! between, any launcher's tag in front (`[rank3]:`, `3: `, `[1,3]<stdout>:`, timestamps,
+//! pod names). It is read line by line ([`JobLogReader::feed`]) in bounded memory
+//! ([`Limits`]), so a log of any size costs what its communicators and ranks cost.
+//!
+//! What NCCL prints that this reads, per process (`host:pid:tid [dev] NCCL INFO ...`):
+//!
+//! ```text
+//! NCCL version 2.28.9+cuda13.0                                  -> versions
+//! NET/Socket : Using [0]eth0:10.77.0.1<0> [1]eth1:10.77.1.1<0> -> the NICs by device number
+//! Using network Socket                                          -> the net plugin loaded
+//! NET/Plugin: Could not find: libnccl-net.so                    -> plugins (net, tuner, ...)
+//! NCCL_SOCKET_IFNAME set by environment to eth1                 -> variables
+//! ncclCommInitRankConfig comm 0x3bc3 rank 0 nranks 2 cudaDev 0 nvmlDev 0 busId 60
+//!     commId 0x470b5de4999c140a - Init START                    -> a rank of communicator 0x470b..
+//! comm 0x3bc3 rank 0 nRanks 2 nNodes 2 localRanks 1 localRank 0 -> its nodes, local ranks
+//! 4 coll channels, 4 collnet channels, 0 nvls channels, ...    -> channels
+//! Channel 00/0 : 1[0] -> 0[0] [receive] via NET/Socket/0        -> a link: NET/Socket, device 0 = eth0
+//! Connected all rings, use ring PXN 0 GDR 0                     -> GPUDirect RDMA off
+//! AllReduce: 268435456 Bytes -> Algo 1 proto 2 time 1234.5      -> algorithm, protocol (TUNING)
+//! ```
+//!
+//! A communicator is named by its `commId`, which every rank prints. NCCL before 2.18 has
+//! none: each process's communicators of one size are then matched by their order of
+//! creation (its second 8-rank communicator with every other process's second), which is
+//! said in [`Communicator::id_from_log`]. A channel line names no communicator: it belongs
+//! to the one its process set up last whose size fits its ranks (NCCL connects a
+//! communicator's channels during or right after its init, or at its first collective).
+//!
+//! Trouble is collected with the rank and node it came from: `NCCL WARN` lines, NCCL error
+//! codes, timeouts and torch's watchdog, in NCCL's lines and the program's ([`Event`]).
+
+mod lines;
+mod prefix;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use serde::{Deserialize, Serialize};
+
+pub use lines::{for_each_line, LineStats, ReadError};
+pub use prefix::{classify_event, launcher_rank, EventKind};
+
+use crate::transport::{
+    classify_via, parse_debug_line, parse_nic_line, parse_tuning, TransportClass, TuningChoice,
+};
+
+/// What the reader keeps at most, whatever the log's size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Bytes of one line (the rest is skipped).
+    pub max_line: usize,
+    /// Processes (host and pid).
+    pub max_processes: usize,
+    /// Communicators.
+    pub max_communicators: usize,
+    /// Ranks over all communicators.
+    pub max_ranks: usize,
+    /// Trouble lines kept (all are counted).
+    pub max_events: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_line: 64 * 1024,
+            max_processes: 1 << 17,
+            max_communicators: 1 << 14,
+            max_ranks: 1 << 20,
+            max_events: 2000,
+        }
+    }
+}
+
+/// A job's log, read.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct JobLog {
+    /// Lines read, over all inputs.
+    pub lines: u64,
+    /// NCCL's own lines among them.
+    pub nccl_lines: u64,
+    /// The processes that logged NCCL lines, in order of their first line.
+    pub processes: Vec<Process>,
+    /// The communicators, largest first (then in order of their first line).
+    pub communicators: Vec<Communicator>,
+    /// Trouble: warnings, errors, timeouts, watchdog lines (the first [`Limits::max_events`]).
+    pub events: Vec<Event>,
+    /// Trouble lines of each kind, all counted.
+    pub event_counts: BTreeMap<String, u64>,
+    /// What was not kept because a limit was reached, in words.
+    pub dropped: Vec<String>,
+}
+
+/// One process (rank) that logged NCCL lines.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Process {
+    /// The host name of its `host:pid:tid` token.
+    pub host: Option<String>,
+    /// Its pid.
+    pub pid: Option<u32>,
+    /// The input (0-based, in the order given) its first line came from.
+    pub source: usize,
+    /// The rank a launcher tagged its lines with (`[rank3]:`, `3: `), if any.
+    pub launcher_rank: Option<u32>,
+    /// `2.28.9` of `NCCL version 2.28.9+cuda13.0`.
+    pub nccl_version: Option<String>,
+    /// `13.0` of the same line.
+    pub cuda_version: Option<String>,
+    /// `cudaDriverVersion 13000`.
+    pub cuda_driver: Option<u32>,
+    /// `Using network X`: the net plugins it loaded, in order.
+    pub networks: Vec<String>,
+    /// The NICs each network transport said it uses, with their device numbers.
+    pub nics: Vec<NicEntry>,
+    /// What its plugin loaders said (`NET/Plugin: Could not find: libnccl-net.so`).
+    pub plugins: Vec<PluginNote>,
+    /// Variables NCCL said were set by the environment.
+    pub env: BTreeMap<String, String>,
+}
+
+/// One NIC of a `NET/<net> : Using [N]name...` line.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NicEntry {
+    /// The transport (`Socket`, `IB`, `GPUDirectTCPX`).
+    pub net: String,
+    /// The device number channel lines use (`via NET/Socket/1`).
+    pub device: u32,
+    /// The interface or RDMA device (`eth1`, `mlx5_0`).
+    pub nic: String,
+}
+
+/// What one plugin loader said.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PluginNote {
+    /// `NET`, `TUNER`, `PROFILER`, `ENV`.
+    pub kind: String,
+    /// Whether it loaded one (false for "Could not find").
+    pub loaded: bool,
+    /// NCCL's words.
+    pub text: String,
+}
+
+/// One communicator.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Communicator {
+    /// Its `commId` (`0x470b5de4999c140a`), or `size-N-#K` when the log has none.
+    pub id: String,
+    /// Whether [`id`](Self::id) is NCCL's own `commId` (false: matched by size and order).
+    pub id_from_log: bool,
+    /// `nranks` as logged.
+    pub nranks: Option<u32>,
+    /// `nNodes` as logged.
+    pub nnodes: Option<u32>,
+    /// The ranks that logged their part, by rank.
+    pub ranks: Vec<CommRank>,
+    /// `N coll channels` (else the number of ring channels listed).
+    pub coll_channels: Option<u32>,
+    /// `N nvls channels`.
+    pub nvls_channels: Option<u32>,
+    /// `N collnet channels`.
+    pub collnet_channels: Option<u32>,
+    /// `N p2p channels`.
+    pub p2p_channels: Option<u32>,
+    /// The algorithm and protocol per operation and size (`NCCL_DEBUG_SUBSYS=TUNING`).
+    pub tuning: Vec<TuningChoice>,
+}
+
+impl Communicator {
+    /// The hosts of its ranks, sorted and distinct.
+    pub fn hosts(&self) -> Vec<&str> {
+        let set: BTreeSet<&str> = self
+            .ranks
+            .iter()
+            .filter_map(|r| r.host.as_deref())
+            .collect();
+        set.into_iter().collect()
+    }
+
+    /// Whether any of its links left the node (NET or CollNet).
+    pub fn uses_network(&self) -> bool {
+        self.ranks
+            .iter()
+            .flat_map(|r| &r.links)
+            .any(|l| matches!(l.class, TransportClass::Network | TransportClass::CollNet))
+    }
+}
+
+/// How far a rank's part of a communicator got.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InitState {
+    /// Only its summary line was seen.
+    #[default]
+    Seen,
+    /// `Init START`, no `Init COMPLETE`.
+    Started,
+    /// `Init COMPLETE`.
+    Complete,
+    /// `Destroy COMPLETE`.
+    Destroyed,
+    /// `Abort COMPLETE`.
+    Aborted,
+}
+
+/// One rank of one communicator.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CommRank {
+    /// Its rank in the communicator.
+    pub rank: u32,
+    /// Its process, an index into [`JobLog::processes`].
+    pub process: usize,
+    /// Its host.
+    pub host: Option<String>,
+    /// `cudaDev`: an index into the process's `CUDA_VISIBLE_DEVICES`.
+    pub cuda_dev: Option<u32>,
+    /// `nvmlDev`: the node's own GPU number.
+    pub nvml_dev: Option<u32>,
+    /// `busId`.
+    pub bus_id: Option<String>,
+    /// `localRank` and `localRanks`.
+    pub local_rank: Option<u32>,
+    /// Ranks of the communicator on its node.
+    pub local_ranks: Option<u32>,
+    /// How far its init got.
+    pub init: InitState,
+    /// `GDR 1`/`GDR 0` of its `Connected all rings` line.
+    pub gdr: Option<bool>,
+    /// Its connections, one entry per distinct `via`.
+    pub links: Vec<Link>,
+}
+
+/// The connections of one rank over one path (`via` text).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Link {
+    /// The text after `via`: `NET/Socket/0`, `NET/IB/1/GDRDMA`, `P2P/CUMEM`.
+    pub via: String,
+    /// Its class.
+    pub class: TransportClass,
+    /// The network transport of a `NET/<name>/...` (or `COLLNET/...`) path.
+    pub net: Option<String>,
+    /// Its device number (`NET/Socket/1` -> 1).
+    pub device: Option<u32>,
+    /// The NIC that device number is, from the process's `NET/<net> : Using` line.
+    pub nic: Option<String>,
+    /// GPUDirect RDMA (`/GDRDMA`).
+    pub gdrdma: bool,
+    /// Channel lines.
+    pub channels: u64,
+    /// Distinct peer ranks (counted up to [`MAX_PEERS`]).
+    pub peers: u32,
+}
+
+/// Peers counted per link: enough to tell a ring from an all-to-all.
+pub const MAX_PEERS: usize = 64;
+
+/// A trouble line.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Event {
+    /// What kind.
+    pub kind: EventKind,
+    /// The host, when known (NCCL's token, or the rank's host).
+    pub host: Option<String>,
+    /// The rank, when known (a launcher's tag, or the process's rank).
+    pub rank: Option<u32>,
+    /// The input it came from (0-based).
+    pub source: usize,
+    /// Its line number in that input.
+    pub line: u64,
+    /// The text (NCCL's message, or the program's line), cut to 400 characters.
+    pub text: String,
+}
+
+/// Where a process's lines come from: its host and pid, or its input when the lines carry
+/// no host.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum ProcKey {
+    Host(String, Option<u32>),
+    Source(usize, Option<u32>),
+}
+
+/// What the reader keeps per process while reading.
+#[derive(Debug, Default)]
+struct ProcState {
+    /// Its communicators by comm pointer.
+    comms: HashMap<String, usize>,
+    /// Its communicators in the order it set them up, with its rank in each.
+    recent: Vec<(usize, u32)>,
+    /// How many size-N communicators without a commId it set up (for matching).
+    unnamed: HashMap<u32, u32>,
+}
+
+/// A communicator while reading: its ranks in a map.
+#[derive(Debug, Default)]
+struct CommBuild {
+    comm: Communicator,
+    ranks: BTreeMap<u32, RankBuild>,
+}
+
+#[derive(Debug, Default)]
+struct RankBuild {
+    rank: CommRank,
+    links: Vec<(String, u64, BTreeSet<u32>)>,
+}
+
+/// Reads a job's log line by line; [`finish`](Self::finish) gives the [`JobLog`].
+#[derive(Debug, Default)]
+pub struct JobLogReader {
+    limits: Limits,
+    log: JobLog,
+    procs: HashMap<ProcKey, usize>,
+    states: Vec<ProcState>,
+    comms: Vec<CommBuild>,
+    comm_ids: HashMap<String, usize>,
+    unnamed: HashMap<(u32, u32), usize>,
+    ranks_kept: usize,
+    /// Limits reached, by what was dropped.
+    dropped: BTreeMap<&'static str, u64>,
+}
+
+/// The word after `key` in `words`.
+fn after<'a>(words: &[&'a str], key: &str) -> Option<&'a str> {
+    let i = words.iter().position(|w| *w == key)?;
+    words.get(i + 1).copied()
+}
+
+fn number(words: &[&str], key: &str) -> Option<u32> {
+    after(words, key)?.parse().ok()
+}
+
+/// `text` cut to `max` characters.
+fn clip(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((i, _)) => format!("{}...", &text[..i]),
+        None => text.to_string(),
+    }
+}
+
+impl JobLogReader {
+    /// A reader that keeps at most what `limits` allow.
+    pub fn new(limits: Limits) -> Self {
+        JobLogReader {
+            limits,
+            ..JobLogReader::default()
+        }
+    }
+
+    /// The limits it reads with.
+    pub fn limits(&self) -> Limits {
+        self.limits
+    }
+
+    /// Reads one line of input `source` (0-based), line number `line`.
+    pub fn feed(&mut self, source: usize, line: u64, text: &str) {
+        self.log.lines += 1;
+        let tagged = launcher_rank(text);
+        let Some(d) = parse_debug_line(text) else {
+            if let Some(kind) = classify_event(text, None) {
+                self.event(kind, None, tagged, source, line, text);
+            }
+            return;
+        };
+        self.log.nccl_lines += 1;
+        let Some(p) = self.process(source, d.host, d.pid) else {
+            return;
+        };
+        if tagged.is_some() && self.log.processes[p].launcher_rank.is_none() {
+            self.log.processes[p].launcher_rank = tagged;
+        }
+        if let Some(kind) = classify_event(d.message, Some(d.level)) {
+            let host = self.log.processes[p].host.clone();
+            let rank = tagged.or(self.log.processes[p].launcher_rank);
+            self.event(kind, host, rank, source, line, d.message);
+            return;
+        }
+        if d.level == "INFO" {
+            self.info(p, d.message);
+        }
+    }
+
+    fn process(&mut self, source: usize, host: Option<&str>, pid: Option<u32>) -> Option<usize> {
+        let key = match host {
+            Some(h) => ProcKey::Host(h.to_string(), pid),
+            None => ProcKey::Source(source, pid),
+        };
+        if let Some(&i) = self.procs.get(&key) {
+            return Some(i);
+        }
+        if self.log.processes.len() >= self.limits.max_processes {
+            *self.dropped.entry("processes").or_default() += 1;
+            return None;
+        }
+        let i = self.log.processes.len();
+        self.log.processes.push(Process {
+            host: host.map(str::to_string),
+            pid,
+            source,
+            ..Process::default()
+        });
+        self.states.push(ProcState::default());
+        self.procs.insert(key, i);
+        Some(i)
+    }
+
+    fn event(
+        &mut self,
+        kind: EventKind,
+        host: Option<String>,
+        rank: Option<u32>,
+        source: usize,
+        line: u64,
+        text: &str,
+    ) {
+        *self
+            .log
+            .event_counts
+            .entry(kind.as_str().to_string())
+            .or_default() += 1;
+        if self.log.events.len() >= self.limits.max_events {
+            *self.dropped.entry("trouble lines").or_default() += 1;
+            return;
+        }
+        self.log.events.push(Event {
+            kind,
+            host,
+            rank,
+            source,
+            line,
+            text: clip(text.trim(), 400),
+        });
+    }
+
+    /// One `NCCL INFO` message of process `p`.
+    fn info(&mut self, p: usize, msg: &str) {
+        let proc = &mut self.log.processes[p];
+        if let Some(v) = msg.strip_prefix("NCCL version ") {
+            let v = v.split_whitespace().next().unwrap_or("");
+            let (version, cuda) = match v.split_once('+') {
+                Some((a, b)) => (a, b.strip_prefix("cuda")),
+                None => (v, None),
+            };
+            if proc.nccl_version.is_none() && !version.is_empty() {
+                proc.nccl_version = Some(version.to_string());
+                proc.cuda_version = cuda.map(str::to_string);
+            }
+        } else if let Some(v) = msg.strip_prefix("cudaDriverVersion ") {
+            proc.cuda_driver = proc.cuda_driver.or(v.trim().parse().ok());
+        } else if let Some(name) = msg.strip_prefix("Using network ") {
+            let name = name.trim();
+            if !proc.networks.iter().any(|n| n == name) && proc.networks.len() < 8 {
+                proc.networks.push(name.to_string());
+            }
+        } else if let Some((net, nics)) = parse_nic_line(msg) {
+            for (device, nic) in nics {
+                let known = proc
+                    .nics
+                    .iter()
+                    .any(|e| e.net == net && e.device == device);
+                if !known && proc.nics.len() < 64 {
+                    proc.nics.push(NicEntry {
+                        net: net.to_string(),
+                        device,
+                        nic: nic.to_string(),
+                    });
+                }
+            }
+        } else if let Some((kind, rest)) = msg.split_once("/Plugin") {
+            let plain = !kind.is_empty() && kind.bytes().all(|b| b.is_ascii_uppercase());
+            let text = rest.trim_start_matches([':', ' ']).trim();
+            if plain && !text.starts_with("Closing") {
+                let note = PluginNote {
+                    kind: kind.to_string(),
+                    loaded: !text.contains("Could not find") && !text.contains("Failed"),
+                    text: clip(text, 200),
+                };
+                if !proc.plugins.contains(&note) && proc.plugins.len() < 16 {
+                    proc.plugins.push(note);
+                }
+            }
+        } else if let Some((name, value)) = msg
+            .split_once(" set by environment to ")
+            // NCCL 2.2x's wording for some variables: "NCCL_SOCKET_IFNAME set to eth1".
+            .or_else(|| msg.split_once(" set to ").filter(|(n, _)| n.starts_with("NCCL_")))
+        {
+            let name = name.trim();
+            if proc.env.len() < 256 && !name.contains(' ') {
+                let value = value.trim().trim_end_matches('.');
+                proc.env.insert(name.to_string(), clip(value, 400));
+            }
+        } else if msg.contains("comm 0x") && msg.contains(" rank ") {
+            self.comm_line(p, msg);
+        } else if msg.starts_with("Channel ") && msg.contains(" via ") {
+            self.channel_line(p, msg);
+        } else if let Some(rest) = msg.strip_prefix("Connected all rings") {
+            // ", use ring PXN 0 GDR 0"
+            let words: Vec<&str> = rest.split_whitespace().collect();
+            if let Some(gdr) = number(&words, "GDR") {
+                if let Some(r) = self.current_rank(p) {
+                    r.rank.gdr = Some(gdr != 0);
+                }
+            }
+        } else if msg.contains(" coll channels, ") {
+            let counts = channel_counts(msg);
+            if let Some(&(c, _)) = self.states[p].recent.last() {
+                let comm = &mut self.comms[c].comm;
+                comm.coll_channels = counts.get("coll").copied().or(comm.coll_channels);
+                comm.nvls_channels = counts.get("nvls").copied().or(comm.nvls_channels);
+                comm.collnet_channels =
+                    counts.get("collnet").copied().or(comm.collnet_channels);
+                comm.p2p_channels = counts.get("p2p").copied().or(comm.p2p_channels);
+            }
+        } else if let Some((op, bytes, algorithm, protocol)) = parse_tuning(msg) {
+            if let Some(&(c, _)) = self.states[p].recent.last() {
+                let tuning = &mut self.comms[c].comm.tuning;
+                let op = op.map(str::to_string);
+                let same = |t: &&mut TuningChoice| {
+                    (&t.op, t.bytes, &t.algorithm, &t.protocol)
+                        == (&op, bytes, &algorithm, &protocol)
+                };
+                if let Some(t) = tuning.iter_mut().find(same) {
+                    t.count = t.count.saturating_add(1);
+                } else if tuning.len() < 256 {
+                    tuning.push(TuningChoice {
+                        op,
+                        bytes,
+                        algorithm,
+                        protocol,
+                        count: 1,
+                    });
+                }
+            }
+        }
+    }
+
+    /// The rank process `p` has in the communicator it set up last.
+    fn current_rank(&mut self, p: usize) -> Option<&mut RankBuild> {
+        let &(c, rank) = self.states[p].recent.last()?;
+        self.comms[c].ranks.get_mut(&rank)
+    }
+
+    /// `ncclCommInitRank... comm 0xP rank R nranks N ... commId 0xC - Init START`, and the
+    /// other lines that name a comm pointer, a rank and a size.
+    fn comm_line(&mut self, p: usize, msg: &str) {
+        let words: Vec<&str> = msg.split_whitespace().collect();
+        let Some(ptr) = after(&words, "comm").filter(|w| w.starts_with("0x")) else {
+            return;
+        };
+        let Some(rank) = number(&words, "rank") else {
+            return;
+        };
+        let nranks = number(&words, "nranks").or_else(|| number(&words, "nRanks"));
+        let comm_id = after(&words, "commId").filter(|w| w.starts_with("0x"));
+        let Some(c) = self.comm_of(p, ptr, nranks, comm_id) else {
+            return;
+        };
+        let kept = self.ranks_kept;
+        let build = &mut self.comms[c];
+        if !build.ranks.contains_key(&rank) {
+            if kept >= self.limits.max_ranks {
+                *self.dropped.entry("ranks").or_default() += 1;
+                return;
+            }
+            self.ranks_kept += 1;
+        }
+        let comm = &mut build.comm;
+        comm.nranks = comm.nranks.or(nranks);
+        comm.nnodes = number(&words, "nNodes").or(comm.nnodes);
+        let r = build.ranks.entry(rank).or_insert_with(|| RankBuild {
+            rank: CommRank {
+                rank,
+                process: p,
+                host: self.log.processes[p].host.clone(),
+                ..CommRank::default()
+            },
+            links: Vec::new(),
+        });
+        let r = &mut r.rank;
+        r.cuda_dev = number(&words, "cudaDev").or(r.cuda_dev);
+        r.nvml_dev = number(&words, "nvmlDev").or(r.nvml_dev);
+        r.bus_id = after(&words, "busId").map(str::to_string).or(r.bus_id.take());
+        r.local_rank = number(&words, "localRank").or(r.local_rank);
+        r.local_ranks = number(&words, "localRanks").or(r.local_ranks);
+        let state = if msg.ends_with("Init START") {
+            Some(InitState::Started)
+        } else if msg.ends_with("Init COMPLETE") {
+            Some(InitState::Complete)
+        } else if msg.ends_with("Destroy COMPLETE") {
+            Some(InitState::Destroyed)
+        } else if msg.ends_with("Abort COMPLETE") {
+            Some(InitState::Aborted)
+        } else {
+            None
+        };
+        if let Some(state) = state {
+            // Never back: a summary line after COMPLETE does not undo it.
+            if state as u8 > r.init as u8 {
+                r.init = state;
+            }
+        }
+        let recent = &mut self.states[p].recent;
+        if recent.last() != Some(&(c, rank)) {
+            recent.retain(|e| *e != (c, rank));
+            recent.push((c, rank));
+        }
+    }
+
+    /// The communicator comm pointer `ptr` of process `p` belongs to, created if new.
+    fn comm_of(
+        &mut self,
+        p: usize,
+        ptr: &str,
+        nranks: Option<u32>,
+        comm_id: Option<&str>,
+    ) -> Option<usize> {
+        if let Some(id) = comm_id {
+            let c = match self.comm_ids.get(id) {
+                Some(&c) => c,
+                None => {
+                    let c = self.new_comm(id.to_string(), true)?;
+                    self.comm_ids.insert(id.to_string(), c);
+                    c
+                }
+            };
+            self.states[p].comms.insert(ptr.to_string(), c);
+            return Some(c);
+        }
+        if let Some(&c) = self.states[p].comms.get(ptr) {
+            return Some(c);
+        }
+        // No commId (NCCL before 2.18): this process's k-th communicator of this size is
+        // every process's k-th.
+        let size = nranks?;
+        let ordinal = {
+            let n = self.states[p].unnamed.entry(size).or_default();
+            *n += 1;
+            *n
+        };
+        let c = match self.unnamed.get(&(size, ordinal)) {
+            Some(&c) => c,
+            None => {
+                let c = self.new_comm(format!("size-{size}-#{ordinal}"), false)?;
+                self.unnamed.insert((size, ordinal), c);
+                c
+            }
+        };
+        self.states[p].comms.insert(ptr.to_string(), c);
+        Some(c)
+    }
+
+    fn new_comm(&mut self, id: String, id_from_log: bool) -> Option<usize> {
+        if self.comms.len() >= self.limits.max_communicators {
+            *self.dropped.entry("communicators").or_default() += 1;
+            return None;
+        }
+        self.comms.push(CommBuild {
+            comm: Communicator {
+                id,
+                id_from_log,
+                ..Communicator::default()
+            },
+            ranks: BTreeMap::new(),
+        });
+        Some(self.comms.len() - 1)
+    }
+
+    /// `Channel 00/0 : 1[0] -> 0[0] [receive] via NET/Socket/0` of process `p`.
+    fn channel_line(&mut self, p: usize, msg: &str) {
+        let Some((head, via)) = msg.split_once(" via ") else {
+            return;
+        };
+        let Some((_, ends)) = head.split_once(" : ") else {
+            return;
+        };
+        let Some((from, to)) = ends.split_once(" -> ") else {
+            return;
+        };
+        let rank_of = |s: &str| -> Option<u32> { s.trim().split('[').next()?.parse().ok() };
+        let (Some(from), Some(to)) = (rank_of(from), rank_of(to)) else {
+            return;
+        };
+        // A trailing "comm 0x..." (some versions) names the communicator.
+        let (via, named) = match via.split_once(" comm 0x") {
+            Some((v, rest)) => (v, rest.split_whitespace().next().map(|w| format!("0x{w}"))),
+            None => (via, None),
+        };
+        let via = via.trim();
+        if via.is_empty() {
+            return;
+        }
+        let highest = from.max(to);
+        let state = &self.states[p];
+        let fits = |&(c, _): &(usize, u32)| {
+            self.comms[c]
+                .comm
+                .nranks
+                .is_none_or(|n| highest < n)
+        };
+        let target = named
+            .and_then(|ptr| state.comms.get(&ptr).copied())
+            .and_then(|c| state.recent.iter().rev().find(|e| e.0 == c).copied())
+            .or_else(|| state.recent.iter().rev().find(|e| fits(e)).copied());
+        let Some((c, own)) = target else {
+            return;
+        };
+        let peer = if from == own { to } else { from };
+        let Some(r) = self.comms[c].ranks.get_mut(&own) else {
+            return;
+        };
+        match r.links.iter().position(|l| l.0 == via) {
+            Some(i) => {
+                let link = &mut r.links[i];
+                link.1 += 1;
+                if link.2.len() < MAX_PEERS {
+                    link.2.insert(peer);
+                }
+            }
+            None if r.links.len() < 64 => r.links.push((via.to_string(), 1, [peer].into())),
+            None => {}
+        }
+    }
+
+    /// Everything read, with each link's NIC and each event's rank and host resolved.
+    pub fn finish(mut self) -> JobLog {
+        let mut comms: Vec<Communicator> = Vec::with_capacity(self.comms.len());
+        for build in std::mem::take(&mut self.comms) {
+            let mut comm = build.comm;
+            for (_, r) in build.ranks {
+                let mut rank = r.rank;
+                let nics = &self.log.processes[rank.process].nics;
+                rank.links = r
+                    .links
+                    .into_iter()
+                    .map(|(via, channels, peers)| link(&via, channels, peers.len(), nics))
+                    .collect();
+                comm.ranks.push(rank);
+            }
+            comms.push(comm);
+        }
+        // Largest first; a stable sort keeps the order of first appearance among equals.
+        comms.sort_by_key(|c| std::cmp::Reverse(c.nranks.unwrap_or(c.ranks.len() as u32)));
+        self.log.communicators = comms;
+        self.resolve_events();
+        self.log.dropped = self
+            .dropped
+            .iter()
+            .map(|(what, n)| format!("{n} {what} past the reader's limit were not kept"))
+            .collect();
+        self.log
+    }
+
+    /// Gives each event the host and rank its tags or its process allow: a rank's host
+    /// from the largest communicator (torch's world), a host's rank likewise.
+    fn resolve_events(&mut self) {
+        let world = self.log.communicators.first();
+        let host_of_rank: HashMap<u32, String> = world
+            .map(|c| {
+                c.ranks
+                    .iter()
+                    .filter_map(|r| Some((r.rank, r.host.clone()?)))
+                    .collect()
+            })
+            .unwrap_or_default();
+        // The only process of an input (one file per rank) owns that input's lines.
+        let mut per_source: HashMap<usize, Vec<usize>> = HashMap::new();
+        for (i, p) in self.log.processes.iter().enumerate() {
+            per_source.entry(p.source).or_default().push(i);
+        }
+        let world_rank_of = |process: usize| -> Option<u32> {
+            world?
+                .ranks
+                .iter()
+                .find(|r| r.process == process)
+                .map(|r| r.rank)
+        };
+        for e in &mut self.log.events {
+            if e.host.is_none() {
+                if let Some(r) = e.rank {
+                    e.host = host_of_rank.get(&r).cloned();
+                } else if let Some([only]) = per_source.get(&e.source).map(Vec::as_slice) {
+                    e.host = self.log.processes[*only].host.clone();
+                    e.rank = self.log.processes[*only]
+                        .launcher_rank
+                        .or_else(|| world_rank_of(*only));
+                }
+            }
+            if e.rank.is_none() {
+                if let Some(host) = &e.host {
+                    let on_host: Vec<u32> = world
+                        .map(|c| {
+                            c.ranks
+                                .iter()
+                                .filter(|r| r.host.as_ref() == Some(host))
+                                .map(|r| r.rank)
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                    if let [only] = on_host.as_slice() {
+                        e.rank = Some(*only);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// `4 coll channels, 4 collnet channels, 0 nvls channels, 4 p2p channels, 2 p2p channels
+/// per peer` -> {coll: 4, collnet: 4, nvls: 0, p2p: 4}.
+fn channel_counts(msg: &str) -> HashMap<&str, u32> {
+    let mut counts = HashMap::new();
+    for part in msg.split(',') {
+        let words: Vec<&str> = part.split_whitespace().collect();
+        if let [n, kind, "channels"] = words.as_slice() {
+            if let Ok(n) = n.parse() {
+                counts.entry(*kind).or_insert(n);
+            }
+        }
+    }
+    counts
+}
+
+/// A finished [`Link`]: its class, transport, device and NIC.
+fn link(via: &str, channels: u64, peers: usize, nics: &[NicEntry]) -> Link {
+    let (class, net) = classify_via(via);
+    let device = via
+        .split('/')
+        .nth(2)
+        .and_then(|d| d.split('(').next())
+        .and_then(|d| d.trim().parse().ok());
+    let nic = match (&net, device) {
+        (Some(net), Some(device)) => nics
+            .iter()
+            .find(|e| e.net.eq_ignore_ascii_case(net) && e.device == device)
+            .map(|e| e.nic.clone()),
+        _ => None,
+    };
+    Link {
+        via: via.to_string(),
+        class,
+        net,
+        device,
+        nic,
+        gdrdma: via.contains("GDRDMA"),
+        channels,
+        peers: peers as u32,
+    }
+}
+
+/// Reads a whole log held in memory (tests, the fuzz target): one input.
+pub fn read_str(text: &str) -> JobLog {
+    let mut reader = JobLogReader::new(Limits::default());
+    for (i, line) in text.lines().enumerate() {
+        reader.feed(0, i as u64 + 1, line);
+    }
+    reader.finish()
+}
+
+#[cfg(test)]
+mod tests;
