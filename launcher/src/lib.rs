@@ -51,6 +51,7 @@ pub mod hang;
 pub mod health;
 pub mod history;
 pub mod hostfile;
+pub mod job_log;
 pub mod launch;
 pub mod matrix;
 pub mod matrix_run;

@@ -21,7 +21,10 @@ fn main() -> ExitCode {
         Err(err) => return usage_error(&err),
     };
     init_tracing(cli.verbose);
-    let ctx = Ctx { db: cli.db };
+    let ctx = Ctx {
+        db: cli.db,
+        verbose: cli.verbose,
+    };
     match commands::dispatch(cli.command, &ctx) {
         Ok(status) => status.into(),
         // `gpudirect history | head -1`: the reader left, which is not our failure.

@@ -323,10 +323,9 @@ pub(crate) fn parse_debug_line(line: &str) -> Option<DebugLine<'_>> {
     let before = line[..idx].trim_end();
     // before = "... host:pid:tid [dev]"
     let (before, device) = match before.rfind(" [") {
-        Some(i) if before.ends_with(']') => (
-            &before[..i],
-            before[i + 2..before.len() - 1].parse().ok(),
-        ),
+        Some(i) if before.ends_with(']') => {
+            (&before[..i], before[i + 2..before.len() - 1].parse().ok())
+        }
         _ => (before, None),
     };
     let before = before.trim_end();
@@ -340,7 +339,10 @@ pub(crate) fn parse_debug_line(line: &str) -> Option<DebugLine<'_>> {
         // A launcher's tag glued to the token (`[rank0]:node1`, `[1,0]<stdout>:node1`) is no
         // part of the host name, which holds none of these characters.
         let host = host.map(|h| h.rsplit([':', ']', '>']).next().unwrap_or(h));
-        (host.filter(|h| !h.is_empty()), pid.and_then(|p| p.parse().ok()))
+        (
+            host.filter(|h| !h.is_empty()),
+            pid.and_then(|p| p.parse().ok()),
+        )
     } else {
         (None, None)
     };

@@ -586,6 +586,7 @@ mod tests {
         let scratch = tempfile::tempdir().unwrap();
         let ctx = Ctx {
             db: Some(scratch.path().join("none.sqlite")),
+            ..Ctx::default()
         };
         let report = Health {
             node: "node2".into(),

@@ -22,6 +22,7 @@ pub mod health;
 pub mod history;
 pub mod hostfile;
 pub mod import;
+pub mod log;
 pub mod probe;
 pub mod profiles;
 pub mod report;
@@ -92,6 +93,9 @@ pub enum Command {
     /// Which rank a hung job waits for: NCCL's RAS asked on every node of the job, a few
     /// times, each rank mapped to its node and task.
     Hang(hang::HangArgs),
+    /// Read a job's NCCL log: which transport and NIC each communicator really used, per
+    /// rank and node, against the profile; NCCL errors, timeouts and watchdog lines.
+    Log(log::LogArgs),
     /// Write an HTML report with plots (busbw by size against the baseline, the pair heat
     /// map, the node x rail map of rail runs, nodes over time) and print a verdict table.
     Report(report::ReportArgs),
@@ -128,6 +132,8 @@ pub enum Command {
 pub struct Ctx {
     /// `--db` / `GPUDIRECT_DB`, unresolved: `None` means "use the default location".
     pub db: Option<PathBuf>,
+    /// `-v` given this many times (also read by `log` for its details).
+    pub verbose: u8,
 }
 
 impl Ctx {
@@ -230,6 +236,7 @@ pub fn dispatch(command: Command, ctx: &Ctx) -> Result<ExitStatus> {
         Command::Import(args) => import::run(&args, ctx),
         Command::Probe(args) => probe::run(&args, ctx),
         Command::Hang(args) => hang::run(&args, ctx),
+        Command::Log(args) => log::run(&args, ctx),
         Command::Run(args) => run::run(&args, ctx),
         Command::Health(args) => health::run(&args, ctx),
         Command::Profiles(args) => profiles::run(&args, ctx),

@@ -117,9 +117,11 @@ mod tests {
 
     fn lines(input: &[u8], max: usize) -> (Vec<(u64, String)>, LineStats) {
         let mut seen = Vec::new();
-        let stats = for_each_line(&mut std::io::BufReader::with_capacity(7, input), max, |n, l| {
-            seen.push((n, l.to_string()))
-        })
+        let stats = for_each_line(
+            &mut std::io::BufReader::with_capacity(7, input),
+            max,
+            |n, l| seen.push((n, l.to_string())),
+        )
         .unwrap();
         (seen, stats)
     }

@@ -454,10 +454,7 @@ impl JobLogReader {
             }
         } else if let Some((net, nics)) = parse_nic_line(msg) {
             for (device, nic) in nics {
-                let known = proc
-                    .nics
-                    .iter()
-                    .any(|e| e.net == net && e.device == device);
+                let known = proc.nics.iter().any(|e| e.net == net && e.device == device);
                 if !known && proc.nics.len() < 64 {
                     proc.nics.push(NicEntry {
                         net: net.to_string(),
@@ -482,7 +479,10 @@ impl JobLogReader {
         } else if let Some((name, value)) = msg
             .split_once(" set by environment to ")
             // NCCL 2.2x's wording for some variables: "NCCL_SOCKET_IFNAME set to eth1".
-            .or_else(|| msg.split_once(" set to ").filter(|(n, _)| n.starts_with("NCCL_")))
+            .or_else(|| {
+                msg.split_once(" set to ")
+                    .filter(|(n, _)| n.starts_with("NCCL_"))
+            })
         {
             let name = name.trim();
             if proc.env.len() < 256 && !name.contains(' ') {
@@ -507,8 +507,7 @@ impl JobLogReader {
                 let comm = &mut self.comms[c].comm;
                 comm.coll_channels = counts.get("coll").copied().or(comm.coll_channels);
                 comm.nvls_channels = counts.get("nvls").copied().or(comm.nvls_channels);
-                comm.collnet_channels =
-                    counts.get("collnet").copied().or(comm.collnet_channels);
+                comm.collnet_channels = counts.get("collnet").copied().or(comm.collnet_channels);
                 comm.p2p_channels = counts.get("p2p").copied().or(comm.p2p_channels);
             }
         } else if let Some((op, bytes, algorithm, protocol)) = parse_tuning(msg) {
@@ -579,7 +578,9 @@ impl JobLogReader {
         let r = &mut r.rank;
         r.cuda_dev = number(&words, "cudaDev").or(r.cuda_dev);
         r.nvml_dev = number(&words, "nvmlDev").or(r.nvml_dev);
-        r.bus_id = after(&words, "busId").map(str::to_string).or(r.bus_id.take());
+        r.bus_id = after(&words, "busId")
+            .map(str::to_string)
+            .or(r.bus_id.take());
         r.local_rank = number(&words, "localRank").or(r.local_rank);
         r.local_ranks = number(&words, "localRanks").or(r.local_ranks);
         let state = if msg.ends_with("Init START") {
@@ -691,12 +692,7 @@ impl JobLogReader {
         }
         let highest = from.max(to);
         let state = &self.states[p];
-        let fits = |&(c, _): &(usize, u32)| {
-            self.comms[c]
-                .comm
-                .nranks
-                .is_none_or(|n| highest < n)
-        };
+        let fits = |&(c, _): &(usize, u32)| self.comms[c].comm.nranks.is_none_or(|n| highest < n);
         let target = named
             .and_then(|ptr| state.comms.get(&ptr).copied())
             .and_then(|c| state.recent.iter().rev().find(|e| e.0 == c).copied())

@@ -122,9 +122,18 @@ mod tests {
     #[test]
     fn ranks_of_each_launchers_tag() {
         for (line, rank) in [
-            ("[rank3]:[W1201 10:00:00] ProcessGroupNCCL.cpp:1 ...", Some(3)),
-            ("[rank12]:node1:31378:31378 [0] NCCL INFO Using network IB", Some(12)),
-            ("  3: node4:100:100 [3] NCCL INFO NCCL version 2.21.5", Some(3)),
+            (
+                "[rank3]:[W1201 10:00:00] ProcessGroupNCCL.cpp:1 ...",
+                Some(3),
+            ),
+            (
+                "[rank12]:node1:31378:31378 [0] NCCL INFO Using network IB",
+                Some(12),
+            ),
+            (
+                "  3: node4:100:100 [3] NCCL INFO NCCL version 2.21.5",
+                Some(3),
+            ),
             ("17: NCCL INFO x", Some(17)),
             ("[1,5]<stdout>:gpu-b:77:77 [5] NCCL INFO Channel", Some(5)),
             ("[1,0]<stderr>: warning", Some(0)),
@@ -145,15 +154,24 @@ mod tests {
             Some(EventKind::Watchdog)
         );
         assert_eq!(
-            w("NET/Socket : connect to 10.0.0.2<40000> failed : Connection refused", Some("WARN")),
+            w(
+                "NET/Socket : connect to 10.0.0.2<40000> failed : Connection refused",
+                Some("WARN")
+            ),
             Some(EventKind::Warning)
         );
         assert_eq!(
             w("torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970, unhandled system error", None),
             Some(EventKind::Error)
         );
-        assert_eq!(w("Socket timeout: receive", Some("WARN")), Some(EventKind::Timeout));
-        assert_eq!(w("NCCL_IB_TIMEOUT set by environment to 22.", Some("INFO")), None);
+        assert_eq!(
+            w("Socket timeout: receive", Some("WARN")),
+            Some(EventKind::Timeout)
+        );
+        assert_eq!(
+            w("NCCL_IB_TIMEOUT set by environment to 22.", Some("INFO")),
+            None
+        );
         assert_eq!(w("requests: read timed out, retrying", None), None);
         assert_eq!(w("epoch 3 loss 0.12", None), None);
     }

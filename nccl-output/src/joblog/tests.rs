@@ -20,8 +20,11 @@ fn read_all(texts: &[String]) -> JobLog {
     reader.finish()
 }
 
-/// (host, rank, [(via, nic)]) of a communicator's ranks.
-fn links(c: &Communicator) -> Vec<(String, u32, Vec<(String, Option<String>)>)> {
+/// A rank's links: (via, NIC).
+type Links = Vec<(String, Option<String>)>;
+
+/// (host, rank, links) of a communicator's ranks.
+fn links(c: &Communicator) -> Vec<(String, u32, Links)> {
     c.ranks
         .iter()
         .map(|r| {
@@ -39,7 +42,9 @@ fn links(c: &Communicator) -> Vec<(String, u32, Vec<(String, Option<String>)>)> 
 
 #[test]
 fn the_profiles_nic_under_srun_gpudirect() {
-    let log = read_str(&fixture("lent-host/torch-srun-gpudirect-box-eth1-shaped.txt"));
+    let log = read_str(&fixture(
+        "lent-host/torch-srun-gpudirect-box-eth1-shaped.txt",
+    ));
     assert_eq!(log.communicators.len(), 1, "{:?}", log.communicators);
     let c = &log.communicators[0];
     assert_eq!(c.id, "0xd4ebc1f95cb89a5b");
@@ -66,9 +71,15 @@ fn the_profiles_nic_under_srun_gpudirect() {
     assert_eq!(p.nccl_version.as_deref(), Some("2.28.9"));
     assert_eq!(p.cuda_version.as_deref(), Some("13.0"));
     assert_eq!(p.networks, ["Socket"]);
-    assert_eq!(p.env.get("NCCL_SOCKET_IFNAME").map(String::as_str), Some("eth1"));
+    assert_eq!(
+        p.env.get("NCCL_SOCKET_IFNAME").map(String::as_str),
+        Some("eth1")
+    );
     let net = p.plugins.iter().find(|n| n.kind == "NET").unwrap();
-    assert!(!net.loaded && net.text.contains("libnccl-net.so"), "{net:?}");
+    assert!(
+        !net.loaded && net.text.contains("libnccl-net.so"),
+        "{net:?}"
+    );
     assert!(log.events.is_empty(), "{:?}", log.events);
 }
 
@@ -80,7 +91,7 @@ fn without_the_profile_nccl_spreads_over_both_nics() {
     let c = &log.communicators[0];
     assert_eq!(c.id, "0x470b5de4999c140a");
     for (host, _, used) in links(c) {
-        let nics: Vec<(String, Option<String>)> = ["0", "1"]
+        let nics: Links = ["0", "1"]
             .iter()
             .zip(["eth0", "eth1"])
             .map(|(d, n)| (format!("NET/Socket/{d}"), Some(n.to_string())))
@@ -102,10 +113,21 @@ fn one_file_per_rank_makes_one_communicator() {
     let c = &log.communicators[0];
     assert_eq!(c.ranks.len(), 2);
     assert_eq!(c.hosts(), ["node1", "node2"]);
-    let sources: Vec<usize> = c.ranks.iter().map(|r| log.processes[r.process].source).collect();
-    assert_eq!(sources, [0, 1], "rank 0 from the first file, rank 1 from the second");
+    let sources: Vec<usize> = c
+        .ranks
+        .iter()
+        .map(|r| log.processes[r.process].source)
+        .collect();
+    assert_eq!(
+        sources,
+        [0, 1],
+        "rank 0 from the first file, rank 1 from the second"
+    );
     for (_, _, used) in links(c) {
-        assert_eq!(used, [("NET/Socket/0".to_string(), Some("eth1".to_string()))]);
+        assert_eq!(
+            used,
+            [("NET/Socket/0".to_string(), Some("eth1".to_string()))]
+        );
     }
 }
 
@@ -139,7 +161,10 @@ fn older_logs_without_comm_id_are_matched_by_size_and_order() {
     );
     let ids: Vec<&str> = log.communicators.iter().map(|c| c.id.as_str()).collect();
     assert_eq!(ids, ["size-2-#1", "size-2-#2"]);
-    assert!(log.communicators.iter().all(|c| !c.id_from_log && c.ranks.len() == 2));
+    assert!(log
+        .communicators
+        .iter()
+        .all(|c| !c.id_from_log && c.ranks.len() == 2));
     // The first channel line came before any comm line: it has no communicator to go to.
     let second = &log.communicators[1].ranks[0].links;
     assert_eq!(second.len(), 1);

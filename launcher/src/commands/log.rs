@@ -1,0 +1,128 @@
+//! `gpudirect log FILE...`: which transport and NIC each communicator of a job really used,
+//! from its NCCL log, judged against the profile (`gpudirect::job_log` reads and judges).
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use clap::Args;
+use gpudirect::job_log::input::{read_input, Input, InputRead};
+use gpudirect::job_log::{judge, text, ProfileChoice};
+use gpudirect::nccl_output::joblog::{JobLogReader, Limits};
+use gpudirect::output::emit_json;
+use gpudirect::{noteln, outln};
+use gpudirect_core::system::{load_config, Ownership};
+
+use super::args::ConfigArg;
+use super::{Ctx, ExitStatus};
+
+/// Read a job's NCCL log: each communicator's ranks, nodes, transport and NICs, judged
+/// against the profile.
+#[derive(Debug, Args)]
+#[command(after_help = "Examples:\n  \
+    gpudirect log slurm-4242.out                  # one file for the whole job (srun's)\n  \
+    gpudirect log rank*.log --gpudirect tcpx      # one file per rank, judged by profile tcpx\n  \
+    zcat job.log.gz | gpudirect log -             # stdin (a .gz file is also read as is)\n  \
+    gpudirect log -v slurm-4242.out               # each rank's links, plugins, variables\n\n\
+    Run the job with NCCL_DEBUG=INFO (and NCCL_DEBUG_SUBSYS, if you set it, including INIT \
+    and NET): NCCL then prints, per rank, the NICs it may use (`NET/Socket : Using [0]eth1`) \
+    and the path of each channel (`via NET/IB/0/GDRDMA`). Lines may carry torchrun's \
+    `[rankN]:`, srun -l's `N: `, mpirun's tags and timestamps, between the program's own \
+    lines.\n\n\
+    The verdict: every link that leaves a node uses the profile's transport, and each \
+    rank's GPU its own NIC (the profile's gpu_nics, by the node's GPU number). Without \
+    --gpudirect each rank is judged by its node's node set in the config. NCCL errors, \
+    timeouts and torch's watchdog lines are findings too, with their ranks and nodes.\n\n\
+    Exit status: 0 nothing wrong (what could not be judged is said); 1 a finding; 3 no \
+    input could be read, or no NCCL line in it.")]
+pub struct LogArgs {
+    /// The job's output: one file, or one per rank. `-`, or no file, reads stdin. Gzip
+    /// data is decompressed.
+    #[arg(value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+
+    /// The profile to judge by: a profile's name, `none` (no verdict, only the reading), or
+    /// `auto` (each rank's node set's profile in the config).
+    #[arg(long, value_name = "MODE", default_value = "auto")]
+    pub gpudirect: String,
+
+    #[command(flatten)]
+    pub config: ConfigArg,
+
+    /// Print the reading and the verdict as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `gpudirect log`.
+pub fn run(args: &LogArgs, ctx: &Ctx) -> Result<ExitStatus> {
+    let inputs: Vec<Input> = match args.files.is_empty() {
+        true => vec![Input::Stdin],
+        false => args.files.iter().map(|f| Input::from_arg(f)).collect(),
+    };
+    let choice = match args.gpudirect.as_str() {
+        "none" => ProfileChoice::None,
+        "auto" => ProfileChoice::NodeSets,
+        name => ProfileChoice::Named(name.to_string()),
+    };
+    // The config only says what to expect: reading it needs no ownership rule, and a
+    // relative --config is the user's own draft.
+    let path = std::path::absolute(&args.config.path).unwrap_or(args.config.path.clone());
+    let config = match (&choice, load_config(&path, Ownership::Any)) {
+        (ProfileChoice::None, _) => None,
+        (_, Ok(config)) => Some(config),
+        (ProfileChoice::Named(_), Err(e)) => {
+            return Err(e).with_context(|| format!("--gpudirect {}", args.gpudirect));
+        }
+        (ProfileChoice::NodeSets, Err(e)) => {
+            noteln!("gpudirect log: no verdict against a profile: {e}");
+            None
+        }
+    };
+    if let (ProfileChoice::Named(name), Some(config)) = (&choice, &config) {
+        config
+            .parse_mode(name)
+            .with_context(|| format!("--gpudirect {name}"))?;
+    }
+    let mut reader = JobLogReader::new(Limits::default());
+    let mut read: Vec<InputRead> = Vec::with_capacity(inputs.len());
+    for (source, input) in inputs.iter().enumerate() {
+        let done = read_input(input, source, &mut reader)?;
+        if done.long_lines > 0 {
+            noteln!(
+                "gpudirect log: {}: {} line(s) longer than {} KiB were cut there",
+                done.name,
+                done.long_lines,
+                reader.limits().max_line / 1024
+            );
+        }
+        read.push(done);
+    }
+    let log = reader.finish();
+    if log.nccl_lines == 0 {
+        let names: Vec<&str> = read.iter().map(|r| r.name.as_str()).collect();
+        anyhow::bail!(
+            "no NCCL line in {} ({} lines read): run the job with NCCL_DEBUG=INFO (NCCL_DEBUG_SUBSYS, if set, must include INIT and NET), or give its stdout/stderr",
+            names.join(", "),
+            log.lines
+        );
+    }
+    let judgement = judge(&log, config.as_ref(), &choice);
+    let status = match judgement.has_findings() {
+        true => ExitStatus::Problem,
+        false => ExitStatus::Ok,
+    };
+    if args.json {
+        emit_json(&serde_json::json!({
+            "inputs": read,
+            "log": log,
+            "verdict": judgement,
+            "exit": status.code(),
+        }))?;
+        return Ok(status);
+    }
+    for line in text::render(&log, &judgement, ctx.verbose > 0) {
+        outln!("{line}")?;
+    }
+    outln!("{}", text::summary(&log, &judgement, status.code()))?;
+    Ok(status)
+}

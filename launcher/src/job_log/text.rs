@@ -1,0 +1,302 @@
+//! `gpudirect log`'s text: one line per communicator, the findings, and with `-v` each
+//! rank, the plugins, the variables and every trouble line. Pure: lines, the command prints.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use nccl_output::joblog::{CommRank, Communicator, InitState, JobLog};
+use nccl_output::TransportClass;
+
+use super::{hostlist_of, Judgement};
+use crate::units::human_size;
+
+/// Trouble lines shown without `-v`.
+const TROUBLE_SHOWN: usize = 5;
+
+/// The paths a communicator's links took, in words: `NET/Socket over eth1; P2P/CUMEM
+/// inside nodes`.
+pub fn paths(comm: &Communicator) -> String {
+    let mut net: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let mut inside: BTreeSet<String> = BTreeSet::new();
+    let mut gdrdma = false;
+    for l in comm.ranks.iter().flat_map(|r| &r.links) {
+        match (l.class, &l.net) {
+            (TransportClass::Network | TransportClass::CollNet, Some(name)) => {
+                let head = if l.class == TransportClass::CollNet {
+                    "COLLNET"
+                } else {
+                    "NET"
+                };
+                let nic = l
+                    .nic
+                    .clone()
+                    .or_else(|| l.device.map(|d| format!("device {d}")));
+                let e = net.entry(format!("{head}/{name}")).or_default();
+                if let Some(nic) = nic {
+                    e.insert(nic);
+                }
+                gdrdma |= l.gdrdma;
+            }
+            // Inside the node (P2P, SHM, NVLS), and anything else after `via`.
+            _ => {
+                inside.insert(l.via.clone());
+            }
+        }
+    }
+    let mut parts: Vec<String> = net
+        .into_iter()
+        .map(|(name, nics)| match nics.is_empty() {
+            true => name,
+            false => format!(
+                "{name} over {}",
+                nics.into_iter().collect::<Vec<_>>().join(", ")
+            ),
+        })
+        .collect();
+    if gdrdma {
+        parts.push("GPUDirect RDMA".into());
+    }
+    if !inside.is_empty() {
+        parts.push(format!(
+            "{} inside nodes",
+            inside.into_iter().collect::<Vec<_>>().join(", ")
+        ));
+    }
+    if parts.is_empty() {
+        "no channel connected in the log".into()
+    } else {
+        parts.join("; ")
+    }
+}
+
+/// `GDR off` / `GDR on` / `GDR on for 3 of 8 ranks`, from the `Connected all rings` lines.
+fn gdr(comm: &Communicator) -> Option<String> {
+    let flags: Vec<bool> = comm.ranks.iter().filter_map(|r| r.gdr).collect();
+    let on = flags.iter().filter(|f| **f).count();
+    match (flags.len(), on) {
+        (0, _) => None,
+        (_, 0) => Some("GDR off".into()),
+        (n, on) if on == n => Some("GDR on".into()),
+        (n, on) => Some(format!("GDR on for {on} of {n} ranks")),
+    }
+}
+
+/// The one line of a communicator.
+pub fn comm_line(comm: &Communicator) -> String {
+    let ranks = comm.nranks.unwrap_or(comm.ranks.len() as u32);
+    let hosts = comm.hosts();
+    let nodes = comm.nnodes.unwrap_or(hosts.len() as u32);
+    let mut line = format!(
+        "communicator {}: {ranks} rank{} on {nodes} node{}",
+        comm.id,
+        if ranks == 1 { "" } else { "s" },
+        if nodes == 1 { "" } else { "s" },
+    );
+    if !hosts.is_empty() {
+        line += &format!(" ({})", hostlist_of(hosts.iter().copied()));
+    }
+    line += &format!(": {}", paths(comm));
+    if let Some(g) = gdr(comm) {
+        line += &format!("; {g}");
+    }
+    if let Some(c) = comm.coll_channels {
+        line += &format!("; {c} channel{}", if c == 1 { "" } else { "s" });
+    }
+    if !comm.id_from_log {
+        line += " (no commId in the log: matched by size and order)";
+    }
+    line
+}
+
+/// One rank's line (`-v`).
+fn rank_line(log: &JobLog, r: &CommRank) -> String {
+    let p = log.processes.get(r.process);
+    let host = r.host.as_deref().unwrap_or("?");
+    let pid = p
+        .and_then(|p| p.pid)
+        .map_or(String::new(), |p| format!(" pid {p}"));
+    let gpu = match (r.nvml_dev, r.cuda_dev) {
+        (Some(g), c) => format!(
+            " GPU {g}{}",
+            c.map_or(String::new(), |c| format!(" (cudaDev {c})"))
+        ),
+        (None, Some(c)) => format!(" cudaDev {c}"),
+        (None, None) => String::new(),
+    };
+    let links: Vec<String> = r
+        .links
+        .iter()
+        .map(|l| {
+            let nic = l.nic.as_deref().map_or(String::new(), |n| format!("={n}"));
+            format!("{}{nic} x{}", l.via, l.channels)
+        })
+        .collect();
+    let init = match r.init {
+        InitState::Seen => "",
+        InitState::Started => "; init started, never completed",
+        InitState::Complete => "; init complete",
+        InitState::Destroyed => "; destroyed",
+        InitState::Aborted => "; aborted",
+    };
+    format!(
+        "  rank {:<4} {host}{pid}{gpu}: {}{init}",
+        r.rank,
+        if links.is_empty() {
+            "no channel line".to_string()
+        } else {
+            links.join(", ")
+        }
+    )
+}
+
+/// Versions, plugins and variables over all processes, with how many processes said each.
+fn process_lines(log: &JobLog) -> Vec<String> {
+    let mut out = Vec::new();
+    let count = |items: Vec<String>| -> String {
+        let mut by: BTreeMap<String, usize> = BTreeMap::new();
+        for i in items {
+            *by.entry(i).or_default() += 1;
+        }
+        by.into_iter()
+            .map(|(k, n)| format!("{k} ({n} process{})", if n == 1 { "" } else { "es" }))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let versions: Vec<String> = log
+        .processes
+        .iter()
+        .filter_map(|p| {
+            let v = p.nccl_version.as_deref()?;
+            Some(match &p.cuda_version {
+                Some(c) => format!("{v}+cuda{c}"),
+                None => v.to_string(),
+            })
+        })
+        .collect();
+    if !versions.is_empty() {
+        out.push(format!("NCCL {}", count(versions)));
+    }
+    let nets: Vec<String> = log
+        .processes
+        .iter()
+        .flat_map(|p| p.networks.iter().cloned())
+        .collect();
+    if !nets.is_empty() {
+        out.push(format!(
+            "net plugin loaded (Using network): {}",
+            count(nets)
+        ));
+    }
+    let plugins: Vec<String> = log
+        .processes
+        .iter()
+        .flat_map(|p| &p.plugins)
+        .map(|n| format!("{}: {}", n.kind, n.text))
+        .collect();
+    if !plugins.is_empty() {
+        out.push(format!("plugin loaders: {}", count(plugins)));
+    }
+    let env: Vec<String> = log
+        .processes
+        .iter()
+        .flat_map(|p| p.env.iter().map(|(k, v)| format!("{k}={v}")))
+        .collect();
+    if !env.is_empty() {
+        out.push(format!("set by environment: {}", count(env)));
+    }
+    out
+}
+
+/// The whole text: communicators, then with `verbose` their ranks and tuning, the
+/// processes and every trouble line; then the findings and what was not judged.
+pub fn render(log: &JobLog, judgement: &Judgement, verbose: bool) -> Vec<String> {
+    let mut out = Vec::new();
+    for comm in &log.communicators {
+        out.push(comm_line(comm));
+        if verbose {
+            out.extend(comm.ranks.iter().map(|r| rank_line(log, r)));
+            for t in &comm.tuning {
+                out.push(format!(
+                    "  {} {}: {}/{} x{}",
+                    t.op.as_deref().unwrap_or("operation"),
+                    human_size(t.bytes),
+                    t.algorithm,
+                    t.protocol,
+                    t.count
+                ));
+            }
+        }
+    }
+    if verbose {
+        out.extend(process_lines(log));
+    }
+    let shown = if verbose {
+        log.events.len()
+    } else {
+        TROUBLE_SHOWN
+    };
+    for e in log.events.iter().take(shown) {
+        let who = match (e.rank, e.host.as_deref()) {
+            (Some(r), Some(h)) => format!("rank {r} on {h}"),
+            (Some(r), None) => format!("rank {r}"),
+            (None, Some(h)) => h.to_string(),
+            (None, None) => "rank ?".into(),
+        };
+        out.push(format!(
+            "{} ({who}, input {} line {}): {}",
+            e.kind.as_str(),
+            e.source + 1,
+            e.line,
+            e.text
+        ));
+    }
+    let total: u64 = log.event_counts.values().sum();
+    if total > shown.min(log.events.len()) as u64 {
+        out.push(format!(
+            "... {} more trouble line(s){}",
+            total - shown.min(log.events.len()) as u64,
+            if verbose { "" } else { " (-v shows them)" }
+        ));
+    }
+    for f in &judgement.findings {
+        out.push(format!("FINDING: {}", f.message));
+    }
+    for u in &judgement.unjudged {
+        out.push(format!("not judged: {u}"));
+    }
+    for d in &log.dropped {
+        out.push(format!("note: {d}"));
+    }
+    out
+}
+
+/// The last line: what was read, and the verdict with its exit status.
+pub fn summary(log: &JobLog, judgement: &Judgement, status_code: u8) -> String {
+    let comms = log.communicators.len();
+    let ranks = log.processes.len();
+    let hosts: BTreeSet<&str> = log
+        .processes
+        .iter()
+        .filter_map(|p| p.host.as_deref())
+        .collect();
+    let read = format!(
+        "{comms} communicator{}, {ranks} process{} on {} node{}",
+        if comms == 1 { "" } else { "s" },
+        if ranks == 1 { "" } else { "es" },
+        hosts.len(),
+        if hosts.len() == 1 { "" } else { "s" },
+    );
+    let verdict = match (judgement.findings.len(), judgement.profiles.is_empty()) {
+        (0, true) => "nothing judged against a profile".to_string(),
+        (0, false) => format!(
+            "as the profile expects ({})",
+            judgement
+                .profiles
+                .iter()
+                .map(|(name, what)| format!("{name}: {what}"))
+                .collect::<Vec<_>>()
+                .join("; ")
+        ),
+        (n, _) => format!("{n} finding{}", if n == 1 { "" } else { "s" }),
+    };
+    format!("gpudirect log: {read}: {verdict} (exit {status_code})")
+}
