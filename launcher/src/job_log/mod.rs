@@ -115,13 +115,10 @@ fn rank_list(ranks: &[u32]) -> String {
 
 /// The profile rank `rank` is judged by, or why there is none.
 fn profile_for<'c>(
-    config: Option<&'c Config>,
+    config: &'c Config,
     choice: &ProfileChoice,
     host: Option<&str>,
 ) -> Result<&'c Profile, String> {
-    let Some(config) = config else {
-        return Err("no config was read: pass --config FILE or --gpudirect MODE".into());
-    };
     let name = match choice {
         ProfileChoice::None => return Err("--gpudirect none: no profile to judge by".into()),
         ProfileChoice::Named(name) => name.as_str(),
@@ -199,8 +196,25 @@ pub fn judge(log: &JobLog, config: Option<&Config>, choice: &ProfileChoice) -> J
                 .into(),
         );
     }
+    // Without a profile the paths are only read; inits and trouble are judged anyway.
+    let by = match (config, choice) {
+        (_, ProfileChoice::None) => {
+            j.unjudged
+                .push("--gpudirect none: the paths are read, not judged against a profile".into());
+            None
+        }
+        (None, _) => {
+            j.unjudged.push(
+                "no config was read: the paths are not judged against a profile (pass \
+                 --config FILE, or --gpudirect MODE with it)"
+                    .into(),
+            );
+            None
+        }
+        (Some(config), choice) => Some((config, choice)),
+    };
     for comm in &log.communicators {
-        judge_comm(comm, config, choice, &mut j);
+        judge_comm(comm, by, &mut j);
     }
     trouble(log, &mut j);
     j
@@ -218,12 +232,7 @@ fn comm_name(comm: &Communicator) -> String {
     )
 }
 
-fn judge_comm(
-    comm: &Communicator,
-    config: Option<&Config>,
-    choice: &ProfileChoice,
-    j: &mut Judgement,
-) {
+fn judge_comm(comm: &Communicator, by: Option<(&Config, &ProfileChoice)>, j: &mut Judgement) {
     let name = comm_name(comm);
     let logged = comm.ranks.len() as u32;
     if let Some(n) = comm.nranks.filter(|&n| n > logged) {
@@ -252,6 +261,9 @@ fn judge_comm(
             ranks,
         });
     }
+    let Some((config, choice)) = by else {
+        return;
+    };
     if !comm.uses_network() {
         if comm.nranks.unwrap_or(logged) > 1 {
             j.unjudged.push(format!(
@@ -289,7 +301,6 @@ fn judge_comm(
                     .push(rank);
             }
         }
-        let Some(config) = config else { continue };
         match nic_verdict(config, profile, rank, &nics) {
             Ok(None) => {}
             Ok(Some(key)) => off_nic.entry(key).or_default().push(rank),

@@ -94,13 +94,16 @@ pub struct JobLog {
     pub dropped: Vec<String>,
 }
 
-/// One process (rank) that logged NCCL lines.
+/// One process that logged NCCL lines (one entry per GPU it drives).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Process {
     /// The host name of its `host:pid:tid` token.
     pub host: Option<String>,
     /// Its pid.
     pub pid: Option<u32>,
+    /// The CUDA device of its lines (`[0]`): a process driving several GPUs is one entry
+    /// per device.
+    pub device: Option<u32>,
     /// The input (0-based, in the order given) its first line came from.
     pub source: usize,
     /// The rank a launcher tagged its lines with (`[rank3]:`, `3: `), if any.
@@ -273,12 +276,13 @@ pub struct Event {
     pub text: String,
 }
 
-/// Where a process's lines come from: its host and pid, or its input when the lines carry
-/// no host.
+/// Where a process's lines come from: its host, pid and device (a process that drives two
+/// GPUs, as nccl-tests `-g 2`, holds one rank per device), or its input and pid when the
+/// lines carry no host.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 enum ProcKey {
-    Host(String, Option<u32>),
-    Source(usize, Option<u32>),
+    Host(String, Option<u32>, Option<u32>),
+    Source(usize, Option<u32>, Option<u32>),
 }
 
 /// What the reader keeps per process while reading.
@@ -363,7 +367,7 @@ impl JobLogReader {
             return;
         };
         self.log.nccl_lines += 1;
-        let Some(p) = self.process(source, d.host, d.pid) else {
+        let Some(p) = self.process(source, d.host, d.pid, d.device) else {
             return;
         };
         if tagged.is_some() && self.log.processes[p].launcher_rank.is_none() {
@@ -380,13 +384,39 @@ impl JobLogReader {
         }
     }
 
-    fn process(&mut self, source: usize, host: Option<&str>, pid: Option<u32>) -> Option<usize> {
+    fn process(
+        &mut self,
+        source: usize,
+        host: Option<&str>,
+        pid: Option<u32>,
+        device: Option<u32>,
+    ) -> Option<usize> {
         let key = match host {
-            Some(h) => ProcKey::Host(h.to_string(), pid),
-            None => ProcKey::Source(source, pid),
+            Some(h) => ProcKey::Host(h.to_string(), pid, device),
+            None => ProcKey::Source(source, pid, device),
         };
         if let Some(&i) = self.procs.get(&key) {
             return Some(i);
+        }
+        // A line of the program's output glued to NCCL's (`-1vm:1399:1399 [0] NCCL INFO`,
+        // a table row cut short): the host is a known one, of the same pid and device,
+        // behind the row's last characters.
+        if let Some(h) = host {
+            let glued = self.log.processes.iter().position(|p| {
+                p.pid == pid
+                    && p.device == device
+                    && p.host.as_deref().is_some_and(|known| {
+                        h.len() > known.len()
+                            && h.ends_with(known)
+                            && h[..h.len() - known.len()]
+                                .bytes()
+                                .all(|b| b.is_ascii_digit() || b"-.+ ".contains(&b))
+                    })
+            });
+            if let Some(i) = glued {
+                self.procs.insert(key, i);
+                return Some(i);
+            }
         }
         if self.log.processes.len() >= self.limits.max_processes {
             *self.dropped.entry("processes").or_default() += 1;
@@ -396,6 +426,7 @@ impl JobLogReader {
         self.log.processes.push(Process {
             host: host.map(str::to_string),
             pid,
+            device,
             source,
             ..Process::default()
         });
@@ -724,7 +755,7 @@ impl JobLogReader {
             let mut comm = build.comm;
             for (_, r) in build.ranks {
                 let mut rank = r.rank;
-                let nics = &self.log.processes[rank.process].nics;
+                let nics = self.nics_of(rank.process);
                 rank.links = r
                     .links
                     .into_iter()
@@ -744,6 +775,20 @@ impl JobLogReader {
             .map(|(what, n)| format!("{n} {what} past the reader's limit were not kept"))
             .collect();
         self.log
+    }
+
+    /// The NICs process entry `p` listed, else those its process listed under another
+    /// device (NCCL lists them once per process).
+    fn nics_of(&self, p: usize) -> &[NicEntry] {
+        let me = &self.log.processes[p];
+        if !me.nics.is_empty() {
+            return &me.nics;
+        }
+        self.log
+            .processes
+            .iter()
+            .find(|o| o.host == me.host && o.pid == me.pid && o.source == me.source && !o.nics.is_empty())
+            .map_or(&me.nics[..], |o| &o.nics[..])
     }
 
     /// Gives each event the host and rank its tags or its process allow: a rank's host
