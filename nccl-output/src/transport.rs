@@ -241,23 +241,55 @@ pub struct NicUse {
 /// `NET/Socket : Using [0]eth1:10.0.0.1<0> [1]eth2:...` -> (`Socket`, [(0, `eth1`), (1, `eth2`)]):
 /// each NIC with the device number channel lines name it by (`via NET/Socket/1`). Only
 /// `[N]name` entries count: `NET/IB : Using [RO]; OOB eth0:...` (IB found no device and
-/// names only its out-of-band interface) gives none.
-pub(crate) fn parse_nic_line(msg: &str) -> Option<(&str, Vec<(u32, &str)>)> {
+/// names only its out-of-band interface) gives none. A merged device (NCCL_IB_MERGE_NICS,
+/// `[0]={[0] mlx5_2:1/RoCE, [1] mlx5_3:1/RoCE}`) is named by its parts: `mlx5_2+mlx5_3`.
+pub(crate) fn parse_nic_line(msg: &str) -> Option<(&str, Vec<(u32, String)>)> {
     let rest = msg.strip_prefix("NET/")?;
-    let (net, list) = rest.split_once(" : Using ")?;
+    let (net, mut list) = rest.split_once(" : Using ")?;
     let net = net.trim();
     if net.is_empty() || net.contains(' ') {
         return None;
     }
-    let nics: Vec<(u32, &str)> = list
-        .split_whitespace()
-        .filter_map(|token| {
-            let (index, name) = token.strip_prefix('[')?.split_once(']')?;
-            let index = index.parse().ok()?;
-            let name = name.split(':').next().unwrap_or("");
-            (!name.is_empty()).then_some((index, name))
-        })
-        .collect();
+    let name_of = |s: &str| -> String {
+        s.split([':', ' ', ',', '}'])
+            .next()
+            .unwrap_or("")
+            .trim()
+            .to_string()
+    };
+    let mut nics = Vec::new();
+    while let Some(open) = list.find('[') {
+        let after = &list[open + 1..];
+        let Some(close) = after.find(']') else { break };
+        let tail = &after[close + 1..];
+        let Ok(index) = after[..close].parse::<u32>() else {
+            // `[RO]` and the like.
+            list = tail;
+            continue;
+        };
+        if let Some(group) = tail.strip_prefix("={") {
+            let end = group.find('}').unwrap_or(group.len());
+            let parts: Vec<String> = group[..end]
+                .split(',')
+                .map(|part| {
+                    let part = part.trim();
+                    let part = part.split_once("] ").map_or(part, |(_, name)| name);
+                    name_of(part)
+                })
+                .filter(|n| !n.is_empty())
+                .collect();
+            if !parts.is_empty() {
+                nics.push((index, parts.join("+")));
+            }
+            list = &group[end.min(group.len())..];
+        } else {
+            let name = name_of(tail);
+            if !name.is_empty() {
+                nics.push((index, name));
+            }
+            list = tail;
+        }
+    }
     (!nics.is_empty()).then_some((net, nics))
 }
 
@@ -321,30 +353,50 @@ pub(crate) fn parse_debug_line(line: &str) -> Option<DebugLine<'_>> {
     let level = LEVELS.iter().find(|l| after.starts_with(**l))?;
     let message = after[level.len()..].trim();
     let before = line[..idx].trim_end();
-    // before = "... host:pid:tid [dev]"
-    let (before, device) = match before.rfind(" [") {
-        Some(i) if before.ends_with(']') => {
-            (&before[..i], before[i + 2..before.len() - 1].parse().ok())
-        }
-        _ => (before, None),
+    // before = "... host:pid:tid [dev]", and on WARN lines "... host:pid:tid [dev] file.cc:123".
+    // The token is the last one whose two last `:` parts are numbers.
+    let numeric = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    let is_token = |t: &str| {
+        let mut parts = t.rsplitn(3, ':');
+        let (tid, pid, host) = (parts.next(), parts.next(), parts.next());
+        tid.is_some_and(numeric) && pid.is_some_and(numeric) && host.is_some()
     };
-    let before = before.trim_end();
-    let token = before.split_whitespace().next_back().unwrap_or("");
-    let prefix = before.strip_suffix(token).unwrap_or("");
-    let mut parts = token.rsplitn(3, ':');
-    let (tid, pid, host) = (parts.next(), parts.next(), parts.next());
-    let numeric =
-        |s: Option<&str>| s.is_some_and(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()));
-    let (host, pid) = if numeric(tid) && numeric(pid) {
-        // A launcher's tag glued to the token (`[rank0]:node1`, `[1,0]<stdout>:node1`) is no
-        // part of the host name, which holds none of these characters.
-        let host = host.map(|h| h.rsplit([':', ']', '>']).next().unwrap_or(h));
-        (
-            host.filter(|h| !h.is_empty()),
-            pid.and_then(|p| p.parse().ok()),
-        )
-    } else {
-        (None, None)
+    let words: Vec<(usize, &str)> = before
+        .split_whitespace()
+        .map(|w| (w.as_ptr() as usize - before.as_ptr() as usize, w))
+        .collect();
+    let device_of =
+        |w: &str| -> Option<u32> { w.strip_prefix('[')?.strip_suffix(']')?.parse().ok() };
+    let found = words.iter().rposition(|(_, w)| is_token(w));
+    let (prefix, host, pid, device) = match found {
+        Some(i) => {
+            let (at, token) = words[i];
+            let mut parts = token.rsplitn(3, ':');
+            let (_, pid, host) = (parts.next(), parts.next(), parts.next());
+            // A launcher's tag glued to the token (`[rank0]:node1`, `[1,0]<stdout>:node1`) is
+            // no part of the host name, which holds none of these characters.
+            let host = host
+                .map(|h| h.rsplit([':', ']', '>']).next().unwrap_or(h))
+                .filter(|h| !h.is_empty());
+            let device = words.get(i + 1).and_then(|(_, w)| device_of(w));
+            (
+                &before[..at],
+                host,
+                pid.and_then(|p| p.parse().ok()),
+                device,
+            )
+        }
+        None => {
+            // No host token: "[dev]" alone may still end the text before " NCCL ".
+            let (rest, device) = match before.rfind(" [") {
+                Some(i) if before.ends_with(']') => {
+                    (&before[..i], before[i + 2..before.len() - 1].parse().ok())
+                }
+                _ => (before, device_of(before.trim())),
+            };
+            let last = rest.split_whitespace().next_back().unwrap_or("");
+            (rest.strip_suffix(last).unwrap_or(rest), None, None, device)
+        }
     };
     Some(DebugLine {
         prefix,
@@ -470,13 +522,13 @@ impl DebugCollector {
             add_host(&mut e.hosts, d.host);
         } else if let Some((net, nics)) = parse_nic_line(msg) {
             for (_, nic) in nics {
-                let key = (net.to_string(), nic.to_string());
+                let key = (net.to_string(), nic.clone());
                 if !self.nics.contains_key(&key) && self.nics.len() >= MAX_NICS {
                     continue;
                 }
                 let e = self.nics.entry(key).or_insert_with(|| NicUse {
                     net: net.to_string(),
-                    nic: nic.to_string(),
+                    nic,
                     hosts: Vec::new(),
                 });
                 add_host(&mut e.hosts, d.host);

@@ -191,8 +191,8 @@ pub fn judge(log: &JobLog, config: Option<&Config>, choice: &ProfileChoice) -> J
     let mut j = Judgement::default();
     if log.communicators.is_empty() {
         j.unjudged.push(
-            "no communicator: the log has no NCCL init lines (run the job with NCCL_DEBUG=INFO; \
-             NCCL_DEBUG_SUBSYS, if set, must include INIT and NET)"
+            "no communicator: the log has no communicator's init lines (run the job with \
+             NCCL_DEBUG=INFO; NCCL_DEBUG_SUBSYS, if set, must include INIT and NET)"
                 .into(),
         );
     }
@@ -213,8 +213,13 @@ pub fn judge(log: &JobLog, config: Option<&Config>, choice: &ProfileChoice) -> J
         }
         (Some(config), choice) => Some((config, choice)),
     };
+    // The process entries that logged trouble of their own.
+    let troubled: BTreeSet<usize> = log.events.iter().filter_map(|e| e.process).collect();
     for comm in &log.communicators {
-        judge_comm(comm, by, &mut j);
+        judge_comm(comm, by, &troubled, &mut j);
+    }
+    if let Some((config, choice)) = by {
+        judge_loose(log, config, choice, &mut j);
     }
     trouble(log, &mut j);
     j
@@ -232,7 +237,12 @@ fn comm_name(comm: &Communicator) -> String {
     )
 }
 
-fn judge_comm(comm: &Communicator, by: Option<(&Config, &ProfileChoice)>, j: &mut Judgement) {
+fn judge_comm(
+    comm: &Communicator,
+    by: Option<(&Config, &ProfileChoice)>,
+    troubled: &BTreeSet<usize>,
+    j: &mut Judgement,
+) {
     let name = comm_name(comm);
     let logged = comm.ranks.len() as u32;
     if let Some(n) = comm.nranks.filter(|&n| n > logged) {
@@ -240,12 +250,21 @@ fn judge_comm(comm: &Communicator, by: Option<(&Config, &ProfileChoice)>, j: &mu
             "{name}: {logged} of its {n} ranks are in the log (give every rank's output)"
         ));
     }
-    // Started and never completed: a finding whatever the profile.
-    let stuck: Vec<&CommRank> = comm
+    // Started and never completed, with trouble from the same process: a finding whatever
+    // the profile. Without trouble the log may just be cut there (an excerpt, a job still
+    // initialising): said, not found.
+    let (stuck, cut): (Vec<&CommRank>, Vec<&CommRank>) = comm
         .ranks
         .iter()
         .filter(|r| r.init == InitState::Started)
-        .collect();
+        .partition(|r| troubled.contains(&r.process));
+    if !cut.is_empty() {
+        j.unjudged.push(format!(
+            "{name}: {} started its init and the log ends before it completed (no warning \
+             from those ranks: cut short, or still initialising)",
+            rank_list(&cut.iter().map(|r| r.rank).collect::<Vec<_>>())
+        ));
+    }
     if !stuck.is_empty() {
         let ranks: Vec<u32> = stuck.iter().map(|r| r.rank).collect();
         let hosts = hostlist_of(stuck.iter().filter_map(|r| r.host.as_deref()));
@@ -254,8 +273,8 @@ fn judge_comm(comm: &Communicator, by: Option<(&Config, &ProfileChoice)>, j: &mu
             communicator: Some(comm.id.clone()),
             hosts: split_hosts(&stuck),
             message: format!(
-                "{name}: {} on {hosts} started its init and never completed it (look at the \
-                 warnings of those ranks)",
+                "{name}: {} on {hosts} started its init and never completed it, with \
+                 warnings (below)",
                 rank_list(&ranks)
             ),
             ranks,
@@ -340,6 +359,62 @@ fn judge_comm(comm: &Communicator, by: Option<(&Config, &ProfileChoice)>, j: &mu
     for (why, ranks) in why_not {
         j.unjudged
             .push(format!("{name}: {} not judged: {why}", rank_list(&ranks)));
+    }
+}
+
+/// The channel lines outside every communicator (an excerpt without the init lines): their
+/// transport against each host's profile. Their GPU is unknown, so their NIC is not judged.
+fn judge_loose(log: &JobLog, config: &Config, choice: &ProfileChoice, j: &mut Judgement) {
+    let mut off: BTreeMap<(String, String), BTreeSet<&str>> = BTreeMap::new();
+    let mut any = false;
+    for p in &log.processes {
+        let nets: BTreeSet<&str> = p
+            .links
+            .iter()
+            .filter(|l| l.class == TransportClass::Network)
+            .filter_map(|l| l.net.as_deref())
+            .collect();
+        if nets.is_empty() {
+            continue;
+        }
+        any = true;
+        let Ok(profile) = profile_for(config, choice, p.host.as_deref()) else {
+            continue;
+        };
+        j.profiles
+            .entry(profile.name.clone())
+            .or_insert_with(|| expectation(profile));
+        if let Some(expected) = &profile.transport {
+            if nets.iter().any(|n| !net_name_matches(n, expected)) {
+                let used = nets.iter().map(|n| format!("NET/{n}")).collect::<Vec<_>>();
+                off.entry((
+                    used.join(" and "),
+                    format!("{}'s transport {expected}", profile.name),
+                ))
+                .or_default()
+                .insert(p.host.as_deref().unwrap_or("?"));
+            }
+        }
+    }
+    for ((used, expected), hosts) in off {
+        j.findings.push(Finding {
+            kind: FindingKind::Transport,
+            communicator: None,
+            ranks: Vec::new(),
+            hosts: hosts.iter().map(|h| h.to_string()).collect(),
+            message: format!(
+                "channel lines outside any communicator's init used {used} on {}: the \
+                 profile {expected} did not carry their traffic there",
+                hostlist_of(hosts.iter().copied())
+            ),
+        });
+    }
+    if any {
+        j.unjudged.push(
+            "channel lines outside any communicator's init (the log starts after it): their \
+             GPU is not in the log, so their NIC is not judged"
+                .into(),
+        );
     }
 }
 

@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use nccl_output::joblog::{CommRank, Communicator, InitState, JobLog};
+use nccl_output::joblog::{CommRank, Communicator, InitState, JobLog, Link};
 use nccl_output::TransportClass;
 
 use super::{hostlist_of, Judgement};
@@ -15,10 +15,15 @@ const TROUBLE_SHOWN: usize = 5;
 /// The paths a communicator's links took, in words: `NET/Socket over eth1; P2P/CUMEM
 /// inside nodes`.
 pub fn paths(comm: &Communicator) -> String {
+    paths_of(comm.ranks.iter().flat_map(|r| &r.links))
+}
+
+/// [`paths`] of any links.
+fn paths_of<'a>(links: impl IntoIterator<Item = &'a Link>) -> String {
     let mut net: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     let mut inside: BTreeSet<String> = BTreeSet::new();
     let mut gdrdma = false;
-    for l in comm.ranks.iter().flat_map(|r| &r.links) {
+    for l in links {
         match (l.class, &l.net) {
             (TransportClass::Network | TransportClass::CollNet, Some(name)) => {
                 let head = if l.class == TransportClass::CollNet {
@@ -225,6 +230,27 @@ pub fn render(log: &JobLog, judgement: &Judgement, verbose: bool) -> Vec<String>
                 ));
             }
         }
+    }
+    // Channel lines no communicator took, by host.
+    let mut loose: BTreeMap<&str, Vec<&Link>> = BTreeMap::new();
+    for p in &log.processes {
+        if !p.links.is_empty() {
+            loose
+                .entry(p.host.as_deref().unwrap_or("?"))
+                .or_default()
+                .extend(&p.links);
+        }
+    }
+    // Hosts whose paths read the same share a line.
+    let mut by_paths: BTreeMap<String, Vec<&str>> = BTreeMap::new();
+    for (host, links) in loose {
+        by_paths.entry(paths_of(links)).or_default().push(host);
+    }
+    for (paths, hosts) in by_paths {
+        out.push(format!(
+            "{}, outside any communicator's init lines: {paths}",
+            hostlist_of(hosts)
+        ));
     }
     if verbose {
         out.extend(process_lines(log));

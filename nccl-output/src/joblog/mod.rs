@@ -42,7 +42,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use serde::{Deserialize, Serialize};
 
 pub use lines::{for_each_line, LineStats, ReadError};
-pub use prefix::{classify_event, launcher_rank, EventKind};
+pub use prefix::{classify_event, error_return, launcher_rank, EventKind};
 
 use crate::transport::{
     classify_via, parse_debug_line, parse_nic_line, parse_tuning, TransportClass, TuningChoice,
@@ -122,6 +122,9 @@ pub struct Process {
     pub plugins: Vec<PluginNote>,
     /// Variables NCCL said were set by the environment.
     pub env: BTreeMap<String, String>,
+    /// Its channel lines that no communicator of the log takes: an excerpt that starts
+    /// after the init lines, or NCCL before 2.18 printing connections first.
+    pub links: Vec<Link>,
 }
 
 /// One NIC of a `NET/<net> : Using [N]name...` line.
@@ -268,6 +271,8 @@ pub struct Event {
     pub host: Option<String>,
     /// The rank, when known (a launcher's tag, or the process's rank).
     pub rank: Option<u32>,
+    /// The process entry whose NCCL line it is (an index into [`JobLog::processes`]).
+    pub process: Option<usize>,
     /// The input it came from (0-based).
     pub source: usize,
     /// Its line number in that input.
@@ -294,6 +299,23 @@ struct ProcState {
     recent: Vec<(usize, u32)>,
     /// How many size-N communicators without a commId it set up (for matching).
     unnamed: HashMap<u32, u32>,
+    /// Its channel lines outside any communicator: (via, lines, peers).
+    loose: Vec<(String, u64, BTreeSet<u32>)>,
+}
+
+/// Counts one more channel line over `via` to `peer` in `links` (at most 64 paths).
+fn count_link(links: &mut Vec<(String, u64, BTreeSet<u32>)>, via: &str, peer: u32) {
+    match links.iter().position(|l| l.0 == via) {
+        Some(i) => {
+            let link = &mut links[i];
+            link.1 += 1;
+            if link.2.len() < MAX_PEERS {
+                link.2.insert(peer);
+            }
+        }
+        None if links.len() < 64 => links.push((via.to_string(), 1, [peer].into())),
+        None => {}
+    }
 }
 
 /// A communicator while reading: its ranks in a map.
@@ -320,6 +342,8 @@ pub struct JobLogReader {
     comm_ids: HashMap<String, usize>,
     unnamed: HashMap<(u32, u32), usize>,
     ranks_kept: usize,
+    /// The bare `NCCL version 2.4.7+cuda10.0` line of each input (`2.4.7+cuda10.0`).
+    bare_versions: HashMap<usize, String>,
     /// Limits reached, by what was dropped.
     dropped: BTreeMap<&'static str, u64>,
 }
@@ -361,8 +385,17 @@ impl JobLogReader {
         self.log.lines += 1;
         let tagged = launcher_rank(text);
         let Some(d) = parse_debug_line(text) else {
+            // NCCL before 2.5 printed its version line bare: it goes to the processes of
+            // this input that name none (at the end).
+            if let Some(v) = text.trim_start().strip_prefix("NCCL version ") {
+                let v = v.split_whitespace().next().unwrap_or("");
+                self.bare_versions
+                    .entry(source)
+                    .or_insert_with(|| v.to_string());
+                return;
+            }
             if let Some(kind) = classify_event(text, None) {
-                self.event(kind, None, tagged, source, line, text);
+                self.event(kind, (None, None), tagged, (source, line), text);
             }
             return;
         };
@@ -376,7 +409,12 @@ impl JobLogReader {
         if let Some(kind) = classify_event(d.message, Some(d.level)) {
             let host = self.log.processes[p].host.clone();
             let rank = tagged.or(self.log.processes[p].launcher_rank);
-            self.event(kind, host, rank, source, line, d.message);
+            // An error return says its code's name: `init.cc:1358 -> 3 (ncclInternalError)`.
+            let text = match error_return(d.message) {
+                Some((_, name)) => format!("{} ({name})", d.message.trim()),
+                None => d.message.to_string(),
+            };
+            self.event(kind, (Some(p), host), rank, (source, line), &text);
             return;
         }
         if d.level == "INFO" {
@@ -435,15 +473,16 @@ impl JobLogReader {
         Some(i)
     }
 
+    /// Records a trouble line: `who` is its process entry and host, `at` its input and line.
     fn event(
         &mut self,
         kind: EventKind,
-        host: Option<String>,
+        who: (Option<usize>, Option<String>),
         rank: Option<u32>,
-        source: usize,
-        line: u64,
+        at: (usize, u64),
         text: &str,
     ) {
+        let ((process, host), (source, line)) = (who, at);
         *self
             .log
             .event_counts
@@ -457,6 +496,7 @@ impl JobLogReader {
             kind,
             host,
             rank,
+            process,
             source,
             line,
             text: clip(text.trim(), 400),
@@ -467,11 +507,7 @@ impl JobLogReader {
     fn info(&mut self, p: usize, msg: &str) {
         let proc = &mut self.log.processes[p];
         if let Some(v) = msg.strip_prefix("NCCL version ") {
-            let v = v.split_whitespace().next().unwrap_or("");
-            let (version, cuda) = match v.split_once('+') {
-                Some((a, b)) => (a, b.strip_prefix("cuda")),
-                None => (v, None),
-            };
+            let (version, cuda) = split_version(v.split_whitespace().next().unwrap_or(""));
             if proc.nccl_version.is_none() && !version.is_empty() {
                 proc.nccl_version = Some(version.to_string());
                 proc.cuda_version = cuda.map(str::to_string);
@@ -490,7 +526,7 @@ impl JobLogReader {
                     proc.nics.push(NicEntry {
                         net: net.to_string(),
                         device,
-                        nic: nic.to_string(),
+                        nic,
                     });
                 }
             }
@@ -522,7 +558,9 @@ impl JobLogReader {
             }
         } else if msg.contains("comm 0x") && msg.contains(" rank ") {
             self.comm_line(p, msg);
-        } else if msg.starts_with("Channel ") && msg.contains(" via ") {
+        } else if (msg.starts_with("Channel ") || msg.starts_with("Ring ")) && msg.contains(" via ")
+        {
+            // `Ring 00 : 35 -> 34 [send] via NET/Socket/0`: NCCL 2.4's form.
             self.channel_line(p, msg);
         } else if let Some(rest) = msg.strip_prefix("Connected all rings") {
             // ", use ring PXN 0 GDR 0"
@@ -708,7 +746,8 @@ impl JobLogReader {
         let Some((from, to)) = ends.split_once(" -> ") else {
             return;
         };
-        let rank_of = |s: &str| -> Option<u32> { s.trim().split('[').next()?.parse().ok() };
+        // `1[0]` (rank and device), or NCCL 2.4's bare `34`, before any `[send]`.
+        let rank_of = |s: &str| -> Option<u32> { s.trim().split(['[', ' ']).next()?.parse().ok() };
         let (Some(from), Some(to)) = (rank_of(from), rank_of(to)) else {
             return;
         };
@@ -729,22 +768,15 @@ impl JobLogReader {
             .and_then(|c| state.recent.iter().rev().find(|e| e.0 == c).copied())
             .or_else(|| state.recent.iter().rev().find(|e| fits(e)).copied());
         let Some((c, own)) = target else {
+            // Which end is this process's own is unknown: the sender's side of a send, the
+            // receiver's of a receive; without a direction, the first.
+            let peer = if msg.contains("[receive]") { from } else { to };
+            count_link(&mut self.states[p].loose, via, peer);
             return;
         };
         let peer = if from == own { to } else { from };
-        let Some(r) = self.comms[c].ranks.get_mut(&own) else {
-            return;
-        };
-        match r.links.iter().position(|l| l.0 == via) {
-            Some(i) => {
-                let link = &mut r.links[i];
-                link.1 += 1;
-                if link.2.len() < MAX_PEERS {
-                    link.2.insert(peer);
-                }
-            }
-            None if r.links.len() < 64 => r.links.push((via.to_string(), 1, [peer].into())),
-            None => {}
+        if let Some(r) = self.comms[c].ranks.get_mut(&own) {
+            count_link(&mut r.links, via, peer);
         }
     }
 
@@ -765,6 +797,21 @@ impl JobLogReader {
             }
             comms.push(comm);
         }
+        for proc in &mut self.log.processes {
+            if let (None, Some(v)) = (&proc.nccl_version, self.bare_versions.get(&proc.source)) {
+                let (version, cuda) = split_version(v);
+                proc.nccl_version = Some(version.to_string());
+                proc.cuda_version = cuda.map(str::to_string);
+            }
+        }
+        for p in 0..self.log.processes.len() {
+            let loose = std::mem::take(&mut self.states[p].loose);
+            let links = loose
+                .into_iter()
+                .map(|(via, channels, peers)| link(&via, channels, peers.len(), self.nics_of(p)))
+                .collect();
+            self.log.processes[p].links = links;
+        }
         // Largest first; a stable sort keeps the order of first appearance among equals.
         comms.sort_by_key(|c| std::cmp::Reverse(c.nranks.unwrap_or(c.ranks.len() as u32)));
         self.log.communicators = comms;
@@ -778,16 +825,22 @@ impl JobLogReader {
     }
 
     /// The NICs process entry `p` listed, else those its process listed under another
-    /// device (NCCL lists them once per process).
+    /// device (NCCL lists them once per process), else those another process of its host
+    /// listed (NCCL numbers a node's devices the same way in every process).
     fn nics_of(&self, p: usize) -> &[NicEntry] {
         let me = &self.log.processes[p];
-        if !me.nics.is_empty() {
+        if !me.nics.is_empty() || me.host.is_none() {
             return &me.nics;
         }
-        self.log
+        let listed = |o: &&Process| o.host == me.host && !o.nics.is_empty();
+        let same_process = self
+            .log
             .processes
             .iter()
-            .find(|o| o.host == me.host && o.pid == me.pid && o.source == me.source && !o.nics.is_empty())
+            .filter(listed)
+            .find(|o| o.pid == me.pid);
+        same_process
+            .or_else(|| self.log.processes.iter().find(listed))
             .map_or(&me.nics[..], |o| &o.nics[..])
     }
 
@@ -846,6 +899,14 @@ impl JobLogReader {
     }
 }
 
+/// `2.28.9+cuda13.0` -> (`2.28.9`, `13.0`).
+fn split_version(v: &str) -> (&str, Option<&str>) {
+    match v.split_once('+') {
+        Some((a, b)) => (a, b.strip_prefix("cuda")),
+        None => (v, None),
+    }
+}
+
 /// `4 coll channels, 4 collnet channels, 0 nvls channels, 4 p2p channels, 2 p2p channels
 /// per peer` -> {coll: 4, collnet: 4, nvls: 0, p2p: 4}.
 fn channel_counts(msg: &str) -> HashMap<&str, u32> {
@@ -869,11 +930,23 @@ fn link(via: &str, channels: u64, peers: usize, nics: &[NicEntry]) -> Link {
         .nth(2)
         .and_then(|d| d.split('(').next())
         .and_then(|d| d.trim().parse().ok());
+    // The list of the same transport, else of the one it extends: HPC-X's `IBext_v8`
+    // and the TCPX plugins' versioned names use the devices `NET/IB` and the like listed.
     let nic = match (&net, device) {
-        (Some(net), Some(device)) => nics
-            .iter()
-            .find(|e| e.net.eq_ignore_ascii_case(net) && e.device == device)
-            .map(|e| e.nic.clone()),
+        (Some(net), Some(device)) => {
+            let of = |same: bool| {
+                nics.iter().find(|e| {
+                    e.device == device
+                        && if same {
+                            e.net.eq_ignore_ascii_case(net)
+                        } else {
+                            net.to_ascii_lowercase()
+                                .starts_with(&e.net.to_ascii_lowercase())
+                        }
+                })
+            };
+            of(true).or_else(|| of(false)).map(|e| e.nic.clone())
+        }
         _ => None,
     };
     Link {

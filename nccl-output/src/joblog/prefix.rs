@@ -93,7 +93,8 @@ const ERROR_MARKS: [&str; 10] = [
 /// trouble (NCCL logs "timeout" settings at INFO). Pure.
 pub fn classify_event(text: &str, nccl_level: Option<&str>) -> Option<EventKind> {
     if nccl_level.is_some_and(|l| l != "WARN") {
-        return None;
+        // An error returned up NCCL's call chain (`init.cc:1358 -> 3`) is logged at INFO.
+        return error_return(text).map(|_| EventKind::Error);
     }
     if text.contains("Watchdog caught collective operation timeout") {
         return Some(EventKind::Watchdog);
@@ -113,6 +114,28 @@ pub fn classify_event(text: &str, nccl_level: Option<&str>) -> Option<EventKind>
         return Some(EventKind::Error);
     }
     nccl_level.map(|_| EventKind::Warning)
+}
+
+/// `init.cc:1358 -> 3`: the place an NCCL call returned an error code, and the code's name.
+pub fn error_return(message: &str) -> Option<(&str, &'static str)> {
+    let (place, code) = message.trim().split_once(" -> ")?;
+    let (file, line) = place.rsplit_once(':')?;
+    let is_source = [".cc", ".cu", ".h", ".cpp"]
+        .iter()
+        .any(|e| file.ends_with(e));
+    if !is_source || line.is_empty() || !line.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let name = match code.trim() {
+        "1" => "ncclUnhandledCudaError",
+        "2" => "ncclSystemError",
+        "3" => "ncclInternalError",
+        "4" => "ncclInvalidArgument",
+        "5" => "ncclInvalidUsage",
+        "6" => "ncclRemoteError",
+        _ => return None,
+    };
+    Some((place, name))
 }
 
 #[cfg(test)]
@@ -174,5 +197,15 @@ mod tests {
         );
         assert_eq!(w("requests: read timed out, retrying", None), None);
         assert_eq!(w("epoch 3 loss 0.12", None), None);
+        assert_eq!(w("init.cc:1358 -> 3", Some("INFO")), Some(EventKind::Error));
+        assert_eq!(
+            error_return("transport/net_socket.cc:336 -> 2"),
+            Some(("transport/net_socket.cc:336", "ncclSystemError"))
+        );
+        assert_eq!(error_return("Channel 00 : 0 -> 1"), None);
+        assert_eq!(
+            w("NCCL_IB_TIMEOUT set by environment to 22.", Some("INFO")),
+            None
+        );
     }
 }

@@ -1,6 +1,8 @@
 //! The reader over the logs recorded on the lent host (`tests/fixtures/nccl-logs/lent-host/`)
 //! and over hand-written lines for the forms those logs lack.
 
+use std::collections::BTreeSet;
+
 use super::*;
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures/nccl-logs");
@@ -224,4 +226,355 @@ fn limits_bound_what_is_kept_and_say_so() {
         "{:?}",
         log.dropped
     );
+}
+
+// ---- Published logs of others (`tests/fixtures/nccl-logs/published/`, README.md names
+// each source and lists the facts below, checked by hand against the text).
+
+fn published(name: &str) -> JobLog {
+    read_str(&fixture(&format!("published/{name}.txt")))
+}
+
+fn set<I: IntoIterator<Item = S>, S: Into<String>>(items: I) -> BTreeSet<String> {
+    items.into_iter().map(Into::into).collect()
+}
+
+/// Every `via` seen on `host`, in communicators and outside them.
+fn vias_on(log: &JobLog, host: &str) -> BTreeSet<String> {
+    let in_comms = log
+        .communicators
+        .iter()
+        .flat_map(|c| &c.ranks)
+        .filter(|r| r.host.as_deref() == Some(host))
+        .flat_map(|r| &r.links);
+    let loose = log
+        .processes
+        .iter()
+        .filter(|p| p.host.as_deref() == Some(host))
+        .flat_map(|p| &p.links);
+    in_comms.chain(loose).map(|l| l.via.clone()).collect()
+}
+
+/// The NICs `host`'s processes listed for `net`.
+fn nics_on(log: &JobLog, host: &str, net: &str) -> BTreeSet<String> {
+    log.processes
+        .iter()
+        .filter(|p| p.host.as_deref() == Some(host))
+        .flat_map(|p| &p.nics)
+        .filter(|n| n.net == net)
+        .map(|n| n.nic.clone())
+        .collect()
+}
+
+fn hosts(log: &JobLog) -> BTreeSet<String> {
+    log.processes
+        .iter()
+        .filter_map(|p| p.host.clone())
+        .collect()
+}
+
+fn networks(log: &JobLog) -> BTreeSet<String> {
+    log.processes
+        .iter()
+        .flat_map(|p| p.networks.iter().cloned())
+        .collect()
+}
+
+/// (kind, host, rank) of every trouble line.
+fn trouble(log: &JobLog) -> Vec<(EventKind, Option<String>, Option<u32>)> {
+    log.events
+        .iter()
+        .map(|e| (e.kind, e.host.clone(), e.rank))
+        .collect()
+}
+
+#[test]
+fn published_infiniband_logs() {
+    let log = published("ib-nv-peer-memory-56-nccl247");
+    assert_eq!(hosts(&log), set(["master_node", "secondary_node"]));
+    assert_eq!(nics_on(&log, "master_node", "IB"), set(["mlx5_0"]));
+    // NCCL 2.4 lists its socket NIC beside IB: a list, not a fallback.
+    assert_eq!(nics_on(&log, "secondary_node", "Socket"), set(["ib0"]));
+    assert!(log.processes.iter().all(|p| p.links.is_empty()));
+    let master = log
+        .processes
+        .iter()
+        .find(|p| p.host.as_deref() == Some("master_node"));
+    assert_eq!(master.unwrap().nccl_version.as_deref(), Some("2.4.7"));
+    assert_eq!(
+        master
+            .unwrap()
+            .env
+            .get("NCCL_IB_DISABLE")
+            .map(String::as_str),
+        Some("0")
+    );
+
+    let log = published("ib-nccl-707-gdrdma-channels");
+    assert_eq!(
+        vias_on(&log, "10-90-43-152"),
+        set([
+            "NET/IB/0/GDRDMA",
+            "NET/IB/2/GDRDMA",
+            "NET/IB/4/GDRDMA",
+            "NET/IB/5/GDRDMA"
+        ])
+    );
+    let log = published("ib-nccl-1412-channels-no-gdrdma");
+    assert_eq!(
+        vias_on(&log, "swat1-04"),
+        set(["NET/IB/3", "P2P/direct pointer/read"])
+    );
+
+    let log = published("ib-nccl-1737-torchrun-ibext-sharp");
+    let c = &log.communicators[0];
+    assert_eq!(
+        (c.id.as_str(), c.nranks, c.nnodes),
+        ("0xb458bb774b113b3a", Some(2), Some(2))
+    );
+    assert_eq!(c.ranks[0].init, InitState::Started);
+    assert_eq!(
+        nics_on(&log, "gh-3714u06", "IB"),
+        set(["mlx5_0", "mlx5_1", "mlx5_4", "mlx5_5", "mlx5_2"])
+    );
+    assert_eq!(networks(&log), set(["IBext_v8"]));
+    assert_eq!(log.processes[0].nccl_version.as_deref(), Some("2.21.5"));
+
+    // DeepSpeed's pdsh puts `gpu1505: ` before NCCL's own `gpu1505:22060:...`.
+    let log = published("ib-transformers-22363-deepspeed-pdsh");
+    assert_eq!(hosts(&log), set(["gpu1504", "gpu1505"]));
+    for host in ["gpu1504", "gpu1505"] {
+        assert_eq!(vias_on(&log, host), set(["NET/IB/1"]), "{host}");
+    }
+}
+
+#[test]
+fn published_roce_logs() {
+    let log = published("roce-nccl-tests-185-dgxh100");
+    for host in ["dgxh100-3", "dgxh100-4"] {
+        assert_eq!(
+            nics_on(&log, host, "IB"),
+            set(["mlx5_10", "mlx5_11"]),
+            "{host}"
+        );
+    }
+    assert_eq!(networks(&log), set(["IB"]));
+    // A host named `64` is a host, not srun -l's task 64.
+    let log = published("roce-nccl-997-numeric-hostname");
+    assert_eq!(hosts(&log), set(["64"]));
+    let bonds: BTreeSet<String> = (0..9).map(|i| format!("mlx5_bond_{i}")).collect();
+    assert_eq!(nics_on(&log, "64", "IB"), bonds);
+    assert!(log.processes.iter().all(|p| p.launcher_rank.is_none()));
+    // Merged NICs: NET device 1 is mlx5_0 and mlx5_1 together.
+    let log = published("roce-nccl-tests-373-fused-nics");
+    assert_eq!(
+        nics_on(&log, "bigo", "IB"),
+        set(["mlx5_2+mlx5_3", "mlx5_0+mlx5_1"])
+    );
+    let c = &log.communicators[0];
+    assert_eq!((c.id.as_str(), c.nranks), ("0x9ca74fa6e40df7f4", Some(3)));
+    let links = &c.ranks[0].links;
+    assert_eq!(c.ranks[0].rank, 2);
+    assert_eq!(links.len(), 1);
+    assert_eq!(
+        (
+            links[0].via.as_str(),
+            links[0].nic.as_deref(),
+            links[0].channels
+        ),
+        ("NET/IBext_v8/1", Some("mlx5_0+mlx5_1"), 3)
+    );
+    assert_eq!(
+        log.processes[0]
+            .env
+            .get("NCCL_P2P_LEVEL")
+            .map(String::as_str),
+        Some("LOC")
+    );
+}
+
+#[test]
+fn published_efa_logs() {
+    let log = published("efa-nccl-1597-libfabric-p5en");
+    assert_eq!(hosts(&log), set(["8h200-2", "8h200-3"]));
+    assert_eq!(networks(&log), set(["Libfabric"]));
+
+    // mpirun's `[1,N]<stdout>:` tags, NCCL 2.4's `Ring` lines.
+    let log = published("efa-aws-ofi-nccl-24-mpirun-warn");
+    assert!(vias_on(&log, "ip-172-32-36-209").contains("P2P/IPC"));
+    for host in ["ip-172-32-38-1", "ip-172-32-34-121", "ip-172-32-45-165"] {
+        assert!(
+            vias_on(&log, host).contains("NET/AWS Libfabric/0"),
+            "{host}"
+        );
+    }
+    assert_eq!(
+        trouble(&log),
+        [
+            // `include/net.h:24 -> 2`, after "No NIC info for dev 0".
+            (EventKind::Error, Some("ip-172-32-36-209".into()), Some(31)),
+            (
+                EventKind::Warning,
+                Some("ip-172-32-45-165".into()),
+                Some(23)
+            ),
+        ]
+    );
+
+    let log = published("efa-aws-ofi-nccl-715-sagemaker-gdrdma");
+    let vias = vias_on(&log, "algo-1");
+    assert!(vias.contains("NET/AWS Libfabric/2/GDRDMA") && vias.contains("P2P/CUMEM/read"));
+
+    let log = published("efa-torchtitan-1570-rankprefix-k8s");
+    let c = &log.communicators[0];
+    assert_eq!(c.id, "0xbb118fbd103cc510");
+    assert_eq!(c.ranks[0].host.as_deref(), Some("costa-671b-5-worker-1"));
+    assert_eq!(log.processes[0].launcher_rank, Some(0));
+    assert_eq!(networks(&log), set(["Libfabric"]));
+    // The channels before the new communicator's init belong to one not in the excerpt.
+    assert_eq!(
+        set(log.processes[0].links.iter().map(|l| l.via.clone())),
+        set(["P2P/CUMEM"])
+    );
+    assert_eq!(log.processes[0].links[0].channels, 5);
+}
+
+#[test]
+fn published_fallbacks_to_socket() {
+    // EFA's plugin fails, NCCL falls back to its socket transport.
+    let log = published("efa-fallback-aws-k8s-tester-454-mpirun-pod");
+    let pod = "bert-mpi-training-worker-0";
+    assert_eq!(nics_on(&log, pod, "Socket"), set(["eth0"]));
+    assert_eq!(networks(&log), set(["Socket"]));
+    let warned: Vec<_> = trouble(&log);
+    assert_eq!(warned.len(), 2);
+    assert!(warned
+        .iter()
+        .all(|w| w == &(EventKind::Warning, Some(pod.into()), Some(0))));
+
+    let log = published("efa-fallback-aws-ofi-nccl-889-cloudwatch");
+    let host = "ip-10-36-29-253";
+    assert_eq!(hosts(&log), set([host]));
+    assert_eq!(nics_on(&log, host, "Socket"), set(["eth0"]));
+    assert_eq!(log.event_counts.get("warning"), Some(&4));
+    assert!(log
+        .processes
+        .iter()
+        .any(|p| p.env.get("NCCL_SOCKET_IFNAME").map(String::as_str) == Some("eth0")));
+
+    let log = published("socket-nccl-226-init");
+    assert_eq!(hosts(&log).len(), 17);
+    let on_ens3 = hosts(&log)
+        .into_iter()
+        .filter(|h| nics_on(&log, h, "Socket") == set(["ens3"]))
+        .count();
+    assert_eq!(on_ens3, 7);
+
+    let log = published("socket-nccl-226-rings");
+    let on_socket: Vec<String> = hosts(&log)
+        .into_iter()
+        .filter(|h| vias_on(&log, h) == set(["NET/Socket/0"]))
+        .collect();
+    assert_eq!(on_socket.len(), 10, "{on_socket:?}");
+    let c = &log.communicators[0];
+    assert_eq!(
+        (c.id.as_str(), c.nranks, c.ranks.len()),
+        ("size-64-#1", Some(64), 2)
+    );
+
+    // IBext loaded, found no device: NET/Socket over eth0, P2P inside the node.
+    let log = published("socket-gke-hypercomputer-lab06-rank0");
+    let c = &log.communicators[0];
+    assert_eq!(
+        (c.id.as_str(), c.nranks, c.nnodes),
+        ("0x19e57876c4cebd96", Some(16), Some(2))
+    );
+    let r = &c.ranks[0];
+    assert_eq!(
+        (r.rank, r.local_ranks, r.init),
+        (0, Some(8), InitState::Aborted)
+    );
+    let links: BTreeSet<(String, Option<String>)> = r
+        .links
+        .iter()
+        .map(|l| (l.via.clone(), l.nic.clone()))
+        .collect();
+    assert_eq!(
+        links,
+        [
+            ("NET/Socket/0".to_string(), Some("eth0".to_string())),
+            ("P2P/CUMEM".to_string(), None)
+        ]
+        .into_iter()
+        .collect()
+    );
+    assert_eq!(c.coll_channels, Some(16));
+    let p = &log.processes[r.process];
+    assert_eq!(p.nccl_version.as_deref(), Some("2.22.3"));
+    assert_eq!(
+        p.env.get("NCCL_SOCKET_IFNAME").map(String::as_str),
+        Some("eth0")
+    );
+}
+
+#[test]
+fn published_failures_and_timeouts() {
+    // A connect abort that ends the init with ncclInternalError.
+    let log = published("socket-failed-nccl-tests-166");
+    assert_eq!(log.event_counts.get("warning"), Some(&4));
+    assert!(
+        log.events.iter().any(|e| e.kind == EventKind::Error
+            && e.text.starts_with("init.cc:1358 -> 3 (ncclInternalError)")),
+        "{:?}",
+        log.events
+    );
+    assert_eq!(vias_on(&log, "ubuntu"), set(["SHM/direct/direct"]));
+
+    let log = published("timeout-nccl-1610-watchdog");
+    let watchdogs: Vec<Option<u32>> = log
+        .events
+        .iter()
+        .filter(|e| e.kind == EventKind::Watchdog)
+        .map(|e| e.rank)
+        .collect();
+    assert_eq!(
+        watchdogs,
+        [Some(13), Some(15)],
+        "torchrun's rank, not the group's"
+    );
+
+    let log = published("timeout-nccl-1610-proxy-abort");
+    assert!(log
+        .events
+        .iter()
+        .any(|e| e.kind == EventKind::Timeout && e.rank == Some(14)));
+    let aborted: Vec<InitState> = log
+        .communicators
+        .iter()
+        .flat_map(|c| &c.ranks)
+        .map(|r| r.init)
+        .collect();
+    assert_eq!(aborted, [InitState::Aborted]);
+
+    // The profile asked for gIB, which is not there: an invalid usage up the init.
+    let log = published("gib-gpu-recipes-5-network-not-found");
+    assert!(log
+        .events
+        .iter()
+        .any(|e| e.kind == EventKind::Warning && e.text.contains("network gIB not found")));
+    assert!(log
+        .events
+        .iter()
+        .any(|e| e.kind == EventKind::Error && e.text.contains("(ncclInvalidUsage)")));
+}
+
+#[test]
+fn published_tcpx_and_tcpxo_logs() {
+    let log = published("tcpx-hypercomputer-lab18-transport");
+    assert_eq!(networks(&log), set(["GPUDirectTCPX_v7"]));
+    assert!(hosts(&log).is_empty(), "posted without host:pid:tid");
+    let log = published("tcpxo-hypercomputer-lab22-fastrak");
+    assert_eq!(networks(&log), set(["FasTrak"]));
+    assert_eq!(hosts(&log), set(["tcpxo-wb-0", "tcpxo-wb-1"]));
+    assert_eq!(log.processes.len(), 16);
 }
