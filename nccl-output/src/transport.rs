@@ -348,7 +348,13 @@ pub(crate) struct DebugLine<'a> {
 /// (timestamps, launcher prefixes).
 pub(crate) fn parse_debug_line(line: &str) -> Option<DebugLine<'_>> {
     const LEVELS: [&str; 5] = ["INFO", "WARN", "TRACE", "ABORT", "VERSION"];
-    let idx = line.find(" NCCL ")?;
+    // " NCCL " by memchr on 'N', then a look around: a substring search per line costs more
+    // than the rest of the line's parse.
+    let idx = line
+        .match_indices('N')
+        .map(|(i, _)| i)
+        .find(|&i| i > 0 && line.as_bytes()[i - 1] == b' ' && line[i..].starts_with("NCCL "))?
+        - 1;
     let after = &line[idx + " NCCL ".len()..];
     let level = LEVELS.iter().find(|l| after.starts_with(**l))?;
     let message = after[level.len()..].trim();
@@ -361,16 +367,26 @@ pub(crate) fn parse_debug_line(line: &str) -> Option<DebugLine<'_>> {
         let (tid, pid, host) = (parts.next(), parts.next(), parts.next());
         tid.is_some_and(numeric) && pid.is_some_and(numeric) && host.is_some()
     };
-    let words: Vec<(usize, &str)> = before
-        .split_whitespace()
-        .map(|w| (w.as_ptr() as usize - before.as_ptr() as usize, w))
-        .collect();
     let device_of =
         |w: &str| -> Option<u32> { w.strip_prefix('[')?.strip_suffix(']')?.parse().ok() };
-    let found = words.iter().rposition(|(_, w)| is_token(w));
+    // The last three words at most (token, [dev], file.cc:123), scanned from the end
+    // without collecting: this runs for every line of a log.
+    let mut words = before
+        .split_whitespace()
+        .rev()
+        .take(3)
+        .map(|w| (w.as_ptr() as usize - before.as_ptr() as usize, w));
+    let mut after: Option<&str> = None;
+    let found = words.find_map(|(at, w)| {
+        if is_token(w) {
+            Some((at, w, after))
+        } else {
+            after = Some(w);
+            None
+        }
+    });
     let (prefix, host, pid, device) = match found {
-        Some(i) => {
-            let (at, token) = words[i];
+        Some((at, token, next)) => {
             let mut parts = token.rsplitn(3, ':');
             let (_, pid, host) = (parts.next(), parts.next(), parts.next());
             // A launcher's tag glued to the token (`[rank0]:node1`, `[1,0]<stdout>:node1`) is
@@ -378,7 +394,7 @@ pub(crate) fn parse_debug_line(line: &str) -> Option<DebugLine<'_>> {
             let host = host
                 .map(|h| h.rsplit([':', ']', '>']).next().unwrap_or(h))
                 .filter(|h| !h.is_empty());
-            let device = words.get(i + 1).and_then(|(_, w)| device_of(w));
+            let device = next.and_then(device_of);
             (
                 &before[..at],
                 host,

@@ -401,8 +401,8 @@ pub fn fresh_temp_dir(name: &str) -> PathBuf {
 
 static CLUSTER: Mutex<()> = Mutex::new(());
 
-/// A NIC of a node changed with `scripts/local-cluster nic NODE NIC ACTION...` (down, slow
-/// RATE, loss PCT), restored when dropped, also when the test fails.
+/// A NIC of a node changed with `scripts/local-cluster nic NODE NIC ACTION...` (`slow RATE`
+/// or `down`), restored when dropped, also when the test fails.
 pub struct Nic {
     node: &'static str,
     nic: &'static str,

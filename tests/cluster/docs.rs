@@ -45,6 +45,19 @@ fn every_command_in_the_guides_runs() {
     workspace_bin("gpudirect-mpi");
     let standin = standin_dir("docs");
     let work = fresh_temp_dir("docs");
+    // The user guide's `gpudirect log` reads two job outputs: the torch job recorded on the
+    // lent GPU host under `srun --gpudirect=socket-bed` (docs/results/gpu-box/call8/),
+    // with the profile's NIC (4243) and with the user's own NCCL_SOCKET_IFNAME=eth0 (4242).
+    let logs = repo.join("tests/fixtures/nccl-logs/lent-host");
+    for (name, file) in [
+        ("slurm-4243.out", "torch-srun-gpudirect-socket-bed.txt"),
+        (
+            "slurm-4242.out",
+            "torch-srun-gpudirect-socket-bed-user-eth0.txt",
+        ),
+    ] {
+        std::fs::copy(logs.join(file), work.join(name)).expect("copy a job's log");
+    }
     let mut all = Vec::new();
     for file in ["user-guide.md", "admin-guide.md", "troubleshooting.md"] {
         let text = std::fs::read_to_string(repo.join("docs").join(file)).expect("read a guide");

@@ -11,6 +11,7 @@ mod concurrency;
 mod health;
 mod history;
 mod hostfile;
+mod log;
 mod profiles;
 mod report;
 mod run;

@@ -52,7 +52,9 @@ pub fn for_each_line(
     mut each: impl FnMut(u64, &str),
 ) -> Result<LineStats, ReadError> {
     let mut stats = LineStats::default();
-    let mut line: Vec<u8> = Vec::with_capacity(256);
+    // A line that spans two reads of the buffer is gathered here; one inside a read (most
+    // lines) is handed on from the buffer itself, uncopied.
+    let mut pending: Vec<u8> = Vec::with_capacity(256);
     let mut cut = false;
     loop {
         let chunk = match input.fill_buf() {
@@ -71,44 +73,74 @@ pub fn for_each_line(
                 });
             }
         }
-        let (piece, ends_line) = match chunk.iter().position(|&b| b == b'\n') {
-            Some(i) => (&chunk[..i], true),
-            None => (chunk, false),
-        };
-        let room = max.saturating_sub(line.len());
-        if piece.len() > room {
-            cut = true;
+        let mut used = 0;
+        while let Some(i) = find_newline(&chunk[used..]) {
+            let piece = &chunk[used..used + i];
+            if pending.is_empty() && !cut {
+                let whole = piece.len() <= max;
+                emit(
+                    &piece[..piece.len().min(max)],
+                    !whole,
+                    &mut stats,
+                    &mut each,
+                );
+            } else {
+                let room = max.saturating_sub(pending.len());
+                cut |= piece.len() > room;
+                pending.extend_from_slice(&piece[..piece.len().min(room)]);
+                emit(&pending, cut, &mut stats, &mut each);
+                pending.clear();
+                cut = false;
+            }
+            used += i + 1;
         }
-        line.extend_from_slice(&piece[..piece.len().min(room)]);
-        let used = piece.len() + usize::from(ends_line);
-        stats.bytes += used as u64;
-        input.consume(used);
-        if ends_line {
-            emit(&mut line, &mut cut, &mut stats, &mut each);
-        }
+        // The rest of the read: the start of a line that ends in a later one.
+        let piece = &chunk[used..];
+        let room = max.saturating_sub(pending.len());
+        cut |= piece.len() > room;
+        pending.extend_from_slice(&piece[..piece.len().min(room)]);
+        let consumed = chunk.len();
+        stats.bytes += consumed as u64;
+        input.consume(consumed);
     }
-    if !line.is_empty() || cut {
-        emit(&mut line, &mut cut, &mut stats, &mut each);
+    if !pending.is_empty() || cut {
+        emit(&pending, cut, &mut stats, &mut each);
     }
     Ok(stats)
 }
 
-fn emit(
-    line: &mut Vec<u8>,
-    cut: &mut bool,
-    stats: &mut LineStats,
-    each: &mut impl FnMut(u64, &str),
-) {
+/// The first `\n` in `bytes`, eight bytes at a time (std's memchr is not public).
+fn find_newline(bytes: &[u8]) -> Option<usize> {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    const NEWLINES: u64 = ONES * b'\n' as u64;
+    let mut words = bytes.chunks_exact(8);
+    let mut at = 0;
+    for word in &mut words {
+        let w = u64::from_le_bytes(word.try_into().unwrap_or([0; 8])) ^ NEWLINES;
+        // A zero byte in `w` is a newline in `word`.
+        if (w.wrapping_sub(ONES) & !w & HIGHS) != 0 {
+            return word.iter().position(|&b| b == b'\n').map(|i| at + i);
+        }
+        at += 8;
+    }
+    words
+        .remainder()
+        .iter()
+        .position(|&b| b == b'\n')
+        .map(|i| at + i)
+}
+
+fn emit(line: &[u8], cut: bool, stats: &mut LineStats, each: &mut impl FnMut(u64, &str)) {
     stats.lines += 1;
-    if *cut {
+    if cut {
         stats.long_lines += 1;
     }
-    if line.last() == Some(&b'\r') {
-        line.pop();
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    match std::str::from_utf8(line) {
+        Ok(text) => each(stats.lines, text),
+        Err(_) => each(stats.lines, &String::from_utf8_lossy(line)),
     }
-    each(stats.lines, &String::from_utf8_lossy(line));
-    line.clear();
-    *cut = false;
 }
 
 #[cfg(test)]
@@ -144,6 +176,25 @@ mod tests {
         assert_eq!(seen[0].1, "x".repeat(16));
         assert_eq!(seen[1].1, "short");
         assert_eq!(stats.long_lines, 1);
+    }
+
+    #[test]
+    fn the_newline_search_finds_the_first_one_wherever_it_is() {
+        for len in 0..40 {
+            for at in 0..len {
+                let mut bytes = vec![b'x'; len];
+                bytes[at] = b'\n';
+                if at + 3 < len {
+                    bytes[at + 3] = b'\n';
+                }
+                assert_eq!(find_newline(&bytes), Some(at), "{len} {at}");
+            }
+            assert_eq!(
+                find_newline(&vec![0x8a; len]),
+                None,
+                "{len}: no false match"
+            );
+        }
     }
 
     #[test]

@@ -281,15 +281,6 @@ pub struct Event {
     pub text: String,
 }
 
-/// Where a process's lines come from: its host, pid and device (a process that drives two
-/// GPUs, as nccl-tests `-g 2`, holds one rank per device), or its input and pid when the
-/// lines carry no host.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-enum ProcKey {
-    Host(String, Option<u32>, Option<u32>),
-    Source(usize, Option<u32>, Option<u32>),
-}
-
 /// What the reader keeps per process while reading.
 #[derive(Debug, Default)]
 struct ProcState {
@@ -336,7 +327,11 @@ struct RankBuild {
 pub struct JobLogReader {
     limits: Limits,
     log: JobLog,
-    procs: HashMap<ProcKey, usize>,
+    /// The process entries by a hash of (host, or input when there is none; pid; device):
+    /// a process that drives two GPUs, as nccl-tests `-g 2`, holds one rank per device.
+    /// Hashed, so that no key string is built for every line; each entry is compared.
+    procs: HashMap<u64, Vec<usize>>,
+    hasher: std::hash::RandomState,
     states: Vec<ProcState>,
     comms: Vec<CommBuild>,
     comm_ids: HashMap<String, usize>,
@@ -429,30 +424,37 @@ impl JobLogReader {
         pid: Option<u32>,
         device: Option<u32>,
     ) -> Option<usize> {
+        use std::hash::BuildHasher;
         let key = match host {
-            Some(h) => ProcKey::Host(h.to_string(), pid, device),
-            None => ProcKey::Source(source, pid, device),
+            Some(h) => self.hasher.hash_one((0u8, h, pid, device)),
+            None => self.hasher.hash_one((1u8, source, pid, device)),
         };
-        if let Some(&i) = self.procs.get(&key) {
+        let processes = &self.log.processes;
+        let same = |&&i: &&usize| {
+            let p = &processes[i];
+            p.pid == pid
+                && p.device == device
+                && match host {
+                    Some(h) => p.host.as_deref().is_some_and(|known| glued_to(h, known)),
+                    None => p.host.is_none() && p.source == source,
+                }
+        };
+        if let Some(&i) = self.procs.get(&key).and_then(|v| v.iter().find(same)) {
             return Some(i);
         }
         // A line of the program's output glued to NCCL's (`-1vm:1399:1399 [0] NCCL INFO`,
         // a table row cut short): the host is a known one, of the same pid and device,
-        // behind the row's last characters.
+        // behind the row's last characters. Looked for once per such host.
         if let Some(h) = host {
             let glued = self.log.processes.iter().position(|p| {
                 p.pid == pid
                     && p.device == device
-                    && p.host.as_deref().is_some_and(|known| {
-                        h.len() > known.len()
-                            && h.ends_with(known)
-                            && h[..h.len() - known.len()]
-                                .bytes()
-                                .all(|b| b.is_ascii_digit() || b"-.+ ".contains(&b))
-                    })
+                    && p.host
+                        .as_deref()
+                        .is_some_and(|known| known.len() < h.len() && glued_to(h, known))
             });
             if let Some(i) = glued {
-                self.procs.insert(key, i);
+                self.procs.entry(key).or_default().push(i);
                 return Some(i);
             }
         }
@@ -469,7 +471,7 @@ impl JobLogReader {
             ..Process::default()
         });
         self.states.push(ProcState::default());
-        self.procs.insert(key, i);
+        self.procs.entry(key).or_default().push(i);
         Some(i)
     }
 
@@ -530,7 +532,7 @@ impl JobLogReader {
                     });
                 }
             }
-        } else if let Some((kind, rest)) = msg.split_once("/Plugin") {
+        } else if let Some((kind, rest)) = plugin_message(msg) {
             let plain = !kind.is_empty() && kind.bytes().all(|b| b.is_ascii_uppercase());
             let text = rest.trim_start_matches([':', ' ']).trim();
             if plain && !text.starts_with("Closing") {
@@ -543,20 +545,15 @@ impl JobLogReader {
                     proc.plugins.push(note);
                 }
             }
-        } else if let Some((name, value)) = msg
-            .split_once(" set by environment to ")
-            // NCCL 2.2x's wording for some variables: "NCCL_SOCKET_IFNAME set to eth1".
-            .or_else(|| {
-                msg.split_once(" set to ")
-                    .filter(|(n, _)| n.starts_with("NCCL_"))
-            })
-        {
+        } else if let Some((name, value)) = env_setting(msg) {
             let name = name.trim();
             if proc.env.len() < 256 && !name.contains(' ') {
                 let value = value.trim().trim_end_matches('.');
                 proc.env.insert(name.to_string(), clip(value, 400));
             }
-        } else if msg.contains("comm 0x") && msg.contains(" rank ") {
+        } else if (msg.starts_with("comm 0x") || msg.starts_with("ncclComm"))
+            && msg.contains(" rank ")
+        {
             self.comm_line(p, msg);
         } else if (msg.starts_with("Channel ") || msg.starts_with("Ring ")) && msg.contains(" via ")
         {
@@ -570,7 +567,9 @@ impl JobLogReader {
                     r.rank.gdr = Some(gdr != 0);
                 }
             }
-        } else if msg.contains(" coll channels, ") {
+        } else if msg.as_bytes().first().is_some_and(u8::is_ascii_digit)
+            && msg.contains(" coll channels, ")
+        {
             let counts = channel_counts(msg);
             if let Some(&(c, _)) = self.states[p].recent.last() {
                 let comm = &mut self.comms[c].comm;
@@ -579,7 +578,10 @@ impl JobLogReader {
                 comm.collnet_channels = counts.get("collnet").copied().or(comm.collnet_channels);
                 comm.p2p_channels = counts.get("p2p").copied().or(comm.p2p_channels);
             }
-        } else if let Some((op, bytes, algorithm, protocol)) = parse_tuning(msg) {
+        } else if let Some((op, bytes, algorithm, protocol)) = Some(msg)
+            .filter(|m| m.contains(" Bytes -> "))
+            .and_then(parse_tuning)
+        {
             if let Some(&(c, _)) = self.states[p].recent.last() {
                 let tuning = &mut self.comms[c].comm.tuning;
                 let op = op.map(str::to_string);
@@ -897,6 +899,44 @@ impl JobLogReader {
             }
         }
     }
+}
+
+/// `NCCL_P2P_DISABLE set by environment to 1.` -> (`NCCL_P2P_DISABLE`, `1.`); NCCL 2.2x
+/// also writes `NCCL_SOCKET_IFNAME set to eth1`. Only a message whose first word is a
+/// variable's name (capitals, digits, `_`) is searched.
+fn env_setting(msg: &str) -> Option<(&str, &str)> {
+    let first = msg.split(' ').next()?;
+    let is_name = !first.is_empty()
+        && first
+            .bytes()
+            .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_');
+    if !is_name {
+        return None;
+    }
+    let rest = &msg[first.len()..];
+    let value = rest.strip_prefix(" set by environment to ").or_else(|| {
+        rest.strip_prefix(" set to ")
+            .filter(|_| first.starts_with("NCCL_"))
+    })?;
+    Some((first, value))
+}
+
+/// `NET/Plugin: Could not find ...` -> (`NET`, `: Could not find ...`): the loader's kind
+/// is the message's first word, before `/Plugin`.
+fn plugin_message(msg: &str) -> Option<(&str, &str)> {
+    let slash = msg.find('/')?;
+    let rest = msg[slash..].strip_prefix("/Plugin")?;
+    Some((&msg[..slash], rest))
+}
+
+/// Whether `seen` is the host `known`: the same, or `known` behind a table row's last
+/// characters (`-1vm` for `vm`).
+fn glued_to(seen: &str, known: &str) -> bool {
+    seen == known
+        || seen.strip_suffix(known).is_some_and(|row| {
+            row.bytes()
+                .all(|b| b.is_ascii_digit() || b"-.+ ".contains(&b))
+        })
 }
 
 /// `2.28.9+cuda13.0` -> (`2.28.9`, `13.0`).

@@ -11,17 +11,17 @@ use serde::{Deserialize, Serialize};
 /// Pure; the line is looked at in its first 200 bytes only.
 pub fn launcher_rank(line: &str) -> Option<u32> {
     let head = head(line, 200);
-    if let Some(i) = head.find("[rank") {
-        let digits: String = head[i + 5..]
-            .chars()
-            .take_while(char::is_ascii_digit)
-            .collect();
-        if head[i + 5 + digits.len()..].starts_with(']') {
-            return digits.parse().ok();
+    // `[` by memchr, then a look at what follows: no substring search per line.
+    for (i, _) in head.match_indices('[') {
+        if let Some(rest) = head[i..].strip_prefix("[rank") {
+            let digits = leading_digits(rest);
+            if !digits.is_empty() && rest[digits.len()..].starts_with(']') {
+                return digits.parse().ok();
+            }
         }
     }
     let trimmed = head.trim_start();
-    let digits: String = trimmed.chars().take_while(char::is_ascii_digit).collect();
+    let digits = leading_digits(trimmed);
     if !digits.is_empty() && trimmed[digits.len()..].starts_with(": ") {
         return digits.parse().ok();
     }
@@ -33,6 +33,12 @@ pub fn launcher_rank(line: &str) -> Option<u32> {
         }
     }
     None
+}
+
+/// The ASCII digits `s` starts with.
+fn leading_digits(s: &str) -> &str {
+    let n = s.bytes().take_while(u8::is_ascii_digit).count();
+    &s[..n]
 }
 
 /// The first `max` bytes of `line`, cut at a character boundary.
@@ -118,7 +124,11 @@ pub fn classify_event(text: &str, nccl_level: Option<&str>) -> Option<EventKind>
 
 /// `init.cc:1358 -> 3`: the place an NCCL call returned an error code, and the code's name.
 pub fn error_return(message: &str) -> Option<(&str, &'static str)> {
-    let (place, code) = message.trim().split_once(" -> ")?;
+    // By the last `>` (memchr): most messages have none.
+    let message = message.trim();
+    let arrow = message.rfind('>')?;
+    let place = message[..arrow].strip_suffix(" -")?;
+    let code = message[arrow + 1..].strip_prefix(' ')?;
     let (file, line) = place.rsplit_once(':')?;
     let is_source = [".cc", ".cu", ".h", ".cpp"]
         .iter()

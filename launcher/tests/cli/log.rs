@@ -1,0 +1,167 @@
+//! `gpudirect log` end to end: the jobs recorded on the lent host under `srun --gpudirect`
+//! (tests/fixtures/nccl-logs/lent-host/), judged by the local cluster's GPU config, from
+//! files, stdin and gzip, in text and JSON, and its errors.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::Stdio;
+
+use serde_json::Value;
+
+use crate::common::{gpudirect_without, run, scratch, stderr, stdout};
+
+fn log_fixture(rel: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/fixtures/nccl-logs")
+        .join(rel)
+}
+
+/// The config of the local cluster on a GPU host: the shipped profiles, its node set
+/// (node[1-16] -> socket-bed) and socket-bed, the shipped socket profile (GPU i -> eth1..4).
+fn bed_config(dir: &std::path::Path) -> PathBuf {
+    let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut text = std::fs::read_to_string(repo.join("slurm-conf/gpudirect.toml")).unwrap();
+    text += &std::fs::read_to_string(repo.join("slurm-conf/local-cluster-gpus.toml")).unwrap();
+    text += "\n[profiles.socket-bed]\nextends = \"socket\"\n";
+    let path = dir.join("gpudirect.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn log_cmd(config: &std::path::Path) -> std::process::Command {
+    let mut cmd = gpudirect_without(&["GPUDIRECT_CONFIG"]);
+    cmd.arg("log").arg("--config").arg(config);
+    cmd
+}
+
+#[test]
+fn the_profiles_nic_passes_and_a_users_own_nic_is_named() {
+    let dir = scratch("log", "bed");
+    let config = bed_config(dir.path());
+    // srun --gpudirect=socket-bed: the plugin's NCCL_SOCKET_IFNAME=eth1, GPU 0's NIC.
+    let out = run(log_cmd(&config)
+        .args(["--gpudirect", "socket-bed"])
+        .arg(log_fixture("lent-host/torch-srun-gpudirect-socket-bed.txt")));
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}{}", stderr(&out));
+    assert!(
+        text.contains("2 ranks on 2 nodes (node[1-2]): NET/Socket over eth1; GDR off"),
+        "{text}"
+    );
+    assert!(
+        text.contains("as the profile expects (socket-bed: NET/Socket"),
+        "{text}"
+    );
+
+    // The user's NCCL_SOCKET_IFNAME=eth0 won: both ranks named, by the node set (auto).
+    let out = run(log_cmd(&config).arg(log_fixture(
+        "lent-host/torch-srun-gpudirect-socket-bed-user-eth0.txt",
+    )));
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}{}", stderr(&out));
+    assert!(
+        text.contains(
+            "FINDING: communicator 0x2eb2c9644781e5c9 (2 ranks, 2 nodes): ranks 0-1 on node[1-2] \
+             used eth0: the profile socket-bed maps its GPU 0 to eth1\n"
+        ),
+        "{text}"
+    );
+    assert!(text.ends_with("1 finding (exit 1)\n"), "{text}");
+}
+
+#[test]
+fn another_transport_than_the_profiles_is_a_finding() {
+    let dir = scratch("log", "tcpx");
+    let config = bed_config(dir.path());
+    let out = run(log_cmd(&config)
+        .args(["--gpudirect", "tcpx", "--json"])
+        .arg(log_fixture("lent-host/torch-srun-gpudirect-socket-bed.txt")));
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let findings = report["verdict"]["findings"].as_array().unwrap();
+    assert_eq!(findings.len(), 1, "{report}");
+    assert_eq!(findings[0]["kind"], "transport");
+    assert_eq!(findings[0]["hosts"], serde_json::json!(["node1", "node2"]));
+    assert!(findings[0]["message"]
+        .as_str()
+        .unwrap()
+        .contains("the profile tcpx's transport GPUDirectTCPX did not carry its traffic there"));
+    assert_eq!(report["exit"], 1);
+    assert_eq!(
+        report["log"]["communicators"][0]["ranks"][1]["links"][0]["nic"],
+        "eth1"
+    );
+}
+
+#[test]
+fn per_rank_files_stdin_and_gzip_read_the_same() {
+    let dir = scratch("log", "inputs");
+    let config = bed_config(dir.path());
+    let ranks = [
+        log_fixture("lent-host/torch-allreduce-2node-socket-rank0.txt"),
+        log_fixture("lent-host/torch-allreduce-2node-socket-rank1.txt"),
+    ];
+    let from_files = run(log_cmd(&config)
+        .args(["--gpudirect", "socket", "-v"])
+        .args(&ranks));
+    let text = stdout(&from_files);
+    assert_eq!(
+        from_files.status.code(),
+        Some(0),
+        "{text}{}",
+        stderr(&from_files)
+    );
+    assert!(
+        text.contains("  rank 0    node1 pid 1432 GPU 0 (cudaDev 0): NET/Socket/0=eth1 x4"),
+        "{text}"
+    );
+    assert!(
+        text.contains("set by environment: NCCL_SOCKET_IFNAME=eth1 (2 processes)"),
+        "{text}"
+    );
+
+    // Both files through stdin, gzipped: the same communicators and verdict.
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    for r in &ranks {
+        gz.write_all(&std::fs::read(r).unwrap()).unwrap();
+    }
+    let bytes = gz.finish().unwrap();
+    let mut child = log_cmd(&config)
+        .args(["--gpudirect", "socket", "-v", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(&bytes).unwrap();
+    let from_stdin = child.wait_with_output().unwrap();
+    assert_eq!(from_stdin.status.code(), Some(0), "{}", stderr(&from_stdin));
+    assert_eq!(stdout(&from_stdin), text, "stdin, gzip: the same text");
+}
+
+#[test]
+fn bad_inputs_exit_3_with_the_file_and_the_fix() {
+    let dir = scratch("log", "bad");
+    let config = bed_config(dir.path());
+    let plain = dir.path().join("train.log");
+    std::fs::write(&plain, "epoch 1 loss 0.5\nepoch 2 loss 0.4\n").unwrap();
+    let binary = dir.path().join("core");
+    std::fs::write(&binary, b"\x7fELF\x02\x01\x01\x00\x00\x00").unwrap();
+    for (arg, words) in [
+        (plain.clone(), "no NCCL line in"),
+        (binary, "not a text log"),
+        (dir.path().join("absent.log"), "absent.log: cannot open it"),
+    ] {
+        let out = run(log_cmd(&config).arg(&arg));
+        assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+        let err = stderr(&out);
+        assert!(err.contains(words), "{err}");
+    }
+    let out = run(log_cmd(&config).args(["--gpudirect", "nosuch"]).arg(&plain));
+    assert_eq!(out.status.code(), Some(3));
+    assert!(
+        stderr(&out).contains("use `auto`, `none` or a profile"),
+        "{}",
+        stderr(&out)
+    );
+}
