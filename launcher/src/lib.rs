@@ -14,6 +14,8 @@
 //! - [`health`]: `gpudirect health`'s checks on what was read (NIC speed, GPUs, the quick
 //!   all_reduce against the history).
 //! - [`hostfile`]: `gpudirect hostfile`'s request, entries and four formats (pure).
+//! - [`job_log`]: `gpudirect log`'s inputs (files, stdin, gzip), its verdict on a job's NCCL
+//!   log against the profile (the reading is `nccl_output::joblog`), and its text.
 //! - [`history`]: the SQLite history of runs (schema migrations, import with dedupe,
 //!   queries, comparison of series, export).
 //! - [`baseline`]: "as fast as before?": the comparability key, the baseline, the verdict.
