@@ -170,6 +170,18 @@ mod tests {
         std::fs::write(&binary, b"\x7fELF\x02\x01\x01\x00\x00").unwrap();
         let err = read_input(&Input::File(binary), 0, &mut reader).unwrap_err();
         assert!(err.to_string().contains("not a text log"), "{err}");
+        // A gzip cut short (a log copied while it was written).
+        let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        enc.write_all(&b"n1:1:1 [0] NCCL INFO NCCL version 2.28.9+cuda13.0\n".repeat(200))
+            .unwrap();
+        let whole = enc.finish().unwrap();
+        let cut = dir.path().join("cut.log.gz");
+        std::fs::write(&cut, &whole[..whole.len() / 2]).unwrap();
+        let err = read_input(&Input::File(cut), 0, &mut reader).unwrap_err();
+        assert!(
+            err.to_string().contains("cut.log.gz: cannot decompress it"),
+            "{err}"
+        );
         // gzip magic with garbage behind it.
         let broken = dir.path().join("broken.gz");
         std::fs::write(&broken, b"\x1f\x8b\x08\x00garbage-not-deflate").unwrap();

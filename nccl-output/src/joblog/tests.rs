@@ -578,3 +578,42 @@ fn published_tcpx_and_tcpxo_logs() {
     assert_eq!(hosts(&log), set(["tcpxo-wb-0", "tcpxo-wb-1"]));
     assert_eq!(log.processes.len(), 16);
 }
+
+/// The NCCL lines of every recorded nccl-tests output read the same through both readers:
+/// the paths `gpudirect log` finds (in communicators and outside) are those `import` finds.
+#[test]
+fn the_nccl_tests_fixtures_paths_are_those_the_output_parser_reads() {
+    let root = std::path::Path::new(FIXTURES).join("../nccl-tests");
+    let mut checked = 0;
+    let mut dirs = vec![root];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                dirs.push(path);
+                continue;
+            }
+            let Ok(text) = std::fs::read_to_string(&path) else {
+                continue;
+            };
+            let parsed = crate::parse(text.as_bytes());
+            let debug = &parsed.debug;
+            if debug.transports.is_empty() {
+                continue;
+            }
+            let expected: BTreeSet<String> =
+                debug.transports.iter().map(|t| t.via.clone()).collect();
+            let log = read_str(&text);
+            let in_comms = log
+                .communicators
+                .iter()
+                .flat_map(|c| &c.ranks)
+                .flat_map(|r| &r.links);
+            let loose = log.processes.iter().flat_map(|p| &p.links);
+            let got: BTreeSet<String> = in_comms.chain(loose).map(|l| l.via.clone()).collect();
+            assert_eq!(got, expected, "{}", path.display());
+            checked += 1;
+        }
+    }
+    assert!(checked >= 4, "only {checked} fixtures with channel lines");
+}
