@@ -59,6 +59,7 @@ pub mod matrix;
 pub mod matrix_run;
 pub mod output;
 pub mod probe;
+pub mod profiles;
 pub mod provenance;
 pub mod ras;
 pub mod record;
