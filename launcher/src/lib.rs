@@ -55,6 +55,7 @@ pub mod history;
 pub mod hostfile;
 pub mod job_log;
 pub mod launch;
+pub mod listing;
 pub mod matrix;
 pub mod matrix_run;
 pub mod output;
