@@ -5,6 +5,7 @@
 //! Notes, progress and warnings go to stderr (through `tracing` or [`note`]); stdout
 //! carries only what a pipe wants: tables, hostfiles, JSON.
 
+pub mod compare;
 mod progress;
 mod table;
 
