@@ -12,17 +12,17 @@ use gpudirect::history::{History, LaunchKind, RunFilter, RunStatus};
 use gpudirect::launch::{env_var, find_binary, prepare, LaunchOptions, Launcher};
 use gpudirect::matrix::{Cell, Matrix, Variant};
 use gpudirect::outln;
-use gpudirect::output::{emit_json, render_table, Align};
+use gpudirect::output::{emit, emit_json};
 use gpudirect::runner;
 use gpudirect::tune::knobs::{self, Knob, Preset};
 use gpudirect::tune::overlay::{self, Provenance};
 use gpudirect::tune::plan::{self, Setting};
 use gpudirect::tune::session::{recorded_steps, seconds_text, Recorded, Setup, Tuner};
-use gpudirect::tune::verdict::{self, Call, Choice, PhaseResult, Rule};
+use gpudirect::tune::text::{result_text, TuneResult};
+use gpudirect::tune::verdict::{self, PhaseResult, Rule};
 use gpudirect::units::{duration_arg, format_rfc3339, human_size, now_unix, percent_arg, size_arg};
 use gpudirect_core::config::{Config, Profile};
 use gpudirect_core::system::{load_config, Ownership};
-use serde::Serialize;
 
 use super::args::NcclTestsArgs;
 use super::{Ctx, ExitStatus};
@@ -340,24 +340,6 @@ fn check_tune_id(id: &str) -> Result<()> {
         );
     }
     Ok(())
-}
-
-/// What `--json` prints and what the tables show.
-#[derive(Debug, Serialize)]
-struct TuneResult {
-    tune_id: String,
-    measured: String,
-    rule: Rule,
-    budget_seconds: f64,
-    elapsed_seconds: f64,
-    runs: usize,
-    budget_note: Option<String>,
-    notes: Vec<String>,
-    phases: Vec<PhaseResult>,
-    choice: Option<Choice>,
-    left_out: Vec<String>,
-    failures: Vec<String>,
-    overlay: Option<String>,
 }
 
 /// `gpudirect tune`.
@@ -742,122 +724,12 @@ fn history_estimate(history: &History, collective: &str, nodes: u32) -> Option<f
     history.median_seconds(&filter, nodes).ok()?
 }
 
-fn stats_text(stats: Option<verdict::Stats>) -> String {
-    stats
-        .map(|s| format!("{:.2} ({:.2})", s.median, s.spread))
-        .unwrap_or_else(|| "-".into())
-}
-
+/// The result, as JSON or as `tune::text::result_text`'s tables.
 fn print_result(result: &TuneResult, json: bool) -> Result<()> {
     if json {
         emit_json(result)?;
-        return Ok(());
-    }
-    outln!(
-        "\ntune {}: {}\nrule: a setting wins a band when its median busbw beats the default's by more than both spreads together and by at least {}%; {} runs each side",
-        result.tune_id,
-        result.measured,
-        result.rule.min_gain_pct,
-        result.rule.min_rounds
-    )?;
-    for phase in &result.phases {
-        outln!(
-            "\n{} phase {} (median busbw GB/s, spread in brackets):",
-            phase.collective,
-            phase.phase
-        )?;
-        let mut rows = Vec::new();
-        for band in &phase.bands {
-            let (best, stats, gain) = match band.best() {
-                Some(c) => (
-                    c.setting.to_string(),
-                    stats_text(c.stats),
-                    c.gain_pct.map(|g| format!("{g:+.1}%")).unwrap_or_default(),
-                ),
-                None => (
-                    "default (nothing beat the noise)".into(),
-                    "-".into(),
-                    "-".into(),
-                ),
-            };
-            let runs = band.default.map_or(0, |s| s.runs);
-            rows.push(vec![
-                band.label.clone(),
-                stats_text(band.default),
-                best,
-                stats,
-                gain,
-                runs.to_string(),
-            ]);
-        }
-        outln!(
-            "{}",
-            render_table(
-                &[
-                    ("BAND", Align::Left),
-                    ("DEFAULT", Align::Right),
-                    ("BEST", Align::Left),
-                    ("BEST BUSBW", Align::Right),
-                    ("GAIN", Align::Right),
-                    ("RUNS", Align::Right),
-                ],
-                &rows,
-            )
-            .trim_end()
-        )?;
-        for band in &phase.bands {
-            for c in &band.candidates {
-                let gain = c
-                    .gain_pct
-                    .map(|g| format!("{g:+.1}%"))
-                    .unwrap_or_else(|| "-".into());
-                let call = match &c.call {
-                    Call::Wins => "wins".to_string(),
-                    Call::Within => "within the noise".to_string(),
-                    Call::Loses => "loses".to_string(),
-                    Call::NotJudged(why) => format!("not judged: {why}"),
-                };
-                outln!(
-                    "  {:<16} {:<40} {:>16} {:>8}  {call}",
-                    band.label,
-                    c.setting.to_string(),
-                    stats_text(c.stats),
-                    gain
-                )?;
-            }
-        }
-    }
-    if result.phases.is_empty() {
-        outln!("\nno phase finished: nothing judged")?;
-    }
-    outln!(
-        "\nruns: {} recorded (gpudirect history --label {}); time {} of the {} budget",
-        result.runs,
-        result.tune_id,
-        seconds_text(result.elapsed_seconds),
-        seconds_text(result.budget_seconds)
-    )?;
-    if let Some(note) = &result.budget_note {
-        outln!("{note}: settings with fewer than {} runs are not judged; raise --budget and continue with --resume {}", result.rule.min_rounds, result.tune_id)?;
-    }
-    for failure in &result.failures {
-        outln!("failed run: {failure}")?;
-    }
-    match &result.choice {
-        Some(choice) => outln!(
-            "size-independent winner: {} (mean gain {:+.1}% over the bands){}",
-            choice.setting,
-            choice.mean_gain_pct,
-            result
-                .overlay
-                .as_ref()
-                .map(|f| format!("; written to {f}"))
-                .unwrap_or_default()
-        )?,
-        None => outln!("size-independent winner: none (the default stays)")?,
-    }
-    for note in &result.left_out {
-        outln!("  {note}")?;
+    } else {
+        emit(&result_text(result))?;
     }
     Ok(())
 }

@@ -15,6 +15,7 @@ pub mod knobs;
 pub mod overlay;
 pub mod plan;
 pub mod session;
+pub mod text;
 pub mod verdict;
 
 use std::collections::BTreeMap;
