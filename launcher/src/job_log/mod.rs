@@ -293,7 +293,7 @@ fn judge_comm(
         return;
     }
     // (used transports, expected) -> ranks; (used NICs, expected NIC, gpu) -> ranks.
-    let mut off_transport: BTreeMap<(String, String), Vec<&CommRank>> = BTreeMap::new();
+    let mut off_transport: BTreeMap<OffTransport, Vec<&CommRank>> = BTreeMap::new();
     let mut off_nic: BTreeMap<(String, String), Vec<&CommRank>> = BTreeMap::new();
     let mut why_not: BTreeMap<String, Vec<u32>> = BTreeMap::new();
     for rank in &comm.ranks {
@@ -301,24 +301,15 @@ fn judge_comm(
         if nets.is_empty() {
             continue;
         }
-        let profile = match profile_for(config, choice, rank.host.as_deref()) {
-            Ok(p) => p,
+        let (profile, off) = match transport_check(config, choice, rank.host.as_deref(), &nets, j) {
+            Ok(checked) => checked,
             Err(why) => {
                 why_not.entry(why).or_default().push(rank.rank);
                 continue;
             }
         };
-        j.profiles
-            .entry(profile.name.clone())
-            .or_insert_with(|| expectation(profile));
-        if let Some(expected) = &profile.transport {
-            if nets.iter().any(|n| !net_name_matches(n, expected)) {
-                let used = nets.iter().map(|n| format!("NET/{n}")).collect::<Vec<_>>();
-                off_transport
-                    .entry((used.join(" and "), format!("{} ({expected})", profile.name)))
-                    .or_default()
-                    .push(rank);
-            }
+        if let Some(key) = off {
+            off_transport.entry(key).or_default().push(rank);
         }
         match nic_verdict(config, profile, rank, &nics) {
             Ok(None) => {}
@@ -326,9 +317,7 @@ fn judge_comm(
             Err(why) => why_not.entry(why).or_default().push(rank.rank),
         }
     }
-    for ((used, expected), ranks) in off_transport {
-        let (profile, transport) = expected.split_once(" (").unwrap_or((&expected, ""));
-        let transport = transport.trim_end_matches(')');
+    for ((used, profile, transport), ranks) in off_transport {
         let hosts = hostlist_of(ranks.iter().filter_map(|r| r.host.as_deref()));
         j.findings.push(Finding {
             kind: FindingKind::Transport,
@@ -365,7 +354,7 @@ fn judge_comm(
 /// The channel lines outside every communicator (an excerpt without the init lines): their
 /// transport against each host's profile. Their GPU is unknown, so their NIC is not judged.
 fn judge_loose(log: &JobLog, config: &Config, choice: &ProfileChoice, j: &mut Judgement) {
-    let mut off: BTreeMap<(String, String), BTreeSet<&str>> = BTreeMap::new();
+    let mut off: BTreeMap<OffTransport, BTreeSet<&str>> = BTreeMap::new();
     let mut any = false;
     for p in &log.processes {
         let nets: BTreeSet<&str> = p
@@ -378,25 +367,14 @@ fn judge_loose(log: &JobLog, config: &Config, choice: &ProfileChoice, j: &mut Ju
             continue;
         }
         any = true;
-        let Ok(profile) = profile_for(config, choice, p.host.as_deref()) else {
-            continue;
-        };
-        j.profiles
-            .entry(profile.name.clone())
-            .or_insert_with(|| expectation(profile));
-        if let Some(expected) = &profile.transport {
-            if nets.iter().any(|n| !net_name_matches(n, expected)) {
-                let used = nets.iter().map(|n| format!("NET/{n}")).collect::<Vec<_>>();
-                off.entry((
-                    used.join(" and "),
-                    format!("{}'s transport {expected}", profile.name),
-                ))
+        if let Ok((_, Some(key))) = transport_check(config, choice, p.host.as_deref(), &nets, j) {
+            off.entry(key)
                 .or_default()
                 .insert(p.host.as_deref().unwrap_or("?"));
-            }
         }
     }
-    for ((used, expected), hosts) in off {
+    for ((used, profile, transport), hosts) in off {
+        let expected = format!("{profile}'s transport {transport}");
         j.findings.push(Finding {
             kind: FindingKind::Transport,
             communicator: None,
@@ -416,6 +394,35 @@ fn judge_loose(log: &JobLog, config: &Config, choice: &ProfileChoice, j: &mut Ju
                 .into(),
         );
     }
+}
+
+/// Network transports used that are not the profile's: (`NET/Socket and NET/IB`, the
+/// profile's name, its transport).
+type OffTransport = (String, String, String);
+
+/// The profile a rank (or a process) on `host` is judged by, noted in `j.profiles`, and,
+/// when its network links took another transport than the profile's, which ones (`Err`: why
+/// no profile applies).
+fn transport_check<'c>(
+    config: &'c Config,
+    choice: &ProfileChoice,
+    host: Option<&str>,
+    nets: &BTreeSet<&str>,
+    j: &mut Judgement,
+) -> Result<(&'c Profile, Option<OffTransport>), String> {
+    let profile = profile_for(config, choice, host)?;
+    j.profiles
+        .entry(profile.name.clone())
+        .or_insert_with(|| expectation(profile));
+    let off = profile.transport.as_ref().and_then(|expected| {
+        nets.iter()
+            .any(|n| !net_name_matches(n, expected))
+            .then(|| {
+                let used: Vec<String> = nets.iter().map(|n| format!("NET/{n}")).collect();
+                (used.join(" and "), profile.name.clone(), expected.clone())
+            })
+    });
+    Ok((profile, off))
 }
 
 /// The hosts of `ranks`, sorted and distinct.

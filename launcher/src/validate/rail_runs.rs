@@ -72,16 +72,28 @@ pub fn outcomes_on(runs: &[PairRun], rail: usize) -> Vec<Outcome> {
         .collect()
 }
 
+/// What every wave of rail pairs runs with: the pairs' command, the rails, the record
+/// each run starts from, and the budget that may stop it.
+#[derive(Debug, Clone, Copy)]
+pub struct WaveContext<'a> {
+    /// How a pair runs.
+    pub spec: &'a PairSpec,
+    /// The rails (NIC names), by index.
+    pub rails: &'a [String],
+    /// The record each pair run starts from.
+    pub base: &'a NewRun,
+    /// The stop signal and deadline.
+    pub budget: &'a Budget,
+}
+
 /// Runs every (rail, pair) at once, one step each; a pair that did not connect in time
 /// (or hung) runs once more, with the others that did, before its outcome counts.
 pub fn run_wave(
-    spec: &PairSpec,
-    rails: &[String],
+    on: WaveContext<'_>,
     jobs: Vec<(usize, [String; 2])>,
-    base: &NewRun,
-    budget: &Budget,
 ) -> Result<Vec<PairRun>, RailRunError> {
-    let mut runs = run_steps(spec, rails, jobs, base, budget)?;
+    let budget = on.budget;
+    let mut runs = run_steps(on, jobs)?;
     let again: Vec<(usize, [String; 2])> = runs
         .iter()
         .filter(|p| p.flaky)
@@ -94,7 +106,7 @@ pub fn run_wave(
         "gpudirect validate: {} pair(s) did not connect or hung: running them once more",
         again.len()
     );
-    for second in run_steps(spec, rails, again, base, budget)? {
+    for second in run_steps(on, again)? {
         if let Some(first) = runs
             .iter_mut()
             .find(|p| p.rail == second.rail && p.pair == second.pair)
@@ -108,12 +120,15 @@ pub fn run_wave(
 
 /// Runs every (rail, pair) at once, one step each.
 fn run_steps(
-    spec: &PairSpec,
-    rails: &[String],
+    on: WaveContext<'_>,
     jobs: Vec<(usize, [String; 2])>,
-    base: &NewRun,
-    budget: &Budget,
 ) -> Result<Vec<PairRun>, RailRunError> {
+    let WaveContext {
+        spec,
+        rails,
+        base,
+        budget,
+    } = on;
     let handles: Vec<_> = jobs
         .into_iter()
         .map(|(rail, pair)| {
@@ -320,7 +335,13 @@ pub fn validate_rails(plan: &RailsPlan, history: &mut History) -> Result<RailsRu
         rails.len()
     );
     let start = Instant::now();
-    let screen = run_wave(spec, rails, jobs, base, budget)?;
+    let on = WaveContext {
+        spec,
+        rails,
+        base,
+        budget,
+    };
+    let screen = run_wave(on, jobs)?;
     if budget.stopped() {
         return unjudged(placeholder, recorder, 0);
     }
@@ -372,7 +393,7 @@ pub fn validate_rails(plan: &RailsPlan, history: &mut History) -> Result<RailsRu
             wave.len()
         );
         let start = Instant::now();
-        let runs = run_wave(spec, rails, jobs, base, budget)?;
+        let runs = run_wave(on, jobs)?;
         if budget.stopped() {
             interrupted = true;
             break;
