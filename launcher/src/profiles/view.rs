@@ -6,6 +6,8 @@ use serde_json::{json, Value};
 use gpudirect_core::config::{CheckKind, Config, Mode, NicLocality, NodeSet, Profile};
 use gpudirect_core::template::{Placeholder, Template};
 
+use crate::output::{render_table, Align};
+
 /// A template as the admin wrote it (placeholders back in braces).
 pub fn template_text(template: &Template) -> String {
     template.expand(|p| match p {
@@ -63,41 +65,11 @@ fn sets_using<'c>(config: &'c Config, name: &str) -> Vec<&'c NodeSet> {
         .collect()
 }
 
-fn table(rows: &[Vec<String>]) -> String {
-    let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
-    let widths: Vec<usize> = (0..columns)
-        .map(|c| {
-            rows.iter()
-                .filter_map(|r| r.get(c))
-                .map(|s| s.chars().count())
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    let mut out = String::new();
-    for row in rows {
-        let mut line = String::new();
-        for (c, cell) in row.iter().enumerate() {
-            if c + 1 == row.len() {
-                line.push_str(cell);
-            } else {
-                line.push_str(&format!("{cell:<width$}  ", width = widths[c]));
-            }
-        }
-        out.push_str(line.trim_end());
-        out.push('\n');
-    }
-    out
-}
-
 pub fn list_text(config: &Config) -> String {
-    let mut rows = vec![vec![
-        "PROFILE".to_string(),
-        "TRANSPORT".into(),
-        "NICS".into(),
-        "CHECKS".into(),
-        "DESCRIPTION".into(),
-    ]];
+    let left = |names: &[&'static str]| -> Vec<(&'static str, Align)> {
+        names.iter().map(|n| (*n, Align::Left)).collect()
+    };
+    let mut rows = Vec::new();
     for profile in config.profiles.values() {
         let checks = check_names(profile);
         rows.push(vec![
@@ -112,15 +84,12 @@ pub fn list_text(config: &Config) -> String {
             profile.description.clone(),
         ]);
     }
-    let mut out = table(&rows);
+    let mut out = render_table(
+        &left(&["PROFILE", "TRANSPORT", "NICS", "CHECKS", "DESCRIPTION"]),
+        &rows,
+    );
     out.push('\n');
-    let mut rows = vec![vec![
-        "NODE SET".to_string(),
-        "HOSTS".into(),
-        "PROFILE".into(),
-        "DEFAULT".into(),
-        "SKIPPED CHECKS".into(),
-    ]];
+    let mut rows = Vec::new();
     for set in &config.node_sets {
         let skipped: Vec<&str> = set.skip_checks.iter().map(|k| k.name()).collect();
         rows.push(vec![
@@ -135,7 +104,10 @@ pub fn list_text(config: &Config) -> String {
             },
         ]);
     }
-    out.push_str(&table(&rows));
+    out.push_str(&render_table(
+        &left(&["NODE SET", "HOSTS", "PROFILE", "DEFAULT", "SKIPPED CHECKS"]),
+        &rows,
+    ));
     out.push_str(&format!(
         "\nconfig {} (default mode: {})\n",
         config.source,
