@@ -5,7 +5,7 @@
 use serde::Serialize;
 
 use crate::history::RunStatus;
-use crate::nccl_output::{FailureKind, MinBwCheck, ParsedOutput, TransportMatch};
+use crate::nccl_output::{FailureKind, MinBwCheck, ParsedOutput, StepKind, TransportMatch};
 use crate::runner::Outcome;
 
 /// What a run is expected to show.
@@ -101,6 +101,23 @@ pub fn expected_sizes(min: u64, max: u64, factor: Option<u64>, step: Option<u64>
         }
     }
     sizes
+}
+
+/// The sizes an output's own header asked for (`minBytes`, `maxBytes`, `step:`), for an
+/// imported file, whose command line is not known: empty without a header.
+pub fn header_sizes(parsed: &ParsedOutput) -> Vec<u64> {
+    let Some(p) = &parsed.params else {
+        return Vec::new();
+    };
+    let (Some(min), Some(max)) = (p.min_bytes, p.max_bytes) else {
+        return Vec::new();
+    };
+    let (factor, step) = match &p.step {
+        Some(s) if s.kind == StepKind::Factor => (Some(s.value), None),
+        Some(s) if s.kind == StepKind::Increment => (None, Some(s.value)),
+        _ => return Vec::new(),
+    };
+    expected_sizes(min, max, factor, step)
 }
 
 /// Judges a run. `outcome` is `None` for an imported file (the exit code, if known, is in
@@ -236,7 +253,23 @@ pub fn judge(
                 })
             })
             .collect();
-        if !missing.is_empty() {
+        let largest_row = parsed.rows.iter().map(|r| r.size_bytes).max().unwrap_or(0);
+        let tail_cut = !missing.is_empty() && missing.iter().all(|&s| s > largest_row);
+        if tail_cut && parsed.avg_busbw.is_none() {
+            // A pasted or copied output that stops before the run did (no summary line).
+            tally.add(
+                RunStatus::Failed,
+                "rows",
+                format!(
+                    "the output is cut short: its rows stop at {} B, the {} larger size(s) \
+                     its header asks for (up to {} B) are missing, and it has no summary line \
+                     (`# Avg bus bandwidth`): not a complete run",
+                    largest_row,
+                    missing.len(),
+                    missing[missing.len() - 1]
+                ),
+            );
+        } else if !missing.is_empty() {
             tally.add(
                 RunStatus::Failed,
                 "rows",
@@ -387,6 +420,43 @@ mod tests {
         let v = judge(&parsed, Some(Outcome::Exited { code: 0 }), None, &expect);
         assert_eq!(v.status, RunStatus::Ok, "{:?}", v.findings);
         assert_eq!(expect.sizes.len(), 31);
+    }
+
+    /// Issue #33: a pasted output cut short (its header asks for sizes up to 8 GiB, the
+    /// rows stop at 1 GiB, no summary line) is imported as what it is, never as a complete
+    /// ok run; the whole output stays ok.
+    #[test]
+    fn an_output_cut_short_is_not_a_complete_run() {
+        let text = std::fs::read_to_string(format!(
+            "{}/../tests/fixtures/nccl-tests/h200x2-nvlink/all_reduce_g2.txt",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .unwrap();
+        let cut: String = text
+            .lines()
+            .take_while(|l| !l.starts_with("# Out of bounds"))
+            .filter(|l| {
+                l.split_whitespace()
+                    .next()
+                    .and_then(|w| w.parse::<u64>().ok())
+                    .is_none_or(|size| size <= 1 << 30)
+            })
+            .map(|l| format!("{l}\n"))
+            .collect();
+        let parsed = parse(cut.as_bytes());
+        assert_eq!(header_sizes(&parsed).len(), 31);
+        let v = judge(&parsed, None, None, &sizes(header_sizes(&parsed)));
+        assert_eq!(v.status, RunStatus::Failed, "{:?}", v.findings);
+        assert!(
+            v.findings[0].message.starts_with(
+                "the output is cut short: its rows stop at 1073741824 B, the 3 larger size(s)"
+            ),
+            "{:?}",
+            v.findings
+        );
+        let whole = parse(text.as_bytes());
+        let v = judge(&whole, None, None, &sizes(header_sizes(&whole)));
+        assert_eq!(v.status, RunStatus::Ok, "{:?}", v.findings);
     }
 
     /// Issue #18 item 3: two processes that each ran the whole test alone (nccl-tests

@@ -97,23 +97,55 @@ fn starts_new_row(piece: &str) -> bool {
     )
 }
 
-/// Remove what launchers put before each line: Open MPI's `--tag-output`
-/// (`[1,0]<stdout>:`) and srun's `--label` (`0: `).
+/// Remove what launchers put before each line, stacked in any order and indented (as a
+/// README quotes a log): Open MPI's `--tag-output` (`[1,0]<stdout>:`), srun's `--label`
+/// (`0: `), a job runner's `(head, rank=0, pid=4242)` or `(pid=77, ip=10.0.0.2)`. A line
+/// with none of them is returned as it is: a row's own leading spaces are its alignment.
 fn strip_launcher_prefix(line: &str) -> &str {
-    if line.starts_with('[') {
-        if let Some(i) = line.find(">:") {
-            if line[..i].contains("]<std") {
-                let rest = &line[i + 2..];
-                return rest.strip_prefix(' ').unwrap_or(rest);
-            }
+    let mut rest = line;
+    // A few layers at most: two launchers' tags, each perhaps after an indent.
+    for _ in 0..4 {
+        let t = rest.trim_start();
+        let stripped = strip_mpi_tag(t)
+            .or_else(|| strip_runner_tag(t))
+            .or_else(|| strip_srun_label(t));
+        match stripped {
+            Some(after) => rest = after,
+            None => break,
         }
     }
-    let trimmed = line.trim_start();
-    let digits = trimmed.bytes().take_while(u8::is_ascii_digit).count();
-    if digits > 0 && trimmed[digits..].starts_with(": ") {
-        return &trimmed[digits + 2..];
+    rest
+}
+
+/// `[1,0]<stdout>:` (and `<stderr>`), with the one space after it.
+fn strip_mpi_tag(t: &str) -> Option<&str> {
+    let i = t.strip_prefix('[')?.find(">:")? + 1;
+    if !t[..i].contains("]<std") {
+        return None;
     }
-    line
+    let rest = &t[i + 2..];
+    Some(rest.strip_prefix(' ').unwrap_or(rest))
+}
+
+/// `0: ` (srun --label).
+fn strip_srun_label(t: &str) -> Option<&str> {
+    let digits = t.bytes().take_while(u8::is_ascii_digit).count();
+    (digits > 0)
+        .then(|| t[digits..].strip_prefix(": "))
+        .flatten()
+}
+
+/// `(head, rank=0, pid=4242) ` or `(pid=77, ip=10.0.0.2) `: a job runner's prefix (Ray's
+/// form), within its first 120 characters and naming a pid, rank or ip.
+fn strip_runner_tag(t: &str) -> Option<&str> {
+    let inside = t.strip_prefix('(')?;
+    let close = inside.find(')').filter(|&c| c < 120)?;
+    let tag = &inside[..close];
+    if !["pid=", "rank=", "ip="].iter().any(|k| tag.contains(k)) {
+        return None;
+    }
+    let rest = &inside[close + 1..];
+    Some(rest.strip_prefix(' ').unwrap_or(rest))
 }
 
 /// Whether a line is what a document or a chat message puts where it left lines out:

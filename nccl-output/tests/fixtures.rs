@@ -678,6 +678,25 @@ fn the_forms_users_paste_give_the_same_rows() {
             "a prefix before srun's label",
             per_line(&|l| format!("pod-7f9c 0: {l}")),
         ),
+        // Seen in published logs (issue #33): a job runner's prefix before mpirun's tag,
+        // and a README quoting a tagged output indented by spaces.
+        (
+            "a runner's prefix before mpirun's tag",
+            per_line(&|l| format!("(head, rank=0, pid=4242) [1,0]<stdout>:{l}")),
+        ),
+        (
+            "an indented, tagged table",
+            per_line(&|l| format!("    [1,0]<stdout>:{l}")),
+        ),
+        (
+            "Kubernetes --timestamps",
+            per_line(&|l| format!("2026-11-30T10:00:01.123456789Z {l}")),
+        ),
+        ("CRLF line endings", per_line(&|l| format!("{l}\r"))),
+        (
+            "a test runner's prefix",
+            per_line(&|l| format!("[test_allreduce] {l}")),
+        ),
         (
             "header and summary without #",
             per_line(&|l| match l.strip_prefix('#') {
@@ -699,6 +718,11 @@ fn the_forms_users_paste_give_the_same_rows() {
         );
         assert_eq!(out.nranks(), Some(2), "{form}");
         assert!(out.completed(), "{form}: the summary lines were not read");
+        assert_eq!(
+            out.params.as_ref().and_then(|p| p.max_bytes),
+            Some(16),
+            "{form}: the header was not read"
+        );
     }
 }
 

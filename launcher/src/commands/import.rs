@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use clap::Args;
-use gpudirect::checks::Expectations;
+use gpudirect::checks::{header_sizes, Expectations};
 use gpudirect::history::{History, ImportOutcome, LaunchKind};
 use gpudirect::nccl_output::{busbw_factor, ParsedOutput, ASSUMED_LAYOUT_NOTE};
 use gpudirect::record::inference_notes;
@@ -130,7 +130,8 @@ fn import_one(history: &mut History, args: &ImportArgs, file: &Path) -> Result<I
     let expect = Expectations {
         transport: args.expect_transport.clone(),
         nodes,
-        sizes: Vec::new(),
+        // What the output's own header asked for: a paste cut short misses the tail.
+        sizes: header_sizes(&parsed),
         nics: Vec::new(),
     };
     let context = RunContext {
