@@ -103,6 +103,16 @@ pub fn expected_sizes(min: u64, max: u64, factor: Option<u64>, step: Option<u64>
     sizes
 }
 
+/// What "every rank ran alone" means and how to fix it, after the `evidence` for it.
+pub fn ran_alone(evidence: &str) -> String {
+    format!(
+        "{evidence}: every process ran the test alone, in a world of one rank, so no figure \
+         measures the links between them. Fix: build nccl-tests with MPI=1 and launch it with \
+         `srun --mpi=pmix` (or mpirun inside the allocation); `gpudirect-mpi check` tells \
+         which launch works"
+    )
+}
+
 /// The sizes an output's own header asked for (`minBytes`, `maxBytes`, `step:`), for an
 /// imported file, whose command line is not known: empty without a header.
 pub fn header_sizes(parsed: &ParsedOutput) -> Vec<u64> {
@@ -221,16 +231,7 @@ pub fn judge(
         );
     }
     if let Some(evidence) = parsed.ran_alone_evidence() {
-        tally.add(
-            RunStatus::Failed,
-            "worlds",
-            format!(
-                "{evidence}: every process ran the test alone, in a world of one rank, so no \
-                 figure measures the links between them. Fix: build nccl-tests with MPI=1 and \
-                 launch it with `srun --mpi=pmix` (or mpirun inside the allocation); \
-                 `gpudirect-mpi check` tells which launch works"
-            ),
-        );
+        tally.add(RunStatus::Failed, "worlds", ran_alone(&evidence));
     }
     if parsed.rows.is_empty() {
         tally.add(RunStatus::Failed, "rows", "no result rows in the output");

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use clap::Args;
-use gpudirect::checks::{header_sizes, Expectations};
+use gpudirect::checks::{header_sizes, ran_alone, Expectations};
 use gpudirect::history::{History, ImportOutcome, LaunchKind};
 use gpudirect::nccl_output::{busbw_factor, ParsedOutput, ASSUMED_LAYOUT_NOTE};
 use gpudirect::record::inference_notes;
@@ -192,6 +192,11 @@ pub fn check_bare_table(parsed: &ParsedOutput) -> Result<()> {
     if parsed.has_preamble() || parsed.rows.is_empty() {
         return Ok(());
     }
+    // Interleaved rows of one-rank worlds (busbw 0.00 everywhere, sizes going back): no
+    // collective or rank count to ask for, the run itself is the problem.
+    if let Some(evidence) = parsed.ran_alone_evidence() {
+        anyhow::bail!("this output has no header, and {}", ran_alone(&evidence));
+    }
     // Where nothing was given, the parser inferred what only one answer fits; where it
     // could not, its reason names what to pass.
     let missing: Vec<&str> = parsed
@@ -332,6 +337,43 @@ mod tests {
         assert!(parse_label("a\tb")
             .unwrap_err()
             .contains("control characters"));
+    }
+
+    /// Issue #33: rows of several one-rank worlds, interleaved, with no header (sizes
+    /// repeat out of order, busbw 0.00 everywhere) are judged "every rank ran alone", with
+    /// the fix, before any question about the collective or the rank count.
+    #[test]
+    fn interleaved_one_rank_worlds_without_a_header_say_every_rank_ran_alone() {
+        let row = |size: u64, p: u64| {
+            let time = 10.0 + p as f64 * 0.3;
+            let algbw = size as f64 / time / 1000.0;
+            format!(
+                "{size:>12}  {:>12}     float     sum      -1  {time:8.2}  {algbw:6.2}    0.00      0  {time:8.2}  {algbw:6.2}    0.00      0\n",
+                size / 4
+            )
+        };
+        // Four processes, each printing 1 KiB..64 KiB; their lines mixed.
+        let mut rows = String::new();
+        for (size, p) in [
+            (1024, 0),
+            (1024, 1),
+            (4096, 0),
+            (2048, 2),
+            (1024, 3),
+            (65536, 1),
+        ] {
+            rows += &row(size, p);
+        }
+        let opts = ParseOptions::default();
+        let err = check_bare_table(&parse_headerless(rows.as_bytes(), &opts, None))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("this output has no header, and the sizes go back")
+                && err.contains("every process ran the test alone")
+                && err.contains("Fix: build nccl-tests with MPI=1"),
+            "{err}"
+        );
     }
 
     #[test]
