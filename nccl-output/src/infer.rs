@@ -60,21 +60,23 @@ enum Redop {
 /// `redop` column, and whether `root` is a rank (`true`) or `-1`. (alltoallv prints like
 /// alltoall and has its factor: it is left out so that `none, -1` rows do not name it
 /// beside alltoall every time.)
-const FAMILIES: [(&str, Redop, bool); 10] = [
-    ("all_reduce", Redop::Reduces, false),
-    ("reduce_scatter", Redop::Reduces, false),
-    ("reduce", Redop::Reduces, true),
-    ("all_gather", Redop::None, false),
-    ("alltoall", Redop::None, false),
-    ("sendrecv", Redop::None, false),
-    ("broadcast", Redop::None, true),
-    ("scatter", Redop::None, true),
-    ("gather", Redop::None, true),
-    ("hypercube", Redop::Blank, false),
+/// Each family: its name, what its rows print in `redop`, whether they have a root, and
+/// whether nccl-tests checks its in-place results (`#wrong` a number, not `N/A`; `None`
+/// where no recording says). The recordings in `tests/fixtures/nccl-tests/h200x2-nvlink/`
+/// show sendrecv with `sum` and in-place `N/A`, alltoall with `none` and in-place `N/A`.
+const FAMILIES: [(&str, Redop, bool, Option<bool>); 10] = [
+    ("all_reduce", Redop::Reduces, false, Some(true)),
+    ("reduce_scatter", Redop::Reduces, false, Some(true)),
+    ("reduce", Redop::Reduces, true, Some(true)),
+    ("all_gather", Redop::None, false, Some(true)),
+    ("alltoall", Redop::None, false, Some(false)),
+    ("sendrecv", Redop::Reduces, false, Some(false)),
+    ("broadcast", Redop::None, true, Some(true)),
+    ("scatter", Redop::None, true, None),
+    ("gather", Redop::None, true, None),
+    ("hypercube", Redop::Blank, false, None),
 ];
 
-/// Rank counts searched for one row's ratio (a communicator larger than this is not
-/// inferred).
 const MAX_RANKS: u32 = 1 << 20;
 
 /// Candidate counts tried per collective; a ratio too coarse to narrow `n` below this is
@@ -221,6 +223,24 @@ fn columns(out: &ParsedOutput) -> (Option<Redop>, Option<bool>) {
     (redop, rooted)
 }
 
+/// Whether the rows' in-place results were checked: `Some(false)` when every row has an
+/// out-of-place `#wrong` count and an in-place `N/A` (sendrecv, alltoall), `Some(true)`
+/// when both are counts, `None` otherwise (`-c 0`, no in-place block, rows that differ).
+fn in_place_checked(out: &ParsedOutput) -> Option<bool> {
+    let mut seen = None;
+    for r in &out.rows {
+        let (Some(oop), Some(ip)) = (&r.out_of_place, &r.in_place) else {
+            return None;
+        };
+        oop.wrong?;
+        let checked = ip.wrong.is_some();
+        if *seen.get_or_insert(checked) != checked {
+            return None;
+        }
+    }
+    seen
+}
+
 fn describe_columns(redop: Option<Redop>, rooted: Option<bool>) -> String {
     let redop = match redop {
         Some(Redop::Reduces) => "a reduction in `redop`",
@@ -252,6 +272,7 @@ pub(crate) fn infer_missing(out: &mut ParsedOutput) {
     if out.rows.is_empty() {
         return;
     }
+    ranks_beyond_listed(out);
     let known_ranks = out.nranks();
     let need_collective = out.collective.is_none();
     let need_ranks = known_ranks.is_none();
@@ -260,15 +281,18 @@ pub(crate) fn infer_missing(out: &mut ParsedOutput) {
     }
     let samples = samples(out);
     let (redop, rooted) = columns(out);
+    let in_place = in_place_checked(out);
     let given = out.collective.clone();
     let candidates: Vec<&str> = match &given {
         Some(c) => vec![c.as_str()],
         None => FAMILIES
             .iter()
-            .filter(|(_, r, root)| {
-                redop.is_none_or(|k| k == *r) && rooted.is_none_or(|k| k == *root)
+            .filter(|(_, r, root, checked)| {
+                redop.is_none_or(|k| k == *r)
+                    && rooted.is_none_or(|k| k == *root)
+                    && in_place.is_none_or(|k| checked.is_none_or(|c| c == k))
             })
-            .map(|(name, _, _)| *name)
+            .map(|(name, ..)| *name)
             .collect(),
     };
     let mut fitted: Vec<(&str, Fit)> = candidates
@@ -408,4 +432,41 @@ pub(crate) fn infer_missing(out: &mut ParsedOutput) {
         };
         out.inferences.push(inference);
     }
+}
+
+/// Rank lines pasted for some ranks only (`# Rank 0` .. `# Rank 99` of a 1,440-rank run):
+/// when the listed count does not fit the rows' busbw/algbw and exactly one larger count
+/// does, that count is the run's, with a note (issue #33). NCCL's own `nRanks`, when
+/// logged, is never second-guessed.
+fn ranks_beyond_listed(out: &mut ParsedOutput) {
+    if out.format != Some(SourceFormat::Text) || out.ranks.is_empty() || out.debug.n_ranks.is_some()
+    {
+        return;
+    }
+    let (Some(collective), Some(listed)) = (out.collective.clone(), out.nranks()) else {
+        return;
+    };
+    let samples = samples(out);
+    if fit(&collective, &samples, Some(listed)) != Fit::No {
+        return;
+    }
+    let Fit::Counts(counts) = fit(&collective, &samples, None) else {
+        return;
+    };
+    let [n] = counts[..] else {
+        return;
+    };
+    if n <= listed {
+        return;
+    }
+    let factor = busbw_factor(&collective, n).unwrap_or(0.0);
+    out.ranks_beyond_listed = Some(n);
+    out.inferences.push(Inference {
+        fact: InferredFact::Ranks,
+        value: Some(n.to_string()),
+        basis: format!(
+            "inferred {n} ranks: the output lists {listed} rank line(s), but only {n} ranks fit \
+             busbw/algbw in every row (busbw = algbw x {factor:.4}): the paste shows some of the ranks"
+        ),
+    });
 }

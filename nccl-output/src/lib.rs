@@ -143,6 +143,10 @@ pub struct ParsedOutput {
     /// missing there.
     #[serde(default)]
     pub cut_at_lines: Vec<usize>,
+    /// The rank count the rows' busbw/algbw give when the output's rank lines list fewer
+    /// (a paste of some of them); [`ParsedOutput::nranks`] takes it over the listed count.
+    #[serde(default)]
+    pub ranks_beyond_listed: Option<u32>,
     /// The rank count inferred from the rows' busbw/algbw where neither the output nor
     /// the caller gave one ([`parse_headerless`]); [`ParsedOutput::nranks`] uses it last.
     #[serde(default)]
@@ -458,6 +462,9 @@ impl ParsedOutput {
     /// else `nRanks` from the NCCL debug lines.
     pub fn nranks(&self) -> Option<u32> {
         if self.format == Some(SourceFormat::Text) && !self.ranks.is_empty() {
+            if let Some(n) = self.ranks_beyond_listed {
+                return Some(n);
+            }
             let group0 = self.ranks.first().and_then(|r| r.group);
             let n = self.ranks.iter().filter(|r| r.group == group0).count();
             return u32::try_from(n).ok();

@@ -1044,14 +1044,43 @@ fn bare_tables_infer_what_fits_and_say_what_does_not() {
         ]
     );
 
-    // all_gather or alltoall: the rank count is the same for both, the collective is not.
-    let out = parse_headerless(table(&sizes, "none", -1, 0.75).as_bytes(), &opts, None);
+    // all_gather or alltoall: the rank count is the same for both. Their in-place results
+    // tell them apart: all_gather's are checked (`#wrong` 0), alltoall's are `N/A`.
+    let checked = table(&sizes, "none", -1, 0.75);
+    let out = parse_headerless(checked.as_bytes(), &opts, None);
+    assert_eq!(
+        facts(&out),
+        [
+            (InferredFact::Collective, Some("all_gather".into())),
+            (InferredFact::Ranks, Some("4".into()))
+        ]
+    );
+    let in_place_na: String = checked
+        .lines()
+        .map(|l| {
+            format!(
+                "{}     N/A\n",
+                l.trim_end().strip_suffix('0').unwrap_or(l).trim_end()
+            )
+        })
+        .collect();
+    let out = parse_headerless(in_place_na.as_bytes(), &opts, None);
+    assert_eq!(
+        out.collective.as_deref(),
+        Some("alltoall"),
+        "{:?}",
+        out.inferences
+    );
+    // With the data check off (`-c 0`: `N/A` in both placements), both still fit.
+    let unchecked = in_place_na.replace("       0 ", "     N/A ");
+    let out = parse_headerless(unchecked.as_bytes(), &opts, None);
     assert_eq!(
         facts(&out),
         [
             (InferredFact::Collective, None),
             (InferredFact::Ranks, Some("4".into()))
-        ]
+        ],
+        "{unchecked}"
     );
     let basis = &out.inferences[0].basis;
     assert!(
@@ -1148,4 +1177,57 @@ fn the_tuning_recordings_name_nccls_choice_per_size() {
     assert_eq!(choice("tree", 4 << 30), pair("TREE", "SIMPLE"));
     assert_eq!(choice("ll128", 1 << 30), pair("RING", "LL128"));
     assert_eq!(choice("ring", 4 << 30), pair("RING", "SIMPLE"));
+}
+
+/// Issue #33: the rank lines of a paste may list some ranks only; the rows' busbw/algbw
+/// then give the run's rank count (here 2 of the recording, with rank 1's line left out).
+#[test]
+fn a_paste_listing_some_ranks_takes_the_count_the_bandwidths_give() {
+    let text =
+        std::fs::read_to_string(fixtures().join("nccl-tests/h200x2-nvlink/all_reduce_g2.txt"))
+            .unwrap();
+    let whole = nccl_output::parse_headerless(text.as_bytes(), &Default::default(), None);
+    assert_eq!(whole.nranks(), Some(2));
+    assert!(whole.inferences.is_empty(), "{:?}", whole.inferences);
+    let some: String = text
+        .lines()
+        .filter(|l| !l.starts_with("#  Rank  1"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let out = nccl_output::parse_headerless(some.as_bytes(), &Default::default(), None);
+    assert_eq!(out.ranks.len(), 1);
+    assert_eq!(out.nranks(), Some(2));
+    assert!(
+        out.inferences[0]
+            .basis
+            .starts_with("inferred 2 ranks: the output lists 1 rank line(s), but only 2 ranks fit"),
+        "{:?}",
+        out.inferences
+    );
+}
+
+/// Issue #33: sendrecv's rows (redop `sum`, root -1, busbw = algbw, in-place `#wrong`
+/// `N/A`) are sendrecv, not all_reduce on 2 ranks (whose factor is 1 too, but whose
+/// in-place results nccl-tests checks). The recording's rows, without their header.
+#[test]
+fn bare_sendrecv_rows_are_sendrecv() {
+    let text = std::fs::read_to_string(fixtures().join("nccl-tests/h200x2-nvlink/sendrecv_g2.txt"))
+        .unwrap();
+    let rows: String = text
+        .lines()
+        .filter(|l| {
+            l.split_whitespace()
+                .next()
+                .is_some_and(|w| w.parse::<u64>().is_ok())
+        })
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let out = nccl_output::parse_headerless(rows.as_bytes(), &Default::default(), Some(2));
+    assert_eq!(
+        out.collective.as_deref(),
+        Some("sendrecv"),
+        "{:?}",
+        out.inferences
+    );
+    assert!(out.busbw_mismatches().is_empty());
 }

@@ -399,14 +399,27 @@ mod tests {
                 .to_string()
         };
         // all_gather's rows (redop none, root -1, busbw = algbw / 2) fit all_gather and
-        // alltoall on 2 ranks: the rank count is inferred, the collective must be given.
-        let both = err(None, None);
+        // alltoall on 2 ranks; their in-place results are checked (`#wrong` 0), which
+        // alltoall's never are (`N/A`): all_gather, and the rank count, are inferred.
+        let both = parse_headerless(rows.as_bytes(), &opts(None), None);
+        assert!(check_bare_table(&both).is_ok());
         assert_eq!(
-            both,
+            (both.collective.as_deref(), both.nranks()),
+            (Some("all_gather"), Some(2))
+        );
+        // With the data check off (`N/A` in both placements) the collective must be given.
+        let unchecked = rows
+            .replace("       0  ", "     N/A  ")
+            .replace("       0\n", "     N/A\n");
+        let err_unchecked =
+            check_bare_table(&parse_headerless(unchecked.as_bytes(), &opts(None), None))
+                .unwrap_err()
+                .to_string();
+        assert_eq!(
+            err_unchecked,
             "this output has no header, and rows with `redop` none, root -1 fit all_gather \
              or alltoall: pass --collective"
         );
-        assert_eq!(err(None, Some(2)), both);
         let inferred = parse_headerless(rows.as_bytes(), &opts(Some("all_gather")), None);
         assert!(check_bare_table(&inferred).is_ok());
         assert_eq!(inferred.nranks(), Some(2));
