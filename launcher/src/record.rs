@@ -184,12 +184,25 @@ pub fn new_run(parsed: &ParsedOutput, raw: &[u8], ctx: RunContext, verdict: &Ver
         label: ctx.label,
         env,
         nccl_tests_version: parsed.nccl_tests_version.clone(),
-        nccl_version: parsed
-            .debug
-            .nccl_version
-            .clone()
-            .or_else(|| parsed.nccl_library_version.map(nccl_version_string)),
-        cuda_version: parsed.debug.cuda_version.clone(),
+        // rccl-tests (AMD's fork) names its library: `RCCL 2.28.3`, on `ROCm 7.12.0.2`, so
+        // that no listing calls them NCCL and CUDA.
+        nccl_version: match parsed.library.as_deref() {
+            Some(lib) => parsed
+                .rccl_version
+                .clone()
+                .or_else(|| parsed.nccl_library_version.map(nccl_version_string))
+                .map(|v| format!("{lib} {v}")),
+            None => parsed
+                .debug
+                .nccl_version
+                .clone()
+                .or_else(|| parsed.nccl_library_version.map(nccl_version_string)),
+        },
+        cuda_version: match (&parsed.rocm_version, &parsed.hip_version) {
+            (Some(rocm), _) => Some(format!("ROCm {rocm}")),
+            (None, Some(hip)) => Some(format!("HIP {hip}")),
+            (None, None) => parsed.debug.cuda_version.clone(),
+        },
         cuda_driver: parsed.debug.cuda_driver_version,
         net_plugin: net_plugin(parsed),
         notes: inference_notes(parsed),

@@ -94,6 +94,18 @@ pub struct ParsedOutput {
     /// NCCL version code of the library loaded at run time (`nccl-library=22809`, or the
     /// JSON `nccl_version`).
     pub nccl_library_version: Option<u32>,
+    /// `RCCL` for rccl-tests (AMD's fork, the same table), `None` for nccl-tests.
+    #[serde(default)]
+    pub library: Option<String>,
+    /// `2.28.3` of rccl-tests' `RCCL version : 2.28.3-gfx942-rccl:a188cf2`.
+    #[serde(default)]
+    pub rccl_version: Option<String>,
+    /// rccl-tests' `HIP version  : 7.12.60430-713bdeef5b`.
+    #[serde(default)]
+    pub hip_version: Option<String>,
+    /// rccl-tests' `ROCm version : 7.12.0.2-9999-713bdeef5b`.
+    #[serde(default)]
+    pub rocm_version: Option<String>,
     /// The program as it named itself, e.g. `all_reduce_perf_mpi`.
     pub program: Option<String>,
     /// The collective, normalised: `all_reduce`, `all_gather`, `alltoallv`, ...

@@ -210,8 +210,9 @@ struct TextParser {
 
 /// How the header lines of nccl-tests start (after the `#`): a line that holds one of these
 /// behind other text tells what that text is, a prefix on every line.
-const HEADER_MARKERS: [&str; 4] = [
+const HEADER_MARKERS: [&str; 5] = [
     "# nccl-tests version",
+    "# rccl-tests version",
     "# Collective test starting",
     "# nThread ",
     "#  Rank ",
@@ -364,6 +365,9 @@ impl TextParser {
         if trimmed.is_empty() {
             return;
         }
+        if self.rccl_line(trimmed) {
+            return;
+        }
         if is_cut_marker(trimmed) {
             self.out.cut_at_lines.push(n);
             self.diag(
@@ -421,6 +425,9 @@ impl TextParser {
         }
         if let Some(rest) = body.strip_prefix("nccl-tests version ") {
             self.version_line(rest);
+        } else if let Some(rest) = body.strip_prefix("rccl-tests version ") {
+            self.out.library = Some("RCCL".into());
+            self.version_line(rest);
         } else if let Some(rest) = body.strip_prefix("Collective test starting:") {
             let prog = rest.trim();
             if !prog.is_empty() {
@@ -466,6 +473,36 @@ impl TextParser {
         }
     }
 
+    /// rccl-tests' (AMD's nccl-tests) lines without a `#`: `RCCL version : 2.28.3-...`,
+    /// `HIP version  : ...`, `ROCm version : ...`, and older builds' `rccl-tests: Version
+    /// develop:5272cd1`. Whether the line was one of them.
+    fn rccl_line(&mut self, trimmed: &str) -> bool {
+        let field = |key: &str| -> Option<String> {
+            let rest = trimmed.strip_prefix(key)?.trim_start().strip_prefix(':')?;
+            let v = rest.split_whitespace().next()?;
+            Some(v.to_string())
+        };
+        let out = &mut self.out;
+        if let Some(v) = field("RCCL version") {
+            out.library = Some("RCCL".into());
+            // `2.28.3-gfx942-rccl:a188cf2`: the version is what comes before the build's tags.
+            out.rccl_version = Some(v.split('-').next().unwrap_or(&v).to_string());
+        } else if let Some(v) = field("HIP version") {
+            out.hip_version = Some(v);
+        } else if let Some(v) = field("ROCm version") {
+            out.rocm_version = Some(v);
+        } else if let Some(v) = trimmed.strip_prefix("rccl-tests: Version ") {
+            out.library = Some("RCCL".into());
+            out.nccl_tests_version = out
+                .nccl_tests_version
+                .clone()
+                .or_else(|| Some(v.trim().to_string()));
+        } else {
+            return false;
+        }
+        true
+    }
+
     fn version_line(&mut self, rest: &str) {
         let mut words = rest.split_whitespace();
         if let Some(v) = words.next() {
@@ -474,8 +511,12 @@ impl TextParser {
         for w in words {
             if let Some((k, v)) = w.split_once('=') {
                 match k {
-                    "nccl-headers" => self.out.nccl_headers_version = v.parse().ok(),
-                    "nccl-library" => self.out.nccl_library_version = v.parse().ok(),
+                    "nccl-headers" | "rccl-headers" => {
+                        self.out.nccl_headers_version = v.parse().ok()
+                    }
+                    "nccl-library" | "rccl-library" => {
+                        self.out.nccl_library_version = v.parse().ok()
+                    }
                     _ => {}
                 }
             }

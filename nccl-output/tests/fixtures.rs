@@ -1231,3 +1231,56 @@ fn bare_sendrecv_rows_are_sendrecv() {
     );
     assert!(out.busbw_mismatches().is_empty());
 }
+
+/// Issue #33: rccl-tests (AMD's fork) prints the same table under its own header lines
+/// (`# rccl-tests version ... rccl-headers=...`, `RCCL version : ...`, `HIP version`,
+/// `ROCm version`, as in ROCm/rocm-systems#3415; older builds `rccl-tests: Version ...`,
+/// as in ROCm/container-toolkit#77): the rows read the same, with its versions.
+#[test]
+fn rccl_tests_outputs_read_like_nccl_tests_with_their_versions() {
+    let text =
+        std::fs::read_to_string(fixtures().join("nccl-tests/h200x2-nvlink/all_reduce_g2.txt"))
+            .unwrap();
+    let nccl = nccl_output::parse(text.as_bytes());
+    let mut rccl = String::new();
+    for line in text.lines() {
+        match line {
+            l if l.starts_with("# nccl-tests version") => rccl.push_str(
+                "# rccl-tests version 2.17.9-develop:f220897c9b rccl-headers=22803 rccl-library=22803\n",
+            ),
+            l if l.starts_with("#  Rank  1") => {
+                rccl.push_str(&format!("{l}\n"));
+                rccl.push_str(
+                    "RCCL version : 2.28.3-gfx942-rccl:a188cf2\nHIP version  : 7.12.60430-713bdeef5b\n\
+                     ROCm version : 7.12.0.2-9999-713bdeef5b\nHostname     : mi300-01\n",
+                );
+            }
+            l => rccl.push_str(&format!("{l}\n")),
+        }
+    }
+    let out = nccl_output::parse(rccl.as_bytes());
+    assert_eq!(size_and_busbw(&out), size_and_busbw(&nccl));
+    assert_eq!(out.library.as_deref(), Some("RCCL"));
+    assert_eq!(out.rccl_version.as_deref(), Some("2.28.3"));
+    assert_eq!(
+        out.rocm_version.as_deref(),
+        Some("7.12.0.2-9999-713bdeef5b")
+    );
+    assert_eq!(out.hip_version.as_deref(), Some("7.12.60430-713bdeef5b"));
+    assert_eq!(
+        out.nccl_tests_version.as_deref(),
+        Some("2.17.9-develop:f220897c9b")
+    );
+    assert_eq!(out.nccl_library_version, Some(22803));
+    assert!(out.completed());
+    // The older form names only its build.
+    let old = rccl.replace(
+        "# rccl-tests version 2.17.9-develop:f220897c9b rccl-headers=22803 rccl-library=22803\n",
+        "rccl-tests: Version develop:5272cd1\n",
+    );
+    let out = nccl_output::parse(old.as_bytes());
+    assert_eq!(
+        (out.library.as_deref(), out.nccl_tests_version.as_deref()),
+        (Some("RCCL"), Some("develop:5272cd1"))
+    );
+}

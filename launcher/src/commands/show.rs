@@ -187,13 +187,24 @@ fn fields_text(d: &RunDetail) -> String {
         "exit code",
         s.exit_code.map_or("unknown".into(), |c| c.to_string()),
     );
+    let rccl = d
+        .nccl_version
+        .as_deref()
+        .is_some_and(|v| v.starts_with("RCCL "));
+    // A value recorded with its own name (`RCCL 2.28.3`, `ROCm 7.12`) keeps it.
+    let named = |name: &str, v: Option<&str>| match v {
+        Some(v) if v.starts_with(|c: char| c.is_ascii_alphabetic()) => v.to_string(),
+        v => format!("{name} {}", or_dash(v)),
+    };
     field(
         "versions",
         format!(
-            "nccl-tests {}, NCCL {}, CUDA {}{}, net plugin {}",
+            "{} {}, {}, {}{}, net plugin {}",
+            // rccl-tests records its library with its name (`RCCL 2.28.3`, `ROCm 7.12`).
+            if rccl { "rccl-tests" } else { "nccl-tests" },
             or_dash(d.nccl_tests_version.as_deref()),
-            or_dash(d.nccl_version.as_deref()),
-            or_dash(d.cuda_version.as_deref()),
+            named("NCCL", d.nccl_version.as_deref()),
+            named("CUDA", d.cuda_version.as_deref()),
             d.cuda_driver
                 .map_or(String::new(), |v| format!(" (driver {v})")),
             or_dash(d.net_plugin.as_deref())
