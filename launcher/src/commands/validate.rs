@@ -91,7 +91,7 @@ pub struct ValidateArgs {
     pub test: Test,
 
     /// With --test rails: the NICs to test, e.g. `eth1,eth2,eth3,eth4` (default: the data
-    /// NICs of the --gpudirect profile).
+    /// NICs of the --gpudirect profile, else of the profile the nodes' node set gives them).
     #[arg(long, value_name = "LIST")]
     pub rails: Option<String>,
 

@@ -533,6 +533,7 @@ pub fn drain_candidates(units: &[Unit]) -> Vec<Candidate> {
 }
 
 /// The rails, and the variable that holds NCCL to one NIC (`validate --per-rail`).
+#[derive(Debug)]
 pub struct RailPlan {
     /// The NICs, as the nodes name them.
     pub rails: Vec<String>,
@@ -557,7 +558,8 @@ pub struct RailRequest<'a> {
 }
 
 /// The rails: `--rails`, else the data NICs of the `--gpudirect` profile for the first node
-/// (its node set's real names), from `--config`.
+/// (its node set's real names), from `--config`; without `--gpudirect`, of the profile the
+/// first node's node set gives it.
 pub fn rail_plan(args: &RailRequest, first_node: &str) -> anyhow::Result<RailPlan> {
     let fallback = |rdma: bool| {
         args.rail_variable.map(str::to_string).unwrap_or_else(|| {
@@ -584,9 +586,21 @@ pub fn rail_plan(args: &RailRequest, first_node: &str) -> anyhow::Result<RailPla
             rdma: false,
         });
     }
-    let Some(mode) = args.mode else {
-        anyhow::bail!("which NICs are the rails? pass --rails eth1,eth2,... or --gpudirect MODE (its profile's data_nics)");
-    };
+    // Without --gpudirect, the nodes' own profile: their node set's in the config (auto).
+    let mode = args.mode.unwrap_or("auto");
+    if args.mode.is_none() {
+        let asked = "which NICs are the rails? pass --rails eth1,eth2,... or --gpudirect MODE (its profile's data_nics)";
+        let config = load_config(args.config, Ownership::Any)
+            .map_err(|e| anyhow::anyhow!("{asked}: {e}"))?;
+        let auto = gpudirect_core::config::Mode::Auto;
+        let found = resolve_profile(&config, first_node, &auto).ok().flatten();
+        if found.is_none_or(|r| r.profile.data_nics.is_empty()) {
+            anyhow::bail!(
+                "{asked}: {first_node}'s node set in {} gives no profile with data_nics",
+                args.config.display()
+            );
+        }
+    }
     let config = load_config(args.config, Ownership::Any).with_context(|| {
         format!(
             "--gpudirect {mode}: the rails come from the profile in {}; or pass --rails",
@@ -638,6 +652,35 @@ pub fn rail_plan(args: &RailRequest, first_node: &str) -> anyhow::Result<RailPla
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue #33: with neither --rails nor --gpudirect, the rails are the data NICs of the
+    /// profile the nodes' node set gives them (here tcpx's, renamed by the node set); a node
+    /// no node set covers still asks.
+    #[test]
+    fn the_rails_come_from_the_nodes_own_profile() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("gpudirect.toml");
+        std::fs::write(
+            &config,
+            "[profiles.tcpx]\ntransport = \"GPUDirectTCPX\"\ndata_nics = [\"eth1\", \"eth2\"]\n\
+             [[node_set]]\nname = \"a3\"\nhosts = \"node[1-3]\"\nprofile = \"tcpx\"\n\
+             nic_names = { eth2 = \"enp12s0\" }\n",
+        )
+        .unwrap();
+        let request = RailRequest {
+            rails: None,
+            mode: None,
+            config: &config,
+            rail_variable: None,
+        };
+        let plan = rail_plan(&request, "node1").unwrap();
+        assert_eq!(plan.rails, ["eth1", "enp12s0"]);
+        let err = rail_plan(&request, "other7").unwrap_err().to_string();
+        assert!(
+            err.starts_with("which NICs are the rails?") && err.contains("other7's node set"),
+            "{err}"
+        );
+    }
 
     fn step(ntasks: u32, procid: u32) -> StepEnv {
         StepEnv {
