@@ -427,3 +427,33 @@ fn bad_knobs_and_sweep_files_are_refused_with_the_fix() {
     let out = run(&mut standin.tune(&["--rounds", "2"]));
     assert_eq!(out.status.code(), Some(3), "at least three rounds");
 }
+
+/// Issue #33: on one GPU every setting's busbw is 0 (a world of one rank moves nothing
+/// between GPUs): tune refuses before it runs anything, and says what it needs.
+#[test]
+fn one_gpu_is_refused_before_anything_runs() {
+    let standin = Standin::new("one-gpu");
+    let mut cmd =
+        gpudirect_without(&["SLURM_JOB_NODELIST", "SLURM_JOB_ID", "CUDA_VISIBLE_DEVICES"]);
+    cmd.env("GPUDIRECT_DB", standin.path("history.sqlite"))
+        .args([
+            "tune",
+            "--gpus",
+            "0",
+            "-c",
+            "all_reduce",
+            "--nccl-tests-dir",
+        ])
+        .arg(standin.dir.path());
+    let out = run(&mut cmd);
+    assert_eq!(out.status.code(), Some(3), "{}", stdout(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("make one rank, whose busbw is 0") && err.contains("--gpus 0,1"),
+        "{err}"
+    );
+    assert!(
+        !standin.path("history.sqlite").exists(),
+        "nothing ran, nothing was recorded"
+    );
+}
