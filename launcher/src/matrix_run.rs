@@ -124,6 +124,8 @@ pub struct CellResult {
     pub seconds: f64,
     /// A stand-in replay, not a measurement.
     pub replay: bool,
+    /// What the figures mean where they mislead: one rank has no bus bandwidth.
+    pub note: Option<String>,
 }
 
 /// The line printed when a cell ends: `[3/8] all_reduce N=2 G=8 tcpx: ok, busbw ...`.
@@ -143,7 +145,22 @@ pub fn finished_line(result: &CellResult, total: usize) -> String {
             .first()
             .map(|f| format!(" ({f})"))
             .unwrap_or_default()
-    )
+    ) + &result
+        .note
+        .as_ref()
+        .map(|n| format!("; {n}"))
+        .unwrap_or_default()
+}
+
+/// The note of a run of one rank: its busbw is 0 by definition (no bus between GPUs to
+/// measure), and its algbw is what it measured.
+pub fn one_rank_note(parsed: &crate::nccl_output::ParsedOutput) -> Option<String> {
+    (parsed.nranks() == Some(1)).then(|| {
+        let algbw = parsed.algbw_at_max_size().map_or("no algbw".into(), |a| {
+            format!("algbw {a:.2} GB/s at max size")
+        });
+        format!("one rank has no bus bandwidth (busbw is 0 by definition): {algbw}")
+    })
 }
 
 /// Median seconds of earlier runs like this cell, for --dry-run.
@@ -236,6 +253,7 @@ impl CellResult {
             findings: vec![why],
             seconds: 0.0,
             replay: false,
+            note: None,
         }
     }
 }
@@ -314,6 +332,7 @@ pub fn run_cells(
             findings: verdict.findings.iter().map(|f| f.message.clone()).collect(),
             seconds: finished.elapsed.as_secs_f64(),
             replay,
+            note: one_rank_note(&parsed),
         };
         progress.finish(
             &finished_line(&result, total),
@@ -337,6 +356,38 @@ pub fn run_cells(
 mod tests {
     use super::*;
     use crate::matrix::Variant;
+
+    /// Issue #33: a run of one rank (`-G 1` on one node) says why its busbw is 0, with the
+    /// algbw it measured; a run of two says nothing.
+    #[test]
+    fn a_run_of_one_rank_says_it_has_no_bus_bandwidth() {
+        let one = "\
+# nThread 1 nGpus 1 minBytes 8 maxBytes 1048576 step: 2(factor) warmup iters: 5 iters: 20 agg iters: 1 validation: 1 graph: 0
+#
+#  Rank  0 Group  0 Pid   2101 on      node1 device  0 [0000:18:00] NVIDIA H200
+#
+#                                                              out-of-place                       in-place
+#       size         count      type   redop    root     time   algbw   busbw  #wrong     time   algbw   busbw  #wrong
+#        (B)    (elements)                               (us)  (GB/s)  (GB/s)             (us)  (GB/s)  (GB/s)
+           8             2     float     sum      -1     5.50    0.00    0.00       0     5.20    0.00    0.00       0
+     1048576        262144     float     sum      -1     8.97  116.90    0.00       0     8.90  117.82    0.00       0
+# Out of bounds values : 0 OK
+# Avg bus bandwidth    : 0
+#
+";
+        let parsed = crate::nccl_output::parse(one.as_bytes());
+        assert_eq!(parsed.nranks(), Some(1));
+        assert_eq!(
+            one_rank_note(&parsed).as_deref(),
+            Some("one rank has no bus bandwidth (busbw is 0 by definition): algbw 116.90 GB/s at max size")
+        );
+        let two = std::fs::read(format!(
+            "{}/../tests/fixtures/nccl-tests/h200x2-nvlink/all_reduce_g2.txt",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .unwrap();
+        assert_eq!(one_rank_note(&crate::nccl_output::parse(&two)), None);
+    }
 
     #[test]
     fn expected_transport_comes_from_the_profile() {

@@ -547,6 +547,19 @@ impl ParsedOutput {
             .or_else(|| last.in_place.as_ref().and_then(|p| p.busbw_gbps))
     }
 
+    /// The algbw at the largest size, by the same rule as [`busbw_at_max_size`]
+    /// (out-of-place, else in-place): what a run of one rank, whose busbw is 0, measured.
+    ///
+    /// [`busbw_at_max_size`]: ParsedOutput::busbw_at_max_size
+    pub fn algbw_at_max_size(&self) -> Option<f64> {
+        let max = self.rows.iter().map(|r| r.size_bytes).max()?;
+        let last = self.rows.iter().rev().find(|r| r.size_bytes == max)?;
+        last.out_of_place
+            .as_ref()
+            .and_then(|p| p.algbw_gbps)
+            .or_else(|| last.in_place.as_ref().and_then(|p| p.algbw_gbps))
+    }
+
     /// True when the output shows the run completed: a footer with the average bus
     /// bandwidth and no failure line.
     /// The algorithm and protocol NCCL chose for operations of a row's size, from its
