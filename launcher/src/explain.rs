@@ -31,8 +31,8 @@ pub struct Request {
     pub local_rank: u32,
     /// Global rank (default: the local rank).
     pub rank: Option<u32>,
-    /// Tasks on the node.
-    pub ntasks_per_node: u32,
+    /// Tasks on the node (default: the profile's GPUs, as many as its `gpu_nics`, else 8).
+    pub ntasks_per_node: Option<u32>,
     /// Nodes of the step.
     pub nnodes: u32,
     /// Job id.
@@ -124,15 +124,23 @@ fn parse_env(pairs: &[String]) -> Result<Vec<(String, String)>, ExplainError> {
         .collect()
 }
 
+/// Tasks on a node when neither `--ntasks-per-node` nor the profile's `gpu_nics` say: an
+/// 8-GPU node's.
+const DEFAULT_TASKS: u32 = 8;
+
 /// Computes the explanation with the plugin's own functions. Pure but for `--sysfs` and
 /// `--on-node`, which read this machine.
 pub fn explain_task(config: &Config, args: &Request) -> Result<Explanation, ExplainError> {
-    if args.ntasks_per_node == 0 || args.local_rank >= args.ntasks_per_node {
-        return Err(ExplainError::LocalRank {
-            local_rank: args.local_rank,
-            ntasks_per_node: args.ntasks_per_node,
-        });
-    }
+    let fits = |tasks: u32| {
+        if tasks == 0 || args.local_rank >= tasks {
+            return Err(ExplainError::LocalRank {
+                local_rank: args.local_rank,
+                ntasks_per_node: tasks,
+            });
+        }
+        Ok(tasks)
+    };
+    let given_tasks = args.ntasks_per_node.map(fits).transpose()?;
     let user_env = parse_env(&args.env)?;
     let option = args.profile.as_deref().or(args.mode.as_deref());
     let chosen = choose_mode(config, &args.node, option, args.slurm_gpudirect.as_deref())?;
@@ -145,7 +153,7 @@ pub fn explain_task(config: &Config, args: &Request) -> Result<Explanation, Expl
         profile: None,
         rank: args.rank.unwrap_or(args.local_rank),
         local_rank: args.local_rank,
-        local_size: args.ntasks_per_node,
+        local_size: given_tasks.unwrap_or(DEFAULT_TASKS),
         task: None,
         origins: Vec::new(),
         checks_run: Vec::new(),
@@ -163,6 +171,13 @@ pub fn explain_task(config: &Config, args: &Request) -> Result<Explanation, Expl
         return Ok(out);
     };
     let profile = resolved.profile;
+    // A node's tasks are its GPUs': as many as the profile maps, unless given.
+    let local_size = match given_tasks {
+        Some(n) => n,
+        None if !profile.gpu_nics.is_empty() => fits(profile.gpu_nics.len() as u32)?,
+        None => fits(DEFAULT_TASKS)?,
+    };
+    out.local_size = local_size;
     let sysfs = args
         .sysfs
         .clone()
@@ -183,7 +198,7 @@ pub fn explain_task(config: &Config, args: &Request) -> Result<Explanation, Expl
         step_id: args.step_id,
         node: args.node.clone(),
         nnodes: args.nnodes,
-        local_size: args.ntasks_per_node,
+        local_size,
     };
     let probe: &dyn NodeProbe = if args.on_node {
         &SystemProbe::default()

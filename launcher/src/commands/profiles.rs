@@ -134,9 +134,10 @@ pub struct ExplainArgs {
     /// The task's global rank. Default: the local rank.
     #[arg(long, value_name = "N")]
     pub rank: Option<u32>,
-    /// Tasks of the step on the node ({local_size}).
-    #[arg(long, default_value_t = 8, value_name = "N")]
-    pub ntasks_per_node: u32,
+    /// Tasks of the step on the node ({local_size}). Default: as many as the profile maps
+    /// GPUs (`gpu_nics`), else 8.
+    #[arg(long, value_name = "N")]
+    pub ntasks_per_node: Option<u32>,
     /// Nodes in the step ({nnodes}).
     #[arg(long, default_value_t = 1, value_name = "N")]
     pub nnodes: u32,
@@ -319,6 +320,51 @@ mod tests {
         argv.extend_from_slice(args);
         let wrap = Wrap::try_parse_from(argv).unwrap();
         explain_task(&shipped(), &request(&wrap.args)).unwrap()
+    }
+
+    /// Issue #33: a node whose profile maps one GPU has one task by default (`local rank
+    /// 0 of 1`, not `of 8`); --ntasks-per-node still says otherwise.
+    #[test]
+    fn explain_counts_the_tasks_the_profile_maps() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Wrap {
+            #[command(flatten)]
+            args: ExplainArgs,
+        }
+        let config = parse_config(
+            "[profiles.box]\ntransport = \"Socket\"\ndata_nics = [\"eth1\"]\ngpu_nics = [\"eth1\"]\n\
+             [[node_set]]\nname = \"box\"\nhosts = \"node1\"\nprofile = \"box\"\n",
+            "gpudirect.toml",
+        )
+        .unwrap();
+        let text = |extra: &[&str]| {
+            let mut argv = vec!["explain", "--profile", "box", "--node", "node1"];
+            argv.extend_from_slice(extra);
+            let wrap = Wrap::try_parse_from(argv).unwrap();
+            explain_task(&config, &request(&wrap.args))
+                .unwrap()
+                .to_string()
+        };
+        assert!(text(&[]).contains("local rank 0 of 1,"), "{}", text(&[]));
+        assert!(text(&["--ntasks-per-node", "4"]).contains("local rank 0 of 4,"));
+        let wrap = Wrap::try_parse_from([
+            "explain",
+            "--profile",
+            "box",
+            "--node",
+            "node1",
+            "--local-rank",
+            "3",
+        ])
+        .unwrap();
+        let err = explain_task(&config, &request(&wrap.args))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("--local-rank 3 is not below --ntasks-per-node 1"),
+            "{err}"
+        );
     }
 
     #[test]
