@@ -693,6 +693,11 @@ fn the_forms_users_paste_give_the_same_rows() {
             per_line(&|l| format!("2026-11-30T10:00:01.123456789Z {l}")),
         ),
         ("CRLF line endings", per_line(&|l| format!("{l}\r"))),
+        // `-G 1` (CUDA graphs) and `-z 1` (blocking) change only the header's words.
+        (
+            "-G 1 and -z 1",
+            base.replace("graph: 0", "graph: 1 blocking: 1"),
+        ),
         (
             "a test runner's prefix",
             per_line(&|l| format!("[test_allreduce] {l}")),
@@ -723,6 +728,15 @@ fn the_forms_users_paste_give_the_same_rows() {
             Some(16),
             "{form}: the header was not read"
         );
+        if form == "-G 1 and -z 1" {
+            let params = out.params.as_ref().unwrap();
+            assert_eq!(params.graph, Some(1));
+            assert_eq!(
+                params.other.get("blocking").map(String::as_str),
+                Some("1"),
+                "{params:?}"
+            );
+        }
     }
 }
 
