@@ -58,6 +58,7 @@ pub mod launch;
 pub mod listing;
 pub mod matrix;
 pub mod matrix_run;
+pub mod metrics;
 pub mod output;
 pub mod probe;
 pub mod profiles;

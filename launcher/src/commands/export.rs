@@ -32,6 +32,9 @@ pub enum Format {
     Json,
     /// One JSON object per line (JSON Lines).
     Jsonl,
+    /// OpenMetrics text for Prometheus: each node's last verdict and busbw per tool, with
+    /// its baseline, and the newest vet's standing (docs/admin-guide.md, "Dashboards").
+    Openmetrics,
 }
 
 /// Arguments of `gpudirect export`.
@@ -39,7 +42,8 @@ pub enum Format {
 #[command(after_help = "Examples:\n  \
     gpudirect export --format csv -o runs.csv           # every run, every row\n  \
     gpudirect export --collective all_reduce --since 30d --format jsonl | jq .busbw\n  \
-    gpudirect export --node gpu07 --status ok --format json -o gpu07.json\n\n\
+    gpudirect export --node gpu07 --status ok --format json -o gpu07.json\n  \
+    gpudirect export --format openmetrics -o /var/lib/node_exporter/gpudirect.prom\n\n\
     One record per table row (size x placement), newest run first. Columns: run_id, at,\n\
     cluster, job_id, nodelist, node_count, gpus_per_node, total_ranks, collective, variant,\n\
     launcher, status, transport, nccl_tests_version, nccl_version, cuda_version, size_bytes,\n\
@@ -139,6 +143,13 @@ fn write_export(
         Format::Csv => ExportFormat::Csv,
         Format::Json => ExportFormat::JsonArray,
         Format::Jsonl => ExportFormat::JsonLines,
+        Format::Openmetrics => {
+            let vets = history.list_vets(None)?;
+            let text = gpudirect::metrics::history_metrics(&runs, &vets).render();
+            out.write_all(text.as_bytes())?;
+            out.flush()?;
+            return Ok(text.lines().filter(|l| !l.starts_with('#')).count() as u64);
+        }
     };
     // csv cannot write a flattened struct: a CSV record is (history's columns, marks).
     let sample = (ExportRecord::blank(), Marks::default());

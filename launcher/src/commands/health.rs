@@ -17,7 +17,7 @@
 //! tagged `gpudirect health:` and a pass returns it to service only when it is drained with
 //! that tag ([`gpudirect::drain`]).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
@@ -131,6 +131,11 @@ pub struct HealthArgs {
     /// (the config, the quick test's programs and libraries).
     #[arg(long, value_name = "DIR", hide = true)]
     pub insecure_trust_below: Option<PathBuf>,
+
+    /// Also write the result as metrics for node_exporter's textfile collector:
+    /// DIR/gpudirect_health.prom, replaced whole each run (docs/admin-guide.md, "Dashboards").
+    #[arg(long, value_name = "DIR")]
+    pub textfile: Option<PathBuf>,
 
     /// Print the result as JSON.
     #[arg(long)]
@@ -322,6 +327,9 @@ pub fn run(args: &HealthArgs, ctx: &Ctx) -> Result<ExitStatus> {
         report.slurm = Some(act_in_slurm(args, &report, ctx));
     }
     report.elapsed_ms = u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX);
+    if let Some(dir) = &args.textfile {
+        write_textfile(dir, &report);
+    }
     if args.json {
         emit_json(&report)?;
     } else {
@@ -334,6 +342,32 @@ pub fn run(args: &HealthArgs, ctx: &Ctx) -> Result<ExitStatus> {
     } else {
         ExitStatus::Ok
     })
+}
+
+/// `--textfile DIR`: the report as metrics, for node_exporter. A folder it cannot write
+/// is said on stderr; the verdict stands.
+fn write_textfile(dir: &Path, report: &Health) {
+    let failed: Vec<&str> = report.failures.iter().map(|f| f.check).collect();
+    let run = gpudirect::metrics::HealthRun {
+        node: &report.node,
+        profile: report.profile.as_deref(),
+        checks: report
+            .checked
+            .iter()
+            .map(|c| (*c, !failed.contains(c)))
+            .collect(),
+        at: now_unix(),
+        seconds: report.elapsed_ms as f64 / 1000.0,
+        busbw: None,
+        could_not_check: report.could_not_check.is_some(),
+    };
+    let text = gpudirect::metrics::health_metrics(&run).render();
+    if let Err(e) = gpudirect::metrics::write_textfile(dir, "gpudirect_health.prom", &text) {
+        noteln!(
+            "gpudirect health: --textfile {}: cannot write gpudirect_health.prom: {e}",
+            dir.display()
+        );
+    }
 }
 
 /// A node no profile applies to: healthy, said in text or (`--json`) as a report with

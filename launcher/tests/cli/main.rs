@@ -12,6 +12,7 @@ mod health;
 mod history;
 mod hostfile;
 mod log;
+mod metrics;
 mod profiles;
 mod report;
 mod run;

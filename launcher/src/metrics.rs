@@ -1,0 +1,402 @@
+//! The history and a node's health as OpenMetrics text, for Prometheus and node_exporter's
+//! textfile collector (issue #32). Pure: the history is read by the caller.
+//!
+//! Names follow the OpenMetrics conventions: `gpudirect_` first, base units last
+//! (`_seconds`, `_bytes_per_second`), a `# HELP`, `# TYPE` and, with a unit, `# UNIT` line
+//! per family, and `# EOF` at the end. Every value is a gauge: the last verdict or figure.
+//! Labels: `cluster`, `node`, `tool` (`health`, `validate`, `vet`, `run`), `collective`,
+//! `check`, `profile`.
+//!
+//! | family | labels | value |
+//! |---|---|---|
+//! | `gpudirect_node_check_ok` | cluster, node, tool | 1 when the node's last run by the tool was ok |
+//! | `gpudirect_node_check_timestamp_seconds` | cluster, node, tool | when that run was |
+//! | `gpudirect_node_busbw_bytes_per_second` | cluster, node, tool, collective | its busbw (largest size) |
+//! | `gpudirect_node_baseline_busbw_bytes_per_second` | cluster, node, tool, collective | the median of up to 10 earlier ok runs of the same kind (`baseline::Key`) |
+//! | `gpudirect_node_vet_good` | cluster, node | 1 good, 0 bad in the newest vet that named the node |
+//! | `gpudirect_health_ok` | node, profile | `health --textfile`: 1 passed, 0 failed |
+//! | `gpudirect_health_check_ok` | node, check | each check of that run |
+//! | `gpudirect_health_timestamp_seconds`, `gpudirect_health_duration_seconds` | node | when, how long |
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+use crate::baseline::{median, Key};
+use crate::history::{RunStatus, RunSummary, VetSummary};
+use crate::units::parse_rfc3339;
+
+/// Earlier runs a node's baseline is the median of.
+const BASELINE_RUNS: usize = 10;
+
+/// A label value as OpenMetrics quotes it: `\`, `"` and line breaks escaped.
+fn quoted(value: &str) -> String {
+    let mut out = String::with_capacity(value.len() + 2);
+    out.push('"');
+    for c in value.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c if c.is_control() => {}
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// `{a="x",b="y"}`.
+fn labels(pairs: &[(&str, &str)]) -> String {
+    let inner: Vec<String> = pairs
+        .iter()
+        .map(|(k, v)| format!("{k}={}", quoted(v)))
+        .collect();
+    format!("{{{}}}", inner.join(","))
+}
+
+/// One metric family: its `# HELP`, `# TYPE gauge`, `# UNIT` (if any) and samples.
+#[derive(Debug, Default)]
+struct Family {
+    help: &'static str,
+    unit: Option<&'static str>,
+    samples: Vec<(String, f64)>,
+}
+
+/// Families by name, written in name order.
+#[derive(Debug, Default)]
+pub struct Exposition {
+    families: BTreeMap<&'static str, Family>,
+}
+
+impl Exposition {
+    fn family(
+        &mut self,
+        name: &'static str,
+        help: &'static str,
+        unit: Option<&'static str>,
+    ) -> &mut Family {
+        self.families.entry(name).or_insert_with(|| Family {
+            help,
+            unit,
+            samples: Vec::new(),
+        })
+    }
+
+    fn gauge(
+        &mut self,
+        (name, help, unit): (&'static str, &'static str, Option<&'static str>),
+        labels_: &[(&str, &str)],
+        value: f64,
+    ) {
+        if value.is_finite() {
+            self.family(name, help, unit)
+                .samples
+                .push((labels(labels_), value));
+        }
+    }
+
+    /// The text, `# EOF` last.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        for (name, f) in &self.families {
+            let _ = writeln!(out, "# HELP {name} {}", f.help);
+            let _ = writeln!(out, "# TYPE {name} gauge");
+            if let Some(unit) = f.unit {
+                let _ = writeln!(out, "# UNIT {name} {unit}");
+            }
+            for (labels_, value) in &f.samples {
+                let _ = writeln!(out, "{name}{labels_} {value}");
+            }
+        }
+        out.push_str("# EOF\n");
+        out
+    }
+}
+
+const CHECK_OK: (&str, &str, Option<&str>) = (
+    "gpudirect_node_check_ok",
+    "Whether the node's last run by this tool was ok (1) or not (0).",
+    None,
+);
+const CHECK_AT: (&str, &str, Option<&str>) = (
+    "gpudirect_node_check_timestamp_seconds",
+    "When the node's last run by this tool was, unix time.",
+    Some("seconds"),
+);
+const BUSBW: (&str, &str, Option<&str>) = (
+    "gpudirect_node_busbw_bytes_per_second",
+    "The busbw of the node's last ok run of this collective by this tool, at its largest size.",
+    Some("bytes_per_second"),
+);
+const BASELINE: (&str, &str, Option<&str>) = (
+    "gpudirect_node_baseline_busbw_bytes_per_second",
+    "The median busbw of up to 10 earlier ok runs of the same kind as the node's last one.",
+    Some("bytes_per_second"),
+);
+const VET_GOOD: (&str, &str, Option<&str>) = (
+    "gpudirect_node_vet_good",
+    "Whether the newest vet that named the node found it good (1) or bad (0).",
+    None,
+);
+
+/// Which tool recorded a run: `health` (variant `health`), `validate` (`validate:*`),
+/// `vet` (`vet:*`), else `run` (run, tune, import).
+pub fn tool_of(run: &RunSummary) -> &'static str {
+    match run.variant.as_deref() {
+        Some("health") => "health",
+        Some(v) if v.starts_with("validate:") => "validate",
+        Some(v) if v.starts_with("vet:") => "vet",
+        _ => "run",
+    }
+}
+
+/// The metrics of `runs` (newest first, as `History::list_runs` gives them) and `vets`
+/// (newest first). Stand-in replays are left out: they measured nothing.
+pub fn history_metrics(runs: &[RunSummary], vets: &[VetSummary]) -> Exposition {
+    let mut x = Exposition::default();
+    let measured: Vec<&RunSummary> = runs.iter().filter(|r| r.replay_of.is_none()).collect();
+    // The busbw of ok runs by comparability key, newest first, for the baselines.
+    let mut by_key: BTreeMap<Key, Vec<(i64, f64)>> = BTreeMap::new();
+    for r in &measured {
+        if let (RunStatus::Ok, Some(b)) = (r.status, r.busbw) {
+            by_key.entry(key_of(r)).or_default().push((r.id, b));
+        }
+    }
+    let mut seen_check: std::collections::BTreeSet<(String, String, &str)> = Default::default();
+    let mut seen_busbw: std::collections::BTreeSet<(String, String, &str, String)> =
+        Default::default();
+    for r in &measured {
+        let cluster = r.cluster.clone().unwrap_or_default();
+        let tool = tool_of(r);
+        let at = parse_rfc3339(&r.at).ok();
+        for node in nodes_of(r) {
+            if seen_check.insert((cluster.clone(), node.clone(), tool)) {
+                let l = [
+                    ("cluster", cluster.as_str()),
+                    ("node", node.as_str()),
+                    ("tool", tool),
+                ];
+                x.gauge(CHECK_OK, &l, f64::from(u8::from(r.status == RunStatus::Ok)));
+                if let Some(at) = at {
+                    x.gauge(CHECK_AT, &l, at as f64);
+                }
+            }
+            let (RunStatus::Ok, Some(busbw)) = (r.status, r.busbw) else {
+                continue;
+            };
+            if !seen_busbw.insert((cluster.clone(), node.clone(), tool, r.collective.clone())) {
+                continue;
+            }
+            let l = [
+                ("cluster", cluster.as_str()),
+                ("node", node.as_str()),
+                ("tool", tool),
+                ("collective", r.collective.as_str()),
+            ];
+            x.gauge(BUSBW, &l, busbw * 1e9);
+            let earlier: Vec<f64> = by_key
+                .get(&key_of(r))
+                .map(|v| {
+                    v.iter()
+                        .filter(|(id, _)| *id < r.id)
+                        .take(BASELINE_RUNS)
+                        .map(|(_, b)| *b)
+                        .collect()
+                })
+                .unwrap_or_default();
+            if let Some(m) = median(&earlier) {
+                x.gauge(BASELINE, &l, m * 1e9);
+            }
+        }
+    }
+    let mut seen_vet: std::collections::BTreeSet<(String, String)> = Default::default();
+    for v in vets {
+        let cluster = v.cluster.clone().unwrap_or_default();
+        for (list, good) in [(&v.good_nodes, 1.0), (&v.bad_nodes, 0.0)] {
+            for node in expand(list) {
+                if seen_vet.insert((cluster.clone(), node.clone())) {
+                    x.gauge(
+                        VET_GOOD,
+                        &[("cluster", cluster.as_str()), ("node", node.as_str())],
+                        good,
+                    );
+                }
+            }
+        }
+    }
+    x
+}
+
+fn key_of(r: &RunSummary) -> Key {
+    Key {
+        collective: r.collective.clone(),
+        cluster: r.cluster.clone(),
+        node_count: r.node_count,
+        total_ranks: r.total_ranks,
+        variant: r.variant.clone(),
+    }
+}
+
+/// A hostlist's nodes; a list that does not expand is taken as one name.
+fn expand(list: &str) -> Vec<String> {
+    if list.trim().is_empty() {
+        return Vec::new();
+    }
+    gpudirect_core::hostlist::expand_with_limit(list, 100_000)
+        .unwrap_or_else(|_| vec![list.to_string()])
+}
+
+fn nodes_of(r: &RunSummary) -> Vec<String> {
+    r.nodelist.as_deref().map(expand).unwrap_or_default()
+}
+
+/// One `gpudirect health` run, for `health --textfile`.
+#[derive(Debug, Clone)]
+pub struct HealthRun<'a> {
+    /// The node.
+    pub node: &'a str,
+    /// Its profile, if any.
+    pub profile: Option<&'a str>,
+    /// Every check that ran, and whether it passed.
+    pub checks: Vec<(&'a str, bool)>,
+    /// When it ran, unix seconds.
+    pub at: i64,
+    /// How long it took.
+    pub seconds: f64,
+    /// The quick all_reduce's busbw, GB/s, when it ran.
+    pub busbw: Option<f64>,
+    /// A check could not run (exit 3): the node is neither called healthy nor not.
+    pub could_not_check: bool,
+}
+
+/// `health --textfile`'s metrics of one run.
+pub fn health_metrics(run: &HealthRun<'_>) -> Exposition {
+    let mut x = Exposition::default();
+    let ok = run.checks.iter().all(|(_, passed)| *passed);
+    let profile = run.profile.unwrap_or("");
+    // A check that could not run says nothing of the node: no verdict, said as such.
+    if !run.could_not_check || !ok {
+        x.gauge(
+            (
+                "gpudirect_health_ok",
+                "Whether the node passed its last health check (1) or not (0).",
+                None,
+            ),
+            &[("node", run.node), ("profile", profile)],
+            f64::from(u8::from(ok)),
+        );
+    }
+    x.gauge(
+        (
+            "gpudirect_health_could_not_check",
+            "Whether a check of the node's last health check could not run (1): no verdict.",
+            None,
+        ),
+        &[("node", run.node)],
+        f64::from(u8::from(run.could_not_check)),
+    );
+    for (check, passed) in &run.checks {
+        x.gauge(
+            (
+                "gpudirect_health_check_ok",
+                "Whether this check of the node's last health check passed (1) or not (0).",
+                None,
+            ),
+            &[("node", run.node), ("check", check)],
+            f64::from(u8::from(*passed)),
+        );
+    }
+    let node = [("node", run.node)];
+    x.gauge(
+        (
+            "gpudirect_health_timestamp_seconds",
+            "When the node's last health check ran, unix time.",
+            Some("seconds"),
+        ),
+        &node,
+        run.at as f64,
+    );
+    x.gauge(
+        (
+            "gpudirect_health_duration_seconds",
+            "How long the node's last health check took.",
+            Some("seconds"),
+        ),
+        &node,
+        run.seconds,
+    );
+    if let Some(b) = run.busbw {
+        x.gauge(
+            (
+                "gpudirect_health_busbw_bytes_per_second",
+                "The busbw of the quick all_reduce of the node's last health check.",
+                Some("bytes_per_second"),
+            ),
+            &node,
+            b * 1e9,
+        );
+    }
+    x
+}
+
+/// Writes `text` to `dir/name` as node_exporter's textfile collector wants it: through a
+/// temporary file in the same folder, renamed into place, so that the collector never
+/// reads half a file; mode 0644.
+pub fn write_textfile(dir: &std::path::Path, name: &str, text: &str) -> std::io::Result<()> {
+    use std::io::Write as _;
+    use std::os::unix::fs::PermissionsExt;
+    let mut tmp = tempfile::Builder::new()
+        .prefix(&format!(".{name}."))
+        .tempfile_in(dir)?;
+    tmp.write_all(text.as_bytes())?;
+    tmp.as_file().sync_all()?;
+    tmp.as_file()
+        .set_permissions(std::fs::Permissions::from_mode(0o644))?;
+    tmp.persist(dir.join(name)).map_err(|e| e.error)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn labels_are_quoted_and_the_text_ends_with_eof() {
+        let run = HealthRun {
+            node: "node\"2",
+            profile: Some("tcpx"),
+            checks: vec![("nics", true), ("gpus", false)],
+            at: 1_796_000_000,
+            seconds: 0.25,
+            busbw: Some(343.64),
+            could_not_check: false,
+        };
+        let text = health_metrics(&run).render();
+        assert!(text.ends_with("# EOF\n"), "{text}");
+        assert!(
+            text.contains("gpudirect_health_ok{node=\"node\\\"2\",profile=\"tcpx\"} 0\n"),
+            "{text}"
+        );
+        assert!(text.contains("gpudirect_health_check_ok{node=\"node\\\"2\",check=\"gpus\"} 0\n"));
+        assert!(text.contains("# UNIT gpudirect_health_busbw_bytes_per_second bytes_per_second\n"));
+        assert!(text.contains(
+            "gpudirect_health_busbw_bytes_per_second{node=\"node\\\"2\"} 343640000000\n"
+        ));
+    }
+
+    #[test]
+    fn a_textfile_is_replaced_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        write_textfile(dir.path(), "gpudirect.prom", "a 1\n# EOF\n").unwrap();
+        write_textfile(dir.path(), "gpudirect.prom", "a 2\n# EOF\n").unwrap();
+        let names: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names, ["gpudirect.prom"], "no temporary file left");
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("gpudirect.prom")).unwrap(),
+            "a 2\n# EOF\n"
+        );
+    }
+}

@@ -1,0 +1,148 @@
+//! Metrics (issue #32): `export --format openmetrics` over a history and `health
+//! --textfile`, each accepted by `promtool check metrics` (Debian's `prometheus` package,
+//! which .ci/run and scripts/test install) and read back against `history --json`.
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+use serde_json::Value;
+
+use crate::common::{fixture, gpudirect_without, run, scratch, stderr, stdout};
+
+/// `promtool check metrics` on `text`: its exit code and what it said.
+fn promtool(text: &str) -> (Option<i32>, String) {
+    let mut child = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("promtool (apt-get install prometheus; scripts/test installs it)");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr),
+    )
+}
+
+/// The value of the sample `name{labels}` in `text`.
+fn sample(text: &str, name_and_labels: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(name_and_labels)?.strip_prefix(' '))
+        .and_then(|v| v.parse().ok())
+}
+
+#[test]
+fn the_history_as_openmetrics_is_accepted_and_reads_back() {
+    let dir = scratch("metrics", "export");
+    let db = dir.path().join("history.sqlite");
+    let import = |variant: &str, rel: &str| {
+        let out = run(gpudirect_without(&["GPUDIRECT_DB"])
+            .env("GPUDIRECT_DB", &db)
+            .args(["import", "--cluster", "c1", "--variant", variant])
+            .arg(fixture(rel)));
+        assert!(out.status.success(), "{}", stderr(&out));
+    };
+    // Two quick tests of node `vm` (the second is the newest), and a validate pair.
+    import("health", "h200x2-nvlink/all_reduce_g2.txt");
+    import("health", "h200x2-degraded/all_reduce_g2_clean.txt");
+    import(
+        "validate:pairs",
+        "h200x2-twohost/all_reduce_2host_socket.txt",
+    );
+    let out = run(gpudirect_without(&["GPUDIRECT_DB"])
+        .env("GPUDIRECT_DB", &db)
+        .args(["export", "--format", "openmetrics"]));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    let (code, said) = promtool(&text);
+    assert_eq!(code, Some(0), "promtool: {said}\n{text}");
+    assert!(text.ends_with("# EOF\n"));
+
+    // The values are the history's: the newest run of each node and tool.
+    let history = run(gpudirect_without(&["GPUDIRECT_DB"])
+        .env("GPUDIRECT_DB", &db)
+        .args(["history", "--json"]));
+    let runs: Value = serde_json::from_slice(&history.stdout).unwrap();
+    let newest_health = runs
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["variant"] == "health")
+        .unwrap();
+    let busbw = newest_health["busbw"].as_f64().unwrap();
+    let l = "{cluster=\"c1\",node=\"vm\",tool=\"health\",collective=\"all_reduce\"}";
+    assert_eq!(
+        sample(&text, &format!("gpudirect_node_busbw_bytes_per_second{l}")),
+        Some(busbw * 1e9)
+    );
+    // Its baseline: the one earlier health run (343.64 GB/s at 8 GiB).
+    assert_eq!(
+        sample(
+            &text,
+            &format!("gpudirect_node_baseline_busbw_bytes_per_second{l}")
+        ),
+        Some(343.64e9)
+    );
+    for node in ["a3h-001", "a3h-002"] {
+        let l = format!("{{cluster=\"c1\",node=\"{node}\",tool=\"validate\"}}");
+        assert_eq!(
+            sample(&text, &format!("gpudirect_node_check_ok{l}")),
+            Some(1.0)
+        );
+    }
+}
+
+#[test]
+fn health_writes_a_textfile_node_exporter_reads() {
+    let dir = scratch("metrics", "textfile");
+    let config = dir.path().join("gpudirect.toml");
+    std::fs::write(
+        &config,
+        "[profiles.here]\ndata_nics = [\"lo\"]\n[profiles.here.checks]\nnics = true\n\n\
+         [[node_set]]\nname = \"hx\"\nhosts = \"hx\"\nprofile = \"here\"\nskip_checks = [\"gpus\"]\n",
+    )
+    .unwrap();
+    let textfile = dir.path().join("textfile");
+    std::fs::create_dir(&textfile).unwrap();
+    let out = run(gpudirect_without(&["GPUDIRECT_CONFIG"])
+        .args(["health", "--node", "hx", "--config"])
+        .arg(&config)
+        .arg("--insecure-trust-below")
+        .arg(dir.path())
+        .arg("--textfile")
+        .arg(&textfile));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    let written = textfile.join("gpudirect_health.prom");
+    let text = std::fs::read_to_string(&written).unwrap();
+    let (code, said) = promtool(&text);
+    assert_eq!(code, Some(0), "promtool: {said}\n{text}");
+    assert_eq!(
+        sample(&text, "gpudirect_health_ok{node=\"hx\",profile=\"here\"}"),
+        Some(1.0)
+    );
+    assert_eq!(
+        sample(
+            &text,
+            "gpudirect_health_check_ok{node=\"hx\",check=\"nics\"}"
+        ),
+        Some(1.0)
+    );
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&written).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o644, "node_exporter reads it");
+    // Nothing but the file itself is left in the folder.
+    assert_eq!(std::fs::read_dir(&textfile).unwrap().count(), 1);
+}
