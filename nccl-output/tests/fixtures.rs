@@ -1151,15 +1151,7 @@ fn a_two_rank_all_reduce_table_is_not_taken_for_a_huge_reduce_scatter() {
     let text =
         std::fs::read_to_string(fixtures().join("nccl-tests/h200x2-nvlink/all_reduce_g2.txt"))
             .unwrap();
-    let rows: String = text
-        .lines()
-        .filter(|l| {
-            l.split_whitespace()
-                .next()
-                .is_some_and(|w| w.parse::<u64>().is_ok())
-        })
-        .map(|l| format!("{l}\n"))
-        .collect();
+    let rows = table_rows(&text);
     let out = nccl_output::parse_headerless(rows.as_bytes(), &ParseOptions::default(), None);
     assert_eq!(
         (out.collective.as_deref(), out.nranks()),
@@ -1227,15 +1219,7 @@ fn a_paste_listing_some_ranks_takes_the_count_the_bandwidths_give() {
 fn bare_sendrecv_rows_are_sendrecv() {
     let text = std::fs::read_to_string(fixtures().join("nccl-tests/h200x2-nvlink/sendrecv_g2.txt"))
         .unwrap();
-    let rows: String = text
-        .lines()
-        .filter(|l| {
-            l.split_whitespace()
-                .next()
-                .is_some_and(|w| w.parse::<u64>().is_ok())
-        })
-        .map(|l| format!("{l}\n"))
-        .collect();
+    let rows = table_rows(&text);
     let out = nccl_output::parse_headerless(rows.as_bytes(), &Default::default(), Some(2));
     assert_eq!(
         out.collective.as_deref(),
@@ -1297,4 +1281,16 @@ fn rccl_tests_outputs_read_like_nccl_tests_with_their_versions() {
         (out.library.as_deref(), out.nccl_tests_version.as_deref()),
         (Some("RCCL"), Some("develop:5272cd1"))
     );
+}
+
+/// The rows of a recorded table alone (the lines that start with a size): a bare table.
+fn table_rows(text: &str) -> String {
+    text.lines()
+        .filter(|l| {
+            l.split_whitespace()
+                .next()
+                .is_some_and(|w| w.parse::<u64>().is_ok())
+        })
+        .map(|l| format!("{l}\n"))
+        .collect()
 }
