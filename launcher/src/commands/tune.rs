@@ -352,7 +352,7 @@ pub fn run(args: &TuneArgs, ctx: &Ctx) -> Result<ExitStatus> {
     }
     let given = given_knobs(args)?;
     let setup = setup(args)?;
-    one_rank_refused(&setup, args.gpus_per_process)?;
+    one_rank_refused(&setup)?;
     let overlay_name = match &args.write {
         Some(_) => Some(
             overlay::profile_name(args.name.as_deref(), base_profile_name(&setup))
@@ -727,9 +727,9 @@ fn history_estimate(history: &History, collective: &str, nodes: u32) -> Option<f
 
 /// Tune judges busbw, which a world of one rank does not have (it moves nothing between
 /// GPUs: busbw is 0 by definition): refused before anything runs, with what it needs.
-fn one_rank_refused(setup: &Setup, gpus_per_process: u32) -> Result<()> {
-    let ranks = setup.nodes * setup.gpus_per_node / gpus_per_process.max(1);
-    if ranks <= 1 {
+fn one_rank_refused(setup: &Setup) -> Result<()> {
+    // Every GPU is a rank, however many a process drives (`--gpus-per-process`).
+    if setup.nodes * setup.gpus_per_node <= 1 {
         bail!(
             "tune compares busbw, and {} node(s) x {} GPU(s) make one rank, whose busbw is 0 \
              whatever the settings: give it 2 GPUs or more (--gpus 0,1, or -G 2), or 2 nodes",
