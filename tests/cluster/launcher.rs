@@ -177,7 +177,10 @@ fn a_hung_rank_times_out_the_cell_kills_the_step_and_the_matrix_goes_on() {
         &standin,
         "all_reduce,all_gather",
         "1G",
-        &["--mpi", "none", "--timeout", "3s", "--grace", "2s"],
+        // The grace lets srun, stopped with SIGTERM, print which task it killed on which
+        // node ("srun: error: node2: task 1: Killed"): with 2 s it was often SIGKILLed
+        // first, while still "Waiting up to 7 seconds for job step to finish".
+        &["--mpi", "none", "--timeout", "3s", "--grace", "8s"],
         &[("STANDIN_HANG_RANKS", "1")],
     );
     let out = stdout(&output);
