@@ -443,6 +443,39 @@ pub fn classify_via(via: &str) -> (TransportClass, Option<String>) {
     }
 }
 
+/// `2.28.9+cuda13.0` -> (`2.28.9`, `13.0`).
+pub(crate) fn split_version(v: &str) -> (&str, Option<&str>) {
+    match v.split_once('+') {
+        Some((a, b)) => (a, b.strip_prefix("cuda")),
+        None => (v, None),
+    }
+}
+
+/// Counts one more per-operation line's `choice` (from [`parse_tuning`]) in `tuning`, a new
+/// entry while fewer than `max` are kept: one entry per size and choice, so a log of
+/// millions of lines has at most some hundred distinct ones.
+pub(crate) fn count_tuning(
+    tuning: &mut Vec<TuningChoice>,
+    (op, bytes, algorithm, protocol): (Option<&str>, u64, String, String),
+    max: usize,
+) {
+    let op = op.map(str::to_string);
+    let same = |t: &&mut TuningChoice| {
+        (&t.op, t.bytes, &t.algorithm, &t.protocol) == (&op, bytes, &algorithm, &protocol)
+    };
+    if let Some(t) = tuning.iter_mut().find(same) {
+        t.count = t.count.saturating_add(1);
+    } else if tuning.len() < max {
+        tuning.push(TuningChoice {
+            op,
+            bytes,
+            algorithm,
+            protocol,
+            count: 1,
+        });
+    }
+}
+
 /// Distinct (operation, size, algorithm, protocol) choices kept per output.
 const MAX_TUNING_CHOICES: usize = 4096;
 
@@ -489,37 +522,17 @@ impl DebugCollector {
             return;
         }
         if let Some(v) = msg.strip_prefix("NCCL version ") {
-            let v = v.split_whitespace().next().unwrap_or("");
-            let (ver, cuda) = match v.split_once('+') {
-                Some((a, b)) => (a, b.strip_prefix("cuda").map(str::to_string)),
-                None => (v, None),
-            };
+            let (ver, cuda) = split_version(v.split_whitespace().next().unwrap_or(""));
             if info.nccl_version.is_none() && !ver.is_empty() {
                 info.nccl_version = Some(ver.to_string());
             }
             if info.cuda_version.is_none() {
-                info.cuda_version = cuda;
+                info.cuda_version = cuda.map(str::to_string);
             }
         } else if let Some(v) = msg.strip_prefix("cudaDriverVersion ") {
             info.cuda_driver_version = info.cuda_driver_version.or(v.trim().parse().ok());
-        } else if let Some((op, bytes, algorithm, protocol)) = parse_tuning(msg) {
-            let op = op.map(str::to_string);
-            let same = |t: &&mut TuningChoice| {
-                (&t.op, t.bytes, &t.algorithm, &t.protocol) == (&op, bytes, &algorithm, &protocol)
-            };
-            if let Some(t) = info.tuning.iter_mut().find(same) {
-                t.count = t.count.saturating_add(1);
-            } else if info.tuning.len() < MAX_TUNING_CHOICES {
-                // Bounded: one entry per size and choice; a log of millions of lines has
-                // at most some hundred distinct ones.
-                info.tuning.push(TuningChoice {
-                    op,
-                    bytes,
-                    algorithm,
-                    protocol,
-                    count: 1,
-                });
-            }
+        } else if let Some(choice) = parse_tuning(msg) {
+            count_tuning(&mut info.tuning, choice, MAX_TUNING_CHOICES);
         } else if let Some(version) = parse_plugin_version(msg) {
             if !info.plugin_versions.contains(&version) {
                 info.plugin_versions.push(version);

@@ -45,7 +45,8 @@ pub use lines::{for_each_line, LineStats, ReadError};
 pub use prefix::{classify_event, error_return, launcher_rank, EventKind};
 
 use crate::transport::{
-    classify_via, parse_debug_line, parse_nic_line, parse_tuning, TransportClass, TuningChoice,
+    classify_via, count_tuning, parse_debug_line, parse_nic_line, parse_tuning, split_version,
+    TransportClass, TuningChoice,
 };
 
 /// What the reader keeps at most, whatever the log's size.
@@ -578,28 +579,12 @@ impl JobLogReader {
                 comm.collnet_channels = counts.get("collnet").copied().or(comm.collnet_channels);
                 comm.p2p_channels = counts.get("p2p").copied().or(comm.p2p_channels);
             }
-        } else if let Some((op, bytes, algorithm, protocol)) = Some(msg)
+        } else if let Some(choice) = Some(msg)
             .filter(|m| m.contains(" Bytes -> "))
             .and_then(parse_tuning)
         {
             if let Some(&(c, _)) = self.states[p].recent.last() {
-                let tuning = &mut self.comms[c].comm.tuning;
-                let op = op.map(str::to_string);
-                let same = |t: &&mut TuningChoice| {
-                    (&t.op, t.bytes, &t.algorithm, &t.protocol)
-                        == (&op, bytes, &algorithm, &protocol)
-                };
-                if let Some(t) = tuning.iter_mut().find(same) {
-                    t.count = t.count.saturating_add(1);
-                } else if tuning.len() < 256 {
-                    tuning.push(TuningChoice {
-                        op,
-                        bytes,
-                        algorithm,
-                        protocol,
-                        count: 1,
-                    });
-                }
+                count_tuning(&mut self.comms[c].comm.tuning, choice, 256);
             }
         }
     }
@@ -937,14 +922,6 @@ fn glued_to(seen: &str, known: &str) -> bool {
             row.bytes()
                 .all(|b| b.is_ascii_digit() || b"-.+ ".contains(&b))
         })
-}
-
-/// `2.28.9+cuda13.0` -> (`2.28.9`, `13.0`).
-fn split_version(v: &str) -> (&str, Option<&str>) {
-    match v.split_once('+') {
-        Some((a, b)) => (a, b.strip_prefix("cuda")),
-        None => (v, None),
-    }
 }
 
 /// `4 coll channels, 4 collnet channels, 0 nvls channels, 4 p2p channels, 2 p2p channels
