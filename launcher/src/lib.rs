@@ -59,6 +59,7 @@ pub mod listing;
 pub mod matrix;
 pub mod matrix_run;
 pub mod metrics;
+pub mod node_extra;
 pub mod output;
 pub mod probe;
 pub mod profiles;

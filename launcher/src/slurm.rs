@@ -299,6 +299,98 @@ pub fn parse_job_line(line: &str) -> Option<JobInfo> {
     })
 }
 
+/// What `scontrol show config` says about node Extra constraints.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExtraSupport {
+    /// `SLURM_VERSION`, e.g. `24.11.5`.
+    pub version: String,
+    /// Whether `SchedulerParameters` holds `extra_constraints`.
+    pub extra_constraints: bool,
+}
+
+/// `scontrol show config`, read for [`ExtraSupport`].
+pub fn extra_support() -> Result<ExtraSupport, SlurmError> {
+    let job = scontrol(["show", "config"]);
+    let shown = job.command_line();
+    let finished = call(&job, &shown)?;
+    succeeded(&shown, &finished)?;
+    parse_extra_support(&String::from_utf8_lossy(&finished.stdout)).ok_or_else(|| {
+        SlurmError::Failed {
+            command: shown,
+            what: "printed no SLURM_VERSION",
+            how: how(finished.outcome),
+            stderr: stderr_of(&finished),
+        }
+    })
+}
+
+/// Reads `SLURM_VERSION` and `SchedulerParameters` from `scontrol show config` (pure).
+/// Lines are `Name<spaces>= value`.
+pub fn parse_extra_support(text: &str) -> Option<ExtraSupport> {
+    let value = |key: &str| {
+        text.lines().find_map(|l| {
+            let (k, v) = l.split_once('=')?;
+            (k.trim() == key).then(|| v.trim().to_string())
+        })
+    };
+    let version = value("SLURM_VERSION")?;
+    let extra_constraints = value("SchedulerParameters")
+        .is_some_and(|p| p.split(',').any(|w| w.trim() == "extra_constraints"));
+    Some(ExtraSupport {
+        version,
+        extra_constraints,
+    })
+}
+
+/// A node's `Extra` (`scontrol --json show node NODE`): `None` when it has none.
+pub fn node_extra(node: &str) -> Result<Option<String>, SlurmError> {
+    let job = scontrol(["--json", "show", "node", node]);
+    let shown = job.command_line();
+    let finished = call(&job, &shown)?;
+    succeeded(&shown, &finished)?;
+    parse_node_extra(&String::from_utf8_lossy(&finished.stdout), node).map_err(|what| {
+        SlurmError::Failed {
+            command: shown,
+            what,
+            how: how(finished.outcome),
+            stderr: stderr_of(&finished),
+        }
+    })
+}
+
+/// The `extra` of node `node` in `scontrol --json show node` output (pure): `None` when it
+/// is empty or absent.
+pub fn parse_node_extra(json: &str, node: &str) -> Result<Option<String>, &'static str> {
+    let doc: serde_json::Value =
+        serde_json::from_str(json).map_err(|_| "printed no JSON document")?;
+    let nodes = doc
+        .get("nodes")
+        .and_then(|n| n.as_array())
+        .ok_or("printed no `nodes` list")?;
+    let found = nodes
+        .iter()
+        .find(|n| n.get("name").and_then(|v| v.as_str()) == Some(node))
+        .ok_or("did not list the node")?;
+    Ok(found
+        .get("extra")
+        .and_then(|v| v.as_str())
+        .map(str::trim)
+        .filter(|e| !e.is_empty())
+        .map(str::to_string))
+}
+
+/// `scontrol update nodename=NODE extra=JSON`.
+pub fn set_node_extra(node: &str, extra: &str) -> Result<(), SlurmError> {
+    let job = scontrol([
+        "update",
+        &format!("nodename={node}"),
+        &format!("extra={extra}"),
+    ]);
+    let shown = job.command_line();
+    let finished = call(&job, &shown)?;
+    succeeded(&shown, &finished)
+}
+
 fn scontrol<const N: usize>(args: [&str; N]) -> Job {
     Job {
         program: "scontrol".into(),
@@ -407,6 +499,51 @@ pub fn read_labelled_json<T: serde::de::DeserializeOwned>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn show_config_says_the_version_and_whether_extra_constraints_are_on() {
+        let on = "Configuration data as of 2026-12-02T00:10:00\nSchedulerParameters     = bf_interval=30,extra_constraints\nSLURM_VERSION           = 24.11.5\n";
+        assert_eq!(
+            parse_extra_support(on),
+            Some(ExtraSupport {
+                version: "24.11.5".into(),
+                extra_constraints: true
+            })
+        );
+        let off = "SchedulerParameters     = (null)\nSLURM_VERSION           = 22.05.8\n";
+        assert_eq!(
+            parse_extra_support(off).map(|s| s.extra_constraints),
+            Some(false)
+        );
+        // A look-alike word is not the parameter.
+        let near = "SchedulerParameters = extra_constraints_x\nSLURM_VERSION = 26.05.5\n";
+        assert_eq!(
+            parse_extra_support(near).map(|s| s.extra_constraints),
+            Some(false)
+        );
+        assert_eq!(parse_extra_support("nothing here"), None);
+    }
+
+    #[test]
+    fn a_nodes_extra_is_read_from_scontrols_json() {
+        // As scontrol 24.11 prints it (trimmed to the fields read).
+        let doc =
+            r#"{"nodes":[{"name":"node3","extra":"{\"admin_rack\":\"r7\",\"gpudirect_ok\":1}"}]}"#;
+        assert_eq!(
+            parse_node_extra(doc, "node3"),
+            Ok(Some(r#"{"admin_rack":"r7","gpudirect_ok":1}"#.to_string()))
+        );
+        assert_eq!(
+            parse_node_extra(r#"{"nodes":[{"name":"node3","extra":""}]}"#, "node3"),
+            Ok(None)
+        );
+        assert_eq!(
+            parse_node_extra(r#"{"nodes":[{"name":"node3"}]}"#, "node3"),
+            Ok(None)
+        );
+        assert!(parse_node_extra(r#"{"nodes":[{"name":"node4"}]}"#, "node3").is_err());
+        assert!(parse_node_extra("Extra=x", "node3").is_err());
+    }
 
     #[test]
     fn a_resize_script_gives_what_it_sets_and_unsets() {

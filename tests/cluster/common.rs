@@ -644,3 +644,15 @@ pub fn sinfo_state(node: &str) -> String {
     sinfo.args(["-h", "-n", node, "-o", "%T|%E"]);
     stdout(&run(&mut sinfo)).trim().to_string()
 }
+
+/// The Slurm the cluster runs, as (major, minor) from `srun --version`.
+pub fn slurm_major_minor() -> (u32, u32) {
+    let output = run(slurm_command("srun").arg("--version"));
+    let text = stdout(&output);
+    let version = text
+        .split_whitespace()
+        .find(|w| w.chars().next().is_some_and(|c| c.is_ascii_digit()))
+        .unwrap_or_else(|| panic!("no version in `srun --version`: {text}"));
+    let mut parts = version.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
+    (parts.next().unwrap_or(0), parts.next().unwrap_or(0))
+}

@@ -1102,18 +1102,6 @@ fn the_plugin_exports_only_its_own_symbols() {
     assert_eq!(exported, expected, "{}", so.display());
 }
 
-/// The Slurm the cluster runs, as (major, minor) from `srun --version`.
-fn slurm_major_minor() -> (u32, u32) {
-    let output = run(slurm_command("srun").arg("--version"));
-    let text = stdout(&output);
-    let version = text
-        .split_whitespace()
-        .find(|w| w.chars().next().is_some_and(|c| c.is_ascii_digit()))
-        .unwrap_or_else(|| panic!("no version in `srun --version`: {text}"));
-    let mut parts = version.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
-    (parts.next().unwrap_or(0), parts.next().unwrap_or(0))
-}
-
 /// An OCI bundle for `srun --container` made from busybox: `rootfs/` (where Slurm 22.05
 /// looks for it, whatever config.json says) and a config.json for rootless runc run by the
 /// test user, in the node's network namespace, whose image environment has `image_env`.

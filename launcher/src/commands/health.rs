@@ -137,6 +137,15 @@ pub struct HealthArgs {
     #[arg(long, value_name = "DIR")]
     pub textfile: Option<PathBuf>,
 
+    /// Also put the verdict in the node's Extra in Slurm (`gpudirect_health_ok`,
+    /// `gpudirect_ok`, `gpudirect_at`; the admin's own keys are kept), so that jobs can
+    /// avoid a bad node with `sbatch --extra "gpudirect_ok=1"`. Needs
+    /// SchedulerParameters=extra_constraints (not in Slurm 22.05). A changed verdict is
+    /// written at once, the same one again at most every 10 minutes (docs/admin-guide.md,
+    /// "Letting jobs choose healthy nodes").
+    #[arg(long)]
+    pub extra: bool,
+
     /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,
@@ -198,6 +207,9 @@ pub struct Health {
     /// history could not be opened): exit 3, and nothing is drained or resumed for it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub could_not_check: Option<String>,
+    /// What --extra did: one line per node, or why nothing was written.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub extra: Vec<String>,
     /// Wall time, milliseconds.
     pub elapsed_ms: u64,
 }
@@ -320,11 +332,22 @@ pub fn run(args: &HealthArgs, ctx: &Ctx) -> Result<ExitStatus> {
         slurm: None,
         notes,
         could_not_check,
+        extra: Vec::new(),
         elapsed_ms: 0,
     };
     // A check that could not finish neither drains nor resumes.
     if args.drains.drain && (report.could_not_check.is_none() || !report.failures.is_empty()) {
         report.slurm = Some(act_in_slurm(args, &report, ctx));
+    }
+    // A check that could not finish has no verdict to publish either.
+    if args.extra && (report.could_not_check.is_none() || !report.failures.is_empty()) {
+        let verdict = gpudirect::node_extra::Verdict {
+            tool: drain::Tool::Health,
+            ok: report.failures.is_empty(),
+            busbw_gbps: None,
+            at: gpudirect::units::now_unix(),
+        };
+        report.extra = gpudirect::node_extra::apply_all(&[(node.clone(), verdict)]).0;
     }
     report.elapsed_ms = u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX);
     if let Some(dir) = &args.textfile {
@@ -389,6 +412,7 @@ fn nothing_to_check(
             slurm: None,
             notes: vec![why.to_string()],
             could_not_check: None,
+            extra: Vec::new(),
             elapsed_ms: u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX),
         })?;
     } else {
@@ -599,6 +623,9 @@ fn print_text(report: &Health) -> Result<()> {
         }
         None => {}
     }
+    for line in &report.extra {
+        outln!("gpudirect health: --extra: {line}")?;
+    }
     Ok(())
 }
 
@@ -636,6 +663,7 @@ mod tests {
             slurm: None,
             notes: Vec::new(),
             could_not_check: None,
+            extra: Vec::new(),
             elapsed_ms: 0,
         };
         let json = serde_json::to_value(evidence(

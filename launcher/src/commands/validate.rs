@@ -220,6 +220,14 @@ pub struct ValidateArgs {
     #[arg(long, value_name = "DIR")]
     pub report: Option<PathBuf>,
 
+    /// Also put each node's verdict in its Extra in Slurm (`gpudirect_validate_ok`,
+    /// `gpudirect_ok`, `gpudirect_busbw`, `gpudirect_at`; the admin's own keys are kept):
+    /// 0 for a node --drain would drain, 1 for a healthy one. Jobs then avoid bad nodes with
+    /// `sbatch --extra "gpudirect_ok=1"` (SchedulerParameters=extra_constraints; not in
+    /// Slurm 22.05). Run as root or SlurmUser.
+    #[arg(long)]
+    pub extra: bool,
+
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
@@ -246,8 +254,8 @@ fn units_from_args(args: &ValidateArgs) -> Result<(Units, Vec<String>)> {
         }
         return Ok((Units::Nodes, nodes));
     };
-    if args.drains.drain || args.resume {
-        bail!("--drain drains Slurm nodes and --resume returns them; with --gpus the units are GPUs of this host");
+    if args.drains.drain || args.resume || args.extra {
+        bail!("--drain drains Slurm nodes, --resume returns them and --extra marks them; with --gpus the units are GPUs of this host");
     }
     if args.gpudirect.is_some() {
         bail!("--gpudirect applies to srun steps; with --gpus the pairs run here without Slurm");
@@ -343,6 +351,9 @@ fn check_flags(args: &ValidateArgs, units: &Units) -> Result<()> {
     }
     if (args.drains.retries > 0 || args.resume) && (args.per_rail || args.test == Test::Rails) {
         bail!("--retries and --resume re-test whole nodes with nccl-tests; they do not apply to --per-rail or --test rails yet");
+    }
+    if args.extra && (args.per_rail || args.test == Test::Rails) {
+        bail!("--extra writes each node's verdict of the nccl-tests pairs; --per-rail and --test rails judge NICs, not nodes: run validate without them for --extra");
     }
     if args.test == Test::Rails && !matches!(units, Units::Nodes) {
         bail!("--test rails measures the NICs of Slurm nodes; --gpus validates this host's GPUs with nccl-tests");
@@ -500,7 +511,19 @@ fn conclude(args: &ValidateArgs, validation: &Validation, r: Run<'_>) -> Result<
         true => drains::apply_resumes(drained, &actions::resume_plan(&report, drained)),
         false => Vec::new(),
     };
-    let actions_failed = actions::any_error(&drain_actions) || actions::any_error(&resume_actions);
+    let extra = match args.extra {
+        true => gpudirect::node_extra::apply_all(&actions::extra_verdicts(
+            &report,
+            pairs,
+            gpudirect::units::now_unix(),
+        )),
+        false => (Vec::new(), true),
+    };
+    for line in &extra.0 {
+        noteln!("gpudirect validate: --extra: {line}");
+    }
+    let actions_failed =
+        actions::any_error(&drain_actions) || actions::any_error(&resume_actions) || !extra.1;
     let exit = ExitStatus::of_validation(status, actions_failed);
     let notes = match run_ids.first() {
         Some(first) if !baseline_runs.is_empty() => {
@@ -526,6 +549,9 @@ fn conclude(args: &ValidateArgs, validation: &Validation, r: Run<'_>) -> Result<
             }
             if args.resume {
                 object.insert("resumes".into(), serde_json::to_value(&resume_actions)?);
+            }
+            if args.extra {
+                object.insert("extra".into(), serde_json::to_value(&extra.0)?);
             }
         }
         emit_json(&value)?;

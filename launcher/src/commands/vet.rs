@@ -76,6 +76,13 @@ pub struct VetArgs {
     #[arg(long)]
     pub drain: bool,
 
+    /// Put each judged node's standing in its Extra in Slurm (`gpudirect_vet_ok` 1 good, 0
+    /// bad, and `gpudirect_ok`; the admin's keys are kept), for jobs that select with
+    /// `sbatch --extra "gpudirect_ok=1"`: for an admin or a prolog (SchedulerParameters=
+    /// extra_constraints; not in Slurm 22.05).
+    #[arg(long)]
+    pub extra: bool,
+
     /// The time the vet may take (90, 60s, 2m); what it has not judged by then is
     /// unchecked.
     #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = duration_arg)]
@@ -345,6 +352,25 @@ fn conclude(args: &VetArgs, c: Concluded<'_>) -> Result<ExitStatus> {
     let bad = nodes_that_are(c.vets, Standing::Bad);
     let mut actions = Vec::new();
     name_bad_nodes(args, c.job_id, c.vets, &mut actions);
+    if args.extra {
+        let at = now_unix();
+        let verdicts: Vec<(String, gpudirect::node_extra::Verdict)> = c
+            .vets
+            .iter()
+            .filter(|v| v.standing != Standing::Unchecked)
+            .map(|v| {
+                let verdict = gpudirect::node_extra::Verdict {
+                    tool: Tool::Vet,
+                    ok: v.standing == Standing::Good,
+                    busbw_gbps: None,
+                    at,
+                };
+                (v.node.clone(), verdict)
+            })
+            .collect();
+        let (lines, _) = gpudirect::node_extra::apply_all(&verdicts);
+        actions.extend(lines.into_iter().map(|l| format!("--extra: {l}")));
+    }
     let mut resized = Vec::new();
     if c.decision == Decision::Shrink {
         let dir =

@@ -90,6 +90,42 @@ pub fn drain_plan(report: &Report) -> Vec<Candidate> {
         .collect()
 }
 
+/// What `validate --extra` writes to each node's Extra ([`crate::node_extra`]): 0 for a
+/// node `--drain` would drain (slow or failed, not spared by a re-test), 1 for one judged
+/// healthy, spared or with a bad link only (the node itself is fast); a node of unknown
+/// verdict is left as it is. The busbw is the median of the node's pair runs at the judged
+/// size. Pure.
+pub fn extra_verdicts(
+    report: &Report,
+    pairs: &[PairRun],
+    at: i64,
+) -> Vec<(String, crate::node_extra::Verdict)> {
+    let to_drain: Vec<String> = drain_plan(report)
+        .into_iter()
+        .filter(|c| matches!(c.plan, DrainPlan::Drain { .. }))
+        .map(|c| c.node)
+        .collect();
+    report
+        .nodes
+        .iter()
+        .filter(|n| !matches!(n.verdict, Verdict::Unknown))
+        .map(|n| {
+            let figures: Vec<f64> = pairs
+                .iter()
+                .filter(|p| !p.retest && p.nodes.contains(&n.node))
+                .filter_map(|p| p.busbw)
+                .collect();
+            let verdict = crate::node_extra::Verdict {
+                tool: drain::Tool::Validate,
+                ok: !to_drain.contains(&n.node),
+                busbw_gbps: crate::baseline::median(&figures),
+                at,
+            };
+            (n.node.clone(), verdict)
+        })
+        .collect()
+}
+
 /// `gpudirect validate: slow node, slow in every pairing (2/2), 47% of baseline, with node1, node2;
 /// 2/2 re-tests bad`. Pure.
 fn reason_for(n: &NodeReport, retest: Option<&RetestReport>) -> String {
