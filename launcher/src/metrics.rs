@@ -5,7 +5,7 @@
 //! (`_seconds`, `_bytes_per_second`), a `# HELP`, `# TYPE` and, with a unit, `# UNIT` line
 //! per family, and `# EOF` at the end. Every value is a gauge: the last verdict or figure.
 //! Labels: `cluster`, `node`, `tool` (`health`, `validate`, `vet`, `run`), `collective`,
-//! `check`, `profile`.
+//! `rail`, `check`, `profile`.
 //!
 //! | family | labels | value |
 //! |---|---|---|
@@ -14,6 +14,9 @@
 //! | `gpudirect_node_busbw_bytes_per_second` | cluster, node, tool, collective | its busbw (largest size) |
 //! | `gpudirect_node_baseline_busbw_bytes_per_second` | cluster, node, tool, collective | the median of up to 10 earlier ok runs of the same kind (`baseline::Key`) |
 //! | `gpudirect_node_vet_good` | cluster, node | 1 good, 0 bad in the newest vet that named the node |
+//! | `gpudirect_rail_busbw_bytes_per_second` | cluster, node, rail | what the node last sent on the rail (`validate --test rails`) |
+//! | `gpudirect_rail_ok` | cluster, node, rail | 1 when that pair passed, 0 slow or failed |
+//! | `gpudirect_node_drained` | cluster, node, tool | 1 while Slurm has the node drained with the tool's tag |
 //! | `gpudirect_health_ok` | node, profile | `health --textfile`: 1 passed, 0 failed |
 //! | `gpudirect_health_check_ok` | node, check | each check of that run |
 //! | `gpudirect_health_timestamp_seconds`, `gpudirect_health_duration_seconds` | node | when, how long |
@@ -139,6 +142,83 @@ const VET_GOOD: (&str, &str, Option<&str>) = (
     None,
 );
 
+const RAIL_BUSBW: (&str, &str, Option<&str>) = (
+    "gpudirect_rail_busbw_bytes_per_second",
+    "What the node last sent on this rail (data NIC) in a validate --test rails pair.",
+    Some("bytes_per_second"),
+);
+const RAIL_OK: (&str, &str, Option<&str>) = (
+    "gpudirect_rail_ok",
+    "Whether the node's last rail pair on this rail passed (1) or was slow or failed (0).",
+    None,
+);
+const DRAINED: (&str, &str, Option<&str>) = (
+    "gpudirect_node_drained",
+    "1 for a node drained (now, in Slurm) with this tool's tag; absent when it is not.",
+    None,
+);
+
+/// One node's figure on one rail: a node result of a `validate --test rails` run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RailFigure {
+    /// The run's cluster.
+    pub cluster: String,
+    /// The node.
+    pub node: String,
+    /// The rail (data NIC).
+    pub rail: String,
+    /// What it sent, GB/s (none when the pair measured nothing).
+    pub gbps: Option<f64>,
+    /// The pair's class: `pass`, `slow`, `failed` (`retried` attempts are skipped).
+    pub verdict: Option<String>,
+}
+
+/// Adds each (cluster, node, rail)'s newest figure and verdict; `figures` newest first.
+pub fn add_rail_metrics(x: &mut Exposition, figures: &[RailFigure]) {
+    let mut seen: std::collections::BTreeSet<(&str, &str, &str)> = Default::default();
+    for f in figures {
+        if f.verdict.as_deref() == Some("retried") || !seen.insert((&f.cluster, &f.node, &f.rail)) {
+            continue;
+        }
+        let l = [
+            ("cluster", f.cluster.as_str()),
+            ("node", f.node.as_str()),
+            ("rail", f.rail.as_str()),
+        ];
+        if let Some(gbps) = f.gbps {
+            x.gauge(RAIL_BUSBW, &l, gbps * 1e9);
+        }
+        if let Some(v) = &f.verdict {
+            x.gauge(RAIL_OK, &l, f64::from(u8::from(v == "pass")));
+        }
+    }
+}
+
+/// Adds one sample per node drained now with one of our tools' tags: `drains` holds
+/// (node, `scontrol show node`'s reason) of the drained nodes.
+pub fn add_drain_metrics(x: &mut Exposition, cluster: &str, drains: &[(String, Option<String>)]) {
+    use crate::drain::{is_ours, Tool};
+    for (node, reason) in drains {
+        for (tool, name) in [
+            (Tool::Health, "health"),
+            (Tool::Validate, "validate"),
+            (Tool::Vet, "vet"),
+        ] {
+            if is_ours(tool, reason.as_deref()) {
+                x.gauge(
+                    DRAINED,
+                    &[
+                        ("cluster", cluster),
+                        ("node", node.as_str()),
+                        ("tool", name),
+                    ],
+                    1.0,
+                );
+            }
+        }
+    }
+}
+
 /// Which tool recorded a run: `health` (variant `health`), `validate` (`validate:*`),
 /// `vet` (`vet:*`), else `run` (run, tune, import).
 pub fn tool_of(run: &RunSummary) -> &'static str {
@@ -146,6 +226,8 @@ pub fn tool_of(run: &RunSummary) -> &'static str {
         Some("health") => "health",
         Some(v) if v.starts_with("validate:") => "validate",
         Some(v) if v.starts_with("vet:") => "vet",
+        // validate --test rails records one run per (pair, rail), variant `rail:<nic>`.
+        Some(v) if v.starts_with("rail:") => "validate",
         _ => "run",
     }
 }
@@ -361,6 +443,73 @@ mod tests {
     use super::*;
 
     #[test]
+    fn each_rails_newest_figure_and_our_drains_by_tool() {
+        let fig = |node: &str, rail: &str, gbps: Option<f64>, verdict: &str| RailFigure {
+            cluster: "c1".into(),
+            node: node.into(),
+            rail: rail.into(),
+            gbps,
+            verdict: Some(verdict.into()),
+        };
+        let mut x = Exposition::default();
+        add_rail_metrics(
+            &mut x,
+            &[
+                fig("node3", "eth2", Some(0.12), "slow"),
+                fig("node3", "eth2", Some(1.1), "pass"),
+                fig("node3", "eth1", None, "retried"),
+                fig("node3", "eth1", None, "failed"),
+            ],
+        );
+        add_drain_metrics(
+            &mut x,
+            "c1",
+            &[
+                (
+                    "node2".into(),
+                    Some("gpudirect health: eth3 is down".into()),
+                ),
+                ("node4".into(), Some("gpudirect: slow node".into())),
+                ("node5".into(), Some("bad DIMM".into())),
+            ],
+        );
+        let text = x.render();
+        let l = r#"{cluster="c1",node="node3",rail="eth2"}"#;
+        assert!(
+            text.contains(&format!(
+                "gpudirect_rail_busbw_bytes_per_second{l} 120000000\n"
+            )),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!("gpudirect_rail_ok{l} 0\n")),
+            "the newest, slow: {text}"
+        );
+        let l = r#"{cluster="c1",node="node3",rail="eth1"}"#;
+        assert!(
+            text.contains(&format!("gpudirect_rail_ok{l} 0\n")),
+            "failed, not the retried attempt: {text}"
+        );
+        assert!(
+            !text.contains(&format!("gpudirect_rail_busbw_bytes_per_second{l}")),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"gpudirect_node_drained{cluster="c1",node="node2",tool="health"} 1"#),
+            "{text}"
+        );
+        // The tag of earlier versions counts as validate's.
+        assert!(
+            text.contains(r#"gpudirect_node_drained{cluster="c1",node="node4",tool="validate"} 1"#),
+            "{text}"
+        );
+        assert!(
+            !text.contains(r#"node="node5""#),
+            "an admin's drain is not ours: {text}"
+        );
+    }
+
+    #[test]
     fn labels_are_quoted_and_the_text_ends_with_eof() {
         let run = HealthRun {
             node: "node\"2",
@@ -398,5 +547,80 @@ mod tests {
             std::fs::read_to_string(dir.path().join("gpudirect.prom")).unwrap(),
             "a 2\n# EOF\n"
         );
+    }
+
+    /// Issue #32: node_exporter reads the file while health rewrites it; it must only ever
+    /// see a whole file. A writer rewrites it in a loop with texts of different lengths
+    /// (a partial write of the long one would read as a prefix of it), a reader reads it
+    /// as fast as it can, and every read must be one of the texts, whole.
+    #[test]
+    fn a_reader_never_sees_a_partial_textfile_while_it_is_rewritten() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("gpudirect_health.prom");
+        let long: String = (0..2000)
+            .map(|i| format!("gpudirect_x{{i=\"{i}\"}} {i}\n"))
+            .collect();
+        let texts = [
+            format!("{long}# EOF\n"),
+            "gpudirect_x 1\n# EOF\n".to_string(),
+        ];
+        write_textfile(dir.path(), "gpudirect_health.prom", &texts[0]).unwrap();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let writer = {
+            let (dir, texts, stop) = (dir.path().to_path_buf(), texts.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut n = 0usize;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    write_textfile(&dir, "gpudirect_health.prom", &texts[n % 2]).unwrap();
+                    n += 1;
+                }
+                n
+            })
+        };
+        let mut reads = 0;
+        let start = std::time::Instant::now();
+        while reads < 3000 || start.elapsed() < std::time::Duration::from_millis(200) {
+            let seen = std::fs::read_to_string(&path).unwrap();
+            assert!(
+                texts.contains(&seen),
+                "a partial file, {} bytes",
+                seen.len()
+            );
+            reads += 1;
+            if start.elapsed() > std::time::Duration::from_secs(20) {
+                break;
+            }
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let writes = writer.join().unwrap();
+        assert!(
+            writes > 10,
+            "the writer rewrote the file while it was read ({writes} writes)"
+        );
+    }
+
+    /// The shipped Grafana dashboard (docs/grafana-dashboard.json) is JSON, and every
+    /// metric its queries name is one this module writes: a renamed family breaks this.
+    #[test]
+    fn the_shipped_dashboard_queries_only_metrics_we_write() {
+        let text = include_str!("../../docs/grafana-dashboard.json");
+        let doc: serde_json::Value = serde_json::from_str(text).expect("the dashboard is JSON");
+        let ours = include_str!("metrics.rs");
+        let mut named = 0;
+        for panel in doc["panels"].as_array().expect("panels") {
+            for target in panel["targets"].as_array().expect("targets") {
+                let expr = target["expr"].as_str().expect("an expr");
+                for word in expr.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
+                    if word.starts_with("gpudirect_") {
+                        named += 1;
+                        assert!(
+                            ours.contains(&format!("\"{word}\"")),
+                            "{word} is not written here"
+                        );
+                    }
+                }
+            }
+        }
+        assert!(named >= 8, "{named}");
     }
 }

@@ -220,6 +220,28 @@ pub fn node_state(node: &str) -> Result<NodeState, SlurmError> {
     })
 }
 
+/// Every drained or draining node with its reason (`scontrol show node --oneliner`).
+pub fn drained_nodes() -> Result<Vec<(String, Option<String>)>, SlurmError> {
+    let job = scontrol(["show", "node", "--oneliner"]);
+    let shown = job.command_line();
+    let finished = call(&job, &shown)?;
+    succeeded(&shown, &finished)?;
+    Ok(parse_drained(&String::from_utf8_lossy(&finished.stdout)))
+}
+
+/// The drained nodes of `scontrol show node --oneliner` output, one node a line (pure).
+pub fn parse_drained(text: &str) -> Vec<(String, Option<String>)> {
+    text.lines()
+        .filter_map(|line| {
+            let name = line
+                .split_whitespace()
+                .find_map(|w| w.strip_prefix("NodeName="))?;
+            let state = parse_node_line(line)?;
+            state.drained().then(|| (name.to_string(), state.reason))
+        })
+        .collect()
+}
+
 /// Reads one `scontrol show node -o` line (pure). `Reason=` comes last on the line and
 /// may hold spaces; the other fields are `key=value` words.
 pub fn parse_node_line(line: &str) -> Option<NodeState> {
@@ -499,6 +521,24 @@ pub fn read_labelled_json<T: serde::de::DeserializeOwned>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_drained_nodes_and_their_reasons_are_read_from_every_nodes_line() {
+        let text = "NodeName=node1 Arch=x86_64 State=IDLE ThreadsPerCore=1\n\
+                    NodeName=node2 Arch=x86_64 State=IDLE+DRAIN ThreadsPerCore=1 Reason=gpudirect health: eth3 is down [root@2026-12-02T00:10:00]\n\
+                    NodeName=node3 State=MIXED+DRAIN Reason=bad DIMM [root@2026-12-02T00:11:00]\n";
+        assert_eq!(
+            parse_drained(text),
+            [
+                (
+                    "node2".to_string(),
+                    Some("gpudirect health: eth3 is down".to_string())
+                ),
+                ("node3".to_string(), Some("bad DIMM".to_string())),
+            ]
+        );
+        assert!(parse_drained("").is_empty());
+    }
 
     #[test]
     fn show_config_says_the_version_and_whether_extra_constraints_are_on() {

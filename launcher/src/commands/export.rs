@@ -145,7 +145,18 @@ fn write_export(
         Format::Jsonl => ExportFormat::JsonLines,
         Format::Openmetrics => {
             let vets = history.list_vets(None)?;
-            let text = gpudirect::metrics::history_metrics(&runs, &vets).render();
+            let mut metrics = gpudirect::metrics::history_metrics(&runs, &vets);
+            gpudirect::metrics::add_rail_metrics(&mut metrics, &rail_figures(history, &runs)?);
+            match gpudirect::slurm::drained_nodes() {
+                Ok(drains) => {
+                    let cluster = gpudirect::slurm::cluster_name(None).unwrap_or_default();
+                    gpudirect::metrics::add_drain_metrics(&mut metrics, &cluster, &drains);
+                }
+                Err(e) => note(&format!(
+                    "gpudirect export: drains left out (gpudirect_node_drained): Slurm did not answer: {e}"
+                )),
+            }
+            let text = metrics.render();
             out.write_all(text.as_bytes())?;
             out.flush()?;
             return Ok(text.lines().filter(|l| !l.starts_with('#')).count() as u64);
@@ -161,6 +172,37 @@ fn write_export(
         }
     }
     Ok(writer.finish()?)
+}
+
+/// The per-rail figures of the `validate --test rails` runs among `runs` (newest first):
+/// each node result that says what a node sent on a rail.
+fn rail_figures(
+    history: &History,
+    runs: &[gpudirect::history::RunSummary],
+) -> Result<Vec<gpudirect::metrics::RailFigure>> {
+    let mut figures = Vec::new();
+    for run in runs.iter().filter(|r| {
+        r.replay_of.is_none() && r.variant.as_deref().is_some_and(|v| v.starts_with("rail:"))
+    }) {
+        let detail = history.get_run(run.id)?;
+        for r in &detail.node_results {
+            let Some((rail, true)) = r
+                .role
+                .as_deref()
+                .and_then(gpudirect::validate::rails::rail_of_role)
+            else {
+                continue;
+            };
+            figures.push(gpudirect::metrics::RailFigure {
+                cluster: run.cluster.clone().unwrap_or_default(),
+                node: r.node.clone(),
+                rail: rail.to_string(),
+                gbps: r.busbw,
+                verdict: r.verdict.clone(),
+            });
+        }
+    }
+    Ok(figures)
 }
 
 /// The temporary name beside `target`: same folder (so the rename is atomic), hidden,
