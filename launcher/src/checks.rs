@@ -106,7 +106,7 @@ pub fn expected_sizes(min: u64, max: u64, factor: Option<u64>, step: Option<u64>
 /// What "every rank ran alone" means and how to fix it, after the `evidence` for it.
 pub fn ran_alone(evidence: &str) -> String {
     format!(
-        "{evidence}: every process ran the test alone, in a world of one rank, so no figure \
+        "{evidence}: every process ran the test alone, in a world of its own (its own GPUs only), so no figure \
          measures the links between them. Fix: build nccl-tests with MPI=1 and launch it with \
          `srun --mpi=pmix` (or mpirun inside the allocation); `gpudirect-mpi check` tells \
          which launch works"
@@ -233,8 +233,32 @@ pub fn judge(
     if let Some(evidence) = parsed.ran_alone_evidence() {
         tally.add(RunStatus::Failed, "worlds", ran_alone(&evidence));
     }
+    if let Some((runs, ranks)) = parsed.separate_worlds() {
+        tally.add(
+            RunStatus::Failed,
+            "worlds",
+            format!(
+                "the output holds {runs} separate runs (the test's header printed {runs} times, \
+                 {ranks} ranks each): their rows interleave, so no figure belongs to one run; \
+                 give each run its own output file (srun -o, or one log per job)"
+            ),
+        );
+    }
     if parsed.rows.is_empty() {
         tally.add(RunStatus::Failed, "rows", "no result rows in the output");
+    } else if expect.sizes.is_empty() && parsed.has_preamble() && parsed.avg_busbw.is_none() {
+        // A header without its size range (a paste that starts below `# nThread`) and no
+        // summary: whether rows are missing cannot be told, so it is said, not judged.
+        let largest_row = parsed.rows.iter().map(|r| r.size_bytes).max().unwrap_or(0);
+        tally.add(
+            RunStatus::Ok,
+            "rows",
+            format!(
+                "no summary line (`# Avg bus bandwidth`) after the last row ({largest_row} B): \
+                 the output may be cut short, and without its `minBytes`/`maxBytes` line the \
+                 missing sizes cannot be told: not known to be a complete run"
+            ),
+        );
     } else if !expect.sizes.is_empty() {
         // nccl-tests rounds each size down to whole, 16-byte-aligned per-rank chunks: a
         // small size may vanish (all_gather on 2 ranks starts at 32 B) and a large one may

@@ -47,6 +47,7 @@ mod failure;
 mod infer;
 pub mod joblog;
 mod json;
+mod other;
 pub mod ras;
 mod text;
 pub mod transport;
@@ -58,6 +59,7 @@ use serde::{Deserialize, Serialize};
 pub use busbw::{busbw_factor, BusBwMismatch};
 pub use failure::{Failure, FailureKind};
 pub use infer::{Inference, InferredFact};
+pub use other::other_program;
 pub use transport::{
     NcclDebugInfo, NetworkUse, PluginVersion, TransportClass, TransportMatch, TransportUse,
     TuningChoice,
@@ -414,6 +416,24 @@ impl ParsedOutput {
         self.ran_alone_evidence().is_some()
     }
 
+    /// (runs, ranks per run) when several separate runs, each a world of several
+    /// processes, wrote this output (two jobs appending to one log). nccl-tests prints its
+    /// header once per world: more processes (host and pid of the `# Rank` lines) than
+    /// headers means worlds of several processes, whose rows interleave so that no one run
+    /// can be read. One process a header is [`Self::ran_alone_evidence`]'s case, even with
+    /// several GPUs each (`-g 2`).
+    pub fn separate_worlds(&self) -> Option<(usize, usize)> {
+        let runs = self.parameter_lines as usize;
+        let mut processes: Vec<(Option<&str>, u32)> = self
+            .ranks
+            .iter()
+            .filter_map(|r| Some((r.host.as_deref(), r.pid?)))
+            .collect();
+        processes.sort_unstable();
+        processes.dedup();
+        (runs > 1 && processes.len() > runs).then(|| (runs, self.ranks.len() / runs))
+    }
+
     /// What shows that several processes ran the test each in a world of one rank, said
     /// for the user; `None` when nothing does. Two signs, either enough:
     /// - the parameter line (`# nThread ...`) printed more than once: every process
@@ -424,6 +444,9 @@ impl ParsedOutput {
     ///   it is on one rank for every collective whose busbw factor is `(n-1)/n`-shaped.
     ///   A single sweep, or several whole sweeps (`-N`, `-d all`), never goes back early.
     pub fn ran_alone_evidence(&self) -> Option<String> {
+        if self.separate_worlds().is_some() {
+            return None;
+        }
         if self.parameter_lines > 1 {
             return Some(format!(
                 "the test's header was printed {} times",

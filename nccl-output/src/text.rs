@@ -368,6 +368,20 @@ impl TextParser {
         if self.rccl_line(trimmed) {
             return;
         }
+        // NCCL_DEBUG=VERSION prints the version bare, without the `host:pid:tid [d] NCCL
+        // INFO` of its other lines: `NCCL version 2.18.3+cuda12.2` (often behind srun -l).
+        if trimmed.starts_with("NCCL version ") {
+            let bare = crate::transport::DebugLine {
+                prefix: "",
+                host: None,
+                pid: None,
+                device: None,
+                level: "VERSION",
+                message: trimmed,
+            };
+            self.debug.add(&bare, n);
+            return;
+        }
         if is_cut_marker(trimmed) {
             self.out.cut_at_lines.push(n);
             self.diag(
@@ -1037,6 +1051,16 @@ mod tests {
 #        (B)    (elements)                               (us)  (GB/s)  (GB/s)             (us)  (GB/s)  (GB/s)         
          512            64     float              -1    31.67    0.01    0.01       0    17.07    0.01    0.01       0
 ";
+
+    #[test]
+    fn a_bare_nccl_version_line_behind_an_srun_label_is_read() {
+        // As NCCL_DEBUG=VERSION prints it under `srun -l` (a published Slurm log).
+        let out = parse_text_str(
+            " 0: NCCL version 2.18.3+cuda12.2\n 0: # nThread 1 nGpus 1 minBytes 8 maxBytes 8\n",
+        );
+        assert_eq!(out.debug.nccl_version.as_deref(), Some("2.18.3"));
+        assert_eq!(out.debug.cuda_version.as_deref(), Some("12.2"));
+    }
 
     #[test]
     fn cut_markers_are_told_from_other_lines() {

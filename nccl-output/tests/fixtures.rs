@@ -1294,3 +1294,57 @@ fn table_rows(text: &str) -> String {
         .map(|l| format!("{l}\n"))
         .collect()
 }
+
+/// Issue #33: the look-alike programs `import` refuses are told by lines only they print;
+/// no nccl-tests or rccl-tests output of the fixtures (recorded here, by hand, or published
+/// by others) is taken for one, and each published look-alike is.
+#[test]
+fn other_programs_are_told_from_every_nccl_tests_fixture() {
+    let mut checked = 0;
+    for dir in ["nccl-tests", "nccl-tests-handmade", "nccl-tests-published"] {
+        let mut stack = vec![fixtures().join(dir)];
+        while let Some(d) = stack.pop() {
+            for entry in std::fs::read_dir(&d).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    stack.push(path);
+                    continue;
+                }
+                let name = path.file_name().unwrap().to_string_lossy().into_owned();
+                if name.ends_with(".md") || name.ends_with(".tsv") {
+                    continue;
+                }
+                let text = String::from_utf8_lossy(&std::fs::read(&path).unwrap()).into_owned();
+                let seen = nccl_output::other_program(&text);
+                if name.starts_with("not-nccl-tests-") {
+                    assert!(seen.is_some(), "{name} was not recognised");
+                } else {
+                    assert_eq!(seen, None, "{}", path.display());
+                }
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked > 60, "{checked} files");
+}
+
+/// Two multi-process runs appended to one log are two runs; a process that ran `-g 2`
+/// alone, twice, is the ran-alone fault (issue #33).
+#[test]
+fn appended_mpi_runs_are_separate_worlds_and_lone_processes_are_not() {
+    let read =
+        |rel: &str| std::fs::read_to_string(fixtures().join("nccl-tests").join(rel)).unwrap();
+    let mpi = read("h200x2-mpirun/all_reduce_mpi_np2.txt");
+    // The second job's processes have their own pids.
+    let second = mpi
+        .replace("Pid   2171", "Pid   3171")
+        .replace("Pid   2172", "Pid   3172");
+    let twice = nccl_output::parse(format!("{mpi}{second}").as_bytes());
+    assert_eq!(twice.separate_worlds(), Some((2, 2)));
+    assert_eq!(twice.ran_alone_evidence(), None);
+    let alone = read("h200x2-nvlink/all_reduce_g2.txt");
+    let twice = nccl_output::parse(format!("{alone}{alone}").as_bytes());
+    assert_eq!(twice.separate_worlds(), None);
+    assert!(twice.ran_alone_evidence().is_some());
+    assert_eq!(nccl_output::parse(mpi.as_bytes()).separate_worlds(), None);
+}

@@ -110,6 +110,11 @@ fn import_one(history: &mut History, args: &ImportArgs, file: &Path) -> Result<I
         file.display()
     );
     let raw = std::fs::read(&path).with_context(|| format!("cannot read `{}`", file.display()))?;
+    if let Some(what) = nccl_output::other_program(&String::from_utf8_lossy(&raw)) {
+        anyhow::bail!(
+            "this is {what}; gpudirect import reads the output of nccl-tests' *_perf programs (or rccl-tests'): nothing recorded"
+        );
+    }
     let reading = Reading {
         collective: args.collective.clone(),
         headerless: Some(args.ranks),

@@ -14,6 +14,7 @@ mod hostfile;
 mod log;
 mod metrics;
 mod profiles;
+mod published;
 mod report;
 mod run;
 mod tune;

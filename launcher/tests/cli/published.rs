@@ -1,0 +1,159 @@
+//! `gpudirect import` over outputs published by others (issue #33):
+//! `tests/fixtures/nccl-tests-published/`, each file named with its source in that folder's
+//! README.md, and what a person reads off each in its `manifest.tsv`. Every file either
+//! imports with the manifest's collective, largest size and busbw at that size, or is
+//! refused (or judged) with the reason the table below gives.
+
+use std::path::PathBuf;
+
+use super::common::*;
+
+fn folder() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/nccl-tests-published")
+}
+
+/// Files `import` refuses, and what its error must say.
+const REFUSED: [(&str, &str); 8] = [
+    // One-rank worlds: no collective to ask for; the run is the problem.
+    (
+        "interleaved-1rank-1-nccl-tests-294.txt",
+        "every process ran the test alone",
+    ),
+    // sendrecv's busbw is its algbw whatever the rank count: only the user knows it.
+    ("sendrecv-1-li-plus-playground.txt", "pass --ranks"),
+    // nccl-tests before 2.13 (an `error` column): no collective fits, and no rank count.
+    ("sendrecv-2-nccl-tests-104.txt", "pass --collective"),
+    // Its right-hand columns were cut off when pasted: no busbw/algbw ratio fits.
+    (
+        "other-column-cut-1-skypilot-nebius.txt",
+        "pass --collective",
+    ),
+    (
+        "not-nccl-tests-1-skypilot-nebius-ib-send-bw.txt",
+        "this is a perftest output",
+    ),
+    (
+        "not-nccl-tests-2-skypilot-4448-all-reduce-bench-stacked.txt",
+        "PyTorch collective benchmark",
+    ),
+    (
+        "not-nccl-tests-3-nccl-120-nccl1-all-gather-test.txt",
+        "NCCL 1's test programs",
+    ),
+    (
+        "not-nccl-tests-4-mscclpp-83-mscclpp-test.txt",
+        "an mscclpp-test output",
+    ),
+];
+
+/// Files that import, but not as the manifest's reading: what the history must hold.
+const JUDGED: [(&str, &str, &str); 3] = [
+    // Two hosts each ran `-g 8` alone (nccl-tests built without MPI under mpirun): two
+    // headers, one process each, their rows interleaved. Recorded failed, with the fix.
+    (
+        "interleaved-nrank-1-nccl-tests-306.txt",
+        "failed",
+        "ran the test alone, in a world of its own",
+    ),
+    // The paste starts below `# nThread` and stops before the summary: said, not judged.
+    (
+        "cut-short-1-hisohara-ai-scripts-rccl-mi355x.txt",
+        "ok",
+        "no summary line",
+    ),
+    // scatter and gather rows look alike (redop none, a root, busbw (n-1)/n of algbw): the
+    // text names neither, so the collective stays unknown rather than guessed.
+    (
+        "srun-label-1-awsome-distributed-training-slurm-104.txt",
+        "ok",
+        "",
+    ),
+];
+
+struct Line {
+    file: String,
+    collective: String,
+    max_size: Option<u64>,
+    busbw: Option<f64>,
+}
+
+fn manifest() -> Vec<Line> {
+    let text = std::fs::read_to_string(folder().join("manifest.tsv")).expect("manifest.tsv");
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().expect("a header").split('\t').collect();
+    let col = |name: &str| header.iter().position(|h| *h == name).expect(name);
+    let (file, collective, max, busbw) = (
+        col("file"),
+        col("collective"),
+        col("max_size_bytes"),
+        col("busbw_at_max"),
+    );
+    lines
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            let f: Vec<&str> = l.split('\t').collect();
+            Line {
+                file: f[file].to_string(),
+                collective: f[collective].to_string(),
+                max_size: f.get(max).and_then(|v| v.parse().ok()),
+                // Two values (`361.10;22.20`) mean two interleaved runs: no one figure.
+                busbw: f.get(busbw).and_then(|v| v.parse().ok()),
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn every_published_output_imports_as_read_by_hand_or_is_refused_with_why() {
+    let dir = scratch("published", "import");
+    let lines = manifest();
+    assert!(lines.len() >= 19, "{} files in the manifest", lines.len());
+    for (i, line) in lines.iter().enumerate() {
+        let db = dir.path().join(format!("h{i}.sqlite"));
+        let path = folder().join(&line.file);
+        assert!(
+            path.is_file(),
+            "{} is in the manifest but not in the folder",
+            line.file
+        );
+        let mut import = gpudirect_without(&["GPUDIRECT_DB"]);
+        import.args(["--db"]).arg(&db).arg("import").arg(&path);
+        let out = run(&mut import);
+        let said = format!("{}{}", stdout(&out), stderr(&out));
+        if let Some((_, why)) = REFUSED.iter().find(|(f, _)| *f == line.file) {
+            assert_eq!(out.status.code(), Some(3), "{}: {said}", line.file);
+            assert!(said.contains(why), "{}: wanted `{why}`: {said}", line.file);
+            continue;
+        }
+        assert!(out.status.success(), "{}: {said}", line.file);
+        let mut history = gpudirect_without(&["GPUDIRECT_DB"]);
+        history.args(["--db"]).arg(&db).args(["history", "--json"]);
+        let runs: serde_json::Value = serde_json::from_str(&ok(&mut history)).expect("JSON");
+        let r = &runs[0];
+        assert_eq!(
+            r["max_size_bytes"].as_u64(),
+            line.max_size,
+            "{}: {r}",
+            line.file
+        );
+        if let Some((_, status, why)) = JUDGED.iter().find(|(f, _, _)| *f == line.file) {
+            assert_eq!(r["status"], *status, "{}: {r}", line.file);
+            assert!(said.contains(why), "{}: wanted `{why}`: {said}", line.file);
+            continue;
+        }
+        assert_eq!(r["status"], "ok", "{}: {said}", line.file);
+        assert_eq!(
+            r["collective"],
+            line.collective.as_str(),
+            "{}: {r}",
+            line.file
+        );
+        let want = line.busbw.expect("a busbw in the manifest");
+        let got = r["busbw"].as_f64().unwrap_or(f64::NAN);
+        assert!(
+            (got - want).abs() < 0.005,
+            "{}: busbw {got}, manifest {want}",
+            line.file
+        );
+    }
+}
