@@ -9,6 +9,7 @@
 
 pub mod config;
 pub mod cpulist;
+pub mod derive;
 pub mod hostlist;
 pub mod lint;
 pub mod locality;

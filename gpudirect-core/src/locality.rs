@@ -26,8 +26,14 @@
 //! [`Locality::links`] are pure and tested on data. The plugin reads the map once per node
 //! (in `user_init`) and hands it to [`crate::resolve::plan_node_with_locality`].
 //!
-//! Fixture trees for the A3 High layout (exact), A3 Mega and p5 (illustrative) live in
-//! `gpudirect-core/tests/sysfs/`, built by `make-fixtures.sh` there.
+//! - GPUs whose nearest NICs are the same set split them in blocks, in PCI order
+//!   ([`share_out`]): two GPUs and two NICs under one switch (A3 Mega, A3 Ultra, A4) give
+//!   GPU 0 the first NIC and GPU 1 the second; two GPUs and one NIC (A3 High) share it.
+//!
+//! Fixture trees of A3 High, A3 Mega, A3 Ultra, A4, p5 and ND H100 v5, built from published
+//! layouts (each source in their README), plus a flat VM and a node with a NIC missing, live
+//! in `gpudirect-core/tests/sysfs/`, built by `make-fixtures.sh` there; `expected.toml`
+//! holds each vendor's map.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -213,24 +219,34 @@ impl Locality {
             })
             .filter(|(_, names): &(_, Vec<&String>)| !names.is_empty())
             .collect();
-        self.gpus
+        // Each GPU's nearest NICs: those under its lowest shared bridge. Depth 1 is the
+        // host bridge alone: not a shared switch.
+        let nearest: Vec<Vec<usize>> = self
+            .gpus
             .iter()
-            .enumerate()
-            .map(|(index, gpu)| {
+            .map(|gpu| {
                 let shared = |nic: &PciFunction| common_prefix(&gpu.upstream, &nic.upstream);
-                // Depth 1 is the host bridge alone: not a shared switch.
                 let best = candidates
                     .iter()
                     .map(|(nic, _)| shared(nic))
                     .max()
                     .filter(|&d| d >= 2);
-                let near: Vec<&(&PciFunction, Vec<&String>)> = match best {
-                    Some(depth) => candidates
-                        .iter()
-                        .filter(|(nic, _)| shared(nic) == depth)
+                match best {
+                    Some(depth) => (0..candidates.len())
+                        .filter(|&i| shared(candidates[i].0) == depth)
                         .collect(),
                     None => Vec::new(),
-                };
+                }
+            })
+            .collect();
+        self.gpus
+            .iter()
+            .enumerate()
+            .map(|(index, gpu)| {
+                let near: Vec<&(&PciFunction, Vec<&String>)> = share_out(&nearest, index)
+                    .into_iter()
+                    .map(|i| &candidates[i])
+                    .collect();
                 let nics: Vec<String> = near
                     .iter()
                     .flat_map(|(_, names)| names.iter().map(|n| (*n).clone()))
@@ -248,6 +264,30 @@ impl Locality {
                 }
             })
             .collect()
+    }
+}
+
+/// GPU `gpu`'s share of its nearest NICs. GPUs whose nearest NICs are the same set (two
+/// GPUs and two NICs under one switch, as on A3 Mega, A3 Ultra and A4) split them in blocks,
+/// in PCI order: GPU k of m takes NICs k*n/m up to (k+1)*n/m of the n, or NIC k*n/m when
+/// there are fewer NICs than GPUs (A3 High's two GPUs a NIC). One GPU with four EFA devices
+/// keeps all four. This is the vendors' map on every published layout
+/// (gpudirect-core/tests/sysfs/expected.toml), where "every NIC under the switch" would give
+/// each GPU both of a pair.
+fn share_out(nearest: &[Vec<usize>], gpu: usize) -> Vec<usize> {
+    let mine = &nearest[gpu];
+    if mine.is_empty() {
+        return Vec::new();
+    }
+    let peers: Vec<usize> = (0..nearest.len())
+        .filter(|&g| nearest[g] == *mine)
+        .collect();
+    let (m, n) = (peers.len(), mine.len());
+    let k = peers.iter().position(|&g| g == gpu).unwrap_or(0);
+    if n >= m {
+        mine[k * n / m..(k + 1) * n / m].to_vec()
+    } else {
+        vec![mine[k * n / m]]
     }
 }
 
@@ -396,13 +436,13 @@ mod tests {
         let links = map.links(NicClass::Infiniband, &any);
         assert_eq!(
             links[0].nics,
-            ["rdmap84s0", "rdmap85s0", "rdmap86s0", "rdmap87s0"]
+            ["rdmap79s0", "rdmap80s0", "rdmap81s0", "rdmap82s0"]
         );
         assert_eq!(links[0].pci, "0000:53:00.0");
         assert_eq!(links[7].pci, "0000:ca:00.0");
         assert_eq!(
             links[7].nics,
-            ["rdmap203s0", "rdmap204s0", "rdmap205s0", "rdmap206s0"]
+            ["rdmap198s0", "rdmap199s0", "rdmap200s0", "rdmap201s0"]
         );
         let all: BTreeSet<&String> = links.iter().flat_map(|l| &l.nics).collect();
         assert_eq!(all.len(), 32, "every EFA device belongs to exactly one GPU");

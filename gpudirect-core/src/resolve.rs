@@ -1538,7 +1538,7 @@ skip_checks = ["libraries", "rxdm_socket_dir"]
         let plan = plan_task(&node, &task(5), &|_| None);
         assert_eq!(
             plan.nic.as_deref(),
-            Some("rdmap169s0,rdmap170s0,rdmap171s0,rdmap172s0")
+            Some("rdmap164s0,rdmap165s0,rdmap166s0,rdmap167s0")
         );
         assert_eq!(get(&plan, "GPUDIRECT_CPUS"), Some("48-95,144-191"));
         assert_eq!(get(&plan, "FI_PROVIDER"), Some("efa"));

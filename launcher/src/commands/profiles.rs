@@ -70,6 +70,11 @@ pub enum ProfilesCommand {
     Check(CheckArgs),
     /// Show what the plugin gives one task: variables, NIC, CPUs, checks.
     Explain(ExplainArgs),
+    /// Write a profile from this node's sysfs: data and control NICs, each GPU's NIC by PCI
+    /// distance (switch, then root complex, then NUMA node), the NICs' CPUs and the line
+    /// rate, each with a comment saying why. With --base, an overlay that keeps that
+    /// profile's transport and replaces only the NIC facts.
+    Generate(GenerateArgs),
     /// Append a profile overlay (`gpudirect tune --write`) to the config exactly as checked:
     /// read once, checked with the config under a lock, appended, read back and checked
     /// again (as root, by the plugin's rules). Exit 1, the config unchanged, on any error.
@@ -109,6 +114,39 @@ pub struct CheckArgs {
     /// profiles. FILE need not be root's: it is only read.
     #[arg(long = "overlay", value_name = "FILE")]
     pub overlays: Vec<PathBuf>,
+}
+
+/// `profiles generate`.
+#[derive(Debug, Args)]
+#[command(after_help = "Examples:\n  \
+    gpudirect profiles generate > node.toml                 # on a GPU node: its /sys and /proc\n  \
+    gpudirect profiles generate --base tcpx --name tcpx-here -o tcpx-here.toml\n  \
+    gpudirect profiles generate --sysfs ./a3-high --proc ./a3-high.proc   # a recorded tree\n  \
+    gpudirect profiles check --overlay node.toml\n\n\
+    Exit 0 with the profile on stdout (warnings on stderr and as comments: a GPU with no NIC\n\
+    under its switch, no control NIC); exit 3 when the tree has no GPU or no data NIC, or\n\
+    when --base names NICs the node lacks.")]
+pub struct GenerateArgs {
+    /// The sysfs tree to read (a recorded copy for another node).
+    #[arg(long, value_name = "DIR", default_value = "/sys")]
+    pub sysfs: PathBuf,
+    /// The /proc to read the default route (net/route) and the driver's GPUs from.
+    /// Default: /proc when --sysfs is /sys, else none (the control NIC is then told by speed).
+    #[arg(long = "proc", value_name = "DIR")]
+    pub proc_dir: Option<PathBuf>,
+    /// The new profile's name.
+    #[arg(long, value_name = "NAME", default_value = "generated")]
+    pub name: String,
+    /// Write an overlay that extends this profile of the config (its transport, variables
+    /// and checks kept; the NIC facts this node's).
+    #[arg(long, visible_alias = "extends", value_name = "PROFILE")]
+    pub base: Option<String>,
+    /// The node named in the profile's description. Default: this host's short name.
+    #[arg(long, value_name = "NODE")]
+    pub node: Option<String>,
+    /// Write to FILE (replaced whole) instead of stdout.
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
 }
 
 /// `profiles explain`.
@@ -233,6 +271,7 @@ pub fn run(args: &ProfilesArgs, _ctx: &Ctx) -> Result<ExitStatus> {
             Ok(())
         }
         ProfilesCommand::InstallOverlay(install) => return install::run(&path, install),
+        ProfilesCommand::Generate(generate) => return run_generate(&path, generate),
         ProfilesCommand::Explain(explain) => {
             let config = load_for_reading(&path)?;
             let report = explain_task(&config, &request(explain))?;
@@ -244,6 +283,60 @@ pub fn run(args: &ProfilesArgs, _ctx: &Ctx) -> Result<ExitStatus> {
         }
     };
     shown.map(|()| ExitStatus::Ok)
+}
+
+/// `profiles generate`: the node's facts, the base checked, the profile written.
+fn run_generate(config_path: &Path, args: &GenerateArgs) -> Result<ExitStatus> {
+    use gpudirect_core::derive::{derive, NodeFacts};
+    let proc_dir = match (&args.proc_dir, args.sysfs == Path::new("/sys")) {
+        (Some(p), _) => Some(p.clone()),
+        (None, true) => Some(PathBuf::from("/proc")),
+        (None, false) => None,
+    };
+    let facts = NodeFacts::read(&args.sysfs, proc_dir.as_deref())
+        .map_err(|e| anyhow::anyhow!("gpudirect profiles generate: {e}"))?;
+    let derived =
+        derive(&facts).map_err(|e| anyhow::anyhow!("gpudirect profiles generate: {e}"))?;
+    if let Some(base) = &args.base {
+        let config = load_for_reading(config_path)?;
+        gpudirect::profiles::generate::check_base(&config, base, &derived)
+            .map_err(|e| anyhow::anyhow!("gpudirect profiles generate: {e:#}"))?;
+    }
+    for w in &derived.warnings {
+        note(&format!("gpudirect profiles generate: warning: {w}"));
+    }
+    let node = args.node.clone().unwrap_or_else(short_hostname);
+    let source = args.sysfs.display().to_string();
+    let text = gpudirect::profiles::generate::render(
+        &derived,
+        &gpudirect::profiles::generate::Request {
+            name: &args.name,
+            base: args.base.as_deref(),
+            source: &source,
+            node: &node,
+        },
+    );
+    match &args.output {
+        Some(file) => {
+            let dir = file
+                .parent()
+                .filter(|d| !d.as_os_str().is_empty())
+                .unwrap_or(Path::new("."));
+            let mut tmp = tempfile::NamedTempFile::new_in(dir).with_context(|| {
+                format!("-o {}: cannot write in {}", file.display(), dir.display())
+            })?;
+            std::io::Write::write_all(&mut tmp, text.as_bytes())?;
+            tmp.persist(file)
+                .map_err(|e| anyhow::anyhow!("-o {}: {}", file.display(), e.error))?;
+            note(&format!(
+                "gpudirect profiles generate: wrote profile {} to {}",
+                args.name,
+                file.display()
+            ));
+        }
+        None => print_out(&text)?,
+    }
+    Ok(ExitStatus::Ok)
 }
 
 fn print_out(text: &str) -> Result<()> {

@@ -3,4 +3,5 @@
 //! command (`commands/profiles.rs`) parses the flags and prints.
 
 pub mod check;
+pub mod generate;
 pub mod view;

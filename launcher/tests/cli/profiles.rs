@@ -513,7 +513,7 @@ fn explain_auto_reads_sysfs_locality_from_a_fixture_tree() {
         ],
     );
     assert!(
-        out.contains("GPU 7, NIC rdmap203s0,rdmap204s0,rdmap205s0,rdmap206s0, CPUs 48-95,144-191"),
+        out.contains("GPU 7, NIC rdmap198s0,rdmap199s0,rdmap200s0,rdmap201s0, CPUs 48-95,144-191"),
         "{out}"
     );
     assert!(out.contains("  keepable  FI_PROVIDER=efa\n"), "{out}");
@@ -624,4 +624,124 @@ fn a_config_without_a_final_line_break_is_an_error_and_is_not_installed_into() {
     );
     assert_stderr_contains(&out, "no line break at the end");
     assert_eq!(fs::read_to_string(&config).unwrap(), before);
+}
+
+/// Whether `profiles check --overlay` found nothing wrong but the config's own place: a
+/// config in a folder others can write (a checkout under /tmp) is refused, overlay or not.
+fn only_the_configs_place_is_wrong(out: &std::process::Output) -> bool {
+    stdout(out)
+        .lines()
+        .filter(|l| l.contains(": error: "))
+        .all(|e| e.contains("refusing the config"))
+}
+
+/// Issue #31: `profiles generate` on every recorded tree writes a profile that `profiles
+/// check --overlay` accepts with the shipped config. On A3 High it is the shipped tcpx
+/// profile's own map and CPUs; with `--base tcpx` it is an overlay keeping tcpx's
+/// transport; a tree with eth3 missing is refused as a tcpx base, naming eth3.
+#[test]
+fn generate_writes_profiles_that_check_accepts_and_refuses_a_base_the_node_cannot_serve() {
+    let (dir, config) = write_config("generate", SHIPPED);
+    for tree in [
+        "a3-high",
+        "a3-mega",
+        "a3-ultra",
+        "a4",
+        "p5",
+        "nd-h100-v5",
+        "flat-vm",
+        "missing-nic",
+    ] {
+        let name = format!("gen-{tree}");
+        let out_file = dir.path().join(format!("{tree}.toml"));
+        let mut generate = profiles(&config, &["generate", "--name", &name, "--node", "n1"]);
+        generate
+            .arg("--sysfs")
+            .arg(sysfs_fixture(tree))
+            .arg("--proc")
+            .arg(sysfs_fixture(&format!("{tree}.proc")))
+            .arg("-o")
+            .arg(&out_file);
+        let out = run(&mut generate);
+        assert!(out.status.success(), "{tree}: {}", stderr(&out));
+        let overlay_arg = out_file.display().to_string();
+        let mut check = profiles(&config, &["check", "--overlay", &overlay_arg]);
+        let out = run(&mut check);
+        assert!(
+            only_the_configs_place_is_wrong(&out),
+            "{tree}: {}{}",
+            stdout(&out),
+            stderr(&out)
+        );
+        assert_stderr_contains(&out, &format!("profile {name}: "));
+        let text = fs::read_to_string(&out_file).unwrap();
+        // A fallback is said on stderr and in the file.
+        if ["nd-h100-v5", "flat-vm", "missing-nic"].contains(&tree) {
+            assert!(
+                text.contains("# WARNING: ") && text.contains("share(s) no PCIe switch"),
+                "{tree}:\n{text}"
+            );
+        } else {
+            assert!(!text.contains("# WARNING"), "{tree}:\n{text}");
+        }
+    }
+    let a3h = fs::read_to_string(dir.path().join("a3-high.toml")).unwrap();
+    assert!(
+        a3h.contains(
+            r#"gpu_nics = ["eth1", "eth1", "eth2", "eth2", "eth3", "eth3", "eth4", "eth4"]"#
+        ),
+        "{a3h}"
+    );
+    assert!(
+        a3h.contains(r#"eth3 = "52-103,156-207""#) && a3h.contains("control_nic = \"eth0\""),
+        "{a3h}"
+    );
+    assert!(
+        a3h.contains("# The control NIC: it has the default route"),
+        "{a3h}"
+    );
+
+    let mut overlay = profiles(
+        &config,
+        &["generate", "--base", "tcpx", "--name", "tcpx-here"],
+    );
+    overlay
+        .arg("--sysfs")
+        .arg(sysfs_fixture("a3-high"))
+        .arg("--proc")
+        .arg(sysfs_fixture("a3-high.proc"));
+    let text = ok(&mut overlay);
+    assert!(text.contains("extends = \"tcpx\""), "{text}");
+    let file = dir.path().join("tcpx-here.toml");
+    fs::write(&file, &text).unwrap();
+    let overlay_arg = file.display().to_string();
+    let mut check = profiles(&config, &["check", "--overlay", &overlay_arg]);
+    let out = run(&mut check);
+    assert!(
+        only_the_configs_place_is_wrong(&out),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    assert_stderr_contains(
+        &out,
+        "profile tcpx-here (extends tcpx): transport GPUDirectTCPX",
+    );
+
+    let mut refused = profiles(&config, &["generate", "--base", "tcpx"]);
+    refused
+        .arg("--sysfs")
+        .arg(sysfs_fixture("missing-nic"))
+        .arg("--proc")
+        .arg(sysfs_fixture("missing-nic.proc"));
+    let out = run(&mut refused);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert_stderr_contains(&out, "--base tcpx uses eth3 that this node does not have");
+    assert!(stdout(&out).is_empty(), "nothing written: {}", stdout(&out));
+
+    // A tree with no GPU: refused with what it found.
+    let empty = dir.path().display().to_string();
+    let out = run(&mut profiles(&config, &["generate", "--sysfs", &empty]));
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert_stderr_contains(&out, "cannot read PCI locality");
 }

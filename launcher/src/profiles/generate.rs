@@ -1,0 +1,215 @@
+//! `gpudirect profiles generate`: a profile written from the node itself (issue #31), in
+//! the config's own TOML, each choice with a comment saying why. The facts and choices are
+//! [`gpudirect_core::derive`]'s; this module writes them, alone or as an overlay that
+//! `extends` a base profile (keeping its transport, variables and checks, replacing only
+//! the NIC facts), and refuses a base whose NICs the node does not have.
+
+use std::fmt::Write as _;
+
+use anyhow::{bail, Result};
+use gpudirect_core::config::{Config, NicClass};
+use gpudirect_core::derive::Derived;
+
+/// What to write.
+#[derive(Debug, Clone)]
+pub struct Request<'a> {
+    /// The new profile's name.
+    pub name: &'a str,
+    /// The profile it extends, if any.
+    pub base: Option<&'a str>,
+    /// Where the facts came from (`/sys`), for the header comment.
+    pub source: &'a str,
+    /// The node, for the description.
+    pub node: &'a str,
+}
+
+/// A TOML string literal.
+fn quoted(s: &str) -> String {
+    let mut out = String::from("\"");
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if c.is_control() => {}
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+fn list(items: &[String]) -> String {
+    let inner: Vec<String> = items.iter().map(|s| quoted(s)).collect();
+    format!("[{}]", inner.join(", "))
+}
+
+/// Refuses a base profile that names NICs the node lacks, or names them in another class.
+pub fn check_base(config: &Config, base: &str, derived: &Derived) -> Result<()> {
+    let Some(profile) = config.profiles.get(base) else {
+        bail!(
+            "--base {base}: no such profile in the config (profiles: {})",
+            config.profile_names().join(", ")
+        );
+    };
+    if profile.extends.is_some() {
+        bail!("--base {base}: it extends another profile itself, and a profile extends one level only: use that profile as the base");
+    }
+    if profile.data_nic_class != derived.nic_class && !profile.data_nics.is_empty() {
+        bail!(
+            "--base {base} names its data NICs as {} ({}), but this node's are {} ({})",
+            class_word(profile.data_nic_class),
+            profile.data_nics.join(", "),
+            class_word(derived.nic_class),
+            derived.data_nics.join(", ")
+        );
+    }
+    let missing: Vec<&String> = profile
+        .data_nics
+        .iter()
+        .chain(profile.gpu_nics.iter())
+        .filter(|n| !derived.data_nics.contains(n))
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    if !missing.is_empty() {
+        bail!(
+            "--base {base} uses {} that this node does not have (its data NICs: {}): a NIC is missing or named otherwise here (a node set's nic_names renames them; check the node's links)",
+            missing.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", "),
+            derived.data_nics.join(", ")
+        );
+    }
+    Ok(())
+}
+
+fn class_word(c: NicClass) -> &'static str {
+    match c {
+        NicClass::Net => "interfaces",
+        NicClass::Infiniband => "RDMA devices",
+    }
+}
+
+/// The profile as TOML text (pure).
+pub fn render(derived: &Derived, req: &Request<'_>) -> String {
+    let mut t = String::new();
+    let key = format!("profiles.{}", req.name);
+    let _ = writeln!(
+        t,
+        "# Written by `gpudirect profiles generate` from {} on {}. Check it with",
+        req.source, req.node
+    );
+    let _ = writeln!(t, "# `gpudirect profiles check --overlay FILE`, then install it with `gpudirect profiles install-overlay FILE`.");
+    for w in &derived.warnings {
+        let _ = writeln!(t, "# WARNING: {w}");
+    }
+    let _ = writeln!(t, "[{key}]");
+    if let Some(base) = req.base {
+        let _ = writeln!(
+            t,
+            "# {base}'s transport, variables and checks; this node's NIC facts."
+        );
+        let _ = writeln!(t, "extends = {}", quoted(base));
+    }
+    let _ = writeln!(
+        t,
+        "description = {}",
+        quoted(&format!(
+            "{} GPUs and {} data NICs as {} shows them on {}",
+            derived.gpus.len(),
+            derived.data_nics.len(),
+            req.source,
+            req.node
+        ))
+    );
+    match &derived.control_nic {
+        Some((nic, why)) => {
+            let _ = writeln!(t, "# The control NIC: {why}.");
+            let _ = writeln!(t, "control_nic = {}", quoted(nic));
+        }
+        None => {
+            let _ = writeln!(t, "# The control NIC could not be told: set it.");
+            let _ = writeln!(t, "# control_nic = \"eth0\"");
+        }
+    }
+    if derived.nic_class == NicClass::Infiniband {
+        let _ = writeln!(
+            t,
+            "# The NICs carry RDMA devices: the data NICs are named by them."
+        );
+        let _ = writeln!(t, "data_nic_class = \"infiniband\"");
+    }
+    let _ = writeln!(t, "# Every NIC but the control NIC, in PCI order.");
+    let _ = writeln!(t, "data_nics = {}", list(&derived.data_nics));
+    if let Some(rate) = derived.line_rate_gbit {
+        let _ = writeln!(
+            t,
+            "# The slowest data NIC's rate (sysfs speed or port rate), Gbit/s."
+        );
+        let _ = writeln!(t, "line_rate_gbit = {rate}");
+    }
+    let several = derived.gpus.iter().any(|g| g.nics.len() > 1);
+    let _ = writeln!(
+        t,
+        "# GPU i (PCI order, as CUDA_DEVICE_ORDER=PCI_BUS_ID, nvidia-smi and Slurm's gres):"
+    );
+    for (i, g) in derived.gpus.iter().enumerate() {
+        let mut line = format!(
+            "#   GPU {i} {}: {} {}",
+            g.pci,
+            g.nics.join(", "),
+            g.level.as_str()
+        );
+        if !g.tied_with.is_empty() {
+            let _ = write!(
+                line,
+                "; tied with the other GPUs there over {}: split in PCI order",
+                g.tied_with.join(", ")
+            );
+        }
+        let _ = writeln!(t, "{line}");
+    }
+    if several {
+        let _ = writeln!(t, "# Some GPUs have several NICs under their switch: nic_locality = \"sysfs\" gives each task all");
+        let _ = writeln!(t, "# of its GPU's at run time; gpu_nics names the first, for a node whose sysfs cannot be read.");
+        let _ = writeln!(t, "nic_locality = \"sysfs\"");
+    }
+    let firsts: Vec<String> = derived
+        .gpus
+        .iter()
+        .map(|g| g.nics.first().cloned().unwrap_or_default())
+        .collect();
+    let _ = writeln!(t, "gpu_nics = {}", list(&firsts));
+    let pinned = firsts.iter().all(|n| derived.nic_cpus.contains_key(n));
+    if pinned {
+        let _ = writeln!(t, "# Each task runs on the CPUs of its NIC's NUMA node.");
+        let _ = writeln!(t, "pin_cpus = true");
+    }
+    if !derived.nic_cpus.is_empty() {
+        let _ = writeln!(t);
+        let _ = writeln!(
+            t,
+            "# Each data NIC's NUMA node's CPUs (devices/system/node/nodeN/cpulist)."
+        );
+        let _ = writeln!(t, "[{key}.nic_cpus]");
+        for (nic, cpus) in &derived.nic_cpus {
+            let _ = writeln!(t, "{} = {}", bare_or_quoted(nic), quoted(&cpus.to_string()));
+        }
+    } else {
+        let _ = writeln!(
+            t,
+            "# No NUMA node is given for the data NICs: no CPUs to pin to."
+        );
+    }
+    t
+}
+
+/// A TOML key: bare when it can be.
+fn bare_or_quoted(k: &str) -> String {
+    if !k.is_empty()
+        && k.chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    {
+        k.to_string()
+    } else {
+        quoted(k)
+    }
+}
