@@ -325,7 +325,17 @@ pub fn derive(facts: &NodeFacts) -> Result<Derived, DeriveError> {
     } else {
         control_pci.as_deref()
     };
-    let data = data_functions(facts, nic_class, excluded);
+    let mut data = data_functions(facts, nic_class, excluded);
+    // A workstation or a small VM: the control NIC is the only one, and carries the data too.
+    if data.is_empty() && excluded.is_some() && nic_class == NicClass::Net {
+        data = data_functions(facts, nic_class, None);
+        if !data.is_empty() {
+            warnings.push(format!(
+                "the control NIC is the only NIC: it carries the data too (NCCL's Socket transport over {})",
+                data.iter().flat_map(|(_, n)| n.iter().cloned()).collect::<Vec<_>>().join(", ")
+            ));
+        }
+    }
     if data.is_empty() {
         return Err(DeriveError::NoDataNic {
             root,

@@ -16,7 +16,8 @@
 //!   nvidia-smi's (hence Slurm's GRES) numbering; CUDA's default `FASTEST_FIRST` gives the
 //!   same order on nodes of identical GPUs in practice, but only `PCI_BUS_ID` promises
 //!   it. GPU `i` here is device `i` of `CUDA_VISIBLE_DEVICES`;
-//! - a NIC is any function with a `net/<ifname>` or `infiniband/<hca>` child; its
+//! - a NIC is any function with a `net/<ifname>` (a virtio NIC's `virtioN/net/<ifname>`)
+//!   or `infiniband/<hca>` child; its
 //!   `numa_node` names `/sys/devices/system/node/node<N>/cpulist`;
 //! - a GPU's NICs are those whose chain shares the longest prefix with the GPU's chain
 //!   (their nearest common upstream bridge is the lowest), provided they share at least
@@ -166,7 +167,7 @@ impl Locality {
                 numa_node: read_trimmed(&dir.join("numa_node"))
                     .and_then(|n| n.parse::<i64>().ok())
                     .and_then(|n| u32::try_from(n).ok()),
-                netdevs: child_names(&dir.join("net")),
+                netdevs: netdev_names(&dir),
                 rdma_devices: child_names(&dir.join("infiniband")),
             });
         }
@@ -329,6 +330,20 @@ fn read_trimmed(path: &Path) -> Option<String> {
 fn read_hex(path: &Path) -> Option<u32> {
     let text = read_trimmed(path)?;
     u32::from_str_radix(text.trim_start_matches("0x"), 16).ok()
+}
+
+/// A function's network interfaces: under `net/`, or under `virtioN/net/` for a virtio NIC
+/// (a VM's, whose interface belongs to the virtio device on the PCI function).
+fn netdev_names(dir: &Path) -> Vec<String> {
+    let mut names = child_names(&dir.join("net"));
+    for child in child_names(dir) {
+        if child.starts_with("virtio") && child[6..].bytes().all(|b| b.is_ascii_digit()) {
+            names.extend(child_names(&dir.join(&child).join("net")));
+        }
+    }
+    names.sort();
+    names.dedup();
+    names
 }
 
 fn child_names(dir: &Path) -> Vec<String> {

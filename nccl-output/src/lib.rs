@@ -50,6 +50,7 @@ mod json;
 mod other;
 pub mod ras;
 mod text;
+pub mod topo;
 pub mod transport;
 
 use std::collections::BTreeMap;

@@ -344,3 +344,17 @@ for nic in 08:ens8:mlx5_0 09:ens9:mlx5_1; do
     rdma "pci0000:00/0000:00:$slot.0" "${rest#*:}" '100 Gb/sec (4X EDR)' Ethernet
 done
 route ens3 192.168.122.1 192.168.122.0 255.255.255.0
+
+# --- gpu-box: the lent H200 host (recorded) -------------------------------------------------
+# Recorded 2026-12-02 on the lent single-H200 VM (docs/results/gpu-box/call9/: /sys/class/net,
+# /proc/net/route, /proc/driver/nvidia/gpus, nvidia-smi topo -m, NCCL's own topology dump):
+# the H200 at 0000:00:06.0 and a virtio NIC at 0000:00:03.0 (eth0 under virtio2, the default
+# route) both on pci0000:00, no switch, NUMA node -1; CPUs 0-15; eth0's sysfs speed reads -1.
+start gpu-box
+numa 0 0-15
+gpu_kind $H200_SXM "NVIDIA H200" 96.00.99.00.01 570.00.00
+pci pci0000:00/0000:00:03.0 0x1af4 0x1000 0x020000 -1 - -
+mkdir -p "$r/devices/pci0000:00/0000:00:03.0/virtio2"
+netdev pci0000:00/0000:00:03.0/virtio2 eth0 -1
+gpu pci0000:00/0000:00:06.0 -1
+route eth0 192.0.2.1 192.0.2.0 255.255.255.0

@@ -147,6 +147,11 @@ pub struct GenerateArgs {
     /// Write to FILE (replaced whole) instead of stdout.
     #[arg(short, long, value_name = "FILE")]
     pub output: Option<PathBuf>,
+    /// Compare the map with the topology NCCL dumped on this node (a run with
+    /// NCCL_TOPO_DUMP_FILE=DUMP): each GPU's NICs must be among those NCCL finds nearest.
+    /// The comparison goes to stderr and into the profile's comments; exit 1 if any differ.
+    #[arg(long, value_name = "DUMP")]
+    pub compare_nccl: Option<PathBuf>,
 }
 
 /// `profiles explain`.
@@ -305,9 +310,29 @@ fn run_generate(config_path: &Path, args: &GenerateArgs) -> Result<ExitStatus> {
     for w in &derived.warnings {
         note(&format!("gpudirect profiles generate: warning: {w}"));
     }
+    let mut agrees = true;
+    let mut compared = Vec::new();
+    if let Some(dump_path) = &args.compare_nccl {
+        let text = std::fs::read_to_string(dump_path)
+            .with_context(|| format!("--compare-nccl {}", dump_path.display()))?;
+        let dump = gpudirect::nccl_output::topo::parse_topo(&text)
+            .map_err(|e| anyhow::anyhow!("--compare-nccl {}: {e}", dump_path.display()))?;
+        let (lines, all) = gpudirect::profiles::generate::compare_with_nccl(&derived, &dump);
+        agrees = all;
+        for line in &lines {
+            note(&format!(
+                "gpudirect profiles generate: NCCL's topology ({}): {line}",
+                dump_path.display()
+            ));
+        }
+        compared = lines
+            .into_iter()
+            .map(|l| format!("# NCCL's topology ({}): {l}", dump_path.display()))
+            .collect();
+    }
     let node = args.node.clone().unwrap_or_else(short_hostname);
     let source = args.sysfs.display().to_string();
-    let text = gpudirect::profiles::generate::render(
+    let mut text = gpudirect::profiles::generate::render(
         &derived,
         &gpudirect::profiles::generate::Request {
             name: &args.name,
@@ -316,6 +341,9 @@ fn run_generate(config_path: &Path, args: &GenerateArgs) -> Result<ExitStatus> {
             node: &node,
         },
     );
+    if !compared.is_empty() {
+        text = format!("{}\n{text}", compared.join("\n"));
+    }
     match &args.output {
         Some(file) => {
             let dir = file
@@ -336,7 +364,11 @@ fn run_generate(config_path: &Path, args: &GenerateArgs) -> Result<ExitStatus> {
         }
         None => print_out(&text)?,
     }
-    Ok(ExitStatus::Ok)
+    Ok(if agrees {
+        ExitStatus::Ok
+    } else {
+        ExitStatus::Problem
+    })
 }
 
 fn print_out(text: &str) -> Result<()> {

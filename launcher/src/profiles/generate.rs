@@ -113,7 +113,7 @@ pub fn render(derived: &Derived, req: &Request<'_>) -> String {
         t,
         "description = {}",
         quoted(&format!(
-            "{} GPUs and {} data NICs as {} shows them on {}",
+            "{} GPU(s) and {} data NIC(s) as {} shows them on {}",
             derived.gpus.len(),
             derived.data_nics.len(),
             req.source,
@@ -137,7 +137,18 @@ pub fn render(derived: &Derived, req: &Request<'_>) -> String {
         );
         let _ = writeln!(t, "data_nic_class = \"infiniband\"");
     }
-    let _ = writeln!(t, "# Every NIC but the control NIC, in PCI order.");
+    let control_carries_data = derived
+        .control_nic
+        .as_ref()
+        .is_some_and(|(c, _)| derived.data_nics.contains(c));
+    if control_carries_data {
+        let _ = writeln!(
+            t,
+            "# The control NIC is the only NIC: it carries the data too."
+        );
+    } else {
+        let _ = writeln!(t, "# Every NIC but the control NIC, in PCI order.");
+    }
     let _ = writeln!(t, "data_nics = {}", list(&derived.data_nics));
     if let Some(rate) = derived.line_rate_gbit {
         let _ = writeln!(
@@ -212,4 +223,64 @@ fn bare_or_quoted(k: &str) -> String {
     } else {
         quoted(k)
     }
+}
+
+/// How the map compares with NCCL's own topology dump (`--compare-nccl`): one line per GPU,
+/// and whether every GPU agrees. A GPU agrees when its NICs are among those NCCL finds
+/// nearest it (NCCL lists every NIC of a tie; the map splits ties), or when neither finds
+/// one (pure).
+pub fn compare_with_nccl(
+    derived: &Derived,
+    dump: &nccl_output::topo::TopoDump,
+) -> (Vec<String>, bool) {
+    let nccl = dump.nearest_nets();
+    let mut lines = Vec::new();
+    let mut all = true;
+    for (i, g) in derived.gpus.iter().enumerate() {
+        let Some((_, near)) = nccl
+            .iter()
+            .find(|(busid, _)| busid.eq_ignore_ascii_case(&g.pci))
+        else {
+            all = false;
+            lines.push(format!(
+                "GPU {i} ({}): not in NCCL's dump (is it visible to the run that wrote it?)",
+                g.pci
+            ));
+            continue;
+        };
+        let agrees = if g.nics.is_empty() {
+            near.is_empty()
+        } else {
+            g.nics.iter().all(|n| near.contains(n))
+        };
+        all &= agrees;
+        lines.push(format!(
+            "GPU {i} ({}): {}: the map gives {}, NCCL finds {} nearest",
+            g.pci,
+            if agrees { "agrees" } else { "DIFFERS" },
+            if g.nics.is_empty() {
+                "none".to_string()
+            } else {
+                g.nics.join(", ")
+            },
+            if near.is_empty() {
+                "none".to_string()
+            } else {
+                near.join(", ")
+            }
+        ));
+    }
+    for (busid, _) in &nccl {
+        if !derived
+            .gpus
+            .iter()
+            .any(|g| g.pci.eq_ignore_ascii_case(busid))
+        {
+            all = false;
+            lines.push(format!(
+                "NCCL's dump has GPU {busid}, which this tree does not show"
+            ));
+        }
+    }
+    (lines, all)
 }

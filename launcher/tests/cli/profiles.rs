@@ -651,6 +651,7 @@ fn generate_writes_profiles_that_check_accepts_and_refuses_a_base_the_node_canno
         "nd-h100-v5",
         "flat-vm",
         "missing-nic",
+        "gpu-box",
     ] {
         let name = format!("gen-{tree}");
         let out_file = dir.path().join(format!("{tree}.toml"));
@@ -676,7 +677,7 @@ fn generate_writes_profiles_that_check_accepts_and_refuses_a_base_the_node_canno
         assert_stderr_contains(&out, &format!("profile {name}: "));
         let text = fs::read_to_string(&out_file).unwrap();
         // A fallback is said on stderr and in the file.
-        if ["nd-h100-v5", "flat-vm", "missing-nic"].contains(&tree) {
+        if ["nd-h100-v5", "flat-vm", "missing-nic", "gpu-box"].contains(&tree) {
             assert!(
                 text.contains("# WARNING: ") && text.contains("share(s) no PCIe switch"),
                 "{tree}:\n{text}"
@@ -744,4 +745,47 @@ fn generate_writes_profiles_that_check_accepts_and_refuses_a_base_the_node_canno
     let out = run(&mut profiles(&config, &["generate", "--sysfs", &empty]));
     assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
     assert_stderr_contains(&out, "cannot read PCI locality");
+}
+
+/// Issue #31: `--compare-nccl` against the topology NCCL dumped on the lent H200 host
+/// (docs/results/gpu-box/call9/, from the run there with NCCL_TOPO_DUMP_FILE), with the
+/// sysfs tree recorded there: they agree (exit 0, said in the file). The same dump with
+/// the net renamed (a hand-made variant) differs: exit 1, named.
+#[test]
+fn generate_compares_its_map_with_the_topology_nccl_dumped() {
+    let (dir, config) = write_config("compare", SHIPPED);
+    let dump =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/results/gpu-box/call9/nccl-topo.xml");
+    let generate = |dump: &Path| {
+        let mut cmd = profiles(&config, &["generate", "--node", "gpubox"]);
+        cmd.arg("--sysfs")
+            .arg(sysfs_fixture("gpu-box"))
+            .arg("--proc")
+            .arg(sysfs_fixture("gpu-box.proc"))
+            .arg("--compare-nccl")
+            .arg(dump);
+        run(&mut cmd)
+    };
+    let out = generate(&dump);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_stdout_contains(
+        &out,
+        "GPU 0 (0000:00:06.0): agrees: the map gives eth0, NCCL finds eth0 nearest",
+    );
+    let renamed = dir.path().join("renamed.xml");
+    fs::write(
+        &renamed,
+        fs::read_to_string(&dump)
+            .unwrap()
+            .replace("name=\"eth0\"", "name=\"eth9\""),
+    )
+    .unwrap();
+    let out = generate(&renamed);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert_stderr_contains(&out, "DIFFERS: the map gives eth0, NCCL finds eth9 nearest");
+    let not_xml = dir.path().join("not.xml");
+    fs::write(&not_xml, "hello").unwrap();
+    let out = generate(&not_xml);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert_stderr_contains(&out, "not an NCCL topology dump");
 }
