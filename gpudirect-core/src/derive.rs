@@ -94,6 +94,20 @@ pub struct NodeFacts {
     pub default_route: Option<String>,
     /// The GPUs `/proc/driver/nvidia/gpus` lists (PCI addresses), when it was read.
     pub driver_gpus: Option<Vec<String>>,
+    /// Each GPU's and NIC's PCI link, by address, as NCCL's topology file names them.
+    pub links: BTreeMap<String, PciLink>,
+}
+
+/// A PCI function's identity and link, as sysfs gives them (`device`,
+/// `current_link_speed`, `current_link_width`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PciLink {
+    /// `device`, e.g. `0x2335`.
+    pub device: Option<String>,
+    /// `current_link_speed`, e.g. `32.0 GT/s PCIe`.
+    pub speed: Option<String>,
+    /// `current_link_width`, e.g. `16`.
+    pub width: Option<String>,
 }
 
 impl NodeFacts {
@@ -168,7 +182,20 @@ impl NodeFacts {
             ),
             None => (None, None),
         };
+        let mut links = BTreeMap::new();
+        for f in locality.gpus.iter().chain(&locality.nics) {
+            let dir = sysfs.join("bus/pci/devices").join(&f.bdf);
+            links.insert(
+                f.bdf.clone(),
+                PciLink {
+                    device: read_trimmed(&dir.join("device")),
+                    speed: read_trimmed(&dir.join("current_link_speed")),
+                    width: read_trimmed(&dir.join("current_link_width")),
+                },
+            );
+        }
         Ok(NodeFacts {
+            links,
             root: sysfs.to_path_buf(),
             locality,
             functions,
@@ -425,7 +452,7 @@ pub fn derive(facts: &NodeFacts) -> Result<Derived, DeriveError> {
             .map(|(i, g)| format!("GPU {i} ({})", g.pci))
             .collect();
         warnings.push(format!(
-            "{} share(s) no PCIe switch with a data NIC: NICs chosen {}; check the map against the vendor's: NCCL reads the same tree, and a topology file (the profile's topology_file) may be needed",
+            "{} share(s) no PCIe switch with a data NIC: NICs chosen {}; check the map against the vendor's: NCCL reads the same tree: give it the map with --topo-xml and NCCL_TOPO_FILE",
             which.join(", "),
             level.as_str()
         ));

@@ -108,9 +108,84 @@ fn a_slowed_nic_is_named_with_its_node_and_nothing_else_and_healthy_after_restor
             "{report:#}"
         );
         assert!(report["rounds"].as_u64().unwrap() <= 3, "{report:#}");
+        rail_metrics_say_what_the_history_holds(&db, "node2", "eth3");
     }
     let (code, report) = validate_rails(&db, &[]);
     assert_eq!(code, Some(0), "restored: {report:#}");
+}
+
+/// Issue #32 on a history these runs made: `export --format openmetrics` passes `promtool
+/// check metrics`, and its per-rail figure and verdict for (`node`, `rail`) are the newest
+/// rail run's node result there: `gpudirect_rail_ok` 0 for the slowed NIC, 1 for another.
+fn rail_metrics_say_what_the_history_holds(db: &std::path::Path, node: &str, rail: &str) {
+    let mut export = std::process::Command::new(workspace_bin("gpudirect"));
+    export
+        .args(["export", "--format", "openmetrics"])
+        .env("GPUDIRECT_DB", db)
+        .env("SLURM_CONF", slurm_conf());
+    let out = run(&mut export);
+    assert_ok(&out, "gpudirect export --format openmetrics");
+    let text = stdout(&out);
+    let mut promtool = std::process::Command::new("promtool");
+    promtool
+        .args(["check", "metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = promtool
+        .spawn()
+        .expect("promtool (apt-get install prometheus)");
+    std::io::Write::write_all(child.stdin.as_mut().unwrap(), text.as_bytes()).unwrap();
+    let checked = child.wait_with_output().unwrap();
+    assert!(
+        checked.status.success(),
+        "promtool: {}{}\n{text}",
+        stdout(&checked),
+        stderr(&checked)
+    );
+    let history = gpudirect::history::History::open_existing(db).unwrap();
+    let runs = history.list_runs(&Default::default()).unwrap();
+    // The newest run of `rail` that measured what `node` sent (runs are newest first).
+    let newest = |rail: &str| {
+        runs.iter()
+            .filter(|r| r.variant.as_deref() == Some(&format!("rail:{rail}")))
+            .find_map(|r| {
+                let detail = history.get_run(r.id).unwrap();
+                detail
+                    .node_results
+                    .into_iter()
+                    .filter(|n| n.verdict.as_deref() != Some("retried"))
+                    .find(|n| {
+                        n.node == node && n.role.as_deref() == Some(&format!("rail {rail} send"))
+                    })
+                    .map(|n| (r.cluster.clone().unwrap_or_default(), n.busbw, n.verdict))
+            })
+            .unwrap_or_else(|| panic!("no rail run of {rail} measured {node}"))
+    };
+    let sample = |name: &str, labels: &str| -> Option<f64> {
+        let key = format!("{name}{labels} ");
+        text.lines()
+            .find_map(|l| l.strip_prefix(&key))
+            .and_then(|v| v.trim().parse().ok())
+    };
+    for (r, slowed) in [(rail, true), ("eth1", false)] {
+        let (cluster, sent, verdict) = newest(r);
+        let labels = format!("{{cluster=\"{cluster}\",node=\"{node}\",rail=\"{r}\"}}");
+        let ok = verdict.as_deref() == Some("pass");
+        if slowed {
+            assert!(!ok, "the slowed NIC's newest pair: {verdict:?}");
+        }
+        assert_eq!(
+            sample("gpudirect_rail_ok", &labels),
+            Some(f64::from(u8::from(ok))),
+            "{labels}\n{text}"
+        );
+        assert_eq!(
+            sample("gpudirect_rail_busbw_bytes_per_second", &labels),
+            sent.map(|g| g * 1e9),
+            "{labels}\n{text}"
+        );
+    }
 }
 
 #[test]

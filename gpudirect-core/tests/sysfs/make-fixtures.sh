@@ -353,7 +353,7 @@ route ens3 192.168.122.1 192.168.122.0 255.255.255.0
 start gpu-box
 numa 0 0-15
 gpu_kind $H200_SXM "NVIDIA H200" 96.00.99.00.01 570.00.00
-pci pci0000:00/0000:00:03.0 0x1af4 0x1000 0x020000 -1 - -
+pci pci0000:00/0000:00:03.0 0x1af4 0x1041 0x020000 -1 - -
 mkdir -p "$r/devices/pci0000:00/0000:00:03.0/virtio2"
 netdev pci0000:00/0000:00:03.0/virtio2 eth0 -1
 gpu pci0000:00/0000:00:06.0 -1

@@ -152,6 +152,10 @@ pub struct GenerateArgs {
     /// The comparison goes to stderr and into the profile's comments; exit 1 if any differ.
     #[arg(long, value_name = "DUMP")]
     pub compare_nccl: Option<PathBuf>,
+    /// Also write an NCCL topology file (NCCL_TOPO_FILE) that puts each GPU next to its
+    /// NICs under a virtual PCIe switch: for a VM whose PCI tree hides the real one.
+    #[arg(long, value_name = "FILE")]
+    pub topo_xml: Option<PathBuf>,
 }
 
 /// `profiles explain`.
@@ -344,18 +348,17 @@ fn run_generate(config_path: &Path, args: &GenerateArgs) -> Result<ExitStatus> {
     if !compared.is_empty() {
         text = format!("{}\n{text}", compared.join("\n"));
     }
+    if let Some(file) = &args.topo_xml {
+        let xml = gpudirect::profiles::generate::topo_xml(&derived, &facts);
+        write_replacing(file, &xml)?;
+        note(&format!(
+            "gpudirect profiles generate: wrote NCCL's topology file {} (set NCCL_TOPO_FILE to it, or the profile's topology_file)",
+            file.display()
+        ));
+    }
     match &args.output {
         Some(file) => {
-            let dir = file
-                .parent()
-                .filter(|d| !d.as_os_str().is_empty())
-                .unwrap_or(Path::new("."));
-            let mut tmp = tempfile::NamedTempFile::new_in(dir).with_context(|| {
-                format!("-o {}: cannot write in {}", file.display(), dir.display())
-            })?;
-            std::io::Write::write_all(&mut tmp, text.as_bytes())?;
-            tmp.persist(file)
-                .map_err(|e| anyhow::anyhow!("-o {}: {}", file.display(), e.error))?;
+            write_replacing(file, &text)?;
             note(&format!(
                 "gpudirect profiles generate: wrote profile {} to {}",
                 args.name,
@@ -369,6 +372,20 @@ fn run_generate(config_path: &Path, args: &GenerateArgs) -> Result<ExitStatus> {
     } else {
         ExitStatus::Problem
     })
+}
+
+/// Writes `text` to `file` whole: a temporary file beside it, then a rename.
+fn write_replacing(file: &Path, text: &str) -> Result<()> {
+    let dir = file
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let mut tmp = tempfile::NamedTempFile::new_in(dir)
+        .with_context(|| format!("{}: cannot write in {}", file.display(), dir.display()))?;
+    std::io::Write::write_all(&mut tmp, text.as_bytes())?;
+    tmp.persist(file)
+        .map_err(|e| anyhow::anyhow!("{}: {}", file.display(), e.error))?;
+    Ok(())
 }
 
 fn print_out(text: &str) -> Result<()> {

@@ -284,3 +284,121 @@ pub fn compare_with_nccl(
     }
     (lines, all)
 }
+
+/// A cpulist as NCCL's topology file writes a CPU's `affinity`: the 32-bit words of its mask,
+/// most significant first, comma-separated (sysfs's `cpumap`).
+fn affinity(cpus: &gpudirect_core::cpulist::CpuList) -> String {
+    let ids: Vec<usize> = cpus
+        .to_string()
+        .split(',')
+        .flat_map(|r| {
+            let (a, b) = r.split_once('-').unwrap_or((r, r));
+            let (a, b): (usize, usize) = (a.parse().unwrap_or(0), b.parse().unwrap_or(0));
+            a..=b
+        })
+        .collect();
+    let words = ids.iter().max().map_or(1, |m| m / 32 + 1);
+    let mut mask = vec![0u32; words];
+    for id in ids {
+        mask[id / 32] |= 1 << (id % 32);
+    }
+    mask.iter()
+        .rev()
+        .map(|w| format!("{w:08x}"))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// An NCCL topology file (`NCCL_TOPO_FILE`, the format NCCL writes with
+/// `NCCL_TOPO_DUMP_FILE`) that states the map: one `<cpu>` per NUMA node, and under it one
+/// virtual PCIe switch (`ffff:ff:NN.0`, as cloud providers' files do) per group of GPUs
+/// that share NICs, holding those GPUs and their NICs. NCCL then sees each GPU next to its
+/// NIC even in a VM whose PCI tree is flat. Attributes NCCL reads from sysfs itself (a
+/// CPU's arch and model, a net's speed) are left out (pure).
+pub fn topo_xml(derived: &Derived, facts: &gpudirect_core::derive::NodeFacts) -> String {
+    use std::collections::BTreeMap;
+    let loc = &facts.locality;
+    let function = |name: &str| {
+        loc.nics
+            .iter()
+            .find(|f| f.netdevs.iter().chain(&f.rdma_devices).any(|n| n == name))
+    };
+    let pci_line = |indent: &str, bdf: &str, class: u32, vendor: u32| {
+        let link = facts.links.get(bdf).cloned().unwrap_or_default();
+        let mut line = format!(
+            "{indent}<pci busid=\"{bdf}\" class=\"0x{class:06x}\" vendor=\"0x{vendor:04x}\""
+        );
+        if let Some(d) = &link.device {
+            let _ = write!(line, " device=\"{d}\"");
+        }
+        let _ = write!(
+            line,
+            " link_speed=\"{}\" link_width=\"{}\"/>",
+            link.speed.as_deref().unwrap_or("32.0 GT/s PCIe"),
+            link.width.as_deref().unwrap_or("16")
+        );
+        line
+    };
+    // Groups: GPUs with the same NICs, each under one NUMA node (the GPU's, else its NIC's).
+    // In PCI order of their first GPU, so that the file reads as the map does.
+    // (NUMA node, NICs) and the GPUs of that group.
+    type Group = ((i64, Vec<String>), Vec<usize>);
+    let mut groups: Vec<Group> = Vec::new();
+    for (i, g) in derived.gpus.iter().enumerate() {
+        let numa = g
+            .numa_node
+            .or_else(|| {
+                g.nics
+                    .first()
+                    .and_then(|n| function(n))
+                    .and_then(|f| f.numa_node)
+            })
+            .map_or(-1, i64::from);
+        let key = (numa, g.nics.clone());
+        match groups.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, members)) => members.push(i),
+            None => groups.push((key, vec![i])),
+        }
+    }
+    let mut placed: Vec<String> = Vec::new();
+    let mut by_numa: BTreeMap<i64, Vec<String>> = BTreeMap::new();
+    for (k, ((numa, nics), gpus)) in groups.iter().enumerate() {
+        let mut lines = vec![format!(
+            "    <pci busid=\"ffff:ff:{:02x}.0\" class=\"0x060400\" vendor=\"0xffff\" device=\"0xffff\" link_speed=\"32.0 GT/s PCIe\" link_width=\"16\">",
+            k + 1
+        )];
+        for &g in gpus {
+            lines.push(pci_line("      ", &derived.gpus[g].pci, 0x030200, 0x10de));
+        }
+        for nic in nics {
+            if let Some(f) = function(nic) {
+                if !placed.contains(&f.bdf) {
+                    placed.push(f.bdf.clone());
+                    lines.push(pci_line("      ", &f.bdf, f.class, f.vendor));
+                }
+            }
+        }
+        lines.push("    </pci>".into());
+        by_numa.entry(*numa).or_default().extend(lines);
+    }
+    let mut t = String::from("<system version=\"1\">\n");
+    for (numa, lines) in &by_numa {
+        let mut cpu = format!("  <cpu numaid=\"{numa}\"");
+        if let Some(cpus) = u32::try_from(*numa)
+            .ok()
+            .and_then(|n| loc.node_cpus.get(&n))
+        {
+            let _ = write!(cpu, " affinity=\"{}\"", affinity(cpus));
+        }
+        cpu.push('>');
+        t.push_str(&cpu);
+        t.push('\n');
+        for l in lines {
+            t.push_str(l);
+            t.push('\n');
+        }
+        t.push_str("  </cpu>\n");
+    }
+    t.push_str("</system>\n");
+    t
+}

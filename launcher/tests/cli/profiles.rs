@@ -789,3 +789,35 @@ fn generate_compares_its_map_with_the_topology_nccl_dumped() {
     assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
     assert_stderr_contains(&out, "not an NCCL topology dump");
 }
+
+/// Issue #31: `--topo-xml` writes NCCL's topology format with each GPU and its NIC under one
+/// virtual switch (A3 Mega: GPU 0000:04:00.0 with enp6s0's 0000:06:00.0, not with enp7s0's
+/// 0000:07:00.0), which the reader of NCCL's own dumps accepts. NCCL loading such a file
+/// on the lent host is docs/results/gpu-box/call10/.
+#[test]
+fn generate_writes_an_nccl_topology_file_that_pairs_each_gpu_with_its_nic() {
+    let (dir, config) = write_config("topo-xml", SHIPPED);
+    let xml = dir.path().join("topo.xml");
+    let mut cmd = profiles(&config, &["generate"]);
+    cmd.arg("--sysfs")
+        .arg(sysfs_fixture("a3-mega"))
+        .arg("--proc")
+        .arg(sysfs_fixture("a3-mega.proc"))
+        .arg("--topo-xml")
+        .arg(&xml);
+    ok(&mut cmd);
+    let text = fs::read_to_string(&xml).unwrap();
+    gpudirect::nccl_output::topo::parse_topo(&text).expect("NCCL's format");
+    assert_eq!(text.matches("class=\"0x030200\"").count(), 8, "{text}");
+    let block = |busid: &str| -> String {
+        let at = text
+            .find(&format!("busid=\"{busid}\""))
+            .unwrap_or_else(|| panic!("{busid}:\n{text}"));
+        let start = text[..at].rfind("ffff:ff:").unwrap();
+        text[start..start + 10].to_string()
+    };
+    assert_eq!(block("0000:04:00.0"), block("0000:06:00.0"), "{text}");
+    assert_ne!(block("0000:04:00.0"), block("0000:07:00.0"), "{text}");
+    assert_eq!(block("0000:05:00.0"), block("0000:07:00.0"), "{text}");
+    assert!(text.contains("<cpu numaid=\"1\" affinity=\""), "{text}");
+}
