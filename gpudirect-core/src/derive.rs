@@ -22,7 +22,9 @@ use std::path::{Path, PathBuf};
 
 use crate::config::NicClass;
 use crate::cpulist::CpuList;
-use crate::locality::{Locality, LocalityError, PciFunction};
+use crate::locality::{
+    names_in, read_at_most, share_out, under_switch, Locality, LocalityError, PciFunction,
+};
 
 /// Why no profile can be derived from a node.
 #[derive(Debug, thiserror::Error)]
@@ -376,23 +378,14 @@ pub fn derive(facts: &NodeFacts) -> Result<Derived, DeriveError> {
         );
     }
     // Each GPU's candidates and the level that found them.
+    let functions: Vec<&PciFunction> = data.iter().map(|(f, _)| *f).collect();
     let picks: Vec<(Level, Vec<usize>)> = loc
         .gpus
         .iter()
         .map(|gpu| {
-            let shared = |f: &PciFunction| common_prefix(&gpu.upstream, &f.upstream);
-            let best = data
-                .iter()
-                .map(|(f, _)| shared(f))
-                .max()
-                .filter(|&d| d >= 2);
-            if let Some(depth) = best {
-                return (
-                    Level::Switch,
-                    (0..data.len())
-                        .filter(|&i| shared(data[i].0) == depth)
-                        .collect(),
-                );
+            let near = under_switch(gpu, &functions);
+            if !near.is_empty() {
+                return (Level::Switch, near);
             }
             let same_root: Vec<usize> = (0..data.len())
                 .filter(|&i| {
@@ -414,14 +407,8 @@ pub fn derive(facts: &NodeFacts) -> Result<Derived, DeriveError> {
     let mut gpus = Vec::new();
     for (g, gpu) in loc.gpus.iter().enumerate() {
         let (level, set) = &picks[g];
-        let peers: Vec<usize> = (0..picks.len()).filter(|&p| picks[p] == picks[g]).collect();
-        let (m, n) = (peers.len(), set.len());
-        let k = peers.iter().position(|&p| p == g).unwrap_or(0);
-        let mine: Vec<usize> = if n >= m {
-            set[k * n / m..(k + 1) * n / m].to_vec()
-        } else {
-            vec![set[k * n / m]]
-        };
+        let peers = picks.iter().filter(|p| *p == &picks[g]).count();
+        let mine = share_out(&picks, g, |(_, set)| set);
         let names = |idx: &[usize]| -> Vec<String> {
             idx.iter()
                 .flat_map(|&i| data[i].1.iter().cloned())
@@ -431,7 +418,7 @@ pub fn derive(facts: &NodeFacts) -> Result<Derived, DeriveError> {
             pci: gpu.bdf.clone(),
             nics: names(&mine),
             level: *level,
-            tied_with: if m > 1 && n > 1 {
+            tied_with: if peers > 1 && set.len() > 1 {
                 names(set)
             } else {
                 Vec::new()
@@ -560,27 +547,14 @@ fn choose_control(facts: &NodeFacts, class: NicClass) -> Option<(String, String)
     }
 }
 
-fn common_prefix(a: &[String], b: &[String]) -> usize {
-    a.iter().zip(b).take_while(|(x, y)| x == y).count()
-}
-
+/// A sysfs attribute or /proc file: some kilobytes (a /proc/net/route of many routes).
 fn read_trimmed(path: &Path) -> Option<String> {
-    let text = fs::read_to_string(path).ok()?;
-    (text.len() <= 64 * 1024).then(|| text.trim().to_string())
+    read_at_most(path, 64 * 1024)
 }
 
+/// A folder's entries: a host may have hundreds of interfaces (one per container).
 fn dir_names(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = fs::read_dir(dir)
-        .map(|entries| {
-            entries
-                .filter_map(Result::ok)
-                .filter_map(|e| e.file_name().to_str().map(str::to_string))
-                .take(1024)
-                .collect()
-        })
-        .unwrap_or_default();
-    names.sort();
-    names
+    names_in(dir, 1024)
 }
 
 #[cfg(test)]

@@ -222,32 +222,21 @@ impl Locality {
             .collect();
         // Each GPU's nearest NICs: those under its lowest shared bridge. Depth 1 is the
         // host bridge alone: not a shared switch.
+        let nics: Vec<&PciFunction> = candidates.iter().map(|(nic, _)| *nic).collect();
         let nearest: Vec<Vec<usize>> = self
             .gpus
             .iter()
-            .map(|gpu| {
-                let shared = |nic: &PciFunction| common_prefix(&gpu.upstream, &nic.upstream);
-                let best = candidates
-                    .iter()
-                    .map(|(nic, _)| shared(nic))
-                    .max()
-                    .filter(|&d| d >= 2);
-                match best {
-                    Some(depth) => (0..candidates.len())
-                        .filter(|&i| shared(candidates[i].0) == depth)
-                        .collect(),
-                    None => Vec::new(),
-                }
-            })
+            .map(|gpu| under_switch(gpu, &nics))
             .collect();
         self.gpus
             .iter()
             .enumerate()
             .map(|(index, gpu)| {
-                let near: Vec<&(&PciFunction, Vec<&String>)> = share_out(&nearest, index)
-                    .into_iter()
-                    .map(|i| &candidates[i])
-                    .collect();
+                let near: Vec<&(&PciFunction, Vec<&String>)> =
+                    share_out(&nearest, index, |set| set)
+                        .into_iter()
+                        .map(|i| &candidates[i])
+                        .collect();
                 let nics: Vec<String> = near
                     .iter()
                     .flat_map(|(_, names)| names.iter().map(|n| (*n).clone()))
@@ -275,13 +264,19 @@ impl Locality {
 /// keeps all four. This is the vendors' map on every published layout
 /// (gpudirect-core/tests/sysfs/expected.toml), where "every NIC under the switch" would give
 /// each GPU both of a pair.
-fn share_out(nearest: &[Vec<usize>], gpu: usize) -> Vec<usize> {
-    let mine = &nearest[gpu];
+pub(crate) fn share_out<K: PartialEq>(
+    picks: &[K],
+    gpu: usize,
+    set_of: impl Fn(&K) -> &Vec<usize>,
+) -> Vec<usize> {
+    let mine = set_of(&picks[gpu]);
     if mine.is_empty() {
         return Vec::new();
     }
-    let peers: Vec<usize> = (0..nearest.len())
-        .filter(|&g| nearest[g] == *mine)
+    // The peers: GPUs whose pick is the same (same NICs; for the generator, also the same
+    // level).
+    let peers: Vec<usize> = (0..picks.len())
+        .filter(|&g| picks[g] == picks[gpu])
         .collect();
     let (m, n) = (peers.len(), mine.len());
     let k = peers.iter().position(|&g| g == gpu).unwrap_or(0);
@@ -292,7 +287,20 @@ fn share_out(nearest: &[Vec<usize>], gpu: usize) -> Vec<usize> {
     }
 }
 
-fn common_prefix(a: &[String], b: &[String]) -> usize {
+/// The indices of the `nics` under `gpu`'s lowest shared PCIe switch: those whose chain
+/// shares the most bridges with the GPU's, if that is more than the host bridge alone
+/// (depth 1 is not a shared switch). Empty when none is.
+pub(crate) fn under_switch(gpu: &PciFunction, nics: &[&PciFunction]) -> Vec<usize> {
+    let shared = |nic: &PciFunction| common_prefix(&gpu.upstream, &nic.upstream);
+    match nics.iter().map(|nic| shared(nic)).max().filter(|&d| d >= 2) {
+        Some(depth) => (0..nics.len())
+            .filter(|&i| shared(nics[i]) == depth)
+            .collect(),
+        None => Vec::new(),
+    }
+}
+
+pub(crate) fn common_prefix(a: &[String], b: &[String]) -> usize {
     a.iter().zip(b).take_while(|(x, y)| x == y).count()
 }
 
@@ -323,8 +331,13 @@ fn upstream_chain(link: &Path, bdf: &str) -> Option<Vec<String>> {
 
 fn read_trimmed(path: &Path) -> Option<String> {
     // sysfs attributes are a few bytes; a large file here is not sysfs.
+    read_at_most(path, 4096)
+}
+
+/// A small file's text, trimmed; `None` when it cannot be read or is longer than `limit`.
+pub(crate) fn read_at_most(path: &Path, limit: usize) -> Option<String> {
     let text = fs::read_to_string(path).ok()?;
-    (text.len() <= 4096).then(|| text.trim().to_string())
+    (text.len() <= limit).then(|| text.trim().to_string())
 }
 
 fn read_hex(path: &Path) -> Option<u32> {
@@ -347,12 +360,17 @@ fn netdev_names(dir: &Path) -> Vec<String> {
 }
 
 fn child_names(dir: &Path) -> Vec<String> {
+    names_in(dir, 64)
+}
+
+/// The names in `dir` (at most `limit` of them), sorted; none when it cannot be read.
+pub(crate) fn names_in(dir: &Path, limit: usize) -> Vec<String> {
     let mut names: Vec<String> = fs::read_dir(dir)
         .map(|entries| {
             entries
                 .filter_map(Result::ok)
                 .filter_map(|e| e.file_name().to_str().map(str::to_string))
-                .take(64)
+                .take(limit)
                 .collect()
         })
         .unwrap_or_default();
