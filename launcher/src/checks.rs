@@ -244,12 +244,12 @@ pub fn judge(
             ),
         );
     }
+    let largest_row = parsed.rows.iter().map(|r| r.size_bytes).max().unwrap_or(0);
     if parsed.rows.is_empty() {
         tally.add(RunStatus::Failed, "rows", "no result rows in the output");
     } else if expect.sizes.is_empty() && parsed.has_preamble() && parsed.avg_busbw.is_none() {
         // A header without its size range (a paste that starts below `# nThread`) and no
         // summary: whether rows are missing cannot be told, so it is said, not judged.
-        let largest_row = parsed.rows.iter().map(|r| r.size_bytes).max().unwrap_or(0);
         tally.add(
             RunStatus::Ok,
             "rows",
@@ -278,7 +278,6 @@ pub fn judge(
                 })
             })
             .collect();
-        let largest_row = parsed.rows.iter().map(|r| r.size_bytes).max().unwrap_or(0);
         let tail_cut = !missing.is_empty() && missing.iter().all(|&s| s > largest_row);
         if tail_cut && parsed.avg_busbw.is_none() {
             // A pasted or copied output that stops before the run did (no summary line).

@@ -70,7 +70,7 @@ pub fn parse_topo(text: &str) -> Result<TopoDump, TopoError> {
         return Err(TopoError::NotTopology);
     }
     let mut dump = TopoDump::default();
-    // The open elements that matter: `pci` (with its busid) and `cpu` (with its numaid).
+    // The open elements, by name; `pci` keeps its busid and `cpu` its numaid.
     let mut open: Vec<(&str, Option<String>)> = Vec::new();
     let mut rest = text;
     while let Some(lt) = rest.find('<') {
@@ -139,17 +139,7 @@ pub fn parse_topo(text: &str) -> Result<TopoDump, TopoError> {
                 "cpu" => attr(&spaced, "numaid").map(str::to_string),
                 _ => None,
             };
-            open.push((
-                match name {
-                    "pci" => "pci",
-                    "cpu" => "cpu",
-                    "system" => "system",
-                    "nic" => "nic",
-                    "gpu" => "gpu",
-                    _ => "other",
-                },
-                value,
-            ));
+            open.push((name, value));
         }
     }
     Ok(dump)

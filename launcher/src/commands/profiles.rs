@@ -374,18 +374,10 @@ fn run_generate(config_path: &Path, args: &GenerateArgs) -> Result<ExitStatus> {
     })
 }
 
-/// Writes `text` to `file` whole: a temporary file beside it, then a rename.
+/// Writes `text` to `file` whole ([`gpudirect::output::replace_file`]).
 fn write_replacing(file: &Path, text: &str) -> Result<()> {
-    let dir = file
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let mut tmp = tempfile::NamedTempFile::new_in(dir)
-        .with_context(|| format!("{}: cannot write in {}", file.display(), dir.display()))?;
-    std::io::Write::write_all(&mut tmp, text.as_bytes())?;
-    tmp.persist(file)
-        .map_err(|e| anyhow::anyhow!("{}: {}", file.display(), e.error))?;
-    Ok(())
+    gpudirect::output::replace_file(file, text.as_bytes())
+        .with_context(|| format!("cannot write {}", file.display()))
 }
 
 fn print_out(text: &str) -> Result<()> {

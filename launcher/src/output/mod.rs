@@ -3,7 +3,8 @@
 //! `println!` does, and so that every table lines up by one rule.
 //!
 //! Notes, progress and warnings go to stderr (through `tracing` or [`note`]); stdout
-//! carries only what a pipe wants: tables, hostfiles, JSON.
+//! carries only what a pipe wants: tables, hostfiles, JSON. A file a command writes for
+//! others to read goes through [`replace_file`], so that no reader sees half of it.
 
 pub mod compare;
 mod progress;
@@ -122,6 +123,20 @@ pub fn replay_footnote<'a>(replays: impl IntoIterator<Item = (RunId, &'a str)>) 
          of the nodes named ({})\n",
         which.join("; ")
     )
+}
+
+/// `path` replaced whole by `bytes`: written beside it, synced, then renamed over it, so a
+/// reader sees the old file or the new one, never part of either.
+pub fn replace_file(path: &std::path::Path, bytes: &[u8]) -> io::Result<()> {
+    let parent = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(std::path::Path::new("."));
+    let mut tmp = tempfile::NamedTempFile::new_in(parent)?;
+    tmp.write_all(bytes)?;
+    tmp.as_file().sync_all()?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    Ok(())
 }
 
 #[cfg(test)]

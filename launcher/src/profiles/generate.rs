@@ -10,6 +10,8 @@ use anyhow::{bail, Result};
 use gpudirect_core::config::{Config, NicClass};
 use gpudirect_core::derive::Derived;
 
+use crate::tune::overlay::quoted;
+
 /// What to write.
 #[derive(Debug, Clone)]
 pub struct Request<'a> {
@@ -21,21 +23,6 @@ pub struct Request<'a> {
     pub source: &'a str,
     /// The node, for the description.
     pub node: &'a str,
-}
-
-/// A TOML string literal.
-fn quoted(s: &str) -> String {
-    let mut out = String::from("\"");
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            c if c.is_control() => {}
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
 }
 
 fn list(items: &[String]) -> String {
@@ -288,19 +275,10 @@ pub fn compare_with_nccl(
 /// A cpulist as NCCL's topology file writes a CPU's `affinity`: the 32-bit words of its mask,
 /// most significant first, comma-separated (sysfs's `cpumap`).
 fn affinity(cpus: &gpudirect_core::cpulist::CpuList) -> String {
-    let ids: Vec<usize> = cpus
-        .to_string()
-        .split(',')
-        .flat_map(|r| {
-            let (a, b) = r.split_once('-').unwrap_or((r, r));
-            let (a, b): (usize, usize) = (a.parse().unwrap_or(0), b.parse().unwrap_or(0));
-            a..=b
-        })
-        .collect();
-    let words = ids.iter().max().map_or(1, |m| m / 32 + 1);
+    let words = cpus.ids().max().map_or(1, |m| m as usize / 32 + 1);
     let mut mask = vec![0u32; words];
-    for id in ids {
-        mask[id / 32] |= 1 << (id % 32);
+    for id in cpus.ids() {
+        mask[id as usize / 32] |= 1 << (id % 32);
     }
     mask.iter()
         .rev()

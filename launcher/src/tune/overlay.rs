@@ -52,8 +52,8 @@ pub fn profile_name(requested: Option<&str>, base: Option<&str>) -> Result<Strin
     }
 }
 
-/// A TOML basic string (the text is printable ASCII: knob values are checked so).
-fn quoted(text: &str) -> String {
+/// A TOML basic string: quotes and backslashes escaped, control characters as `\\uXXXX`.
+pub(crate) fn quoted(text: &str) -> String {
     let mut out = String::from("\"");
     for c in text.chars() {
         match c {

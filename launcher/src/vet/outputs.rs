@@ -8,7 +8,6 @@
 //!
 //! Each file is written whole to a temporary name and renamed, so a reader never sees half.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use super::{nodes_that_are, NodeVet, Standing};
@@ -96,13 +95,13 @@ pub fn write(
     if !hosts.is_empty() {
         hosts.push('\n');
     }
-    replace(&written.hostfile, hosts.as_bytes())?;
+    crate::output::replace_file(&written.hostfile, hosts.as_bytes())?;
     let excluded: Vec<String> = vets
         .iter()
         .filter(|v| v.standing != Standing::Good)
         .map(|v| v.node.clone())
         .collect();
-    replace(
+    crate::output::replace_file(
         &written.exclude,
         format!("{}\n", compress(&excluded)).as_bytes(),
     )?;
@@ -111,21 +110,11 @@ pub fn write(
         env.push_str(&line);
         env.push('\n');
     }
-    replace(&written.env, env.as_bytes())?;
+    crate::output::replace_file(&written.env, env.as_bytes())?;
     let mut json = serde_json::to_vec_pretty(report).map_err(std::io::Error::other)?;
     json.push(b'\n');
-    replace(&written.json, &json)?;
+    crate::output::replace_file(&written.json, &json)?;
     Ok(written)
-}
-
-/// `path` replaced whole by `bytes`: written beside it, then renamed over it.
-fn replace(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let parent = path.parent().unwrap_or(Path::new("."));
-    let mut tmp = tempfile::NamedTempFile::new_in(parent)?;
-    tmp.write_all(bytes)?;
-    tmp.as_file().sync_all()?;
-    tmp.persist(path).map_err(|e| e.error)?;
-    Ok(())
 }
 
 #[cfg(test)]

@@ -41,6 +41,23 @@ fn profiles(config: &Path, args: &[&str]) -> Command {
     cmd
 }
 
+/// `gpudirect profiles generate ARGS` on the fixture tree `tree` and its `/proc`.
+fn generate_on(config: &Path, tree: &str, args: &[&str]) -> Command {
+    let mut cmd = profiles(config, &["generate"]);
+    cmd.args(args)
+        .arg("--sysfs")
+        .arg(sysfs_fixture(tree))
+        .arg("--proc")
+        .arg(sysfs_fixture(&format!("{tree}.proc")));
+    cmd
+}
+
+/// `gpudirect profiles check --overlay FILE`.
+fn check_overlay(config: &Path, file: &Path) -> std::process::Output {
+    let shown = file.display().to_string();
+    run(&mut profiles(config, &["check", "--overlay", &shown]))
+}
+
 /// `gpudirect profiles explain ARGS` with the node's sysfs read from the fixture tree
 /// `tree`; its stdout.
 fn explain_on_sysfs(config: &Path, tree: &str, args: &[&str]) -> String {
@@ -655,19 +672,10 @@ fn generate_writes_profiles_that_check_accepts_and_refuses_a_base_the_node_canno
     ] {
         let name = format!("gen-{tree}");
         let out_file = dir.path().join(format!("{tree}.toml"));
-        let mut generate = profiles(&config, &["generate", "--name", &name, "--node", "n1"]);
-        generate
-            .arg("--sysfs")
-            .arg(sysfs_fixture(tree))
-            .arg("--proc")
-            .arg(sysfs_fixture(&format!("{tree}.proc")))
-            .arg("-o")
-            .arg(&out_file);
-        let out = run(&mut generate);
+        let mut generate = generate_on(&config, tree, &["--name", &name, "--node", "n1"]);
+        let out = run(generate.arg("-o").arg(&out_file));
         assert!(out.status.success(), "{tree}: {}", stderr(&out));
-        let overlay_arg = out_file.display().to_string();
-        let mut check = profiles(&config, &["check", "--overlay", &overlay_arg]);
-        let out = run(&mut check);
+        let out = check_overlay(&config, &out_file);
         assert!(
             only_the_configs_place_is_wrong(&out),
             "{tree}: {}{}",
@@ -702,22 +710,15 @@ fn generate_writes_profiles_that_check_accepts_and_refuses_a_base_the_node_canno
         "{a3h}"
     );
 
-    let mut overlay = profiles(
+    let text = ok(&mut generate_on(
         &config,
-        &["generate", "--base", "tcpx", "--name", "tcpx-here"],
-    );
-    overlay
-        .arg("--sysfs")
-        .arg(sysfs_fixture("a3-high"))
-        .arg("--proc")
-        .arg(sysfs_fixture("a3-high.proc"));
-    let text = ok(&mut overlay);
+        "a3-high",
+        &["--base", "tcpx", "--name", "tcpx-here"],
+    ));
     assert!(text.contains("extends = \"tcpx\""), "{text}");
     let file = dir.path().join("tcpx-here.toml");
     fs::write(&file, &text).unwrap();
-    let overlay_arg = file.display().to_string();
-    let mut check = profiles(&config, &["check", "--overlay", &overlay_arg]);
-    let out = run(&mut check);
+    let out = check_overlay(&config, &file);
     assert!(
         only_the_configs_place_is_wrong(&out),
         "{}{}",
@@ -729,13 +730,11 @@ fn generate_writes_profiles_that_check_accepts_and_refuses_a_base_the_node_canno
         "profile tcpx-here (extends tcpx): transport GPUDirectTCPX",
     );
 
-    let mut refused = profiles(&config, &["generate", "--base", "tcpx"]);
-    refused
-        .arg("--sysfs")
-        .arg(sysfs_fixture("missing-nic"))
-        .arg("--proc")
-        .arg(sysfs_fixture("missing-nic.proc"));
-    let out = run(&mut refused);
+    let out = run(&mut generate_on(
+        &config,
+        "missing-nic",
+        &["--base", "tcpx"],
+    ));
     assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
     assert_stderr_contains(&out, "--base tcpx uses eth3 that this node does not have");
     assert!(stdout(&out).is_empty(), "nothing written: {}", stdout(&out));
@@ -757,14 +756,8 @@ fn generate_compares_its_map_with_the_topology_nccl_dumped() {
     let dump =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/results/gpu-box/call9/nccl-topo.xml");
     let generate = |dump: &Path| {
-        let mut cmd = profiles(&config, &["generate", "--node", "gpubox"]);
-        cmd.arg("--sysfs")
-            .arg(sysfs_fixture("gpu-box"))
-            .arg("--proc")
-            .arg(sysfs_fixture("gpu-box.proc"))
-            .arg("--compare-nccl")
-            .arg(dump);
-        run(&mut cmd)
+        let mut cmd = generate_on(&config, "gpu-box", &["--node", "gpubox"]);
+        run(cmd.arg("--compare-nccl").arg(dump))
     };
     let out = generate(&dump);
     assert!(out.status.success(), "{}", stderr(&out));
@@ -798,14 +791,9 @@ fn generate_compares_its_map_with_the_topology_nccl_dumped() {
 fn generate_writes_an_nccl_topology_file_that_pairs_each_gpu_with_its_nic() {
     let (dir, config) = write_config("topo-xml", SHIPPED);
     let xml = dir.path().join("topo.xml");
-    let mut cmd = profiles(&config, &["generate"]);
-    cmd.arg("--sysfs")
-        .arg(sysfs_fixture("a3-mega"))
-        .arg("--proc")
-        .arg(sysfs_fixture("a3-mega.proc"))
+    ok(generate_on(&config, "a3-mega", &[])
         .arg("--topo-xml")
-        .arg(&xml);
-    ok(&mut cmd);
+        .arg(&xml));
     let text = fs::read_to_string(&xml).unwrap();
     gpudirect::nccl_output::topo::parse_topo(&text).expect("NCCL's format");
     assert_eq!(text.matches("class=\"0x030200\"").count(), 8, "{text}");
