@@ -302,6 +302,8 @@ fn run_generate(config_path: &Path, args: &GenerateArgs) -> Result<ExitStatus> {
         (None, true) => Some(PathBuf::from("/proc")),
         (None, false) => None,
     };
+    gpudirect::tune::overlay::check_profile_name(args.name.clone())
+        .map_err(|e| anyhow::anyhow!("gpudirect profiles generate: --name: {e}"))?;
     let facts = NodeFacts::read(&args.sysfs, proc_dir.as_deref())
         .map_err(|e| anyhow::anyhow!("gpudirect profiles generate: {e}"))?;
     let derived =

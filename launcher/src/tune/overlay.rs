@@ -35,6 +35,12 @@ pub fn profile_name(requested: Option<&str>, base: Option<&str>) -> Result<Strin
         (None, Some(b)) => format!("{b}-tuned"),
         (None, None) => "tuned".to_string(),
     };
+    check_profile_name(name)
+}
+
+/// `name` when the config accepts it as a profile's name (as `profiles generate --name`
+/// needs too), else why not.
+pub fn check_profile_name(name: String) -> Result<String, String> {
     let valid = !name.is_empty()
         && name.len() <= MAX_PROFILE_NAME
         && name

@@ -739,6 +739,11 @@ fn generate_writes_profiles_that_check_accepts_and_refuses_a_base_the_node_canno
     assert_stderr_contains(&out, "--base tcpx uses eth3 that this node does not have");
     assert!(stdout(&out).is_empty(), "nothing written: {}", stdout(&out));
 
+    // A name the config would not take: refused before anything is read.
+    let out = run(&mut generate_on(&config, "a3-high", &["--name", "a b"]));
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert_stderr_contains(&out, "--name: `a b` cannot name a profile");
+
     // A tree with no GPU: refused with what it found.
     let empty = dir.path().display().to_string();
     let out = run(&mut profiles(&config, &["generate", "--sysfs", &empty]));
