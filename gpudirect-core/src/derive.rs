@@ -225,6 +225,40 @@ pub fn default_route(text: &str) -> Option<String> {
     })
 }
 
+/// Each interface's directly connected IPv4 subnets in `/proc/net/route` text (routes up,
+/// without a gateway, to a network other than the default), as `a.b.c.d/len`, sorted, by
+/// interface. The kernel prints each address and mask as the hex of its in-memory bytes, so
+/// `0000800A` is 10.128.0.0.
+pub fn connected_subnets(text: &str) -> BTreeMap<String, Vec<String>> {
+    let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for line in text.lines().skip(1) {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.len() < 8 {
+            continue;
+        }
+        let hex = |s: &str| u32::from_str_radix(s, 16).ok();
+        let (Some(dest), Some(gateway), Some(flags), Some(mask)) =
+            (hex(f[1]), hex(f[2]), hex(f[3]), hex(f[7]))
+        else {
+            continue;
+        };
+        // RTF_UP and not RTF_GATEWAY; the default route (mask 0) is no subnet.
+        if flags & 1 == 0 || flags & 2 != 0 || gateway != 0 || mask == 0 {
+            continue;
+        }
+        let [a, b, c, d] = dest.to_le_bytes();
+        let subnet = format!("{a}.{b}.{c}.{d}/{}", mask.count_ones());
+        let list = out.entry(f[0].to_string()).or_default();
+        if !list.contains(&subnet) {
+            list.push(subnet);
+        }
+    }
+    for list in out.values_mut() {
+        list.sort();
+    }
+    out
+}
+
 /// Which level of the PCI tree decided a GPU's NICs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Level {

@@ -364,7 +364,7 @@ fn child_names(dir: &Path) -> Vec<String> {
 }
 
 /// The names in `dir` (at most `limit` of them), sorted; none when it cannot be read.
-pub(crate) fn names_in(dir: &Path, limit: usize) -> Vec<String> {
+pub fn names_in(dir: &Path, limit: usize) -> Vec<String> {
     let mut names: Vec<String> = fs::read_dir(dir)
         .map(|entries| {
             entries

@@ -305,3 +305,68 @@ fn per_rail_nccl_tests_name_the_slow_rail_of_a_node() {
         );
     }
 }
+
+/// `salloc -N<all> gpudirect validate --test wiring --json`: the exit code and the report.
+fn validate_wiring(db: &std::path::Path) -> (Option<i32>, serde_json::Value) {
+    let nodes = cluster_nodes() as u32;
+    let output =
+        gpudirect_in_allocation(nodes, db, &["validate", "--test", "wiring", "--json"], &[]);
+    let report = serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
+        panic!(
+            "validate --test wiring --json gave no report ({e}):\n{}\n{}",
+            stdout(&output),
+            stderr(&output)
+        )
+    });
+    (output.status.code(), report)
+}
+
+/// Issue #31: every node reports the NIC the tcpx profile gives each GPU and that NIC's
+/// subnet (read in the node's own namespace); with node2's eth1 and eth2 swapped, node2 is
+/// named with the GPUs and NICs off their rails, and nothing else is.
+#[test]
+fn wiring_names_the_node_whose_nics_are_swapped_and_its_rails() {
+    let _guard = cluster();
+    let db = temp_db("wiring");
+    let nodes = cluster_nodes();
+    let (code, report) = validate_wiring(&db);
+    assert_eq!(code, Some(0), "{report:#}");
+    let analysis = &report["analysis"];
+    assert_eq!(
+        analysis["findings"].as_array().unwrap().len(),
+        0,
+        "{report:#}"
+    );
+    assert_eq!(analysis["nodes"].as_array().unwrap().len(), nodes);
+    // GPU i's rail is its NIC's subnet (ethK is on 10.213.K.0/24 on every node).
+    let rails = analysis["rails"].as_array().unwrap();
+    assert_eq!(rails.len(), 8, "{report:#}");
+    for rail in rails {
+        let nic = rail["nics"][0].as_str().unwrap();
+        let k = nic.trim_start_matches("eth");
+        assert_eq!(rail["subnet"], format!("10.213.{k}.0/24"), "{rail}");
+        assert_eq!(rail["agreeing"], nodes, "{rail}");
+    }
+    {
+        let _swap = Nic::set("node2", "eth1", &["swap", "eth2"]);
+        let (code, report) = validate_wiring(&db);
+        assert_eq!(code, Some(1), "{report:#}");
+        let findings = report["analysis"]["findings"].as_array().unwrap();
+        assert_eq!(findings.len(), 1, "{report:#}");
+        let f = &findings[0];
+        assert_eq!(f["node"], "node2", "{f}");
+        assert_eq!(f["gpus"], serde_json::json!([0, 1, 2, 3]), "{f}");
+        assert_eq!(f["nics"], serde_json::json!(["eth1", "eth2"]), "{f}");
+        let message = f["message"].as_str().unwrap();
+        assert!(
+            message.contains(&format!(
+                "GPUs 0-1 (eth1) are on 10.213.2.0/24, where {} of {nodes} nodes have them on 10.213.1.0/24",
+                nodes - 1
+            )),
+            "{message}"
+        );
+    }
+    // Swapped back by the guard: every node agrees again.
+    let (code, report) = validate_wiring(&db);
+    assert_eq!(code, Some(0), "restored: {report:#}");
+}

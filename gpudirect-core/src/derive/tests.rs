@@ -115,3 +115,27 @@ fn the_default_route_is_read_from_proc() {
     assert_eq!(default_route(text).as_deref(), Some("eth0"));
     assert_eq!(default_route("Iface\tDestination\n"), None);
 }
+
+#[test]
+fn each_interfaces_connected_subnets_are_read_from_proc() {
+    // As the local cluster's node2 prints it: eth1 on 10.213.1.0/24, eth0 with the default
+    // route via 10.213.0.254 and its own /24, a host route via a gateway (not a subnet), a
+    // route that is down, and a garbled line.
+    let text =
+        "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT\n\
+        eth0\t00000000\tFE00D50A\t0003\t0\t0\t0\t00000000\t0\t0\t0\n\
+        eth0\t0000D50A\t00000000\t0001\t0\t0\t0\t00FFFFFF\t0\t0\t0\n\
+        eth1\t0001D50A\t00000000\t0001\t0\t0\t0\t00FFFFFF\t0\t0\t0\n\
+        eth2\t0A0A0A0A\tFE02D50A\t0007\t0\t0\t0\tFFFFFFFF\t0\t0\t0\n\
+        eth3\t0003D50A\t00000000\t0000\t0\t0\t0\t00FFFFFF\t0\t0\t0\n\
+        eth4\tzzzz\n";
+    let subnets = connected_subnets(text);
+    assert_eq!(subnets["eth0"], ["10.213.0.0/24"]);
+    assert_eq!(subnets["eth1"], ["10.213.1.0/24"]);
+    assert!(!subnets.contains_key("eth2"), "{subnets:?}");
+    assert!(!subnets.contains_key("eth3"), "{subnets:?}");
+    assert!(!subnets.contains_key("eth4"), "{subnets:?}");
+    // The fixture trees' control NIC: 10.128.0.0/20.
+    let a3 = std::fs::read_to_string(sysfs_dir().join("a3-mega.proc/net/route")).unwrap();
+    assert_eq!(connected_subnets(&a3)["enp0s12"], ["10.128.0.0/20"]);
+}

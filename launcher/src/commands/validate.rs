@@ -26,6 +26,7 @@ use gpudirect_core::system::{load_config, short_hostname, Ownership};
 
 mod drains;
 mod rails;
+mod wiring;
 
 use drains::EvidenceSource;
 use gpudirect::validate::actions::{self, NodeAction, PairRun};
@@ -56,6 +57,9 @@ pub enum Test {
     Nccl,
     /// Host-memory traffic over MPI, one data NIC (rail) at a time: units are (node, rail).
     Rails,
+    /// No traffic: each node's GPU-to-NIC map and its NICs' subnets; names the nodes where
+    /// GPU i is not on the rail (subnet) the other nodes have it on.
+    Wiring,
 }
 
 /// Arguments of `gpudirect validate`.
@@ -66,7 +70,8 @@ pub enum Test {
     gpudirect validate --mode pairwise --drain               # every pair; drain bad nodes\n  \
     gpudirect validate --floor 60 --drain --retries 2        # re-test twice before draining\n  \
     gpudirect validate --floor 60 --resume                   # return our drained nodes that pass\n  \
-    gpudirect validate --gpus 0-7 --floor 300 -e 8G          # this host's GPUs, no Slurm\n\n\
+    gpudirect validate --gpus 0-7 --floor 300 -e 8G          # this host's GPUs, no Slurm\n  \
+    gpudirect validate --test wiring                         # GPU i on rail i on every node?\n\n\
 Round 1 runs disjoint pairs at the same time (one job step each); a node is suspect when\n\
 its pairs are slow, and is re-paired with nodes that passed (round 2) and confirmed\n\
 (round 3), separating a slow node from a bad link. Every pair run goes into the history\n\
@@ -75,6 +80,12 @@ gpu0-1, ... with --gpus-per-unit 2) and each pair is one local nccl-tests proces
 both groups' GPUs (CUDA_VISIBLE_DEVICES, -g). Exit status: 0 healthy, 1 degraded (slow\n\
 nodes or links), 2 failed (runs failed; or a drain, a resume or the --on-drain command\n\
 did not work), 3 could not run (nothing measured, bad options).\n\n\
+--test wiring moves no data: one task per node reports the NIC its profile gives each GPU\n\
+(the plugin's own rules, sysfs locality included; without a profile, the PCI tree's map)\n\
+and each of those NICs' IPv4 subnets (/proc/net/route). GPU i's rail is the subnet most\n\
+nodes have it on; a node where it is elsewhere, or where a NIC has another NIC's subnet\n\
+(renamed, or cabled to another rail's switch), is named, and --drain drains it. Exit 1\n\
+when a node is named, 2 when one did not answer. --reports FILE judges saved reports.\n\n\
 Drains: --drain sets reasons that start with `gpudirect validate:` and reads the state back; a node\n\
 drained by an admin for another reason is left alone. --retries N re-tests each node found\n\
 slow or failed N more times, each with a node that passed (a new partner where there is\n\
@@ -231,6 +242,29 @@ pub struct ValidateArgs {
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
+
+    /// With --test wiring: judge the node reports in FILE (lines that `srun --label
+    /// --ntasks-per-node=1 gpudirect validate --test wiring --node-report` printed, or one
+    /// such line per node) instead of asking the allocation's nodes.
+    #[arg(long, value_name = "FILE")]
+    pub reports: Option<PathBuf>,
+
+    /// With --test wiring: print this node's report, one JSON line (what the step runs on
+    /// every node).
+    #[arg(long, hide = true)]
+    pub node_report: bool,
+
+    /// With --node-report: read sysfs here (a recorded tree) instead of /sys.
+    #[arg(long, value_name = "DIR", hide = true)]
+    pub sysfs: Option<PathBuf>,
+
+    /// With --node-report: read /proc here instead of /proc.
+    #[arg(long = "proc", value_name = "DIR", hide = true)]
+    pub proc_root: Option<PathBuf>,
+
+    /// With --node-report: the node's name (default: this node's Slurm name).
+    #[arg(long, value_name = "NAME", hide = true)]
+    pub node: Option<String>,
 }
 
 /// The variant validate's pair runs are recorded (and their baseline found) under.
@@ -714,6 +748,19 @@ fn print_text(t: &Text<'_>) -> Result<()> {
 
 /// `gpudirect validate`. Returns the health exit status.
 pub fn run(args: &ValidateArgs, ctx: &Ctx) -> Result<ExitStatus> {
+    if args.test == Test::Wiring {
+        if args.gpus.is_some() {
+            bail!("--test wiring compares Slurm nodes' GPU-to-NIC maps; --gpus validates this host's GPUs with nccl-tests");
+        }
+        if args.node_report || args.reports.is_some() {
+            return wiring::run(args, ctx, &[]);
+        }
+        let (_, nodes) = units_from_args(args)?;
+        return wiring::run(args, ctx, &nodes);
+    }
+    if args.reports.is_some() || args.node_report {
+        bail!("--reports and --node-report are for --test wiring");
+    }
     let (units, nodes) = units_from_args(args)?;
     if let Some(dir) = &args.report {
         // Found out now, before any pair runs, not after the verdict.

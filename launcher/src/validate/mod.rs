@@ -14,6 +14,8 @@
 //! - [`session`]: the loop that drives a validation round by round ([`session::drive`]),
 //!   the command's I/O in its closures.
 //! - [`gpus`]: this host's GPUs as `--gpus` names them, and the units they split into.
+//! - [`wiring`]: `--test wiring`: each node's GPU-to-NIC map and NIC subnets, and the nodes
+//!   where GPU i is not on the rail the others have it on.
 //! - [`actions`]: what `--drain`, `--resume` and `--on-drain` decide from a report (drain
 //!   and resume plans, the evidence file).
 //!
@@ -28,3 +30,4 @@ pub mod rail_runs;
 pub mod rails;
 pub mod session;
 pub mod simulate;
+pub mod wiring;

@@ -20,3 +20,4 @@ mod run;
 mod tune;
 mod validate_gpus;
 mod validate_rails;
+mod validate_wiring;
