@@ -116,3 +116,95 @@ fn the_console_block_reader_finds_commands_and_their_expectation() {
         ]
     );
 }
+
+/// The marker the newcomer script prints after each command: `@@newcomer INDEX STATUS`.
+const MARK: &str = "@@newcomer";
+
+/// Issue #33, the newcomer's path: `scripts/demo` as the README prints it, then every
+/// command of the `console` blocks of README.md and docs/local-cluster.md, in one shell, one
+/// after another as a reader types them (so `eval "$(scripts/local-cluster env)"` carries
+/// over to the commands after it), from the checkout, with no variable of ours set
+/// beforehand: no SLURM_CONF, no GPUDIRECT_CONFIG, no gpudirect on PATH. As root, because
+/// the README's path is root's (it starts the cluster); every other cluster test runs its
+/// jobs as the test user. The history goes to a fresh XDG_DATA_HOME.
+#[test]
+fn the_newcomers_commands_run_as_printed_after_the_demo() {
+    let _guard = cluster();
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .canonicalize()
+        .expect("the checkout");
+    let data = fresh_temp_dir("newcomer");
+    // The runner's PATH (cargo for the demo's build) without this checkout's target folder.
+    let path: Vec<String> = std::env::var("PATH")
+        .unwrap_or_default()
+        .split(':')
+        .filter(|d| !d.contains("/target/"))
+        .map(str::to_string)
+        .collect();
+    let newcomer = |program: &str| {
+        let mut cmd = std::process::Command::new("timeout");
+        cmd.arg("600").arg(program).current_dir(&repo).env_clear();
+        for var in [
+            "HOME",
+            "USER",
+            "LANG",
+            "CARGO_HOME",
+            "RUSTUP_HOME",
+            "RUSTUP_TOOLCHAIN",
+        ] {
+            if let Some(v) = std::env::var_os(var) {
+                cmd.env(var, v);
+            }
+        }
+        cmd.env("PATH", path.join(":")).env("XDG_DATA_HOME", &data);
+        cmd
+    };
+    let demo = run(newcomer("scripts/demo").env("TERM", "dumb"));
+    assert_ok(&demo, "scripts/demo");
+
+    let mut all = Vec::new();
+    for file in ["README.md", "docs/local-cluster.md"] {
+        let text = std::fs::read_to_string(repo.join(file)).expect("read the docs");
+        all.extend(commands(file, &text));
+    }
+    assert!(
+        all.iter()
+            .any(|(_, _, c, _)| c.contains("local-cluster env")),
+        "the newcomer's commands are in README.md: {all:?}"
+    );
+    let mut script = String::new();
+    for (i, (_, _, command, _)) in all.iter().enumerate() {
+        script.push_str(&format!("{command}\necho \"{MARK} {i} $?\"\n"));
+    }
+    let output = run(newcomer("bash").arg("-c").arg(&script));
+    let text = format!("{}{}", stdout(&output), stderr(&output));
+    let mut failures = Vec::new();
+    let mut since = 0;
+    let lines: Vec<&str> = text.lines().collect();
+    for (i, (file, line, command, must_fail)) in all.iter().enumerate() {
+        let found = lines
+            .iter()
+            .position(|l| l.starts_with(&format!("{MARK} {i} ")));
+        let Some(at) = found else {
+            failures.push(format!(
+                "{file}:{line}: `{command}` did not end (no marker)"
+            ));
+            continue;
+        };
+        let status: i32 = lines[at].rsplit(' ').next().unwrap().parse().unwrap();
+        if (status == 0) == *must_fail {
+            failures.push(format!(
+                "{file}:{line}: `{command}` exited {status}:\n{}",
+                lines[since.min(at)..at].join("\n")
+            ));
+        }
+        since = at + 1;
+    }
+    assert!(
+        failures.is_empty(),
+        "{}\n--- the whole session:\n{text}",
+        failures.join("\n")
+    );
+    std::fs::remove_dir_all(&data).unwrap();
+}
