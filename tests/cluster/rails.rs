@@ -365,6 +365,28 @@ fn wiring_names_the_node_whose_nics_are_swapped_and_its_rails() {
             )),
             "{message}"
         );
+        // --drain, an admin's action (root): node2 alone is drained, its reason tagged and
+        // naming the rails; the state is read back.
+        let _resume = ResumeNodesOnDrop;
+        let output = gpudirect_in_allocation_as(
+            Who::Root,
+            &[&format!("-N{nodes}")],
+            &db,
+            &["validate", "--test", "wiring", "--drain", "--json"],
+            &[],
+        );
+        assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+        let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+        let drains = report["drains"].as_array().unwrap();
+        assert_eq!(drains.len(), 1, "{report:#}");
+        assert_eq!(drains[0]["node"], "node2", "{report:#}");
+        let state = sinfo_state("node2");
+        assert!(
+            state.starts_with("drain")
+                && state.contains("|gpudirect validate: wiring: GPUs 0-1 (eth1)"),
+            "{state}"
+        );
+        assert!(!sinfo_state("node1").starts_with("drain"));
     }
     // Swapped back by the guard: every node agrees again.
     let (code, report) = validate_wiring(&db);

@@ -651,7 +651,7 @@ pub fn analyse(reports: &[NodeWiring], expected: &[String]) -> Analysis {
             gpudirect_core::hostlist::compress(&shared)
         ));
     }
-    if mapped.len() == 2 {
+    if mapped.len() == 2 && !findings.is_empty() {
         notes.push(
             "2 nodes: where they differ neither is the majority; validate 3 or more to name the node off its rail"
                 .to_string(),
