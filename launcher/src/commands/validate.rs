@@ -755,8 +755,7 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx) -> Result<ExitStatus> {
         if args.node_report || args.reports.is_some() {
             return wiring::run(args, ctx, &[]);
         }
-        let (_, nodes) = units_from_args(args)?;
-        return wiring::run(args, ctx, &nodes);
+        return wiring::run(args, ctx, &wiring::allocation_nodes()?);
     }
     if args.reports.is_some() || args.node_report {
         bail!("--reports and --node-report are for --test wiring");

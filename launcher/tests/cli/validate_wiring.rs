@@ -151,6 +151,21 @@ fn a_file_without_reports_and_flags_that_do_not_apply_are_refused_with_why() {
         "{}",
         stderr(&out)
     );
+    // Outside an allocation, and in one of one node: what to do instead.
+    let out =
+        run(gpudirect_without(&["SLURM_JOB_NODELIST"]).args(["validate", "--test", "wiring"]));
+    assert_eq!(out.status.code(), Some(3));
+    assert!(
+        stderr(&out)
+            .contains("run it inside salloc or sbatch, or judge saved reports with --reports FILE"),
+        "{}",
+        stderr(&out)
+    );
+    let out = run(gpudirect_without(&[])
+        .env("SLURM_JOB_NODELIST", "node1")
+        .args(["validate", "--test", "wiring"]));
+    assert_eq!(out.status.code(), Some(3));
+    assert!(stderr(&out).contains("the allocation has 1 node(s), it needs 2 or more"));
     let out = run(gpudirect_without(&[])
         .args(["validate", "--reports"])
         .arg(&file));

@@ -63,6 +63,22 @@ pub(super) fn check_flags(args: &ValidateArgs) -> Result<()> {
     Ok(())
 }
 
+/// The allocation's nodes, refused when there are too few to compare.
+pub(super) fn allocation_nodes() -> Result<Vec<String>> {
+    let Some(list) = gpudirect::launch::env_var("SLURM_JOB_NODELIST") else {
+        bail!("gpudirect validate --test wiring compares the nodes of an allocation: run it inside salloc or sbatch, or judge saved reports with --reports FILE");
+    };
+    let nodes = gpudirect_core::hostlist::expand(&list)
+        .with_context(|| format!("SLURM_JOB_NODELIST `{list}` is not a hostlist"))?;
+    if nodes.len() < 2 {
+        bail!(
+            "--test wiring compares nodes with each other: the allocation has {} node(s), it needs 2 or more (3 or more to name the node that differs)",
+            nodes.len()
+        );
+    }
+    Ok(nodes)
+}
+
 /// The step that asks every node: one task per node, `validate --test wiring --node-report`.
 fn srun_job(args: &ValidateArgs, nodes: usize) -> Result<Job> {
     let exe = std::env::current_exe().context("cannot find the gpudirect executable")?;
