@@ -295,11 +295,15 @@ fn nic_net(
     };
     let netdev = sysfs.join("class/net").join(&name);
     let rdma = sysfs.join("class/infiniband").join(&name);
+    // An RDMA device's interfaces are its PCI function's: `class/infiniband/NAME` is a link
+    // to `<function>/infiniband/NAME`.
     let interfaces = match (class, netdev.exists()) {
         (_, true) => vec![name.clone()],
-        (NicClass::Infiniband, false) => {
-            gpudirect_core::locality::names_in(&rdma.join("device/net"), 8)
-        }
+        (NicClass::Infiniband, false) => std::fs::canonicalize(&rdma)
+            .ok()
+            .and_then(|dev| dev.parent()?.parent().map(|f| f.join("net")))
+            .map(|net| gpudirect_core::locality::names_in(&net, 8))
+            .unwrap_or_default(),
         _ => Vec::new(),
     };
     let mut subnets: Vec<String> = interfaces

@@ -251,6 +251,32 @@ fn an_a3_mega_node_reports_the_plugins_map_and_each_nics_subnet() {
 }
 
 #[test]
+fn an_a3_ultra_nodes_rdma_devices_are_on_their_interfaces_subnets() {
+    let config = gpudirect_core::config::parse_config(
+        include_str!("../../../../slurm-conf/gpudirect.toml"),
+        "slurm-conf/gpudirect.toml",
+    )
+    .unwrap();
+    let interfaces: Vec<String> = (0..8).map(|i| format!("gpu{i}rdma0")).collect();
+    let names: Vec<&str> = interfaces.iter().map(String::as_str).collect();
+    let proc_root = proc_with_routes("a3-ultra", "eth0", &names);
+    let roots = Roots {
+        sysfs: &sysfs("a3-ultra"),
+        proc_root: proc_root.path(),
+    };
+    let r = collect(Ok(&config), Some("gib"), "a3u-0001", roots);
+    assert_eq!(r.source, "profile gib, each GPU's NIC from sysfs", "{r:?}");
+    let map: Vec<Vec<String>> = r.gpus.iter().map(|g| g.nics.clone()).collect();
+    let expected: Vec<Vec<String>> = (0..8).map(|i| vec![format!("mlx5_{i}")]).collect();
+    assert_eq!(map, expected);
+    // mlx5_K's interface is gpuKrdma0, on the K+1-th subnet.
+    for (k, nic) in r.nics.iter().enumerate() {
+        assert!(nic.present, "{nic:?}");
+        assert_eq!(nic.subnets, [format!("10.0.{}.0/24", k + 1)], "{nic:?}");
+    }
+}
+
+#[test]
 fn a_node_without_gpus_maps_the_profiles_gpu_nics_and_says_so() {
     let config = gpudirect_core::config::parse_config(
         include_str!("../../../../slurm-conf/gpudirect.toml"),
