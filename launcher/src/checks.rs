@@ -263,20 +263,28 @@ pub fn judge(
         // nccl-tests rounds each size down to whole, 16-byte-aligned per-rank chunks: a
         // small size may vanish (all_gather on 2 ranks starts at 32 B) and a large one may
         // print a little smaller (1008 B for 1 KiB on 3 ranks). Only sizes well above the
-        // rounding must appear, within 10%.
+        // rounding must appear, within 10%, and nearer to that size than to the one before
+        // it: with a linear step (`-i`) the sizes lie closer than 10% apart, and the last row
+        // of an output cut short would otherwise stand for every size after it.
         let ranks = u64::from(parsed.nranks().unwrap_or(1).max(1));
         // Sizes above a `# Reducing maxBytes` were never run: nccl-tests said so.
         let largest_run = parsed.reduced_max_bytes.unwrap_or(u64::MAX);
-        let missing: Vec<u64> = expect
-            .sizes
+        let mut sizes = expect.sizes.clone();
+        sizes.sort_unstable();
+        let missing: Vec<u64> = sizes
             .iter()
-            .copied()
-            .filter(|&s| s >= 256 * ranks && s <= largest_run)
-            .filter(|&s| {
+            .enumerate()
+            .filter(|&(_, &s)| s >= 256 * ranks && s <= largest_run)
+            .filter(|&(i, &s)| {
+                let previous = if i == 0 { 0 } else { sizes[i - 1] };
+                let nearer = previous + (s - previous) / 2;
                 !parsed.rows.iter().any(|r| {
-                    r.size_bytes <= s && r.size_bytes.saturating_mul(10) >= s.saturating_mul(9)
+                    r.size_bytes <= s
+                        && r.size_bytes > nearer
+                        && r.size_bytes.saturating_mul(10) >= s.saturating_mul(9)
                 })
             })
+            .map(|(_, &s)| s)
             .collect();
         let tail_cut = !missing.is_empty() && missing.iter().all(|&s| s > largest_row);
         if tail_cut && parsed.avg_busbw.is_none() {
@@ -481,6 +489,52 @@ mod tests {
         let whole = parse(text.as_bytes());
         let v = judge(&whole, None, None, &sizes(header_sizes(&whole)));
         assert_eq!(v.status, RunStatus::Ok, "{:?}", v.findings);
+    }
+
+    /// A linear step (`-i 128M`) puts sizes from 2 GiB on closer than 10% apart: a complete
+    /// table (sizes rounded down a little by the ranks' alignment) is whole, and one cut at
+    /// 2.75 GiB misses the two sizes after it, not none (nccl-tests#350's gather, published).
+    #[test]
+    fn sizes_of_a_linear_step_are_each_their_own_row() {
+        let step = 128u64 << 20;
+        let table = |last: u64, summary: bool| {
+            let mut text = format!(
+                "# nThread 1 nGpus 1 minBytes {} maxBytes {} step: {step}(bytes) warmup iters: 5 iters: 20 agg iters: 1 validation: 1 graph: 0\n\
+                 #  Rank  0 Group  0 Pid 1 on a device  0 [0x01] GPU\n\
+                 #  Rank  1 Group  0 Pid 2 on b device  0 [0x01] GPU\n\
+                 #                                                              out-of-place                       in-place\n\
+                 #       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong\n",
+                16 * step,
+                24 * step
+            );
+            for k in 16..=last {
+                // Two ranks: each size a little under the asked one (whole 16-byte chunks).
+                let size = k * step - 32;
+                text.push_str(&format!(
+                    "{size} {} float sum -1 1000.0 100.00 100.00 0 1000.0 100.00 100.00 0\n",
+                    size / 4
+                ));
+            }
+            if summary {
+                text.push_str("# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 100.00\n");
+            }
+            parse(text.as_bytes())
+        };
+        let whole = table(24, true);
+        assert_eq!(header_sizes(&whole).len(), 9);
+        let v = judge(&whole, None, None, &sizes(header_sizes(&whole)));
+        assert_eq!(v.status, RunStatus::Ok, "{:?}", v.findings);
+        let cut = table(22, false);
+        let v = judge(&cut, None, None, &sizes(header_sizes(&cut)));
+        assert_eq!(v.status, RunStatus::Failed, "{:?}", v.findings);
+        assert!(
+            v.findings[0].message.contains(&format!(
+                "the 2 larger size(s) its header asks for (up to {} B)",
+                24 * step
+            )),
+            "{:?}",
+            v.findings
+        );
     }
 
     /// Issue #18 item 3: two processes that each ran the whole test alone (nccl-tests

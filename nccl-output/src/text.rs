@@ -220,7 +220,7 @@ const HEADER_MARKERS: [&str; 5] = [
 
 /// Header and summary lines as some documents and log collectors show them, without their
 /// `#`: read as if it were there (`Rank` lines only with their `Group` and `Pid`).
-const HEADER_WORDS: [&str; 7] = [
+const HEADER_WORDS: [&str; 8] = [
     "nccl-tests version",
     "Collective test starting",
     "Collective test concluded",
@@ -228,6 +228,7 @@ const HEADER_WORDS: [&str; 7] = [
     "Using devices",
     "Out of bounds values",
     "Avg bus bandwidth",
+    "Reducing maxBytes to ",
 ];
 
 pub(crate) fn parse_text_str(input: &str) -> ParsedOutput {
