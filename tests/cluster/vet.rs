@@ -180,6 +180,39 @@ fn a_slow_nic_leaves_its_node_out_and_the_job_trains_on_the_other_five() {
     assert_eq!(hosts.lines().collect::<Vec<_>>(), all_but(6, "node3"));
 }
 
+/// Issue #31 in vet: node4's eth1 and eth2 swapped (each on the other's rail). Its node
+/// checks pass on their own, but its map differs from the other nodes': it fails check
+/// `wiring` in the first step, and the job trains on the other five.
+#[test]
+fn a_node_whose_nics_are_swapped_fails_wiring_and_the_job_trains_without_it() {
+    let _guard = cluster();
+    seven_nodes();
+    let _swap = Nic::set("node4", "eth1", &["swap", "eth2"]);
+    let (job, out) = submit("wiring", 6, 5, "--message-size 4M --budget 150s");
+    assert!(out.status.success(), "{}\n{}", stderr(&out), job.output);
+    let report = vet_report(&job.dir);
+    assert_eq!(report["decision"], "go_on", "{report:#}");
+    let bad: Vec<&serde_json::Value> = report["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|n| n["standing"] == "bad")
+        .collect();
+    assert_eq!(bad.len(), 1, "{report:#}");
+    assert_eq!(bad[0]["node"], "node4", "{report:#}");
+    let why = bad[0]["why"].to_string();
+    assert!(
+        why.contains("wiring: GPUs 0-1 (eth1) are on 10.213.2.0/24, where 5 of 6 nodes have them on 10.213.1.0/24"),
+        "{why}"
+    );
+    assert_eq!(
+        trained_on(&job.output),
+        all_but(6, "node4"),
+        "{}",
+        job.output
+    );
+}
+
 #[test]
 fn with_shrink_the_job_itself_is_shrunk_to_its_good_nodes() {
     let _guard = cluster();

@@ -86,6 +86,11 @@ pub struct HealthArgs {
     )]
     pub nvidia_gpus: PathBuf,
 
+    /// With --json: also report the node's GPU-to-NIC map and NIC subnets (what `validate
+    /// --test wiring` compares across nodes; vet asks for it).
+    #[arg(long, requires = "json", hide = true)]
+    pub wiring: bool,
+
     /// Also run a short all_reduce over this node's GPUs (nccl-tests, one process) and
     /// judge its busbw against the history's earlier quick tests of this cluster with as
     /// many GPUs: a node more than --tolerance below their median fails check `nccl`.
@@ -210,6 +215,9 @@ pub struct Health {
     /// What --extra did: one line per node, or why nothing was written.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub extra: Vec<String>,
+    /// With --wiring: the node's GPU-to-NIC map and NIC subnets.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wiring: Option<gpudirect::validate::wiring::NodeWiring>,
     /// Wall time, milliseconds.
     pub elapsed_ms: u64,
 }
@@ -333,8 +341,20 @@ pub fn run(args: &HealthArgs, ctx: &Ctx) -> Result<ExitStatus> {
         notes,
         could_not_check,
         extra: Vec::new(),
+        wiring: None,
         elapsed_ms: 0,
     };
+    if args.wiring {
+        report.wiring = Some(gpudirect::validate::wiring::collect(
+            Ok(&config),
+            args.profile.as_deref(),
+            &node,
+            gpudirect::validate::wiring::Roots {
+                sysfs: &args.sysfs,
+                proc_root: std::path::Path::new("/proc"),
+            },
+        ));
+    }
     // A check that could not finish neither drains nor resumes.
     if args.drains.drain && (report.could_not_check.is_none() || !report.failures.is_empty()) {
         report.slurm = Some(act_in_slurm(args, &report, ctx));
@@ -413,6 +433,7 @@ fn nothing_to_check(
             notes: vec![why.to_string()],
             could_not_check: None,
             extra: Vec::new(),
+            wiring: None,
             elapsed_ms: u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX),
         })?;
     } else {
@@ -664,6 +685,7 @@ mod tests {
             notes: Vec::new(),
             could_not_check: None,
             extra: Vec::new(),
+            wiring: None,
             elapsed_ms: 0,
         };
         let json = serde_json::to_value(evidence(

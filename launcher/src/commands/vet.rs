@@ -41,7 +41,8 @@ static VET_STOP: AtomicBool = AtomicBool::new(false);
     gpudirect vet --requeue               # all nodes needed: requeue without the bad ones\n  \
     gpudirect vet --test rails --rails eth1,eth2,eth3,eth4   # no GPUs: MPI per rail\n\n\
 What it does, within --budget (60s): the node checks of `gpudirect health` on every node\n\
-at once; then one round of concurrent disjoint pairs over the nodes that passed, and\n\
+at once, and the nodes' GPU-to-NIC maps compared (check `wiring`, as `validate --test\n\
+wiring`: a node whose GPU i is not on the rail most nodes have it on fails); then one round of concurrent disjoint pairs over the nodes that passed, and\n\
 re-pairs of suspects with nodes that passed (validate's rounds), judged against the\n\
 history's baseline for these pairs, else the round's own median; with --gpudirect the\n\
 transport NCCL used is checked as `run` checks it. A node is good when it passed both,\n\

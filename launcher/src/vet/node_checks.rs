@@ -1,5 +1,8 @@
-//! vet's first step: `gpudirect health --json` on every node of the job at once, one task
-//! per node in one srun step, each node's answer read from srun's `--label` output.
+//! vet's first step: `gpudirect health --json --wiring` on every node of the job at once,
+//! one task per node in one srun step, each node's answer read from srun's `--label` output.
+//! The nodes' GPU-to-NIC maps and NIC subnets are then compared
+//! ([`crate::validate::wiring::analyse`], as `validate --test wiring` does): a node whose
+//! GPU i is off the rail the other nodes have it on fails check `wiring`.
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -23,6 +26,9 @@ struct HealthAnswer {
     failures: Vec<Failure>,
     #[serde(default)]
     could_not_check: Option<String>,
+    /// The node's map and subnets (`--wiring`; absent from an older gpudirect's answer).
+    #[serde(default)]
+    wiring: Option<crate::validate::wiring::NodeWiring>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -59,7 +65,7 @@ pub fn checks_job(
     .map(OsString::from)
     .collect();
     args.push(exe.into());
-    args.extend(["health", "--json", "--config"].map(OsString::from));
+    args.extend(["health", "--json", "--wiring", "--config"].map(OsString::from));
     args.push(config.into());
     if let Some(p) = profile {
         args.extend([OsString::from("--profile"), OsString::from(p)]);
@@ -95,6 +101,7 @@ pub fn read_checks(
     let (answers, _unreadable) =
         crate::slurm::read_labelled_json::<HealthAnswer>(&stdout, LINE_KEY);
     let mut checked: BTreeMap<String, Checked> = BTreeMap::new();
+    let wirings: Vec<_> = answers.iter().filter_map(|a| a.wiring.clone()).collect();
     for a in answers {
         let result = match (a.failures.is_empty(), a.could_not_check) {
             (true, None) => Checked::Passed,
@@ -111,6 +118,7 @@ pub fn read_checks(
         };
         checked.insert(a.node, result);
     }
+    add_wiring(&mut checked, &wirings);
     let stderr = String::from_utf8_lossy(&finished.stderr);
     let said = last_words(&stderr).unwrap_or_else(|| finished.outcome.to_string());
     for node in nodes {
@@ -122,6 +130,29 @@ pub fn read_checks(
             });
     }
     checked
+}
+
+/// Fails check `wiring` on each node the comparison of the nodes' maps names alone (a
+/// finding that names several nodes, where no majority tells which is off, fails none;
+/// nor does one about a node whose map is missing: its checks say more).
+fn add_wiring(
+    checked: &mut BTreeMap<String, Checked>,
+    wirings: &[crate::validate::wiring::NodeWiring],
+) {
+    let nodes: Vec<String> = wirings.iter().map(|w| w.node.clone()).collect();
+    let analysis = crate::validate::wiring::analyse(wirings, &nodes);
+    for f in analysis
+        .findings
+        .iter()
+        .filter(|f| f.gpus.len() + f.nics.len() > 0)
+    {
+        let problem = format!("wiring: {}", f.message);
+        match checked.get_mut(&f.node) {
+            Some(Checked::Failed(list)) => list.push(problem),
+            Some(c @ Checked::Passed) => *c = Checked::Failed(vec![problem]),
+            _ => {}
+        }
+    }
 }
 
 /// The last line srun or a task said on stderr, shortened.
@@ -167,6 +198,63 @@ mod tests {
         assert!(stopped.values().all(|c| *c == Checked::NotRun));
     }
 
+    /// A health answer with a wiring report: GPUs 0-1 on eth1, 2-3 on eth2; `octets` are
+    /// eth1's and eth2's subnets' third octet.
+    fn answer(label: usize, node: &str, octets: [u8; 2]) -> String {
+        use crate::validate::wiring::{GpuWire, NicNet, NodeWiring};
+        let wiring = NodeWiring {
+            gpudirect_wiring: 1,
+            node: node.into(),
+            profile: Some("tcpx".into()),
+            source: "profile tcpx's gpu_nics".into(),
+            gpus: (0..4)
+                .map(|g| GpuWire {
+                    gpu: g,
+                    nics: vec![format!("eth{}", g / 2 + 1)],
+                })
+                .collect(),
+            nics: (0..2)
+                .map(|k| NicNet {
+                    name: format!("eth{}", k + 1),
+                    present: true,
+                    state: Some("up".into()),
+                    subnets: vec![format!("10.213.{}.0/24", octets[k])],
+                })
+                .collect(),
+            notes: Vec::new(),
+        };
+        format!(
+            "{label}: {}\n",
+            serde_json::json!({"node": node, "failures": [], "attempts": 1, "wiring": wiring})
+        )
+    }
+
+    #[test]
+    fn a_node_whose_nics_are_on_each_others_rails_fails_check_wiring() {
+        let stdout = [
+            answer(0, "node1", [1, 2]),
+            answer(1, "node2", [2, 1]),
+            answer(2, "node3", [1, 2]),
+        ]
+        .concat();
+        let got = read_checks(&finished(&stdout, "", 0), &nodes(), false);
+        assert_eq!(got["node1"], Checked::Passed);
+        assert_eq!(got["node3"], Checked::Passed);
+        let Checked::Failed(problems) = &got["node2"] else {
+            panic!("{got:?}");
+        };
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(
+            problems[0].starts_with("wiring: GPUs 0-1 (eth1) are on 10.213.2.0/24, where 2 of 3 nodes have them on 10.213.1.0/24"),
+            "{problems:?}"
+        );
+        // Two nodes that differ: neither is named, nothing fails.
+        let two = [answer(0, "node1", [1, 2]), answer(1, "node2", [2, 1])].concat();
+        let nodes2 = ["node1", "node2"].map(String::from).to_vec();
+        let got = read_checks(&finished(&two, "", 0), &nodes2, false);
+        assert!(got.values().all(|c| *c == Checked::Passed), "{got:?}");
+    }
+
     #[test]
     fn the_step_runs_health_once_per_node_with_the_profile() {
         let nodes = nodes();
@@ -182,7 +270,7 @@ mod tests {
         assert!(line.contains("--nodelist=node[1-3]"), "{line}");
         assert!(line.contains("--ntasks-per-node=1"), "{line}");
         assert!(
-            line.ends_with("/usr/bin/gpudirect health --json --config /etc/slurm/gpudirect.toml --profile tcpx"),
+            line.ends_with("/usr/bin/gpudirect health --json --wiring --config /etc/slurm/gpudirect.toml --profile tcpx"),
             "{line}"
         );
     }
