@@ -132,7 +132,12 @@ pub fn new_run(parsed: &ParsedOutput, raw: &[u8], ctx: RunContext, verdict: &Ver
         // Kept with the run so no report can present a replay as a measurement.
         env.insert(REPLAY_ENV.into(), recording);
     }
-    let total_ranks = parsed.nranks();
+    // Several headers: several worlds in one output (only a world's rank 0 prints one), each
+    // process alone or whole runs appended. A run's ranks are one world's, not their sum.
+    let worlds = parsed.parameter_lines.max(1);
+    let total_ranks = parsed
+        .nranks()
+        .map(|t| if t % worlds == 0 { t / worlds } else { t });
     let gpus_per_node = ctx.gpus_per_node.or_else(|| {
         let n = u32::try_from(nodes.len()).ok().filter(|&n| n > 0)?;
         total_ranks.map(|t| t / n)
@@ -248,6 +253,27 @@ mod tests {
         assert_eq!(run.rows.len(), 2 * parsed.rows.len());
         assert_eq!(run.nccl_version.as_deref(), Some("2.28.9"));
         assert!(!run.env.contains_key("GPUDIRECT_STANDIN_REPLAY"));
+    }
+
+    /// Two processes that each ran the whole test alone, their outputs appended: the run is
+    /// failed, and its ranks are one world's (2 GPUs), not the 4 rank lines of both.
+    #[test]
+    fn a_run_of_separate_worlds_counts_one_worlds_ranks() {
+        let one = std::fs::read_to_string(format!(
+            "{}/../tests/fixtures/nccl-tests/h200x2-nvlink/all_reduce_g2.txt",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .unwrap();
+        let both = format!("{one}{one}");
+        let parsed = parse(both.as_bytes());
+        assert_eq!(parsed.nranks(), Some(4));
+        let verdict = judge(&parsed, None, Some(0), &Expectations::default());
+        let run = new_run(&parsed, both.as_bytes(), RunContext::default(), &verdict);
+        assert_eq!(run.status, RunStatus::Failed);
+        assert_eq!(run.total_ranks, Some(2));
+        let alone = parse(one.as_bytes());
+        let run = new_run(&alone, one.as_bytes(), RunContext::default(), &verdict);
+        assert_eq!(run.total_ranks, Some(2));
     }
 
     #[test]
