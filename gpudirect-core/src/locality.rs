@@ -335,7 +335,7 @@ fn read_trimmed(path: &Path) -> Option<String> {
 }
 
 /// A small file's text, trimmed; `None` when it cannot be read or is longer than `limit`.
-pub(crate) fn read_at_most(path: &Path, limit: usize) -> Option<String> {
+pub fn read_at_most(path: &Path, limit: usize) -> Option<String> {
     let text = fs::read_to_string(path).ok()?;
     (text.len() <= limit).then(|| text.trim().to_string())
 }

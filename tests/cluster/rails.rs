@@ -28,12 +28,16 @@ fn validate_rails(db: &std::path::Path, extra: &[&str]) -> (Option<i32>, serde_j
         mpi.to_str().unwrap(),
     ];
     args.extend_from_slice(extra);
-    let output = gpudirect_in_allocation(nodes, db, &args, &[]);
+    json_report(&gpudirect_in_allocation(nodes, db, &args, &[]))
+}
+
+/// A `validate --json`'s exit code and report.
+fn json_report(output: &std::process::Output) -> (Option<i32>, serde_json::Value) {
     let report = serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
         panic!(
             "validate --json gave no report ({e}):\n{}\n{}",
-            stdout(&output),
-            stderr(&output)
+            stdout(output),
+            stderr(output)
         )
     });
     (output.status.code(), report)
@@ -309,16 +313,12 @@ fn per_rail_nccl_tests_name_the_slow_rail_of_a_node() {
 /// `salloc -N<all> gpudirect validate --test wiring --json`: the exit code and the report.
 fn validate_wiring(db: &std::path::Path) -> (Option<i32>, serde_json::Value) {
     let nodes = cluster_nodes() as u32;
-    let output =
-        gpudirect_in_allocation(nodes, db, &["validate", "--test", "wiring", "--json"], &[]);
-    let report = serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
-        panic!(
-            "validate --test wiring --json gave no report ({e}):\n{}\n{}",
-            stdout(&output),
-            stderr(&output)
-        )
-    });
-    (output.status.code(), report)
+    json_report(&gpudirect_in_allocation(
+        nodes,
+        db,
+        &["validate", "--test", "wiring", "--json"],
+        &[],
+    ))
 }
 
 /// Issue #31: every node reports the NIC the tcpx profile gives each GPU and that NIC's
@@ -375,8 +375,8 @@ fn wiring_names_the_node_whose_nics_are_swapped_and_its_rails() {
             &["validate", "--test", "wiring", "--drain", "--json"],
             &[],
         );
-        assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
-        let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+        let (code, report) = json_report(&output);
+        assert_eq!(code, Some(1), "{report:#}\n{}", stderr(&output));
         let drains = report["drains"].as_array().unwrap();
         assert_eq!(drains.len(), 1, "{report:#}");
         assert_eq!(drains[0]["node"], "node2", "{report:#}");

@@ -95,6 +95,16 @@ fn vet_report(dir: &Path) -> serde_json::Value {
     serde_json::from_str(&text).expect("vet.json is JSON")
 }
 
+/// The entries of vet.json's `nodes` that stand bad.
+fn bad_nodes(report: &serde_json::Value) -> Vec<&serde_json::Value> {
+    report["nodes"]
+        .as_array()
+        .expect("vet.json lists its nodes")
+        .iter()
+        .filter(|n| n["standing"] == "bad")
+        .collect()
+}
+
 /// `scontrol show job ID --oneliner`'s value of `key`.
 fn job_field(id: &str, key: &str) -> String {
     let mut cmd = slurm_command("scontrol");
@@ -157,11 +167,8 @@ fn a_slow_nic_leaves_its_node_out_and_the_job_trains_on_the_other_five() {
     // machine a healthy pair slowed by the others' noise can cost one re-pairing more.
     let rounds = report["rounds"].as_u64().unwrap();
     assert!((2..=3).contains(&rounds), "{report:#}");
-    let bad: Vec<&str> = report["nodes"]
-        .as_array()
-        .unwrap()
+    let bad: Vec<&str> = bad_nodes(&report)
         .iter()
-        .filter(|n| n["standing"] == "bad")
         .map(|n| n["node"].as_str().unwrap())
         .collect();
     assert_eq!(bad, ["node3"], "{report:#}");
@@ -192,12 +199,7 @@ fn a_node_whose_nics_are_swapped_fails_wiring_and_the_job_trains_without_it() {
     assert!(out.status.success(), "{}\n{}", stderr(&out), job.output);
     let report = vet_report(&job.dir);
     assert_eq!(report["decision"], "go_on", "{report:#}");
-    let bad: Vec<&serde_json::Value> = report["nodes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|n| n["standing"] == "bad")
-        .collect();
+    let bad = bad_nodes(&report);
     assert_eq!(bad.len(), 1, "{report:#}");
     assert_eq!(bad[0]["node"], "node4", "{report:#}");
     let why = bad[0]["why"].to_string();

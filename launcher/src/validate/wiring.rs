@@ -19,8 +19,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use gpudirect_core::config::{Config, Mode, NicClass};
+use gpudirect_core::cpulist::CpuList;
 use gpudirect_core::derive::{connected_subnets, derive, NodeFacts};
-use gpudirect_core::locality::Locality;
+use gpudirect_core::locality::{read_at_most, Locality};
 use gpudirect_core::resolve::{
     plan_node_with_locality, plan_task, resolve_profile, AssumeHealthy, StepFacts, TaskFacts,
 };
@@ -75,6 +76,13 @@ pub struct NodeWiring {
     pub nics: Vec<NicNet>,
     /// What the node could not tell.
     pub notes: Vec<String>,
+}
+
+impl NicNet {
+    /// Its subnets as one key (`a/24+b/24`); `None` without any.
+    fn subnet(&self) -> Option<String> {
+        (!self.subnets.is_empty()).then(|| self.subnets.join("+"))
+    }
 }
 
 impl NodeWiring {
@@ -136,10 +144,12 @@ pub fn collect(
             None
         }
     };
-    let class = match profile_map {
-        Some(class) => class,
+    // The NIC class, and the PCI tree the map was read with (an RDMA device's interfaces
+    // are its PCI function's).
+    let (class, locality) = match profile_map {
+        Some(found) => found,
         None => match pci_map(roots, &mut report) {
-            Some(class) => class,
+            Some(found) => found,
             None => return report,
         },
     };
@@ -155,20 +165,21 @@ pub fn collect(
     let names: BTreeSet<String> = report.gpus.iter().flat_map(|g| g.nics.clone()).collect();
     report.nics = names
         .into_iter()
-        .map(|name| nic_net(roots.sysfs, &routes, class, name))
+        .map(|name| nic_net(roots.sysfs, &routes, class, locality.as_ref(), name))
         .collect();
     report
 }
 
 /// The map of the profile that applies to `node`, by the plugin's rules; `None` (and the
-/// PCI tree decides) when no profile applies. Returns the profile's NIC class.
+/// PCI tree decides) when no profile applies. Returns the profile's NIC class and the PCI
+/// tree, when it could be read.
 fn profile_map(
     config: &Config,
     mode: Option<&str>,
     node: &str,
     roots: Roots,
     report: &mut NodeWiring,
-) -> Option<NicClass> {
+) -> Option<(NicClass, Option<Locality>)> {
     let parsed = match mode {
         Some(m) => match config.parse_mode(m) {
             Ok(parsed) => parsed,
@@ -200,10 +211,10 @@ fn profile_map(
     let locality = Locality::read(roots.sysfs).ok();
     // The node's GPUs: the driver's list, else the PCI tree's, else as many as the profile
     // maps (a node without GPUs, such as the local cluster's).
-    let driver =
-        gpudirect_core::locality::names_in(&roots.proc_root.join("driver/nvidia/gpus"), MAX_GPUS);
+    let driver = crate::health::driver_gpus(&roots.proc_root.join("driver/nvidia/gpus"))
+        .map_or(0, |n| n as usize);
     let seen = locality.as_ref().map_or(0, |l| l.gpus.len());
-    let count = match (driver.len(), seen) {
+    let count = match (driver, seen) {
         (0, 0) => {
             report.notes.push(format!(
                 "no GPU in {} or {}: as many GPUs as profile {}'s gpu_nics maps",
@@ -248,17 +259,20 @@ fn profile_map(
             nics: task.nic.into_iter().collect(),
         });
     }
-    Some(profile.data_nic_class)
+    Some((profile.data_nic_class, locality))
 }
 
-/// The PCI tree's map ([`derive`]), when no profile applies. `None` (with a note) when the
-/// tree tells none.
-fn pci_map(roots: Roots, report: &mut NodeWiring) -> Option<NicClass> {
+/// The PCI tree's map ([`derive`]), when no profile applies, with the tree. `None` (with a
+/// note) when the tree tells none.
+fn pci_map(roots: Roots, report: &mut NodeWiring) -> Option<(NicClass, Option<Locality>)> {
     let derived = NodeFacts::read(roots.sysfs, Some(roots.proc_root))
         .map_err(|e| e.to_string())
-        .and_then(|facts| derive(&facts).map_err(|e| e.to_string()));
+        .and_then(|facts| {
+            let d = derive(&facts).map_err(|e| e.to_string())?;
+            Ok((d, facts.locality))
+        });
     match derived {
-        Ok(d) => {
+        Ok((d, locality)) => {
             report.source = "the PCI tree (no profile)".to_string();
             report.gpus = d
                 .gpus
@@ -270,7 +284,7 @@ fn pci_map(roots: Roots, report: &mut NodeWiring) -> Option<NicClass> {
                     nics: g.nics.clone(),
                 })
                 .collect();
-            Some(d.nic_class)
+            Some((d.nic_class, Some(locality)))
         }
         Err(e) => {
             report.source = "none".to_string();
@@ -280,29 +294,22 @@ fn pci_map(roots: Roots, report: &mut NodeWiring) -> Option<NicClass> {
     }
 }
 
-/// A NIC's presence, state and subnets; an RDMA device's through its interfaces.
+/// A NIC's presence, state and subnets; an RDMA device's through its PCI function's
+/// interfaces, as `locality` found them.
 fn nic_net(
     sysfs: &Path,
     routes: &BTreeMap<String, Vec<String>>,
     class: NicClass,
+    locality: Option<&Locality>,
     name: String,
 ) -> NicNet {
-    let read = |path: &Path| {
-        std::fs::read_to_string(path)
-            .ok()
-            .filter(|t| t.len() < 64)
-            .map(|t| t.trim().to_string())
-    };
     let netdev = sysfs.join("class/net").join(&name);
     let rdma = sysfs.join("class/infiniband").join(&name);
-    // An RDMA device's interfaces are its PCI function's: `class/infiniband/NAME` is a link
-    // to `<function>/infiniband/NAME`.
     let interfaces = match (class, netdev.exists()) {
         (_, true) => vec![name.clone()],
-        (NicClass::Infiniband, false) => std::fs::canonicalize(&rdma)
-            .ok()
-            .and_then(|dev| dev.parent()?.parent().map(|f| f.join("net")))
-            .map(|net| gpudirect_core::locality::names_in(&net, 8))
+        (NicClass::Infiniband, false) => locality
+            .and_then(|l| l.nics.iter().find(|f| f.rdma_devices.contains(&name)))
+            .map(|f| f.netdevs.clone())
             .unwrap_or_default(),
         _ => Vec::new(),
     };
@@ -316,7 +323,7 @@ fn nic_net(
         present: netdev.exists() || rdma.exists(),
         state: interfaces
             .first()
-            .and_then(|i| read(&sysfs.join("class/net").join(i).join("operstate"))),
+            .and_then(|i| read_at_most(&sysfs.join("class/net").join(i).join("operstate"), 64)),
         subnets,
         name,
     }
@@ -408,24 +415,6 @@ fn majority<V: Ord + Clone>(votes: &BTreeMap<&str, V>) -> Option<(V, usize)> {
     top.next().is_none().then(|| ((*value).clone(), *count))
 }
 
-/// GPU indices as ranges: `0-1,4`.
-fn gpu_list(gpus: &[u32]) -> String {
-    let mut parts: Vec<String> = Vec::new();
-    let mut i = 0;
-    while i < gpus.len() {
-        let mut j = i;
-        while j + 1 < gpus.len() && gpus[j + 1] == gpus[j] + 1 {
-            j += 1;
-        }
-        parts.push(match i == j {
-            true => gpus[i].to_string(),
-            false => format!("{}-{}", gpus[i], gpus[j]),
-        });
-        i = j + 1;
-    }
-    parts.join(",")
-}
-
 /// What one node does differently, gathered before it is put in words.
 #[derive(Default)]
 struct NodeDiff {
@@ -445,7 +434,14 @@ impl NodeDiff {
             .map(|((nics, here, usual, count, total), gpus)| {
                 let (what, them) = match gpus.len() {
                     1 => (format!("GPU {} ({nics}) is", gpus[0]), "it"),
-                    _ => (format!("GPUs {} ({nics}) are", gpu_list(gpus)), "them"),
+                    // Ranges, as CPU lists are written: `0-1,4`.
+                    _ => (
+                        format!(
+                            "GPUs {} ({nics}) are",
+                            CpuList::from_ids(gpus.iter().copied())
+                        ),
+                        "them",
+                    ),
                 };
                 format!("{what} on {here}, where {count} of {total} nodes have {them} on {usual}")
             })
@@ -455,39 +451,16 @@ impl NodeDiff {
     }
 }
 
-/// Compares the nodes' reports; `expected` are the nodes that should have answered.
-pub fn analyse(reports: &[NodeWiring], expected: &[String]) -> Analysis {
-    let nodes: Vec<String> = reports.iter().map(|r| r.node.clone()).collect();
-    let missing: Vec<String> = expected
-        .iter()
-        .filter(|n| !nodes.contains(n))
-        .cloned()
-        .collect();
-    let mut diffs: BTreeMap<String, NodeDiff> = BTreeMap::new();
-    let mut findings = Vec::new();
-    let mut notes = Vec::new();
+/// Each GPU index's rail: the subnet most nodes have it on. A node where it is elsewhere,
+/// or has no NIC or subnet, goes into `diffs`; GPU indices no majority decides are
+/// `findings` naming every node, or `notes` when no node has a subnet there.
+fn gpu_rails(
+    mapped: &[&NodeWiring],
+    diffs: &mut BTreeMap<String, NodeDiff>,
+    findings: &mut Vec<Finding>,
+    notes: &mut Vec<String>,
+) -> Vec<Rail> {
     let mut rails = Vec::new();
-    for r in reports.iter().filter(|r| r.gpus.is_empty()) {
-        diffs.entry(r.node.clone()).or_default().parts.push(format!(
-            "no GPU-to-NIC map ({})",
-            r.notes.last().map_or("no reason given", String::as_str)
-        ));
-    }
-    let mapped: Vec<&NodeWiring> = reports.iter().filter(|r| !r.gpus.is_empty()).collect();
-    // The number of GPUs mapped: a node with another count is named.
-    let counts: BTreeMap<&str, usize> = mapped
-        .iter()
-        .map(|r| (r.node.as_str(), r.gpus.len()))
-        .collect();
-    if let Some((usual, _)) = majority(&counts) {
-        for (node, n) in counts.iter().filter(|(_, &n)| n != usual) {
-            diffs
-                .entry(node.to_string())
-                .or_default()
-                .parts
-                .push(format!("maps {n} GPUs, where most nodes map {usual}"));
-        }
-    }
     let highest = mapped
         .iter()
         .flat_map(|r| r.gpus.iter().map(|g| g.gpu))
@@ -569,28 +542,28 @@ pub fn analyse(reports: &[NodeWiring], expected: &[String]) -> Analysis {
             }
         }
     }
-    // Each NIC name: its subnet on each node, and the nodes where it differs (a renamed NIC
-    // has another NIC's subnet; a missing or down one is named).
+    rails
+}
+
+/// Each NIC name's subnet, as most nodes have it; a node where that NIC has another
+/// subnet (a renamed NIC has another NIC's), is missing or is down goes into `diffs`.
+fn nic_subnets(mapped: &[&NodeWiring], diffs: &mut BTreeMap<String, NodeDiff>) {
     let names: BTreeSet<&str> = mapped
         .iter()
         .flat_map(|r| r.nics.iter().map(|n| n.name.as_str()))
         .collect();
     let mut usual_subnet: BTreeMap<&str, String> = BTreeMap::new();
-    let mut by_nic: BTreeMap<&str, BTreeMap<&str, String>> = BTreeMap::new();
     for name in &names {
         let subnets: BTreeMap<&str, String> = mapped
             .iter()
-            .filter_map(|r| r.nic(name).map(|n| (r.node.as_str(), n)))
-            .filter(|(_, n)| !n.subnets.is_empty())
-            .map(|(node, n)| (node, n.subnets.join("+")))
+            .filter_map(|r| Some((r.node.as_str(), r.nic(name)?.subnet()?)))
             .collect();
         if let Some((usual, _)) = majority(&subnets) {
             usual_subnet.insert(name, usual);
         }
-        by_nic.insert(name, subnets);
     }
     for name in &names {
-        for r in &mapped {
+        for r in mapped {
             let Some(nic) = r.nic(name) else { continue };
             let d = diffs.entry(r.node.clone()).or_default();
             if !nic.present {
@@ -602,15 +575,13 @@ pub fn analyse(reports: &[NodeWiring], expected: &[String]) -> Analysis {
                 d.nics.insert(name.to_string());
                 d.parts.push(format!("{name} is down"));
             }
-            let (Some(here), Some(usual)) =
-                (by_nic[name].get(r.node.as_str()), usual_subnet.get(name))
-            else {
+            let (Some(here), Some(usual)) = (nic.subnet(), usual_subnet.get(name)) else {
                 continue;
             };
-            if here != usual {
+            if &here != usual {
                 let owner = usual_subnet
                     .iter()
-                    .find(|(other, s)| *s == here && other != &name)
+                    .find(|(other, s)| **s == here && other != &name)
                     .map(|(other, _)| format!(", the subnet {other} has on the other nodes"))
                     .unwrap_or_default();
                 d.nics.insert(name.to_string());
@@ -619,6 +590,42 @@ pub fn analyse(reports: &[NodeWiring], expected: &[String]) -> Analysis {
             }
         }
     }
+}
+
+/// Compares the nodes' reports; `expected` are the nodes that should have answered.
+pub fn analyse(reports: &[NodeWiring], expected: &[String]) -> Analysis {
+    let nodes: Vec<String> = reports.iter().map(|r| r.node.clone()).collect();
+    let missing: Vec<String> = expected
+        .iter()
+        .filter(|n| !nodes.contains(n))
+        .cloned()
+        .collect();
+    let mut diffs: BTreeMap<String, NodeDiff> = BTreeMap::new();
+    let mut findings = Vec::new();
+    let mut notes = Vec::new();
+    for r in reports.iter().filter(|r| r.gpus.is_empty()) {
+        diffs.entry(r.node.clone()).or_default().parts.push(format!(
+            "no GPU-to-NIC map ({})",
+            r.notes.last().map_or("no reason given", String::as_str)
+        ));
+    }
+    let mapped: Vec<&NodeWiring> = reports.iter().filter(|r| !r.gpus.is_empty()).collect();
+    // The number of GPUs mapped: a node with another count is named.
+    let counts: BTreeMap<&str, usize> = mapped
+        .iter()
+        .map(|r| (r.node.as_str(), r.gpus.len()))
+        .collect();
+    if let Some((usual, _)) = majority(&counts) {
+        for (node, n) in counts.iter().filter(|(_, &n)| n != usual) {
+            diffs
+                .entry(node.to_string())
+                .or_default()
+                .parts
+                .push(format!("maps {n} GPUs, where most nodes map {usual}"));
+        }
+    }
+    let rails = gpu_rails(&mapped, &mut diffs, &mut findings, &mut notes);
+    nic_subnets(&mapped, &mut diffs);
     for (node, d) in diffs
         .into_iter()
         .filter(|(_, d)| !d.parts.is_empty() || !d.off_rail.is_empty())

@@ -65,11 +65,10 @@ pub(super) fn check_flags(args: &ValidateArgs) -> Result<()> {
 
 /// The allocation's nodes, refused when there are too few to compare.
 pub(super) fn allocation_nodes() -> Result<Vec<String>> {
-    let Some(list) = gpudirect::launch::env_var("SLURM_JOB_NODELIST") else {
+    let nodes = gpudirect::slurm::allocation_nodes()?;
+    if nodes.is_empty() {
         bail!("gpudirect validate --test wiring compares the nodes of an allocation: run it inside salloc or sbatch, or judge saved reports with --reports FILE");
-    };
-    let nodes = gpudirect_core::hostlist::expand(&list)
-        .with_context(|| format!("SLURM_JOB_NODELIST `{list}` is not a hostlist"))?;
+    }
     if nodes.len() < 2 {
         bail!(
             "--test wiring compares nodes with each other: the allocation has {} node(s), it needs 2 or more (3 or more to name the node that differs)",
