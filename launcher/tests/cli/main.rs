@@ -8,6 +8,7 @@
 mod common;
 
 mod concurrency;
+mod fixture_answers;
 mod health;
 mod history;
 mod hostfile;
