@@ -46,8 +46,9 @@ fn rel(path: &Path) -> String {
 /// id, size, nodes, ranks logged and transports.
 fn log_answer(path: &Path) -> String {
     let out = run(gpudirect_without(&["GPUDIRECT_CONFIG"])
+        .current_dir(repo().join("tests/fixtures"))
         .args(["log", "--gpudirect", "none", "--json"])
-        .arg(path));
+        .arg(rel(path)));
     let code = out.status.code().unwrap_or(-1);
     let Ok(report) = serde_json::from_slice::<Value>(&out.stdout) else {
         let err = stderr(&out);
@@ -139,10 +140,11 @@ fn transport_of(via: &str) -> String {
 /// (status, collective, avg busbw, findings) or the error.
 fn import_answer(path: &Path, db: &Path) -> String {
     let out = run(gpudirect_without(&["GPUDIRECT_DB"])
+        .current_dir(repo().join("tests/fixtures"))
         .arg("--db")
         .arg(db)
         .args(["import", "--json"])
-        .arg(path));
+        .arg(rel(path)));
     let code = out.status.code().unwrap_or(-1);
     let results: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
     let r = &results[0];
