@@ -52,6 +52,10 @@ What it writes (--out, default ./gpudirect-vet-JOBID): good.hosts (one good node
 line, also SLURM_HOSTFILE), exclude (the rest, one hostlist), vet.env (GPUDIRECT_GOOD_NODES,\n\
 GPUDIRECT_BAD_NODES, GPUDIRECT_UNCHECKED_NODES, their counts, GPUDIRECT_EXCLUDE,\n\
 SLURM_HOSTFILE; after --shrink the variables Slurm resets for the resized job), vet.json.\n\
+The folder is yours alone: made with mode 0700, or an existing one taken only when you own\n\
+it with mode 0700; every folder above it must be one only you and root can rename entries\n\
+in (not group- or other-writable, unless sticky as /tmp). Otherwise vet refuses before it\n\
+starts (exit 3): another user could swap vet.env before it is sourced.\n\
 The history records the vet (`gpudirect history --vets`) and every pair run.\n\n\
 Bad nodes are drained (reason `gpudirect vet: ...`) only with --drain and the rights to\n\
 (an admin, a prolog); otherwise they are named in the output and the job's comment.\n\n\
@@ -155,7 +159,7 @@ pub struct VetArgs {
     #[arg(long, env = "GPUDIRECT_CLUSTER")]
     pub cluster: Option<String>,
 
-    /// Where the files go (default ./gpudirect-vet-JOBID).
+    /// Where the files go (default ./gpudirect-vet-JOBID; yours alone, mode 0700).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
 
@@ -206,6 +210,8 @@ pub fn run(args: &VetArgs, ctx: &Ctx) -> Result<ExitStatus> {
         .out
         .clone()
         .unwrap_or_else(|| PathBuf::from(format!("gpudirect-vet-{job_id}")));
+    // Before anything runs: a folder another user made or can swap is refused at once.
+    outputs::private_dir(&out).context("--out: where vet writes its files")?;
     let db = ctx.db_path()?;
     let mut history = History::open(&db)?;
     runner::install_interrupt_handler();

@@ -7,7 +7,13 @@
 //! - `vet.json`: the whole report.
 //!
 //! Each file is written whole to a temporary name and renamed, so a reader never sees half.
+//!
+//! The folder is the caller's alone (security review T3): vet makes it fresh with mode 0700,
+//! or takes an existing one only when the caller owns it with no access for group or others,
+//! and only where nobody else can rename it or a folder above it. Whoever `source`s
+//! `vet.env` then runs what vet wrote, never what another user put there.
 
+use std::os::unix::fs::{DirBuilderExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
 use super::{nodes_that_are, NodeVet, Standing};
@@ -75,15 +81,109 @@ pub fn env_lines(
     lines
 }
 
-/// Writes the four files into `dir` (created if missing).
+/// Why vet will not write into a folder.
+#[derive(Debug, thiserror::Error)]
+pub enum OutDirError {
+    /// The folder, or one above it, can be changed by another user.
+    #[error("{dir}: {problem}; vet writes vet.env, which is sourced, only into a folder that is yours alone: remove or rename it, or name a new folder with --out (vet makes it with mode 0700)")]
+    Unsafe {
+        /// The folder given.
+        dir: PathBuf,
+        /// What is wrong, and where.
+        problem: String,
+    },
+    /// The folder could not be made or read.
+    #[error("{dir}: {source}")]
+    Io {
+        /// The folder given.
+        dir: PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
+}
+
+/// Makes `dir` for vet's files, or checks the one there (before the vet runs, so a folder
+/// it must refuse costs no time): made fresh with mode 0700 (`mkdir` fails on an existing
+/// name, so a folder planted first is never taken as new), or, when it exists, a real
+/// folder (not a symlink) owned by the effective uid with mode 0700. Every folder above it
+/// must be one that nobody but root and the caller can rename entries in: owned by one of
+/// them, and not writable by group or others unless sticky (as /tmp). Missing folders
+/// above it are made first. Returns its absolute path.
+pub fn private_dir(dir: &Path) -> Result<PathBuf, OutDirError> {
+    let io = |source| OutDirError::Io {
+        dir: dir.to_path_buf(),
+        source,
+    };
+    let unsafe_dir = |problem: String| OutDirError::Unsafe {
+        dir: dir.to_path_buf(),
+        problem,
+    };
+    let absolute = std::path::absolute(dir).map_err(io)?;
+    let parent = absolute.parent().unwrap_or(Path::new("/"));
+    std::fs::create_dir_all(parent).map_err(io)?;
+    let me = nix::unistd::geteuid().as_raw();
+    match std::fs::DirBuilder::new().mode(0o700).create(&absolute) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            let meta = std::fs::symlink_metadata(&absolute).map_err(io)?;
+            if let Some(problem) = not_private(&meta, me) {
+                return Err(unsafe_dir(problem));
+            }
+        }
+        Err(e) => return Err(io(e)),
+    }
+    // The real folders above it: a symlink on the way is judged by where it leads, and
+    // the folder holding the link by its own rule below.
+    let real_parent = parent.canonicalize().map_err(io)?;
+    for above in parent.ancestors().chain(real_parent.ancestors()) {
+        let meta = std::fs::metadata(above).map_err(io)?;
+        if let Some(problem) = others_can_rename_in(&meta, me) {
+            return Err(unsafe_dir(format!(
+                "the folder {} above it {problem}, so another user could put their own folder in its place",
+                above.display()
+            )));
+        }
+    }
+    Ok(absolute)
+}
+
+/// What makes an existing output folder not the caller's alone.
+fn not_private(meta: &std::fs::Metadata, me: u32) -> Option<String> {
+    if meta.file_type().is_symlink() {
+        return Some("is a symbolic link".into());
+    }
+    if !meta.is_dir() {
+        return Some("exists and is not a folder".into());
+    }
+    if meta.uid() != me {
+        return Some(format!(
+            "already exists, owned by uid {}, not you (uid {me})",
+            meta.uid()
+        ));
+    }
+    let mode = meta.mode() & 0o7777;
+    (mode & 0o077 != 0).then(|| format!("already exists with mode {mode:o}, not 700"))
+}
+
+/// Whether someone other than root and `me` can rename entries of this folder.
+fn others_can_rename_in(meta: &std::fs::Metadata, me: u32) -> Option<String> {
+    let mode = meta.mode() & 0o7777;
+    if meta.uid() != 0 && meta.uid() != me {
+        return Some(format!("is owned by uid {}", meta.uid()));
+    }
+    let sticky = mode & 0o1000 != 0;
+    (mode & 0o022 != 0 && !sticky)
+        .then(|| format!("is writable by group or others (mode {mode:o}) and has no sticky bit"))
+}
+
+/// Writes the four files into `dir`, a folder [`private_dir`] made or checked.
 pub fn write(
     dir: &Path,
     vets: &[NodeVet],
     resized: &[(String, Option<String>)],
     report: &serde_json::Value,
 ) -> std::io::Result<Written> {
-    std::fs::create_dir_all(dir)?;
-    let dir = std::path::absolute(dir)?;
+    let dir = private_dir(dir).map_err(std::io::Error::other)?;
     let written = Written {
         hostfile: dir.join("good.hosts"),
         exclude: dir.join("exclude"),

@@ -22,3 +22,4 @@ mod tune;
 mod validate_gpus;
 mod validate_rails;
 mod validate_wiring;
+mod vet;
