@@ -180,24 +180,61 @@ pub enum PathKind {
     File,
     /// A directory (a library directory, the RxDM socket directory).
     Directory,
-    /// A path value of `[env]`: checked only when it is a regular file (a plugin, a file
-    /// NCCL reads); a directory (`TMPDIR=/tmp`) or a device is left alone.
+    /// A path value of a variable on [`DATA_PATH_VARIABLES`]: checked only when it is a
+    /// regular file; a directory (`TMPDIR=/tmp`) or a device is left alone.
     Any,
-    /// A path a variable that loads code names ([`loads_code`]): a file or a directory
-    /// there is checked, and a path that does not exist yet by the nearest folder above
-    /// it that does (whoever may write there could put the code in later).
+    /// A path value of any other `[env]` variable: a file or a directory there is checked,
+    /// and a path that does not exist yet by the nearest folder above it that does
+    /// (whoever may write there could put code in later).
     Code,
 }
 
 /// Whether a variable names code a task loads (Python's search paths and startup file,
 /// NCCL's and others' plugins, library folders): its path values are [`PathKind::Code`],
-/// and a task placeholder in them is refused (security review S5).
+/// and a task placeholder in them is refused (security review S5). Every other name not on
+/// [`DATA_PATH_VARIABLES`] has its paths checked as code too.
 pub fn loads_code(name: &str) -> bool {
     name.starts_with("PYTHON")
         || name.contains("PLUGIN")
         || name.contains("LIBRARY")
         || name.ends_with("_LIB")
         || name.ends_with("_LIBS")
+}
+
+/// The `[env]` variables whose absolute paths are only written to, or are scratch space,
+/// each with the reason: their paths are checked only when they name an existing regular
+/// file ([`PathKind::Any`]). Every other variable's absolute paths are checked as code
+/// ([`PathKind::Code`]), whatever its name: code is loaded through many more names than any
+/// pattern lists (`CUDA_INJECTION64_PATH`, `BASH_ENV`, `GCONV_PATH`, `OPENSSL_CONF`,
+/// `NCCL_CONF_FILE`, `PERL5LIB`; security review T4).
+pub const DATA_PATH_VARIABLES: [(&str, &str); 6] = [
+    (
+        "TMPDIR",
+        "scratch space; a shared /tmp (mode 1777) is the usual value",
+    ),
+    ("TMP", "scratch space, as TMPDIR"),
+    ("TEMP", "scratch space, as TMPDIR"),
+    (
+        "NCCL_DEBUG_FILE",
+        "NCCL writes its log there (per host and process with %h and %p) and reads nothing from it",
+    ),
+    (
+        "NCCL_TOPO_DUMP_FILE",
+        "NCCL writes the topology it found there and reads nothing from it",
+    ),
+    (
+        "NCCL_GRAPH_DUMP_FILE",
+        "NCCL writes the graphs it chose there and reads nothing from it",
+    ),
+];
+
+/// How an `[env]` variable's absolute paths are checked: [`PathKind::Any`] for the names
+/// on [`DATA_PATH_VARIABLES`], [`PathKind::Code`] for every other name.
+pub fn env_path_kind(name: &str) -> PathKind {
+    match DATA_PATH_VARIABLES.iter().any(|(data, _)| *data == name) {
+        true => PathKind::Any,
+        false => PathKind::Code,
+    }
 }
 
 /// Variables that decide which network NCCL uses (or whether it uses one): a value of these
@@ -451,9 +488,10 @@ pub fn plan_node_with_locality<'c>(
 
 /// Security review F4: what the profile exports (`LD_LIBRARY_PATH`, `NCCL_TOPO_FILE`, path
 /// values of `[env]`) runs or is read in every user's job, so only root may change it, as
-/// for the config. Run whatever checks the profile asks for. An `[env]` value is checked
-/// when it is an absolute path that exists, after the node's placeholders are filled in
-/// (values with task placeholders differ per task and are not checked).
+/// for the config. Run whatever checks the profile asks for. Every absolute path in an
+/// `[env]` value is checked, after the node's placeholders are filled in, as
+/// [`env_path_kind`] says (values with task placeholders differ per task and are not
+/// checked; a variable that [`loads_code`] may not hold one).
 fn ownership_failures(plan: &NodePlan<'_>, probe: &dyn NodeProbe) -> Vec<CheckFailure> {
     let profile = plan.profile;
     let mut paths: Vec<(String, String, PathKind)> = profile
@@ -481,10 +519,7 @@ fn ownership_failures(plan: &NodePlan<'_>, probe: &dyn NodeProbe) -> Vec<CheckFa
         }
         // Every absolute path in the value, however it is listed (`a:b`, `a,b`, ` a`, `a;b`):
         // NCCL and the loaders it feeds split such lists themselves (security review S5).
-        let kind = match loads_code(&var.name) {
-            true => PathKind::Code,
-            false => PathKind::Any,
-        };
+        let kind = env_path_kind(&var.name);
         for part in value.split([':', ';', ',', ' ', '\t']).map(str::trim) {
             if part.starts_with('/') {
                 paths.push((format!("env.{}", var.name), part.to_string(), kind));
@@ -1071,6 +1106,24 @@ skip_checks = ["libraries", "rxdm_socket_dir"]
         }
         fn untrusted(&self, path: &str, _: PathKind) -> Option<String> {
             Some(format!("{path} is owned by uid 1000, not root"))
+        }
+    }
+
+    #[test]
+    fn env_paths_are_code_unless_the_name_is_on_the_data_list() {
+        for name in [
+            "CUDA_INJECTION64_PATH",
+            "BASH_ENV",
+            "GCONV_PATH",
+            "NCCL_NET_PLUGIN",
+        ] {
+            assert_eq!(env_path_kind(name), PathKind::Code, "{name}");
+        }
+        for (name, why) in DATA_PATH_VARIABLES {
+            assert_eq!(env_path_kind(name), PathKind::Any, "{name}");
+            // A name the S5 patterns call code is never exempted.
+            assert!(!loads_code(name), "{name}");
+            assert!(!why.is_empty());
         }
     }
 

@@ -649,6 +649,38 @@ mod tests {
                 format!("{}/x.so:", open.display()),
                 "does not exist, and".to_string(),
             ),
+            // Code loaded through names no pattern matches (security review T4): each is
+            // checked whatever its name, a missing file by the folder above it.
+            (
+                "CUDA_INJECTION64_PATH",
+                format!("{}/inject.so", open.display()),
+                "does not exist, and".to_string(),
+            ),
+            (
+                "BASH_ENV",
+                format!("{}/env.sh", open.display()),
+                "does not exist, and".to_string(),
+            ),
+            (
+                "NCCL_CONF_FILE",
+                format!("{}/nccl.conf", open.display()),
+                "does not exist, and".to_string(),
+            ),
+            (
+                "OPENSSL_CONF",
+                format!("{}/openssl.cnf", open.display()),
+                "does not exist, and".to_string(),
+            ),
+            (
+                "GCONV_PATH",
+                open.display().to_string(),
+                format!("{} is writable by group and others", open.display()),
+            ),
+            (
+                "PERL5LIB",
+                format!("/usr/share/perl5:{}", open.display()),
+                format!("{} is writable by group and others", open.display()),
+            ),
         ] {
             let case = format!("[profiles.p]\n[profiles.p.env]\n{var} = \"{value}\"\n");
             let failures = failures_within_10s(case, trusted());
