@@ -488,9 +488,9 @@ pub fn quick_nccl(q: &QuickNccl) -> Result<(Option<Failed>, String), QuickNcclEr
 
 /// What is wrong, if anything, with running `bin` as root with the library folders
 /// `library_dirs` (empty entries skipped) and the files of `preload` (`LD_PRELOAD`, split
-/// on `:` and spaces): each must be root's alone, and every folder above it (S1). `bin`
-/// and the preloaded files must exist; a library folder that does not is left out (the
-/// loader skips it).
+/// on `:` and spaces): each must be root's alone, and every folder above it (S1). Each must
+/// exist too: a library folder or preload file not there yet is one whoever can create it
+/// fills between this check and the loader's search (security review T5).
 pub fn untrusted_to_run<'a>(
     probe: &impl gpudirect_core::resolve::NodeProbe,
     bin: &std::path::Path,
@@ -511,15 +511,23 @@ pub fn untrusted_to_run<'a>(
                 "the library folder {dir:?} is not an absolute path"
             ));
         }
-        if std::path::Path::new(dir).is_dir() {
-            if let Some(p) = probe.untrusted(dir, PathKind::Directory) {
-                return Some(p);
-            }
+        if !std::path::Path::new(dir).is_dir() {
+            return Some(format!(
+                "the library folder {dir} does not exist (or is not a folder), and whoever creates it before the loader looks decides what it loads: take it off LD_LIBRARY_PATH or the profile's library_dirs, or create it"
+            ));
+        }
+        if let Some(p) = probe.untrusted(dir, PathKind::Directory) {
+            return Some(p);
         }
     }
     for file in preload.split([':', ' ']).filter(|f| !f.is_empty()) {
         if !std::path::Path::new(file).is_absolute() {
             return Some(format!("LD_PRELOAD names {file:?}, not an absolute path"));
+        }
+        if !std::path::Path::new(file).is_file() {
+            return Some(format!(
+                "LD_PRELOAD names {file}, which is not there (or not a file), and whoever creates it before the loader looks decides what it loads: take it off LD_PRELOAD"
+            ));
         }
         if let Some(p) = probe.untrusted(file, PathKind::File) {
             return Some(p);
@@ -544,9 +552,86 @@ pub fn quick_nccl_allowed(states: Option<&[String]>) -> Result<(), String> {
     }
 }
 
+/// What Slurm answered when asked for the node's state, for [`quick_nccl_may_run`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IdleAnswer {
+    /// The node's states (`IDLE`, `MIXED+DRAIN` split).
+    States(Vec<String>),
+    /// No `scontrol` to ask: no Slurm on this machine.
+    NoSlurm,
+    /// Slurm was asked and did not answer (no configuration, slurmctld down or slow).
+    Unanswered(String),
+}
+
+/// Why the quick all_reduce does not run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotRun {
+    /// What to print.
+    pub why: String,
+    /// Whether the check could not be made (exit 3, nothing drained) rather than a note.
+    pub could_not_check: bool,
+}
+
+/// Whether the quick all_reduce may run (pure): on a node Slurm calls idle
+/// ([`quick_nccl_allowed`]), or by hand where there is no Slurm at all. When Slurm cannot
+/// say, or under slurmd (`under_slurmd`: `SLURMD_NODENAME` set) with no `scontrol` to ask,
+/// it does not run: the node may hold jobs (security review T6).
+pub fn quick_nccl_may_run(answer: &IdleAnswer, under_slurmd: bool) -> Result<(), NotRun> {
+    let cannot_say = |what: &str| {
+        NotRun {
+        why: format!(
+            "nccl: not run: Slurm could not say whether the node is idle ({what}), and the quick all_reduce runs only on a node Slurm calls idle"
+        ),
+        could_not_check: true,
+    }
+    };
+    match answer {
+        IdleAnswer::States(states) => quick_nccl_allowed(Some(states)).map_err(|why| NotRun {
+            why,
+            could_not_check: false,
+        }),
+        IdleAnswer::NoSlurm if under_slurmd => Err(cannot_say(
+            "SLURMD_NODENAME is set, but there is no scontrol on PATH",
+        )),
+        IdleAnswer::NoSlurm => quick_nccl_allowed(None).map_err(|why| NotRun {
+            why,
+            could_not_check: false,
+        }),
+        IdleAnswer::Unanswered(error) => Err(cannot_say(error)),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_quick_all_reduce_does_not_run_when_slurm_cannot_say_the_node_is_idle() {
+        let unanswered = IdleAnswer::Unanswered(
+            "`scontrol show node hx --oneliner` failed: Could not establish a configuration source"
+                .into(),
+        );
+        for under_slurmd in [true, false] {
+            let not_run = quick_nccl_may_run(&unanswered, under_slurmd).unwrap_err();
+            assert!(not_run.could_not_check);
+            assert!(
+                not_run
+                    .why
+                    .starts_with("nccl: not run: Slurm could not say whether the node is idle")
+                    && not_run.why.contains("configuration source"),
+                "{}",
+                not_run.why
+            );
+        }
+        assert!(quick_nccl_may_run(&IdleAnswer::NoSlurm, true).is_err());
+        assert_eq!(quick_nccl_may_run(&IdleAnswer::NoSlurm, false), Ok(()));
+        assert_eq!(
+            quick_nccl_may_run(&IdleAnswer::States(vec!["IDLE".into()]), true),
+            Ok(())
+        );
+        let busy = quick_nccl_may_run(&IdleAnswer::States(vec!["MIXED".into()]), true).unwrap_err();
+        assert!(!busy.could_not_check, "a busy node is a note, as before");
+    }
 
     #[test]
     fn the_quick_all_reduce_runs_only_on_an_idle_node() {

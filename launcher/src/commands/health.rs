@@ -95,7 +95,8 @@ pub struct HealthArgs {
     /// judge its busbw against the history's earlier quick tests of this cluster with as
     /// many GPUs: a node more than --tolerance below their median fails check `nccl`.
     /// Every run is recorded. It runs only on an idle node (Slurm says no job holds it):
-    /// it takes the GPUs from outside every job. One that cannot run is exit 3, no failure.
+    /// it takes the GPUs from outside every job; when Slurm cannot say, it does not run
+    /// (exit 3). One that cannot run is exit 3, no failure.
     #[arg(long)]
     pub quick_nccl: bool,
 
@@ -299,13 +300,26 @@ pub fn run(args: &HealthArgs, ctx: &Ctx) -> Result<ExitStatus> {
     // A check that could not ask Slurm is no pass (S10).
     let mut could_not_check = facts.gres_unknown.clone();
     let idle = if args.quick_nccl {
-        let states = gpudirect::slurm::node_state(&node).ok().map(|s| s.states);
-        gpudirect::health::quick_nccl_allowed(states.as_deref())
+        use gpudirect::health::IdleAnswer;
+        let answer = match gpudirect::slurm::node_state(&node) {
+            Ok(state) => IdleAnswer::States(state.states),
+            Err(gpudirect::slurm::SlurmError::Start { source, .. })
+                if source.kind() == std::io::ErrorKind::NotFound =>
+            {
+                IdleAnswer::NoSlurm
+            }
+            Err(e) => IdleAnswer::Unanswered(e.to_string()),
+        };
+        let under_slurmd = std::env::var_os("SLURMD_NODENAME").is_some();
+        gpudirect::health::quick_nccl_may_run(&answer, under_slurmd)
     } else {
         Ok(())
     };
-    if let (true, true, Err(why)) = (args.quick_nccl, failures.is_empty(), &idle) {
-        notes.push(why.clone());
+    if let (true, true, Err(not_run)) = (args.quick_nccl, failures.is_empty(), &idle) {
+        match not_run.could_not_check {
+            true => could_not_check = could_not_check.or(Some(not_run.why.clone())),
+            false => notes.push(not_run.why.clone()),
+        }
     } else if args.quick_nccl && failures.is_empty() {
         // Only on an otherwise healthy node: a missing NIC or GPU already says enough.
         checked.push("nccl");

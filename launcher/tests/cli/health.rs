@@ -2,7 +2,7 @@
 //! `--quick-nccl` with the nccl-tests stand-in (replays of real 2xH200 recordings; a GPU
 //! slowed by a competing load for the slow one) judged against the history.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use gpudirect::runner::is_running;
 use serde_json::Value;
@@ -25,6 +25,19 @@ fn config(dir: &Path, nic: &str) -> String {
     path.to_str().unwrap().to_string()
 }
 
+/// A PATH with no Slurm on it (a folder in `dir` with only `sleep`, which the hanging
+/// stand-in runs): the quick test runs by hand off a cluster, where no `scontrol` can be
+/// asked whether the node is idle. A machine's own `scontrol` that cannot answer would stop
+/// it (security review T6).
+fn no_slurm_path(dir: &Path) -> PathBuf {
+    let bin = dir.join("no-slurm-bin");
+    if !bin.exists() {
+        std::fs::create_dir(&bin).unwrap();
+        std::os::unix::fs::symlink("/bin/sleep", bin.join("sleep")).unwrap();
+    }
+    bin
+}
+
 /// `gpudirect health` for node `hx`, its history in `dir`, no Slurm on PATH.
 fn health(dir: &Path, config: &str, args: &[&str]) -> std::process::Output {
     let standin = dir.join("standin");
@@ -45,7 +58,7 @@ fn health(dir: &Path, config: &str, args: &[&str]) -> std::process::Output {
         "STANDIN_SLOW_GPUS",
         "NCCL_TESTS_DIR",
     ]);
-    cmd.env("PATH", "/usr/bin:/bin")
+    cmd.env("PATH", no_slurm_path(dir))
         .env("GPUDIRECT_DB", dir.join("history.sqlite"))
         .args([
             "health",
@@ -141,7 +154,7 @@ fn quick_nccl_is_judged_against_the_history_and_a_slow_gpu_fails() {
 
     // A GPU slowed by a competing load: about half the busbw.
     let mut cmd = gpudirect_without(&["GPUDIRECT_CONFIG", "SLURMD_NODENAME", "NCCL_TESTS_DIR"]);
-    cmd.env("PATH", "/usr/bin:/bin")
+    cmd.env("PATH", no_slurm_path(dir.path()))
         .env("GPUDIRECT_DB", dir.path().join("history.sqlite"))
         .env("STANDIN_SLOW_GPUS", "1")
         .env("CUDA_VISIBLE_DEVICES", "0,1")
@@ -350,24 +363,28 @@ fn the_quick_test_refuses_a_program_or_preload_others_can_change() {
     std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
     std::fs::write(open.join("x.so"), "").unwrap();
     let preload = format!("{}:", open.join("x.so").display());
-    let mut cmd = gpudirect_without(&["GPUDIRECT_CONFIG", "NCCL_TESTS_DIR"]);
-    cmd.env("GPUDIRECT_DB", dir.path().join("history.sqlite"))
-        .args([
-            "health",
-            "--node",
-            "hx",
-            "--config",
-            &config,
-            "--quick-nccl",
-            "--gpus",
-            "2",
-        ])
-        .args(["--json", "--insecure-trust-below"])
-        .arg(dir.path())
-        .arg("--nccl-tests-dir")
-        .arg(&standin)
-        .env("LD_PRELOAD", &preload);
-    let out = run(&mut cmd);
+    let quick = |var: &str, value: &str| {
+        let mut cmd = gpudirect_without(&["GPUDIRECT_CONFIG", "NCCL_TESTS_DIR", "LD_PRELOAD"]);
+        cmd.env("GPUDIRECT_DB", dir.path().join("history.sqlite"))
+            .env("PATH", no_slurm_path(dir.path()))
+            .args([
+                "health",
+                "--node",
+                "hx",
+                "--config",
+                &config,
+                "--quick-nccl",
+                "--gpus",
+                "2",
+            ])
+            .args(["--json", "--insecure-trust-below"])
+            .arg(dir.path())
+            .arg("--nccl-tests-dir")
+            .arg(&standin)
+            .env(var, value);
+        run(&mut cmd)
+    };
+    let out = quick("LD_PRELOAD", &preload);
     assert_eq!(
         out.status.code(),
         Some(3),
@@ -382,6 +399,32 @@ fn the_quick_test_refuses_a_program_or_preload_others_can_change() {
             .is_some_and(|w| w.contains("x.so") && w.contains("refusing")),
         "{report}"
     );
+
+    // A library folder or preloaded file not there yet, where others could make it, is
+    // refused too (security review T5: it was skipped, and the all_reduce ran as root).
+    let missing_lib = open.join("lib").display().to_string();
+    let missing_so = open.join("not-yet.so").display().to_string();
+    for (var, value) in [
+        ("LD_LIBRARY_PATH", missing_lib.as_str()),
+        ("LD_PRELOAD", missing_so.as_str()),
+    ] {
+        let out = quick(var, value);
+        assert_eq!(
+            out.status.code(),
+            Some(3),
+            "{var}={value}: {}{}",
+            stdout(&out),
+            stderr(&out)
+        );
+        let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let why = report["could_not_check"].as_str().unwrap_or_default();
+        assert!(
+            why.contains(value)
+                && why.contains("refusing")
+                && (why.contains("not there") || why.contains("does not exist")),
+            "{var}={value}: {report}"
+        );
+    }
 }
 
 /// A fake all_reduce_perf that hangs, as a wedged GPU would, and writes its pid.
@@ -449,7 +492,7 @@ fn a_killed_health_check_takes_its_all_reduce_with_it() {
     let config = config(dir.path(), "lo");
     let pid_file = hanging_all_reduce(dir.path());
     let mut cmd = gpudirect_without(&["GPUDIRECT_CONFIG", "NCCL_TESTS_DIR", "SLURMD_NODENAME"]);
-    cmd.env("PATH", "/usr/bin:/bin")
+    cmd.env("PATH", no_slurm_path(dir.path()))
         .env("GPUDIRECT_DB", dir.path().join("history.sqlite"))
         .args([
             "health",
@@ -577,4 +620,49 @@ fn the_quick_test_refuses_a_history_others_can_change() {
     );
     assert!(report["slurm"].is_null(), "nothing drained: {report}");
     assert!(!db.exists(), "nothing created in the shared folder");
+}
+
+/// Security review T6: under slurmd, a `scontrol` that cannot say the node's state (no
+/// configuration, slurmctld down) kept the quick all_reduce running, on a node that may hold
+/// jobs. Now it does not run, and the check could not be made (exit 3, nothing drained).
+#[test]
+fn the_quick_test_does_not_run_when_slurm_cannot_say_the_node_is_idle() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = scratch("health", "unanswered");
+    let config = config(dir.path(), "lo");
+    let pid_file = hanging_all_reduce(dir.path());
+    let bin = no_slurm_path(dir.path());
+    let scontrol = bin.join("scontrol");
+    std::fs::write(
+        &scontrol,
+        "#!/bin/sh\necho 'scontrol: error: Could not establish a configuration source' >&2\nexit 1\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&scontrol, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut cmd = gpudirect_without(&["GPUDIRECT_CONFIG", "NCCL_TESTS_DIR"]);
+    cmd.env("PATH", &bin)
+        .env("SLURMD_NODENAME", "hx")
+        .env("GPUDIRECT_DB", dir.path().join("history.sqlite"))
+        .args(["health", "--node", "hx", "--config", &config])
+        .args(["--quick-nccl", "--gpus", "2", "--deadline", "20s", "--json"])
+        .arg("--insecure-trust-below")
+        .arg(dir.path())
+        .arg("--nccl-tests-dir")
+        .arg(dir.path().join("standin"));
+    let out = run(&mut cmd);
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let why = report["could_not_check"].as_str().unwrap_or_default();
+    assert!(
+        why.contains("not run: Slurm could not say whether the node is idle")
+            && why.contains("configuration source"),
+        "{report}"
+    );
+    assert!(!pid_file.exists(), "the all_reduce ran: {report}");
 }
