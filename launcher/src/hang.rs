@@ -1,7 +1,7 @@
 //! `gpudirect hang JOBID[.STEP]`: which rank a hung job waits for, from NCCL's RAS.
 //!
 //! ```text
-//! gpudirect hang 4242 ──srun --overlap --jobid 4242 -N <its nodes> gpudirect hang --agent 4242──┐
+//! gpudirect hang 4242 ──srun --overlap --jobid 4242 -N <its nodes> gpudirect agent hang 4242──┐
 //!   on every node, inside the job (its network namespace, its user):                        │
 //!     the job's processes (/proc/*/environ: SLURM_JOB_ID, SLURM_PROCID, NCCL_RAS_ADDR)       │
 //!     the node's IPv4 addresses (/proc/net/fib_trie)                                          │

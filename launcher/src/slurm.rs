@@ -44,6 +44,37 @@ pub enum SlurmError {
         /// What it said on stderr, or that it said nothing.
         stderr: String,
     },
+    /// The launcher cannot find its own executable to start on the nodes.
+    #[error("cannot find the gpudirect executable to start on the nodes: {0}")]
+    NoExecutable(std::io::Error),
+    /// Not inside an allocation, where the command needs one.
+    #[error("{why}: run it inside salloc or sbatch{instead}")]
+    NoAllocation {
+        /// What the command does with the allocation.
+        why: String,
+        /// `, or` what to do instead, or nothing.
+        instead: String,
+    },
+    /// The allocation has fewer nodes than the command needs.
+    #[error("{why}: the allocation has {have} node(s), it needs {need} or more")]
+    TooFewNodes {
+        /// What the command does with the nodes.
+        why: String,
+        /// How many it has.
+        have: usize,
+        /// How many it needs.
+        need: usize,
+    },
+    /// An agent step ended without any node's answer.
+    #[error("no node answered: `{command}` ended with {how}; {stderr}")]
+    NoNodeAnswered {
+        /// The srun command line.
+        command: String,
+        /// How it ended.
+        how: String,
+        /// What it said on stderr, or that it said nothing.
+        stderr: String,
+    },
     /// `SLURM_JOB_NODELIST` is not a hostlist.
     #[error("{NODELIST_ENV} `{list}` is not a hostlist: {source}")]
     BadNodelist {
@@ -74,6 +105,225 @@ pub fn allocation_nodes() -> Result<Vec<String>, SlurmError> {
             .map_err(|source| SlurmError::BadNodelist { list, source }),
         None => Ok(Vec::new()),
     }
+}
+
+/// The allocation this process runs in, read once from Slurm's variables: what every
+/// command that works over "the allocation's nodes" starts from.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Allocation {
+    /// `$SLURM_JOB_ID`; `None` outside a job.
+    pub job_id: Option<String>,
+    /// `$SLURM_JOB_NODELIST`, expanded; empty outside an allocation.
+    pub nodes: Vec<String>,
+    /// `$SLURM_NTASKS_PER_NODE`, when it is set and a number.
+    pub tasks_per_node: Option<u32>,
+}
+
+impl Allocation {
+    /// Reads the allocation from the environment; an error only for a node list that is
+    /// not a hostlist.
+    pub fn from_env() -> Result<Allocation, SlurmError> {
+        Ok(Allocation {
+            job_id: env_var("SLURM_JOB_ID"),
+            nodes: allocation_nodes()?,
+            tasks_per_node: env_var("SLURM_NTASKS_PER_NODE").and_then(|v| v.parse().ok()),
+        })
+    }
+
+    /// The allocation's nodes, refused with the one text for "no allocation" or "too few
+    /// nodes" when there are fewer than `n`. `why` says what the command does with them
+    /// ("gpudirect validate pairs the nodes of an allocation"); `instead`, what to do
+    /// outside an allocation, if anything ("pass --gpus to validate this host's GPUs").
+    pub fn require_nodes(
+        &self,
+        n: usize,
+        why: &str,
+        instead: Option<&str>,
+    ) -> Result<&[String], SlurmError> {
+        if self.nodes.is_empty() {
+            return Err(SlurmError::NoAllocation {
+                why: why.to_string(),
+                instead: instead.map(|i| format!(", or {i}")).unwrap_or_default(),
+            });
+        }
+        if self.nodes.len() < n {
+            return Err(SlurmError::TooFewNodes {
+                why: why.to_string(),
+                have: self.nodes.len(),
+                need: n,
+            });
+        }
+        Ok(&self.nodes)
+    }
+
+    /// The job id, refused as [`Allocation::require_nodes`] refuses no allocation.
+    pub fn require_job(&self, why: &str) -> Result<&str, SlurmError> {
+        self.job_id
+            .as_deref()
+            .ok_or_else(|| SlurmError::NoAllocation {
+                why: why.to_string(),
+                instead: String::new(),
+            })
+    }
+}
+
+/// What a per-node agent's step gets from the plugin: the agents that only read the node
+/// must not get a profile, probe must get the one it checks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StepProfile {
+    /// No `--gpudirect`: the plugin's default for the nodes.
+    Default,
+    /// `--gpudirect=none`: nothing of ours in the step's environment.
+    Nothing,
+    /// `--gpudirect=MODE`.
+    Mode(String),
+}
+
+/// One srun step that starts `gpudirect agent ARGS` on every node of `nodes` (the one way
+/// the launcher asks nodes; `commands/agent.rs` is the other end): each task's lines
+/// whole by `--label`, no task's failure ending the others (`--kill-on-bad-exit=0`),
+/// beside whatever the allocation runs (`--overlap`), no MPI, on exactly `nodes`.
+#[derive(Debug, Clone)]
+pub struct AgentStep {
+    /// The nodes to ask.
+    pub nodes: Vec<String>,
+    /// The job to run in (`--jobid`, for a job the launcher does not run in); `None`: the
+    /// one it runs in.
+    pub within_job: Option<u32>,
+    /// Tasks per node: `Some(1)` for a node agent; `None` leaves srun the allocation's own
+    /// (probe asks every task).
+    pub tasks_per_node: Option<u32>,
+    /// What the plugin gives the step.
+    pub profile: StepProfile,
+    /// The agent and its arguments: what follows `gpudirect agent`.
+    pub args: Vec<OsString>,
+    /// The step's time limit.
+    pub timeout: Duration,
+}
+
+impl AgentStep {
+    /// A step of one task per node of `nodes`, `gpudirect agent ARGS`.
+    pub fn per_node(nodes: &[String], profile: StepProfile, args: Vec<OsString>) -> AgentStep {
+        AgentStep {
+            nodes: nodes.to_vec(),
+            within_job: None,
+            tasks_per_node: Some(1),
+            profile,
+            args,
+            timeout: Duration::from_secs(120),
+        }
+    }
+
+    /// The srun job that runs the agent, this executable on every node.
+    pub fn job(&self) -> Result<Job, SlurmError> {
+        let exe = std::env::current_exe().map_err(SlurmError::NoExecutable)?;
+        let mut args = self.srun_flags("none");
+        // --label keeps each task's lines whole (srun cuts and interleaves long lines).
+        args.insert(0, "--label".into());
+        args.extend([exe.into_os_string(), "agent".into()]);
+        args.extend(self.args.iter().cloned());
+        Ok(self.srun(args))
+    }
+
+    /// The same step running `program ARGS` as one MPI world (`--mpi=pmix`) instead of
+    /// the agent; without `--label`, as rank 0 alone prints one whole line per task.
+    pub fn mpi_job(&self, program: &std::path::Path, args: &[&str]) -> Job {
+        let mut srun = self.srun_flags("pmix");
+        srun.push(program.into());
+        srun.extend(args.iter().map(OsString::from));
+        self.srun(srun)
+    }
+
+    fn srun_flags(&self, mpi: &str) -> Vec<OsString> {
+        let mut args: Vec<OsString> = vec![
+            "--kill-on-bad-exit=0".into(),
+            "--overlap".into(),
+            format!("--mpi={mpi}").into(),
+        ];
+        if let Some(job) = self.within_job {
+            args.push(format!("--jobid={job}").into());
+        }
+        args.push(format!("--nodes={}", self.nodes.len()).into());
+        if let Some(per_node) = self.tasks_per_node {
+            args.push(format!("--ntasks={}", self.nodes.len() * per_node as usize).into());
+            args.push(format!("--ntasks-per-node={per_node}").into());
+        }
+        args.push(
+            format!(
+                "--nodelist={}",
+                gpudirect_core::hostlist::compress(&self.nodes)
+            )
+            .into(),
+        );
+        match &self.profile {
+            StepProfile::Default => {}
+            StepProfile::Nothing => args.push("--gpudirect=none".into()),
+            StepProfile::Mode(mode) => args.push(format!("--gpudirect={mode}").into()),
+        }
+        args
+    }
+
+    fn srun(&self, args: Vec<OsString>) -> Job {
+        Job {
+            program: "srun".into(),
+            args,
+            env: Vec::new(),
+            cwd: None,
+            timeout: self.timeout,
+            grace: Duration::from_secs(5),
+        }
+    }
+}
+
+/// What the nodes of an agent step answered.
+#[derive(Debug)]
+pub struct Answers<T> {
+    /// Each readable answer.
+    pub answers: Vec<T>,
+    /// The marked lines that did not parse (shortened).
+    pub unreadable: Vec<String>,
+    /// How the step ended, with all it printed.
+    pub finished: Finished,
+}
+
+/// Runs an agent step until it ends, its time limit, or `stop`, and reads the answers
+/// with `read` (the agent's own reader: [`read_labelled_json`] with its line key). An error
+/// when srun cannot start, or when no node answered at all.
+pub fn ask_nodes<T>(
+    job: &Job,
+    read: impl Fn(&str) -> (Vec<T>, Vec<String>),
+    stop: &AtomicBool,
+) -> Result<Answers<T>, SlurmError> {
+    let answers = run_step(job, read, stop)?;
+    if answers.answers.is_empty() {
+        return Err(SlurmError::NoNodeAnswered {
+            command: job.command_line(),
+            how: answers.finished.outcome.to_string(),
+            stderr: stderr_of(&answers.finished),
+        });
+    }
+    Ok(answers)
+}
+
+/// [`ask_nodes`] for a caller that judges silence itself (vet: a node that does not
+/// answer is a finding, not an error): no answer at all is no error.
+pub fn run_step<T>(
+    job: &Job,
+    read: impl Fn(&str) -> (Vec<T>, Vec<String>),
+    stop: &AtomicBool,
+) -> Result<Answers<T>, SlurmError> {
+    let shown = job.command_line();
+    tracing::info!(command = %shown, "running");
+    let finished = runner::run(job, stop).map_err(|e| SlurmError::Start {
+        command: shown,
+        source: e.source,
+    })?;
+    let (answers, unreadable) = read(&String::from_utf8_lossy(&finished.stdout));
+    Ok(Answers {
+        answers,
+        unreadable,
+        finished,
+    })
 }
 
 /// `scontrol show hostnames EXPR`: Slurm's own expansion of a hostlist.
@@ -521,6 +771,108 @@ pub fn read_labelled_json<T: serde::de::DeserializeOwned>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn allocation(nodes: &[&str]) -> Allocation {
+        Allocation {
+            job_id: Some("42".into()),
+            nodes: nodes.iter().map(|n| n.to_string()).collect(),
+            tasks_per_node: None,
+        }
+    }
+
+    #[test]
+    fn commands_refuse_no_allocation_and_too_few_nodes_in_one_text() {
+        let why = "gpudirect validate pairs the nodes of an allocation";
+        let none = Allocation::default();
+        let e = none.require_nodes(2, why, Some("pass --gpus")).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "gpudirect validate pairs the nodes of an allocation: run it inside salloc or sbatch, or pass --gpus"
+        );
+        assert!(none.require_job(why).is_err());
+        let one = allocation(&["node1"]);
+        let e = one.require_nodes(2, why, None).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "gpudirect validate pairs the nodes of an allocation: the allocation has 1 node(s), it needs 2 or more"
+        );
+        let two = allocation(&["node1", "node2"]);
+        assert_eq!(two.require_nodes(2, why, None).unwrap(), ["node1", "node2"]);
+        assert_eq!(two.require_job(why).unwrap(), "42");
+    }
+
+    #[test]
+    fn every_agent_step_is_labelled_overlapping_without_mpi_on_exactly_its_nodes() {
+        let nodes: Vec<String> = ["node1", "node2", "node4"].map(String::from).to_vec();
+        let step = AgentStep::per_node(&nodes, StepProfile::Default, vec!["wiring".into()]);
+        let line = step.job().unwrap().command_line();
+        let exe = std::env::current_exe().unwrap();
+        assert_eq!(
+            line,
+            format!(
+                "srun --label --kill-on-bad-exit=0 --overlap --mpi=none --nodes=3 --ntasks=3 \
+                 --ntasks-per-node=1 '--nodelist=node[1-2,4]' {} agent wiring",
+                exe.display()
+            )
+        );
+        // hang's: inside another job, nothing of ours in its environment.
+        let hang = AgentStep {
+            within_job: Some(4242),
+            ..AgentStep::per_node(&nodes, StepProfile::Nothing, vec!["hang".into()])
+        };
+        let line = hang.job().unwrap().command_line();
+        assert!(line.contains(" --jobid=4242 "), "{line}");
+        assert!(line.contains(" --gpudirect=none "), "{line}");
+        // probe's: every task of the allocation, the profile it checks, or one MPI world.
+        let probe = AgentStep {
+            tasks_per_node: None,
+            ..AgentStep::per_node(&nodes, StepProfile::Mode("tcpx".into()), vec![])
+        };
+        let line = probe.job().unwrap().command_line();
+        assert!(!line.contains("--ntasks"), "{line}");
+        assert!(line.contains(" --gpudirect=tcpx "), "{line}");
+        let mpi = probe
+            .mpi_job(std::path::Path::new("/opt/gpudirect-mpi"), &["facts"])
+            .command_line();
+        assert!(
+            mpi.starts_with("srun --kill-on-bad-exit=0 --overlap --mpi=pmix "),
+            "{mpi}"
+        );
+        assert!(
+            mpi.ends_with(" --gpudirect=tcpx /opt/gpudirect-mpi facts"),
+            "{mpi}"
+        );
+    }
+
+    #[test]
+    fn a_step_no_node_answered_is_one_error_naming_the_step_and_what_srun_said() {
+        let job = Job {
+            program: "sh".into(),
+            args: vec![
+                "-c".into(),
+                "echo 'srun: error: no nodes' >&2; exit 1".into(),
+            ],
+            env: Vec::new(),
+            cwd: None,
+            timeout: Duration::from_secs(10),
+            grace: Duration::from_secs(1),
+        };
+        let read = |s: &str| read_labelled_json::<serde_json::Value>(s, "gpudirect_x");
+        let e = ask_nodes(&job, read, &AtomicBool::new(false)).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "no node answered: `sh -c 'echo '\\''srun: error: no nodes'\\'' >&2; exit 1'` ended with exit code 1; stderr: srun: error: no nodes"
+        );
+        // The same step read by a caller that judges silence itself: no error.
+        let asked = run_step(&job, read, &AtomicBool::new(false)).unwrap();
+        assert!(asked.answers.is_empty());
+        let job = Job {
+            args: vec!["-c".into(), "echo '0: {\"gpudirect_x\": 1}'".into()],
+            ..job
+        };
+        let asked = ask_nodes(&job, read, &AtomicBool::new(false)).unwrap();
+        assert_eq!(asked.answers, [serde_json::json!({"gpudirect_x": 1})]);
+    }
 
     #[test]
     fn the_drained_nodes_and_their_reasons_are_read_from_every_nodes_line() {

@@ -141,6 +141,62 @@ pub struct NcclTestsArgs {
     pub config: ConfigArg,
 }
 
+/// Where one node's wiring report reads from (`gpudirect agent wiring`, and the older
+/// spelling `validate --test wiring --node-report`): a recorded tree in tests, the node's
+/// own `/sys` and `/proc` otherwise.
+#[derive(Debug, Clone, Args)]
+pub struct NodeReportArgs {
+    /// Read sysfs here (a recorded tree) instead of /sys.
+    #[arg(long, value_name = "DIR", hide = true)]
+    pub sysfs: Option<PathBuf>,
+
+    /// Read /proc here instead of /proc.
+    #[arg(long = "proc", value_name = "DIR", hide = true)]
+    pub proc_root: Option<PathBuf>,
+
+    /// The node's name (default: this node's Slurm name).
+    #[arg(long, value_name = "NAME", hide = true)]
+    pub node: Option<String>,
+}
+
+impl NodeReportArgs {
+    /// This node's wiring report from `config` and the `--gpudirect` mode, one JSON line.
+    pub fn report_line(&self, config: &Path, mode: Option<&str>) -> Result<String> {
+        use gpudirect::validate::wiring::{collect, Roots};
+        use gpudirect_core::system::{load_config, slurm_node_name, Ownership};
+        let loaded = load_config(config, Ownership::Any).map_err(|e| e.to_string());
+        let sysfs = self.sysfs.clone().unwrap_or_else(|| PathBuf::from("/sys"));
+        let proc_root = self
+            .proc_root
+            .clone()
+            .unwrap_or_else(|| PathBuf::from("/proc"));
+        let node = self.node.clone().unwrap_or_else(slurm_node_name);
+        let report = collect(
+            loaded.as_ref().map_err(Clone::clone),
+            mode,
+            &node,
+            Roots {
+                sysfs: &sysfs,
+                proc_root: &proc_root,
+            },
+        );
+        let mut line = serde_json::to_string(&report)?;
+        line.push('\n');
+        Ok(line)
+    }
+
+    /// The first of these flags that was given, if any.
+    pub fn first_given(&self) -> Option<&'static str> {
+        [
+            (self.sysfs.is_some(), "--sysfs"),
+            (self.proc_root.is_some(), "--proc"),
+            (self.node.is_some(), "--node"),
+        ]
+        .into_iter()
+        .find_map(|(given, flag)| given.then_some(flag))
+    }
+}
+
 /// The rule of the hidden `--insecure-trust-below DIR` (tests, which run in /tmp): root's
 /// ownership rule, with the owner of DIR trusted beside root and no folder above DIR
 /// checked ([`Ownership::TrustingBelow`], [`SystemProbe::trusting`]). Whoever can add the

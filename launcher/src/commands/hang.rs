@@ -6,11 +6,10 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use gpudirect::hang::{self, assemble, read_agent_lines, unanswered, JobStep};
+use gpudirect::hang::{assemble, read_agent_lines, unanswered, JobStep};
 use gpudirect::output::emit_json;
 use gpudirect::ras::{self, Verdict};
-use gpudirect::runner::{self, Job};
-use gpudirect::slurm;
+use gpudirect::slurm::{self, ask_nodes, AgentStep, StepProfile};
 use gpudirect::units::duration_arg;
 use gpudirect::{noteln, outln};
 
@@ -50,23 +49,10 @@ pub struct HangArgs {
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
-
-    /// Internal: the per-node part, which srun starts inside the job.
-    #[arg(long, hide = true)]
-    pub agent: bool,
 }
 
 /// `gpudirect hang`.
 pub fn run(args: &HangArgs, _ctx: &Ctx) -> Result<ExitStatus> {
-    if args.agent {
-        let node = std::env::var("SLURMD_NODENAME")
-            .ok()
-            .or_else(|| nix::unistd::gethostname().ok()?.into_string().ok())
-            .unwrap_or_else(|| "?".into());
-        let report = hang::agent(args.job, node, args.polls, args.interval, args.timeout);
-        outln!("{}", serde_json::to_string(&report)?)?;
-        return Ok(ExitStatus::Ok);
-    }
     let info = slurm::job_info(args.job.job)
         .with_context(|| format!("gpudirect hang: cannot look up job {}", args.job.job))?;
     if info.state != "RUNNING" {
@@ -79,7 +65,6 @@ pub fn run(args: &HangArgs, _ctx: &Ctx) -> Result<ExitStatus> {
     let Some(nodes) = info.nodes.clone() else {
         bail!("job {} has no nodes yet", args.job.job);
     };
-    let count = info.node_count.unwrap_or(1);
     let per_poll = args.interval + args.timeout;
     let expected = per_poll * args.polls;
     noteln!(
@@ -89,55 +74,38 @@ pub fn run(args: &HangArgs, _ctx: &Ctx) -> Result<ExitStatus> {
         args.interval.as_secs_f64(),
         expected.as_secs()
     );
-    let exe = std::env::current_exe().context("cannot find the gpudirect executable")?;
-    let job = Job {
-        program: "srun".into(),
-        args: [
-            "--overlap".to_string(),
-            format!("--jobid={}", args.job.job),
-            format!("--nodelist={nodes}"),
-            format!("--nodes={count}"),
-            "--ntasks-per-node=1".to_string(),
-            "--kill-on-bad-exit=0".to_string(),
-            // Each task's lines whole, by label: a long line of one is otherwise cut by another's.
-            "--label".to_string(),
-            // Nothing of ours in the job's environment: the agent only reads.
-            "--gpudirect=none".to_string(),
-        ]
-        .into_iter()
-        .map(Into::into)
-        .chain([
-            exe.into_os_string(),
-            "hang".into(),
-            "--agent".into(),
-            args.job.to_string().into(),
-            "--polls".into(),
-            args.polls.to_string().into(),
-            "--interval".into(),
-            format!("{}ms", args.interval.as_millis()).into(),
-            "--timeout".into(),
-            format!("{}ms", args.timeout.as_millis()).into(),
-        ])
-        .collect(),
-        env: Vec::new(),
-        cwd: None,
+    let job_nodes = gpudirect_core::hostlist::expand(&nodes).with_context(|| {
+        format!(
+            "job {}: its node list `{nodes}` is not a hostlist",
+            args.job.job
+        )
+    })?;
+    let agent = [
+        "hang".to_string(),
+        args.job.to_string(),
+        "--polls".to_string(),
+        args.polls.to_string(),
+        "--interval".to_string(),
+        format!("{}ms", args.interval.as_millis()),
+        "--timeout".to_string(),
+        format!("{}ms", args.timeout.as_millis()),
+    ];
+    let step = AgentStep {
+        within_job: Some(args.job.job),
         timeout: expected + Duration::from_secs(60),
-        grace: Duration::from_secs(5),
+        // Nothing of ours in the job's environment: the agent only reads.
+        ..AgentStep::per_node(
+            &job_nodes,
+            StepProfile::Nothing,
+            agent.into_iter().map(Into::into).collect(),
+        )
     };
-    tracing::info!(command = %job.command_line(), "running");
-    let finished = runner::run(&job, &AtomicBool::new(false))?;
-    let (reports, bad) = read_agent_lines(&String::from_utf8_lossy(&finished.stdout));
-    for line in &bad {
+    let job = step.job()?;
+    let asked = ask_nodes(&job, read_agent_lines, &AtomicBool::new(false))?;
+    for line in &asked.unreadable {
         noteln!("gpudirect hang: unreadable agent line: {line}");
     }
-    if reports.is_empty() {
-        bail!(
-            "no node answered: `{}` ended with {:?}: {}",
-            job.command_line(),
-            finished.outcome,
-            String::from_utf8_lossy(&finished.stderr).trim()
-        );
-    }
+    let reports = asked.answers;
     let silent = unanswered(&reports);
     let (table, snapshots) = assemble(&reports);
     let diagnosis = ras::diagnose(&snapshots, &table);

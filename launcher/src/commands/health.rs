@@ -86,11 +86,6 @@ pub struct HealthArgs {
     )]
     pub nvidia_gpus: PathBuf,
 
-    /// With --json: also report the node's GPU-to-NIC map and NIC subnets (what `validate
-    /// --test wiring` compares across nodes; vet asks for it).
-    #[arg(long, requires = "json", hide = true)]
-    pub wiring: bool,
-
     /// Also run a short all_reduce over this node's GPUs (nccl-tests, one process) and
     /// judge its busbw against the history's earlier quick tests of this cluster with as
     /// many GPUs: a node more than --tolerance below their median fails check `nccl`.
@@ -216,7 +211,7 @@ pub struct Health {
     /// What --extra did: one line per node, or why nothing was written.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub extra: Vec<String>,
-    /// With --wiring: the node's GPU-to-NIC map and NIC subnets.
+    /// The node's GPU-to-NIC map and NIC subnets (`gpudirect agent health`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub wiring: Option<gpudirect::validate::wiring::NodeWiring>,
     /// Wall time, milliseconds.
@@ -253,6 +248,12 @@ fn node_name(args: &HealthArgs) -> String {
 
 /// `gpudirect health`.
 pub fn run(args: &HealthArgs, ctx: &Ctx) -> Result<ExitStatus> {
+    check(args, ctx, false)
+}
+
+/// The checks; with `wiring` (`gpudirect agent health`, vet's node checks) the report also
+/// holds the node's GPU-to-NIC map and NIC subnets, what `validate --test wiring` compares.
+pub fn check(args: &HealthArgs, ctx: &Ctx, wiring: bool) -> Result<ExitStatus> {
     let start = Instant::now();
     stop_at(start + args.deadline, args.json);
     let node = node_name(args);
@@ -358,7 +359,7 @@ pub fn run(args: &HealthArgs, ctx: &Ctx) -> Result<ExitStatus> {
         wiring: None,
         elapsed_ms: 0,
     };
-    if args.wiring {
+    if wiring {
         report.wiring = Some(gpudirect::validate::wiring::collect(
             Ok(&config),
             args.profile.as_deref(),

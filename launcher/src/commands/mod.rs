@@ -13,6 +13,7 @@
 // command does reads as flags, a loop over the library and printing.
 #![warn(clippy::too_many_lines)]
 
+pub mod agent;
 pub mod args;
 pub mod compare;
 pub mod export;
@@ -125,6 +126,10 @@ pub enum Command {
     /// Write man pages or shell completions (for packages: scripts/package).
     #[command(hide = true)]
     Generate(generate::GenerateArgs),
+    /// The per-node half of probe, hang, vet and validate --test wiring, which srun starts
+    /// on each node ([`agent`]).
+    #[command(hide = true)]
+    Agent(agent::AgentArgs),
 }
 
 /// What every command gets besides its own arguments.
@@ -249,6 +254,7 @@ pub fn dispatch(command: Command, ctx: &Ctx) -> Result<ExitStatus> {
         Command::Compare(args) => compare::run(&args, ctx),
         Command::Export(args) => export::run(&args, ctx),
         Command::Generate(args) => generate::run(&args),
+        Command::Agent(args) => agent::run(args, ctx),
     }
 }
 

@@ -5,17 +5,20 @@ use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
-use anyhow::{bail, Context, Result};
+use std::ffi::OsString;
+
+use anyhow::Result;
 use clap::Args;
 use gpudirect::probe::{analyse, read_reports, Analysis, TaskReport};
-use gpudirect::runner::{self, Job, Outcome};
+use gpudirect::runner::{Job, Outcome};
+use gpudirect::slurm::{ask_nodes, AgentStep, Allocation, StepProfile};
 use gpudirect_core::system::{load_config, Ownership};
 
 use super::args::ConfigArg;
 use super::{Ctx, ExitStatus};
 use gpudirect::noteln;
 use gpudirect::outln;
-use gpudirect::output::{emit, emit_json, render_table, Align};
+use gpudirect::output::{emit_json, render_table, Align};
 use gpudirect::units::duration_arg;
 
 /// Arguments of `gpudirect probe`.
@@ -72,51 +75,43 @@ pub struct ProbeArgs {
     /// Print the tasks' reports and the analysis as JSON.
     #[arg(long)]
     pub json: bool,
-
-    /// Inside a task: print this task's report (what the srun step runs).
-    #[arg(long, hide = true)]
-    pub task: bool,
 }
 
-/// The srun step that asks every task what it gets: `gpudirect probe --task` per task, or
+/// The srun step that asks every task what it gets: `gpudirect agent probe` per task, or
 /// with `--mpi` the MPI program's `facts`, gathered to rank 0.
-fn srun_job(args: &ProbeArgs) -> Result<Job> {
-    let exe = std::env::current_exe().context("cannot find the gpudirect executable")?;
-    // --label makes srun keep each task's lines whole (a long line from one task is
-    // otherwise cut by another's output).
-    // With --mpi only rank 0 prints, one whole line per task: a label would glue them.
-    let mut srun_args: Vec<std::ffi::OsString> = vec!["--kill-on-bad-exit=0".into()];
-    if !args.mpi {
-        srun_args.push("--label".into());
-    }
-    if let Some(n) = args.nodes {
-        srun_args.push(format!("--nodes={n}").into());
-    }
-    if let Some(n) = args.ntasks_per_node {
-        srun_args.push(format!("--ntasks-per-node={n}").into());
-    }
-    if let Some(mode) = &args.gpudirect {
-        srun_args.push(format!("--gpudirect={mode}").into());
-    }
-    if args.mpi {
-        let program = gpudirect::validate::rails::locate_mpi_program(args.mpi_program.as_deref())
-            .map_err(anyhow::Error::msg)?;
-        srun_args.extend(["--mpi=pmix".into(), program.into(), "facts".into()]);
-    } else {
-        srun_args.extend([exe.into(), "probe".into(), "--task".into()]);
-    }
-    srun_args.extend(["--config".into(), args.config.path.clone().into()]);
-    if let Some(mode) = &args.gpudirect {
-        srun_args.extend(["--gpudirect".into(), mode.into()]);
-    }
-    Ok(Job {
-        program: "srun".into(),
-        args: srun_args,
-        env: Vec::new(),
-        cwd: None,
+fn srun_job(args: &ProbeArgs, nodes: &[String]) -> Result<Job> {
+    let step = AgentStep {
+        nodes: nodes.to_vec(),
+        within_job: None,
+        tasks_per_node: args.ntasks_per_node,
+        profile: match &args.gpudirect {
+            Some(mode) => StepProfile::Mode(mode.clone()),
+            None => StepProfile::Default,
+        },
+        args: agent_args(args),
         timeout: args.timeout,
-        grace: Duration::from_secs(5),
-    })
+    };
+    if !args.mpi {
+        return Ok(step.job()?);
+    }
+    let program = gpudirect::validate::rails::locate_mpi_program(args.mpi_program.as_deref())
+        .map_err(anyhow::Error::msg)?;
+    let config = args.config.path.to_string_lossy();
+    let mut facts = vec!["facts", "--config", &config];
+    if let Some(mode) = &args.gpudirect {
+        facts.extend(["--gpudirect", mode]);
+    }
+    Ok(step.mpi_job(&program, &facts))
+}
+
+/// What follows `gpudirect agent` on every task.
+fn agent_args(args: &ProbeArgs) -> Vec<OsString> {
+    let mut agent: Vec<OsString> = vec!["probe".into(), "--config".into()];
+    agent.push(args.config.path.clone().into());
+    if let Some(mode) = &args.gpudirect {
+        agent.extend(["--gpudirect".into(), mode.into()]);
+    }
+    agent
 }
 
 /// The text report: each node's tasks, the NCCL variables in effect and where they come
@@ -196,35 +191,25 @@ fn print_text(reports: &[TaskReport], analysis: &Analysis, stderr: &str) -> Resu
 
 /// `gpudirect probe`. Returns the exit status.
 pub fn run(args: &ProbeArgs, _ctx: &Ctx) -> Result<ExitStatus> {
-    let loaded = load_config(&args.config.path, Ownership::Any);
-    let config = loaded.as_ref().ok();
-    if args.task {
-        let report = TaskReport::collect(config, args.gpudirect.as_deref());
-        let mut line = serde_json::to_string(&report)?;
-        line.push('\n');
-        emit(&line)?;
-        return Ok(ExitStatus::Ok);
-    }
-    if std::env::var_os("SLURM_JOB_ID").is_none() {
-        bail!("gpudirect probe runs over an allocation: use it inside salloc or sbatch");
-    }
-    if let (Err(e), Some(_)) = (&loaded, &args.gpudirect) {
+    let allocation = Allocation::from_env()?;
+    let wanted = args.nodes.map_or(1, |n| n.max(1) as usize);
+    let nodes = allocation.require_nodes(
+        wanted,
+        "gpudirect probe asks the tasks of an allocation",
+        None,
+    )?;
+    // -N: the allocation's first N nodes, as srun itself would pick them.
+    let nodes = &nodes[..args.nodes.map_or(nodes.len(), |_| wanted)];
+    if let (Err(e), Some(_)) = (
+        load_config(&args.config.path, Ownership::Any),
+        &args.gpudirect,
+    ) {
         noteln!("gpudirect probe: warning: {e}; tasks are compared with each other only");
     }
-    let job = srun_job(args)?;
-    tracing::info!(command = %job.command_line(), "running");
-    let finished = runner::run(&job, &AtomicBool::new(false))?;
-    let stdout = String::from_utf8_lossy(&finished.stdout);
-    let (reports, unreadable) = read_reports(&stdout);
-    if reports.is_empty() {
-        bail!(
-            "no task answered: `{}` ended with {:?}: {}",
-            job.command_line(),
-            finished.outcome,
-            String::from_utf8_lossy(&finished.stderr).trim()
-        );
-    }
-    for line in &unreadable {
+    let job = srun_job(args, nodes)?;
+    let asked = ask_nodes(&job, read_reports, &AtomicBool::new(false))?;
+    let (reports, finished) = (asked.answers, asked.finished);
+    for line in &asked.unreadable {
         noteln!("gpudirect probe: unreadable task line: {line}");
     }
     let expected = std::env::var("SLURM_NTASKS")

@@ -12,12 +12,13 @@ use clap::Args;
 use gpudirect::history::{History, LaunchKind, RunStatus};
 use gpudirect::matrix::{variants_from_flags, Cell, Matrix, Variant};
 use gpudirect::runner::{self, INTERRUPTED};
+use gpudirect::slurm::Allocation;
 use gpudirect::tune::overlay::read_overlay;
 use gpudirect::units::size_arg;
 use gpudirect_core::config::Config;
 use gpudirect_core::system::{load_config, Ownership};
 
-use gpudirect::launch::{env_var, find_binary, prepare, LaunchOptions, Launcher};
+use gpudirect::launch::{find_binary, prepare, LaunchOptions, Launcher};
 use gpudirect::units::now_unix;
 
 use super::args::NcclTestsArgs;
@@ -139,7 +140,7 @@ pub struct RunArgs {
 }
 
 /// The matrix from the file or the flags.
-fn build_matrix(args: &RunArgs, nodes_in_allocation: usize) -> Result<Matrix> {
+fn build_matrix(args: &RunArgs, allocation: &Allocation) -> Result<Matrix> {
     let mut matrix = match &args.matrix {
         Some(file) => {
             let text = std::fs::read_to_string(file)
@@ -148,15 +149,12 @@ fn build_matrix(args: &RunArgs, nodes_in_allocation: usize) -> Result<Matrix> {
         }
         None => {
             let nodes = if args.nodes.is_empty() {
-                vec![u32::try_from(nodes_in_allocation.max(1)).unwrap_or(1)]
+                vec![u32::try_from(allocation.nodes.len().max(1)).unwrap_or(1)]
             } else {
                 args.nodes.clone()
             };
             let gpus = if args.gpus_per_node.is_empty() {
-                let per_node = env_var("SLURM_NTASKS_PER_NODE")
-                    .and_then(|v| v.parse().ok())
-                    .unwrap_or(1);
-                vec![per_node]
+                vec![allocation.tasks_per_node.unwrap_or(1)]
             } else {
                 args.gpus_per_node.clone()
             };
@@ -443,9 +441,10 @@ fn start_matrix(
 /// [`ExitStatus::Failed`].
 pub fn run(args: &RunArgs, ctx: &Ctx) -> Result<ExitStatus> {
     let wall = Instant::now();
-    let nodes = gpudirect::slurm::allocation_nodes()?;
-    let in_allocation = env_var("SLURM_JOB_ID").is_some();
-    let matrix = build_matrix(args, nodes.len())?;
+    let allocation = Allocation::from_env()?;
+    let in_allocation = allocation.job_id.is_some();
+    let matrix = build_matrix(args, &allocation)?;
+    let nodes = allocation.nodes;
     if args.submit {
         if in_allocation {
             bail!("--submit makes its own allocations: run it outside salloc/sbatch");

@@ -14,6 +14,7 @@ use gpudirect::matrix::{Cell, Matrix, Variant};
 use gpudirect::outln;
 use gpudirect::output::{emit, emit_json};
 use gpudirect::runner;
+use gpudirect::slurm::Allocation;
 use gpudirect::tune::knobs::{self, Knob, Preset};
 use gpudirect::tune::overlay::{self, Provenance};
 use gpudirect::tune::plan::{self, Setting};
@@ -155,7 +156,6 @@ pub struct TuneArgs {
 }
 
 fn setup(args: &TuneArgs) -> Result<Setup> {
-    let in_allocation = env_var("SLURM_JOB_ID").is_some();
     let nccl_tests_dir = args.nccl.nccl_tests_dir.clone().context(
         "where are the nccl-tests binaries? pass --nccl-tests-dir DIR or set NCCL_TESTS_DIR",
     )?;
@@ -197,27 +197,21 @@ fn setup(args: &TuneArgs) -> Result<Setup> {
             launch_kind: LaunchKind::Local,
         });
     }
-    if !in_allocation {
-        bail!("gpudirect tune runs on an allocation: use it inside salloc or sbatch, or pass --gpus to tune this host's GPUs");
-    }
-    let allocation = gpudirect::slurm::allocation_nodes()?;
+    let allocation = Allocation::from_env()?;
+    let nodes = args.nodes.unwrap_or(1).max(1);
+    let all = allocation.require_nodes(
+        nodes as usize,
+        &format!("gpudirect tune runs on {nodes} node(s) of an allocation"),
+        Some("pass --gpus to tune this host's GPUs"),
+    )?;
     let nodes = args
         .nodes
-        .unwrap_or(u32::try_from(allocation.len()).unwrap_or(1))
+        .unwrap_or(u32::try_from(all.len()).unwrap_or(1))
         .max(1);
-    if nodes as usize > allocation.len() {
-        bail!(
-            "-N {nodes}: the allocation has {} node(s) ({})",
-            allocation.len(),
-            gpudirect_core::hostlist::compress(&allocation)
-        );
-    }
-    let gpus_per_node = args.gpus_per_node.unwrap_or_else(|| {
-        env_var("SLURM_NTASKS_PER_NODE")
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(1)
-    });
-    let run_nodes: Vec<String> = allocation[..nodes as usize].to_vec();
+    let gpus_per_node = args
+        .gpus_per_node
+        .unwrap_or(allocation.tasks_per_node.unwrap_or(1));
+    let run_nodes: Vec<String> = all[..nodes as usize].to_vec();
     let profile = match args.gpudirect.as_deref() {
         None | Some("none") => None,
         Some(mode) => {

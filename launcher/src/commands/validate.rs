@@ -22,6 +22,7 @@ use gpudirect::validate::judging::{
 use gpudirect::validate::pairing::{parse_topology, Mode};
 
 use gpudirect::launch::env_var;
+use gpudirect::slurm::Allocation;
 use gpudirect_core::system::{load_config, short_hostname, Ownership};
 
 mod drains;
@@ -35,7 +36,7 @@ use gpudirect::validate::pairs::{
     DEFAULT_ALGO,
 };
 
-use super::args::{ConfigArg, DrainArgs};
+use super::args::{ConfigArg, DrainArgs, NodeReportArgs};
 use super::{Ctx, ExitStatus};
 use gpudirect::noteln;
 use gpudirect::outln;
@@ -244,27 +245,19 @@ pub struct ValidateArgs {
     pub json: bool,
 
     /// With --test wiring: judge the node reports in FILE (lines that `srun --label
-    /// --ntasks-per-node=1 gpudirect validate --test wiring --node-report` printed, or one
-    /// such line per node) instead of asking the allocation's nodes.
+    /// --ntasks-per-node=1 gpudirect agent wiring` printed, or one such line per node)
+    /// instead of asking the allocation's nodes.
     #[arg(long, value_name = "FILE")]
     pub reports: Option<PathBuf>,
 
-    /// With --test wiring: print this node's report, one JSON line (what the step runs on
-    /// every node).
+    /// With --test wiring: print this node's report, one JSON line (the older spelling of
+    /// `gpudirect agent wiring`).
     #[arg(long, hide = true)]
     pub node_report: bool,
 
-    /// With --node-report: read sysfs here (a recorded tree) instead of /sys.
-    #[arg(long, value_name = "DIR", hide = true)]
-    pub sysfs: Option<PathBuf>,
-
-    /// With --node-report: read /proc here instead of /proc.
-    #[arg(long = "proc", value_name = "DIR", hide = true)]
-    pub proc_root: Option<PathBuf>,
-
-    /// With --node-report: the node's name (default: this node's Slurm name).
-    #[arg(long, value_name = "NAME", hide = true)]
-    pub node: Option<String>,
+    /// With --node-report: where the report reads from.
+    #[command(flatten)]
+    pub node_roots: NodeReportArgs,
 }
 
 /// The variant validate's pair runs are recorded (and their baseline found) under.
@@ -275,17 +268,13 @@ fn variant_name(args: &ValidateArgs) -> String {
 /// What validate pairs: the allocation's nodes, or with `--gpus` this host's GPU units.
 fn units_from_args(args: &ValidateArgs) -> Result<(Units, Vec<String>)> {
     let Some(list) = &args.gpus else {
-        let Some(list) = env_var("SLURM_JOB_NODELIST") else {
-            bail!("gpudirect validate runs over an allocation: use it inside salloc or sbatch (or pass --gpus to validate this host's GPUs)");
-        };
-        let nodes = gpudirect_core::hostlist::expand(&list)
-            .with_context(|| format!("SLURM_JOB_NODELIST `{list}` is not a hostlist"))?;
-        if nodes.len() < 2 {
-            bail!(
-                "validation pairs nodes: the allocation has {} node(s), it needs 2 or more",
-                nodes.len()
-            );
-        }
+        let nodes = Allocation::from_env()?
+            .require_nodes(
+                2,
+                "gpudirect validate pairs the nodes of an allocation",
+                Some("pass --gpus to validate this host's GPUs"),
+            )?
+            .to_vec();
         return Ok((Units::Nodes, nodes));
     };
     if args.drains.drain || args.resume || args.extra {

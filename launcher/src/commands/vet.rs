@@ -14,7 +14,6 @@ use clap::Args;
 use gpudirect::budget::Budget;
 use gpudirect::drain::{self, Tool};
 use gpudirect::history::{History, NewVet};
-use gpudirect::launch::env_var;
 use gpudirect::output::emit_json;
 use gpudirect::units::{duration_arg, now_unix, percent_arg, size_arg};
 use gpudirect::vet::node_checks::{checks_job, run_checks, CHECKS_TIMEOUT};
@@ -194,7 +193,10 @@ struct Report<'a> {
 /// `gpudirect vet`.
 pub fn run(args: &VetArgs, ctx: &Ctx) -> Result<ExitStatus> {
     let start = Instant::now();
-    let (job_id, nodes) = allocation()?;
+    let allocation = slurm::Allocation::from_env()?;
+    let why = "gpudirect vet vets a job's own nodes";
+    let job_id = allocation.require_job(why)?.to_string();
+    let nodes = allocation.require_nodes(1, why, None)?.to_vec();
     let need = match args.need {
         Some(n) if n as usize > nodes.len() => bail!(
             "--need {n}: the job holds {} node(s); ask for at most that many, or allocate more",
@@ -224,14 +226,13 @@ pub fn run(args: &VetArgs, ctx: &Ctx) -> Result<ExitStatus> {
     );
 
     // 1. The node checks, on every node at once.
-    let exe = std::env::current_exe().context("cannot find the gpudirect executable")?;
     let config = std::path::absolute(&args.config.path)
         .with_context(|| format!("--config {}", args.config.path.display()))?;
     let profile = args
         .gpudirect
         .as_deref()
         .filter(|m| !matches!(*m, "none" | "auto"));
-    let job = checks_job(&exe, &config, profile, &nodes, budget.limit(CHECKS_TIMEOUT));
+    let job = checks_job(&config, profile, &nodes, budget.limit(CHECKS_TIMEOUT))?;
     noteln!(
         "gpudirect vet: node checks on {} node(s) at once",
         nodes.len()
@@ -308,16 +309,6 @@ fn pairs_request(args: &VetArgs) -> PairsRequest {
         gpus_per_process: args.gpus_per_process,
         nccl_tests_dir: args.nccl_tests_dir.clone(),
     }
-}
-
-/// The job and its nodes, from the allocation's variables.
-fn allocation() -> Result<(String, Vec<String>)> {
-    let (Some(job_id), Some(list)) = (slurm::job_id(), env_var(slurm::NODELIST_ENV)) else {
-        bail!("gpudirect vet vets a job's own nodes: run it inside sbatch or salloc (SLURM_JOB_ID and SLURM_JOB_NODELIST are not set)");
-    };
-    let nodes = gpudirect_core::hostlist::expand(&list)
-        .with_context(|| format!("SLURM_JOB_NODELIST `{list}` is not a hostlist"))?;
-    Ok((job_id, nodes))
 }
 
 /// Each node's checks on stderr: only those that did not pass, then a count.

@@ -6,8 +6,7 @@
 //! per-node check and then slows every job it is in.
 //!
 //! Two halves, as in `probe`:
-//! - [`collect`] runs once on every node (an srun step of `validate --test wiring
-//!   --node-report`): the NIC each GPU gets, by the plugin's own rules (the profile the node
+//! - [`collect`] runs once on every node (an srun step of `gpudirect agent wiring`): the NIC each GPU gets, by the plugin's own rules (the profile the node
 //!   resolves to, with sysfs locality where the profile asks for it; without a profile, the
 //!   map [`gpudirect_core::derive`] reads from the PCI tree), and each of those NICs'
 //!   connected IPv4 subnets from `/proc/net/route`. It prints one JSON line.

@@ -1,5 +1,6 @@
-//! vet's first step: `gpudirect health --json --wiring` on every node of the job at once,
-//! one task per node in one srun step, each node's answer read from srun's `--label` output.
+//! vet's first step: `gpudirect agent health` (the node's `gpudirect health --json` with
+//! its GPU-to-NIC map) on every node of the job at once, one task per node in one srun
+//! step ([`crate::slurm::AgentStep`]), each node's answer read from srun's `--label` output.
 //! The nodes' GPU-to-NIC maps and NIC subnets are then compared
 //! ([`crate::validate::wiring::analyse`], as `validate --test wiring` does): a node whose
 //! GPU i is off the rail the other nodes have it on fails check `wiring`.
@@ -13,7 +14,8 @@ use serde::Deserialize;
 
 use super::Checked;
 use crate::budget::Budget;
-use crate::runner::{self, Finished, Job, StartError};
+use crate::runner::{Finished, Job};
+use crate::slurm::{AgentStep, SlurmError, StepProfile};
 
 /// How long the node checks may take at most (within the budget): they read sysfs.
 pub const CHECKS_TIMEOUT: Duration = Duration::from_secs(60);
@@ -42,42 +44,22 @@ struct Failure {
 /// A key every health report holds, which marks its lines in srun's output.
 const LINE_KEY: &str = "\"attempts\"";
 
-/// The step: one `gpudirect health --json` per node of `nodes`, through srun.
+/// The step: one `gpudirect agent health` per node of `nodes`, through srun.
 pub fn checks_job(
-    exe: &Path,
     config: &Path,
     profile: Option<&str>,
     nodes: &[String],
     timeout: Duration,
-) -> Job {
-    let list = gpudirect_core::hostlist::compress(nodes);
-    let mut args: Vec<OsString> = [
-        "--overlap".to_string(),
-        "--mpi=none".to_string(),
-        "--label".to_string(),
-        "--kill-on-bad-exit=0".to_string(),
-        format!("--nodes={}", nodes.len()),
-        format!("--ntasks={}", nodes.len()),
-        "--ntasks-per-node=1".to_string(),
-        format!("--nodelist={list}"),
-    ]
-    .into_iter()
-    .map(OsString::from)
-    .collect();
-    args.push(exe.into());
-    args.extend(["health", "--json", "--wiring", "--config"].map(OsString::from));
-    args.push(config.into());
+) -> Result<Job, SlurmError> {
+    let mut args: Vec<OsString> = vec!["health".into(), "--config".into(), config.into()];
     if let Some(p) = profile {
         args.extend([OsString::from("--profile"), OsString::from(p)]);
     }
-    Job {
-        program: "srun".into(),
-        args,
-        env: Vec::new(),
-        cwd: None,
+    AgentStep {
         timeout,
-        grace: Duration::from_secs(5),
+        ..AgentStep::per_node(nodes, StepProfile::Default, args)
     }
+    .job()
 }
 
 /// Runs the checks within `budget`; each node's answer. A node with no readable answer is
@@ -86,9 +68,20 @@ pub fn run_checks(
     job: &Job,
     nodes: &[String],
     budget: &Budget,
-) -> Result<BTreeMap<String, Checked>, StartError> {
-    let finished = runner::run(job, budget.flag())?;
-    Ok(read_checks(&finished, nodes, budget.stopped()))
+) -> Result<BTreeMap<String, Checked>, SlurmError> {
+    // Silence is a finding here, not an error: run_step, not ask_nodes.
+    let asked = crate::slurm::run_step(job, read_answers, budget.flag())?;
+    Ok(judge(
+        asked.answers,
+        &asked.finished,
+        nodes,
+        budget.stopped(),
+    ))
+}
+
+/// The health answers in srun's output.
+fn read_answers(stdout: &str) -> (Vec<HealthAnswer>, Vec<String>) {
+    crate::slurm::read_labelled_json::<HealthAnswer>(stdout, LINE_KEY)
 }
 
 /// Each node's answer from the finished step (pure): its failures, or that it gave none.
@@ -97,9 +90,17 @@ pub fn read_checks(
     nodes: &[String],
     stopped: bool,
 ) -> BTreeMap<String, Checked> {
-    let stdout = String::from_utf8_lossy(&finished.stdout);
-    let (answers, _unreadable) =
-        crate::slurm::read_labelled_json::<HealthAnswer>(&stdout, LINE_KEY);
+    let (answers, _unreadable) = read_answers(&String::from_utf8_lossy(&finished.stdout));
+    judge(answers, finished, nodes, stopped)
+}
+
+/// Each node's answer from what it said and how the step ended (pure).
+fn judge(
+    answers: Vec<HealthAnswer>,
+    finished: &Finished,
+    nodes: &[String],
+    stopped: bool,
+) -> BTreeMap<String, Checked> {
     let mut checked: BTreeMap<String, Checked> = BTreeMap::new();
     let wirings: Vec<_> = answers.iter().filter_map(|a| a.wiring.clone()).collect();
     for a in answers {
@@ -259,18 +260,25 @@ mod tests {
     fn the_step_runs_health_once_per_node_with_the_profile() {
         let nodes = nodes();
         let job = checks_job(
-            Path::new("/usr/bin/gpudirect"),
             Path::new("/etc/slurm/gpudirect.toml"),
             Some("tcpx"),
             &nodes,
             Duration::from_secs(5),
-        );
+        )
+        .unwrap();
         let line = job.command_line();
-        assert!(line.starts_with("srun --overlap"), "{line}");
+        assert!(line.starts_with("srun "), "{line}");
+        assert!(line.contains(" --overlap "), "{line}");
+        assert!(line.contains(" --mpi=none "), "{line}");
         assert!(line.contains("--nodelist=node[1-3]"), "{line}");
         assert!(line.contains("--ntasks-per-node=1"), "{line}");
+        assert!(!line.contains("--gpudirect"), "{line}");
+        let exe = std::env::current_exe().unwrap();
         assert!(
-            line.ends_with("/usr/bin/gpudirect health --json --wiring --config /etc/slurm/gpudirect.toml --profile tcpx"),
+            line.ends_with(&format!(
+                "{} agent health --config /etc/slurm/gpudirect.toml --profile tcpx",
+                exe.display()
+            )),
             "{line}"
         );
     }

@@ -666,3 +666,35 @@ fn the_quick_test_does_not_run_when_slurm_cannot_say_the_node_is_idle() {
     );
     assert!(!pid_file.exists(), "the all_reduce ran: {report}");
 }
+
+/// vet's node checks run `gpudirect agent health`: health's JSON report, with the node's
+/// GPU-to-NIC map and subnets that vet compares across nodes.
+#[test]
+fn the_health_agent_answers_in_json_with_the_nodes_wiring() {
+    let dir = scratch("health", "agent");
+    let config = config(dir.path(), "lo");
+    let out = run(gpudirect_without(&["GPUDIRECT_CONFIG", "SLURMD_NODENAME"])
+        .args(["agent", "health", "--node", "hx", "--config", &config])
+        .arg("--insecure-trust-below")
+        .arg(dir.path()));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["node"], "hx");
+    assert_eq!(report["profile"], "here");
+    assert_eq!(report["attempts"], 1, "{report}");
+    assert_eq!(report["wiring"]["node"], "hx", "{report}");
+    assert_eq!(report["wiring"]["profile"], "here", "{report}");
+    // The plain command has no map.
+    let plain = run(gpudirect_without(&["GPUDIRECT_CONFIG", "SLURMD_NODENAME"])
+        .args(["health", "--json", "--node", "hx", "--config", &config])
+        .arg("--insecure-trust-below")
+        .arg(dir.path()));
+    let report: Value = serde_json::from_slice(&plain.stdout).unwrap();
+    assert!(report.get("wiring").is_none(), "{report}");
+}

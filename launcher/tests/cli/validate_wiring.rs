@@ -172,3 +172,22 @@ fn a_file_without_reports_and_flags_that_do_not_apply_are_refused_with_why() {
     assert_eq!(out.status.code(), Some(3));
     assert!(stderr(&out).contains("--reports and --node-report are for --test wiring"));
 }
+
+/// The step's agent, `gpudirect agent wiring`, prints the very line of the older spelling
+/// `validate --test wiring --node-report` that admins gather reports with.
+#[test]
+fn the_wiring_agent_prints_the_node_report_line() {
+    let dir = scratch("validate-wiring", "agent");
+    let wired = dir.path().join("proc");
+    proc_dir(&wired, &NICS);
+    let config = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../slurm-conf/gpudirect.toml");
+    let agent = ok(gpudirect_without(&["GPUDIRECT_CONFIG"])
+        .args(["agent", "wiring", "--node", "a3m-0001", "--sysfs"])
+        .arg(tree())
+        .arg("--proc")
+        .arg(&wired)
+        .arg("--config")
+        .arg(config));
+    assert_eq!(agent, node_report("a3m-0001", &wired));
+    assert!(agent.contains("\"gpudirect_wiring\":1"), "{agent}");
+}

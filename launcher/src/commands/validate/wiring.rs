@@ -2,7 +2,7 @@
 //! for its GPU-to-NIC map and its NICs' subnets ([`gpudirect::validate::wiring::collect`]),
 //! and names the nodes where GPU i is not on the rail the other nodes have it on.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
@@ -12,10 +12,10 @@ use gpudirect::history::History;
 use gpudirect::noteln;
 use gpudirect::outln;
 use gpudirect::output::{emit, emit_json, render_table, Align};
-use gpudirect::runner::{self, Job, Outcome};
+use gpudirect::runner::{Job, Outcome};
+use gpudirect::slurm::{ask_nodes, AgentStep, Allocation, StepProfile};
 use gpudirect::validate::actions::{self, Candidate, DrainPlan, NodeAction};
-use gpudirect::validate::wiring::{analyse, collect, read_reports, Analysis, NodeWiring, Roots};
-use gpudirect_core::system::{load_config, slurm_node_name, Ownership};
+use gpudirect::validate::wiring::{analyse, read_reports, Analysis, NodeWiring};
 use serde::Serialize;
 
 use super::{Test, ValidateArgs};
@@ -50,88 +50,45 @@ pub(super) fn check_flags(args: &ValidateArgs) -> Result<()> {
     if let Some((_, flag)) = refused.iter().find(|(given, _)| *given) {
         bail!("--test wiring compares each node's GPU-to-NIC map and NIC subnets, it measures nothing: {flag} does not apply");
     }
-    let node_only = [
-        (args.sysfs.is_some(), "--sysfs"),
-        (args.proc_root.is_some(), "--proc"),
-        (args.node.is_some(), "--node"),
-    ];
-    if !args.node_report {
-        if let Some((_, flag)) = node_only.iter().find(|(given, _)| *given) {
-            bail!("{flag} is for --node-report (one node's report)");
-        }
+    if let (false, Some(flag)) = (args.node_report, args.node_roots.first_given()) {
+        bail!("{flag} is for --node-report (one node's report)");
     }
     Ok(())
 }
 
 /// The allocation's nodes, refused when there are too few to compare.
 pub(super) fn allocation_nodes() -> Result<Vec<String>> {
-    let nodes = gpudirect::slurm::allocation_nodes()?;
-    if nodes.is_empty() {
-        bail!("gpudirect validate --test wiring compares the nodes of an allocation: run it inside salloc or sbatch, or judge saved reports with --reports FILE");
-    }
-    if nodes.len() < 2 {
-        bail!(
-            "--test wiring compares nodes with each other: the allocation has {} node(s), it needs 2 or more (3 or more to name the node that differs)",
-            nodes.len()
-        );
-    }
-    Ok(nodes)
+    Ok(Allocation::from_env()?
+        .require_nodes(
+            2,
+            "gpudirect validate --test wiring compares the nodes of an allocation with each other (3 or more name the one that differs)",
+            Some("judge saved reports with --reports FILE"),
+        )?
+        .to_vec())
 }
 
-/// The step that asks every node: one task per node, `validate --test wiring --node-report`.
-fn srun_job(args: &ValidateArgs, nodes: usize) -> Result<Job> {
-    let exe = std::env::current_exe().context("cannot find the gpudirect executable")?;
-    let mut srun: Vec<std::ffi::OsString> = vec![
-        // --label keeps each node's line whole (srun cuts long lines at 1024 bytes).
-        "--label".into(),
-        "--kill-on-bad-exit=0".into(),
-        format!("--nodes={nodes}").into(),
-        format!("--ntasks={nodes}").into(),
-        "--ntasks-per-node=1".into(),
-        // Beside whatever else the allocation runs, on however few CPUs it holds.
-        "--overlap".into(),
-        exe.into(),
-        "validate".into(),
-        "--test".into(),
-        "wiring".into(),
-        "--node-report".into(),
-        "--config".into(),
-        args.config.path.clone().into(),
-    ];
+/// The step that asks every node: one task per node, `gpudirect agent wiring`.
+fn srun_job(args: &ValidateArgs, nodes: &[String]) -> Result<Job> {
+    let mut agent: Vec<std::ffi::OsString> = vec!["wiring".into(), "--config".into()];
+    agent.push(args.config.path.clone().into());
     if let Some(mode) = &args.gpudirect {
-        srun.extend(["--gpudirect".into(), mode.into()]);
+        agent.extend(["--gpudirect".into(), mode.into()]);
     }
-    Ok(Job {
-        program: "srun".into(),
-        args: srun,
-        env: Vec::new(),
-        cwd: None,
+    let step = AgentStep {
         timeout: args.timeout.unwrap_or(REPORT_TIMEOUT),
-        grace: Duration::from_secs(5),
-    })
+        ..AgentStep::per_node(nodes, StepProfile::Default, agent)
+    };
+    Ok(step.job()?)
 }
 
-/// This node's report, one JSON line (what the srun step runs on every node).
+/// This node's report, one JSON line (`--node-report`, the older spelling of `gpudirect
+/// agent wiring`, kept for the reports an admin gathers by hand).
 fn node_report(args: &ValidateArgs) -> Result<ExitStatus> {
-    let loaded = load_config(&args.config.path, Ownership::Any).map_err(|e| e.to_string());
-    let sysfs = args.sysfs.clone().unwrap_or_else(|| PathBuf::from("/sys"));
-    let proc_root = args
-        .proc_root
-        .clone()
-        .unwrap_or_else(|| PathBuf::from("/proc"));
-    let node = args.node.clone().unwrap_or_else(slurm_node_name);
-    let report = collect(
-        loaded.as_ref().map_err(Clone::clone),
-        args.gpudirect.as_deref(),
-        &node,
-        Roots {
-            sysfs: &sysfs,
-            proc_root: &proc_root,
-        },
-    );
-    let mut line = serde_json::to_string(&report)?;
-    line.push('\n');
-    emit(&line)?;
+    emit(
+        &args
+            .node_roots
+            .report_line(&args.config.path, args.gpudirect.as_deref())?,
+    )?;
     Ok(ExitStatus::Ok)
 }
 
@@ -148,7 +105,7 @@ fn gather(args: &ValidateArgs, nodes: &[String]) -> Result<(Vec<NodeWiring>, Vec
         }
         if reports.is_empty() {
             bail!(
-                "{} holds no node's report (lines with \"{}\"): write it with `srun --label --ntasks-per-node=1 gpudirect validate --test wiring --node-report > FILE`",
+                "{} holds no node's report (lines with \"{}\"): write it with `srun --label --ntasks-per-node=1 gpudirect agent wiring > FILE`",
                 file.display(),
                 gpudirect::validate::wiring::LINE_KEY
             );
@@ -156,27 +113,17 @@ fn gather(args: &ValidateArgs, nodes: &[String]) -> Result<(Vec<NodeWiring>, Vec
         let names = reports.iter().map(|r| r.node.clone()).collect();
         return Ok((reports, names));
     }
-    let job = srun_job(args, nodes.len())?;
-    tracing::info!(command = %job.command_line(), "running");
+    let job = srun_job(args, nodes)?;
     noteln!(
         "gpudirect validate: asking {} nodes for their GPU-to-NIC map and NIC subnets",
         nodes.len()
     );
-    let finished = runner::run(&job, &AtomicBool::new(false))?;
-    let stdout = String::from_utf8_lossy(&finished.stdout);
-    let (reports, bad) = read_reports(&stdout);
-    for line in &bad {
+    let asked = ask_nodes(&job, read_reports, &AtomicBool::new(false))?;
+    for line in &asked.unreadable {
         noteln!("gpudirect validate: unreadable node line: {line}");
     }
+    let (reports, finished) = (asked.answers, asked.finished);
     let stderr = String::from_utf8_lossy(&finished.stderr);
-    if reports.is_empty() {
-        bail!(
-            "no node answered: `{}` ended with {:?}: {}",
-            job.command_line(),
-            finished.outcome,
-            stderr.trim()
-        );
-    }
     if matches!(finished.outcome, Outcome::TimedOut) {
         noteln!(
             "gpudirect validate: not every node answered within {}s",

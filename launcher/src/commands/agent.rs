@@ -1,0 +1,131 @@
+//! `gpudirect agent`: the hidden per-node half of the commands that ask every node
+//! something. The command on the login or batch node builds one srun step with
+//! [`gpudirect::slurm::AgentStep`] (`gpudirect agent ARM ...` on each node, one task per
+//! node, `--label`ed), runs it and reads the answers with [`gpudirect::slurm::ask_nodes`];
+//! here, on the node, each arm prints exactly one JSON line with its own marker key, which
+//! the asking side's reader ([`gpudirect::slurm::read_labelled_json`]) finds.
+//!
+//! | Arm | Asked by | Prints |
+//! |---|---|---|
+//! | `probe` | `gpudirect probe` (one per task) | [`gpudirect::probe::TaskReport`] |
+//! | `hang JOB` | `gpudirect hang` (inside the hung job) | [`gpudirect::hang::AgentReport`] |
+//! | `health` | `gpudirect vet`'s node checks | `gpudirect health --json`, with the wiring map |
+//! | `wiring` | `gpudirect validate --test wiring` | [`gpudirect::validate::wiring::NodeWiring`] |
+//!
+//! Adding a per-node feature:
+//! 1. the node's work and its answer (a `Serialize`/`Deserialize` struct with a marker key
+//!    of its own, e.g. `"gpudirect_watch": 1`) in the library, with a reader built on
+//!    `read_labelled_json`;
+//! 2. one arm of [`Agent`] here with its flags, printing that answer as one line;
+//! 3. on the asking side, `AgentStep::per_node(nodes, profile, args)` with the arm's name
+//!    and flags, `.job()`, then `ask_nodes(&job, reader, stop)`.
+//!
+//! `health` is the one arm that runs another command's code (`commands/health.rs`): the
+//! node checks live there, and vet's agent is `gpudirect health --json` with the map.
+
+use anyhow::Result;
+use clap::{Args, Subcommand};
+use gpudirect::hang::{self, JobStep};
+use gpudirect::output::emit;
+use gpudirect::probe::TaskReport;
+use gpudirect::units::duration_arg;
+use gpudirect_core::system::{load_config, slurm_node_name, Ownership};
+use std::time::Duration;
+
+use super::args::{ConfigArg, NodeReportArgs};
+use super::health::HealthArgs;
+use super::{Ctx, ExitStatus};
+
+/// Arguments of the hidden `gpudirect agent`.
+#[derive(Debug, Args)]
+pub struct AgentArgs {
+    /// What to answer.
+    #[command(subcommand)]
+    pub agent: Agent,
+}
+
+/// The per-node agents, one arm each.
+#[derive(Debug, Subcommand)]
+pub enum Agent {
+    /// This task's variables, CPUs, GPUs and NICs (`gpudirect probe`).
+    Probe(ProbeAgent),
+    /// NCCL's RAS of a job, asked on this node (`gpudirect hang`).
+    Hang(HangAgent),
+    /// The node's health checks with its GPU-to-NIC map (`gpudirect vet`).
+    Health(HealthArgs),
+    /// The node's GPU-to-NIC map and NIC subnets (`gpudirect validate --test wiring`).
+    Wiring(WiringAgent),
+}
+
+/// `gpudirect agent probe`.
+#[derive(Debug, Args)]
+pub struct ProbeAgent {
+    /// The admin config the expected environment comes from.
+    #[command(flatten)]
+    pub config: ConfigArg,
+
+    /// The --gpudirect mode the step was started with.
+    #[arg(long, value_name = "MODE")]
+    pub gpudirect: Option<String>,
+}
+
+/// `gpudirect agent hang`.
+#[derive(Debug, Args)]
+pub struct HangAgent {
+    /// The job (`4242`) or one of its steps (`4242.0`).
+    #[arg(value_name = "JOBID[.STEP]")]
+    pub job: JobStep,
+
+    /// How many times to ask RAS.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=60))]
+    pub polls: u32,
+
+    /// Time between polls.
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = duration_arg)]
+    pub interval: Duration,
+
+    /// Time limit of each RAS query.
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = duration_arg)]
+    pub timeout: Duration,
+}
+
+/// `gpudirect agent wiring`.
+#[derive(Debug, Args)]
+pub struct WiringAgent {
+    /// The admin config the profile's map comes from.
+    #[command(flatten)]
+    pub config: ConfigArg,
+
+    /// The --gpudirect mode whose profile maps the GPUs (default: the node set's).
+    #[arg(long, value_name = "MODE")]
+    pub gpudirect: Option<String>,
+
+    /// Where the report reads from.
+    #[command(flatten)]
+    pub roots: NodeReportArgs,
+}
+
+/// `gpudirect agent ARM`: this node's (or task's) answer, one JSON line on stdout.
+pub fn run(args: AgentArgs, ctx: &Ctx) -> Result<ExitStatus> {
+    let line = match args.agent {
+        Agent::Probe(a) => {
+            let loaded = load_config(&a.config.path, Ownership::Any);
+            let report = TaskReport::collect(loaded.as_ref().ok(), a.gpudirect.as_deref());
+            serde_json::to_string(&report)? + "\n"
+        }
+        Agent::Hang(a) => {
+            // srun sets SLURMD_NODENAME: the name the job's node list uses.
+            let report = hang::agent(a.job, slurm_node_name(), a.polls, a.interval, a.timeout);
+            serde_json::to_string(&report)? + "\n"
+        }
+        Agent::Health(mut a) => {
+            a.json = true;
+            return super::health::check(&a, ctx, true);
+        }
+        Agent::Wiring(a) => a
+            .roots
+            .report_line(&a.config.path, a.gpudirect.as_deref())?,
+    };
+    emit(&line)?;
+    Ok(ExitStatus::Ok)
+}
