@@ -33,9 +33,12 @@
 //!
 //! Trouble is collected with the rank and node it came from: `NCCL WARN` lines, NCCL error
 //! codes, timeouts and torch's watchdog, in NCCL's lines and the program's ([`Event`]).
+//!
+//! Every form of line read, with the NCCL version it comes from, is in [`rules`].
 
 mod lines;
 mod prefix;
+pub mod rules;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
