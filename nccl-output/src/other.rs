@@ -10,7 +10,9 @@
 //! - MSCCL++'s `mscclpp-test`: its `# Initializing MSCCL++` line, or its first header line,
 //!   which ends in `kernel num: N`;
 //! - a PyTorch all_reduce benchmark's summary: `The average bandwidth of all_reduce with a
-//!   4.0GB payload (5 trials, 2 ranks):`.
+//!   4.0GB payload (5 trials, 2 ranks):`;
+//! - the OSU micro-benchmarks (`osu_allreduce`, `osu_bw`, their NCCL builds): a banner
+//!   `# OSU MPI-CUDA Reduce Latency Test v7.3` and a `# Size ...` column header.
 
 /// Lines looked at: the programs print their signature near the top.
 const LINES: usize = 400;
@@ -57,6 +59,13 @@ pub fn other_program(text: &str) -> Option<&'static str> {
     if any(&|l| l.contains("The average bandwidth of ") && l.contains(" payload (")) {
         return Some(
             "the summary of a PyTorch collective benchmark (one algbw and busbw, no nccl-tests table)",
+        );
+    }
+    let osu_banner = any(&|l| l.trim_start().starts_with("# OSU ") && l.contains(" Test"));
+    let osu_header = any(&|l| l.trim_start().starts_with("# Size"));
+    if osu_banner && osu_header {
+        return Some(
+            "an OSU micro-benchmark output (osu_allreduce, osu_bw, ...): latency or bandwidth per message size, not nccl-tests' algbw and busbw",
         );
     }
     None

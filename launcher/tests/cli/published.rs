@@ -13,7 +13,7 @@ fn folder() -> PathBuf {
 }
 
 /// Files `import` refuses, and what its error must say.
-const REFUSED: [(&str, &str); 8] = [
+const REFUSED: [(&str, &str); 9] = [
     // One-rank worlds: no collective to ask for; the run is the problem.
     (
         "interleaved-1rank-1-nccl-tests-294.txt",
@@ -43,6 +43,11 @@ const REFUSED: [(&str, &str); 8] = [
     (
         "not-nccl-tests-4-mscclpp-83-mscclpp-test.txt",
         "an mscclpp-test output",
+    ),
+    // Issue #40: refused for what it is, not for a missing --collective.
+    (
+        "not-nccl-tests-5-ompi-12318-osu-reduce.txt",
+        "an OSU micro-benchmark output",
     ),
 ];
 
