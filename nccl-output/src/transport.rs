@@ -245,13 +245,20 @@ pub struct NicUse {
 /// `[0]={[0] mlx5_2:1/RoCE, [1] mlx5_3:1/RoCE}`) is named by its parts: `mlx5_2+mlx5_3`.
 pub(crate) fn parse_nic_line(msg: &str) -> Option<(&str, Vec<(u32, String)>)> {
     let rest = msg.strip_prefix("NET/")?;
-    let (net, mut list) = rest.split_once(" : Using ")?;
+    // NCCL 2.3 prints one line per device, `NET/IB: [0] mlx5_1:1/IB` (rule K3).
+    let (net, mut list) = match rest.split_once(" : Using ") {
+        Some(parts) => parts,
+        None => rest
+            .split_once(": [")
+            .map(|(net, _)| (net, &rest[net.len() + 2..]))?,
+    };
     let net = net.trim();
     if net.is_empty() || net.contains(' ') {
         return None;
     }
     let name_of = |s: &str| -> String {
-        s.split([':', ' ', ',', '}'])
+        s.trim_start()
+            .split([':', ' ', ',', '}'])
             .next()
             .unwrap_or("")
             .trim()
@@ -391,8 +398,13 @@ pub(crate) fn parse_debug_line(line: &str) -> Option<DebugLine<'_>> {
             let (_, pid, host) = (parts.next(), parts.next(), parts.next());
             // A launcher's tag glued to the token (`[rank0]:node1`, `[1,0]<stdout>:node1`) is
             // no part of the host name, which holds none of these characters.
+            // Only a tag's end followed by `:` is cut, so that a redacted
+            // `<cluster_name>` stays the host it stands for.
             let host = host
-                .map(|h| h.rsplit([':', ']', '>']).next().unwrap_or(h))
+                .map(|h| match h.rfind("]:").or_else(|| h.rfind(">:")) {
+                    Some(i) => &h[i + 2..],
+                    None => h,
+                })
                 .filter(|h| !h.is_empty());
             let device = next.and_then(device_of);
             (

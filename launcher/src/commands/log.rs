@@ -98,7 +98,8 @@ pub fn run(args: &LogArgs, ctx: &Ctx) -> Result<ExitStatus> {
         read.push(done);
     }
     let log = reader.finish();
-    if log.nccl_lines == 0 {
+    // A log of only torch's watchdog and NCCL error lines is a job with trouble (rule T1).
+    if log.nccl_lines == 0 && log.events.is_empty() {
         let names: Vec<&str> = read.iter().map(|r| r.name.as_str()).collect();
         anyhow::bail!(
             "no NCCL line in {} ({} lines read): run the job with NCCL_DEBUG=INFO (NCCL_DEBUG_SUBSYS, if set, must include INIT and NET), or give its stdout/stderr",

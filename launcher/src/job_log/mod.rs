@@ -214,7 +214,13 @@ pub fn judge(log: &JobLog, config: Option<&Config>, choice: &ProfileChoice) -> J
         (Some(config), choice) => Some((config, choice)),
     };
     // The process entries that logged trouble of their own.
-    let troubled: BTreeSet<usize> = log.events.iter().filter_map(|e| e.process).collect();
+    // RAS's own warnings (its client port, 2.24+) say nothing of a communicator's init.
+    let troubled: BTreeSet<usize> = log
+        .events
+        .iter()
+        .filter(|e| !e.about_ras())
+        .filter_map(|e| e.process)
+        .collect();
     for comm in &log.communicators {
         judge_comm(comm, by, &troubled, &mut j);
     }

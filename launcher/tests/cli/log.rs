@@ -165,3 +165,25 @@ fn bad_inputs_exit_3_with_the_file_and_the_fix() {
         stderr(&out)
     );
 }
+
+/// Issue #40, rule T1: a log of torch's watchdog lines alone is a job with findings (exit
+/// 1), not a log without NCCL lines (exit 3); a log with neither still is.
+#[test]
+fn a_watchdog_only_log_is_a_finding_and_an_empty_one_an_error() {
+    let dir = scratch("log", "watchdog");
+    let config = bed_config(dir.path());
+    let out = run(log_cmd(&config)
+        .args(["--gpudirect", "none"])
+        .arg(log_fixture("published/watchdog-only-basicsr-737.txt")));
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}{}", stderr(&out));
+    assert!(
+        text.contains("FINDING: 3 watchdog lines (ranks 0-2)"),
+        "{text}"
+    );
+    let plain = dir.path().join("plain.log");
+    std::fs::write(&plain, "epoch 1 loss 0.3\nepoch 2 loss 0.2\n").unwrap();
+    let out = run(log_cmd(&config).args(["--gpudirect", "none"]).arg(&plain));
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(stderr(&out).contains("no NCCL line"), "{}", stderr(&out));
+}

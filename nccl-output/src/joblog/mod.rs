@@ -45,7 +45,10 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use serde::{Deserialize, Serialize};
 
 pub use lines::{for_each_line, LineStats, ReadError};
-pub use prefix::{classify_event, error_return, launcher_rank, EventKind};
+pub use prefix::{
+    bare_version, classify_event, error_return, is_placeholder_host, launcher_rank, strip_ansi,
+    strip_rank_tag, EventKind,
+};
 
 use crate::transport::{
     classify_via, count_tuning, parse_debug_line, parse_nic_line, parse_tuning, split_version,
@@ -185,8 +188,16 @@ impl Communicator {
             .ranks
             .iter()
             .filter_map(|r| r.host.as_deref())
+            .filter(|h| !is_placeholder_host(h))
             .collect();
         set.into_iter().collect()
+    }
+
+    /// Whether any of its ranks' host names is a placeholder (`<cluster_name>`, `xxxx`).
+    pub fn hosts_redacted(&self) -> bool {
+        self.ranks
+            .iter()
+            .any(|r| r.host.as_deref().is_some_and(is_placeholder_host))
     }
 
     /// Whether any of its links left the node (NET or CollNet).
@@ -283,6 +294,27 @@ pub struct Event {
     pub line: u64,
     /// The text (NCCL's message, or the program's line), cut to 400 characters.
     pub text: String,
+    /// The source place of a WARN (`proxy.cc:1519`), when the line names one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub place: Option<String>,
+}
+
+impl Event {
+    /// Whether it is about NCCL's RAS service (`ras/...`, 2.24+: its client port, its
+    /// peers), not about a communicator's init or traffic.
+    pub fn about_ras(&self) -> bool {
+        self.place.as_deref().is_some_and(|p| p.starts_with("ras/"))
+    }
+}
+
+/// `proxy.cc:1519` of `host:pid:tid [0] proxy.cc:1519 NCCL WARN ...`: the word before the
+/// level, when it is a source place.
+fn warn_place(text: &str) -> Option<String> {
+    let at = text.find(" NCCL WARN")?;
+    let place = text[..at].split_whitespace().next_back()?;
+    let (file, line) = place.rsplit_once(':')?;
+    (!file.is_empty() && !line.is_empty() && line.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| place.to_string())
 }
 
 /// What the reader keeps per process while reading.
@@ -382,12 +414,15 @@ impl JobLogReader {
     /// Reads one line of input `source` (0-based), line number `line`.
     pub fn feed(&mut self, source: usize, line: u64, text: &str) {
         self.log.lines += 1;
+        let text = strip_ansi(text);
+        let text: &str = &text;
+        let raw = text;
         let tagged = launcher_rank(text);
-        let Some(d) = parse_debug_line(text) else {
-            // NCCL before 2.5 printed its version line bare: it goes to the processes of
-            // this input that name none (at the end).
-            if let Some(v) = text.trim_start().strip_prefix("NCCL version ") {
-                let v = v.split_whitespace().next().unwrap_or("");
+        let Some(d) = parse_debug_line(text).or_else(|| prefix::old_form(text)) else {
+            // NCCL up to 2.21 printed its version line bare (rule L6), behind whatever
+            // tag a launcher adds: it goes to the processes of this input that name none
+            // (at the end).
+            if let Some(v) = bare_version(text) {
                 self.bare_versions
                     .entry(source)
                     .or_insert_with(|| v.to_string());
@@ -414,6 +449,11 @@ impl JobLogReader {
                 None => d.message.to_string(),
             };
             self.event(kind, (Some(p), host), rank, (source, line), &text);
+            if d.level == "WARN" {
+                if let Some(e) = self.log.events.last_mut().filter(|e| e.line == line) {
+                    e.place = warn_place(raw);
+                }
+            }
             return;
         }
         if d.level == "INFO" {
@@ -429,7 +469,11 @@ impl JobLogReader {
         device: Option<u32>,
     ) -> Option<usize> {
         use std::hash::BuildHasher;
+        // A redacted host (rule L7) names no node: its lines are one process by pid and
+        // device, whatever placeholder each carries.
+        let placeholder = host.is_some_and(is_placeholder_host);
         let key = match host {
+            Some(_) if placeholder => self.hasher.hash_one((2u8, pid, device)),
             Some(h) => self.hasher.hash_one((0u8, h, pid, device)),
             None => self.hasher.hash_one((1u8, source, pid, device)),
         };
@@ -439,6 +483,7 @@ impl JobLogReader {
             p.pid == pid
                 && p.device == device
                 && match host {
+                    Some(_) if placeholder => p.host.as_deref().is_some_and(is_placeholder_host),
                     Some(h) => p.host.as_deref().is_some_and(|known| glued_to(h, known)),
                     None => p.host.is_none() && p.source == source,
                 }
@@ -506,11 +551,13 @@ impl JobLogReader {
             source,
             line,
             text: clip(text.trim(), 400),
+            place: None,
         });
     }
 
     /// One `NCCL INFO` message of process `p`.
     fn info(&mut self, p: usize, msg: &str) {
+        let msg = strip_rank_tag(msg);
         let proc = &mut self.log.processes[p];
         if let Some(v) = msg.strip_prefix("NCCL version ") {
             let (version, cuda) = split_version(v.split_whitespace().next().unwrap_or(""));
@@ -869,7 +916,13 @@ impl JobLogReader {
                         .or_else(|| world_rank_of(*only));
                 }
             }
+            // A process's own line is its rank's or none: another process of the same
+            // host is no witness.
             if e.rank.is_none() {
+                if let Some(p) = e.process {
+                    e.rank = world_rank_of(p);
+                    continue;
+                }
                 if let Some(host) = &e.host {
                     let on_host: Vec<u32> = world
                         .map(|c| {
@@ -992,3 +1045,5 @@ pub fn read_str(text: &str) -> JobLog {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_forms;

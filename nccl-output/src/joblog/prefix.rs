@@ -25,14 +25,11 @@ pub fn launcher_rank(line: &str) -> Option<u32> {
     if !digits.is_empty() && trimmed[digits.len()..].starts_with(": ") {
         return digits.parse().ok();
     }
-    if let Some(rest) = trimmed.strip_prefix('[') {
-        let (inside, after) = rest.split_once(']')?;
-        let (_, rank) = inside.split_once(',')?;
-        if after.starts_with("<stdout>") || after.starts_with("<stderr>") {
-            return rank.trim().parse().ok();
-        }
-    }
-    None
+    // Open MPI's tag, also behind its `--timestamp-output` date.
+    let end = head.find("]<stdout>").or_else(|| head.find("]<stderr>"))?;
+    let open = head[..end].rfind('[')?;
+    let (_, rank) = head[open + 1..end].split_once(',')?;
+    rank.trim().parse().ok()
 }
 
 /// The ASCII digits `s` starts with.
@@ -51,6 +48,120 @@ fn head(line: &str, max: usize) -> &str {
         end -= 1;
     }
     &line[..end]
+}
+
+/// `text` without terminal colour and cursor codes (`ESC[36m`, `ESC[0m`): a colour-coded
+/// log (rule L3) reads as the plain one. Borrowed when there is none.
+pub fn strip_ansi(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.contains('\x1b') {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c != '\x1b' {
+            out.push(c);
+            continue;
+        }
+        // CSI: ESC [ parameters, ending in a letter; any other escape: one character.
+        if chars.peek() == Some(&'[') {
+            chars.next();
+            for c in chars.by_ref() {
+                if c.is_ascii_alphabetic() || c == '~' {
+                    break;
+                }
+            }
+        } else {
+            chars.next();
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// Whether a host name is one a poster put in place of the real one (rule L7):
+/// `<cluster_name>`, `xxxx`, `***`, `REDACTED`, `hostname`. Such a name tells no node
+/// from another.
+pub fn is_placeholder_host(host: &str) -> bool {
+    let h = host.trim();
+    let lower = h.to_ascii_lowercase();
+    (h.starts_with('<') && h.ends_with('>'))
+        || (h.starts_with('*') && h.ends_with('*'))
+        || (h.len() >= 2 && h.bytes().all(|b| b"xX*#?.-_".contains(&b)))
+        || lower.contains("redacted")
+        || matches!(lower.as_str(), "hostname" | "host" | "my-host" | "myhost")
+}
+
+/// `2.5.6+cuda10.2` of a bare `NCCL version 2.5.6+cuda10.2` line behind any prefix (rule
+/// L6): NCCL up to 2.21 printed it without one of its own, so a launcher's tag is all that
+/// can stand before it. Only a dotted version counts.
+pub fn bare_version(text: &str) -> Option<&str> {
+    let at = text.find("NCCL version ")?;
+    let v = text[at + "NCCL version ".len()..]
+        .split_whitespace()
+        .next()?;
+    let v = v.trim_end_matches([',', '.', ')']);
+    let numbers = v.split('+').next()?;
+    let dotted = numbers.split('.').count() >= 2
+        && numbers
+            .split('.')
+            .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
+    dotted.then_some(v)
+}
+
+/// NCCL 2.29's `[Rank 3] ` before an init line's function name (rule C2), removed.
+pub fn strip_rank_tag(msg: &str) -> &str {
+    let Some(rest) = msg.strip_prefix("[Rank ") else {
+        return msg;
+    };
+    let digits = leading_digits(rest);
+    match rest[digits.len()..].strip_prefix("] ") {
+        Some(after) if !digits.is_empty() => after,
+        _ => msg,
+    }
+}
+
+/// A line of NCCL 2.0 to 2.2 (rule L5): `host [dev] file:line WARN msg` or `[dev] INFO
+/// msg`, with no `NCCL` token and no pid. The host is what stands before `[dev]`, after any
+/// launcher tag; `None` when nothing does.
+pub(crate) fn old_form(line: &str) -> Option<crate::transport::DebugLine<'_>> {
+    let (level, at) = [" WARN ", " INFO "]
+        .iter()
+        .find_map(|l| line.find(l).map(|i| (l.trim(), i)))?;
+    let before = line[..at].trim_end();
+    let message = line[at + 6..].trim();
+    // WARN: `... [dev] file.cc:123`; INFO: `... [dev]`.
+    let (before, _place) = if level == "WARN" {
+        let (rest, place) = before.rsplit_once(' ')?;
+        let (file, number) = place.rsplit_once(':')?;
+        let source = [".h", ".cc", ".cu", ".cpp"]
+            .iter()
+            .any(|e| file.ends_with(e));
+        if !source || number.is_empty() || !number.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        (rest.trim_end(), Some(place))
+    } else {
+        (before, None)
+    };
+    let open = before.rfind('[')?;
+    let dev = before[open + 1..].strip_suffix(']')?;
+    if dev.is_empty() || dev.len() > 3 || !dev.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let host = before[..open].trim();
+    // A launcher's tag glued before the host (`[1,0]<stdout>:`, `[rank0]:`).
+    let host = match host.rfind([']', '>']) {
+        Some(i) if host[i + 1..].starts_with(':') => host[i + 2..].trim(),
+        _ => host,
+    };
+    Some(crate::transport::DebugLine {
+        prefix: "",
+        host: (!host.is_empty()).then_some(host),
+        pid: None,
+        device: dev.parse().ok(),
+        level,
+        message,
+    })
 }
 
 /// What kind of trouble a line reports.
@@ -81,8 +192,13 @@ impl EventKind {
 }
 
 /// The texts that make a line (NCCL's or the program's) an error.
-const ERROR_MARKS: [&str; 10] = [
+const ERROR_MARKS: [&str; 13] = [
     "NCCL error",
+    // nccl-tests' and NCCL's examples' check macros, and ncclGetErrorString's words for
+    // ncclSystemError and ncclUnhandledCudaError, as a program prints them.
+    "NCCL failure",
+    "unhandled system error",
+    "unhandled cuda error",
     "ncclInternalError",
     "ncclSystemError",
     "ncclUnhandledCudaError",
@@ -170,6 +286,10 @@ mod tests {
             ("17: NCCL INFO x", Some(17)),
             ("[1,5]<stdout>:gpu-b:77:77 [5] NCCL INFO Channel", Some(5)),
             ("[1,0]<stderr>: warning", Some(0)),
+            (
+                "Wed Sep  6 17:26:52 2023[1,7]<stdout>:tomte249:1:1 [7] NCCL INFO x",
+                Some(7),
+            ),
             ("node1:31378:31378 [0] NCCL INFO NCCL version 2.28.9", None),
             ("12:34:56 node1 hello", None),
             ("[rank]: nothing", None),
@@ -177,6 +297,49 @@ mod tests {
         ] {
             assert_eq!(launcher_rank(line), rank, "{line}");
         }
+    }
+
+    #[test]
+    fn colour_codes_placeholders_versions_and_old_forms() {
+        assert_eq!(
+            strip_ansi("\x1b[36m(RayWorker pid=1)\x1b[0m n1:1:1 [0] NCCL INFO x"),
+            "(RayWorker pid=1) n1:1:1 [0] NCCL INFO x"
+        );
+        for h in ["<cluster_name>", "xxxx", "***", "REDACTED", "*server name*"] {
+            assert!(is_placeholder_host(h), "{h}");
+        }
+        for h in ["node1", "gpu34", "64", "ip-10-0-0-1", "x1"] {
+            assert!(!is_placeholder_host(h), "{h}");
+        }
+        assert_eq!(
+            bare_version("[1,0]<stdout>:NCCL version 2.5.6+cuda10.2"),
+            Some("2.5.6+cuda10.2")
+        );
+        assert_eq!(bare_version("vLLM is using nccl==2.21.5"), None);
+        assert_eq!(bare_version("NCCL version of the day: high"), None);
+        assert_eq!(
+            strip_rank_tag("[Rank 3] ncclCommInitRank comm 0x1 rank 3"),
+            "ncclCommInitRank comm 0x1 rank 3"
+        );
+        assert_eq!(strip_rank_tag("[Rank x] y"), "[Rank x] y");
+        let d =
+            old_form("*server name* [0] include/socket.h:185 WARN Call to connect failed").unwrap();
+        assert_eq!(
+            (d.host, d.device, d.level, d.message),
+            (
+                Some("*server name*"),
+                Some(0),
+                "WARN",
+                "Call to connect failed"
+            )
+        );
+        let d = old_form("[1] INFO init.cu:413 -> 2").unwrap();
+        assert_eq!(
+            (d.host, d.device, d.message),
+            (None, Some(1), "init.cu:413 -> 2")
+        );
+        assert!(old_form("2019-02-11 09:47:49,051 46393 INFO     Wrapping").is_none());
+        assert!(old_form("[2024] WARN something happened").is_none());
     }
 
     #[test]

@@ -1,0 +1,218 @@
+//! Issue #40: the reader on real inputs of the forms `rules` lists, one test per form
+//! (`tests/fixtures/nccl-logs/published/`, whose README names each source and the facts
+//! asserted here, written before the reader ran on them).
+
+use std::collections::BTreeSet;
+
+use super::*;
+
+fn published(name: &str) -> JobLog {
+    let path = format!(
+        "{}/../tests/fixtures/nccl-logs/published/{name}.txt",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    read_str(&std::fs::read_to_string(path).unwrap())
+}
+
+fn kinds(log: &JobLog) -> Vec<(EventKind, Option<u32>)> {
+    log.events.iter().map(|e| (e.kind, e.rank)).collect()
+}
+
+/// Rule T1: a log of torch's watchdog alone has trouble, with its ranks.
+#[test]
+fn a_torch_watchdog_only_log_is_trouble_by_rank() {
+    let log = published("watchdog-only-basicsr-737");
+    assert_eq!(log.nccl_lines, 0);
+    let watchdogs: BTreeSet<Option<u32>> = log
+        .events
+        .iter()
+        .filter(|e| e.kind == EventKind::Watchdog)
+        .map(|e| e.rank)
+        .collect();
+    assert_eq!(watchdogs, [Some(0), Some(1), Some(2)].into());
+    assert!(
+        log.events[0].text.contains("SeqNum=808"),
+        "{:?}",
+        log.events
+    );
+}
+
+/// Rule L5: NCCL 2.0's WARN (no `NCCL` token, no pid) under a redacted host, and the
+/// program's own failure line.
+#[test]
+fn nccl_2_0_lines_without_the_nccl_token() {
+    let log = published("old-nccl-111-v20-socket-warn");
+    assert_eq!(log.nccl_lines, 1);
+    assert_eq!(log.processes.len(), 1);
+    let p = &log.processes[0];
+    assert_eq!(
+        (p.host.as_deref(), p.device),
+        (Some("*server name*"), Some(0))
+    );
+    assert_eq!(
+        kinds(&log),
+        [(EventKind::Warning, None), (EventKind::Error, None)]
+    );
+    assert_eq!(
+        log.events[0].text,
+        "Call to connect failed : Connection refused"
+    );
+    assert_eq!(log.events[0].place, None, "2.0 puts the place before WARN");
+}
+
+/// Rules L3 and L6: the bare version line behind Open MPI's tag is every process's version.
+#[test]
+fn the_bare_version_behind_a_launcher_tag() {
+    let log = published("mpirun-tag-nccl-300-bare-version-lo");
+    assert_eq!(log.processes.len(), 3);
+    for p in &log.processes {
+        assert_eq!(p.host.as_deref(), Some("5873af64cf59"));
+        assert_eq!(
+            (p.nccl_version.as_deref(), p.cuda_version.as_deref()),
+            (Some("2.5.6"), Some("10.2"))
+        );
+        assert_eq!(p.nics.len(), 1);
+        assert_eq!(
+            (p.nics[0].net.as_str(), p.nics[0].nic.as_str()),
+            ("Socket", "lo")
+        );
+    }
+    let tags: Vec<Option<u32>> = log.processes.iter().map(|p| p.launcher_rank).collect();
+    assert_eq!(tags, [Some(0), Some(3), Some(2)]);
+}
+
+/// Rules L6 and K3: NCCL 2.3's bare version and its one-line-per-device NIC list.
+#[test]
+fn nccl_2_3_version_and_nic_lines() {
+    let log = published("old-nccl-179-v237-bare-version");
+    let pids: BTreeSet<Option<u32>> = log.processes.iter().map(|p| p.pid).collect();
+    assert_eq!(pids, [Some(46393), Some(46394), Some(46395)].into());
+    for p in &log.processes {
+        assert_eq!(p.nccl_version.as_deref(), Some("2.3.7"), "{p:?}");
+    }
+    let first = &log.processes[0];
+    let nics: Vec<(u32, &str)> = first
+        .nics
+        .iter()
+        .filter(|n| n.net == "IB")
+        .map(|n| (n.device, n.nic.as_str()))
+        .collect();
+    assert_eq!(
+        nics,
+        [(0, "mlx5_1"), (1, "mlx5_3"), (2, "mlx5_0"), (3, "mlx5_2")]
+    );
+}
+
+/// Rule L4: lines stripped of `host:pid:tid` are one process of an unknown host, read in
+/// full: version, NIC, variables, 2.5's `Ring` lines.
+#[test]
+fn lines_without_host_pid_tid() {
+    let log = published("stripped-nccl-392-v257-gdr-partial");
+    assert_eq!(log.processes.len(), 1);
+    let p = &log.processes[0];
+    assert_eq!((p.host.as_deref(), p.device), (None, Some(0)));
+    assert_eq!(p.nccl_version.as_deref(), Some("2.5.7"));
+    assert_eq!(p.nics[0].nic, "mlx5_0");
+    assert_eq!(
+        p.env.get("NCCL_IB_GID_INDEX").map(String::as_str),
+        Some("3")
+    );
+    let vias: BTreeSet<&str> = p.links.iter().map(|l| l.via.as_str()).collect();
+    assert_eq!(vias, ["NET/IB/0", "P2P/IPC", "direct shared memory"].into());
+    let ib = p.links.iter().find(|l| l.via == "NET/IB/0").unwrap();
+    assert!(!ib.gdrdma);
+    assert_eq!(ib.nic.as_deref(), Some("mlx5_0"));
+}
+
+/// Rule L3: mpirun's timestamp glued to its tag; the tag (7) is not the NCCL rank (0).
+#[test]
+fn a_timestamp_glued_to_mpiruns_tag() {
+    let log = published("timestamp-mpirun-nccl-957-glued");
+    assert_eq!(log.processes.len(), 1);
+    let p = &log.processes[0];
+    assert_eq!(
+        (p.host.as_deref(), p.pid, p.device, p.launcher_rank),
+        (Some("tomte249"), Some(86390), Some(7), Some(7))
+    );
+    assert_eq!(p.networks, ["IB"]);
+    let c = &log.communicators[0];
+    assert_eq!((c.id.as_str(), c.nranks), ("0x44177c7a6970c9fa", Some(2)));
+    assert_eq!((c.ranks[0].rank, c.ranks[0].init), (0, InitState::Started));
+}
+
+/// Rule L3: Ray's nested tags; rule C3: nNodes is the node count.
+#[test]
+fn rays_nested_tags_and_nnodes() {
+    let log = published("ray-fastsafetensors-36-nested-prefix");
+    assert_eq!(log.processes.len(), 1);
+    assert_eq!(log.processes[0].host.as_deref(), Some("spark2"));
+    let c = &log.communicators[0];
+    assert_eq!((c.nranks, c.nnodes), (Some(2), Some(2)));
+    assert_eq!(c.ranks[0].rank, 1);
+    assert_eq!(c.ranks[0].host.as_deref(), Some("spark2"));
+}
+
+/// Rule C2: NCCL 2.29+'s `[Rank N]` init lines make one communicator; rule L2: WARN lines
+/// behind NCCL's own timestamp, which are RAS's and not the communicator's.
+#[test]
+fn rank_tagged_init_lines_and_timestamped_warnings() {
+    let log = published("rank-init-nccl-2397-v230-timestamps");
+    assert_eq!(log.communicators.len(), 1, "{:?}", log.communicators);
+    let c = &log.communicators[0];
+    assert_eq!((c.id.as_str(), c.nranks), ("0xef3a13f82ff54f6a", Some(4)));
+    let ranks: Vec<(u32, Option<&str>, InitState)> = c
+        .ranks
+        .iter()
+        .map(|r| (r.rank, r.host.as_deref(), r.init))
+        .collect();
+    assert_eq!(
+        ranks,
+        [
+            (0, Some("ubuntu2"), InitState::Started),
+            (2, Some("ubuntu4"), InitState::Started)
+        ]
+    );
+    assert_eq!(log.events.len(), 4);
+    for e in &log.events {
+        assert_eq!(e.kind, EventKind::Warning);
+        assert_eq!(e.text, "Call to bind failed: Address already in use");
+        assert!(e.about_ras(), "{e:?}");
+    }
+    // Only the processes that hold a rank of the communicator give their lines one.
+    let ranks: Vec<Option<u32>> = log.events.iter().map(|e| e.rank).collect();
+    assert_eq!(ranks, [Some(0), None, None, Some(2)]);
+    let hosts: BTreeSet<Option<&str>> = log.events.iter().map(|e| e.host.as_deref()).collect();
+    assert_eq!(hosts, [Some("ubuntu2"), Some("ubuntu4")].into());
+}
+
+/// Rule L7: a redacted host is kept as written, tells no node apart, and its processes
+/// are told apart by pid.
+#[test]
+fn a_redacted_host() {
+    let log = published("redacted-nccl-952-cluster-name");
+    let pids: Vec<(Option<&str>, Option<u32>)> = log
+        .processes
+        .iter()
+        .map(|p| (p.host.as_deref(), p.pid))
+        .collect();
+    assert_eq!(
+        pids,
+        [
+            (Some("<cluster_name>"), Some(920)),
+            (Some("<cluster_name>"), Some(919)),
+            (Some("<cluster_name>"), Some(922))
+        ]
+    );
+    assert!(is_placeholder_host("<cluster_name>"));
+    let socket = log.processes[1]
+        .links
+        .iter()
+        .find(|l| l.via == "NET/Socket/0")
+        .expect("rank 8's NET/Socket/0");
+    assert_eq!(socket.channels, 4);
+    assert_eq!(log.event_counts.get("error"), Some(&5));
+    assert_eq!(log.event_counts.get("warning"), Some(&3));
+    assert!(log.events.iter().any(|e| e
+        .text
+        .contains("Failed to execute operation Connect from rank 11")));
+}
