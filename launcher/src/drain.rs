@@ -24,6 +24,7 @@ use anyhow::{bail, Context, Result};
 use serde::Serialize;
 
 use crate::history::{NodeRunPoint, RunId, RunStatus};
+use crate::output::shown::hides_text;
 use crate::runner::{self, Job, Outcome};
 use crate::slurm::{self, NodeState};
 
@@ -59,13 +60,14 @@ const MAX_REASON: usize = 120;
 /// How long an `--on-drain` command may run.
 pub const ON_DRAIN_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// The reason for a drain by `tool`: its tag, then `problem` on one line (control and
-/// bidirectional-formatting characters and line breaks become spaces), cut to
+/// The reason for a drain by `tool`: its tag, then `problem` on one line (what
+/// [`hides_text`] names: controls, line breaks, bidirectional and zero-width formatting
+/// characters, become spaces), cut to
 /// [`MAX_REASON`] characters. Pure.
 pub fn drain_reason(tool: Tool, problem: &str) -> String {
     let one_line: String = problem
         .chars()
-        .map(|c| if c.is_control() || is_bidi(c) { ' ' } else { c })
+        .map(|c| if hides_text(c) { ' ' } else { c })
         .collect();
     let words = one_line.split_whitespace().collect::<Vec<_>>().join(" ");
     let mut reason = format!("{} {words}", tool.tag());
@@ -73,12 +75,6 @@ pub fn drain_reason(tool: Tool, problem: &str) -> String {
         reason = reason.chars().take(MAX_REASON - 3).collect::<String>() + "...";
     }
     reason
-}
-
-/// Characters that reorder how text is shown (bidirectional embeddings, overrides,
-/// isolates and marks): in a drain reason they could make `sinfo -R` show another text.
-fn is_bidi(c: char) -> bool {
-    matches!(c, '\u{061C}' | '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
 }
 
 /// Whether a drain reason is one `tool` set. Pure.

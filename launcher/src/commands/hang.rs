@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use gpudirect::hang::{assemble, read_agent_lines, unanswered, JobStep};
-use gpudirect::output::emit_json;
+use gpudirect::output::{emit_json, shown};
 use gpudirect::ras::{self, Verdict};
 use gpudirect::slurm::{self, ask_nodes, AgentStep, StepProfile};
 use gpudirect::units::duration_arg;
@@ -131,8 +131,9 @@ pub fn run(args: &HangArgs, _ctx: &Ctx) -> Result<ExitStatus> {
         }))?;
         return Ok(status);
     }
+    // Everything below comes from the nodes and their RAS answers: shown escaped (T2).
     for (node, why) in &silent {
-        outln!("{node}: {why}")?;
+        outln!("{}", shown(&format!("{node}: {why}")))?;
     }
     if snapshots.is_empty() {
         outln!(
@@ -159,7 +160,7 @@ pub fn run(args: &HangArgs, _ctx: &Ctx) -> Result<ExitStatus> {
                 }
             })
             .collect();
-        outln!(
+        let line = format!(
             "communicator {} ({} ranks, {} answered{}): {}",
             c.hash,
             c.size,
@@ -170,7 +171,8 @@ pub fn run(args: &HangArgs, _ctx: &Ctx) -> Result<ExitStatus> {
                 format!("; {}", counts.join(", "))
             },
             c.message
-        )?;
+        );
+        outln!("{}", shown(&line))?;
     }
     Ok(status)
 }

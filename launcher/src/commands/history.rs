@@ -27,7 +27,7 @@ use gpudirect::baseline::{cluster_and_fabric, last_good_per_fabric, TREND_DEFAUL
 use super::args::FilterArgs;
 use super::{Ctx, ExitStatus};
 use gpudirect::noteln;
-use gpudirect::output::{emit, emit_json, render_table, replay_footnote, Align};
+use gpudirect::output::{emit, emit_json, render_table, replay_footnote, shown, shown_text, Align};
 use gpudirect::setup::RunSetup;
 use gpudirect::units::{human_size as format_size, percent_arg, short_time, size_arg};
 
@@ -197,16 +197,16 @@ fn vets_view(history: &History, limit: Option<u32>, json: bool) -> Result<ExitSt
                 .chars()
                 .take(16)
                 .collect::<String>(),
-            v.cluster.as_deref().unwrap_or("-"),
-            v.job_id.as_deref().unwrap_or("-"),
+            shown(v.cluster.as_deref().unwrap_or("-")),
+            shown(v.job_id.as_deref().unwrap_or("-")),
             v.test,
             format!("{}/{}", v.good, v.allocated),
             v.need,
-            v.decision,
+            shown(&v.decision),
             if v.bad_nodes.is_empty() {
-                "-"
+                "-".into()
             } else {
-                &v.bad_nodes
+                shown(&v.bad_nodes)
             }
         )?;
     }
@@ -262,7 +262,7 @@ pub fn run(args: &HistoryArgs, ctx: &Ctx) -> Result<ExitStatus> {
     text.push_str(&replay_footnote(
         replayed.iter().map(|(id, r)| (*id, r.as_str())),
     ));
-    emit(&text)?;
+    emit(&shown_text(&text))?;
     if filter
         .limit
         .is_some_and(|l| runs.len() as u64 >= u64::from(l))
@@ -330,6 +330,6 @@ fn node_view(
         );
         return Ok(());
     }
-    emit(&node_text(&report))?;
+    emit(&shown_text(&node_text(&report)))?;
     Ok(())
 }

@@ -8,7 +8,7 @@ use clap::Args;
 use gpudirect::job_log::input::{read_input, Input, InputRead};
 use gpudirect::job_log::{judge, text, ProfileChoice};
 use gpudirect::nccl_output::joblog::{JobLogReader, Limits};
-use gpudirect::output::emit_json;
+use gpudirect::output::{emit_json, shown_text};
 use gpudirect::{noteln, outln};
 use gpudirect_core::system::{load_config, Ownership};
 
@@ -121,9 +121,13 @@ pub fn run(args: &LogArgs, ctx: &Ctx) -> Result<ExitStatus> {
         }))?;
         return Ok(status);
     }
+    // The log's text is its writer's: escape sequences in it are shown, not sent (T2).
     for line in text::render(&log, &judgement, ctx.verbose > 0) {
-        outln!("{line}")?;
+        outln!("{}", shown_text(&line))?;
     }
-    outln!("{}", text::summary(&log, &judgement, status.code()))?;
+    outln!(
+        "{}",
+        shown_text(&text::summary(&log, &judgement, status.code()))
+    )?;
     Ok(status)
 }

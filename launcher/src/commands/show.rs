@@ -9,8 +9,8 @@ use gpudirect::history::{Placement, ResultRow, RunDetail, RunId};
 use super::{Ctx, ExitStatus};
 use gpudirect::history::replay_of;
 use gpudirect::output::{
-    emit, emit_bytes, emit_json, gbps, line_share, node_result_cells, or_dash, render_table, Align,
-    NODE_RESULT_COLUMNS,
+    emit, emit_bytes, emit_json, gbps, line_share, node_result_cells, or_dash, render_table,
+    shown_text, Align, NODE_RESULT_COLUMNS,
 };
 use gpudirect::units::human_size as format_size;
 
@@ -48,7 +48,8 @@ pub fn run(args: &ShowArgs, ctx: &Ctx) -> Result<ExitStatus> {
         // The summary's `replay_of` marks a stand-in replay in the JSON too.
         emit_json(&detail)?;
     } else {
-        emit(&detail_text(&detail))?;
+        // Labels, hosts and the environment are whoever recorded the run's (T2).
+        emit(&shown_text(&detail_text(&detail)))?;
     }
     Ok(ExitStatus::Ok)
 }

@@ -4,10 +4,12 @@
 //!
 //! Notes, progress and warnings go to stderr (through `tracing` or [`note`]); stdout
 //! carries only what a pipe wants: tables, hostfiles, JSON. A file a command writes for
-//! others to read goes through [`replace_file`], so that no reader sees half of it.
+//! others to read goes through [`replace_file`], so that no reader sees half of it. Text
+//! from outside goes to the terminal through [`shown`] (tables' cells always do).
 
 pub mod compare;
 mod progress;
+pub mod shown;
 mod table;
 
 use std::io::{self, Write};
@@ -18,6 +20,7 @@ use crate::history::{NodeResult, RunId};
 use crate::units::human_size;
 
 pub use progress::Progress;
+pub use shown::{shown, shown_text};
 pub use table::{render_table, Align};
 
 /// Writes `text` to stdout and flushes. Unlike `print!`, which panics, a reader that went

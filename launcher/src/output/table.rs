@@ -13,8 +13,13 @@ pub enum Align {
 /// A plain text table: a header line, then one line per row, columns separated by two
 /// spaces, no trailing spaces. Widths count characters, not bytes.
 pub fn render_table(columns: &[(&str, Align)], rows: &[Vec<String>]) -> String {
+    // A cell may hold text from outside (a label, a host): escaped before it is measured.
+    let rows: Vec<Vec<std::borrow::Cow<'_, str>>> = rows
+        .iter()
+        .map(|row| row.iter().map(|cell| super::shown(cell)).collect())
+        .collect();
     let mut widths: Vec<usize> = columns.iter().map(|(h, _)| h.chars().count()).collect();
-    for row in rows {
+    for row in &rows {
         for (w, cell) in widths.iter_mut().zip(row) {
             *w = (*w).max(cell.chars().count());
         }
@@ -42,8 +47,8 @@ pub fn render_table(columns: &[(&str, Align)], rows: &[Vec<String>]) -> String {
         out
     };
     let mut out = line(&mut columns.iter().map(|(h, _)| *h));
-    for row in rows {
-        out.push_str(&line(&mut row.iter().map(String::as_str)));
+    for row in &rows {
+        out.push_str(&line(&mut row.iter().map(|cell| cell.as_ref())));
     }
     out
 }

@@ -8,7 +8,9 @@
 mod common;
 
 mod concurrency;
+mod escapes;
 mod fixture_answers;
+mod hang;
 mod health;
 mod history;
 mod hostfile;
