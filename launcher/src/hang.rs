@@ -26,6 +26,21 @@ use crate::ras::{self, PlaceTable, Snapshot, Status};
 /// Marks an agent's line in srun's output.
 pub const LINE_KEY: &str = "\"gpudirect_hang\":";
 
+/// What one agent reads from RAS over all its polls, at most (security review T8: five
+/// polls of a 16 MiB answer held 1.1 GB and made a 232 MB line). Every parsed answer is
+/// kept until the report goes to the caller in one line, so this bounds both: a parsed
+/// answer of minimal ranks takes about 13 times its bytes. A status of 4,096 ranks is about
+/// 2 MB: 8 polls of it fit.
+pub const AGENT_ANSWER_BUDGET: usize = 16 << 20;
+
+/// The most bytes of agents' output the caller reads, per node of the job: one agent's
+/// line, whose answers are bounded by [`AGENT_ANSWER_BUDGET`] (its JSON is about as long as
+/// the answers were, measured 232 MB for 5 polls of 16.6 MB), with room to spare.
+pub const CALLER_BYTES_PER_NODE: usize = 64 << 20;
+
+/// The most bytes of agents' output the caller reads in all, however many nodes.
+pub const CALLER_BYTES_MAX: usize = 1 << 30;
+
 /// The environ of one process is read up to this size.
 const MAX_ENVIRON: u64 = 1 << 20;
 
@@ -259,19 +274,50 @@ pub fn agent(
             return report;
         }
     };
+    report.polls = poll_ras(addr, polls, interval, timeout, AGENT_ANSWER_BUDGET);
+    report
+}
+
+/// `polls` polls of the RAS server at `addr`, `interval` apart, reading at most `budget`
+/// bytes of answers in all: the poll whose answer would pass it is an error saying so, and
+/// the last.
+pub fn poll_ras(
+    addr: SocketAddr,
+    polls: u32,
+    interval: Duration,
+    timeout: Duration,
+    budget: usize,
+) -> Vec<Poll> {
     let start = Instant::now();
+    let mut read = 0usize;
+    let mut done = Vec::new();
     for i in 0..polls.max(1) {
         if i > 0 {
             std::thread::sleep(interval);
         }
         let at = start.elapsed().as_secs_f64();
-        let (status, error) = match ras::query(addr, timeout) {
-            Ok(s) => (Some(s), None),
-            Err(e) => (None, Some(e.to_string())),
+        let left = budget.saturating_sub(read);
+        let limit = left.min(ras::MAX_ANSWER_BYTES);
+        let (status, error, last) = match ras::query_at_most(addr, timeout, limit) {
+            Ok((s, n)) => {
+                read += n;
+                (Some(s), None, false)
+            }
+            Err(ras::RasError::TooLarge { .. }) if limit < ras::MAX_ANSWER_BYTES => (
+                None,
+                Some(format!(
+                    "{addr}: this answer would pass the agent's budget of {budget} bytes for all its polls ({read} read before it): polling stopped, the answers so far are kept"
+                )),
+                true,
+            ),
+            Err(e) => (None, Some(e.to_string()), false),
         };
-        report.polls.push(Poll { at, status, error });
+        done.push(Poll { at, status, error });
+        if last {
+            break;
+        }
     }
-    report
+    done
 }
 
 /// The agents' reports in srun's `--label` output (a long line of one task may be cut by
@@ -343,6 +389,60 @@ pub fn unanswered(reports: &[AgentReport]) -> BTreeMap<String, String> {
 mod tests {
     use super::*;
     use crate::ras::Verdict;
+
+    /// A RAS server on loopback that answers every connection with `reply`.
+    fn serve_every_time(reply: Vec<u8>) -> SocketAddr {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        std::thread::spawn(move || {
+            for mut s in listener.incoming().flatten() {
+                // The client's three commands first, as NCCL reads them.
+                let mut got = Vec::new();
+                let mut buf = [0u8; 256];
+                while got.iter().filter(|&&b| b == b'\n').count() < 3 {
+                    match s.read(&mut buf) {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => got.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let _ = s.write_all(&reply);
+            }
+        });
+        addr
+    }
+
+    /// Security review T8: the agent kept every poll's answer, whatever their sum. Now its
+    /// polls stop at the budget, and the poll that would pass it says so.
+    #[test]
+    fn the_agent_reads_at_most_its_budget_of_answers() {
+        let answer = std::fs::read(format!(
+            "{}/../tests/fixtures/nccl-ras/status-json-rank1-stalled.txt",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .unwrap();
+        let addr = serve_every_time(answer.clone());
+        let budget = answer.len() * 5 / 2;
+        let polls = poll_ras(addr, 5, Duration::ZERO, Duration::from_secs(5), budget);
+        assert_eq!(polls.len(), 3, "{polls:?}");
+        assert!(polls[..2].iter().all(|p| p.status.is_some()), "{polls:?}");
+        let why = polls[2].error.as_deref().unwrap_or_default();
+        assert!(
+            why.contains(&format!("the agent's budget of {budget} bytes"))
+                && why.contains("polling stopped"),
+            "{why}"
+        );
+        // Within the budget, every poll is made.
+        let all = poll_ras(
+            addr,
+            3,
+            Duration::ZERO,
+            Duration::from_secs(5),
+            answer.len() * 3,
+        );
+        assert_eq!(all.len(), 3);
+        assert!(all.iter().all(|p| p.status.is_some()), "{all:?}");
+    }
 
     #[test]
     fn job_steps_and_addresses_parse_or_say_how_to_write_them() {

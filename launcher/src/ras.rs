@@ -58,7 +58,7 @@ pub enum RasError {
         /// The deadline.
         seconds: f64,
     },
-    /// More than [`MAX_ANSWER_BYTES`].
+    /// More than the limit ([`MAX_ANSWER_BYTES`], or what is left of a budget).
     #[error("{addr}: the RAS answer is larger than {limit} bytes: not read further")]
     TooLarge {
         /// The address.
@@ -86,6 +86,16 @@ pub enum RasError {
 
 /// Asks the RAS server at `addr` for its status, within `timeout` for the whole exchange.
 pub fn query(addr: SocketAddr, timeout: Duration) -> Result<Status, RasError> {
+    query_at_most(addr, timeout, MAX_ANSWER_BYTES).map(|(status, _)| status)
+}
+
+/// [`query`], reading at most `limit` bytes of answer ([`RasError::TooLarge`] past it);
+/// also returns how many bytes the answer had.
+pub fn query_at_most(
+    addr: SocketAddr,
+    timeout: Duration,
+    limit: usize,
+) -> Result<(Status, usize), RasError> {
     let start = Instant::now();
     let seconds = timeout.as_secs_f64();
     let mut stream = TcpStream::connect_timeout(&addr, timeout).map_err(|source| {
@@ -112,7 +122,7 @@ pub fn query(addr: SocketAddr, timeout: Duration) -> Result<Status, RasError> {
         if left.is_zero() {
             // A server that sent a whole document but keeps the connection open is fine.
             if let Ok(status) = parse_answer(&String::from_utf8_lossy(&answer)) {
-                return Ok(status);
+                return Ok((status, answer.len()));
             }
             return Err(RasError::Timeout {
                 addr,
@@ -124,11 +134,8 @@ pub fn query(addr: SocketAddr, timeout: Duration) -> Result<Status, RasError> {
         match stream.read(&mut buf) {
             Ok(0) => break,
             Ok(n) => {
-                if answer.len() + n > MAX_ANSWER_BYTES {
-                    return Err(RasError::TooLarge {
-                        addr,
-                        limit: MAX_ANSWER_BYTES,
-                    });
+                if answer.len() + n > limit {
+                    return Err(RasError::TooLarge { addr, limit });
                 }
                 answer.extend_from_slice(&buf[..n]);
             }
@@ -144,11 +151,14 @@ pub fn query(addr: SocketAddr, timeout: Duration) -> Result<Status, RasError> {
             Err(e) => return Err(io(e)),
         }
     }
+    let read = answer.len();
     let text = String::from_utf8(answer).map_err(|e| RasError::Protocol {
         addr,
         problem: format!("not text (byte {})", e.utf8_error().valid_up_to()),
     })?;
-    parse_answer(&text).map_err(|problem| RasError::Protocol { addr, problem })
+    parse_answer(&text)
+        .map(|status| (status, read))
+        .map_err(|problem| RasError::Protocol { addr, problem })
 }
 
 /// Where a rank runs in Slurm's terms: its node, and its task when the pid is known.

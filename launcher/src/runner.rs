@@ -105,8 +105,10 @@ impl std::fmt::Display for Outcome {
 pub struct Finished {
     /// How it ended.
     pub outcome: Outcome,
-    /// Everything it wrote to stdout.
+    /// What it wrote to stdout (all of it, unless [`run_capped`] cut it).
     pub stdout: Vec<u8>,
+    /// Bytes of stdout past [`run_capped`]'s cap: read and dropped.
+    pub stdout_dropped: u64,
     /// Everything it wrote to stderr.
     pub stderr: Vec<u8>,
     /// Wall-clock time.
@@ -123,12 +125,15 @@ pub struct StartError {
     pub source: std::io::Error,
 }
 
-fn drain(mut pipe: impl Read + Send + 'static) -> JoinHandle<Vec<u8>> {
+/// Reads `pipe` to its end, keeping the first `cap` bytes; the rest is read (so the writer
+/// never blocks) and counted, not kept.
+fn drain_capped(mut pipe: impl Read + Send + 'static, cap: usize) -> JoinHandle<(Vec<u8>, u64)> {
     std::thread::spawn(move || {
         let mut buf = Vec::new();
         // A read error ends the stream; what was read is kept.
-        let _ = pipe.read_to_end(&mut buf);
-        buf
+        let _ = pipe.by_ref().take(cap as u64).read_to_end(&mut buf);
+        let dropped = std::io::copy(&mut pipe, &mut std::io::sink()).unwrap_or(0);
+        (buf, dropped)
     })
 }
 
@@ -145,6 +150,12 @@ pub fn run(job: &Job, cancel: &AtomicBool) -> Result<Finished, StartError> {
     run_with(job, cancel, &mut || {})
 }
 
+/// [`run`], keeping at most `cap` bytes of stdout: the rest is read and dropped, and
+/// [`Finished::stdout_dropped`] says how much (output from many nodes, bounded).
+pub fn run_capped(job: &Job, cancel: &AtomicBool, cap: usize) -> Result<Finished, StartError> {
+    run_inner(job, cancel, &mut || {}, cap)
+}
+
 /// [`run`], calling `at_deadline` once when the job passes its deadline, while it still
 /// runs and before its group is stopped: what a hung job can still tell (NCCL's RAS) is
 /// asked then. The call's own time comes before the SIGTERM; output keeps being drained.
@@ -152,6 +163,15 @@ pub fn run_with(
     job: &Job,
     cancel: &AtomicBool,
     at_deadline: &mut dyn FnMut(),
+) -> Result<Finished, StartError> {
+    run_inner(job, cancel, at_deadline, usize::MAX)
+}
+
+fn run_inner(
+    job: &Job,
+    cancel: &AtomicBool,
+    at_deadline: &mut dyn FnMut(),
+    stdout_cap: usize,
 ) -> Result<Finished, StartError> {
     let start = Instant::now();
     let mut command = Command::new(&job.program);
@@ -182,8 +202,14 @@ pub fn run_with(
         command: job.command_line(),
         source,
     })?;
-    let stdout = child.stdout.take().map(drain);
-    let stderr = child.stderr.take().map(drain);
+    let stdout = child
+        .stdout
+        .take()
+        .map(|pipe| drain_capped(pipe, stdout_cap));
+    let stderr = child
+        .stderr
+        .take()
+        .map(|pipe| drain_capped(pipe, usize::MAX));
 
     let mut stopping: Option<(Outcome, Instant)> = None;
     let status = loop {
@@ -221,8 +247,8 @@ pub fn run_with(
     // The leader is gone; anything left in its group goes too, so no stray process keeps
     // our pipes (and the drain threads) open.
     signal_group(&child, Signal::SIGKILL);
-    let stdout = stdout.and_then(|h| h.join().ok()).unwrap_or_default();
-    let stderr = stderr.and_then(|h| h.join().ok()).unwrap_or_default();
+    let (stdout, stdout_dropped) = stdout.and_then(|h| h.join().ok()).unwrap_or_default();
+    let (stderr, _) = stderr.and_then(|h| h.join().ok()).unwrap_or_default();
     let outcome = match (stopping, status) {
         (Some((why, _)), _) => why,
         // Ctrl-C reaches the whole foreground group: the child (srun) may end of it before
@@ -238,6 +264,7 @@ pub fn run_with(
     Ok(Finished {
         outcome,
         stdout,
+        stdout_dropped,
         stderr,
         elapsed: start.elapsed(),
     })
@@ -298,6 +325,26 @@ mod tests {
         nix::sys::signal::raise(Signal::SIGTERM).expect("raise SIGTERM");
         assert!(INTERRUPTED.load(Ordering::SeqCst));
         INTERRUPTED.store(false, Ordering::SeqCst);
+    }
+
+    #[test]
+    fn a_capped_run_keeps_the_first_bytes_and_counts_the_rest() {
+        let done = run_capped(
+            &sh("head -c 300000 /dev/zero; echo err >&2", 10_000),
+            &AtomicBool::new(false),
+            1000,
+        )
+        .unwrap();
+        assert_eq!(done.outcome, Outcome::Exited { code: 0 });
+        assert_eq!(done.stdout.len(), 1000);
+        assert_eq!(done.stdout_dropped, 299_000);
+        assert_eq!(done.stderr, b"err\n");
+        let all = run(
+            &sh("head -c 300000 /dev/zero", 10_000),
+            &AtomicBool::new(false),
+        )
+        .unwrap();
+        assert_eq!((all.stdout.len(), all.stdout_dropped), (300_000, 0));
     }
 
     #[test]

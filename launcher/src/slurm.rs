@@ -294,7 +294,19 @@ pub fn ask_nodes<T>(
     read: impl Fn(&str) -> (Vec<T>, Vec<String>),
     stop: &AtomicBool,
 ) -> Result<Answers<T>, SlurmError> {
-    let answers = run_step(job, read, stop)?;
+    ask_nodes_capped(job, read, stop, usize::MAX)
+}
+
+/// [`ask_nodes`], keeping at most `cap` bytes of the step's stdout: the rest is read and
+/// dropped, and the answers' `finished.stdout_dropped` says how much
+/// ([`runner::run_capped`]).
+pub fn ask_nodes_capped<T>(
+    job: &Job,
+    read: impl Fn(&str) -> (Vec<T>, Vec<String>),
+    stop: &AtomicBool,
+    cap: usize,
+) -> Result<Answers<T>, SlurmError> {
+    let answers = run_step_capped(job, read, stop, cap)?;
     if answers.answers.is_empty() {
         return Err(SlurmError::NoNodeAnswered {
             command: job.command_line(),
@@ -312,9 +324,18 @@ pub fn run_step<T>(
     read: impl Fn(&str) -> (Vec<T>, Vec<String>),
     stop: &AtomicBool,
 ) -> Result<Answers<T>, SlurmError> {
+    run_step_capped(job, read, stop, usize::MAX)
+}
+
+fn run_step_capped<T>(
+    job: &Job,
+    read: impl Fn(&str) -> (Vec<T>, Vec<String>),
+    stop: &AtomicBool,
+    cap: usize,
+) -> Result<Answers<T>, SlurmError> {
     let shown = job.command_line();
     tracing::info!(command = %shown, "running");
-    let finished = runner::run(job, stop).map_err(|e| SlurmError::Start {
+    let finished = runner::run_capped(job, stop, cap).map_err(|e| SlurmError::Start {
         command: shown,
         source: e.source,
     })?;
@@ -979,6 +1000,7 @@ mod tests {
         Finished {
             outcome,
             stdout: stdout.to_vec(),
+            stdout_dropped: 0,
             stderr: stderr.to_vec(),
             elapsed: Duration::from_millis(5),
         }

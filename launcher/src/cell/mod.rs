@@ -307,6 +307,7 @@ pub(crate) mod tests {
             let finished = Finished {
                 outcome: Outcome::Exited { code: 0 },
                 stdout: raw.clone(),
+                stdout_dropped: 0,
                 stderr: Vec::new(),
                 elapsed: std::time::Duration::from_secs(1),
             };

@@ -6,10 +6,10 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use gpudirect::hang::{assemble, read_agent_lines, unanswered, JobStep};
+use gpudirect::hang::{self, assemble, read_agent_lines, unanswered, JobStep};
 use gpudirect::output::{emit_json, shown};
 use gpudirect::ras::{self, Verdict};
-use gpudirect::slurm::{self, ask_nodes, AgentStep, StepProfile};
+use gpudirect::slurm::{self, ask_nodes_capped, AgentStep, StepProfile};
 use gpudirect::units::duration_arg;
 use gpudirect::{noteln, outln};
 
@@ -101,9 +101,31 @@ pub fn run(args: &HangArgs, _ctx: &Ctx) -> Result<ExitStatus> {
         )
     };
     let job = step.job()?;
-    let asked = ask_nodes(&job, read_agent_lines, &AtomicBool::new(false))?;
+    // Bounded: every agent's answers are (hang::AGENT_ANSWER_BUDGET), and so is what is
+    // read of all of them (security review T8).
+    let cap = hang::CALLER_BYTES_PER_NODE
+        .saturating_mul(job_nodes.len())
+        .min(hang::CALLER_BYTES_MAX);
+    let asked = ask_nodes_capped(&job, read_agent_lines, &AtomicBool::new(false), cap)?;
+    if asked.finished.stdout_dropped > 0 {
+        noteln!(
+            "gpudirect hang: the agents wrote more than {cap} bytes ({} per node of the job); the {} bytes after that were not read, so the nodes whose lines they held are left out",
+            hang::CALLER_BYTES_PER_NODE,
+            asked.finished.stdout_dropped
+        );
+    }
     for line in &asked.unreadable {
-        noteln!("gpudirect hang: unreadable agent line: {line}");
+        let start: String = line.chars().take(200).collect();
+        let more = line.len() - start.len();
+        let cut = if more > 0 {
+            format!(" ... ({more} bytes more)")
+        } else {
+            String::new()
+        };
+        noteln!(
+            "gpudirect hang: unreadable agent line: {}{cut}",
+            shown(&start)
+        );
     }
     let reports = asked.answers;
     let silent = unanswered(&reports);

@@ -171,6 +171,7 @@ mod tests {
         Finished {
             outcome: Outcome::Exited { code },
             stdout: stdout.as_bytes().to_vec(),
+            stdout_dropped: 0,
             stderr: stderr.as_bytes().to_vec(),
             elapsed: Duration::from_secs(1),
         }

@@ -17,19 +17,18 @@ fn script(bin: &Path, name: &str, body: &str) {
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
 }
 
-/// Security review T2: escape sequences in a RAS answer (an OSC 0 title, a colour, an
-/// erase-line) reached the terminal of whoever ran `hang` raw; now they are shown escaped,
-/// and `--json` keeps them exact.
-#[test]
-fn hang_shows_escape_sequences_from_a_ras_answer_escaped() {
-    let dir = scratch("hang", "escapes");
+/// Stand-ins in `dir/bin`: `scontrol` (job 77 runs on node1) and `srun`, which prints
+/// node1's agent line (its two polls a recorded RAS answer with `hostile` applied) and then
+/// `then` (a shell command). Returns the `hang` command for job 77.
+fn stand_ins(
+    dir: &Path,
+    hostile: impl Fn(&str) -> String,
+    then: &str,
+) -> impl Fn(bool) -> std::process::Output {
     let fixture = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../tests/fixtures/nccl-ras/status-json-rank1-stalled.txt");
     let text = std::fs::read_to_string(fixture).expect("fixture");
-    let hostile = text
-        .replace("0x1ec60967e0c6312c", "0xdead\\u001b]0;PWNED\\u0007")
-        .replace("10.9.1.2", "10.9.1.2\\u001b[2K\\u001b[1G");
-    let status = parse_answer(&hostile).expect("the fixture parses");
+    let status = parse_answer(&hostile(&text)).expect("the fixture parses");
     let poll = |at| Poll {
         at,
         status: Some(status.clone()),
@@ -48,21 +47,21 @@ fn hang_shows_escape_sequences_from_a_ras_answer_escaped() {
         ras_addr: "127.0.0.1:28028".into(),
         polls: vec![poll(0.0), poll(5.0)],
     };
-    let line = dir.path().join("agent.line");
+    let line = dir.join("agent.line");
     std::fs::write(
         &line,
         format!("0: {}\n", serde_json::to_string(&report).expect("json")),
     )
     .expect("write");
-    let bin = dir.path().join("bin");
+    let bin = dir.join("bin");
     std::fs::create_dir(&bin).expect("bin");
     script(
         &bin,
         "scontrol",
         "echo \"JobId=$3 JobState=RUNNING NodeList=node1 NumNodes=1\"\n",
     );
-    script(&bin, "srun", &format!("cat '{}'\n", line.display()));
-    let hang = |json: bool| {
+    script(&bin, "srun", &format!("cat '{}'\n{then}\n", line.display()));
+    move |json: bool| {
         let mut cmd = gpudirect_without(&["SLURM_JOB_ID"]);
         cmd.env("PATH", format!("{}:/usr/bin:/bin", bin.display()))
             .args(["hang", "77", "--polls", "2"]);
@@ -70,7 +69,23 @@ fn hang_shows_escape_sequences_from_a_ras_answer_escaped() {
             cmd.arg("--json");
         }
         run(&mut cmd)
-    };
+    }
+}
+
+/// Security review T2: escape sequences in a RAS answer (an OSC 0 title, a colour, an
+/// erase-line) reached the terminal of whoever ran `hang` raw; now they are shown escaped,
+/// and `--json` keeps them exact.
+#[test]
+fn hang_shows_escape_sequences_from_a_ras_answer_escaped() {
+    let dir = scratch("hang", "escapes");
+    let hang = stand_ins(
+        dir.path(),
+        |text| {
+            text.replace("0x1ec60967e0c6312c", "0xdead\\u001b]0;PWNED\\u0007")
+                .replace("10.9.1.2", "10.9.1.2\\u001b[2K\\u001b[1G")
+        },
+        "",
+    );
     let out = hang(false);
     let text = stdout(&out);
     assert_eq!(out.status.code(), Some(1), "{text}{}", stderr(&out));
@@ -90,5 +105,35 @@ fn hang_shows_escape_sequences_from_a_ras_answer_escaped() {
     assert_eq!(
         value["communicators"][0]["hash"], "0xdead\u{1b}]0;PWNED\u{7}",
         "{value}"
+    );
+}
+
+/// Security review T8: the caller read all of srun's output, however much the agents
+/// wrote. Now it keeps at most 64 MiB per node of the job and says what it left.
+#[test]
+fn hang_reads_a_bounded_amount_of_the_agents_output_and_says_so() {
+    let dir = scratch("hang", "bounded");
+    let hang = stand_ins(
+        dir.path(),
+        str::to_string,
+        "head -c 70000000 /dev/zero | tr '\\0' x; echo",
+    );
+    let out = hang(false);
+    let err = stderr(&out);
+    // node1's line came first and is read whole: the stalled rank is still named.
+    assert_eq!(out.status.code(), Some(1), "{}{err}", stdout(&out));
+    let line = std::fs::metadata(dir.path().join("agent.line"))
+        .expect("line")
+        .len();
+    let dropped = line + 70_000_001 - 67_108_864;
+    assert!(
+        err.contains("the agents wrote more than 67108864 bytes")
+            && err.contains(&format!("the {dropped} bytes after that were not read")),
+        "{err}"
+    );
+    assert!(
+        err.len() < 4096,
+        "the cut line is not printed whole: {} bytes",
+        err.len()
     );
 }
