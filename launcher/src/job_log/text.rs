@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use nccl_output::joblog::{CommRank, Communicator, InitState, JobLog, Link};
+use nccl_output::joblog::{is_placeholder_host, CommRank, Communicator, InitState, JobLog, Link};
 use nccl_output::TransportClass;
 
 use super::{hostlist_of, Judgement};
@@ -18,11 +18,16 @@ pub fn paths(comm: &Communicator) -> String {
     paths_of(comm.ranks.iter().flat_map(|r| &r.links))
 }
 
-/// [`paths`] of any links.
+/// [`paths`] of any links: the network transports with their NICs (links between nodes,
+/// or whose nodes the log does not tell), GPUDirect RDMA on them (per direction when the
+/// two sides differ), CollNet, then what runs inside nodes (P2P, SHM, and a NET path
+/// between two ranks of one node).
 fn paths_of<'a>(links: impl IntoIterator<Item = &'a Link>) -> String {
     let mut net: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let mut inside_net: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     let mut inside: BTreeSet<String> = BTreeSet::new();
-    let mut gdrdma = false;
+    let mut gdr = GdrSides::default();
+    let mut inside_gdr = GdrSides::default();
     for l in links {
         match (l.class, &l.net) {
             (TransportClass::Network | TransportClass::CollNet, Some(name)) => {
@@ -35,11 +40,17 @@ fn paths_of<'a>(links: impl IntoIterator<Item = &'a Link>) -> String {
                     .nic
                     .clone()
                     .or_else(|| l.device.map(|d| format!("device {d}")));
-                let e = net.entry(format!("{head}/{name}")).or_default();
+                let (map, sides) =
+                    if l.inside_node() == Some(true) && l.class == TransportClass::Network {
+                        (&mut inside_net, &mut inside_gdr)
+                    } else {
+                        (&mut net, &mut gdr)
+                    };
+                sides.add(l);
+                let e = map.entry(format!("{head}/{name}")).or_default();
                 if let Some(nic) = nic {
                     e.insert(nic);
                 }
-                gdrdma |= l.gdrdma;
             }
             // Inside the node (P2P, SHM, NVLS), and anything else after `via`.
             _ => {
@@ -47,29 +58,95 @@ fn paths_of<'a>(links: impl IntoIterator<Item = &'a Link>) -> String {
             }
         }
     }
-    let mut parts: Vec<String> = net
-        .into_iter()
-        .map(|(name, nics)| match nics.is_empty() {
-            true => name,
-            false => format!(
-                "{name} over {}",
-                nics.into_iter().collect::<Vec<_>>().join(", ")
-            ),
-        })
-        .collect();
-    if gdrdma {
-        parts.push("GPUDirect RDMA".into());
+    let mut parts: Vec<String> = net.into_iter().map(over).collect();
+    if let Some(words) = gdr.words() {
+        parts.push(words);
     }
-    if !inside.is_empty() {
-        parts.push(format!(
-            "{} inside nodes",
-            inside.into_iter().collect::<Vec<_>>().join(", ")
-        ));
+    // A NET path inside a node first: P2P and SHM were not used there.
+    let mut within: Vec<String> = inside_net.into_iter().map(over).collect();
+    if let (false, Some(words)) = (within.is_empty(), inside_gdr.words()) {
+        let last = within.len() - 1;
+        within[last] += &format!(" ({words})");
+    }
+    within.extend(inside);
+    if !within.is_empty() {
+        parts.push(format!("{} inside nodes", within.join(", ")));
     }
     if parts.is_empty() {
         "no channel connected in the log".into()
     } else {
         parts.join("; ")
+    }
+}
+
+/// `NET/IB over mlx5_0, mlx5_1` (devices without a listed name: `device 3`).
+fn over((name, nics): (String, BTreeSet<String>)) -> String {
+    if nics.is_empty() {
+        return name;
+    }
+    let (devices, names): (Vec<String>, Vec<String>) =
+        nics.into_iter().partition(|n| n.starts_with("device "));
+    let mut all = names;
+    match devices.len() {
+        0 => {}
+        1 => all.extend(devices),
+        _ => all.push(format!(
+            "devices {}",
+            devices
+                .iter()
+                .map(|d| d.trim_start_matches("device "))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
+    }
+    format!("{name} over {}", all.join(", "))
+}
+
+/// Network links with and without GPUDirect RDMA, by side (rule K1: each direction of a
+/// connection decides it apart).
+#[derive(Debug, Default)]
+struct GdrSides {
+    /// (with, without) over `[send]` lines.
+    send: (u64, u64),
+    /// (with, without) over `[receive]` lines.
+    receive: (u64, u64),
+    /// (with, without) over links with no side (CollNet lines have one; NET lines too).
+    links: (u64, u64),
+}
+
+impl GdrSides {
+    fn add(&mut self, l: &Link) {
+        let bump = |pair: &mut (u64, u64), n: u64| match l.gdrdma {
+            true => pair.0 += n,
+            false => pair.1 += n,
+        };
+        bump(&mut self.send, l.send_channels);
+        bump(&mut self.receive, l.receive_channels);
+        bump(&mut self.links, 1);
+    }
+
+    /// `GPUDirect RDMA`, `GPUDirect RDMA on receive only`, `GPUDirect RDMA on 3 of 8
+    /// links`, or nothing when no network link has it.
+    fn words(&self) -> Option<String> {
+        let (with, without) = self.links;
+        if with == 0 {
+            return None;
+        }
+        if without == 0 {
+            return Some("GPUDirect RDMA".into());
+        }
+        let only = |(w, wo): (u64, u64)| w > 0 && wo == 0;
+        let none = |(w, wo): (u64, u64)| w == 0 && wo > 0;
+        if only(self.receive) && none(self.send) {
+            return Some("GPUDirect RDMA on receive only, not on send".into());
+        }
+        if only(self.send) && none(self.receive) {
+            return Some("GPUDirect RDMA on send only, not on receive".into());
+        }
+        Some(format!(
+            "GPUDirect RDMA on {with} of {} links",
+            with + without
+        ))
     }
 }
 
@@ -89,13 +166,22 @@ fn gdr(comm: &Communicator) -> Option<String> {
 pub fn comm_line(comm: &Communicator) -> String {
     let ranks = comm.nranks.unwrap_or(comm.ranks.len() as u32);
     let hosts = comm.hosts();
-    let nodes = comm.nnodes.unwrap_or(hosts.len() as u32);
-    let mut line = format!(
-        "communicator {}: {ranks} rank{} on {nodes} node{}",
-        comm.id,
-        if ranks == 1 { "" } else { "s" },
-        if nodes == 1 { "" } else { "s" },
-    );
+    let plural = |n: u32| if n == 1 { "" } else { "s" };
+    let mut line = format!("communicator {}: {ranks} rank{}", comm.id, plural(ranks));
+    // The node count says where it comes from when NCCL did not print it (rule L7).
+    line += &match (comm.nnodes, comm.hosts_redacted()) {
+        (Some(n), _) => format!(" on {n} node{}", plural(n)),
+        (None, true) if hosts.is_empty() => " on ? nodes (host names redacted, no nNodes)".into(),
+        (None, true) => format!(
+            " on {} or more nodes (some host names redacted, no nNodes)",
+            hosts.len()
+        ),
+        (None, false) => format!(
+            " on {} node{} by host name",
+            hosts.len(),
+            plural(hosts.len() as u32)
+        ),
+    };
     if !hosts.is_empty() {
         line += &format!(" ({})", hostlist_of(hosts.iter().copied()));
     }
@@ -151,6 +237,29 @@ fn rank_line(log: &JobLog, r: &CommRank) -> String {
             links.join(", ")
         }
     )
+}
+
+/// `note: Meowth: NET/Socket lists virbr0 (192.168.122.1): a libvirt virtual bridge`, once
+/// per host and interface (rule K3).
+fn nic_notes(log: &JobLog) -> Vec<String> {
+    let mut seen: BTreeSet<String> = BTreeSet::new();
+    for p in &log.processes {
+        for n in &p.nics {
+            if let Some(what) = n.note() {
+                let addr = n
+                    .addr
+                    .as_deref()
+                    .map_or(String::new(), |a| format!(" ({a})"));
+                seen.insert(format!(
+                    "note: {}: NET/{} lists {}{addr}: {what}",
+                    p.host.as_deref().unwrap_or("?"),
+                    n.net,
+                    n.nic
+                ));
+            }
+        }
+    }
+    seen.into_iter().collect()
 }
 
 /// Versions, plugins and variables over all processes, with how many processes said each.
@@ -252,6 +361,7 @@ pub fn render(log: &JobLog, judgement: &Judgement, verbose: bool) -> Vec<String>
             hostlist_of(hosts)
         ));
     }
+    out.extend(nic_notes(log));
     if verbose {
         out.extend(process_lines(log));
     }
@@ -303,13 +413,21 @@ pub fn summary(log: &JobLog, judgement: &Judgement, status_code: u8) -> String {
         .processes
         .iter()
         .filter_map(|p| p.host.as_deref())
+        .filter(|h| !is_placeholder_host(h))
         .collect();
+    let redacted = log
+        .processes
+        .iter()
+        .any(|p| p.host.as_deref().is_some_and(is_placeholder_host));
+    let on = match (hosts.len(), redacted) {
+        (0, true) => " (host names redacted)".to_string(),
+        (n, true) => format!(" on {n} or more nodes (some host names redacted)"),
+        (n, false) => format!(" on {n} node{}", if n == 1 { "" } else { "s" }),
+    };
     let read = format!(
-        "{comms} communicator{}, {ranks} process{} on {} node{}",
+        "{comms} communicator{}, {ranks} process{}{on}",
         if comms == 1 { "" } else { "s" },
         if ranks == 1 { "" } else { "es" },
-        hosts.len(),
-        if hosts.len() == 1 { "" } else { "s" },
     );
     let verdict = match (judgement.findings.len(), judgement.profiles.is_empty()) {
         (0, true) => "nothing judged against a profile".to_string(),

@@ -187,3 +187,51 @@ fn a_watchdog_only_log_is_a_finding_and_an_empty_one_an_error() {
     assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
     assert!(stderr(&out).contains("no NCCL line"), "{}", stderr(&out));
 }
+
+/// Issue #40, the text per communicator: CollNet with its devices and GDR; a NET path
+/// between ranks of one node said to run inside it; a virtual bridge in the socket list
+/// named; a redacted host counted as no node.
+#[test]
+fn the_text_says_link_classes_collnet_and_odd_interfaces() {
+    let dir = scratch("log", "classes");
+    let config = bed_config(dir.path());
+    let text_of = |name: &str| {
+        let out = run(log_cmd(&config)
+            .args(["--gpudirect", "none"])
+            .arg(log_fixture(&format!("published/{name}.txt"))));
+        stdout(&out)
+    };
+    let collnet = text_of("collnet-nccl-tests-311-sharp");
+    assert!(
+        collnet.contains(
+            "8 ranks on 4 nodes (gpu[34,36,40-41]): COLLNET/SHARP over devices 0, 1, 5; \
+             GPUDirect RDMA"
+        ),
+        "{collnet}"
+    );
+    let inside = text_of("ib-nccl-707-gdrdma-channels");
+    assert!(
+        inside.contains(
+            "10-90-43-152, outside any communicator's init lines: NET/IB over devices 0, 2, \
+             4, 5 (GPUDirect RDMA) inside nodes"
+        ),
+        "{inside}"
+    );
+    let virbr = text_of("virbr-nccl-tests-131-socket-list");
+    assert!(
+        virbr.contains(
+            "note: Meowth: NET/Socket lists virbr0 (192.168.122.1): a libvirt virtual bridge"
+        ),
+        "{virbr}"
+    );
+    let redacted = text_of("redacted-nccl-952-cluster-name");
+    assert!(
+        redacted.contains("0 communicators, 3 processes (host names redacted): 1 finding"),
+        "{redacted}"
+    );
+    let receive_only = text_of("stripped-nccl-392-v257-gdr-partial");
+    assert!(
+        receive_only.contains("NET/IB over mlx5_0; P2P/IPC, direct shared memory inside nodes"),
+        "{receive_only}"
+    );
+}

@@ -143,6 +143,63 @@ pub struct NicEntry {
     pub device: u32,
     /// The interface or RDMA device (`eth1`, `mlx5_0`).
     pub nic: String,
+    /// Its address as listed (`10.0.0.1`, `fe80::1%ib1`), for the socket transport.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub addr: Option<String>,
+}
+
+impl NicEntry {
+    /// What is odd about it for traffic between nodes (rule K3): a container's or VM's
+    /// virtual interface, the loopback, a link-local IPv6 address. `None` for a NIC.
+    pub fn note(&self) -> Option<&'static str> {
+        let n = self.nic.as_str();
+        let link_local = self
+            .addr
+            .as_deref()
+            .is_some_and(|a| a.to_ascii_lowercase().starts_with("fe80:"));
+        if n == "lo" || n.starts_with("lo:") {
+            Some("the loopback interface: it reaches no other node")
+        } else if n.starts_with("veth") {
+            Some("one end of a container's virtual ethernet pair")
+        } else if n.starts_with("docker") || n.starts_with("br-") {
+            Some("a Docker bridge")
+        } else if n.starts_with("virbr") {
+            Some("a libvirt virtual bridge")
+        } else if ["cni", "flannel", "cali", "vxlan", "cilium", "weave"]
+            .iter()
+            .any(|p| n.starts_with(p))
+        {
+            Some("a container network's virtual interface")
+        } else if link_local {
+            Some("a link-local IPv6 address: valid on one link only")
+        } else {
+            None
+        }
+    }
+}
+
+/// The address of each `[N]name:addr<port>` entry of a NIC line (`NET/Socket : Using
+/// [0]eth0:10.0.0.1<0> [1]ib1:fe80::1%ib1<0>`), by device number.
+fn nic_addresses(msg: &str) -> Vec<(u32, String)> {
+    let mut out = Vec::new();
+    let mut rest = msg;
+    while let Some(open) = rest.find('[') {
+        let after = &rest[open + 1..];
+        let Some(close) = after.find(']') else { break };
+        let entry = &after[close + 1..];
+        rest = entry;
+        let Ok(index) = after[..close].parse::<u32>() else {
+            continue;
+        };
+        let entry = entry.split(' ').next().unwrap_or("");
+        if let Some((_, addr)) = entry.split_once(':') {
+            let addr = addr.split('<').next().unwrap_or(addr);
+            if !addr.is_empty() && !addr.contains('/') {
+                out.push((index, addr.to_string()));
+            }
+        }
+    }
+    out
 }
 
 /// What one plugin loader said.
@@ -270,8 +327,34 @@ pub struct Link {
     pub gdrdma: bool,
     /// Channel lines.
     pub channels: u64,
+    /// Of them, `[send]` lines (the sender's side).
+    #[serde(default)]
+    pub send_channels: u64,
+    /// Of them, `[receive]` lines (the receiver's side).
+    #[serde(default)]
+    pub receive_channels: u64,
     /// Distinct peer ranks (counted up to [`MAX_PEERS`]).
     pub peers: u32,
+    /// Of them, those whose host is known and the rank's own: a `NET` link with such
+    /// peers runs inside the node.
+    #[serde(default)]
+    pub peers_same_node: u32,
+    /// Of them, those whose host is known and another.
+    #[serde(default)]
+    pub peers_other_node: u32,
+}
+
+impl Link {
+    /// Where it runs, as far as its peers' hosts tell: `Some(true)` inside the node only,
+    /// `Some(false)` between nodes only, `None` unknown or both.
+    pub fn inside_node(&self) -> Option<bool> {
+        match (self.peers_same_node, self.peers_other_node) {
+            (0, 0) => None,
+            (_, 0) => Some(true),
+            (0, _) => Some(false),
+            _ => None,
+        }
+    }
 }
 
 /// Peers counted per link: enough to tell a ring from an all-to-all.
@@ -326,22 +409,56 @@ struct ProcState {
     recent: Vec<(usize, u32)>,
     /// How many size-N communicators without a commId it set up (for matching).
     unnamed: HashMap<u32, u32>,
-    /// Its channel lines outside any communicator: (via, lines, peers).
-    loose: Vec<(String, u64, BTreeSet<u32>)>,
+    /// Its channel lines outside any communicator.
+    loose: Vec<LinkCount>,
+    /// Its own ranks, as its directed channel lines outside any communicator show them
+    /// (the sender of a `[send]`, the receiver of a `[receive]`).
+    loose_ranks: BTreeSet<u32>,
+}
+
+/// Which side of a connection a channel line is (rule K1): `[send]` lines come from the
+/// sender, `[receive]` lines from the receiver.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Side {
+    Send,
+    Receive,
+    /// No `[send]`/`[receive]` (P2P, SHM).
+    Either,
+}
+
+/// Channel lines over one path while reading.
+#[derive(Debug, Default)]
+struct LinkCount {
+    via: String,
+    channels: u64,
+    send: u64,
+    receive: u64,
+    /// Distinct peers (up to [`MAX_PEERS`]); CollNet lines have none.
+    peers: BTreeSet<u32>,
 }
 
 /// Counts one more channel line over `via` to `peer` in `links` (at most 64 paths).
-fn count_link(links: &mut Vec<(String, u64, BTreeSet<u32>)>, via: &str, peer: u32) {
-    match links.iter().position(|l| l.0 == via) {
-        Some(i) => {
-            let link = &mut links[i];
-            link.1 += 1;
-            if link.2.len() < MAX_PEERS {
-                link.2.insert(peer);
-            }
+fn count_link(links: &mut Vec<LinkCount>, via: &str, side: Side, peer: Option<u32>) {
+    let i = match links.iter().position(|l| l.via == via) {
+        Some(i) => i,
+        None if links.len() < 64 => {
+            links.push(LinkCount {
+                via: via.to_string(),
+                ..LinkCount::default()
+            });
+            links.len() - 1
         }
-        None if links.len() < 64 => links.push((via.to_string(), 1, [peer].into())),
-        None => {}
+        None => return,
+    };
+    let link = &mut links[i];
+    link.channels += 1;
+    match side {
+        Side::Send => link.send += 1,
+        Side::Receive => link.receive += 1,
+        Side::Either => {}
+    }
+    if let Some(peer) = peer.filter(|_| link.peers.len() < MAX_PEERS) {
+        link.peers.insert(peer);
     }
 }
 
@@ -355,7 +472,7 @@ struct CommBuild {
 #[derive(Debug, Default)]
 struct RankBuild {
     rank: CommRank,
-    links: Vec<(String, u64, BTreeSet<u32>)>,
+    links: Vec<LinkCount>,
 }
 
 /// Reads a job's log line by line; [`finish`](Self::finish) gives the [`JobLog`].
@@ -573,13 +690,19 @@ impl JobLogReader {
                 proc.networks.push(name.to_string());
             }
         } else if let Some((net, nics)) = parse_nic_line(msg) {
+            let addrs = nic_addresses(msg);
             for (device, nic) in nics {
                 let known = proc.nics.iter().any(|e| e.net == net && e.device == device);
                 if !known && proc.nics.len() < 64 {
+                    let addr = addrs
+                        .iter()
+                        .find(|(d, _)| *d == device)
+                        .map(|a| a.1.clone());
                     proc.nics.push(NicEntry {
                         net: net.to_string(),
                         device,
                         nic,
+                        addr,
                     });
                 }
             }
@@ -606,6 +729,10 @@ impl JobLogReader {
             && msg.contains(" rank ")
         {
             self.comm_line(p, msg);
+        } else if (msg.starts_with("CollNet ") || msg.starts_with("Coll "))
+            && msg.contains(" via COLLNET/")
+        {
+            self.collnet_line(p, msg);
         } else if (msg.starts_with("Channel ") || msg.starts_with("Ring ")) && msg.contains(" via ")
         {
             // `Ring 00 : 35 -> 34 [send] via NET/Socket/0`: NCCL 2.4's form.
@@ -804,16 +931,66 @@ impl JobLogReader {
             .and_then(|ptr| state.comms.get(&ptr).copied())
             .and_then(|c| state.recent.iter().rev().find(|e| e.0 == c).copied())
             .or_else(|| state.recent.iter().rev().find(|e| fits(e)).copied());
+        let side = if head.contains("[receive]") {
+            Side::Receive
+        } else if head.contains("[send]") {
+            Side::Send
+        } else {
+            Side::Either
+        };
         let Some((c, own)) = target else {
-            // Which end is this process's own is unknown: the sender's side of a send, the
+            // Which end is this process's own: the sender's side of a send, the
             // receiver's of a receive; without a direction, the first.
-            let peer = if msg.contains("[receive]") { from } else { to };
-            count_link(&mut self.states[p].loose, via, peer);
+            let (own, peer) = if side == Side::Receive {
+                (to, from)
+            } else {
+                (from, to)
+            };
+            let state = &mut self.states[p];
+            if side != Side::Either && state.loose_ranks.len() < 64 {
+                state.loose_ranks.insert(own);
+            }
+            count_link(&mut state.loose, via, side, Some(peer));
             return;
         };
         let peer = if from == own { to } else { from };
         if let Some(r) = self.comms[c].ranks.get_mut(&own) {
-            count_link(&mut r.links, via, peer);
+            count_link(&mut r.links, via, side, Some(peer));
+        }
+    }
+
+    /// `CollNet 00/0 : 3 [receive] via COLLNET/SHARP/1/GDRDMA` of process `p` (rule K2):
+    /// rank 3's own connection to the collective network, no peer. 2.6-2.7 write `Coll`.
+    fn collnet_line(&mut self, p: usize, msg: &str) {
+        let Some((head, via)) = msg.split_once(" via ") else {
+            return;
+        };
+        let Some((_, ends)) = head.split_once(" : ") else {
+            return;
+        };
+        let Some(own) = ends
+            .split_whitespace()
+            .next()
+            .and_then(|r| r.parse::<u32>().ok())
+        else {
+            return;
+        };
+        let side = if head.contains("[receive]") {
+            Side::Receive
+        } else {
+            Side::Send
+        };
+        let via = via.split(" comm 0x").next().unwrap_or(via).trim();
+        let state = &self.states[p];
+        let fits =
+            |&(c, r): &(usize, u32)| r == own && self.comms[c].comm.nranks.is_none_or(|n| own < n);
+        match state.recent.iter().rev().find(|e| fits(e)).copied() {
+            Some((c, own)) => {
+                if let Some(r) = self.comms[c].ranks.get_mut(&own) {
+                    count_link(&mut r.links, via, side, None);
+                }
+            }
+            None => count_link(&mut self.states[p].loose, via, side, None),
         }
     }
 
@@ -822,16 +999,30 @@ impl JobLogReader {
         let mut comms: Vec<Communicator> = Vec::with_capacity(self.comms.len());
         for build in std::mem::take(&mut self.comms) {
             let mut comm = build.comm;
-            for (_, r) in build.ranks {
-                let mut rank = r.rank;
+            // Each rank's host, to tell a link inside a node from one between nodes.
+            let hosts: HashMap<u32, Option<&str>> = build
+                .ranks
+                .iter()
+                .map(|(&r, b)| {
+                    (
+                        r,
+                        b.rank.host.as_deref().filter(|h| !is_placeholder_host(h)),
+                    )
+                })
+                .collect();
+            let mut ranks = Vec::with_capacity(build.ranks.len());
+            for r in build.ranks.values() {
+                let mut rank = r.rank.clone();
                 let nics = self.nics_of(rank.process);
+                let own = hosts.get(&rank.rank).copied().flatten();
                 rank.links = r
                     .links
-                    .into_iter()
-                    .map(|(via, channels, peers)| link(&via, channels, peers.len(), nics))
+                    .iter()
+                    .map(|l| link(l, nics, own, |peer| hosts.get(&peer).copied().flatten()))
                     .collect();
-                comm.ranks.push(rank);
+                ranks.push(rank);
             }
+            comm.ranks = ranks;
             comms.push(comm);
         }
         for proc in &mut self.log.processes {
@@ -841,11 +1032,20 @@ impl JobLogReader {
                 proc.cuda_version = cuda.map(str::to_string);
             }
         }
+        let loose_hosts = self.loose_hosts();
         for p in 0..self.log.processes.len() {
             let loose = std::mem::take(&mut self.states[p].loose);
+            let own = self.log.processes[p]
+                .host
+                .as_deref()
+                .filter(|h| !is_placeholder_host(h));
             let links = loose
-                .into_iter()
-                .map(|(via, channels, peers)| link(&via, channels, peers.len(), self.nics_of(p)))
+                .iter()
+                .map(|l| {
+                    link(l, self.nics_of(p), own, |peer| {
+                        loose_hosts.get(&peer).map(String::as_str)
+                    })
+                })
                 .collect();
             self.log.processes[p].links = links;
         }
@@ -859,6 +1059,30 @@ impl JobLogReader {
             .map(|(what, n)| format!("{n} {what} past the reader's limit were not kept"))
             .collect();
         self.log
+    }
+
+    /// The host of each rank that channel lines outside any communicator show, where every
+    /// such line agrees (a rank seen on two hosts belongs to two communicators: none).
+    fn loose_hosts(&self) -> HashMap<u32, String> {
+        let mut seen: HashMap<u32, Option<&str>> = HashMap::new();
+        for (p, state) in self.states.iter().enumerate() {
+            let Some(host) = self.log.processes[p]
+                .host
+                .as_deref()
+                .filter(|h| !is_placeholder_host(h))
+            else {
+                continue;
+            };
+            for &r in &state.loose_ranks {
+                let e = seen.entry(r).or_insert(Some(host));
+                if *e != Some(host) {
+                    *e = None;
+                }
+            }
+        }
+        seen.into_iter()
+            .filter_map(|(r, h)| Some((r, h?.to_string())))
+            .collect()
     }
 
     /// The NICs process entry `p` listed, else those its process listed under another
@@ -995,9 +1219,26 @@ fn channel_counts(msg: &str) -> HashMap<&str, u32> {
     counts
 }
 
-/// A finished [`Link`]: its class, transport, device and NIC.
-fn link(via: &str, channels: u64, peers: usize, nics: &[NicEntry]) -> Link {
+/// A finished [`Link`]: its class, transport, device and NIC, and where its peers are:
+/// `own` is the rank's host, `host_of` a peer's (both `None` when unknown or redacted).
+fn link<'h>(
+    count: &LinkCount,
+    nics: &[NicEntry],
+    own: Option<&str>,
+    host_of: impl Fn(u32) -> Option<&'h str>,
+) -> Link {
+    let via = count.via.as_str();
     let (class, net) = classify_via(via);
+    let (mut same, mut other) = (0, 0);
+    if let Some(own) = own {
+        for &peer in &count.peers {
+            match host_of(peer) {
+                Some(h) if h == own => same += 1,
+                Some(_) => other += 1,
+                None => {}
+            }
+        }
+    }
     let device = via
         .split('/')
         .nth(2)
@@ -1029,8 +1270,12 @@ fn link(via: &str, channels: u64, peers: usize, nics: &[NicEntry]) -> Link {
         device,
         nic,
         gdrdma: via.contains("GDRDMA"),
-        channels,
-        peers: peers as u32,
+        channels: count.channels,
+        send_channels: count.send,
+        receive_channels: count.receive,
+        peers: count.peers.len() as u32,
+        peers_same_node: same,
+        peers_other_node: other,
     }
 }
 

@@ -5,6 +5,7 @@
 use std::collections::BTreeSet;
 
 use super::*;
+use crate::TransportClass;
 
 fn published(name: &str) -> JobLog {
     let path = format!(
@@ -215,4 +216,106 @@ fn a_redacted_host() {
     assert!(log.events.iter().any(|e| e
         .text
         .contains("Failed to execute operation Connect from rank 11")));
+}
+
+/// Rule K2: CollNet lines are the rank's own links to the collective network (SHARP here),
+/// with their device and GDRDMA, in the communicator of their process.
+#[test]
+fn collnet_sharp_links() {
+    let log = published("collnet-nccl-tests-311-sharp");
+    assert_eq!(log.communicators.len(), 1);
+    let c = &log.communicators[0];
+    assert_eq!((c.nranks, c.nnodes, c.ranks.len()), (Some(8), Some(4), 8));
+    let collnet: Vec<(u32, &str, Option<u32>, bool, u64)> = c
+        .ranks
+        .iter()
+        .flat_map(|r| r.links.iter().map(move |l| (r.rank, l)))
+        .filter(|(_, l)| l.class == TransportClass::CollNet)
+        .map(|(rank, l)| {
+            (
+                rank,
+                l.net.as_deref().unwrap_or(""),
+                l.device,
+                l.gdrdma,
+                l.receive_channels,
+            )
+        })
+        .collect();
+    assert_eq!(
+        collnet,
+        [
+            (0, "SHARP", Some(1), true, 1),
+            (2, "SHARP", Some(5), true, 1),
+            (4, "SHARP", Some(0), true, 1),
+            (6, "SHARP", Some(1), true, 1)
+        ]
+    );
+    assert!(c.uses_network());
+}
+
+/// Rule K1: NET links between ranks of one host run inside the node (the ranks' hosts come
+/// from their own directed channel lines when no init line is in the excerpt).
+#[test]
+fn network_links_inside_one_node() {
+    let log = published("ib-nccl-707-gdrdma-channels");
+    let links: Vec<&Link> = log.processes.iter().flat_map(|p| &p.links).collect();
+    assert!(!links.is_empty());
+    for l in links {
+        assert_eq!(l.class, TransportClass::Network, "{l:?}");
+        assert!(l.gdrdma, "{l:?}");
+        assert_eq!(l.inside_node(), Some(true), "{l:?}");
+    }
+}
+
+/// Rule K1: GDRDMA is per direction: the sides are counted apart.
+#[test]
+fn gdrdma_by_direction() {
+    let log = published("efa-aws-ofi-nccl-715-sagemaker-gdrdma");
+    let efa: Vec<&Link> = log
+        .processes
+        .iter()
+        .filter(|p| p.pid == Some(18061))
+        .flat_map(|p| &p.links)
+        .filter(|l| l.class == TransportClass::Network)
+        .collect();
+    assert_eq!(efa.len(), 1);
+    assert_eq!(efa[0].via, "NET/AWS Libfabric/2/GDRDMA");
+    assert_eq!((efa[0].send_channels, efa[0].receive_channels), (2, 1));
+    let log = published("stripped-nccl-392-v257-gdr-partial");
+    let ib = log.processes[0]
+        .links
+        .iter()
+        .find(|l| l.via == "NET/IB/0")
+        .unwrap();
+    assert_eq!(
+        (ib.send_channels, ib.receive_channels, ib.gdrdma),
+        (0, 2, false)
+    );
+}
+
+/// Rule K3: a virtual bridge or the loopback in a socket list is named for what it is.
+#[test]
+fn virtual_interfaces_in_the_socket_list() {
+    let log = published("virbr-nccl-tests-131-socket-list");
+    let nics: Vec<(&str, Option<&str>, Option<&str>)> = log
+        .processes
+        .iter()
+        .flat_map(|p| &p.nics)
+        .map(|n| (n.nic.as_str(), n.addr.as_deref(), n.note()))
+        .collect();
+    assert_eq!(
+        nics,
+        [
+            ("eth0", Some("192.168.0.183"), None),
+            (
+                "virbr0",
+                Some("192.168.122.1"),
+                Some("a libvirt virtual bridge")
+            )
+        ]
+    );
+    let log = published("mpirun-tag-nccl-300-bare-version-lo");
+    assert!(log.processes[0].nics[0]
+        .note()
+        .is_some_and(|n| n.starts_with("the loopback")));
 }
