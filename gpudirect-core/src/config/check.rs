@@ -430,6 +430,7 @@ impl Checker<'_> {
             gpu_nics,
             nic_cpus,
             pin_cpus,
+            gdr: raw.gdr.as_ref().map(|g| *g.get_ref()),
             line_rate_gbit,
             library_dirs,
             topology_file,

@@ -11,6 +11,8 @@
 //! gpu_nics = ["eth1", "eth1", "eth2", "eth2", "eth3", "eth3", "eth4", "eth4"]
 //! library_dirs = ["/var/lib/tcpx/lib64"]
 //! pin_cpus = true
+//! gdr = false                         # whether links between nodes must use GPUDirect
+//!                                     # RDMA (`gpudirect log` judges it); left out: not judged
 //! line_rate_gbit = 200                # each data NIC's line rate (or { eth1 = 200, ... }):
 //!                                     # busbw is also shown as a share of their sum
 //! forced = ["NCCL_NET"]               # set even where the user set it
@@ -296,6 +298,10 @@ pub struct Profile {
     pub nic_cpus: BTreeMap<String, CpuList>,
     /// Pin each task to the CPUs of its NIC.
     pub pin_cpus: bool,
+    /// Whether the fabric's links between nodes must use GPUDirect RDMA (`gdr`): `gpudirect
+    /// log` finds a network link without `/GDRDMA` when true; `None` (the key left out)
+    /// judges nothing about it.
+    pub gdr: Option<bool>,
     /// Each data NIC's line rate in Gbit/s (`line_rate_gbit`); empty when not declared.
     pub line_rate_gbit: BTreeMap<String, u32>,
     /// Directories prepended to `LD_LIBRARY_PATH`.

@@ -60,6 +60,8 @@ pub(super) struct RawProfile {
     #[serde(default)]
     pub(super) pin_cpus: Option<Spanned<bool>>,
     #[serde(default)]
+    pub(super) gdr: Option<Spanned<bool>>,
+    #[serde(default)]
     pub(super) line_rate_gbit: Option<Spanned<toml::Value>>,
     #[serde(default)]
     pub(super) library_dirs: Option<Spanned<Vec<Spanned<String>>>>,
@@ -136,6 +138,7 @@ pub(super) fn inherit(child: &RawProfile, base: &RawProfile) -> (RawProfile, Vec
         gpu_nics: or_base(&child.gpu_nics, &base.gpu_nics, "gpu_nics", &mut inherited),
         nic_cpus: or_base(&child.nic_cpus, &base.nic_cpus, "nic_cpus", &mut inherited),
         pin_cpus: or_base(&child.pin_cpus, &base.pin_cpus, "pin_cpus", &mut inherited),
+        gdr: or_base(&child.gdr, &base.gdr, "gdr", &mut inherited),
         line_rate_gbit: or_base(
             &child.line_rate_gbit,
             &base.line_rate_gbit,

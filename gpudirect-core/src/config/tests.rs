@@ -806,3 +806,18 @@ fn empty_config_is_valid() {
     assert!(config.profiles.is_empty());
     assert!(config.default_mode.is_none());
 }
+
+/// Issue #40: `gdr` says whether a profile expects GPUDirect RDMA; left out it is `None`
+/// (today's configs stay valid and judge nothing), and an extending profile inherits it.
+#[test]
+fn gdr_is_optional_and_inherited() {
+    let config = parse_config(SAMPLE, "t.toml").unwrap();
+    assert_eq!(config.profiles["tcpx"].gdr, None);
+    let text =
+        format!("{SAMPLE}\n[profiles.rdma]\ngdr = true\n[profiles.more]\nextends = \"rdma\"\n");
+    let config = parse_config(&text, "t.toml").unwrap();
+    assert_eq!(config.profiles["rdma"].gdr, Some(true));
+    assert_eq!(config.profiles["more"].gdr, Some(true));
+    let bad = format!("{SAMPLE}\n[profiles.rdma]\ngdr = \"yes\"\n");
+    assert!(parse_config(&bad, "t.toml").is_err());
+}

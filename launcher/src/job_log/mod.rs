@@ -21,7 +21,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use gpudirect_core::config::{Config, NicLocality, Profile};
 use gpudirect_core::hostlist;
-use nccl_output::joblog::{CommRank, Communicator, EventKind, InitState, JobLog};
+use nccl_output::joblog::{CommRank, Communicator, EventKind, InitState, JobLog, Link};
 use nccl_output::transport::net_name_matches;
 use nccl_output::TransportClass;
 use serde::Serialize;
@@ -45,6 +45,8 @@ pub enum FindingKind {
     Transport,
     /// A link over another NIC than the one the profile gives the rank's GPU.
     Nic,
+    /// A network link without GPUDirect RDMA where the profile expects it (`gdr = true`).
+    Gdr,
     /// An init that started and never completed.
     Init,
     /// An NCCL error, a timeout, a watchdog line.
@@ -158,7 +160,11 @@ fn expectation(profile: &Profile) -> String {
         }
         NicLocality::Config => "no NICs named".to_string(),
     };
-    format!("{transport}; {nics}")
+    let gdr = match profile.gdr {
+        Some(true) => "; GPUDirect RDMA",
+        Some(false) | None => "",
+    };
+    format!("{transport}; {nics}{gdr}")
 }
 
 /// The NIC name `logical` has on `host` (its node set's `nic_names`).
@@ -301,6 +307,7 @@ fn judge_comm(
     // (used transports, expected) -> ranks; (used NICs, expected NIC, gpu) -> ranks.
     let mut off_transport: BTreeMap<OffTransport, Vec<&CommRank>> = BTreeMap::new();
     let mut off_nic: BTreeMap<(String, String), Vec<&CommRank>> = BTreeMap::new();
+    let mut off_gdr: BTreeMap<(String, String), Vec<&CommRank>> = BTreeMap::new();
     let mut why_not: BTreeMap<String, Vec<u32>> = BTreeMap::new();
     for rank in &comm.ranks {
         let (nets, nics) = network_use(rank);
@@ -316,6 +323,12 @@ fn judge_comm(
         };
         if let Some(key) = off {
             off_transport.entry(key).or_default().push(rank);
+        }
+        if let Some(without) = gdr_verdict(profile, &rank.links) {
+            off_gdr
+                .entry((without, profile.name.clone()))
+                .or_default()
+                .push(rank);
         }
         match nic_verdict(config, profile, rank, &nics) {
             Ok(None) => {}
@@ -334,6 +347,21 @@ fn judge_comm(
                 "{name} used {used} on {hosts} ({}): the profile {profile}'s transport \
                  {transport} did not carry its traffic there",
                 rank_list(&ranks.iter().map(|r| r.rank).collect::<Vec<_>>())
+            ),
+        });
+    }
+    for ((without, profile), ranks) in off_gdr {
+        let list: Vec<u32> = ranks.iter().map(|r| r.rank).collect();
+        let hosts = hostlist_of(ranks.iter().filter_map(|r| r.host.as_deref()));
+        j.findings.push(Finding {
+            kind: FindingKind::Gdr,
+            communicator: Some(comm.id.clone()),
+            ranks: list.clone(),
+            hosts: split_hosts(&ranks),
+            message: format!(
+                "{name}: {} on {hosts}: {without}: the profile {profile} expects GPUDirect \
+                 RDMA (gdr = true)",
+                rank_list(&list)
             ),
         });
     }
@@ -361,6 +389,9 @@ fn judge_comm(
 /// transport against each host's profile. Their GPU is unknown, so their NIC is not judged.
 fn judge_loose(log: &JobLog, config: &Config, choice: &ProfileChoice, j: &mut Judgement) {
     let mut off: BTreeMap<OffTransport, BTreeSet<&str>> = BTreeMap::new();
+    let mut off_gdr: BTreeMap<(String, String), BTreeSet<&str>> = BTreeMap::new();
+    // Each host's links and profile, for GDR: one verdict per host, its processes together.
+    let mut by_host: BTreeMap<&str, (&Profile, Vec<&Link>)> = BTreeMap::new();
     let mut any = false;
     for p in &log.processes {
         let nets: BTreeSet<&str> = p
@@ -373,11 +404,38 @@ fn judge_loose(log: &JobLog, config: &Config, choice: &ProfileChoice, j: &mut Ju
             continue;
         }
         any = true;
-        if let Ok((_, Some(key))) = transport_check(config, choice, p.host.as_deref(), &nets, j) {
-            off.entry(key)
-                .or_default()
-                .insert(p.host.as_deref().unwrap_or("?"));
+        let host = p.host.as_deref().unwrap_or("?");
+        if let Ok((profile, key)) = transport_check(config, choice, p.host.as_deref(), &nets, j) {
+            if let Some(key) = key {
+                off.entry(key).or_default().insert(host);
+            }
+            by_host
+                .entry(host)
+                .or_insert((profile, Vec::new()))
+                .1
+                .extend(&p.links);
         }
+    }
+    for (host, (profile, links)) in by_host {
+        if let Some(without) = gdr_verdict(profile, links) {
+            off_gdr
+                .entry((without, profile.name.clone()))
+                .or_default()
+                .insert(host);
+        }
+    }
+    for ((without, profile), hosts) in off_gdr {
+        j.findings.push(Finding {
+            kind: FindingKind::Gdr,
+            communicator: None,
+            ranks: Vec::new(),
+            hosts: hosts.iter().map(|h| h.to_string()).collect(),
+            message: format!(
+                "channel lines outside any communicator's init on {}: {without}: the profile \
+                 {profile} expects GPUDirect RDMA (gdr = true)",
+                hostlist_of(hosts.iter().copied())
+            ),
+        });
     }
     for ((used, profile, transport), hosts) in off {
         let expected = format!("{profile}'s transport {transport}");
@@ -400,6 +458,46 @@ fn judge_loose(log: &JobLog, config: &Config, choice: &ProfileChoice, j: &mut Ju
                 .into(),
         );
     }
+}
+
+/// Where `profile` expects GPUDirect RDMA (`gdr = true`), which of `links` between nodes
+/// (or whose nodes the log does not tell) go without it, in words: `NET/IB/3 without
+/// GPUDirect RDMA (send and receive)`. `None` when all have it, or nothing is expected.
+fn gdr_verdict<'a>(profile: &Profile, links: impl IntoIterator<Item = &'a Link>) -> Option<String> {
+    if profile.gdr != Some(true) {
+        return None;
+    }
+    // Per path: (with GDRDMA, send lines, receive lines).
+    let mut paths: BTreeMap<&str, (bool, u64, u64)> = BTreeMap::new();
+    for l in links {
+        if l.class == TransportClass::Network && l.inside_node() != Some(true) {
+            let e = paths.entry(l.via.as_str()).or_insert((l.gdrdma, 0, 0));
+            e.1 += l.send_channels;
+            e.2 += l.receive_channels;
+        }
+    }
+    let without: Vec<String> = paths
+        .iter()
+        .filter(|(_, (gdr, ..))| !gdr)
+        .map(|(via, (_, send, receive))| {
+            let sides = match (*send > 0, *receive > 0) {
+                (true, true) => " (send and receive)",
+                (true, false) => " (send)",
+                (false, true) => " (receive)",
+                (false, false) => "",
+            };
+            format!("{via}{sides}")
+        })
+        .collect();
+    if without.is_empty() {
+        return None;
+    }
+    let of = if without.len() < paths.len() {
+        format!(" ({} of {} network paths)", without.len(), paths.len())
+    } else {
+        String::new()
+    };
+    Some(format!("{} without GPUDirect RDMA{of}", without.join(", ")))
 }
 
 /// Network transports used that are not the profile's: (`NET/Socket and NET/IB`, the
@@ -665,6 +763,49 @@ mod tests {
         assert!(j.findings[1]
             .message
             .starts_with("1 watchdog line (rank 0 on n1)"));
+    }
+
+    /// Issue #40 form 5: a profile with `gdr = true` finds network links without GDRDMA
+    /// (nccl#1412: "I don't see GDRDMA being enabled on those IB NICs"), and not links that
+    /// have it (nccl#707); without the key nothing is judged of it.
+    #[test]
+    fn gdr_is_judged_where_the_profile_expects_it() {
+        let text = "[profiles.ib]\ntransport = \"IB\"\ndata_nic_class = \"infiniband\"\n\
+                    data_nics = [\"mlx5_0\"]\ngdr = true\n\
+                    [profiles.ib-any]\nextends = \"ib\"\ngdr = false\n";
+        let config = gpudirect_core::config::parse_config(text, "t.toml").unwrap();
+        let ib = ProfileChoice::Named("ib".into());
+        let without = log("published/ib-nccl-1412-channels-no-gdrdma.txt");
+        let j = judge(&without, Some(&config), &ib);
+        let gdr: Vec<&Finding> = j
+            .findings
+            .iter()
+            .filter(|f| f.kind == FindingKind::Gdr)
+            .collect();
+        assert_eq!(gdr.len(), 1, "{j:#?}");
+        assert_eq!(gdr[0].hosts, ["swat1-04"]);
+        assert!(
+            gdr[0]
+                .message
+                .contains("NET/IB/3 (send and receive) without GPUDirect RDMA"),
+            "{}",
+            gdr[0].message
+        );
+        let with = log("published/ib-nccl-707-gdrdma-channels.txt");
+        let j = judge(&with, Some(&config), &ib);
+        assert!(
+            !j.findings.iter().any(|f| f.kind == FindingKind::Gdr),
+            "{j:#?}"
+        );
+        let j = judge(
+            &without,
+            Some(&config),
+            &ProfileChoice::Named("ib-any".into()),
+        );
+        assert!(
+            !j.findings.iter().any(|f| f.kind == FindingKind::Gdr),
+            "{j:#?}"
+        );
     }
 
     #[test]

@@ -164,6 +164,7 @@ pub fn profile_json(config: &Config, p: &Profile) -> Value {
         "gpu_nics": p.gpu_nics,
         "nic_cpus": p.nic_cpus.iter().map(|(k, v)| (k.clone(), v.to_string())).collect::<std::collections::BTreeMap<_, _>>(),
         "pin_cpus": p.pin_cpus,
+        "gdr": p.gdr,
         "line_rate_gbit": p.line_rate_gbit,
         "node_line_rate_gbps": p.node_line_rate_gbps(),
         "library_dirs": p.library_dirs,
@@ -207,6 +208,9 @@ pub fn show_text(config: &Config, p: &Profile) -> String {
     let cpus: Vec<String> = p.nic_cpus.iter().map(|(k, v)| format!("{k}={v}")).collect();
     field("nic_cpus", list(&cpus));
     field("pin_cpus", p.pin_cpus.to_string());
+    if let Some(gdr) = p.gdr {
+        field("gdr", gdr.to_string());
+    }
     if let Some(node) = p.node_line_rate_gbps() {
         let rates: Vec<String> = p
             .line_rate_gbit
