@@ -122,22 +122,98 @@ pub fn db_path_from_env(explicit: Option<&Path>) -> Result<PathBuf, HistoryError
     Ok(path)
 }
 
-/// Creates the folder that will hold `path`, if any is named.
+/// Creates the folder that will hold `path`, if any is named, one folder at a time and
+/// never through another user's symbolic link (security review T9: root's `--db` under a
+/// user's link made root's folders, and a history, wherever the link pointed).
 pub(crate) fn create_parent(path: &Path) -> Result<(), HistoryError> {
-    match path.parent() {
-        Some(dir) if !dir.as_os_str().is_empty() => {
-            std::fs::create_dir_all(dir).map_err(|source| HistoryError::CreateDir {
-                path: dir.to_path_buf(),
-                source,
-            })
-        }
-        _ => Ok(()),
+    create_parent_as(path, nix::unistd::geteuid().as_raw())
+}
+
+/// [`create_parent`] for the user `me`: a link owned by root or `me` is followed (a home
+/// folder under a linked `/home`), another's is not, when folders are to be made beyond it.
+fn create_parent_as(path: &Path, me: u32) -> Result<(), HistoryError> {
+    use std::os::unix::fs::MetadataExt;
+    let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) else {
+        return Ok(());
+    };
+    let fail = |at: &Path, source| HistoryError::CreateDir {
+        path: at.to_path_buf(),
+        source,
+    };
+    if dir.is_dir() {
+        return Ok(());
     }
+    let mut so_far = PathBuf::new();
+    for part in dir.components() {
+        so_far.push(part);
+        match std::fs::symlink_metadata(&so_far) {
+            Ok(meta) if meta.file_type().is_symlink() && meta.uid() != 0 && meta.uid() != me => {
+                return Err(fail(
+                    &so_far,
+                    std::io::Error::other(format!(
+                        "it is a symbolic link of uid {}, and no folder is made through another user's link",
+                        meta.uid()
+                    )),
+                ));
+            }
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                // One folder, not a path: an entry that appears meanwhile is looked at again.
+                match std::fs::create_dir(&so_far) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                        let meta =
+                            std::fs::symlink_metadata(&so_far).map_err(|e| fail(&so_far, e))?;
+                        if !meta.is_dir() {
+                            return Err(fail(
+                                &so_far,
+                                std::io::Error::other("it appeared meanwhile, and is not a folder"),
+                            ));
+                        }
+                    }
+                    Err(e) => return Err(fail(&so_far, e)),
+                }
+            }
+            Err(e) => return Err(fail(&so_far, e)),
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_history_folder_is_never_made_through_another_users_link() {
+        let tmp = tempfile::tempdir().unwrap();
+        let target = tmp.path().join("target");
+        std::fs::create_dir(&target).unwrap();
+        let link = tmp.path().join("link");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        let db = link.join("a/b/history.sqlite");
+        // Root trusts its own links: as root the link is made another uid's; otherwise it
+        // is this test's user's, and is seen from another user.
+        let me = nix::unistd::geteuid().as_raw();
+        let (owner, other) = if me == 0 {
+            std::os::unix::fs::lchown(&link, Some(65534), None).unwrap();
+            (65534, 0)
+        } else {
+            (me, me + 1)
+        };
+        let err = create_parent_as(&db, other).unwrap_err().to_string();
+        assert!(err.contains(&link.display().to_string()), "{err}");
+        assert!(err.contains("symbolic link of uid"), "{err}");
+        assert!(
+            !target.join("a").exists(),
+            "a folder was made through the link"
+        );
+        // Its owner's own link is followed, and every missing folder is made.
+        create_parent_as(&db, owner).unwrap();
+        assert!(target.join("a/b").is_dir());
+        // A folder there already needs nothing made, whoever's link leads to it.
+        create_parent_as(&db, other).unwrap();
+    }
 
     fn os(s: &str) -> Option<&OsStr> {
         Some(OsStr::new(s))

@@ -323,6 +323,7 @@ impl History {
             | OpenFlags::SQLITE_OPEN_NO_MUTEX;
         let mut conn = Connection::open_with_flags(path, flags).map_err(err("opening"))?;
         // Connection settings only: nothing here writes to the file.
+        Self::harden(&conn).map_err(err("setting SQLite's defensive options"))?;
         conn.busy_timeout(BUSY_TIMEOUT)
             .map_err(err("setting the busy timeout"))?;
         conn.pragma_update(None, "foreign_keys", true)
@@ -340,6 +341,21 @@ impl History {
             conn,
             path: path.to_path_buf(),
         })
+    }
+
+    /// A history may be another user's file, opened by root (`import`, `history`, `vet
+    /// --drain` with a user's `--db`): nothing its writer stored runs inside our statements
+    /// (security review T9: a trigger in the file hung root's import). Our schema has no
+    /// trigger and no view, so none is ever run; functions in the schema must be safe ones
+    /// (`trusted_schema` off); and the defensive mode forbids writing the schema or pages
+    /// by hand.
+    fn harden(conn: &Connection) -> rusqlite::Result<()> {
+        use rusqlite::config::DbConfig;
+        conn.set_db_config(DbConfig::SQLITE_DBCONFIG_DEFENSIVE, true)?;
+        conn.set_db_config(DbConfig::SQLITE_DBCONFIG_TRUSTED_SCHEMA, false)?;
+        conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_TRIGGER, false)?;
+        conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_VIEW, false)?;
+        Ok(())
     }
 
     /// WAL lets readers run while a writer writes. Switching needs a moment with no other

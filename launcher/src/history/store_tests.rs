@@ -164,12 +164,55 @@ fn same_output_twice_is_recognised() {
     assert_eq!(db.list_runs(&RunFilter::default()).unwrap().len(), 5);
 }
 
+/// Security review T9: a trigger another user put in the file ran inside root's import (one
+/// that never ends held the write lock forever; another forged the run). None runs now.
+#[test]
+fn a_trigger_stored_in_the_history_never_runs() {
+    let tmp = scratch("trigger");
+    let path = tmp.path().join("h.sqlite");
+    drop(History::open(&path).unwrap());
+    let writer = rusqlite::Connection::open(&path).unwrap();
+    writer
+        .execute_batch(
+            "CREATE TRIGGER spin AFTER INSERT ON runs BEGIN
+               SELECT max(n) FROM (WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n+1 FROM r)
+                                   SELECT n FROM r);
+             END;
+             CREATE TRIGGER forge AFTER INSERT ON runs BEGIN
+               UPDATE runs SET label = 'forged' WHERE id = NEW.id;
+             END;",
+        )
+        .unwrap();
+    drop(writer);
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let result = History::open(&path).and_then(|mut db| {
+            db.import_run(&nvlink(), false)?;
+            db.list_runs(&RunFilter::default())
+        });
+        let _ =
+            done.send(result.map(|runs| runs.iter().map(|r| r.label.clone()).collect::<Vec<_>>()));
+    });
+    let labels = finished
+        .recv_timeout(Duration::from_secs(20))
+        .expect("the import ended (the stored trigger did not run)")
+        .unwrap();
+    assert_eq!(labels, vec![None], "the forging trigger ran");
+}
+
 #[test]
 fn a_failed_import_leaves_nothing_behind() {
     let tmp = scratch("atomic");
     let dir = tmp.path();
     let mut db = History::open(&dir.join("h.sqlite")).unwrap();
-    // Make the last insert of the import fail, after the run and its rows went in.
+    // Make the last insert of the import fail, after the run and its rows went in. A
+    // history runs no trigger (review T9): this connection's own temporary one is allowed.
+    db.conn
+        .set_db_config(
+            rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_TRIGGER,
+            true,
+        )
+        .unwrap();
     db.conn
         .execute_batch(
             "CREATE TEMP TRIGGER boom BEFORE INSERT ON node_results
