@@ -386,7 +386,7 @@ pub fn check(args: &HealthArgs, ctx: &Ctx, wiring: bool) -> Result<ExitStatus> {
     }
     report.elapsed_ms = u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX);
     if let Some(dir) = &args.textfile {
-        write_textfile(dir, &report);
+        write_textfile(dir, &report, probe.as_ref());
     }
     if args.json {
         emit_json(&report)?;
@@ -403,8 +403,21 @@ pub fn check(args: &HealthArgs, ctx: &Ctx, wiring: bool) -> Result<ExitStatus> {
 }
 
 /// `--textfile DIR`: the report as metrics, for node_exporter. A folder it cannot write
-/// is said on stderr; the verdict stands.
-fn write_textfile(dir: &Path, report: &Health) {
+/// is said on stderr; the verdict stands. As root (`trust`: the probe of root's rule), the
+/// folder must be root's alone, as every other path root's health uses: a user's symlink or
+/// folder is not written through (security review T10).
+fn write_textfile(dir: &Path, report: &Health, trust: Option<&SystemProbe>) {
+    use gpudirect_core::resolve::{NodeProbe, PathKind};
+    let absolute = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
+    let problem =
+        trust.and_then(|p| p.untrusted(&absolute.display().to_string(), PathKind::Directory));
+    if let Some(problem) = problem {
+        noteln!(
+            "gpudirect health: --textfile {}: not written: {problem} (make the folder and every folder above it root's, not writable by group or others)",
+            dir.display()
+        );
+        return;
+    }
     let failed: Vec<&str> = report.failures.iter().map(|f| f.check).collect();
     let run = gpudirect::metrics::HealthRun {
         node: &report.node,

@@ -146,3 +146,48 @@ fn health_writes_a_textfile_node_exporter_reads() {
     // Nothing but the file itself is left in the folder.
     assert_eq!(std::fs::read_dir(&textfile).unwrap().count(), 1);
 }
+
+/// Security review T10: root's health wrote its textfile through a user's symlink (into a
+/// root-only folder the link pointed at). Under root's rule (here the test's own, below its
+/// scratch folder), a folder others can change, or a link in one, is not written.
+#[test]
+fn health_as_root_writes_no_textfile_into_a_folder_others_can_change() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = scratch("metrics", "textfile-unsafe");
+    let config = dir.path().join("gpudirect.toml");
+    std::fs::write(
+        &config,
+        "[profiles.here]\ndata_nics = [\"lo\"]\n[profiles.here.checks]\nnics = true\n\n\
+         [[node_set]]\nname = \"hx\"\nhosts = \"hx\"\nprofile = \"here\"\nskip_checks = [\"gpus\"]\n",
+    )
+    .unwrap();
+    let target = dir.path().join("root-only");
+    std::fs::create_dir(&target).unwrap();
+    std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let open = dir.path().join("open");
+    std::fs::create_dir(&open).unwrap();
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let link = open.join("textfile");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    for (textfile, written) in [(&link, &target), (&open, &open)] {
+        let out = run(gpudirect_without(&["GPUDIRECT_CONFIG"])
+            .args(["health", "--node", "hx", "--config"])
+            .arg(&config)
+            .arg("--insecure-trust-below")
+            .arg(dir.path())
+            .arg("--textfile")
+            .arg(textfile));
+        // The verdict stands; only the textfile is left out, and said.
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        let err = stderr(&out);
+        assert!(
+            err.contains("not written") && err.contains("writable by group and others"),
+            "{err}"
+        );
+        assert!(
+            !written.join("gpudirect_health.prom").exists(),
+            "written through {}",
+            textfile.display()
+        );
+    }
+}
