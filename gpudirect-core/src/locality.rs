@@ -334,9 +334,24 @@ fn read_trimmed(path: &Path) -> Option<String> {
     read_at_most(path, 4096)
 }
 
-/// A small file's text, trimmed; `None` when it cannot be read or is longer than `limit`.
+/// A small file's text, trimmed; `None` when it cannot be read, is not a regular file, or
+/// is longer than `limit`. Opened without blocking (a FIFO in a copied tree cannot hang
+/// it) and read to at most `limit + 1` bytes (a link to `/dev/zero` cannot fill memory;
+/// security review T11).
 pub fn read_at_most(path: &Path, limit: usize) -> Option<String> {
-    let text = fs::read_to_string(path).ok()?;
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits())
+        .open(path)
+        .ok()?;
+    if !file.metadata().ok()?.is_file() {
+        return None;
+    }
+    let mut bytes = Vec::new();
+    file.take(limit as u64 + 1).read_to_end(&mut bytes).ok()?;
+    let text = String::from_utf8(bytes).ok()?;
     (text.len() <= limit).then(|| text.trim().to_string())
 }
 
@@ -396,6 +411,27 @@ mod tests {
 
     fn nic_of(links: &[GpuLink]) -> Vec<String> {
         links.iter().map(|l| l.nics.join(",")).collect()
+    }
+
+    /// Security review T11: a FIFO hung the read, and a link to /dev/zero was read to 1 GB
+    /// before the limit was looked at.
+    #[test]
+    fn a_small_read_refuses_fifos_devices_and_long_files_at_once() {
+        let tmp = crate::test_support::temp_dir("read-at-most");
+        let fifo = tmp.path().join("class");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        let zero = tmp.path().join("vendor");
+        std::os::unix::fs::symlink("/dev/zero", &zero).unwrap();
+        let long = tmp.path().join("long");
+        fs::write(&long, vec![b'1'; 10_000]).unwrap();
+        let short = tmp.path().join("short");
+        fs::write(&short, "0x10de\n").unwrap();
+        let start = std::time::Instant::now();
+        assert_eq!(read_at_most(&fifo, 4096), None);
+        assert_eq!(read_at_most(&zero, 4096), None);
+        assert_eq!(read_at_most(&long, 4096), None);
+        assert_eq!(read_at_most(&short, 4096).as_deref(), Some("0x10de"));
+        assert!(start.elapsed() < std::time::Duration::from_secs(2));
     }
 
     #[test]

@@ -10,6 +10,9 @@ use anyhow::{bail, Result};
 use gpudirect_core::config::{Config, NicClass};
 use gpudirect_core::derive::Derived;
 
+// Names from a --sysfs tree go into `#` comments: a newline in one would end the comment
+// and write TOML (security review T11), so every one is shown escaped.
+use crate::output::shown;
 use crate::tune::overlay::quoted;
 
 /// What to write.
@@ -82,17 +85,19 @@ pub fn render(derived: &Derived, req: &Request<'_>) -> String {
     let _ = writeln!(
         t,
         "# Written by `gpudirect profiles generate` from {} on {}. Check it with",
-        req.source, req.node
+        shown(req.source),
+        shown(req.node)
     );
     let _ = writeln!(t, "# `gpudirect profiles check --overlay FILE`, then install it with `gpudirect profiles install-overlay FILE`.");
     for w in &derived.warnings {
-        let _ = writeln!(t, "# WARNING: {w}");
+        let _ = writeln!(t, "# WARNING: {}", shown(w));
     }
     let _ = writeln!(t, "[{key}]");
     if let Some(base) = req.base {
         let _ = writeln!(
             t,
-            "# {base}'s transport, variables and checks; this node's NIC facts."
+            "# {}'s transport, variables and checks; this node's NIC facts.",
+            shown(base)
         );
         let _ = writeln!(t, "extends = {}", quoted(base));
     }
@@ -109,7 +114,7 @@ pub fn render(derived: &Derived, req: &Request<'_>) -> String {
     );
     match &derived.control_nic {
         Some((nic, why)) => {
-            let _ = writeln!(t, "# The control NIC: {why}.");
+            let _ = writeln!(t, "# The control NIC: {}.", shown(why));
             let _ = writeln!(t, "control_nic = {}", quoted(nic));
         }
         None => {
@@ -152,15 +157,15 @@ pub fn render(derived: &Derived, req: &Request<'_>) -> String {
     for (i, g) in derived.gpus.iter().enumerate() {
         let mut line = format!(
             "#   GPU {i} {}: {} {}",
-            g.pci,
-            g.nics.join(", "),
+            shown(&g.pci),
+            shown(&g.nics.join(", ")),
             g.level.as_str()
         );
         if !g.tied_with.is_empty() {
             let _ = write!(
                 line,
                 "; tied with the other GPUs there over {}: split in PCI order",
-                g.tied_with.join(", ")
+                shown(&g.tied_with.join(", "))
             );
         }
         let _ = writeln!(t, "{line}");

@@ -814,3 +814,53 @@ fn generate_writes_an_nccl_topology_file_that_pairs_each_gpu_with_its_nic() {
     assert_eq!(block("0000:05:00.0"), block("0000:07:00.0"), "{text}");
     assert!(text.contains("<cpu numaid=\"1\" affinity=\""), "{text}");
 }
+
+/// Security review T11: `profiles generate --sysfs` on a hostile copy of a tree. A name
+/// with newlines broke out of the `#` comments into TOML (here a `[profiles.g.env]` with
+/// `NCCL_IB_DISABLE`), and a FIFO in place of a GPU's `class` hung the run.
+#[test]
+fn generate_on_a_hostile_tree_ends_and_writes_no_toml_from_a_name() {
+    let (dir, config) = write_config("generate-hostile", SHIPPED);
+    let tree = dir.path().join("flat-vm");
+    for name in ["flat-vm", "flat-vm.proc"] {
+        let status = Command::new("cp")
+            .arg("-a")
+            .arg(sysfs_fixture(name))
+            .arg(dir.path())
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+    let rdma = tree.join("devices/pci0000:00/0000:00:09.0/infiniband");
+    let hostile = "mlx5_1\n[profiles.g.env]\nNCCL_IB_DISABLE = \"1\"\n#";
+    fs::rename(rdma.join("mlx5_1"), rdma.join(hostile)).unwrap();
+    fs::remove_file(tree.join("class/infiniband/mlx5_1")).unwrap();
+    std::os::unix::fs::symlink(
+        format!("../../devices/pci0000:00/0000:00:09.0/infiniband/{hostile}"),
+        tree.join(format!("class/infiniband/{hostile}")),
+    )
+    .unwrap();
+    let class = tree.join("devices/pci0000:00/0000:00:04.0/class");
+    fs::remove_file(&class).unwrap();
+    nix::unistd::mkfifo(&class, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let mut cmd = Command::new("timeout");
+    cmd.arg("30")
+        .arg(crate::common::BIN)
+        .args(["profiles", "generate", "--config"])
+        .arg(&config)
+        .args(["--name", "g", "--node", "n1", "--sysfs"])
+        .arg(&tree)
+        .arg("--proc")
+        .arg(dir.path().join("flat-vm.proc"));
+    let out = run(&mut cmd);
+    assert_ne!(out.status.code(), Some(124), "the FIFO hung the run");
+    let text = stdout(&out);
+    assert!(out.status.success(), "{text}{}", stderr(&out));
+    let value: toml::Value = toml::from_str(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    let profile = &value["profiles"]["g"];
+    assert!(profile.get("env").is_none(), "a name wrote TOML: {text}");
+    assert!(
+        text.contains("mlx5_1\\x0a[profiles.g.env]"),
+        "the name is shown escaped in its comment: {text}"
+    );
+}
