@@ -26,12 +26,15 @@ use std::fmt::Write;
 
 use crate::baseline::{median, Key};
 use crate::history::{RunStatus, RunSummary, VetSummary};
+use crate::output::shown::{hides_text, shown};
 use crate::units::parse_rfc3339;
 
 /// Earlier runs a node's baseline is the median of.
 const BASELINE_RUNS: usize = 10;
 
-/// A label value as OpenMetrics quotes it: `\`, `"` and line breaks escaped.
+/// A label value as OpenMetrics quotes it: `\`, `"` and line breaks escaped. Other control
+/// and hiding characters are written as [`shown`] writes them (`\x01`), not dropped: two
+/// names that differ only by one stay two series (security review T12).
 fn quoted(value: &str) -> String {
     let mut out = String::with_capacity(value.len() + 2);
     out.push('"');
@@ -40,7 +43,15 @@ fn quoted(value: &str) -> String {
             '\\' => out.push_str("\\\\"),
             '"' => out.push_str("\\\""),
             '\n' => out.push_str("\\n"),
-            c if c.is_control() => {}
+            c if hides_text(c) => {
+                let mut one = [0u8; 4];
+                for e in shown(c.encode_utf8(&mut one)).chars() {
+                    match e {
+                        '\\' => out.push_str("\\\\"),
+                        e => out.push(e),
+                    }
+                }
+            }
             c => out.push(c),
         }
     }
@@ -507,6 +518,15 @@ mod tests {
             !text.contains(r#"node="node5""#),
             "an admin's drain is not ours: {text}"
         );
+    }
+
+    #[test]
+    fn names_that_differ_only_by_a_control_character_stay_apart() {
+        assert_eq!(quoted("a3h-001"), "\"a3h-001\"");
+        assert_eq!(quoted("a3h-001\u{1}"), "\"a3h-001\\\\x01\"");
+        assert_eq!(quoted("a\u{202e}b"), "\"a\\\\u{202e}b\"");
+        assert_eq!(quoted("two\nlines"), "\"two\\nlines\"");
+        assert_ne!(quoted("a3h-001"), quoted("a3h-001\u{1}"));
     }
 
     #[test]
