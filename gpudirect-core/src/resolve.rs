@@ -497,7 +497,9 @@ fn ownership_failures(plan: &NodePlan<'_>, probe: &dyn NodeProbe) -> Vec<CheckFa
     let mut paths: Vec<(String, String, PathKind)> = profile
         .library_dirs
         .iter()
-        .map(|dir| ("library_dirs".to_string(), dir.clone(), PathKind::Directory))
+        // Code: a library folder not there yet is judged by the folder that would hold it,
+        // since whoever may create it there decides what the loader finds (review T5).
+        .map(|dir| ("library_dirs".to_string(), dir.clone(), PathKind::Code))
         .collect();
     if let Some(file) = &profile.topology_file {
         paths.push(("topology_file".into(), file.clone(), PathKind::File));

@@ -691,6 +691,19 @@ mod tests {
                 "{var}={value:?}: {failures:?}"
             );
         }
+        // A library folder not there yet under a folder others may write (security review
+        // T5: it was skipped, so whoever made it first chose the libraries).
+        let missing_lib = format!(
+            "[profiles.p]\nlibrary_dirs = [\"{}/lib64\"]\n",
+            open.display()
+        );
+        let failures = failures_within_10s(missing_lib, trusted());
+        assert!(
+            failures
+                .iter()
+                .any(|f| f.contains("library_dirs:") && f.contains("does not exist, and")),
+            "{failures:?}"
+        );
         // A variable that loads no code may name a folder others write (NCCL_DEBUG_FILE).
         let debug_file = format!(
             "[profiles.p]\n[profiles.p.env]\nNCCL_DEBUG_FILE = \"{}/nccl.%h\"\n",
