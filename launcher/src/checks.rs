@@ -19,33 +19,8 @@ pub struct Expectations {
     /// Message sizes the table must contain, when known (from `-b/-e/-f`).
     pub sizes: Vec<u64>,
     /// The NICs the expected transport may use (its `NET/<name> : Using [N]nic` lines), as the
-    /// nodes name them ([`profile_nics`]); empty leaves the NICs unchecked.
+    /// nodes name them ([`crate::profile::profile_nics`]); empty leaves the NICs unchecked.
     pub nics: Vec<String>,
-}
-
-/// The NICs a profile lets its network transport use on a node of `node_set`: its data NICs
-/// and the NICs `gpu_nics` maps GPUs to, as the node set names them (`nic_names`), which is
-/// how NCCL prints them. Empty when the profile names none. Which GPU a rank had is not in
-/// nccl-tests' output, so a task on another of these NICs than its GPU's passes here;
-/// `gpudirect probe` shows each task's NIC.
-pub fn profile_nics(
-    profile: &gpudirect_core::config::Profile,
-    node_set: Option<&gpudirect_core::config::NodeSet>,
-) -> Vec<String> {
-    let mut nics: Vec<String> = profile
-        .data_nics
-        .iter()
-        .chain(&profile.gpu_nics)
-        .map(|nic| {
-            node_set
-                .and_then(|s| s.nic_names.get(nic))
-                .unwrap_or(nic)
-                .clone()
-        })
-        .collect();
-    nics.sort();
-    nics.dedup();
-    nics
 }
 
 /// One thing found wrong.

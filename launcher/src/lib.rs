@@ -62,6 +62,7 @@ pub mod metrics;
 pub mod node_extra;
 pub mod output;
 pub mod probe;
+pub mod profile;
 pub mod profiles;
 pub mod provenance;
 pub mod ras;

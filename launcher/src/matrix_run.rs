@@ -6,12 +6,12 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 
-use gpudirect_core::config::{Config, Profile};
+use gpudirect_core::config::Config;
 use serde::Serialize;
 
 use crate::cell::exec::{self, CellError, Executed, Spec};
 use crate::cell::Evaluated;
-use crate::checks::{profile_nics, Expectations};
+use crate::checks::Expectations;
 use crate::history::{History, HistoryError, LaunchKind, RunFilter, RunStatus};
 use crate::launch::LaunchOptions;
 use crate::matrix::{Cell, Matrix};
@@ -26,48 +26,6 @@ pub type MatrixRunError = CellError;
 /// What a matrix run recorded before: the keys of its finished cells, and the
 /// placeholders (run ids) of cells that were running when it stopped.
 pub type Recorded = (Vec<String>, BTreeMap<String, i64>);
-
-/// The profile a cell's `--gpudirect` mode applies, from the admin config (`auto`: the
-/// first node's node set's).
-pub fn cell_profile<'c>(
-    cell: &Cell,
-    config: Option<&'c Config>,
-    first_node: Option<&str>,
-) -> Option<&'c Profile> {
-    let config = config?;
-    match cell.variant.gpudirect.as_deref()? {
-        "none" => None,
-        "auto" => config
-            .node_set_for(first_node?)?
-            .profile
-            .as_ref()
-            .and_then(|p| config.profiles.get(p)),
-        name => config.profiles.get(name),
-    }
-}
-
-/// The transport a cell must use between nodes, from its profile in the admin config.
-pub fn expected_transport(
-    cell: &Cell,
-    config: Option<&Config>,
-    first_node: Option<&str>,
-) -> Option<String> {
-    cell_profile(cell, config, first_node)?.transport.clone()
-}
-
-/// The NICs a cell's transport may use: its profile's, as the first node's node set names
-/// them (`checks::profile_nics`).
-pub fn expected_nics(
-    cell: &Cell,
-    config: Option<&Config>,
-    first_node: Option<&str>,
-) -> Vec<String> {
-    let Some(profile) = cell_profile(cell, config, first_node) else {
-        return Vec::new();
-    };
-    let node_set = config.zip(first_node).and_then(|(c, n)| c.node_set_for(n));
-    profile_nics(profile, node_set)
-}
 
 /// The record key of a cell's matrix run, for --resume.
 pub const MATRIX_KEY: &str = "GPUDIRECT_MATRIX_ID";
@@ -202,18 +160,16 @@ impl CellPlan<'_> {
         let mut marks = BTreeMap::new();
         marks.insert(MATRIX_KEY.to_string(), self.matrix_id.to_string());
         marks.insert(CELL_KEY.to_string(), cell_key(cell));
+        let choice = crate::profile::of_run(self.config, cell.variant.gpudirect.as_deref());
+        let first = self.nodes.first().map(String::as_str);
         Spec {
             cell,
             matrix: self.matrix,
             launch: self.opts,
             json_report: self.json_report,
             expect: Expectations {
-                transport: expected_transport(
-                    cell,
-                    self.config,
-                    self.nodes.first().map(String::as_str),
-                ),
-                nics: expected_nics(cell, self.config, self.nodes.first().map(String::as_str)),
+                transport: choice.as_ref().and_then(|c| c.transport(first)),
+                nics: choice.as_ref().map(|c| c.nics(first)).unwrap_or_default(),
                 nodes: cell.nodes,
                 sizes: self.matrix.expected_sizes(),
             },
@@ -226,12 +182,7 @@ impl CellPlan<'_> {
                     vec![gpudirect_core::system::short_hostname()]
                 },
                 launcher: self.launch_kind,
-                line_rate_gbps: cell_profile(
-                    cell,
-                    self.config,
-                    self.nodes.first().map(String::as_str),
-                )
-                .and_then(Profile::node_line_rate_gbps),
+                line_rate_gbps: choice.as_ref().and_then(|c| c.line_rate(first)),
                 ..RunContext::for_job(self.cluster)
             },
             marks,
@@ -355,7 +306,6 @@ pub fn run_cells(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::matrix::Variant;
 
     /// Issue #33: a run of one rank (`-G 1` on one node) says why its busbw is 0, with the
     /// algbw it measured; a run of two says nothing.
@@ -387,39 +337,5 @@ mod tests {
         ))
         .unwrap();
         assert_eq!(one_rank_note(&crate::nccl_output::parse(&two)), None);
-    }
-
-    #[test]
-    fn expected_transport_comes_from_the_profile() {
-        let config = gpudirect_core::config::parse_config(
-            "[profiles.tcpx]\ntransport = \"GPUDirectTCPX\"\n[[node_set]]\nname = \"a\"\nhosts = \"n[1-2]\"\nprofile = \"tcpx\"\n",
-            "t",
-        )
-        .unwrap();
-        let cell = |mode: Option<&str>| Cell {
-            index: 1,
-            collective: "all_reduce".into(),
-            nodes: 2,
-            gpus_per_node: 1,
-            variant: Variant {
-                name: "v".into(),
-                gpudirect: mode.map(str::to_string),
-                env: BTreeMap::new(),
-            },
-        };
-        assert_eq!(
-            expected_transport(&cell(Some("tcpx")), Some(&config), None).as_deref(),
-            Some("GPUDirectTCPX")
-        );
-        assert_eq!(
-            expected_transport(&cell(Some("auto")), Some(&config), Some("n1")).as_deref(),
-            Some("GPUDirectTCPX")
-        );
-        assert_eq!(
-            expected_transport(&cell(Some("none")), Some(&config), None),
-            None
-        );
-        assert_eq!(expected_transport(&cell(None), Some(&config), None), None);
-        assert_eq!(expected_transport(&cell(Some("tcpx")), None, None), None);
     }
 }

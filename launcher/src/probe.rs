@@ -8,7 +8,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use gpudirect_core::config::Config;
+use gpudirect_core::config::{Config, Mode};
 use gpudirect_core::resolve::{plan_node, plan_task, resolve_profile, vars, StepFacts, TaskFacts};
 use gpudirect_core::system::{current_affinity, SystemProbe};
 
@@ -432,7 +432,8 @@ pub fn analyse(
     let nodes: BTreeSet<&str> = reports.iter().map(|r| r.node.as_str()).collect();
     // A profile asked for by name that a task did not get: the plugin applied nothing there
     // (it refused the config, is not loaded, or failed). `auto` may rightly give none.
-    if let Some(mode) = requested.filter(|m| !matches!(*m, "none" | "auto")) {
+    let requested = requested.map(Mode::from_word);
+    if let Some(mode) = requested.as_ref().and_then(Mode::profile_name) {
         let bare: Vec<&TaskReport> = reports
             .iter()
             .filter(|r| !r.vars.contains_key(vars::PROFILE))

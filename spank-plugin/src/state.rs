@@ -10,7 +10,7 @@
 use std::path::Path;
 use std::sync::{Mutex, OnceLock};
 
-use gpudirect_core::config::{declares_profile, sanitize_for_message, Config};
+use gpudirect_core::config::{declares_profile, sanitize_for_message, Config, RESERVED_MODES};
 use gpudirect_core::system::{load_config, read_config_text, Ownership};
 
 /// This process's state. The only instance is [`STATE`].
@@ -81,7 +81,7 @@ impl State {
     /// `true`; on `false`, or when the file cannot be read, they parse it ([`State::config`])
     /// for the exact answer and message.
     pub(crate) fn mode_declared(&self, mode: &str) -> bool {
-        if matches!(mode, "auto" | "none") {
+        if RESERVED_MODES.contains(&mode) {
             return true;
         }
         let text = self

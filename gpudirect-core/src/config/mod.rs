@@ -103,6 +103,27 @@ pub enum Mode {
     Profile(String),
 }
 
+impl Mode {
+    /// A mode as written, before a config says whether a name is one of its profiles:
+    /// `none` and `auto` are the words of their own, anything else names a profile
+    /// ([`Config::parse_mode`] also checks that it exists).
+    pub fn from_word(text: &str) -> Mode {
+        match text {
+            "none" => Mode::None,
+            "auto" => Mode::Auto,
+            name => Mode::Profile(name.to_string()),
+        }
+    }
+
+    /// The profile's name, when the mode names one.
+    pub fn profile_name(&self) -> Option<&str> {
+        match self {
+            Mode::Profile(name) => Some(name),
+            Mode::None | Mode::Auto => None,
+        }
+    }
+}
+
 impl fmt::Display for Mode {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -415,14 +436,12 @@ impl Config {
 
     /// Parses a mode as a user wrote it, checking it names something that exists.
     pub fn parse_mode(&self, text: &str) -> Result<Mode, UnknownMode> {
-        match text {
-            "none" => Ok(Mode::None),
-            "auto" => Ok(Mode::Auto),
-            name if self.profiles.contains_key(name) => Ok(Mode::Profile(name.to_string())),
-            _ => Err(UnknownMode {
+        match Mode::from_word(text) {
+            Mode::Profile(name) if !self.profiles.contains_key(&name) => Err(UnknownMode {
                 mode: sanitize_for_message(text),
                 known: self.profile_names().join(", "),
             }),
+            mode => Ok(mode),
         }
     }
 }

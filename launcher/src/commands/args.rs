@@ -6,6 +6,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use clap::Args;
 use gpudirect::history::{RunFilter, RunStatus};
+use gpudirect::profile::{Choice, ProfileError};
 use gpudirect::units::{duration_arg, since_arg};
 use gpudirect_core::system::DEFAULT_CONFIG;
 
@@ -79,6 +80,29 @@ pub struct ConfigArg {
         default_value = DEFAULT_CONFIG
     )]
     pub path: PathBuf,
+}
+
+/// `--config` and `--gpudirect MODE`: the admin config and the mode read against it
+/// ([`gpudirect::profile::Choice`]), the same flags on every command that starts steps with
+/// a profile or checks what one gives.
+#[derive(Debug, Clone, Args)]
+pub struct ProfileArgs {
+    /// The admin config.
+    #[command(flatten)]
+    pub config: ConfigArg,
+
+    /// The --gpudirect mode the steps run with and are checked against: a profile's name,
+    /// `auto` (each node's node set's profile) or `none`. Default: the plugin's.
+    #[arg(long, value_name = "MODE")]
+    pub gpudirect: Option<String>,
+}
+
+impl ProfileArgs {
+    /// The mode read against the config (which is read once, here), when one was given.
+    pub fn choice(&self) -> Option<Result<Choice<'static>, ProfileError>> {
+        let mode = self.gpudirect.as_deref()?;
+        Some(Choice::load(&self.config.path, mode))
+    }
 }
 
 /// `--drain`, `--retries` and `--on-drain`: what `health` and `validate` do in Slurm about

@@ -28,10 +28,10 @@ use gpudirect::health::{
 };
 use gpudirect::outln;
 use gpudirect::output::emit_json;
+use gpudirect::profile::{Choice, ProfileError};
 use gpudirect::slurm;
 use gpudirect::units::{duration_arg, now_unix, percent_arg, size_arg};
 use gpudirect_core::config::Mode;
-use gpudirect_core::resolve::resolve_profile;
 use gpudirect_core::system::{load_config, slurm_node_name, Ownership, SystemProbe};
 use serde::Serialize;
 
@@ -268,16 +268,20 @@ pub fn check(args: &HealthArgs, ctx: &Ctx, wiring: bool) -> Result<ExitStatus> {
             "gpudirect health: cannot check {node}: as root it trusts only a config that root alone can change, as the plugin does"
         ),
     })?;
-    let mode = match &args.profile {
-        Some(name) => config
-            .parse_mode(name)
-            .map_err(|e| anyhow::anyhow!("--profile: {e}"))?,
-        None => Mode::Auto,
-    };
-    let resolved = match resolve_profile(&config, &node, &mode) {
+    // Without --profile, the node set's (auto).
+    let auto = Mode::Auto.to_string();
+    let choice =
+        Choice::with(&config, args.profile.as_deref().unwrap_or(&auto)).map_err(|e| match e {
+            ProfileError::Mode { source, .. } => anyhow::anyhow!("--profile: {source}"),
+            e => e.into(),
+        })?;
+    let resolved = match choice.on(&node) {
         Ok(r) => r,
         // No node set or no profile for this node: nothing of ours to check.
-        Err(e) => return nothing_to_check(args, &node, &format!("nothing to check ({e})"), start),
+        Err(ProfileError::Resolve { source, .. }) => {
+            return nothing_to_check(args, &node, &format!("nothing to check ({source})"), start)
+        }
+        Err(e) => return Err(e.into()),
     };
     let Some(resolved) = resolved else {
         return nothing_to_check(args, &node, "mode none, nothing to check", start);

@@ -3,14 +3,15 @@
 
 use std::path::PathBuf;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::Args;
 use gpudirect::job_log::input::{read_input, Input, InputRead};
 use gpudirect::job_log::{judge, text, ProfileChoice};
 use gpudirect::nccl_output::joblog::{JobLogReader, Limits};
 use gpudirect::output::{emit_json, shown_text};
+use gpudirect::profile::Choice;
 use gpudirect::{noteln, outln};
-use gpudirect_core::system::{load_config, Ownership};
+use gpudirect_core::config::Mode;
 
 use super::args::ConfigArg;
 use super::{Ctx, ExitStatus};
@@ -59,30 +60,18 @@ pub fn run(args: &LogArgs, ctx: &Ctx) -> Result<ExitStatus> {
         true => vec![Input::Stdin],
         false => args.files.iter().map(|f| Input::from_arg(f)).collect(),
     };
-    let choice = match args.gpudirect.as_str() {
-        "none" => ProfileChoice::None,
-        "auto" => ProfileChoice::NodeSets,
-        name => ProfileChoice::Named(name.to_string()),
-    };
-    // The config only says what to expect: reading it needs no ownership rule, and a
+    // The config only says what to expect (Choice reads it with no ownership rule), and a
     // relative --config is the user's own draft.
     let path = std::path::absolute(&args.config.path).unwrap_or(args.config.path.clone());
-    let config = match (&choice, load_config(&path, Ownership::Any)) {
-        (ProfileChoice::None, _) => None,
-        (_, Ok(config)) => Some(config),
-        (ProfileChoice::Named(_), Err(e)) => {
-            return Err(e).with_context(|| format!("--gpudirect {}", args.gpudirect));
-        }
-        (ProfileChoice::NodeSets, Err(e)) => {
+    let (choice, config) = match Choice::load(&path, &args.gpudirect) {
+        Ok(choice) => (ProfileChoice::from(&choice.mode), choice.into_config()),
+        // Each rank's node set's profile, from a config that cannot say: only the reading.
+        Err(e) if Mode::from_word(&args.gpudirect) == Mode::Auto => {
             noteln!("gpudirect log: no verdict against a profile: {e}");
-            None
+            (ProfileChoice::NodeSets, None)
         }
+        Err(e) => return Err(e.into()),
     };
-    if let (ProfileChoice::Named(name), Some(config)) = (&choice, &config) {
-        config
-            .parse_mode(name)
-            .with_context(|| format!("--gpudirect {name}"))?;
-    }
     let mut reader = JobLogReader::new(Limits::default());
     let mut read: Vec<InputRead> = Vec::with_capacity(inputs.len());
     for (source, input) in inputs.iter().enumerate() {

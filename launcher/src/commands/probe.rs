@@ -12,9 +12,8 @@ use clap::Args;
 use gpudirect::probe::{analyse, read_reports, Analysis, TaskReport};
 use gpudirect::runner::{Job, Outcome};
 use gpudirect::slurm::{ask_nodes, AgentStep, Allocation, StepProfile};
-use gpudirect_core::system::{load_config, Ownership};
 
-use super::args::ConfigArg;
+use super::args::ProfileArgs;
 use super::{Ctx, ExitStatus};
 use gpudirect::noteln;
 use gpudirect::outln;
@@ -37,10 +36,6 @@ changes the transport (NCCL_NET, NCCL_IB_DISABLE, NCCL_SOCKET_IFNAME, a net plug
 is an error naming the file. Exit status: 0 consistent, 1 a task does not get what the\n\
 profile says (or did not answer).")]
 pub struct ProbeArgs {
-    /// The --gpudirect mode to launch the tasks with and to check them against.
-    #[arg(long, value_name = "MODE")]
-    pub gpudirect: Option<String>,
-
     /// Nodes to probe (default: the whole allocation).
     #[arg(short = 'N', long)]
     pub nodes: Option<u32>,
@@ -49,9 +44,9 @@ pub struct ProbeArgs {
     #[arg(long)]
     pub ntasks_per_node: Option<u32>,
 
-    /// The admin config the expected environment comes from.
+    /// The admin config and the --gpudirect mode.
     #[command(flatten)]
-    pub config: ConfigArg,
+    pub profile: ProfileArgs,
 
     /// Give up on the tasks after this long (120, 120s, 2m).
     #[arg(long, value_name = "DURATION", default_value = "120", value_parser = duration_arg)]
@@ -84,7 +79,7 @@ fn srun_job(args: &ProbeArgs, nodes: &[String]) -> Result<Job> {
         nodes: nodes.to_vec(),
         within_job: None,
         tasks_per_node: args.ntasks_per_node,
-        profile: match &args.gpudirect {
+        profile: match &args.profile.gpudirect {
             Some(mode) => StepProfile::Mode(mode.clone()),
             None => StepProfile::Default,
         },
@@ -96,9 +91,9 @@ fn srun_job(args: &ProbeArgs, nodes: &[String]) -> Result<Job> {
     }
     let program = gpudirect::validate::rails::locate_mpi_program(args.mpi_program.as_deref())
         .map_err(anyhow::Error::msg)?;
-    let config = args.config.path.to_string_lossy();
+    let config = args.profile.config.path.to_string_lossy();
     let mut facts = vec!["facts", "--config", &config];
-    if let Some(mode) = &args.gpudirect {
+    if let Some(mode) = &args.profile.gpudirect {
         facts.extend(["--gpudirect", mode]);
     }
     Ok(step.mpi_job(&program, &facts))
@@ -107,8 +102,8 @@ fn srun_job(args: &ProbeArgs, nodes: &[String]) -> Result<Job> {
 /// What follows `gpudirect agent` on every task.
 fn agent_args(args: &ProbeArgs) -> Vec<OsString> {
     let mut agent: Vec<OsString> = vec!["probe".into(), "--config".into()];
-    agent.push(args.config.path.clone().into());
-    if let Some(mode) = &args.gpudirect {
+    agent.push(args.profile.config.path.clone().into());
+    if let Some(mode) = &args.profile.gpudirect {
         agent.extend(["--gpudirect".into(), mode.into()]);
     }
     agent
@@ -200,10 +195,7 @@ pub fn run(args: &ProbeArgs, _ctx: &Ctx) -> Result<ExitStatus> {
     )?;
     // -N: the allocation's first N nodes, as srun itself would pick them.
     let nodes = &nodes[..args.nodes.map_or(nodes.len(), |_| wanted)];
-    if let (Err(e), Some(_)) = (
-        load_config(&args.config.path, Ownership::Any),
-        &args.gpudirect,
-    ) {
+    if let Some(Err(e)) = args.profile.choice() {
         noteln!("gpudirect probe: warning: {e}; tasks are compared with each other only");
     }
     let job = srun_job(args, nodes)?;
@@ -220,7 +212,7 @@ pub fn run(args: &ProbeArgs, _ctx: &Ctx) -> Result<ExitStatus> {
         (None, None) => expected,
         _ => None,
     };
-    let analysis = analyse(&reports, expected, args.gpudirect.as_deref());
+    let analysis = analyse(&reports, expected, args.profile.gpudirect.as_deref());
     let stderr = String::from_utf8_lossy(&finished.stderr);
     if args.json {
         let out =

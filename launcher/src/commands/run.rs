@@ -15,7 +15,7 @@ use gpudirect::runner::{self, INTERRUPTED};
 use gpudirect::slurm::Allocation;
 use gpudirect::tune::overlay::read_overlay;
 use gpudirect::units::size_arg;
-use gpudirect_core::config::Config;
+use gpudirect_core::config::{Config, Mode};
 use gpudirect_core::system::{load_config, Ownership};
 
 use gpudirect::launch::{find_binary, prepare, LaunchOptions, Launcher};
@@ -281,10 +281,11 @@ fn launcher_and_nodes(
         nodes
     };
     if launcher != Launcher::Srun
-        && matrix
-            .variants
-            .iter()
-            .any(|v| v.gpudirect.as_deref().is_some_and(|m| m != "none"))
+        && matrix.variants.iter().any(|v| {
+            v.gpudirect
+                .as_deref()
+                .is_some_and(|m| Mode::from_word(m) != Mode::None)
+        })
     {
         noteln!(
             "gpudirect run: warning: --launcher {launcher:?} starts no srun step of its own, so \
@@ -335,7 +336,7 @@ fn read_config(args: &RunArgs, matrix: &Matrix) -> Result<Option<Config>> {
                 .variants
                 .iter()
                 .filter_map(|v| v.gpudirect.as_deref())
-                .filter(|m| *m != "none")
+                .filter(|m| Mode::from_word(m) != Mode::None)
                 .collect();
             if let (Some(mode), false) = (profile_modes.first(), config_absent(&e)) {
                 // The plugin reads this very file on every node: it refuses it too, and the

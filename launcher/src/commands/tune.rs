@@ -13,6 +13,7 @@ use gpudirect::launch::{env_var, find_binary, prepare, LaunchOptions, Launcher};
 use gpudirect::matrix::{Cell, Matrix, Variant};
 use gpudirect::outln;
 use gpudirect::output::{emit, emit_json};
+use gpudirect::profile::{Choice, ProfileError};
 use gpudirect::runner;
 use gpudirect::slurm::Allocation;
 use gpudirect::tune::knobs::{self, Knob, Preset};
@@ -22,8 +23,7 @@ use gpudirect::tune::session::{recorded_steps, seconds_text, Recorded, Setup, Tu
 use gpudirect::tune::text::{result_text, TuneResult};
 use gpudirect::tune::verdict::{self, PhaseResult, Rule};
 use gpudirect::units::{duration_arg, format_rfc3339, human_size, now_unix, percent_arg, size_arg};
-use gpudirect_core::config::{Config, Profile};
-use gpudirect_core::system::{load_config, Ownership};
+use gpudirect_core::config::Profile;
 
 use super::args::NcclTestsArgs;
 use super::{Ctx, ExitStatus};
@@ -213,16 +213,15 @@ fn setup(args: &TuneArgs) -> Result<Setup> {
         .unwrap_or(allocation.tasks_per_node.unwrap_or(1));
     let run_nodes: Vec<String> = all[..nodes as usize].to_vec();
     let profile = match args.gpudirect.as_deref() {
-        None | Some("none") => None,
+        None => None,
         Some(mode) => {
-            let config =
-                load_config(&args.nccl.config.path, Ownership::Any).with_context(|| {
-                    format!(
-                    "--gpudirect {mode}: tune reads the profile to know what the default sets; \
-                     pass --config FILE"
-                )
-                })?;
-            Some(profile_of(&config, mode, &run_nodes[0])?.clone())
+            let choice = Choice::load(&args.nccl.config.path, mode).map_err(|e| match e {
+                ProfileError::Config { .. } => anyhow::anyhow!(
+                    "{e}; tune reads the profile to know what the default sets: pass --config FILE"
+                ),
+                e => e.into(),
+            })?;
+            choice.on(&run_nodes[0])?.map(|r| r.profile.clone())
         }
     };
     launch.launcher = Launcher::Srun;
@@ -246,30 +245,6 @@ fn setup(args: &TuneArgs) -> Result<Setup> {
         profile,
         run_nodes,
         launch_kind: LaunchKind::Srun,
-    })
-}
-
-/// The profile `mode` applies on `node` (`auto`: the node set's).
-fn profile_of<'c>(config: &'c Config, mode: &str, node: &str) -> Result<&'c Profile> {
-    let name = if mode == "auto" {
-        config
-            .node_set_for(node)
-            .and_then(|set| set.profile.clone())
-            .with_context(|| {
-                format!(
-                    "--gpudirect auto: no node set of {} gives {node} a profile",
-                    config.source
-                )
-            })?
-    } else {
-        mode.to_string()
-    };
-    config.profiles.get(&name).with_context(|| {
-        format!(
-            "--gpudirect {mode}: {} has no profile `{name}` (profiles: {})",
-            config.source,
-            config.profile_names().join(", ")
-        )
     })
 }
 

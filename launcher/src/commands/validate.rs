@@ -23,7 +23,7 @@ use gpudirect::validate::pairing::{parse_topology, Mode};
 
 use gpudirect::launch::env_var;
 use gpudirect::slurm::Allocation;
-use gpudirect_core::system::{load_config, short_hostname, Ownership};
+use gpudirect_core::system::short_hostname;
 
 mod drains;
 mod rails;
@@ -36,7 +36,7 @@ use gpudirect::validate::pairs::{
     DEFAULT_ALGO,
 };
 
-use super::args::{ConfigArg, DrainArgs, NodeReportArgs};
+use super::args::{DrainArgs, NodeReportArgs, ProfileArgs};
 use super::{Ctx, ExitStatus};
 use gpudirect::noteln;
 use gpudirect::outln;
@@ -126,11 +126,6 @@ pub struct ValidateArgs {
     #[arg(long, env = "GPUDIRECT_MPI_PROGRAM", value_name = "PATH")]
     pub mpi_program: Option<PathBuf>,
 
-    /// The admin config the --gpudirect profile (and with --test rails its data NICs) comes
-    /// from.
-    #[command(flatten)]
-    pub config: ConfigArg,
-
     /// Pairing: pairs, pairs-across, pairwise, groups:K, ring, all.
     #[arg(long, default_value = "pairs")]
     pub mode: String,
@@ -190,9 +185,9 @@ pub struct ValidateArgs {
     #[arg(long, default_value_t = 10)]
     pub baseline_runs: u32,
 
-    /// The --gpudirect mode for every pair step.
-    #[arg(long)]
-    pub gpudirect: Option<String>,
+    /// The admin config and the --gpudirect mode.
+    #[command(flatten)]
+    pub profile: ProfileArgs,
 
     /// NCCL_ALGO for every nccl-tests run of the validation. Default Ring: which algorithm
     /// NCCL picks for two nodes changes with the size and the version (Tree at some sizes
@@ -280,7 +275,7 @@ fn units_from_args(args: &ValidateArgs) -> Result<(Units, Vec<String>)> {
     if args.drains.drain || args.resume || args.extra {
         bail!("--drain drains Slurm nodes, --resume returns them and --extra marks them; with --gpus the units are GPUs of this host");
     }
-    if args.gpudirect.is_some() {
+    if args.profile.gpudirect.is_some() {
         bail!("--gpudirect applies to srun steps; with --gpus the pairs run here without Slurm");
     }
     let visible = visible_gpus();
@@ -299,15 +294,17 @@ fn units_from_args(args: &ValidateArgs) -> Result<(Units, Vec<String>)> {
     Ok((Units::Gpus(units.into_iter().collect()), names))
 }
 
-/// The node's line rate (GB/s) from the profile `--gpudirect` names, when the config
-/// declares one; `None` otherwise (no mode, `none`/`auto`, an unreadable config).
-fn profile_line_rate(args: &ValidateArgs) -> Option<f64> {
-    let mode = args
-        .gpudirect
-        .as_deref()
-        .filter(|m| !matches!(*m, "none" | "auto"))?;
-    let config = load_config(&args.config.path, Ownership::Any).ok()?;
-    config.profiles.get(mode)?.node_line_rate_gbps()
+/// The node's line rate (GB/s) from the profile `--gpudirect` gives the first node (by
+/// name, or with `auto` its node set's), when the config declares one; `None` otherwise
+/// (no mode, `none`, a config that cannot say, which is said).
+fn profile_line_rate(args: &ValidateArgs, first: Option<&str>) -> Option<f64> {
+    match args.profile.choice()? {
+        Ok(choice) => choice.line_rate(first),
+        Err(e) => {
+            noteln!("gpudirect validate: no line rate to judge against: {e}");
+            None
+        }
+    }
 }
 
 /// The drained nodes of the allocation (`--resume`), read before anything runs, and said.
@@ -474,7 +471,7 @@ fn plan(
 fn pair_variant(args: &ValidateArgs) -> Variant {
     let mut variant = Variant {
         name: variant_name(args),
-        gpudirect: args.gpudirect.clone(),
+        gpudirect: args.profile.gpudirect.clone(),
         env: BTreeMap::new(),
     };
     let (algo, said) = pinned_algorithm(&args.algo, env_var("NCCL_ALGO").as_deref());
@@ -795,7 +792,7 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx) -> Result<ExitStatus> {
     let sizes = expected_sizes(min, max, Some(args.factor), None);
     // Each group is one cell of a one-cell matrix, launched like `gpudirect run` launches.
     let variant = pair_variant(args);
-    let line_rate_gbps = profile_line_rate(args);
+    let line_rate_gbps = profile_line_rate(args, nodes.first().map(String::as_str));
     let matrix = Matrix {
         collectives: vec![args.collective.clone()],
         nodes: vec![2],

@@ -22,10 +22,11 @@ use gpudirect::vet::{
     decide, nodes_that_are, outputs, standings, Checked, Decision, NodeVet, Standing,
 };
 use gpudirect::{noteln, outln, runner, slurm};
+use gpudirect_core::config::Mode;
 use gpudirect_core::hostlist::compress;
 use serde::Serialize;
 
-use super::args::ConfigArg;
+use super::args::ProfileArgs;
 use super::{Ctx, ExitStatus};
 
 /// Raised at vet's deadline or on Ctrl-C; every step of the vet watches it.
@@ -109,13 +110,9 @@ pub struct VetArgs {
     #[arg(long, env = "GPUDIRECT_MPI_PROGRAM", value_name = "PATH")]
     pub mpi_program: Option<PathBuf>,
 
-    /// The --gpudirect mode of the pairs (and the profile the node checks check).
-    #[arg(long)]
-    pub gpudirect: Option<String>,
-
-    /// The admin config.
+    /// The admin config and the --gpudirect mode.
     #[command(flatten)]
-    pub config: ConfigArg,
+    pub profile: ProfileArgs,
 
     /// The collective of the nccl-tests pairs.
     #[arg(short = 'c', long, default_value = "all_reduce")]
@@ -226,12 +223,12 @@ pub fn run(args: &VetArgs, ctx: &Ctx) -> Result<ExitStatus> {
     );
 
     // 1. The node checks, on every node at once.
-    let config = std::path::absolute(&args.config.path)
-        .with_context(|| format!("--config {}", args.config.path.display()))?;
-    let profile = args
-        .gpudirect
-        .as_deref()
-        .filter(|m| !matches!(*m, "none" | "auto"));
+    let config = std::path::absolute(&args.profile.config.path)
+        .with_context(|| format!("--config {}", args.profile.config.path.display()))?;
+    // The checks check the profile --gpudirect names; `auto` and `none` leave each node its
+    // node set's.
+    let mode = args.profile.gpudirect.as_deref().map(Mode::from_word);
+    let profile = mode.as_ref().and_then(Mode::profile_name);
     let job = checks_job(&config, profile, &nodes, budget.limit(CHECKS_TIMEOUT))?;
     noteln!(
         "gpudirect vet: node checks on {} node(s) at once",
@@ -294,8 +291,8 @@ fn pairs_request(args: &VetArgs) -> PairsRequest {
     PairsRequest {
         test: args.test,
         rails: args.rails.clone(),
-        gpudirect: args.gpudirect.clone(),
-        config: args.config.path.clone(),
+        gpudirect: args.profile.gpudirect.clone(),
+        config: args.profile.config.path.clone(),
         message_size: args.message_size,
         mpi_program: args.mpi_program.clone(),
         mpi: args.mpi.clone(),

@@ -46,8 +46,7 @@ pub fn check_profile_name(name: String) -> Result<String, String> {
         && name
             .bytes()
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
-        && name != "none"
-        && name != "auto";
+        && !gpudirect_core::config::RESERVED_MODES.contains(&name.as_str());
     if valid {
         Ok(name)
     } else {

@@ -17,7 +17,6 @@ use crate::checks::Expectations;
 use crate::history::{History, HistoryError, LaunchKind, NewNodeResult, NewRun, RunId, RunStatus};
 use crate::launch::{LaunchError, LaunchOptions, Launcher};
 use crate::matrix::{Cell, Matrix, Variant};
-use crate::matrix_run::{expected_nics, expected_transport};
 use crate::noteln;
 use crate::output::line_share;
 use crate::record::RunContext;
@@ -305,16 +304,18 @@ fn run_round(
                 line_rate_gbps,
                 ..RunContext::for_job(None)
             };
+            let choice = crate::profile::of_run(config, cell.variant.gpudirect.as_deref());
+            let first = Some(group[0].as_str());
             let spec = Spec {
                 cell: &cell,
                 matrix,
                 launch: &opts,
                 json_report: true,
                 expect: Expectations {
-                    transport: expected_transport(&cell, config, Some(group[0].as_str())),
+                    transport: choice.as_ref().and_then(|c| c.transport(first)),
                     nodes: cell.nodes,
                     sizes: sizes.to_vec(),
-                    nics: expected_nics(&cell, config, Some(group[0].as_str())),
+                    nics: choice.as_ref().map(|c| c.nics(first)).unwrap_or_default(),
                 },
                 context,
                 marks: Default::default(),

@@ -22,13 +22,12 @@ use serde::{Deserialize, Serialize};
 
 use crate::history::compare::median;
 use crate::history::{NewNodeResult, NewRow, NewRun, Placement, RunStatus};
+use crate::profile::{Choice, ProfileError};
 use crate::runner::Job;
 use crate::validate::actions::{Candidate, DrainPlan};
 use crate::validate::judging::{Class, Health, Report, Threshold, Validation, Verdict};
 use anyhow::Context;
-use gpudirect_core::config::NicClass;
-use gpudirect_core::resolve::resolve_profile;
-use gpudirect_core::system::{load_config, Ownership};
+use gpudirect_core::config::{Mode, NicClass};
 use gpudirect_core::template::Placeholder;
 
 /// The collective name rail runs are recorded under: host-memory point-to-point over MPI,
@@ -587,31 +586,40 @@ pub fn rail_plan(args: &RailRequest, first_node: &str) -> anyhow::Result<RailPla
         });
     }
     // Without --gpudirect, the nodes' own profile: their node set's in the config (auto).
-    let mode = args.mode.unwrap_or("auto");
-    if args.mode.is_none() {
+    let Some(mode) = args.mode else {
         let asked = "which NICs are the rails? pass --rails eth1,eth2,... or --gpudirect MODE (its profile's data_nics)";
-        let config = load_config(args.config, Ownership::Any)
+        let auto = Choice::load(args.config, &Mode::Auto.to_string())
             .map_err(|e| anyhow::anyhow!("{asked}: {e}"))?;
-        let auto = gpudirect_core::config::Mode::Auto;
-        let found = resolve_profile(&config, first_node, &auto).ok().flatten();
+        let found = auto.on(first_node).ok().flatten();
         if found.is_none_or(|r| r.profile.data_nics.is_empty()) {
             anyhow::bail!(
                 "{asked}: {first_node}'s node set in {} gives no profile with data_nics",
                 args.config.display()
             );
         }
-    }
-    let config = load_config(args.config, Ownership::Any).with_context(|| {
-        format!(
-            "--gpudirect {mode}: the rails come from the profile in {}; or pass --rails",
+        return profile_rails(&auto, first_node, args.rail_variable, fallback);
+    };
+    let choice = Choice::load(args.config, mode).map_err(|e| match e {
+        ProfileError::Config { .. } => anyhow::anyhow!(
+            "{e}: the rails come from the profile in {}; or pass --rails",
             args.config.display()
-        )
+        ),
+        e => e.into(),
     })?;
-    let parsed: gpudirect_core::config::Mode = config
-        .parse_mode(mode)
-        .map_err(|e| anyhow::anyhow!("--gpudirect {mode}: {e}"))?;
-    let resolved = resolve_profile(&config, first_node, &parsed)
-        .map_err(|e| anyhow::anyhow!("--gpudirect {mode}: {e}"))?
+    profile_rails(&choice, first_node, args.rail_variable, fallback)
+}
+
+/// The rails of the profile `choice` gives `first_node`: its data NICs as the node set
+/// names them, and the variable that holds NCCL to one of them.
+fn profile_rails(
+    choice: &Choice,
+    first_node: &str,
+    rail_variable: Option<&str>,
+    fallback: impl Fn(bool) -> String,
+) -> anyhow::Result<RailPlan> {
+    let mode = &choice.mode;
+    let resolved = choice
+        .on(first_node)?
         .with_context(|| format!("--gpudirect {mode} sets no profile: pass --rails"))?;
     let profile = resolved.profile;
     let rename = |nic: &String| {
@@ -633,7 +641,7 @@ pub fn rail_plan(args: &RailRequest, first_node: &str) -> anyhow::Result<RailPla
             .placeholders()
             .any(|p| matches!(p, Placeholder::DataNics))
     });
-    let variable = match (&args.rail_variable, from_data_nics) {
+    let variable = match (&rail_variable, from_data_nics) {
         (Some(v), _) => v.to_string(),
         (None, Some(v)) if v.forced => anyhow::bail!(
             "the profile of --gpudirect {mode} forces {} (its data NICs), so a pair cannot be held to one rail through it: pass --rail-variable",

@@ -17,12 +17,13 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
+use crate::profile::{Choice, ProfileError};
 use gpudirect_core::config::{Config, Mode, NicClass};
 use gpudirect_core::cpulist::CpuList;
 use gpudirect_core::derive::{connected_subnets, derive, NodeFacts};
 use gpudirect_core::locality::{read_at_most, Locality};
 use gpudirect_core::resolve::{
-    plan_node_with_locality, plan_task, resolve_profile, AssumeHealthy, StepFacts, TaskFacts,
+    plan_node_with_locality, plan_task, AssumeHealthy, StepFacts, TaskFacts,
 };
 use serde::{Deserialize, Serialize};
 
@@ -179,17 +180,16 @@ fn profile_map(
     roots: Roots,
     report: &mut NodeWiring,
 ) -> Option<(NicClass, Option<Locality>)> {
-    let parsed = match mode {
-        Some(m) => match config.parse_mode(m) {
-            Ok(parsed) => parsed,
-            Err(e) => {
-                report.notes.push(format!("--gpudirect {m}: {e}"));
-                return None;
-            }
-        },
-        None => Mode::Auto,
+    // Without --gpudirect, the node set's (auto).
+    let auto = Mode::Auto.to_string();
+    let choice = match Choice::with(config, mode.unwrap_or(&auto)) {
+        Ok(choice) => choice,
+        Err(e) => {
+            report.notes.push(e.to_string());
+            return None;
+        }
     };
-    let resolved = match resolve_profile(config, node, &parsed) {
+    let resolved = match choice.on(node) {
         Ok(Some(resolved)) => resolved,
         Ok(None) => {
             report.notes.push(format!(
@@ -198,6 +198,12 @@ fn profile_map(
                     "--gpudirect {m}"
                 ))
             ));
+            return None;
+        }
+        Err(ProfileError::Resolve { source, .. }) => {
+            report
+                .notes
+                .push(format!("{source}: the map is the PCI tree's"));
             return None;
         }
         Err(e) => {

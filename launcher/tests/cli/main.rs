@@ -22,6 +22,7 @@ mod report;
 mod run;
 mod tune;
 mod validate_gpus;
+mod validate_nodes;
 mod validate_rails;
 mod validate_wiring;
 mod vet;

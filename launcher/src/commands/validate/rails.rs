@@ -61,8 +61,8 @@ pub(super) fn rail_plan(args: &ValidateArgs, first_node: &str) -> Result<RailPla
     gpudirect::validate::rails::rail_plan(
         &RailRequest {
             rails: args.rails.as_deref(),
-            mode: args.gpudirect.as_deref(),
-            config: &args.config.path,
+            mode: args.profile.gpudirect.as_deref(),
+            config: &args.profile.config.path,
             rail_variable: args.rail_variable.as_deref(),
         },
         first_node,
@@ -83,7 +83,7 @@ fn rails_of(args: &ValidateArgs, nodes: &[String]) -> Result<(Mode, Vec<String>)
     if plan.rdma {
         bail!(
             "the rails of --gpudirect {} are RDMA devices ({}): --test rails binds Open MPI's TCP transport to an IP interface; pass --rails with the IP interfaces of those ports, or use --per-rail (nccl-tests, {})",
-            args.gpudirect.as_deref().unwrap_or_default(),
+            args.profile.gpudirect.as_deref().unwrap_or_default(),
             plan.rails.join(", "),
             plan.variable
         );

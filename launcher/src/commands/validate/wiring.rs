@@ -70,8 +70,8 @@ pub(super) fn allocation_nodes() -> Result<Vec<String>> {
 /// The step that asks every node: one task per node, `gpudirect agent wiring`.
 fn srun_job(args: &ValidateArgs, nodes: &[String]) -> Result<Job> {
     let mut agent: Vec<std::ffi::OsString> = vec!["wiring".into(), "--config".into()];
-    agent.push(args.config.path.clone().into());
-    if let Some(mode) = &args.gpudirect {
+    agent.push(args.profile.config.path.clone().into());
+    if let Some(mode) = &args.profile.gpudirect {
         agent.extend(["--gpudirect".into(), mode.into()]);
     }
     let step = AgentStep {
@@ -87,7 +87,7 @@ fn node_report(args: &ValidateArgs) -> Result<ExitStatus> {
     emit(
         &args
             .node_roots
-            .report_line(&args.config.path, args.gpudirect.as_deref())?,
+            .report_line(&args.profile.config.path, args.profile.gpudirect.as_deref())?,
     )?;
     Ok(ExitStatus::Ok)
 }
