@@ -232,6 +232,9 @@ pub fn judge(log: &JobLog, config: Option<&Config>, choice: &ProfileChoice) -> J
     }
     if let Some((config, choice)) = by {
         judge_loose(log, config, choice, &mut j);
+        if !any_network_link(log) {
+            judge_networks(log, config, choice, &mut j);
+        }
     }
     trouble(log, &mut j);
     j
@@ -498,6 +501,58 @@ fn gdr_verdict<'a>(profile: &Profile, links: impl IntoIterator<Item = &'a Link>)
         String::new()
     };
     Some(format!("{} without GPUDirect RDMA{of}", without.join(", ")))
+}
+
+/// Whether any channel line of the log, in a communicator or outside, left a node.
+pub fn any_network_link(log: &JobLog) -> bool {
+    let network = |l: &Link| matches!(l.class, TransportClass::Network | TransportClass::CollNet);
+    log.communicators
+        .iter()
+        .flat_map(|c| &c.ranks)
+        .flat_map(|r| &r.links)
+        .chain(log.processes.iter().flat_map(|p| &p.links))
+        .any(network)
+}
+
+/// A log without channel lines, only `Using network X` (a grep, rule K4): each process's
+/// net plugin against its profile's transport. What a channel carried is not in it: said.
+fn judge_networks(log: &JobLog, config: &Config, choice: &ProfileChoice, j: &mut Judgement) {
+    let mut off: BTreeMap<OffTransport, (BTreeSet<&str>, usize)> = BTreeMap::new();
+    let mut any = false;
+    for p in &log.processes {
+        let nets: BTreeSet<&str> = p.networks.iter().map(String::as_str).collect();
+        if nets.is_empty() {
+            continue;
+        }
+        any = true;
+        if let Ok((_, Some(key))) = transport_check(config, choice, p.host.as_deref(), &nets, j) {
+            let e = off.entry(key).or_default();
+            e.0.insert(p.host.as_deref().unwrap_or("?"));
+            e.1 += 1;
+        }
+    }
+    for ((used, profile, transport), (hosts, processes)) in off {
+        j.findings.push(Finding {
+            kind: FindingKind::Transport,
+            communicator: None,
+            ranks: Vec::new(),
+            hosts: hosts.iter().map(|h| h.to_string()).collect(),
+            message: format!(
+                "{processes} process{} on {} loaded the net plugin {} (`Using network`): the \
+                 profile {profile}'s transport is {transport}",
+                if processes == 1 { "" } else { "es" },
+                hostlist_of(hosts.iter().copied()),
+                used.replace("NET/", "")
+            ),
+        });
+    }
+    if any {
+        j.unjudged.push(
+            "no channel line in the log, only `Using network` lines: they name the net plugin \
+             each process loaded, not what carried its traffic"
+                .into(),
+        );
+    }
 }
 
 /// Network transports used that are not the profile's: (`NET/Socket and NET/IB`, the

@@ -239,6 +239,34 @@ fn rank_line(log: &JobLog, r: &CommRank) -> String {
     )
 }
 
+/// `net plugin FasTrak (Using network): 16 processes on tcpxo-wb-[0-1]`, one line per
+/// plugin, for a log whose channel lines say nothing (a grep of `Using network`, rule K4).
+fn plugin_lines(log: &JobLog) -> Vec<String> {
+    let mut by: BTreeMap<&str, (BTreeSet<&str>, usize)> = BTreeMap::new();
+    for p in &log.processes {
+        for n in &p.networks {
+            let e = by.entry(n.as_str()).or_default();
+            e.1 += 1;
+            if let Some(h) = p.host.as_deref() {
+                e.0.insert(h);
+            }
+        }
+    }
+    by.into_iter()
+        .map(|(net, (hosts, n))| {
+            let on = if hosts.is_empty() {
+                String::new()
+            } else {
+                format!(" on {}", hostlist_of(hosts.iter().copied()))
+            };
+            format!(
+                "net plugin {net} (Using network, no channel line): {n} process{}{on}",
+                if n == 1 { "" } else { "es" }
+            )
+        })
+        .collect()
+}
+
 /// `note: Meowth: NET/Socket lists virbr0 (192.168.122.1): a libvirt virtual bridge`, once
 /// per host and interface (rule K3).
 fn nic_notes(log: &JobLog) -> Vec<String> {
@@ -360,6 +388,9 @@ pub fn render(log: &JobLog, judgement: &Judgement, verbose: bool) -> Vec<String>
             "{}, outside any communicator's init lines: {paths}",
             hostlist_of(hosts)
         ));
+    }
+    if !super::any_network_link(log) {
+        out.extend(plugin_lines(log));
     }
     out.extend(nic_notes(log));
     if verbose {

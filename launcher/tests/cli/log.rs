@@ -235,3 +235,33 @@ fn the_text_says_link_classes_collnet_and_odd_interfaces() {
         "{receive_only}"
     );
 }
+
+/// Issue #40 form 9: a grep of `Using network FasTrak` lines (16 processes, 2 hosts) names
+/// the plugin by default, and is judged against the profile's transport: another profile's
+/// transport is a finding, its own is not.
+#[test]
+fn a_using_network_grep_is_named_and_judged() {
+    let dir = scratch("log", "grep");
+    let config = bed_config(dir.path());
+    let grep = log_fixture("published/tcpxo-hypercomputer-lab22-fastrak.txt");
+    let out = run(log_cmd(&config).args(["--gpudirect", "none"]).arg(&grep));
+    assert!(
+        stdout(&out).contains(
+            "net plugin FasTrak (Using network, no channel line): 16 processes on tcpxo-wb-[0-1]"
+        ),
+        "{}",
+        stdout(&out)
+    );
+    let out = run(log_cmd(&config).args(["--gpudirect", "tcpx"]).arg(&grep));
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains(
+            "FINDING: 16 processes on tcpxo-wb-[0-1] loaded the net plugin FasTrak (`Using \
+             network`): the profile tcpx's transport is GPUDirectTCPX"
+        ),
+        "{}",
+        stdout(&out)
+    );
+    let out = run(log_cmd(&config).args(["--gpudirect", "tcpxo"]).arg(&grep));
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+}
