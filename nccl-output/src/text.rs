@@ -188,6 +188,18 @@ pub(crate) const STANDARD_HEADER: &str =
     "#       size         count      type   redop    root     \
     time   algbw   busbw  #wrong     time   algbw   busbw  #wrong";
 
+/// The nccl-tests program a command line runs: a word ending in `_perf` or `_perf_mpi`
+/// (after any path) followed by an option (`./build/broadcast_perf -b 8 -e 2G`). A build
+/// log's `Linking ... all_reduce_perf` has no option after the name.
+fn command_program(line: &str) -> Option<&str> {
+    let words: Vec<&str> = line.split_whitespace().collect();
+    words.windows(2).find_map(|w| {
+        let base = w[0].rsplit('/').next().unwrap_or(w[0]);
+        let is_prog = (base.ends_with("_perf") || base.ends_with("_perf_mpi")) && base.len() > 5;
+        (is_prog && w[1].starts_with('-')).then_some(base)
+    })
+}
+
 #[derive(Default)]
 struct TextParser {
     out: ParsedOutput,
@@ -198,6 +210,9 @@ struct TextParser {
     pending_groups: Vec<PlacementKind>,
     debug: DebugCollector,
     last_mpi_abort: Option<usize>,
+    /// The nccl-tests programs a command line in the output runs (`./build/broadcast_perf
+    /// -b 8 ...`): the collective of an output that does not name it otherwise.
+    command_programs: std::collections::BTreeSet<String>,
     /// Hosts named in `# Rank` lines.
     hosts: Vec<String>,
     /// A row's first part cut off by an interleaved debug line, with its line number.
@@ -278,6 +293,17 @@ impl TextParser {
 
     fn finish(mut self) -> ParsedOutput {
         self.flush_fragment();
+        // nccl-tests before 2.17 prints no `Collective test starting` line (before 2.0 no
+        // `redop` for broadcast either): the command line pasted with it names the program.
+        if self.out.collective.is_none() && self.command_programs.len() == 1 {
+            if let Some(prog) = self.command_programs.pop_first() {
+                self.out.notes.push(format!(
+                    "the collective is that of the program on the command line: {prog}"
+                ));
+                self.out.collective = Some(super::normalize_collective(&prog));
+                self.out.program = Some(prog);
+            }
+        }
         self.out.debug = self.debug.finish();
         self.out
     }
@@ -424,6 +450,11 @@ impl TextParser {
                 }
             }
             return;
+        }
+        if let Some(prog) = command_program(line) {
+            if self.command_programs.len() < 4 {
+                self.command_programs.insert(prog.to_string());
+            }
         }
         if let Some(f) = classify_line(line, n) {
             if f.kind == FailureKind::MpiAbort {

@@ -55,7 +55,7 @@ const REFUSED: [(&str, &str); 9] = [
 /// Files recorded with a status other than `ok`, or whose collective is not named: (file,
 /// status, what import must say, whether the collective and busbw are still as read by
 /// hand).
-const JUDGED: [(&str, &str, &str, bool); 6] = [
+const JUDGED: [(&str, &str, &str, bool); 7] = [
     // Two hosts each ran `-g 8` alone (nccl-tests built without MPI under mpirun): two
     // headers, one process each, their rows interleaved. Recorded failed, with the fix.
     (
@@ -93,6 +93,14 @@ const JUDGED: [(&str, &str, &str, bool); 6] = [
         "cut-short-3-nccl-tests-323-lost-hash.txt",
         "failed",
         "its rows stop at 16777216 B, the 9 larger size(s) its header asks for (up to 8589934592 B) are missing",
+        true,
+    ),
+    // Issue #40 form 8: nccl-tests before 2.0 (no redop for broadcast, no `Collective test
+    // starting`): the command line names broadcast_perf. The paste stops after one row.
+    (
+        "broadcast-pre2-1-nccl-tests-82.txt",
+        "failed",
+        "its rows stop at 8 B",
         true,
     ),
     // scatter and gather rows look alike (redop none, a root, busbw (n-1)/n of algbw): the
