@@ -110,6 +110,7 @@ fn import_one(history: &mut History, args: &ImportArgs, file: &Path) -> Result<I
         file.display()
     );
     let raw = std::fs::read(&path).with_context(|| format!("cannot read `{}`", file.display()))?;
+    let raw = readable_text(raw)?;
     if let Some(what) = nccl_output::other_program(&String::from_utf8_lossy(&raw)) {
         anyhow::bail!(
             "this is {what}; gpudirect import reads the output of nccl-tests' *_perf programs (or rccl-tests'): nothing recorded"
@@ -121,6 +122,15 @@ fn import_one(history: &mut History, args: &ImportArgs, file: &Path) -> Result<I
     };
     let output = CellOutput::from_file(raw);
     let parsed = cell::parse(&output, &reading);
+    // Text with no part of nccl-tests' output at all is no failed run: nothing to record.
+    anyhow::ensure!(
+        !parsed.rows.is_empty()
+            || parsed.has_preamble()
+            || parsed.avg_busbw.is_some()
+            || parsed.out_of_bounds.is_some()
+            || !parsed.failures.is_empty(),
+        "this holds no nccl-tests header, table, summary or failure (other text only): not an nccl-tests output; nothing recorded"
+    );
     check_bare_table(&parsed)?;
     let nodes = {
         let mut hosts: Vec<&str> = parsed
@@ -187,6 +197,40 @@ fn import_one(history: &mut History, args: &ImportArgs, file: &Path) -> Result<I
             .collect(),
         error: None,
     })
+}
+
+/// The file's text: gzip data decompressed (at most [`MAX_FILE_BYTES`]); an empty file, a
+/// gzip stream cut short and binary data refused, naming what they are (issue #40).
+fn readable_text(raw: Vec<u8>) -> Result<Vec<u8>> {
+    use std::io::Read;
+    anyhow::ensure!(
+        raw.iter().any(|b| !b.is_ascii_whitespace()),
+        "this file is empty: not an nccl-tests output; nothing recorded"
+    );
+    let text = if raw.starts_with(&[0x1f, 0x8b]) {
+        let mut out = Vec::new();
+        flate2::read::MultiGzDecoder::new(&raw[..])
+            .take(MAX_FILE_BYTES + 1)
+            .read_to_end(&mut out)
+            .map_err(|e| {
+                anyhow::anyhow!(
+                    "this is gzip data that cannot be decompressed ({e}: cut short or damaged): nothing recorded; give the whole file, or its text"
+                )
+            })?;
+        anyhow::ensure!(
+            out.len() as u64 <= MAX_FILE_BYTES,
+            "this gzip data decompresses to more than {MAX_FILE_BYTES} bytes: not an nccl-tests output; nothing recorded"
+        );
+        out
+    } else {
+        raw
+    };
+    if let Some(at) = text.iter().take(64 * 1024).position(|&b| b == 0) {
+        anyhow::bail!(
+            "this is binary data (a NUL byte at offset {at}), not an nccl-tests output (text or -J JSON); nothing recorded"
+        );
+    }
+    Ok(text)
 }
 
 /// Checks a table without nccl-tests' header: it imports only when the collective and

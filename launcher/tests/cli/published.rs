@@ -204,3 +204,59 @@ fn every_published_output_imports_as_read_by_hand_or_is_refused_with_why() {
         );
     }
 }
+
+/// Issue #40 form 6: an empty file, a binary (the gpudirect program itself), a gzip of a
+/// real output cut in half and plain text with no part of an nccl-tests output are refused
+/// (exit 3) for what they are, and nothing is recorded; the same output gzipped whole is read.
+#[test]
+fn import_refuses_what_is_not_an_output_and_records_nothing() {
+    use std::io::Write;
+    let dir = scratch("published", "junk");
+    let real = std::fs::read(fixture("h200x2-formats/cur_algo_ring.txt")).expect("fixture");
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gz.write_all(&real).expect("gzip");
+    let whole = gz.finish().expect("gzip");
+    let inputs: [(&str, Vec<u8>, &str); 4] = [
+        ("empty.txt", Vec::new(), "this file is empty"),
+        (
+            "gpudirect.bin",
+            std::fs::read(BIN).expect("the binary"),
+            "this is binary data",
+        ),
+        (
+            "cut.txt.gz",
+            whole[..whole.len() / 2].to_vec(),
+            "gzip data that cannot be decompressed",
+        ),
+        (
+            "notes.txt",
+            b"ran all_reduce on 2 nodes, looked fine\n".to_vec(),
+            "no nccl-tests header, table, summary or failure",
+        ),
+    ];
+    let db = dir.path().join("h.sqlite");
+    for (name, bytes, why) in inputs {
+        let path = dir.path().join(name);
+        std::fs::write(&path, bytes).expect("write");
+        let mut import = gpudirect_without(&["GPUDIRECT_DB"]);
+        import.args(["--db"]).arg(&db).arg("import").arg(&path);
+        let out = run(&mut import);
+        let said = format!("{}{}", stdout(&out), stderr(&out));
+        assert_eq!(out.status.code(), Some(3), "{name}: {said}");
+        assert!(
+            said.contains(why) && said.contains("nothing recorded"),
+            "{name}: {said}"
+        );
+    }
+    let mut history = gpudirect_without(&["GPUDIRECT_DB"]);
+    history.args(["--db"]).arg(&db).args(["history", "--json"]);
+    let runs: serde_json::Value = serde_json::from_str(&ok(&mut history)).expect("JSON");
+    assert_eq!(runs.as_array().map(Vec::len), Some(0), "{runs}");
+    let gz = dir.path().join("whole.txt.gz");
+    std::fs::write(&gz, &whole).expect("write");
+    let mut import = gpudirect_without(&["GPUDIRECT_DB"]);
+    import.args(["--db"]).arg(&db).arg("import").arg(&gz);
+    let out = run(&mut import);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("(all_reduce, ok"), "{}", stdout(&out));
+}
