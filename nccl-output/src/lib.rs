@@ -45,6 +45,7 @@
 pub mod busbw;
 mod failure;
 mod infer;
+pub mod inspector;
 pub mod joblog;
 mod json;
 mod other;
