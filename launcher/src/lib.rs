@@ -35,6 +35,8 @@
 //!   map, nodes over time).
 //! - [`tune`]: `gpudirect tune`'s search: knobs, interleaved rounds, the noise rule per
 //!   size band, and the profile overlay it writes.
+//! - [`watch`]: `gpudirect watch`: a running job's NCCL Inspector dumps read and judged
+//!   (a late rank, a collective slower than its baseline, a rank that wrote nothing).
 //! - [`units`]: one grammar for sizes, durations, times and percentages.
 //! - [`output`]: the only code that writes to stdout or stderr (safe when the reader goes
 //!   away): `outln!`, `emit`, `emit_json`, and `noteln!` for stderr.
@@ -75,6 +77,7 @@ pub mod tune;
 pub mod units;
 pub mod validate;
 pub mod vet;
+pub mod watch;
 
 // Its own crate so that fuzz/ and its bench build without SQLite and clap; re-exported so
 // that `gpudirect::nccl_output::...` paths stay as they were.

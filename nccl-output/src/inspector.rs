@@ -208,10 +208,9 @@ pub fn parse_dump(bytes: &[u8], limits: Limits) -> Dump {
                     None => dump.other_records += 1,
                 }
             }
-            Err(err) => dump.diagnostics.push((
-                number,
-                format!("not an Inspector record ({err}): skipped"),
-            )),
+            Err(err) => dump
+                .diagnostics
+                .push((number, format!("not an Inspector record ({err}): skipped"))),
         }
     }
     dump.samples = samples.into();

@@ -32,6 +32,7 @@ pub mod show;
 pub mod tune;
 pub mod validate;
 pub mod vet;
+pub mod watch;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -123,6 +124,9 @@ pub enum Command {
     Compare(compare::CompareArgs),
     /// Export result rows with their run's metadata as CSV, JSON or JSON Lines.
     Export(export::ExportArgs),
+    /// What slows a running job: its NCCL Inspector dumps judged per communicator (a late
+    /// rank, a collective below its baseline, a rank that wrote nothing).
+    Watch(watch::WatchArgs),
     /// Write man pages or shell completions (for packages: scripts/package).
     #[command(hide = true)]
     Generate(generate::GenerateArgs),
@@ -253,6 +257,7 @@ pub fn dispatch(command: Command, ctx: &Ctx) -> Result<ExitStatus> {
         Command::Show(args) => show::run(&args, ctx),
         Command::Compare(args) => compare::run(&args, ctx),
         Command::Export(args) => export::run(&args, ctx),
+        Command::Watch(args) => watch::run(&args, ctx),
         Command::Generate(args) => generate::run(&args),
         Command::Agent(args) => agent::run(args, ctx),
     }

@@ -26,3 +26,4 @@ mod validate_nodes;
 mod validate_rails;
 mod validate_wiring;
 mod vet;
+mod watch;

@@ -1,0 +1,277 @@
+//! `gpudirect watch`: what slows a running job, from the NCCL Inspector's dumps.
+//!
+//! ```text
+//! dump folders (one per node, <host>-pid<PID>.log per rank)
+//!   └─ read_folder: regular files only, each file's newest bytes within a budget,
+//!      a folder others can write named, not trusted silently
+//!        └─ nccl_output::inspector::parse_dump: per-rank collective samples
+//!             └─ in_window: the newest `window` of samples
+//!                  └─ judge::judge: per communicator, late rank / slower than baseline /
+//!                     silent ranks, each with its evidence
+//!                       └─ text::render or --json
+//! ```
+//!
+//! The reading and the judging are apart so that the CPU tests replay dumps recorded on the
+//! lent GPU host (`tests/fixtures/nccl-inspector/`, a stand-in for a live job, named so)
+//! through the same code a live job's dumps go through.
+
+pub mod judge;
+pub mod text;
+
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use nccl_output::inspector::{parse_dump, Limits, Sample};
+use serde::Serialize;
+
+/// The newest bytes read of one dump file: the Inspector appends every collective, so a
+/// long job's file grows without end, and the newest part is what `watch` judges.
+pub const FILE_BUDGET: u64 = 16 << 20;
+/// The most files read from one folder (one per rank of the node, with room for restarts).
+pub const MAX_FILES: usize = 256;
+
+/// What was read from the dump folders, with what could not be.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Collected {
+    /// Every sample read.
+    pub samples: Vec<Sample>,
+    /// Files read.
+    pub files: usize,
+    /// What the reader says about the folders and files (cut, skipped, untrusted).
+    pub notes: Vec<String>,
+}
+
+/// Reads every `*.log` dump under `dir` (not below). Symbolic links, folders and other
+/// non-regular files are skipped and named; a file over [`FILE_BUDGET`] is read from its
+/// newest part; a folder that a user other than its owner can write is named (anyone could
+/// have written its dumps).
+pub fn read_folder(dir: &Path, into: &mut Collected) -> Result<(), String> {
+    let meta = std::fs::symlink_metadata(dir)
+        .map_err(|e| format!("{}: {e}: give the job's dump folder", dir.display()))?;
+    if !meta.is_dir() {
+        return Err(format!(
+            "{}: not a folder (a symbolic link or a file): give the dump folder itself",
+            dir.display()
+        ));
+    }
+    if meta.mode() & 0o022 != 0 {
+        into.notes.push(format!(
+            "{}: others can write this folder (mode {:o}): its dumps may not be the job's",
+            dir.display(),
+            meta.mode() & 0o7777
+        ));
+    }
+    let mut names: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|e| format!("{}: {e}", dir.display()))?
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "log"))
+        .collect();
+    names.sort();
+    if names.len() > MAX_FILES {
+        into.notes.push(format!(
+            "{}: {} dump files, the first {MAX_FILES} by name read",
+            dir.display(),
+            names.len()
+        ));
+        names.truncate(MAX_FILES);
+    }
+    for path in names {
+        match read_file(&path) {
+            Ok((bytes, note)) => {
+                into.notes.extend(note);
+                let dump = parse_dump(&bytes, Limits::default());
+                if let Some((line, why)) = dump.diagnostics.first() {
+                    into.notes.push(format!(
+                        "{}: {} line(s) not read, the first (line {line}): {why}",
+                        path.display(),
+                        dump.diagnostics.len()
+                    ));
+                }
+                into.files += 1;
+                into.samples.extend(dump.samples);
+            }
+            Err(why) => into.notes.push(why),
+        }
+    }
+    Ok(())
+}
+
+/// One file's newest [`FILE_BUDGET`] bytes, from a line start; never follows a link and
+/// never blocks on a FIFO (non-regular files are refused before they are opened).
+fn read_file(path: &Path) -> Result<(Vec<u8>, Option<String>), String> {
+    let meta = std::fs::symlink_metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    if !meta.is_file() {
+        return Err(format!("{}: not a regular file: skipped", path.display()));
+    }
+    let mut file = File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let len = meta.len();
+    let start = len.saturating_sub(FILE_BUDGET);
+    let mut note = None;
+    if start > 0 {
+        file.seek(SeekFrom::Start(start))
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        note = Some(format!(
+            "{}: {len} bytes, its newest {FILE_BUDGET} read",
+            path.display()
+        ));
+    }
+    let mut bytes = Vec::new();
+    file.take(FILE_BUDGET)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    if start > 0 {
+        // The first line is cut: start after it.
+        let skip = bytes
+            .iter()
+            .position(|&b| b == b'\n')
+            .map_or(bytes.len(), |i| i + 1);
+        bytes.drain(..skip);
+    }
+    Ok((bytes, note))
+}
+
+/// The samples dumped within `window` of the newest dump, the others dropped: a verdict on
+/// what the job does now, not on how it started.
+pub fn in_window(samples: Vec<Sample>, window: Duration) -> Vec<Sample> {
+    let newest = samples.iter().map(|s| s.dumped_us).max().unwrap_or(0);
+    let from = newest.saturating_sub(window.as_micros().min(u128::from(u64::MAX)) as u64);
+    samples
+        .into_iter()
+        .filter(|s| s.dumped_us >= from)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::judge::{judge, Baselines, Finding};
+    use super::*;
+
+    /// The dumps recorded on the lent H200 (a stand-in for a live job's folder).
+    fn recorded(name: &str) -> Collected {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../tests/fixtures/nccl-inspector")
+            .join(name);
+        let mut collected = Collected::default();
+        read_folder(&dir, &mut collected).unwrap_or_else(|e| panic!("{e}"));
+        collected
+    }
+
+    #[test]
+    fn the_clean_job_has_no_finding() {
+        let c = recorded("clean");
+        assert_eq!(c.files, 2);
+        let verdicts = judge(&c.samples, &Baselines::default());
+        assert_eq!(verdicts.len(), 1);
+        assert!(
+            verdicts[0].findings.is_empty(),
+            "{:?}",
+            verdicts[0].findings
+        );
+        let all_reduce = &verdicts[0].groups[1];
+        assert_eq!(
+            (all_reduce.coll.as_str(), all_reduce.bytes),
+            ("AllReduce", 64 << 20)
+        );
+        assert!(all_reduce.matched >= 39);
+    }
+
+    #[test]
+    fn the_rank_that_slept_50_ms_is_named_late_with_the_network_healthy() {
+        let c = recorded("late-rank1");
+        let verdicts = judge(&c.samples, &Baselines::default());
+        let late: Vec<&Finding> = verdicts[0]
+            .findings
+            .iter()
+            .filter(|f| matches!(f, Finding::LateRank { .. }))
+            .collect();
+        assert_eq!(late.len(), 1, "{:?}", verdicts[0].findings);
+        let Finding::LateRank {
+            rank,
+            host,
+            late_by_us,
+            from_start_times,
+            coll,
+            ..
+        } = late[0]
+        else {
+            unreachable!()
+        };
+        assert_eq!(
+            (*rank, host.as_str(), coll.as_str()),
+            (1, "node2", "AllReduce")
+        );
+        assert!(*from_start_times);
+        assert!((40_000.0..60_000.0).contains(late_by_us), "{late_by_us}");
+    }
+
+    #[test]
+    fn a_baseline_the_clean_job_falls_short_of_is_a_finding_and_one_it_meets_is_not() {
+        let c = recorded("clean");
+        let ar = judge(&c.samples, &Baselines::default())[0].groups[1].busbw_gbs;
+        let mut baselines = Baselines {
+            tolerance_pct: 10.0,
+            ..Baselines::default()
+        };
+        let key = ("AllReduce".to_string(), 64 << 20);
+        baselines
+            .busbw
+            .insert(key.clone(), (ar * 2.0, "a test figure".into()));
+        let slow = judge(&c.samples, &baselines);
+        assert!(matches!(
+            slow[0].findings[..],
+            [Finding::SlowerThanBaseline { percent, .. }] if (49.0..51.0).contains(&percent)
+        ));
+        baselines
+            .busbw
+            .insert(key, (ar * 1.05, "a test figure".into()));
+        assert!(judge(&c.samples, &baselines)[0].findings.is_empty());
+    }
+
+    #[test]
+    fn a_rank_that_never_wrote_is_named_silent() {
+        let c = recorded("one-rank-wrote");
+        let verdicts = judge(&c.samples, &Baselines::default());
+        assert_eq!(
+            verdicts[0].findings,
+            vec![Finding::Silent { ranks: vec![0] }]
+        );
+        assert_eq!(verdicts[0].groups[0].matched, 0);
+    }
+
+    #[test]
+    fn links_fifos_and_cut_files_are_not_followed_blocked_on_or_misread() {
+        let tmp = std::env::temp_dir().join(format!("gpudirect-watch-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&tmp);
+        std::fs::create_dir_all(&tmp).unwrap();
+        let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../tests/fixtures/nccl-inspector/late-rank1/node1-pid1125.log");
+        std::os::unix::fs::symlink(&src, tmp.join("link.log")).unwrap();
+        nix::unistd::mkfifo(&tmp.join("fifo.log"), nix::sys::stat::Mode::S_IRWXU).unwrap();
+        let mut bytes = std::fs::read(&src).unwrap();
+        bytes.truncate(bytes.len() / 2);
+        std::fs::write(tmp.join("cut.log"), &bytes).unwrap();
+        let mut c = Collected::default();
+        read_folder(&tmp, &mut c).unwrap();
+        assert_eq!(c.files, 1);
+        assert!(!c.samples.is_empty());
+        let skipped = c
+            .notes
+            .iter()
+            .filter(|n| n.contains("not a regular file"))
+            .count();
+        assert_eq!(skipped, 2, "{:?}", c.notes);
+        std::fs::remove_dir_all(&tmp).unwrap();
+    }
+
+    #[test]
+    fn the_window_keeps_the_newest_dumps() {
+        let c = recorded("not-verbose");
+        let newest = c.samples.iter().map(|s| s.dumped_us).max().unwrap();
+        let kept = in_window(c.samples.clone(), Duration::from_millis(1));
+        assert!(!kept.is_empty() && kept.len() < c.samples.len());
+        assert!(kept.iter().all(|s| s.dumped_us + 1000 >= newest));
+    }
+}

@@ -1,0 +1,119 @@
+//! `gpudirect watch` on NCCL Inspector dumps recorded on the lent H200
+//! (`tests/fixtures/nccl-inspector/`, a stand-in for a live job's dump folders).
+
+use std::path::PathBuf;
+
+use crate::common::{fixture, gpudirect_without, run, scratch, stderr, stdout};
+
+fn dumps(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/fixtures/nccl-inspector")
+        .join(name)
+}
+
+#[test]
+fn the_rank_that_slept_is_named_late_and_the_clean_job_passes() {
+    let out = run(gpudirect_without(&["GPUDIRECT_DB"])
+        .args(["watch", "--dumps"])
+        .arg(dumps("late-rank1")));
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("LATE: rank 1 on node2 starts its collectives about"),
+        "{text}"
+    );
+    assert!(
+        text.contains("the network is not what holds the job"),
+        "{text}"
+    );
+
+    let out = run(gpudirect_without(&["GPUDIRECT_DB"])
+        .args(["watch", "--json", "--dumps"])
+        .arg(dumps("clean")));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let json: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let comm = &json["communicators"][0];
+    assert_eq!(comm["findings"], serde_json::json!([]));
+    assert_eq!(comm["judged"], true);
+    assert_eq!(json["files"], 2);
+}
+
+#[test]
+fn the_baseline_comes_from_the_history_runs_of_the_variant() {
+    let dir = scratch("watch", "baseline");
+    let db = dir.path().join("h.sqlite");
+    let out = run(gpudirect_without(&["GPUDIRECT_DB", "SLURM_CLUSTER_NAME"])
+        .arg("--db")
+        .arg(&db)
+        .args(["import", "--cluster", "box", "--variant", "socket-bed"])
+        .arg(fixture("gpu-box/all_reduce_srun_socket_bed_n2.txt")));
+    assert!(out.status.success(), "{}", stderr(&out));
+    // 64 MiB all_reduce over the same two nodes measured 1.85 GB/s in nccl-tests; the job's
+    // clean AllReduce of 64 MiB ran at 1.93: at its baseline, no finding.
+    let out = run(gpudirect_without(&["GPUDIRECT_DB", "SLURM_CLUSTER_NAME"])
+        .arg("--db")
+        .arg(&db)
+        .args([
+            "watch",
+            "--cluster",
+            "box",
+            "--baseline-variant",
+            "socket-bed",
+            "--dumps",
+        ])
+        .arg(dumps("clean")));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("% of 1.85"), "{text}");
+    // The job with a late rank: the waiting rank's AllReduce shows 0.8 GB/s, but the judge
+    // takes each collective's fastest rank (no waiting in its time), 1.85: LATE, not SLOW.
+    let out = run(gpudirect_without(&["GPUDIRECT_DB", "SLURM_CLUSTER_NAME"])
+        .arg("--db")
+        .arg(&db)
+        .args([
+            "watch",
+            "--cluster",
+            "box",
+            "--baseline-variant",
+            "socket-bed",
+            "--dumps",
+        ])
+        .arg(dumps("late-rank1"))
+        .args(["--window", "1h"]));
+    assert_eq!(out.status.code(), Some(1));
+    assert!(!stdout(&out).contains("SLOW:"), "{}", stdout(&out));
+}
+
+#[test]
+fn no_dumps_or_too_few_collectives_cannot_be_judged() {
+    let empty = scratch("watch", "empty");
+    let out = run(gpudirect_without(&["GPUDIRECT_DB"])
+        .args(["watch", "--dumps"])
+        .arg(empty.path()));
+    assert_eq!(out.status.code(), Some(3));
+    assert!(
+        stderr(&out).contains("no Inspector sample in 0 file(s)"),
+        "{}",
+        stderr(&out)
+    );
+
+    let out = run(gpudirect_without(&["GPUDIRECT_DB"])
+        .args(["watch", "--dumps"])
+        .arg(dumps("inspector-2.28.9")));
+    assert_eq!(out.status.code(), Some(3));
+    assert!(
+        stdout(&out).contains("not judged: at most 1 collective(s)"),
+        "{}",
+        stdout(&out)
+    );
+
+    let out = run(gpudirect_without(&["GPUDIRECT_DB"])
+        .args(["watch", "--dumps"])
+        .arg(dumps("one-rank-wrote")));
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stdout(&out).contains("SILENT: rank(s) 0 wrote no sample"),
+        "{}",
+        stdout(&out)
+    );
+}
