@@ -180,7 +180,7 @@ impl NodeFacts {
         let (default_route, driver_gpus) = match proc_root {
             Some(p) => (
                 read_trimmed(&p.join("net/route")).and_then(|t| default_route(&t)),
-                Some(dir_names(&p.join("driver/nvidia/gpus"))),
+                Some(driver_gpus(&p.join("driver/nvidia/gpus")).unwrap_or_default()),
             ),
             None => (None, None),
         };
@@ -589,6 +589,15 @@ fn read_trimmed(path: &Path) -> Option<String> {
 /// A folder's entries: a host may have hundreds of interfaces (one per container).
 fn dir_names(dir: &Path) -> Vec<String> {
     names_in(dir, 1024)
+}
+
+/// The GPUs the NVIDIA driver lists in `dir` (`/proc/driver/nvidia/gpus`, one folder per
+/// GPU, named by its PCI address): their names, sorted; `None` without the driver (the
+/// folder cannot be read). The one reader of the driver's list: health's `gpus` check,
+/// `validate --gpus`, probe and wiring count with it.
+pub fn driver_gpus(dir: &Path) -> Option<Vec<String>> {
+    std::fs::read_dir(dir).ok()?;
+    Some(dir_names(dir))
 }
 
 #[cfg(test)]

@@ -189,18 +189,6 @@ pub enum PathKind {
     Code,
 }
 
-/// Whether a variable names code a task loads (Python's search paths and startup file,
-/// NCCL's and others' plugins, library folders): its path values are [`PathKind::Code`],
-/// and a task placeholder in them is refused (security review S5). Every other name not on
-/// [`DATA_PATH_VARIABLES`] has its paths checked as code too.
-pub fn loads_code(name: &str) -> bool {
-    name.starts_with("PYTHON")
-        || name.contains("PLUGIN")
-        || name.contains("LIBRARY")
-        || name.ends_with("_LIB")
-        || name.ends_with("_LIBS")
-}
-
 /// The `[env]` variables whose absolute paths are only written to, or are scratch space,
 /// each with the reason: their paths are checked only when they name an existing regular
 /// file ([`PathKind::Any`]). Every other variable's absolute paths are checked as code
@@ -491,7 +479,7 @@ pub fn plan_node_with_locality<'c>(
 /// for the config. Run whatever checks the profile asks for. Every absolute path in an
 /// `[env]` value is checked, after the node's placeholders are filled in, as
 /// [`env_path_kind`] says (values with task placeholders differ per task and are not
-/// checked; a variable that [`loads_code`] may not hold one).
+/// checked; a variable that [`crate::config::loads_code`] may not hold one).
 fn ownership_failures(plan: &NodePlan<'_>, probe: &dyn NodeProbe) -> Vec<CheckFailure> {
     let profile = plan.profile;
     let mut paths: Vec<(String, String, PathKind)> = profile
@@ -1124,7 +1112,7 @@ skip_checks = ["libraries", "rxdm_socket_dir"]
         for (name, why) in DATA_PATH_VARIABLES {
             assert_eq!(env_path_kind(name), PathKind::Any, "{name}");
             // A name the S5 patterns call code is never exempted.
-            assert!(!loads_code(name), "{name}");
+            assert!(!crate::config::loads_code(name), "{name}");
             assert!(!why.is_empty());
         }
     }

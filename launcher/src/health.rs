@@ -151,10 +151,10 @@ pub fn read_speed(sysfs: &Path, nic: &str, class: NicClass) -> Option<String> {
     std::fs::read_to_string(path).ok()
 }
 
-/// The GPUs the NVIDIA driver lists (one directory per GPU); `None` without the driver.
-pub fn driver_gpus(dir: &Path) -> Option<u32> {
-    let entries = std::fs::read_dir(dir).ok()?;
-    u32::try_from(entries.filter_map(|e| e.ok()).count()).ok()
+/// How many GPUs the NVIDIA driver lists in `dir` ([`gpudirect_core::derive::driver_gpus`]);
+/// `None` without the driver.
+pub fn driver_gpu_count(dir: &Path) -> Option<u32> {
+    u32::try_from(gpudirect_core::derive::driver_gpus(dir)?.len()).ok()
 }
 
 /// What the checks use besides the node's files, read once however often they run: the
@@ -273,7 +273,7 @@ pub fn check_once(
     }
     if let Some(expected) = facts.slurm_gpus {
         checked.push(CheckKind::Gpus.name());
-        failures.extend(gpu_failure(expected, driver_gpus(&where_.nvidia_gpus)));
+        failures.extend(gpu_failure(expected, driver_gpu_count(&where_.nvidia_gpus)));
     }
     skipped.sort_unstable();
     skipped.dedup();
@@ -345,8 +345,8 @@ pub fn quick_nccl(q: &QuickNccl) -> Result<(Option<Failed>, String), QuickNcclEr
     if let Some(probe) = &q.trust {
         let bin =
             crate::launch::find_binary(&q.nccl_tests_dir, "all_reduce").map_err(CellError::from)?;
-        let preload = crate::launch::env_var("LD_PRELOAD");
-        let library_path = crate::launch::env_var("LD_LIBRARY_PATH");
+        let preload = crate::slurm::env_var("LD_PRELOAD");
+        let library_path = crate::slurm::env_var("LD_LIBRARY_PATH");
         if let Some(problem) = untrusted_to_run(
             probe,
             &bin,
@@ -372,7 +372,7 @@ pub fn quick_nccl(q: &QuickNccl) -> Result<(Option<Failed>, String), QuickNcclEr
     let mut env = std::collections::BTreeMap::new();
     if !library_dirs.is_empty() {
         let mut path = library_dirs.join(":");
-        if let Some(old) = crate::launch::env_var("LD_LIBRARY_PATH") {
+        if let Some(old) = crate::slurm::env_var("LD_LIBRARY_PATH") {
             path = format!("{path}:{old}");
         }
         env.insert("LD_LIBRARY_PATH".to_string(), path);
@@ -733,7 +733,7 @@ mod tests {
         for bus in ["0000:01:00.0", "0000:02:00.0"] {
             std::fs::create_dir_all(gpus.join(bus)).unwrap();
         }
-        assert_eq!(driver_gpus(&gpus), Some(2));
-        assert_eq!(driver_gpus(&root.path().join("no-driver")), None);
+        assert_eq!(driver_gpu_count(&gpus), Some(2));
+        assert_eq!(driver_gpu_count(&root.path().join("no-driver")), None);
     }
 }

@@ -104,11 +104,6 @@ pub fn work_dir(prefix: &str) -> std::io::Result<tempfile::TempDir> {
         .tempdir()
 }
 
-/// A variable of our environment, when set and not empty (Slurm's `SLURM_*` among them).
-pub fn env_var(name: &str) -> Option<String> {
-    std::env::var(name).ok().filter(|v| !v.is_empty())
-}
-
 /// The binary for a collective: `<dir>/<c>_perf`, `<c>_perf_mpi`, or under `build/`.
 pub fn find_binary(dir: &Path, collective: &str) -> Result<PathBuf, LaunchError> {
     let names = [

@@ -19,8 +19,20 @@
 //! - [`history`]: the SQLite history of runs (schema migrations, import with dedupe,
 //!   queries, comparison of series, export).
 //! - [`baseline`]: "as fast as before?": the comparability key, the baseline, the verdict.
+//! - [`listing`]: `gpudirect history`'s table of runs and a node's busbw over time (pure).
+//! - [`metrics`]: the history and a node's health as OpenMetrics text (`export`,
+//!   `health --textfile`).
+//! - [`setup`]: what NCCL ran with (versions, algorithm and protocol per size), and where
+//!   two runs differ there.
 //! - [`runner`]: runs srun/mpirun/nccl-tests in a process group with timeouts and Ctrl-C.
-//! - [`slurm`]: the allocation from `SLURM_*` and every `scontrol`/`salloc` call.
+//! - [`slurm`]: the allocation from `SLURM_*` ([`slurm::Allocation`]), every
+//!   `scontrol`/`salloc` call, and the one srun step that asks every node
+//!   ([`slurm::AgentStep`], [`slurm::ask_nodes`]; the node's side is `gpudirect agent`).
+//! - [`drain`]: draining and returning nodes without fighting an admin or another tool.
+//! - [`node_extra`]: each tool's last verdict on a node in Slurm's node `Extra`.
+//! - [`profile`]: what `--gpudirect MODE` means on a node: the config read once, the mode
+//!   parsed once, the profile, transport, NICs and line rate it gives.
+//! - [`profiles`]: `gpudirect profiles`' views of the config and its lint.
 //! - [`matrix`]: the nccl-tests matrix (flags or TOML) and its plan of cells.
 //! - [`matrix_run`]: `gpudirect run`'s cells, one after another, with `--resume`'s marks.
 //! - [`launch`]: the srun/mpirun/local command line of one cell.
@@ -31,6 +43,8 @@
 //!   ([`validate::simulate`]) and the rail pairs of `--test rails` ([`validate::rails`]).
 //! - [`vet`]: `gpudirect vet`, a job's own nodes checked before it trains: the node checks
 //!   on every node, validation pairs within a [`budget`], the good nodes handed on.
+//! - [`hang`]: `gpudirect hang`: the agent on each node of a hung job and the assembly of
+//!   its answers; [`ras`]: NCCL's RAS client and what its snapshots say about a hang.
 //! - [`report`]: the HTML report with its plots (busbw by size, pair heat map, node x rail
 //!   map, nodes over time).
 //! - [`tune`]: `gpudirect tune`'s search: knobs, interleaved rounds, the noise rule per

@@ -129,15 +129,8 @@ fn nics() -> Vec<NicInfo> {
 }
 
 fn gpus() -> Vec<String> {
-    let mut out: Vec<String> = std::fs::read_dir("/proc/driver/nvidia/gpus")
-        .map(|d| {
-            d.flatten()
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .collect()
-        })
-        .unwrap_or_default();
-    out.sort();
-    out
+    gpudirect_core::derive::driver_gpus(std::path::Path::new("/proc/driver/nvidia/gpus"))
+        .unwrap_or_default()
 }
 
 impl TaskReport {

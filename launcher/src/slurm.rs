@@ -12,7 +12,6 @@ use std::ffi::OsString;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
-use crate::launch::env_var;
 use crate::runner::{self, Finished, Job, Outcome};
 
 /// How long one `scontrol` call may take: a healthy slurmctld answers in milliseconds.
@@ -83,6 +82,12 @@ pub enum SlurmError {
         /// Why.
         source: gpudirect_core::hostlist::HostlistError,
     },
+}
+
+/// A variable of our environment, when set and not empty: Slurm sets some of its `SLURM_*`
+/// empty, which means unset.
+pub fn env_var(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.is_empty())
 }
 
 /// The cluster a run is recorded under: `explicit` (`--cluster`, `GPUDIRECT_CLUSTER`),

@@ -379,7 +379,7 @@ impl Checker<'_> {
             // What a task loads code from must be a path the plugin can check: a task
             // placeholder (`{gpu}` is the user's CUDA_VISIBLE_DEVICES) makes it another
             // path per task, one no check saw (security review S5).
-            if crate::resolve::loads_code(var.get_ref()) {
+            if super::loads_code(var.get_ref()) {
                 if let Some(p) = template.placeholders().find(|p| p.per_task()) {
                     return Err(self.error(
                         value.span(),

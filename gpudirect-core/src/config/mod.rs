@@ -92,6 +92,19 @@ pub use crate::text::{escape_controls, line_of, one_line, sanitize_for_message};
 /// Modes that are not profile names.
 pub const RESERVED_MODES: [&str; 2] = ["none", "auto"];
 
+/// Whether a variable names code a task loads (Python's search paths and startup file,
+/// NCCL's and others' plugins, library folders): its path values are
+/// `resolve::PathKind::Code`, and a task placeholder in them is refused (security
+/// review S5; the config check refuses it, resolve checks the paths). Every other name not
+/// on `resolve::DATA_PATH_VARIABLES` has its paths checked as code too.
+pub fn loads_code(name: &str) -> bool {
+    name.starts_with("PYTHON")
+        || name.contains("PLUGIN")
+        || name.contains("LIBRARY")
+        || name.ends_with("_LIB")
+        || name.ends_with("_LIBS")
+}
+
 /// What `--gpudirect=MODE` (or a default) asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Mode {

@@ -157,7 +157,7 @@ impl Prepared {
     pub fn execute_until(self, cancel: &AtomicBool) -> Result<Executed, StartError> {
         let started = now_unix();
         let job_id = (self.launch.job.program == "srun")
-            .then(|| crate::launch::env_var("SLURM_JOB_ID"))
+            .then(|| crate::slurm::env_var("SLURM_JOB_ID"))
             .flatten()
             .and_then(|j| j.parse::<u32>().ok());
         let mut snapshot: Option<Vec<String>> = None;

@@ -24,7 +24,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 use gpudirect::drain::{self, Drained, HistoryPoint, Resumed};
 use gpudirect::health::{
-    check_once, driver_gpus, quick_nccl as run_quick_nccl, Failed, NodeFacts, Paths, QuickNccl,
+    check_once, driver_gpu_count, quick_nccl as run_quick_nccl, Failed, NodeFacts, Paths, QuickNccl,
 };
 use gpudirect::outln;
 use gpudirect::output::emit_json;
@@ -491,7 +491,7 @@ fn quick_nccl(
     let Some(dir) = args.nccl_tests_dir.clone() else {
         anyhow::bail!("--quick-nccl needs the nccl-tests binaries: pass --nccl-tests-dir DIR or set NCCL_TESTS_DIR");
     };
-    let gpus = match args.gpus.or_else(|| driver_gpus(&args.nvidia_gpus)) {
+    let gpus = match args.gpus.or_else(|| driver_gpu_count(&args.nvidia_gpus)) {
         Some(n) if n > 0 => n,
         // The gres count the gpus check read, else (that check skipped) Slurm's answer now.
         _ => slurm_gpus

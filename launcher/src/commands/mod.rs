@@ -318,7 +318,9 @@ const RULES: &str = "\
   link in `validate`, a regression in `compare`, a task that differs in `probe`, an error in
   `profiles check`). 2: runs it started failed (`run`: a cell failed; `validate`: pairs
   failed). 3: it could not do its work (a bad option or input, no allocation, no history);
-  stderr says why. 130: interrupted (Ctrl-C or SIGTERM); what finished was kept. The code a
+  stderr says why. 4: `vet` found fewer good nodes than the job needs (`--need`; with
+  `--requeue` the job was requeued without its bad nodes). 130: interrupted (Ctrl-C or
+  SIGTERM); what finished was kept. The code a
   line of output names (`verdict: Degraded (exit 1)`) is the code the command exits with:
   one mapping serves both. In `validate` (every `--test`, `--per-rail`, `--gpus`), a drain,
   a resume or an `--on-drain` command that did not work makes the status 2, and the verdict

@@ -21,8 +21,7 @@ use gpudirect::validate::judging::{
 };
 use gpudirect::validate::pairing::{parse_topology, Mode};
 
-use gpudirect::launch::env_var;
-use gpudirect::slurm::Allocation;
+use gpudirect::slurm::{env_var, Allocation};
 use gpudirect_core::system::short_hostname;
 
 mod drains;

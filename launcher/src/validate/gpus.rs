@@ -2,7 +2,8 @@
 //! indices into what is visible (an inherited `CUDA_VISIBLE_DEVICES`, else the driver's
 //! GPUs), and for `validate` the units the list splits into.
 
-use crate::launch::env_var;
+use crate::slurm::env_var;
+use gpudirect_core::derive::driver_gpus;
 
 /// The largest GPU index `--gpus` accepts.
 pub const MAX_GPU_INDEX: u32 = 1023;
@@ -83,7 +84,7 @@ pub fn visible_gpus() -> Option<Visible> {
         let entries: Vec<String> = list.split(',').map(|e| e.trim().to_string()).collect();
         return Some((entries, format!("CUDA_VISIBLE_DEVICES={list}")));
     }
-    let count = std::fs::read_dir("/proc/driver/nvidia/gpus").ok()?.count();
+    let count = driver_gpus(std::path::Path::new("/proc/driver/nvidia/gpus"))?.len();
     let entries = (0..count).map(|i| i.to_string()).collect();
     Some((entries, "/proc/driver/nvidia/gpus".into()))
 }

@@ -216,7 +216,7 @@ fn profile_map(
     let locality = Locality::read(roots.sysfs).ok();
     // The node's GPUs: the driver's list, else the PCI tree's, else as many as the profile
     // maps (a node without GPUs, such as the local cluster's).
-    let driver = crate::health::driver_gpus(&roots.proc_root.join("driver/nvidia/gpus"))
+    let driver = crate::health::driver_gpu_count(&roots.proc_root.join("driver/nvidia/gpus"))
         .map_or(0, |n| n as usize);
     let seen = locality.as_ref().map_or(0, |l| l.gpus.len());
     let count = match (driver, seen) {

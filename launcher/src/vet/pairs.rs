@@ -12,8 +12,9 @@ use super::{worst_over_rails, Paired};
 use crate::budget::Budget;
 use crate::checks::expected_sizes;
 use crate::history::{History, LaunchKind, NewRun};
-use crate::launch::{env_var, find_binary, LaunchOptions, Launcher};
+use crate::launch::{find_binary, LaunchOptions, Launcher};
 use crate::matrix::{Matrix, Variant};
+use crate::slurm::env_var;
 use crate::validate::judging::{Threshold, Validation, DEFAULT_TOLERANCE};
 use crate::validate::pairing::Mode;
 use crate::validate::pairs::{
