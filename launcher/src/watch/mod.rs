@@ -207,6 +207,24 @@ mod tests {
         assert!((40_000.0..60_000.0).contains(late_by_us), "{late_by_us}");
     }
 
+    /// Recorded after the rule was written, as a check on an input it was not built from:
+    /// three ranks, rank 2 sleeping 50 ms per step.
+    #[test]
+    fn of_three_ranks_the_one_that_slept_is_named_late() {
+        let c = recorded("three-ranks-late2");
+        assert_eq!(c.files, 3);
+        let verdicts = judge(&c.samples, &Baselines::default());
+        let named: Vec<(u32, &str)> = verdicts[0]
+            .findings
+            .iter()
+            .filter_map(|f| match f {
+                Finding::LateRank { rank, host, .. } => Some((*rank, host.as_str())),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(named, vec![(2, "node3")], "{:?}", verdicts[0].findings);
+    }
+
     #[test]
     fn a_baseline_the_clean_job_falls_short_of_is_a_finding_and_one_it_meets_is_not() {
         let c = recorded("clean");
