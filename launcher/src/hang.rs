@@ -236,6 +236,75 @@ pub fn local_addrs(fib_trie: &str) -> Vec<String> {
     addrs
 }
 
+/// The socket inodes listening on `port` in the text of `/proc/net/tcp` or `tcp6` (pure):
+/// rows in state `0A` (LISTEN) whose local address ends in the port (hex).
+pub fn listening_inodes(tcp: &str, port: u16) -> Vec<u64> {
+    tcp.lines()
+        .skip(1)
+        .filter_map(|line| {
+            let words: Vec<&str> = line.split_whitespace().collect();
+            let (_, hex_port) = words.get(1)?.rsplit_once(':')?;
+            let listening = *words.get(3)? == "0A";
+            let inode: u64 = words.get(9)?.parse().ok()?;
+            (listening && u16::from_str_radix(hex_port, 16).ok()? == port && inode > 0)
+                .then_some(inode)
+        })
+        .collect()
+}
+
+/// The socket inode a `/proc/PID/fd` link names (`socket:[187569]`), if it is a socket.
+pub fn socket_inode(link: &str) -> Option<u64> {
+    link.strip_prefix("socket:[")?
+        .strip_suffix(']')?
+        .parse()
+        .ok()
+}
+
+/// The socket inodes `pid` holds open, read from `proc_root/PID/fd` (those this user may
+/// read: the job's own, or any as root).
+pub fn socket_inodes(proc_root: &std::path::Path, pid: u32) -> Vec<u64> {
+    let Ok(fds) = std::fs::read_dir(proc_root.join(pid.to_string()).join("fd")) else {
+        return Vec::new();
+    };
+    fds.flatten()
+        .filter_map(|fd| socket_inode(&std::fs::read_link(fd.path()).ok()?.to_string_lossy()))
+        .collect()
+}
+
+/// Why the RAS listening on `addr`'s port is not job `job`'s, if it is not (security review
+/// T1): some socket listening on that port in this network namespace (`tcp`: the texts of
+/// `/proc/net/tcp` and `tcp6`) is held by none of `pids`, the processes Slurm lists for the
+/// job here. Another user holding the port first leaves the job's NCCL without RAS and would
+/// answer for it; another job on the same port would answer with its own communicators.
+/// Nothing listening is no problem here: asking then says the job's RAS did not start.
+pub fn foreign_listener(
+    proc_root: &std::path::Path,
+    tcp: &[String],
+    addr: SocketAddr,
+    job: u32,
+    pids: &[u32],
+) -> Option<String> {
+    let inodes: Vec<u64> = tcp
+        .iter()
+        .flat_map(|text| listening_inodes(text, addr.port()))
+        .collect();
+    if inodes.is_empty() {
+        return None;
+    }
+    let held: Vec<u64> = pids
+        .iter()
+        .flat_map(|&pid| socket_inodes(proc_root, pid))
+        .collect();
+    let foreign = inodes.iter().filter(|i| !held.contains(i)).count();
+    (foreign > 0).then(|| {
+        format!(
+            "{addr}: the port is not job {job}'s: {foreign} of the {} socket(s) listening on port {} belong to no process Slurm lists for the job on this node (another user's or another job's), so its RAS was not asked",
+            inodes.len(),
+            addr.port()
+        )
+    })
+}
+
 /// The agent's work on one node: find the job's processes and RAS address, poll it.
 pub fn agent(
     job: JobStep,
@@ -244,13 +313,43 @@ pub fn agent(
     interval: Duration,
     timeout: Duration,
 ) -> AgentReport {
-    let own_step = std::env::var("SLURM_STEP_ID")
+    let own_step: Option<u32> = std::env::var("SLURM_STEP_ID")
         .ok()
         .and_then(|s| s.parse().ok());
-    let processes = job_processes(std::path::Path::new("/proc"), job, &node, own_step);
+    let proc_root = std::path::Path::new("/proc");
     let addrs = std::fs::read_to_string("/proc/net/fib_trie")
         .map(|t| local_addrs(&t))
         .unwrap_or_default();
+    let not_asked = |node: String, addrs: Vec<String>, why: String| AgentReport {
+        gpudirect_hang: 1,
+        node,
+        addrs,
+        processes: Vec::new(),
+        ras_addr: String::new(),
+        polls: vec![Poll {
+            at: 0.0,
+            status: None,
+            error: Some(why),
+        }],
+    };
+    // The job's processes are those Slurm lists for it here, never those that only say so
+    // in their environment (security review T1: root's agent took a decoy's address).
+    let pids: Vec<u32> = match crate::slurm::job_pids(job.job, &node) {
+        Ok(listed) => listed
+            .into_iter()
+            .filter(|(_, step)| own_step.is_none_or(|own| *step != own.to_string()))
+            .map(|(pid, _)| pid)
+            .collect(),
+        Err(e) => {
+            let why = format!(
+                "Slurm could not list job {}'s processes on this node ({e}): its RAS was not asked",
+                job.job
+            );
+            return not_asked(node, addrs, why);
+        }
+    };
+    let mut processes = job_processes(proc_root, job, &node, own_step);
+    processes.retain(|p| pids.contains(&p.pid));
     // The job's own address (the plugin gives every job its own); the first process's.
     let value = processes.iter().find_map(|p| p.ras_addr.clone());
     let mut report = AgentReport {
@@ -263,7 +362,24 @@ pub fn agent(
             .unwrap_or_else(|| format!("127.0.0.1:{}", ras::DEFAULT_PORT)),
         polls: Vec::new(),
     };
-    let addr = match ras_addr(value.as_deref()) {
+    let checked = ras_addr(value.as_deref()).and_then(|addr| {
+        // Only this node's own service is the job's to ask here (T13).
+        let own = addr.ip().is_loopback() || report.addrs.contains(&addr.ip().to_string());
+        if !own {
+            return Err(format!(
+                "{addr} is not an address of this node: the job's RAS is asked only where its processes run"
+            ));
+        }
+        let tcp: Vec<String> = ["net/tcp", "net/tcp6"]
+            .iter()
+            .filter_map(|f| std::fs::read_to_string(proc_root.join(f)).ok())
+            .collect();
+        match foreign_listener(proc_root, &tcp, addr, job.job, &pids) {
+            Some(why) => Err(why),
+            None => Ok(addr),
+        }
+    });
+    let addr = match checked {
         Ok(a) => a,
         Err(e) => {
             report.polls.push(Poll {
@@ -389,6 +505,55 @@ pub fn unanswered(reports: &[AgentReport]) -> BTreeMap<String, String> {
 mod tests {
     use super::*;
     use crate::ras::Verdict;
+
+    fn proc_net(name: &str) -> String {
+        std::fs::read_to_string(format!(
+            "{}/../tests/fixtures/proc-net/{name}",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .unwrap()
+    }
+
+    /// Security review T1, on this host's recorded /proc/net/tcp{,6}: which socket listens
+    /// on a port, and whether one of the job's processes holds it.
+    #[test]
+    fn a_ras_port_is_the_jobs_only_when_a_job_process_holds_its_socket() {
+        let (tcp, tcp6) = (proc_net("tcp"), proc_net("tcp6"));
+        assert_eq!(listening_inodes(&tcp, 28142), vec![187569]);
+        assert_eq!(listening_inodes(&tcp6, 28143), vec![187570]);
+        assert_eq!(listening_inodes(&tcp, 2024), vec![121]);
+        assert!(listening_inodes(&tcp, 28143).is_empty());
+        assert_eq!(socket_inode("socket:[187569]"), Some(187569));
+        assert_eq!(socket_inode("pipe:[188489]"), None);
+
+        // A /proc with the listener's fds as recorded (pid 23462), and a decoy's.
+        let tmp = tempfile::tempdir().unwrap();
+        for (pid, fd, link) in [
+            (23462, "3", "socket:[187569]"),
+            (23462, "4", "socket:[187570]"),
+            (23462, "251", "pipe:[188489]"),
+            (4242, "3", "socket:[999]"),
+        ] {
+            let dir = tmp.path().join(pid.to_string()).join("fd");
+            std::fs::create_dir_all(&dir).unwrap();
+            std::os::unix::fs::symlink(link, dir.join(fd)).unwrap();
+        }
+        assert_eq!(socket_inodes(tmp.path(), 23462).len(), 2);
+        let both = [tcp.clone(), tcp6.clone()];
+        let addr: SocketAddr = "127.0.0.1:28142".parse().unwrap();
+        assert_eq!(
+            foreign_listener(tmp.path(), &both, addr, 77, &[23462]),
+            None
+        );
+        let why = foreign_listener(tmp.path(), &both, addr, 77, &[4242]).unwrap();
+        assert!(
+            why.contains("the port is not job 77's") && why.contains("was not asked"),
+            "{why}"
+        );
+        // Nobody listening: asking says the RAS did not start.
+        let quiet: SocketAddr = "127.0.0.1:28999".parse().unwrap();
+        assert_eq!(foreign_listener(tmp.path(), &both, quiet, 77, &[]), None);
+    }
 
     /// A RAS server on loopback that answers every connection with `reply`.
     fn serve_every_time(reply: Vec<u8>) -> SocketAddr {

@@ -689,6 +689,34 @@ pub fn set_node_extra(node: &str, extra: &str) -> Result<(), SlurmError> {
     succeeded(&shown, &finished)
 }
 
+/// `scontrol listpids JOB NODE` on this node: the processes slurmstepd tracks for the job
+/// here, as (pid, step) (`batch`, `extern` or a number), from Slurm's view, never from what
+/// a process says of itself. NODE names this node's slurmd where one host runs several.
+pub fn job_pids(job: u32, node: &str) -> Result<Vec<(u32, String)>, SlurmError> {
+    let id = job.to_string();
+    let shown = format!("scontrol listpids {id} {node}");
+    let finished = call(&scontrol(["listpids", &id, node]), &shown)?;
+    succeeded(&shown, &finished)?;
+    Ok(parse_listpids(
+        &String::from_utf8_lossy(&finished.stdout),
+        job,
+    ))
+}
+
+/// The rows of `scontrol listpids` output for job `job` (pure): under the header
+/// `PID JOBID STEPID LOCALID GLOBALID`, one process a line; other lines are left out.
+pub fn parse_listpids(text: &str, job: u32) -> Vec<(u32, String)> {
+    text.lines()
+        .filter_map(|line| {
+            let mut words = line.split_whitespace();
+            let pid: u32 = words.next()?.parse().ok()?;
+            let of: u32 = words.next()?.parse().ok()?;
+            let step = words.next()?;
+            (of == job && pid > 0).then(|| (pid, step.to_string()))
+        })
+        .collect()
+}
+
 fn scontrol<const N: usize>(args: [&str; N]) -> Job {
     Job {
         program: "scontrol".into(),
@@ -796,6 +824,28 @@ pub fn read_labelled_json<T: serde::de::DeserializeOwned>(
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn listpids_rows_name_the_jobs_processes_and_steps() {
+        // In the layout scontrol prints (as Slurm's documentation shows it): the batch step, a
+        // task's process and a child of it (no local id), and another job's row.
+        let text = "PID      JOBID    STEPID   LOCALID GLOBALID\n\
+                    4000     77       batch    0       0\n\
+                    4100     77       0        0       0\n\
+                    4101     77       0        -       -\n\
+                    5000     78       0        0       0\n";
+        assert_eq!(
+            parse_listpids(text, 77),
+            vec![
+                (4000, "batch".to_string()),
+                (4100, "0".to_string()),
+                (4101, "0".to_string())
+            ]
+        );
+        let none =
+            "PID      JOBID    STEPID   LOCALID GLOBALID\nNo job steps exist on this node.\n";
+        assert!(parse_listpids(none, 77).is_empty());
+    }
     use super::*;
 
     fn allocation(nodes: &[&str]) -> Allocation {

@@ -190,3 +190,97 @@ fn hang_names_the_stalled_rank_and_each_job_sees_its_own_ras() {
         let _ = run(slurm_command_as(Who::Root, "scancel").arg(job.to_string()));
     }
 }
+
+/// Security review T1, as two users: root's job (standing for another user's) holds a RAS
+/// port on node1 first; the test user's job on node1 names the same port and has no RAS of
+/// its own. `hang` of the user's job must not take root's stand-in's answer for its own:
+/// the agent finds the job's processes from `scontrol listpids`, sees that the socket on
+/// the port belongs to none of them, and says the port is not the job's (exit 3, no
+/// diagnosis). Written for the lead's run of the cluster suite; not run by its author.
+#[test]
+fn hang_takes_no_answer_from_a_port_another_users_process_holds() {
+    let _guard = cluster();
+    let dir = fresh_temp_dir("hang-squat");
+    let port = 31_000 + (std::process::id() % 1_000) as u16;
+    let answer = dir.join("squatter.txt");
+    std::fs::write(&answer, answer_for([1, 2], &job_nodes_default())).unwrap();
+    let standin = workspace_bin("nccl-ras-standin");
+    let pids = dir.join("squatter-pids");
+    std::fs::create_dir_all(&pids).unwrap();
+    let wrap = format!(
+        "srun -N1 -w node1 {} --answer {} --pid-dir {} --seconds 90",
+        standin.display(),
+        answer.display(),
+        pids.display()
+    );
+    let out = run(slurm_command_as(Who::Root, "sbatch")
+        .args([
+            "-N1",
+            "-w",
+            "node1",
+            "--oversubscribe",
+            "-o",
+            "/dev/null",
+            "--wrap",
+            &wrap,
+        ])
+        .env("NCCL_RAS_ADDR", format!("127.0.0.1:{port}")));
+    assert_ok(&out, "sbatch the squatter as root");
+    let squatter: u32 = text(&out.stdout)
+        .split_whitespace()
+        .last()
+        .and_then(|w| w.parse().ok())
+        .expect("sbatch prints the job id");
+    let start = Instant::now();
+    while !pids.join("pid-0").exists() {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "the squatter did not listen within 60 s"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let out = run(slurm_command("sbatch")
+        .args(["-N1", "-w", "node1", "--oversubscribe", "-o", "/dev/null"])
+        .args(["--wrap", "srun -N1 sleep 90"])
+        .env("NCCL_RAS_ADDR", format!("127.0.0.1:{port}")));
+    assert_ok(&out, "sbatch the user's job");
+    let victim: u32 = text(&out.stdout)
+        .split_whitespace()
+        .last()
+        .and_then(|w| w.parse().ok())
+        .expect("sbatch prints the job id");
+    let start = Instant::now();
+    let out = loop {
+        let out = hang(victim);
+        if text(&out.stdout).contains(&format!("127.0.0.1:{port}"))
+            || start.elapsed() > Duration::from_secs(30)
+        {
+            break out;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    let stdout = text(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{stdout}\n{}",
+        text(&out.stderr)
+    );
+    assert!(
+        stdout.contains(&format!("the port is not job {victim}'s")),
+        "{stdout}"
+    );
+    assert!(
+        !stdout.contains("communicator 0x"),
+        "a diagnosis from the squatter: {stdout}"
+    );
+    for job in [squatter, victim] {
+        let _ = run(slurm_command_as(Who::Root, "scancel").arg(job.to_string()));
+    }
+}
+
+/// The recorded answer's hosts as node1 and node2 (for a squatter's answer, whose content
+/// does not matter: it must never be read).
+fn job_nodes_default() -> [String; 2] {
+    ["node1".to_string(), "node2".to_string()]
+}
