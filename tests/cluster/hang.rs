@@ -29,11 +29,7 @@ fn standin_job(dir: &Path, port: u16, answer: &Path, extra: &str) -> (u32, [u32;
         .args(["-N2", "-o", "/dev/null", "--wrap", &wrap])
         .env("NCCL_RAS_ADDR", format!("127.0.0.1:{port}")));
     assert_ok(&out, "sbatch the RAS stand-ins");
-    let job: u32 = text(&out.stdout)
-        .split_whitespace()
-        .last()
-        .and_then(|w| w.parse().ok())
-        .expect("sbatch prints the job id");
+    let job = submitted(&out);
     let start = Instant::now();
     loop {
         let read = |t: u32| -> Option<u32> {
@@ -82,6 +78,29 @@ fn answer_for(pids: [u32; 2], nodes: &[String; 2]) -> String {
         .replace("\"10.9.1.2\"", &format!("\"{}\"", eth1_of(&nodes[1])))
         .replace("\"pid\": 1559", &format!("\"pid\": {}", pids[0]))
         .replace("\"pid\": 1560", &format!("\"pid\": {}", pids[1]))
+}
+
+/// `hang` of `job`, again until its answer names `127.0.0.1:PORT` (until its step runs, the
+/// agent finds no task and asks the default address), or 30 s; its exit must be 3.
+fn hang_once_its_step_runs(job: u32, port: u16) -> String {
+    let start = Instant::now();
+    let out = loop {
+        let out = hang(job);
+        if text(&out.stdout).contains(&format!("127.0.0.1:{port}"))
+            || start.elapsed() > Duration::from_secs(30)
+        {
+            break out;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    let stdout = text(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{stdout}\n{}",
+        text(&out.stderr)
+    );
+    stdout
 }
 
 fn hang(job: u32) -> std::process::Output {
@@ -157,30 +176,8 @@ fn hang_names_the_stalled_rank_and_each_job_sees_its_own_ras() {
         .args(["-N1", "-o", "/dev/null", "--wrap", wrap])
         .env("NCCL_RAS_ADDR", format!("127.0.0.1:{}", base + 2)));
     assert_ok(&out, "sbatch a job without RAS");
-    let quiet: u32 = text(&out.stdout)
-        .split_whitespace()
-        .last()
-        .unwrap()
-        .parse()
-        .unwrap();
-    let start = Instant::now();
-    let out = loop {
-        let out = hang(quiet);
-        // Until its step runs, the agent finds no task and asks the default address.
-        if text(&out.stdout).contains(&format!("127.0.0.1:{}", base + 2))
-            || start.elapsed() > Duration::from_secs(30)
-        {
-            break out;
-        }
-        std::thread::sleep(Duration::from_millis(500));
-    };
-    let stdout = text(&out.stdout);
-    assert_eq!(
-        out.status.code(),
-        Some(3),
-        "{stdout}\n{}",
-        text(&out.stderr)
-    );
+    let quiet = submitted(&out);
+    let stdout = hang_once_its_step_runs(quiet, base + 2);
     assert!(
         stdout.contains(&format!("127.0.0.1:{}: no NCCL RAS answers", base + 2))
             && stdout.contains("NCCL_RAS_ADDR"),
@@ -226,11 +223,7 @@ fn hang_takes_no_answer_from_a_port_another_users_process_holds() {
         ])
         .env("NCCL_RAS_ADDR", format!("127.0.0.1:{port}")));
     assert_ok(&out, "sbatch the squatter as root");
-    let squatter: u32 = text(&out.stdout)
-        .split_whitespace()
-        .last()
-        .and_then(|w| w.parse().ok())
-        .expect("sbatch prints the job id");
+    let squatter = submitted(&out);
     let start = Instant::now();
     while !pids.join("pid-0").exists() {
         assert!(
@@ -244,28 +237,8 @@ fn hang_takes_no_answer_from_a_port_another_users_process_holds() {
         .args(["--wrap", "srun -N1 sleep 90"])
         .env("NCCL_RAS_ADDR", format!("127.0.0.1:{port}")));
     assert_ok(&out, "sbatch the user's job");
-    let victim: u32 = text(&out.stdout)
-        .split_whitespace()
-        .last()
-        .and_then(|w| w.parse().ok())
-        .expect("sbatch prints the job id");
-    let start = Instant::now();
-    let out = loop {
-        let out = hang(victim);
-        if text(&out.stdout).contains(&format!("127.0.0.1:{port}"))
-            || start.elapsed() > Duration::from_secs(30)
-        {
-            break out;
-        }
-        std::thread::sleep(Duration::from_millis(500));
-    };
-    let stdout = text(&out.stdout);
-    assert_eq!(
-        out.status.code(),
-        Some(3),
-        "{stdout}\n{}",
-        text(&out.stderr)
-    );
+    let victim = submitted(&out);
+    let stdout = hang_once_its_step_runs(victim, port);
     assert!(
         stdout.contains(&format!("the port is not job {victim}'s")),
         "{stdout}"
@@ -277,6 +250,15 @@ fn hang_takes_no_answer_from_a_port_another_users_process_holds() {
     for job in [squatter, victim] {
         let _ = run(slurm_command_as(Who::Root, "scancel").arg(job.to_string()));
     }
+}
+
+/// The job id `sbatch` printed.
+fn submitted(out: &std::process::Output) -> u32 {
+    text(&out.stdout)
+        .split_whitespace()
+        .last()
+        .and_then(|w| w.parse().ok())
+        .expect("sbatch prints the job id")
 }
 
 /// The recorded answer's hosts as node1 and node2 (for a squatter's answer, whose content
