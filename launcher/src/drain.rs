@@ -1,4 +1,7 @@
-//! Draining and returning nodes, the way `gpudirect health` and `validate` share.
+//! Draining and returning nodes: the one place drains are carried out, for `health`
+//! ([`drain_node`]), `validate` (its plans: [`apply_drains`], [`apply_resumes`]) and `vet
+//! --drain` ([`apply_drains`]). Each caller hands in what it found (the candidates, the
+//! evidence for `--on-drain`); what was done comes back as [`NodeAction`]s, in words.
 //!
 //! Rules (issue #17), so that this tool never fights an admin, nor itself:
 //! - Every drain has a reason that starts with its tool's tag ([`Tool::tag`]:
@@ -24,6 +27,7 @@ use anyhow::{bail, Context, Result};
 use serde::Serialize;
 
 use crate::history::{NodeRunPoint, RunId, RunStatus};
+use crate::noteln;
 use crate::output::shown::hides_text;
 use crate::runner::{self, Job, Outcome};
 use crate::slurm::{self, NodeState};
@@ -178,6 +182,286 @@ pub fn resume_if_ours(tool: Tool, node: &str) -> Result<Resumed> {
         slurm::resume(node)?;
     }
     Ok(decision)
+}
+
+/// What `--drain` does with a node judged slow or failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DrainPlan {
+    /// Drain it with this reason (tagged).
+    Drain {
+        /// From [`drain_reason`].
+        reason: String,
+    },
+    /// Leave it in service: it passed a re-test, or could not be re-tested.
+    Spare {
+        /// `passed re-test 1 of 2`.
+        why: String,
+    },
+}
+
+/// A node `--drain` considers, and what it will do.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Candidate {
+    /// The node.
+    pub node: String,
+    /// Its verdict, in words (`slow node`).
+    pub verdict: String,
+    /// The verdict's evidence.
+    pub evidence: Vec<String>,
+    /// Drain or spare.
+    pub plan: DrainPlan,
+}
+
+/// What `--resume` does with a drained node of the allocation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ResumePlan {
+    /// Drained by gpudirect and healthy now: return it to service.
+    Resume {
+        /// Why it is healthy (its re-test).
+        why: String,
+    },
+    /// Drained by gpudirect and not shown healthy: it stays drained.
+    Stay {
+        /// Why.
+        why: String,
+    },
+    /// Drained by someone else: never resumed by this tool.
+    Admin,
+}
+
+/// What happened to one node (`--json`'s `drains` and `resumes`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct NodeAction {
+    /// The node.
+    pub node: String,
+    /// `drained`, `already_drained`, `admin_drain`, `not_drained`, `resumed`,
+    /// `stays_drained` or `error`.
+    pub outcome: &'static str,
+    /// The drain reason set, or the one the node has.
+    pub reason: Option<String>,
+    /// The state read back from Slurm after the change (`IDLE+DRAIN`).
+    pub state: Option<String>,
+    /// What was said, in words.
+    pub message: String,
+    /// The `--on-drain` evidence file.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub evidence_file: Option<PathBuf>,
+    /// What went wrong: a drain or resume that did not take, a failed `--on-drain`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl NodeAction {
+    /// An action with nothing read back yet.
+    pub fn new(node: &str, outcome: &'static str, reason: Option<String>, message: String) -> Self {
+        NodeAction {
+            node: node.to_string(),
+            outcome,
+            reason,
+            state: None,
+            message,
+            evidence_file: None,
+            error: None,
+        }
+    }
+
+    /// An action that went wrong: `message` is also its error.
+    pub fn error(node: &str, message: String) -> Self {
+        NodeAction {
+            error: Some(message.clone()),
+            ..NodeAction::new(node, "error", None, message)
+        }
+    }
+}
+
+/// Whether any action went wrong (the exit status is then at least 2).
+pub fn any_error(actions: &[NodeAction]) -> bool {
+    actions.iter().any(|a| a.error.is_some())
+}
+
+/// Drains `node` for `tool` with `reason` ([`drain_confirmed`]) and, when it is newly
+/// drained and `on_drain` is given, runs that command with the evidence `evidence` makes
+/// ([`run_on_drain`]). Returns the drain's outcome and the command's (`None`: it did not
+/// run); a failed command leaves the node drained.
+pub fn drain_node<E: Serialize>(
+    tool: Tool,
+    node: &str,
+    reason: &str,
+    on_drain: Option<&str>,
+    evidence: impl FnOnce() -> E,
+) -> Result<(Drained, Option<Result<PathBuf>>)> {
+    let drained = drain_confirmed(tool, node, reason)?;
+    let ran = match (&drained, on_drain) {
+        (Drained::Drained { .. }, Some(command)) => Some(run_on_drain(command, &evidence())),
+        _ => None,
+    };
+    Ok((drained, ran))
+}
+
+/// Carries out `tool`'s drain plans: drains the candidates that are to be drained
+/// (confirmed by reading the state back), runs `on_drain` with `evidence(candidate,
+/// reason)` for each newly drained one, and says on stderr, with the tool's tag, what
+/// happened to each; what it said is kept as a [`NodeAction`] for `--json` and reports.
+pub fn apply_drains<E: Serialize>(
+    tool: Tool,
+    candidates: &[Candidate],
+    on_drain: Option<&str>,
+    evidence: impl Fn(&Candidate, &str) -> E,
+) -> Vec<NodeAction> {
+    let say = |action: NodeAction| {
+        noteln!("{} {}", tool.tag(), action.message);
+        action
+    };
+    let mut actions = Vec::new();
+    for c in candidates {
+        let node = c.node.as_str();
+        let reason = match &c.plan {
+            DrainPlan::Spare { why } => {
+                actions.push(say(NodeAction::new(
+                    node,
+                    "not_drained",
+                    None,
+                    format!("{node} not drained ({}): {why}", c.verdict),
+                )));
+                continue;
+            }
+            DrainPlan::Drain { reason } => reason,
+        };
+        let done = drain_confirmed(tool, node, reason);
+        let mut action = say(drained_action(node, reason, &done));
+        if let (Ok(Drained::Drained { .. }), Some(command)) = (&done, on_drain) {
+            match run_on_drain(command, &evidence(c, reason)) {
+                Ok(path) => {
+                    noteln!(
+                        "{} --on-drain ran for {node} with the evidence in {}",
+                        tool.tag(),
+                        path.display()
+                    );
+                    action.evidence_file = Some(path);
+                }
+                Err(e) => {
+                    let message = format!("{e:#} ({node} stays drained)");
+                    noteln!("{} {message}", tool.tag());
+                    action.error = Some(message);
+                }
+            }
+        }
+        actions.push(action);
+    }
+    actions
+}
+
+/// What a drain of `node` with `reason` came to, in words (pure): the state read back, a
+/// drain already there (ours, or an admin's), or the error.
+pub fn drained_action(node: &str, reason: &str, done: &Result<Drained>) -> NodeAction {
+    match done {
+        Ok(Drained::Drained { state }) => NodeAction {
+            state: Some(state.clone()),
+            ..NodeAction::new(
+                node,
+                "drained",
+                Some(reason.to_string()),
+                format!("drained {node} (Slurm shows {state}): {reason}"),
+            )
+        },
+        Ok(Drained::AlreadyOurs { reason }) => NodeAction::new(
+            node,
+            "already_drained",
+            Some(reason.clone()),
+            format!("{node} is already drained by gpudirect (\"{reason}\"): left as it is"),
+        ),
+        Ok(Drained::AdminDrain { reason }) => NodeAction::new(
+            node,
+            "admin_drain",
+            reason.clone(),
+            format!(
+                "{node} left alone: drained by an admin for \"{}\"",
+                reason.as_deref().unwrap_or("(no reason)")
+            ),
+        ),
+        Err(e) => NodeAction::error(node, format!("could not drain {node}: {e:#}")),
+    }
+}
+
+/// Returns to service the drained nodes `plans` says to (for `tool`, the state read back),
+/// leaves the others drained, and says what happened to each.
+pub fn apply_resumes(
+    tool: Tool,
+    drained: &[(String, NodeState)],
+    plans: &[ResumePlan],
+) -> Vec<NodeAction> {
+    let mut actions = Vec::new();
+    for ((node, state), plan) in drained.iter().zip(plans) {
+        let node = node.as_str();
+        let had = state.reason.clone();
+        let had_text = had.as_deref().unwrap_or("(no reason)").to_string();
+        let action = match plan {
+            ResumePlan::Admin => NodeAction::new(
+                node,
+                "admin_drain",
+                had,
+                format!("{node} left drained: drained by an admin for \"{had_text}\""),
+            ),
+            ResumePlan::Stay { why } => NodeAction::new(
+                node,
+                "stays_drained",
+                had,
+                format!("{node} stays drained (\"{had_text}\"): {why}"),
+            ),
+            ResumePlan::Resume { why } => resume(tool, node, why),
+        };
+        noteln!("{} {}", tool.tag(), action.message);
+        actions.push(action);
+    }
+    actions
+}
+
+fn resume(tool: Tool, node: &str, why: &str) -> NodeAction {
+    match resume_if_ours(tool, node) {
+        Ok(Resumed::Resumed { reason }) => match slurm::node_state(node) {
+            Ok(after) if !after.drained() => {
+                let state = after.states.join("+");
+                NodeAction {
+                    state: Some(state.clone()),
+                    ..NodeAction::new(
+                        node,
+                        "resumed",
+                        Some(reason.clone()),
+                        format!(
+                            "returned {node} to service (Slurm shows {state}): {why}; it was drained for \"{reason}\""
+                        ),
+                    )
+                }
+            }
+            Ok(after) => NodeAction::error(
+                node,
+                format!(
+                    "resumed {node}, but Slurm still shows it {}: is this user a Slurm operator (SlurmUser or root)?",
+                    after.states.join("+")
+                ),
+            ),
+            Err(e) => NodeAction::error(
+                node,
+                format!("resumed {node}, but could not read its state back: {e}"),
+            ),
+        },
+        Ok(Resumed::NotDrained) => NodeAction::new(
+            node,
+            "not_drained",
+            None,
+            format!("{node} is no longer drained: nothing to resume"),
+        ),
+        Ok(Resumed::AdminDrain { reason }) => NodeAction::new(
+            node,
+            "admin_drain",
+            reason.clone(),
+            format!(
+                "{node} left drained: drained by an admin for \"{}\" meanwhile",
+                reason.as_deref().unwrap_or("(no reason)")
+            ),
+        ),
+        Err(e) => NodeAction::error(node, format!("could not resume {node}: {e:#}")),
+    }
 }
 
 /// The runs of the node an `--on-drain` evidence file lists: its last ones.

@@ -582,19 +582,16 @@ fn act_in_slurm(args: &HealthArgs, report: &Health, ctx: &Ctx) -> SlurmAction {
     let outcome = match report.failures.first() {
         Some(first) => {
             let reason = drain::drain_reason(drain::Tool::Health, &first.problem);
-            drain::drain_confirmed(drain::Tool::Health, &report.node, &reason).map(|drained| {
-                let evidence = match (&drained, &args.drains.on_drain) {
-                    (Drained::Drained { .. }, Some(command)) => {
-                        match drain::run_on_drain(command, &evidence(args, report, &reason, ctx)) {
-                            Ok(path) => Some(path),
-                            Err(e) => {
-                                noteln!("gpudirect health: {e:#}");
-                                None
-                            }
-                        }
-                    }
-                    _ => None,
-                };
+            drain::drain_node(
+                drain::Tool::Health,
+                &report.node,
+                &reason,
+                args.drains.on_drain.as_deref(),
+                || evidence(args, report, &reason, ctx),
+            )
+            .map(|(drained, ran)| {
+                let evidence = ran
+                    .and_then(|ran| ran.inspect_err(|e| noteln!("gpudirect health: {e:#}")).ok());
                 SlurmAction::Drain { drained, evidence }
             })
         }

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use gpudirect::budget::Budget;
-use gpudirect::drain::{self, Tool};
+use gpudirect::drain::{self, Candidate, DrainPlan, Tool};
 use gpudirect::history::{History, NewVet};
 use gpudirect::output::emit_json;
 use gpudirect::units::{duration_arg, now_unix, percent_arg, size_arg};
@@ -440,14 +440,23 @@ fn name_bad_nodes(args: &VetArgs, job_id: &str, vets: &[NodeVet], actions: &mut 
         return;
     }
     if args.drain {
-        for v in &bad {
-            let problem = v.why.first().map_or("bad", String::as_str);
-            let reason = drain::drain_reason(Tool::Vet, problem);
-            actions.push(match drain::drain_confirmed(Tool::Vet, &v.node, &reason) {
-                Ok(done) => format!("{}: {done:?}", v.node),
-                Err(e) => format!("{}: not drained: {e:#}", v.node),
-            });
-        }
+        let candidates: Vec<Candidate> = bad
+            .iter()
+            .map(|v| Candidate {
+                node: v.node.clone(),
+                verdict: "bad".into(),
+                evidence: v.why.clone(),
+                plan: DrainPlan::Drain {
+                    reason: drain::drain_reason(
+                        Tool::Vet,
+                        v.why.first().map_or("bad", String::as_str),
+                    ),
+                },
+            })
+            .collect();
+        // vet has no --on-drain: no evidence to hand on.
+        let done = drain::apply_drains(Tool::Vet, &candidates, None, |_, _| ());
+        actions.extend(done.into_iter().map(|a| a.message));
         return;
     }
     let text = drain::drain_reason(

@@ -1,16 +1,14 @@
 //! What `validate --drain`, `--retries`, `--resume` and `--on-drain` decide, from a
 //! validation's report: which nodes to drain (with what tagged reason) or spare, which
 //! drained nodes to return, what the `--on-drain` evidence file says, and how each node's
-//! outcome is kept for `--json`. Pure and tested here; the command does the Slurm calls
-//! through [`crate::drain`], which keeps its rules (every drain tagged `gpudirect validate:` and
-//! confirmed by reading the state back, only our own drains resumed).
-
-use std::path::PathBuf;
+//! outcome is kept for `--json`. Pure and tested here; [`crate::drain`] carries the plans
+//! out and keeps its rules (every drain tagged `gpudirect validate:` and confirmed by
+//! reading the state back, only our own drains resumed).
 
 use serde::Serialize;
 
 use crate::drain;
-pub use crate::drain::HistoryPoint;
+pub use crate::drain::{any_error, Candidate, DrainPlan, HistoryPoint, NodeAction, ResumePlan};
 use crate::history::RunId;
 use crate::slurm::NodeState;
 use crate::units::format_rfc3339;
@@ -34,34 +32,6 @@ pub struct PairRun {
     pub verdict: Option<String>,
     /// The run's id in the history (none when it could not be recorded).
     pub run_id: Option<RunId>,
-}
-
-/// What `--drain` does with a node judged slow or failed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum DrainPlan {
-    /// Drain it with this reason (tagged).
-    Drain {
-        /// From [`drain::drain_reason`].
-        reason: String,
-    },
-    /// Leave it in service: it passed a re-test, or could not be re-tested.
-    Spare {
-        /// `passed re-test 1 of 2`.
-        why: String,
-    },
-}
-
-/// A node `--drain` considers, and what it will do.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Candidate {
-    /// The node.
-    pub node: String,
-    /// Its verdict, in words (`slow node`).
-    pub verdict: String,
-    /// The verdict's evidence.
-    pub evidence: Vec<String>,
-    /// Drain or spare.
-    pub plan: DrainPlan,
 }
 
 /// The nodes judged slow or failed and what `--drain` does with each: drained with a
@@ -139,23 +109,6 @@ fn reason_for(n: &NodeReport, retest: Option<&RetestReport>) -> String {
     drain::drain_reason(drain::Tool::Validate, &problem)
 }
 
-/// What `--resume` does with a drained node of the allocation.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ResumePlan {
-    /// Drained by gpudirect and healthy now: return it to service.
-    Resume {
-        /// Why it is healthy (its re-test).
-        why: String,
-    },
-    /// Drained by gpudirect and not shown healthy: it stays drained.
-    Stay {
-        /// Why.
-        why: String,
-    },
-    /// Drained by someone else: never resumed by this tool.
-    Admin,
-}
-
 /// For each drained node (its state read before the validation), whether `--resume`
 /// returns it: only a node drained with gpudirect's tag, judged healthy, that passed a
 /// re-test with a node that is not drained. Pure.
@@ -199,56 +152,6 @@ pub fn resume_plan(report: &Report, drained: &[(String, NodeState)]) -> Vec<Resu
             }
         })
         .collect()
-}
-
-/// What happened to one node (`--json`'s `drains` and `resumes`).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct NodeAction {
-    /// The node.
-    pub node: String,
-    /// `drained`, `already_drained`, `admin_drain`, `not_drained`, `resumed`,
-    /// `stays_drained` or `error`.
-    pub outcome: &'static str,
-    /// The drain reason set, or the one the node has.
-    pub reason: Option<String>,
-    /// The state read back from Slurm after the change (`IDLE+DRAIN`).
-    pub state: Option<String>,
-    /// What was said, in words.
-    pub message: String,
-    /// The `--on-drain` evidence file.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub evidence_file: Option<PathBuf>,
-    /// What went wrong: a drain or resume that did not take, a failed `--on-drain`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-}
-
-impl NodeAction {
-    /// An action with nothing read back yet.
-    pub fn new(node: &str, outcome: &'static str, reason: Option<String>, message: String) -> Self {
-        NodeAction {
-            node: node.to_string(),
-            outcome,
-            reason,
-            state: None,
-            message,
-            evidence_file: None,
-            error: None,
-        }
-    }
-
-    /// An action that went wrong: `message` is also its error.
-    pub fn error(node: &str, message: String) -> Self {
-        NodeAction {
-            error: Some(message.clone()),
-            ..NodeAction::new(node, "error", None, message)
-        }
-    }
-}
-
-/// Whether any action went wrong (the exit status is then at least 2).
-pub fn any_error(actions: &[NodeAction]) -> bool {
-    actions.iter().any(|a| a.error.is_some())
 }
 
 /// A pair run of the node, in the evidence.

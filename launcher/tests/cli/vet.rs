@@ -100,3 +100,73 @@ fn vet_makes_its_output_folder_private_and_reuses_only_its_own() {
     let out = run(&mut vet(dir.path(), &cwd));
     assert!(out.status.success(), "{}", stderr(&out));
 }
+
+/// `vet --drain` drains the node that failed its checks through the one drain path
+/// (`gpudirect::drain`): what it did is said in words, the state read back, not as the
+/// `Debug` form of a Rust value (design review 2026-12-04, P3). `scontrol` here keeps
+/// node2's state in a file: drained once `update ... state=drain` ran.
+#[test]
+fn vet_drain_says_what_it_did_in_words() {
+    let dir = scratch("vet", "drain");
+    let bin = dir.path().join("bin");
+    std::fs::create_dir(&bin).expect("bin");
+    let script = |name: &str, text: String| {
+        std::fs::write(bin.join(name), text).expect("write");
+        std::fs::set_permissions(bin.join(name), std::fs::Permissions::from_mode(0o755))
+            .expect("chmod");
+    };
+    script(
+        "srun",
+        "#!/bin/sh\n\
+         echo '0: {\"node\":\"node1\",\"failures\":[],\"attempts\":1}'\n\
+         echo '1: {\"node\":\"node2\",\"failures\":[{\"check\":\"nics\",\"problem\":\"eth3 is down\",\"fix\":\"ip link set eth3 up\"}],\"attempts\":1}'\n"
+            .into(),
+    );
+    let state = dir.path().join("node2.drained");
+    script(
+        "scontrol",
+        format!(
+            "#!/bin/sh\n\
+             case \"$1 $2\" in\n\
+             'update nodename=node2') echo \"$4\" > {state} ;;\n\
+             'show node') if [ -f {state} ]; then echo \"NodeName=$3 State=IDLE+DRAIN Reason=$(cut -d= -f2- {state})\"; \
+             else echo \"NodeName=$3 State=IDLE\"; fi ;;\n\
+             *) exit 1 ;;\n\
+             esac\n",
+            state = state.display()
+        ),
+    );
+    let cwd = dir.path().join("work");
+    std::fs::create_dir(&cwd).expect("mkdir");
+    let mut cmd = gpudirect_without(&["GPUDIRECT_DB", "SLURM_HOSTFILE", "GPUDIRECT_CONFIG"]);
+    cmd.current_dir(&cwd)
+        .env("PATH", format!("{}:/usr/bin:/bin", bin.display()))
+        .env("SLURM_JOB_ID", "4242")
+        .env("SLURM_JOB_NODELIST", "node[1-2]")
+        .arg("--db")
+        .arg(dir.path().join("h.sqlite"))
+        .args(["vet", "--budget", "10s", "--need", "1", "--drain", "--json"])
+        .arg("--nccl-tests-dir")
+        .arg(dir.path());
+    let out = run(&mut cmd);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let actions: Vec<&str> = report["actions"]
+        .as_array()
+        .expect("actions")
+        .iter()
+        .filter_map(|a| a.as_str())
+        .collect();
+    assert!(
+        actions.contains(
+            &"drained node2 (Slurm shows IDLE+DRAIN): gpudirect vet: nics: eth3 is down (ip link set eth3 up)"
+        ),
+        "{actions:?}"
+    );
+    assert!(!actions.iter().any(|a| a.contains('{')), "{actions:?}");
+    assert!(
+        stderr(&out).contains("gpudirect vet: drained node2 (Slurm shows IDLE+DRAIN)"),
+        "{}",
+        stderr(&out)
+    );
+}
