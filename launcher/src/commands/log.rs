@@ -52,6 +52,11 @@ pub struct LogArgs {
     /// Print the reading and the verdict as JSON.
     #[arg(long)]
     pub json: bool,
+
+    /// Bytes read from each input at most, after decompression (a gzip bomb stops there);
+    /// what is cut is said.
+    #[arg(long, value_name = "BYTES", default_value_t = 64 << 30)]
+    pub max_bytes: u64,
 }
 
 /// `gpudirect log`.
@@ -72,10 +77,20 @@ pub fn run(args: &LogArgs, ctx: &Ctx) -> Result<ExitStatus> {
         }
         Err(e) => return Err(e.into()),
     };
-    let mut reader = JobLogReader::new(Limits::default());
+    let mut reader = JobLogReader::new(Limits {
+        max_input_bytes: args.max_bytes,
+        ..Limits::default()
+    });
     let mut read: Vec<InputRead> = Vec::with_capacity(inputs.len());
     for (source, input) in inputs.iter().enumerate() {
         let done = read_input(input, source, &mut reader)?;
+        if done.cut_at_limit {
+            noteln!(
+                "gpudirect log: {}: only its first {} bytes were read (--max-bytes); the rest was not",
+                done.name,
+                args.max_bytes
+            );
+        }
         if done.long_lines > 0 {
             noteln!(
                 "gpudirect log: {}: {} line(s) longer than {} KiB were cut there",

@@ -5,6 +5,8 @@ use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 
+#[cfg(doc)]
+use nccl_output::joblog::Limits;
 use nccl_output::joblog::{for_each_line, JobLogReader, LineStats, ReadError};
 use serde::Serialize;
 
@@ -24,6 +26,9 @@ pub struct InputRead {
     pub bytes: u64,
     /// Lines cut to the reader's line limit.
     pub long_lines: u64,
+    /// Whether reading stopped at the reader's byte limit ([`Limits::max_input_bytes`]),
+    /// the rest of the input unread.
+    pub cut_at_limit: bool,
 }
 
 /// Why an input could not be read: its name and the reason, for the user.
@@ -71,6 +76,7 @@ pub fn read_input(
     reader: &mut JobLogReader,
 ) -> Result<InputRead, InputError> {
     let name = input.name();
+    let reader_max = reader.limits().max_input_bytes;
     let fail = |reason: String| InputError {
         name: name.clone(),
         reason,
@@ -101,6 +107,7 @@ pub fn read_input(
             lines: stats.lines,
             bytes: stats.bytes,
             long_lines: stats.long_lines,
+            cut_at_limit: stats.bytes >= reader_max,
         })
 }
 
@@ -114,14 +121,19 @@ fn read_from(
     let head = buffered.fill_buf().map_err(|e| (false, ReadError::Io(e)))?;
     let gzip = head.starts_with(&GZIP_MAGIC);
     let max = reader.limits().max_line;
+    // Bytes after decompression: a gzip bomb costs this much reading, then stops (T7).
+    let budget = reader.limits().max_input_bytes;
     let mut feed = |n: u64, line: &str| reader.feed(source, n, line);
     let stats = if gzip {
         // Concatenated members too (a log rotated and gzipped in parts, then cat'ed).
-        let mut decoded =
-            BufReader::with_capacity(256 * 1024, flate2::read::MultiGzDecoder::new(buffered));
-        for_each_line(&mut decoded, max, &mut feed)
+        let decoder = flate2::read::MultiGzDecoder::new(buffered).take(budget);
+        for_each_line(
+            &mut BufReader::with_capacity(256 * 1024, decoder),
+            max,
+            &mut feed,
+        )
     } else {
-        for_each_line(&mut buffered, max, &mut feed)
+        for_each_line(&mut buffered.take(budget), max, &mut feed)
     };
     stats.map(|s| (gzip, s)).map_err(|e| (gzip, e))
 }

@@ -265,3 +265,20 @@ fn a_using_network_grep_is_named_and_judged() {
     let out = run(log_cmd(&config).args(["--gpudirect", "tcpxo"]).arg(&grep));
     assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
 }
+
+/// Security review T7: --max-bytes stops reading an input (after decompression) and says
+/// where; the lines before the cut are read.
+#[test]
+fn max_bytes_cuts_an_input_and_says_so() {
+    let dir = scratch("log", "maxbytes");
+    let config = bed_config(dir.path());
+    let out = run(log_cmd(&config)
+        .args(["--gpudirect", "none", "--max-bytes", "2000"])
+        .arg(log_fixture("lent-host/torch-srun-gpudirect-socket-bed.txt")));
+    assert!(
+        stderr(&out).contains("only its first 2000 bytes were read (--max-bytes)"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(stdout(&out).contains("gpudirect log:"), "{}", stdout(&out));
+}

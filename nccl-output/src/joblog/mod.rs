@@ -68,7 +68,16 @@ pub struct Limits {
     pub max_ranks: usize,
     /// Trouble lines kept (all are counted).
     pub max_events: usize,
+    /// Bytes of text kept over all processes (host names, variables, plugin notes, NIC
+    /// names, paths): past it, what a process says is no longer kept (counted, said).
+    pub max_kept_bytes: usize,
+    /// Bytes read from one input (after decompression): the rest is not read, and that is
+    /// said (security review T7: a gzip bomb costs this much reading, no more).
+    pub max_input_bytes: u64,
 }
+
+/// Bytes of a host name kept (a DNS name has at most 253).
+const MAX_HOST_BYTES: usize = 255;
 
 impl Default for Limits {
     fn default() -> Self {
@@ -78,6 +87,8 @@ impl Default for Limits {
             max_communicators: 1 << 14,
             max_ranks: 1 << 20,
             max_events: 2000,
+            max_kept_bytes: 64 << 20,
+            max_input_bytes: 64 << 30,
         }
     }
 }
@@ -494,6 +505,8 @@ pub struct JobLogReader {
     bare_versions: HashMap<usize, String>,
     /// Limits reached, by what was dropped.
     dropped: BTreeMap<&'static str, u64>,
+    /// Bytes of text kept so far ([`Limits::max_kept_bytes`]).
+    kept_bytes: usize,
 }
 
 /// The word after `key` in `words`.
@@ -504,6 +517,15 @@ fn after<'a>(words: &[&'a str], key: &str) -> Option<&'a str> {
 
 fn number(words: &[&str], key: &str) -> Option<u32> {
     after(words, key)?.parse().ok()
+}
+
+/// `text` cut to at most `max` bytes, at a character boundary.
+fn clip_bytes(text: &str, max: usize) -> String {
+    let mut end = text.len().min(max);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text[..end].to_string()
 }
 
 /// `text` cut to `max` characters.
@@ -586,6 +608,14 @@ impl JobLogReader {
         device: Option<u32>,
     ) -> Option<usize> {
         use std::hash::BuildHasher;
+        // Cut before it is looked up, so that every line of one long name finds its entry.
+        let host = host.map(|h| {
+            let mut end = h.len().min(MAX_HOST_BYTES);
+            while !h.is_char_boundary(end) {
+                end -= 1;
+            }
+            &h[..end]
+        });
         // A redacted host (rule L7) names no node: its lines are one process by pid and
         // device, whatever placeholder each carries.
         let placeholder = host.is_some_and(is_placeholder_host);
@@ -675,59 +705,10 @@ impl JobLogReader {
     /// One `NCCL INFO` message of process `p`.
     fn info(&mut self, p: usize, msg: &str) {
         let msg = strip_rank_tag(msg);
-        let proc = &mut self.log.processes[p];
-        if let Some(v) = msg.strip_prefix("NCCL version ") {
-            let (version, cuda) = split_version(v.split_whitespace().next().unwrap_or(""));
-            if proc.nccl_version.is_none() && !version.is_empty() {
-                proc.nccl_version = Some(version.to_string());
-                proc.cuda_version = cuda.map(str::to_string);
-            }
-        } else if let Some(v) = msg.strip_prefix("cudaDriverVersion ") {
-            proc.cuda_driver = proc.cuda_driver.or(v.trim().parse().ok());
-        } else if let Some(name) = msg.strip_prefix("Using network ") {
-            let name = name.trim();
-            if !proc.networks.iter().any(|n| n == name) && proc.networks.len() < 8 {
-                proc.networks.push(name.to_string());
-            }
-        } else if let Some((net, nics)) = parse_nic_line(msg) {
-            let addrs = nic_addresses(msg);
-            for (device, nic) in nics {
-                let known = proc.nics.iter().any(|e| e.net == net && e.device == device);
-                if !known && proc.nics.len() < 64 {
-                    let addr = addrs
-                        .iter()
-                        .find(|(d, _)| *d == device)
-                        .map(|a| a.1.clone());
-                    proc.nics.push(NicEntry {
-                        net: net.to_string(),
-                        device,
-                        nic,
-                        addr,
-                    });
-                }
-            }
-        } else if let Some((kind, rest)) = plugin_message(msg) {
-            let plain = !kind.is_empty() && kind.bytes().all(|b| b.is_ascii_uppercase());
-            let text = rest.trim_start_matches([':', ' ']).trim();
-            if plain && !text.starts_with("Closing") {
-                let note = PluginNote {
-                    kind: kind.to_string(),
-                    loaded: !text.contains("Could not find") && !text.contains("Failed"),
-                    text: clip(text, 200),
-                };
-                if !proc.plugins.contains(&note) && proc.plugins.len() < 16 {
-                    proc.plugins.push(note);
-                }
-            }
-        } else if let Some((name, value)) = env_setting(msg) {
-            let name = name.trim();
-            if proc.env.len() < 256 && !name.contains(' ') {
-                let value = value.trim().trim_end_matches('.');
-                proc.env.insert(name.to_string(), clip(value, 400));
-            }
-        } else if (msg.starts_with("comm 0x") || msg.starts_with("ncclComm"))
-            && msg.contains(" rank ")
-        {
+        if self.process_fact(p, msg) {
+            return;
+        }
+        if (msg.starts_with("comm 0x") || msg.starts_with("ncclComm")) && msg.contains(" rank ") {
             self.comm_line(p, msg);
         } else if (msg.starts_with("CollNet ") || msg.starts_with("Coll "))
             && msg.contains(" via COLLNET/")
@@ -766,6 +747,90 @@ impl JobLogReader {
         }
     }
 
+    /// What process `p` says of itself (version, driver, net plugin, NICs, loaders,
+    /// variables), kept within the byte budget; false when `msg` is none of these.
+    fn process_fact(&mut self, p: usize, msg: &str) -> bool {
+        let room = self.kept_bytes < self.limits.max_kept_bytes;
+        let mut added = 0;
+        let mut refused = false;
+        let proc = &mut self.log.processes[p];
+        if let Some(v) = msg.strip_prefix("NCCL version ") {
+            let (version, cuda) = split_version(v.split_whitespace().next().unwrap_or(""));
+            if proc.nccl_version.is_none() && !version.is_empty() {
+                proc.nccl_version = Some(version.to_string());
+                proc.cuda_version = cuda.map(str::to_string);
+            }
+        } else if let Some(v) = msg.strip_prefix("cudaDriverVersion ") {
+            proc.cuda_driver = proc.cuda_driver.or(v.trim().parse().ok());
+        } else if let Some(name) = msg.strip_prefix("Using network ") {
+            let name = name.trim();
+            if !proc.networks.iter().any(|n| n == name) && proc.networks.len() < 8 {
+                refused |= !room;
+                if room {
+                    added += name.len().min(200);
+                    proc.networks.push(clip(name, 200));
+                }
+            }
+        } else if let Some((net, nics)) = parse_nic_line(msg) {
+            let addrs = nic_addresses(msg);
+            for (device, nic) in nics {
+                let known = proc.nics.iter().any(|e| e.net == net && e.device == device);
+                refused |= !known && !room;
+                if !known && room && proc.nics.len() < 64 {
+                    added += nic.len() + net.len();
+                    let addr = addrs
+                        .iter()
+                        .find(|(d, _)| *d == device)
+                        .map(|a| a.1.clone());
+                    proc.nics.push(NicEntry {
+                        net: net.to_string(),
+                        device,
+                        nic,
+                        addr,
+                    });
+                }
+            }
+        } else if let Some((kind, rest)) = plugin_message(msg) {
+            let plain = !kind.is_empty() && kind.bytes().all(|b| b.is_ascii_uppercase());
+            let text = rest.trim_start_matches([':', ' ']).trim();
+            if plain && !text.starts_with("Closing") {
+                let note = PluginNote {
+                    kind: kind.to_string(),
+                    loaded: !text.contains("Could not find") && !text.contains("Failed"),
+                    text: clip(text, 200),
+                };
+                if !proc.plugins.contains(&note) && proc.plugins.len() < 16 {
+                    refused |= !room;
+                    if room {
+                        added += note.text.len();
+                        proc.plugins.push(note);
+                    }
+                }
+            }
+        } else if let Some((name, value)) = env_setting(msg) {
+            let name = name.trim();
+            // NCCL's names are short: a longer one is no variable of NCCL's.
+            if proc.env.len() < 256 && !name.contains(' ') && name.len() <= 128 {
+                refused |= !room;
+                if room {
+                    let value = clip(value.trim().trim_end_matches('.'), 400);
+                    added += name.len() + value.len();
+                    proc.env.insert(name.to_string(), value);
+                }
+            }
+        } else {
+            return false;
+        }
+        self.kept_bytes += added;
+        if refused {
+            *self
+                .dropped
+                .entry("process facts (byte budget)")
+                .or_default() += 1;
+        }
+        true
+    }
+
     /// The rank process `p` has in the communicator it set up last.
     fn current_rank(&mut self, p: usize) -> Option<&mut RankBuild> {
         let &(c, rank) = self.states[p].recent.last()?;
@@ -776,14 +841,16 @@ impl JobLogReader {
     /// other lines that name a comm pointer, a rank and a size.
     fn comm_line(&mut self, p: usize, msg: &str) {
         let words: Vec<&str> = msg.split_whitespace().collect();
-        let Some(ptr) = after(&words, "comm").filter(|w| w.starts_with("0x")) else {
+        // A pointer or id is `0x` and at most 16 hex digits: a longer word is no NCCL's.
+        let short = |w: &&str| w.starts_with("0x") && w.len() <= 18;
+        let Some(ptr) = after(&words, "comm").filter(short) else {
             return;
         };
         let Some(rank) = number(&words, "rank") else {
             return;
         };
         let nranks = number(&words, "nranks").or_else(|| number(&words, "nRanks"));
-        let comm_id = after(&words, "commId").filter(|w| w.starts_with("0x"));
+        let comm_id = after(&words, "commId").filter(short);
         let Some(c) = self.comm_of(p, ptr, nranks, comm_id) else {
             return;
         };
@@ -920,7 +987,8 @@ impl JobLogReader {
             Some((v, rest)) => (v, rest.split_whitespace().next().map(|w| format!("0x{w}"))),
             None => (via, None),
         };
-        let via = via.trim();
+        let via = clip_bytes(via.trim(), 256);
+        let via = via.as_str();
         if via.is_empty() {
             return;
         }
@@ -980,7 +1048,8 @@ impl JobLogReader {
         } else {
             Side::Send
         };
-        let via = via.split(" comm 0x").next().unwrap_or(via).trim();
+        let via = clip_bytes(via.split(" comm 0x").next().unwrap_or(via).trim(), 256);
+        let via = via.as_str();
         let state = &self.states[p];
         let fits =
             |&(c, r): &(usize, u32)| r == own && self.comms[c].comm.nranks.is_none_or(|n| own < n);

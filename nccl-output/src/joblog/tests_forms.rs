@@ -319,3 +319,56 @@ fn virtual_interfaces_in_the_socket_list() {
         .note()
         .is_some_and(|n| n.starts_with("the loopback")));
 }
+
+/// Security review T7: the reader's kept text is bounded in bytes. The review's pattern
+/// (processes with a 30 kB host name, each printing variables with 30 kB names) keeps
+/// host names cut to 255 bytes and no such variable; a byte budget stops keeping process
+/// facts and says so.
+#[test]
+fn kept_text_is_bounded_in_bytes() {
+    let long = "h".repeat(30_000);
+    let name = "N".repeat(30_000);
+    let mut reader = JobLogReader::new(Limits::default());
+    let mut line = 0;
+    for p in 0..40 {
+        for k in 0..16 {
+            line += 1;
+            let text =
+                format!("{long}{p}:{p}:1 [0] NCCL INFO NCCL_{name}{k} set by environment to 1");
+            reader.feed(0, line, &text);
+        }
+    }
+    let log = reader.finish();
+    assert_eq!(log.processes.len(), 40);
+    for p in &log.processes {
+        assert!(
+            p.host.as_ref().is_some_and(|h| h.len() <= 255),
+            "{:?}",
+            p.host.as_ref().map(String::len)
+        );
+        assert!(p.env.is_empty(), "{} variables kept", p.env.len());
+    }
+    let mut reader = JobLogReader::new(Limits {
+        max_kept_bytes: 4096,
+        ..Limits::default()
+    });
+    for k in 0..1000 {
+        let text = format!(
+            "n1:1:1 [0] NCCL INFO NCCL_VAR_{k} set by environment to {}",
+            "v".repeat(300)
+        );
+        reader.feed(0, k + 1, &text);
+    }
+    let log = reader.finish();
+    let kept: usize = log.processes[0]
+        .env
+        .iter()
+        .map(|(k, v)| k.len() + v.len())
+        .sum();
+    assert!(kept <= 4096 + 512, "{kept} bytes kept");
+    assert!(
+        log.dropped.iter().any(|d| d.contains("byte budget")),
+        "{:?}",
+        log.dropped
+    );
+}
