@@ -21,6 +21,9 @@ pub struct Expectations {
     /// The NICs the expected transport may use (its `NET/<name> : Using [N]nic` lines), as the
     /// nodes name them ([`crate::profile::profile_nics`]); empty leaves the NICs unchecked.
     pub nics: Vec<String>,
+    /// The output is a paste someone made (`import`), not a run's whole output: rows left
+    /// out of it, where the run's own summary is there, are said rather than failed.
+    pub pasted: bool,
 }
 
 /// One thing found wrong.
@@ -276,6 +279,20 @@ pub fn judge(
                     missing[missing.len() - 1]
                 ),
             );
+        } else if !missing.is_empty() && expect.pasted && parsed.avg_busbw.is_some() {
+            // The run printed its summary, so it completed; the paste left rows out (an
+            // author's `...`, a README excerpt from 8 MiB on).
+            tally.add(
+                RunStatus::Ok,
+                "rows",
+                format!(
+                    "the run completed (its summary line is there), but the paste leaves out \
+                     {} of the sizes its header asks for, first {} B: its average busbw is \
+                     the run's own, over rows not all shown",
+                    missing.len(),
+                    missing[0]
+                ),
+            );
         } else if !missing.is_empty() {
             tally.add(
                 RunStatus::Failed,
@@ -404,6 +421,7 @@ mod tests {
             nodes: 2,
             sizes: vec![],
             nics: vec![],
+            pasted: false,
         }
     }
 
@@ -854,6 +872,53 @@ WARNING: There was an error initializing an OpenFabrics device.
             let v = judge(&parsed, Some(outcome), None, &Expectations::default());
             assert_eq!(v.status, status);
         }
+    }
+
+    /// Issue #40 form 7: a paste of a complete run (its summary is there) that leaves out
+    /// the rows below 8 MiB, as a README excerpt does, is a completed run with rows missing
+    /// from the paste, not a failed run; the same table from a live run still fails.
+    #[test]
+    fn a_paste_with_its_summary_and_rows_left_out_completed() {
+        let path = format!(
+            "{}/../tests/fixtures/nccl-tests/h200x2-formats/cur_algo_ring.txt",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let text = std::fs::read_to_string(path).unwrap();
+        let excerpt: String = text
+            .lines()
+            .filter(|l| {
+                l.split_whitespace()
+                    .next()
+                    .and_then(|w| w.parse::<u64>().ok())
+                    .is_none_or(|size| size >= 8 << 20)
+            })
+            .map(|l| format!("{l}\n"))
+            .collect();
+        let parsed = parse(excerpt.as_bytes());
+        assert!(parsed.avg_busbw.is_some());
+        let asked = crate::checks::header_sizes(&parsed);
+        let paste = Expectations {
+            sizes: asked.clone(),
+            pasted: true,
+            ..Default::default()
+        };
+        let v = judge(&parsed, None, Some(0), &paste);
+        assert_eq!(v.status, RunStatus::Ok, "{:?}", v.findings);
+        assert!(
+            v.findings[0]
+                .message
+                .contains("the paste leaves out 14 of the sizes"),
+            "{:?}",
+            v.findings
+        );
+        let live = Expectations {
+            sizes: asked,
+            ..Default::default()
+        };
+        assert_eq!(
+            judge(&parsed, None, Some(0), &live).status,
+            RunStatus::Failed
+        );
     }
 
     #[test]

@@ -432,6 +432,7 @@ pub fn quick_nccl(q: &QuickNccl) -> Result<(Option<Failed>, String), QuickNcclEr
         nodes: 1,
         sizes: vec![q.max_bytes],
         nics: Vec::new(),
+        pasted: false,
     };
     let executed = exec::prepare(Spec {
         cell: &cell,

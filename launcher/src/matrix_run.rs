@@ -172,6 +172,7 @@ impl CellPlan<'_> {
                 nics: choice.as_ref().map(|c| c.nics(first)).unwrap_or_default(),
                 nodes: cell.nodes,
                 sizes: self.matrix.expected_sizes(),
+                pasted: false,
             },
             context: RunContext {
                 nodes: if self.in_allocation {

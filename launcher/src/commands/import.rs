@@ -148,6 +148,7 @@ fn import_one(history: &mut History, args: &ImportArgs, file: &Path) -> Result<I
         // What the output's own header asked for: a paste cut short misses the tail.
         sizes: header_sizes(&parsed),
         nics: Vec::new(),
+        pasted: true,
     };
     let context = RunContext {
         cluster: args.cluster.clone(),

@@ -236,6 +236,7 @@ impl Tuner<'_> {
                 sizes: self.matrix.expected_sizes(),
                 // The NICs are run's check; tune compares settings of one profile.
                 nics: Vec::new(),
+                pasted: false,
             },
             context: RunContext {
                 nodes: self.setup.run_nodes.clone(),

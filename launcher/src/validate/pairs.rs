@@ -316,6 +316,7 @@ fn run_round(
                     nodes: cell.nodes,
                     sizes: sizes.to_vec(),
                     nics: choice.as_ref().map(|c| c.nics(first)).unwrap_or_default(),
+                    pasted: false,
                 },
                 context,
                 marks: Default::default(),
