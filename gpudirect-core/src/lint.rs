@@ -239,6 +239,7 @@ pub fn node_findings(config: &Config, machine: &Machine<'_>) -> Vec<Finding> {
             profile,
             node_set: set,
             ras: config.ras,
+            watch: None,
         };
         let step = StepFacts {
             node: node.to_string(),

@@ -17,6 +17,7 @@ use std::fmt;
 
 use crate::config::{
     CheckKind, Config, Mode, NicClass, NicLocality, NodeSet, Profile, RasSettings, UnknownMode,
+    WatchSettings,
 };
 use crate::cpulist::CpuList;
 use crate::locality::{GpuLink, Locality};
@@ -139,6 +140,8 @@ pub struct Resolved<'c> {
     pub node_set: Option<&'c NodeSet>,
     /// The config's `[ras]`: each job's own RAS address.
     pub ras: RasSettings,
+    /// The config's `[watch]`: job telemetry, when configured.
+    pub watch: Option<&'c WatchSettings>,
 }
 
 /// Turns a mode into the profile for `node`; `Ok(None)` for `none`.
@@ -170,6 +173,7 @@ pub fn resolve_profile<'c>(
         profile,
         node_set,
         ras: config.ras,
+        watch: config.watch.as_ref(),
     }))
 }
 
@@ -356,6 +360,18 @@ pub struct NodePlan<'c> {
     pub notes: Vec<String>,
     /// The job's own RAS address (`[ras]`), `None` when the config turns it off.
     pub ras_addr: Option<String>,
+    /// Job telemetry for the tasks that ask (`[watch]`), `None` when not configured or
+    /// its Inspector cannot be trusted on this node (a note says why).
+    pub watch: Option<Box<WatchPlan>>,
+}
+
+/// What a task that asks for telemetry gets on this node (`[watch]`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WatchPlan {
+    /// The config's settings.
+    pub settings: WatchSettings,
+    /// This job's dump folder on the node.
+    pub dump_dir: String,
 }
 
 impl NodePlan<'_> {
@@ -417,6 +433,23 @@ pub fn plan_node_with_locality<'c>(
         .map(|s| s.skip_checks.iter().copied().collect())
         .unwrap_or_default();
     let ras_addr = resolved.ras.addr(step.job_id);
+    let mut watch_note = None;
+    let watch = resolved.watch.and_then(|w| {
+        // The Inspector is code every asking job loads: trusted as library_dirs are.
+        let why = probe.untrusted(&w.inspector, PathKind::Code).or_else(|| {
+            (!probe.file_exists(&w.inspector)).then(|| format!("{}: no such file", w.inspector))
+        });
+        match why {
+            Some(why) => {
+                watch_note = Some(format!("[watch] off on this node: {why}"));
+                None
+            }
+            None => Some(Box::new(WatchPlan {
+                settings: w.clone(),
+                dump_dir: w.dump_dir(step.job_id),
+            })),
+        }
+    });
     let mut plan = NodePlan {
         profile,
         node_set: set.map(|s| s.name.clone()),
@@ -425,8 +458,9 @@ pub fn plan_node_with_locality<'c>(
         failures: Vec::new(),
         step,
         links: None,
-        notes: Vec::new(),
+        notes: watch_note.into_iter().collect(),
         ras_addr,
+        watch,
     };
     if profile.nic_locality == NicLocality::Sysfs {
         match locality {
@@ -472,6 +506,64 @@ pub fn plan_node_with_locality<'c>(
     }
     plan.failures.extend(ownership);
     plan
+}
+
+/// The variables job telemetry sets (`[watch]`): dropped together when the task's dump
+/// folder cannot be made safely.
+pub const WATCH_VARIABLES: [&str; 5] = [
+    "NCCL_PROFILER_PLUGIN",
+    "NCCL_INSPECTOR_ENABLE",
+    "NCCL_INSPECTOR_DUMP_THREAD_INTERVAL_MICROSECONDS",
+    "NCCL_INSPECTOR_DUMP_VERBOSE",
+    "NCCL_INSPECTOR_DUMP_DIR",
+];
+
+/// The Inspector's variables for a task that asks (`GPUDIRECT_WATCH=1`) or for every task
+/// (`always`). A user's own value of one is kept, as for any profile variable; the folder is
+/// made only when the dump folder is ours.
+fn plan_watch(
+    plan: &mut TaskPlan,
+    watch: &WatchPlan,
+    env: &dyn Fn(&str) -> Option<String>,
+    set: &mut dyn FnMut(&mut TaskPlan, &str, String, bool),
+) {
+    let w = &watch.settings;
+    if !(w.always || env(WatchSettings::ASK).as_deref() == Some("1")) {
+        return;
+    }
+    let interval_us = u64::from(w.interval_ms) * 1000;
+    set(plan, "NCCL_PROFILER_PLUGIN", w.inspector.clone(), false);
+    set(plan, "NCCL_INSPECTOR_ENABLE", "1".into(), false);
+    set(
+        plan,
+        "NCCL_INSPECTOR_DUMP_THREAD_INTERVAL_MICROSECONDS",
+        interval_us.to_string(),
+        false,
+    );
+    set(
+        plan,
+        "NCCL_INSPECTOR_DUMP_VERBOSE",
+        u8::from(w.verbose).to_string(),
+        false,
+    );
+    set(
+        plan,
+        "NCCL_INSPECTOR_DUMP_DIR",
+        watch.dump_dir.clone(),
+        false,
+    );
+    if plan.set.iter().any(|(n, _)| n == "NCCL_INSPECTOR_DUMP_DIR") {
+        plan.watch_dir = Some(watch.dump_dir.clone());
+    } else {
+        plan.notes
+            .push("job telemetry: the user's own NCCL_INSPECTOR_DUMP_DIR kept".into());
+    }
+    if plan.kept_user.iter().any(|n| n == "NCCL_PROFILER_PLUGIN") {
+        plan.notes.push(
+            "job telemetry: the user's own NCCL_PROFILER_PLUGIN kept (NCCL loads one profiler)"
+                .into(),
+        );
+    }
 }
 
 /// Security review F4: what the profile exports (`LD_LIBRARY_PATH`, `NCCL_TOPO_FILE`, path
@@ -686,6 +778,9 @@ pub struct TaskPlan {
     pub cpus: Option<CpuList>,
     /// Why pinning or NIC mapping did not apply, for the log.
     pub notes: Vec<String>,
+    /// The dump folder to make (as the task's user, mode 0700) before the task starts,
+    /// when the task gets job telemetry (`[watch]`); its variables are in `set`.
+    pub watch_dir: Option<String>,
 }
 
 /// The task's GPU entry: its `CUDA_VISIBLE_DEVICES` entry, else its local rank.
@@ -877,6 +972,9 @@ pub fn plan_task(
     let profile_ras = profile.env.iter().any(|v| v.name == NCCL_RAS_ADDR);
     if let (Some(addr), false) = (&node.ras_addr, profile_ras) {
         set(&mut plan, NCCL_RAS_ADDR, addr.clone(), false);
+    }
+    if let Some(watch) = &node.watch {
+        plan_watch(&mut plan, watch, &env, &mut set);
     }
     let ras_in_effect = plan
         .set
@@ -1683,5 +1781,113 @@ skip_checks = ["libraries", "rxdm_socket_dir"]
         let plan = plan_task(&node, &task, &|_| None);
         assert_eq!(plan.nic, None);
         assert!(plan.notes[0].contains("beyond gpu_nics"));
+    }
+
+    /// `[watch]`: a task that asks gets the Inspector's variables and its job's folder; one
+    /// that does not gets nothing; `always` asks for every task; a user's own profiler is
+    /// kept; an Inspector that is not on the node turns it off there, with a note.
+    #[test]
+    fn job_telemetry_reaches_the_tasks_that_ask() {
+        let text = format!(
+            "{CONFIG}\n[watch]\ninspector = \"/opt/insp/lib/libnccl-profiler-inspector.so\"\ndump_root = \"/local\"\n"
+        );
+        let c = parse_config(&text, "t.toml").unwrap();
+        let mut probe = eth_probe();
+        probe
+            .files
+            .push("/opt/insp/lib/libnccl-profiler-inspector.so");
+        let node = node_plan(&c, "stage1", "tcpx", &probe);
+        let asked = plan_task(
+            &node,
+            &TaskFacts::default(),
+            &env_of(&[("GPUDIRECT_WATCH", "1")]),
+        );
+        assert_eq!(
+            get(&asked, "NCCL_PROFILER_PLUGIN"),
+            Some("/opt/insp/lib/libnccl-profiler-inspector.so")
+        );
+        assert_eq!(get(&asked, "NCCL_INSPECTOR_ENABLE"), Some("1"));
+        assert_eq!(
+            get(&asked, "NCCL_INSPECTOR_DUMP_THREAD_INTERVAL_MICROSECONDS"),
+            Some("1000000")
+        );
+        assert_eq!(
+            get(&asked, "NCCL_INSPECTOR_DUMP_DIR"),
+            Some("/local/gpudirect-watch-77")
+        );
+        assert_eq!(
+            asked.watch_dir.as_deref(),
+            Some("/local/gpudirect-watch-77")
+        );
+        assert!(get(&asked, vars::SET)
+            .unwrap()
+            .contains("NCCL_INSPECTOR_DUMP_DIR"));
+
+        let quiet = plan_task(&node, &TaskFacts::default(), &|_| None);
+        assert_eq!(get(&quiet, "NCCL_PROFILER_PLUGIN"), None);
+        assert_eq!(quiet.watch_dir, None);
+
+        let own = plan_task(
+            &node,
+            &TaskFacts::default(),
+            &env_of(&[
+                ("GPUDIRECT_WATCH", "1"),
+                ("NCCL_PROFILER_PLUGIN", "/home/u/mine.so"),
+            ]),
+        );
+        assert_eq!(get(&own, "NCCL_PROFILER_PLUGIN"), None);
+        assert!(own
+            .notes
+            .iter()
+            .any(|n| n.contains("own NCCL_PROFILER_PLUGIN kept")));
+
+        let always = parse_config(
+            &format!("{text}always = true\ninterval_ms = 500\n"),
+            "t.toml",
+        )
+        .unwrap();
+        let node = node_plan(&always, "stage1", "tcpx", &probe);
+        let task = plan_task(&node, &TaskFacts::default(), &|_| None);
+        assert_eq!(
+            get(&task, "NCCL_INSPECTOR_DUMP_THREAD_INTERVAL_MICROSECONDS"),
+            Some("500000")
+        );
+
+        let missing = node_plan(&c, "stage1", "tcpx", &eth_probe());
+        assert!(missing.watch.is_none());
+        assert!(missing
+            .notes
+            .iter()
+            .any(|n| n.contains("[watch] off on this node")));
+        let task = plan_task(
+            &missing,
+            &TaskFacts::default(),
+            &env_of(&[("GPUDIRECT_WATCH", "1")]),
+        );
+        assert_eq!(get(&task, "NCCL_PROFILER_PLUGIN"), None);
+    }
+
+    #[test]
+    fn a_watch_table_is_checked_key_by_key() {
+        let bad = |table: &str| {
+            parse_config(&format!("{CONFIG}\n[watch]\n{table}"), "t.toml")
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default()
+        };
+        assert!(bad("inspector = \"lib.so\"\n").contains("watch.inspector"));
+        assert!(bad("inspector = \"/a.so\"\ninterval_ms = 5\n").contains("from 100 to 3600000"));
+        assert!(bad("inspector = \"/a.so\"\ndump_dir = \"/x\"\n").contains("dump_dir"));
+        assert!(bad("dump_root = \"/x\"\n").contains("inspector"));
+        let ok = parse_config(
+            &format!("{CONFIG}\n[watch]\ninspector = \"/a.so\"\n"),
+            "t.toml",
+        )
+        .unwrap();
+        let w = ok.watch.unwrap();
+        assert_eq!(
+            (w.dump_root.as_str(), w.interval_ms, w.verbose, w.always),
+            ("/tmp", 1000, true, false)
+        );
     }
 }

@@ -99,6 +99,43 @@ pub enum Untrusted {
     Writable(u32),
 }
 
+/// Makes `path` as this process's user with mode 0700, or accepts it when it is already
+/// there as a folder of this user's that nobody else may enter (mode `0o077` bits clear);
+/// anything else is refused with the reason. A job's telemetry folder (`[watch]`) goes
+/// through this in its tasks: whoever made the folder first decides who reads the dumps,
+/// and a link, another user's folder or one others may enter must not be written to.
+pub fn ensure_private_dir(path: &Path) -> Result<(), String> {
+    use std::os::unix::fs::DirBuilderExt;
+    match std::fs::DirBuilder::new().mode(0o700).create(path) {
+        Ok(()) => return Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(format!("cannot make {}: {e}", path.display())),
+    }
+    let meta = std::fs::symlink_metadata(path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let uid = nix::unistd::geteuid().as_raw();
+    if !meta.is_dir() {
+        Err(format!(
+            "{} is there and is no folder (a link or a file)",
+            path.display()
+        ))
+    } else if meta.uid() != uid {
+        Err(format!(
+            "{} belongs to uid {}, not to this job's user ({uid})",
+            path.display(),
+            meta.uid()
+        ))
+    } else if meta.mode() & 0o077 != 0 {
+        Err(format!(
+            "{} may be entered by others (mode {:o}): remove it or chmod 700",
+            path.display(),
+            meta.mode() & 0o7777
+        ))
+    } else {
+        Ok(())
+    }
+}
+
 /// The one rule for what the plugin trusts (the config, the paths a profile names, the
 /// marks): owned by one of `owners` (root in production) and not writable by group or
 /// others. Each caller says it in its own words.
@@ -536,6 +573,7 @@ mod tests {
                 profile: &config.profiles["p"],
                 node_set: None,
                 ras: config.ras,
+                watch: None,
             };
             let plan = plan_node(resolved, StepFacts::default(), &probe);
             let _ = tx.send(plan.failures.iter().map(ToString::to_string).collect());
@@ -882,5 +920,35 @@ mod tests {
         assert_eq!(probe.nic_up("no-such-nic0"), None);
         assert_eq!(probe.nic_up("../etc"), None);
         assert!(current_affinity().is_some_and(|c| !c.is_empty()));
+    }
+
+    #[test]
+    fn a_private_dir_is_made_or_accepted_only_when_it_is_ours_alone() {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("gpudirect-watch-77");
+        ensure_private_dir(&dir).unwrap();
+        let meta = std::fs::metadata(&dir).unwrap();
+        assert_eq!(meta.mode() & 0o7777, 0o700);
+        ensure_private_dir(&dir).unwrap();
+
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        assert!(ensure_private_dir(&dir)
+            .unwrap_err()
+            .contains("may be entered by others"));
+
+        let link = tmp.path().join("link");
+        std::os::unix::fs::symlink(tmp.path(), &link).unwrap();
+        assert!(ensure_private_dir(&link).unwrap_err().contains("no folder"));
+
+        if nix::unistd::geteuid().is_root() {
+            let theirs = tmp.path().join("theirs");
+            std::fs::create_dir(&theirs).unwrap();
+            std::fs::set_permissions(&theirs, std::fs::Permissions::from_mode(0o700)).unwrap();
+            nix::unistd::chown(&theirs, Some(nix::unistd::Uid::from_raw(65534)), None).unwrap();
+            assert!(ensure_private_dir(&theirs)
+                .unwrap_err()
+                .contains("belongs to uid 65534"));
+        }
     }
 }

@@ -405,7 +405,21 @@ impl GpuDirect {
         };
         inject_fault("task_init");
         let env = |name: &str| spank.getenv(name).ok().flatten();
-        let task = plan_task(plan, &facts, &env);
+        let mut task = plan_task(plan, &facts, &env);
+        if let Some(dir) = task.watch_dir.take() {
+            // As the job's user (task_init): the folder is the user's, and never another's.
+            if let Err(why) = gpudirect_core::system::ensure_private_dir(std::path::Path::new(&dir))
+            {
+                task.set.retain(|(name, _)| {
+                    !gpudirect_core::resolve::WATCH_VARIABLES.contains(&name.as_str())
+                });
+                let message = format!("job telemetry off for this task: {why}");
+                log_error(&format!("rank {}: {message}", facts.rank));
+                if facts.local_rank == 0 {
+                    tell_user(&message);
+                }
+            }
+        }
         for name in &task.unset {
             // A variable that was not there is not an error.
             let _ = spank.unsetenv(name);

@@ -1254,3 +1254,97 @@ fn a_task_in_slurms_own_container_gets_the_profile_or_is_told_why_not() {
     let pinned = env.get("GPUDIRECT_CPUS").expect("pinned CPUs");
     assert!(text.contains(&format!("cpus={pinned}\n")), "{text}");
 }
+
+/// `[watch]`: a job that asks (`GPUDIRECT_WATCH=1`) gets NCCL's Inspector variables and its
+/// own dump folder, made by its tasks as its user with mode 0700; a job that does not ask
+/// gets neither; and a folder another user made first for the job's id is never used (the
+/// squatter here is root, standing for any other account): the job runs without telemetry
+/// and says why.
+#[test]
+fn a_job_that_asks_gets_its_own_telemetry_folder_and_a_squatted_one_is_refused() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let _guard = cluster();
+    // An installed Inspector stands in as an empty root-owned file: no NCCL loads it here.
+    let inspector = state_dir().join("lib/inspector-standin.so");
+    std::fs::write(&inspector, b"").unwrap();
+    std::fs::set_permissions(&inspector, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let swap = FileSwap::config();
+    swap.write(&format!(
+        "{}\n[watch]\ninspector = \"{}\"\ninterval_ms = 500\n",
+        swap.original_text(),
+        inspector.display()
+    ));
+
+    let (output, tasks) = srun_env(
+        &["-N1", "-w", "node1", "--gpudirect=tcpx"],
+        &[("GPUDIRECT_WATCH", "1")],
+    );
+    assert_ok(&output, "srun --gpudirect=tcpx with GPUDIRECT_WATCH=1");
+    let env = &tasks[&0];
+    let job: u32 = env["SLURM_JOB_ID"].parse().unwrap();
+    let folder = format!("/tmp/gpudirect-watch-{job}");
+    assert_eq!(env["NCCL_INSPECTOR_DUMP_DIR"], folder);
+    assert_eq!(env["NCCL_PROFILER_PLUGIN"], inspector.display().to_string());
+    assert_eq!(env["NCCL_INSPECTOR_ENABLE"], "1");
+    assert_eq!(
+        env["NCCL_INSPECTOR_DUMP_THREAD_INTERVAL_MICROSECONDS"],
+        "500000"
+    );
+    let meta = std::fs::symlink_metadata(&folder).expect("the job's dump folder");
+    let user_uid = nix::unistd::User::from_name(TEST_USER)
+        .unwrap()
+        .unwrap()
+        .uid
+        .as_raw();
+    assert!(meta.is_dir());
+    assert_eq!(
+        (meta.uid(), meta.mode() & 0o7777),
+        (user_uid, 0o700),
+        "{folder}"
+    );
+    std::fs::remove_dir_all(&folder).unwrap();
+
+    let (output, tasks) = srun_env(&["-N1", "-w", "node1", "--gpudirect=tcpx"], &[]);
+    assert_ok(&output, "srun --gpudirect=tcpx without asking");
+    assert!(!tasks[&0].contains_key("NCCL_PROFILER_PLUGIN"));
+    assert!(!tasks[&0].contains_key("NCCL_INSPECTOR_DUMP_DIR"));
+
+    // The squatter: a held job's id is known before its tasks start.
+    let dir = fresh_temp_dir("watch-squat");
+    let out = dir.join("out.txt");
+    let mut cmd = slurm_command("sbatch");
+    cmd.args(["--parsable", "--hold", "-N1", "-w", "node1", "--gpudirect=tcpx", "-o"])
+        .arg(&out)
+        .arg("--wrap")
+        .arg("srun -l sh -c 'echo dump=${NCCL_INSPECTOR_DUMP_DIR:-unset} plugin=${NCCL_PROFILER_PLUGIN:-unset}'")
+        .env("GPUDIRECT_WATCH", "1");
+    let output = run(&mut cmd);
+    assert_ok(&output, "sbatch --hold");
+    let held: u32 = stdout(&output)
+        .trim()
+        .split(';')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let squatted = format!("/tmp/gpudirect-watch-{held}");
+    std::fs::create_dir(&squatted).unwrap();
+    std::fs::set_permissions(&squatted, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let mut release = slurm_command_as(Who::Root, "scontrol");
+    release.args(["release", &held.to_string()]);
+    assert_ok(&run(&mut release), "scontrol release");
+    let mut text = String::new();
+    for _ in 0..120 {
+        text = std::fs::read_to_string(&out).unwrap_or_default();
+        if text.contains("dump=") {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+    std::fs::remove_dir_all(&squatted).unwrap();
+    assert!(text.contains("dump=unset plugin=unset"), "{text}");
+    assert!(text.contains("job telemetry off for this task"), "{text}");
+    assert!(text.contains("belongs to uid 0"), "{text}");
+    std::fs::remove_dir_all(&dir).unwrap();
+    std::fs::remove_file(&inspector).unwrap();
+}

@@ -77,6 +77,10 @@ impl Checker<'_> {
                 Some(ras) => self.check_ras(ras)?,
                 None => RasSettings::default(),
             },
+            watch: match &raw.watch {
+                Some(watch) => Some(self.check_watch(watch)?),
+                None => None,
+            },
             profiles,
             node_sets: Vec::new(),
         };
@@ -130,6 +134,39 @@ impl Checker<'_> {
             enabled: r.enabled.unwrap_or(defaults.enabled),
             port_base: base,
             port_span: span,
+        })
+    }
+
+    /// `[watch]`: absolute paths, an interval from 100 ms to one hour.
+    fn check_watch(&self, raw: &Spanned<RawWatch>) -> Checked<WatchSettings> {
+        let w = raw.get_ref();
+        let inspector = self.check_absolute_path(&w.inspector, "watch.inspector")?;
+        let dump_root = match &w.dump_root {
+            Some(root) => self.check_absolute_path(root, "watch.dump_root")?,
+            None => "/tmp".to_string(),
+        };
+        let interval_ms = match &w.interval_ms {
+            None => 1000,
+            Some(v) => match u32::try_from(*v.get_ref()) {
+                Ok(ms) if (100..=3_600_000).contains(&ms) => ms,
+                _ => {
+                    return Err(self.error(
+                        v.span(),
+                        "watch.interval_ms",
+                        format!(
+                            "{} is no dump interval: write milliseconds from 100 to 3600000",
+                            v.get_ref()
+                        ),
+                    ))
+                }
+            },
+        };
+        Ok(WatchSettings {
+            inspector,
+            dump_root,
+            interval_ms,
+            verbose: w.verbose.unwrap_or(true),
+            always: w.always.unwrap_or(false),
         })
     }
 

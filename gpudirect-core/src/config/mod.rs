@@ -406,6 +406,40 @@ impl RasSettings {
     }
 }
 
+/// Job telemetry (`[watch]`): NCCL's Inspector profiler plugin turned on for the tasks of a
+/// job that asks (`GPUDIRECT_WATCH=1` in its environment) or for every job (`always`), its
+/// dumps in a folder per job on the node, `<dump_root>/gpudirect-watch-<job id>`, which the
+/// plugin makes as the job's user (mode 0700) before the task starts: NCCL's Inspector
+/// makes each dump file mode 0666, so the folder alone keeps other users out, and ranks that
+/// race to make the folder themselves lose their dumps (docs/results/watch-feasibility.md).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WatchSettings {
+    /// The Inspector library (`scripts/build-inspector`), an absolute path.
+    pub inspector: String,
+    /// Node-local folder under which each job's dump folder is made (default `/tmp`).
+    pub dump_root: String,
+    /// How often each rank writes its dumps, milliseconds (default 1000).
+    pub interval_ms: u32,
+    /// Whether dumps carry each collective's start time (default true: names how late a
+    /// late rank is).
+    pub verbose: bool,
+    /// Every job with a profile gets it, not only those that ask.
+    pub always: bool,
+}
+
+impl WatchSettings {
+    /// The variable a job sets to `1` to ask for telemetry.
+    pub const ASK: &'static str = "GPUDIRECT_WATCH";
+
+    /// Job `job_id`'s dump folder on a node.
+    pub fn dump_dir(&self, job_id: u32) -> String {
+        format!(
+            "{}/gpudirect-watch-{job_id}",
+            self.dump_root.trim_end_matches('/')
+        )
+    }
+}
+
 /// The whole checked config.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -415,6 +449,8 @@ pub struct Config {
     pub default_mode: Option<Mode>,
     /// Each job's own RAS address.
     pub ras: RasSettings,
+    /// Job telemetry, when the config has a `[watch]` table.
+    pub watch: Option<WatchSettings>,
     /// Profiles by name.
     pub profiles: BTreeMap<String, Profile>,
     /// Node sets, first match wins.

@@ -18,6 +18,23 @@ pub(super) struct RawConfig {
     pub(super) node_set: Vec<Spanned<RawNodeSet>>,
     #[serde(default)]
     pub(super) ras: Option<Spanned<RawRas>>,
+    #[serde(default)]
+    pub(super) watch: Option<Spanned<RawWatch>>,
+}
+
+/// `[watch]` as written.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawWatch {
+    pub(super) inspector: Spanned<String>,
+    #[serde(default)]
+    pub(super) dump_root: Option<Spanned<String>>,
+    #[serde(default)]
+    pub(super) interval_ms: Option<Spanned<i64>>,
+    #[serde(default)]
+    pub(super) verbose: Option<bool>,
+    #[serde(default)]
+    pub(super) always: Option<bool>,
 }
 
 /// `[ras]` as written.
