@@ -339,47 +339,37 @@ fn judge_comm(
             Err(why) => why_not.entry(why).or_default().push(rank.rank),
         }
     }
-    for ((used, profile, transport), ranks) in off_transport {
+    // One finding per group of ranks: `say` words it from the ranks' list and hosts.
+    let mut push = |kind: FindingKind, ranks: &[&CommRank], say: &dyn Fn(&str, &str) -> String| {
+        let list: Vec<u32> = ranks.iter().map(|r| r.rank).collect();
         let hosts = hostlist_of(ranks.iter().filter_map(|r| r.host.as_deref()));
         j.findings.push(Finding {
-            kind: FindingKind::Transport,
+            kind,
             communicator: Some(comm.id.clone()),
-            ranks: ranks.iter().map(|r| r.rank).collect(),
-            hosts: split_hosts(&ranks),
-            message: format!(
-                "{name} used {used} on {hosts} ({}): the profile {profile}'s transport \
-                 {transport} did not carry its traffic there",
-                rank_list(&ranks.iter().map(|r| r.rank).collect::<Vec<_>>())
-            ),
+            hosts: split_hosts(ranks),
+            message: say(&rank_list(&list), &hosts),
+            ranks: list,
+        });
+    };
+    for ((used, profile, transport), ranks) in off_transport {
+        push(FindingKind::Transport, &ranks, &|ranks, hosts| {
+            format!(
+                "{name} used {used} on {hosts} ({ranks}): the profile {profile}'s transport \
+                 {transport} did not carry its traffic there"
+            )
         });
     }
     for ((without, profile), ranks) in off_gdr {
-        let list: Vec<u32> = ranks.iter().map(|r| r.rank).collect();
-        let hosts = hostlist_of(ranks.iter().filter_map(|r| r.host.as_deref()));
-        j.findings.push(Finding {
-            kind: FindingKind::Gdr,
-            communicator: Some(comm.id.clone()),
-            ranks: list.clone(),
-            hosts: split_hosts(&ranks),
-            message: format!(
-                "{name}: {} on {hosts}: {without}: the profile {profile} expects GPUDirect \
-                 RDMA (gdr = true)",
-                rank_list(&list)
-            ),
+        push(FindingKind::Gdr, &ranks, &|ranks, hosts| {
+            format!(
+                "{name}: {ranks} on {hosts}: {without}: the profile {profile} expects \
+                 GPUDirect RDMA (gdr = true)"
+            )
         });
     }
     for ((used, expected), ranks) in off_nic {
-        let list: Vec<u32> = ranks.iter().map(|r| r.rank).collect();
-        let hosts = hostlist_of(ranks.iter().filter_map(|r| r.host.as_deref()));
-        j.findings.push(Finding {
-            kind: FindingKind::Nic,
-            communicator: Some(comm.id.clone()),
-            ranks: list.clone(),
-            hosts: split_hosts(&ranks),
-            message: format!(
-                "{name}: {} on {hosts} used {used}: {expected}",
-                rank_list(&list)
-            ),
+        push(FindingKind::Nic, &ranks, &|ranks, hosts| {
+            format!("{name}: {ranks} on {hosts} used {used}: {expected}")
         });
     }
     for (why, ranks) in why_not {
