@@ -418,31 +418,22 @@ fn judge_loose(log: &JobLog, config: &Config, choice: &ProfileChoice, j: &mut Ju
         }
     }
     for ((without, profile), hosts) in off_gdr {
-        j.findings.push(Finding {
-            kind: FindingKind::Gdr,
-            communicator: None,
-            ranks: Vec::new(),
-            hosts: hosts.iter().map(|h| h.to_string()).collect(),
-            message: format!(
-                "channel lines outside any communicator's init on {}: {without}: the profile \
-                 {profile} expects GPUDirect RDMA (gdr = true)",
-                hostlist_of(hosts.iter().copied())
-            ),
-        });
+        j.findings
+            .push(host_finding(FindingKind::Gdr, &hosts, |on| {
+                format!(
+                "channel lines outside any communicator's init on {on}: {without}: the profile \
+                 {profile} expects GPUDirect RDMA (gdr = true)"
+            )
+            }));
     }
     for ((used, profile, transport), hosts) in off {
-        let expected = format!("{profile}'s transport {transport}");
-        j.findings.push(Finding {
-            kind: FindingKind::Transport,
-            communicator: None,
-            ranks: Vec::new(),
-            hosts: hosts.iter().map(|h| h.to_string()).collect(),
-            message: format!(
-                "channel lines outside any communicator's init used {used} on {}: the \
-                 profile {expected} did not carry their traffic there",
-                hostlist_of(hosts.iter().copied())
-            ),
-        });
+        j.findings
+            .push(host_finding(FindingKind::Transport, &hosts, |on| {
+                format!(
+                    "channel lines outside any communicator's init used {used} on {on}: the \
+                 profile {profile}'s transport {transport} did not carry their traffic there"
+                )
+            }));
     }
     if any {
         j.unjudged.push(
@@ -493,6 +484,21 @@ fn gdr_verdict<'a>(profile: &Profile, links: impl IntoIterator<Item = &'a Link>)
     Some(format!("{} without GPUDirect RDMA{of}", without.join(", ")))
 }
 
+/// A finding about hosts, not a communicator's ranks: `say` words it from their hostlist.
+fn host_finding(
+    kind: FindingKind,
+    hosts: &BTreeSet<&str>,
+    say: impl FnOnce(&str) -> String,
+) -> Finding {
+    Finding {
+        kind,
+        communicator: None,
+        ranks: Vec::new(),
+        hosts: hosts.iter().map(|h| h.to_string()).collect(),
+        message: say(&hostlist_of(hosts.iter().copied())),
+    }
+}
+
 /// Whether any channel line of the log, in a communicator or outside, left a node.
 pub fn any_network_link(log: &JobLog) -> bool {
     let network = |l: &Link| matches!(l.class, TransportClass::Network | TransportClass::CollNet);
@@ -522,19 +528,15 @@ fn judge_networks(log: &JobLog, config: &Config, choice: &ProfileChoice, j: &mut
         }
     }
     for ((used, profile, transport), (hosts, processes)) in off {
-        j.findings.push(Finding {
-            kind: FindingKind::Transport,
-            communicator: None,
-            ranks: Vec::new(),
-            hosts: hosts.iter().map(|h| h.to_string()).collect(),
-            message: format!(
-                "{processes} process{} on {} loaded the net plugin {} (`Using network`): the \
+        j.findings
+            .push(host_finding(FindingKind::Transport, &hosts, |on| {
+                format!(
+                "{processes} process{} on {on} loaded the net plugin {} (`Using network`): the \
                  profile {profile}'s transport is {transport}",
                 if processes == 1 { "" } else { "es" },
-                hostlist_of(hosts.iter().copied()),
                 used.replace("NET/", "")
-            ),
-        });
+            )
+            }));
     }
     if any {
         j.unjudged.push(
