@@ -565,6 +565,8 @@ pub struct JobInfo {
     pub node_count: Option<u32>,
     /// The nodes it must not get (`ExcNodeList`), as a hostlist.
     pub excluded: Option<String>,
+    /// Its user's uid (`UserId=name(1001)`).
+    pub user_id: Option<u32>,
 }
 
 /// `scontrol show job JOB --oneliner`.
@@ -594,6 +596,10 @@ pub fn parse_job_line(line: &str) -> Option<JobInfo> {
         nodes: field("NodeList").filter(|n| !n.is_empty() && n != "(null)"),
         node_count: field("NumNodes").and_then(|n| n.split('-').next()?.parse().ok()),
         excluded: field("ExcNodeList").filter(|n| !n.is_empty() && n != "(null)"),
+        user_id: field("UserId").and_then(|u| {
+            let (_, uid) = u.rsplit_once('(')?;
+            uid.strip_suffix(')')?.parse().ok()
+        }),
     })
 }
 
@@ -1042,9 +1048,11 @@ mod tests {
         assert_eq!(j.state, "RUNNING");
         assert_eq!(j.nodes.as_deref(), Some("node[1-4]"));
         assert_eq!(j.node_count, Some(4));
+        assert_eq!(j.user_id, Some(1001));
         let pending =
             parse_job_line("JobId=13 JobState=PENDING NodeList=(null) NumNodes=2-2").unwrap();
         assert_eq!((pending.nodes, pending.node_count), (None, Some(2)));
+        assert_eq!(pending.user_id, None);
         assert_eq!(
             parse_job_line("slurm_load_jobs error: Invalid job id specified"),
             None

@@ -11,6 +11,7 @@
 //! | `hang JOB` | `gpudirect hang` (inside the hung job) | [`gpudirect::hang::AgentReport`] |
 //! | `health` | `gpudirect vet`'s node checks | `gpudirect health --json`, with the wiring map |
 //! | `wiring` | `gpudirect validate --test wiring` | [`gpudirect::validate::wiring::NodeWiring`] |
+//! | `watch JOB --uid U` | `gpudirect watch JOBID` | [`gpudirect::watch::NodeDumps`] |
 //!
 //! Adding a per-node feature:
 //! 1. the node's work and its answer (a `Serialize`/`Deserialize` struct with a marker key
@@ -29,6 +30,7 @@ use gpudirect::hang::{self, JobStep};
 use gpudirect::output::emit;
 use gpudirect::probe::TaskReport;
 use gpudirect::units::duration_arg;
+use gpudirect::watch;
 use gpudirect_core::system::{load_config, slurm_node_name, Ownership};
 use std::time::Duration;
 
@@ -55,6 +57,28 @@ pub enum Agent {
     Health(HealthArgs),
     /// The node's GPU-to-NIC map and NIC subnets (`gpudirect validate --test wiring`).
     Wiring(WiringAgent),
+    /// A running job's NCCL Inspector dumps on this node (`gpudirect watch JOBID`).
+    Watch(WatchAgent),
+}
+
+/// `gpudirect agent watch`.
+#[derive(Debug, Args)]
+pub struct WatchAgent {
+    /// The job whose dump folder (`[watch]` of the config) to read.
+    #[arg(value_name = "JOBID")]
+    pub job: u32,
+
+    /// The job's user: the folder must be theirs alone.
+    #[arg(long, value_name = "UID")]
+    pub uid: u32,
+
+    /// Samples dumped within this long before the newest are sent.
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = duration_arg)]
+    pub window: Duration,
+
+    /// The admin config its `[watch]` table comes from.
+    #[command(flatten)]
+    pub config: ConfigArg,
 }
 
 /// `gpudirect agent probe`.
@@ -125,6 +149,18 @@ pub fn run(args: AgentArgs, ctx: &Ctx) -> Result<ExitStatus> {
         Agent::Wiring(a) => a
             .roots
             .report_line(&a.config.path, a.gpudirect.as_deref())?,
+        Agent::Watch(a) => {
+            let config = load_config(&a.config.path, Ownership::Any)?;
+            let Some(settings) = &config.watch else {
+                anyhow::bail!(
+                    "{}: no [watch] table: job telemetry is not configured (docs/admin-guide.md, \"Turning on job telemetry\")",
+                    a.config.path.display()
+                );
+            };
+            let folder = std::path::PathBuf::from(settings.dump_dir(a.job));
+            let dumps = watch::node_dumps(&folder, a.uid, slurm_node_name(), a.window);
+            serde_json::to_string(&dumps)? + "\n"
+        }
     };
     emit(&line)?;
     Ok(ExitStatus::Ok)

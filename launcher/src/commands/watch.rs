@@ -5,26 +5,37 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::{bail, Result};
-use clap::Args;
+use std::ffi::OsString;
+use std::sync::atomic::AtomicBool;
+
+use anyhow::{bail, Context, Result};
+use clap::{ArgGroup, Args};
 use gpudirect::history::RunKey;
 use gpudirect::nccl_output::inspector::Sample;
 use gpudirect::outln;
 use gpudirect::output::{emit, emit_json};
+use gpudirect::slurm::{self, ask_nodes_capped, AgentStep, StepProfile};
 use gpudirect::units::{duration_arg, percent_arg};
 use gpudirect::watch::judge::{judge, Baselines, CommVerdict};
-use gpudirect::watch::{in_window, read_folder, text, Collected};
+use gpudirect::watch::{in_window, read_agent_lines, read_folder, text, Collected};
 use serde::Serialize;
 
+use super::args::ConfigArg;
 use super::{Ctx, ExitStatus};
 
 /// Arguments of `gpudirect watch`.
 #[derive(Debug, Args)]
-#[command(after_help = "Examples:\n  \
+#[command(group(ArgGroup::new("source").required(true).args(["job", "dumps"])),
+    after_help = "Examples:\n  \
+    gpudirect watch 4242                                   # the job's nodes, through Slurm\n  \
+    gpudirect watch 4242 --json --window 2m\n  \
     gpudirect watch --dumps /tmp/nccl-inspector-4242       # one node's dump folder\n  \
     gpudirect watch --dumps node1/ --dumps node2/ --json   # folders gathered from several nodes\n  \
     gpudirect watch --dumps DIR --baseline-variant tcpx    # also against the history's runs\n\n\
-    The job writes the dumps: run it with NCCL's Inspector profiler plugin\n  \
+    With JOBID, one step inside the job (one task per node, as you: Slurm lets a user\n\
+    watch only their own jobs, root any) reads each node's folder from the config's\n\
+    [watch] table (<dump_root>/gpudirect-watch-JOBID), which the plugin made for a job\n\
+    that exported GPUDIRECT_WATCH=1. Without [watch], the job writes the dumps itself:\n  \
     NCCL_PROFILER_PLUGIN=/path/libnccl-profiler-inspector.so NCCL_INSPECTOR_ENABLE=1\n  \
     NCCL_INSPECTOR_DUMP_THREAD_INTERVAL_MICROSECONDS=1000000 NCCL_INSPECTOR_DUMP_DIR=DIR\n\
     (make DIR before the job starts: ranks that race to create it lose their dumps).\n\
@@ -35,9 +46,17 @@ use super::{Ctx, ExitStatus};
     Exit status: 0 nothing wrong, 1 a finding, 3 nothing could be read or too few\n\
     collectives to judge.")]
 pub struct WatchArgs {
-    /// A folder of Inspector dumps (`<host>-pid<PID>.log`); repeat for several nodes'.
-    #[arg(long = "dumps", value_name = "DIR", required = true)]
+    /// The running job to watch: its nodes' dump folders are read through Slurm.
+    #[arg(value_name = "JOBID")]
+    pub job: Option<u32>,
+
+    /// A folder of Inspector dumps (`<host>-pid<PID>.log`) instead; repeat for several nodes'.
+    #[arg(long = "dumps", value_name = "DIR", conflicts_with = "job")]
     pub dumps: Vec<PathBuf>,
+
+    /// The admin config whose `[watch]` table names the job's folders (with JOBID).
+    #[command(flatten)]
+    pub config: ConfigArg,
 
     /// Judge the samples dumped within this long before the newest one.
     #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = duration_arg)]
@@ -72,25 +91,33 @@ struct Report<'a> {
 /// `gpudirect watch`.
 pub fn run(args: &WatchArgs, ctx: &Ctx) -> Result<ExitStatus> {
     let mut collected = Collected::default();
-    for dir in &args.dumps {
-        if let Err(why) = read_folder(dir, &mut collected) {
-            bail!("{why}");
+    let place = match args.job {
+        Some(job) => {
+            ask_the_jobs_nodes(job, args, &mut collected)?;
+            format!("job {job}'s nodes")
         }
-    }
-    if collected.samples.is_empty() {
-        for note in &collected.notes {
-            gpudirect::noteln!("note: {}", gpudirect::output::shown(note));
-        }
-        bail!(
-            "no Inspector sample in {} file(s) under {}: is the job running with \
-             NCCL_INSPECTOR_ENABLE=1 and a dump interval, and has it completed a collective \
-             of at least 8 KiB (NCCL_INSPECTOR_DUMP_MIN_SIZE_BYTES)?",
-            collected.files,
+        None => {
+            for dir in &args.dumps {
+                if let Err(why) = read_folder(dir, &mut collected) {
+                    bail!("{why}");
+                }
+            }
             args.dumps
                 .iter()
                 .map(|d| d.display().to_string())
                 .collect::<Vec<_>>()
                 .join(", ")
+        }
+    };
+    if collected.samples.is_empty() {
+        for note in &collected.notes {
+            gpudirect::noteln!("note: {}", gpudirect::output::shown(note));
+        }
+        bail!(
+            "no Inspector sample in {} file(s) under {place}: is the job running with \
+             NCCL_INSPECTOR_ENABLE=1 and a dump interval, and has it completed a collective \
+             of at least 8 KiB (NCCL_INSPECTOR_DUMP_MIN_SIZE_BYTES)?",
+            collected.files,
         );
     }
     let samples = in_window(std::mem::take(&mut collected.samples), args.window);
@@ -115,6 +142,59 @@ pub fn run(args: &WatchArgs, ctx: &Ctx) -> Result<ExitStatus> {
     } else {
         ExitStatus::CouldNotRun
     })
+}
+
+/// One step inside `job`, one task per node, each reading its node's dump folder
+/// (`gpudirect agent watch`); their samples and notes into `collected`.
+fn ask_the_jobs_nodes(job: u32, args: &WatchArgs, collected: &mut Collected) -> Result<()> {
+    let info = slurm::job_info(job)
+        .with_context(|| format!("gpudirect watch: cannot look up job {job}"))?;
+    if info.state != "RUNNING" {
+        bail!(
+            "job {job} is {}, not RUNNING: only a running job writes dumps",
+            info.state
+        );
+    }
+    let (Some(nodes), Some(uid)) = (info.nodes.clone(), info.user_id) else {
+        bail!("job {job}: scontrol names no nodes or no user for it");
+    };
+    let job_nodes = gpudirect_core::hostlist::expand(&nodes)
+        .with_context(|| format!("job {job}: its node list `{nodes}` is not a hostlist"))?;
+    let agent: Vec<OsString> = vec![
+        "watch".into(),
+        job.to_string().into(),
+        "--uid".into(),
+        uid.to_string().into(),
+        "--window".into(),
+        format!("{}ms", args.window.as_millis()).into(),
+        "--config".into(),
+        args.config.path.clone().into(),
+    ];
+    let step = AgentStep {
+        within_job: Some(job),
+        // Nothing of ours in the job's environment: the agent only reads.
+        ..AgentStep::per_node(&job_nodes, StepProfile::Nothing, agent)
+    };
+    let cap = (64usize << 20).saturating_mul(job_nodes.len()).min(1 << 30);
+    let asked = ask_nodes_capped(&step.job()?, read_agent_lines, &AtomicBool::new(false), cap)?;
+    for line in &asked.unreadable {
+        let start: String = line.chars().take(200).collect();
+        collected
+            .notes
+            .push(format!("an agent's line could not be read: {start}"));
+    }
+    let answered: Vec<&str> = asked.answers.iter().map(|d| d.node.as_str()).collect();
+    for node in job_nodes.iter().filter(|n| !answered.contains(&n.as_str())) {
+        collected
+            .notes
+            .push(format!("{node}: no answer from its agent"));
+    }
+    for dumps in asked.answers {
+        collected.files += dumps.files;
+        collected.notes.extend(dumps.notes);
+        collected.samples.extend(dumps.samples);
+    }
+    Ok(())
 }
 
 /// The history's median busbw for each (collective, size) the samples hold, on runs of

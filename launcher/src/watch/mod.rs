@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use nccl_output::inspector::{parse_dump, Limits, Sample};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// The newest bytes read of one dump file: the Inspector appends every collective, so a
 /// long job's file grows without end, and the newest part is what `watch` judges.
@@ -131,6 +131,80 @@ fn read_file(path: &Path) -> Result<(Vec<u8>, Option<String>), String> {
         bytes.drain(..skip);
     }
     Ok((bytes, note))
+}
+
+/// The marker key of an agent's line (`gpudirect agent watch`).
+pub const LINE_KEY: &str = "\"gpudirect_watch\":";
+/// The most samples one node's agent sends (the newest): at about 300 bytes each, 15 MB.
+pub const AGENT_SAMPLES: usize = 50_000;
+
+/// What `gpudirect agent watch` found on one node: the job's dump folder read.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct NodeDumps {
+    /// Format version of this line.
+    pub gpudirect_watch: u32,
+    /// The node (`SLURMD_NODENAME`, else its host name).
+    pub node: String,
+    /// The folder read.
+    pub folder: String,
+    /// Files read.
+    pub files: usize,
+    /// What the reader says (the folder missing or not the job's user's, files cut).
+    pub notes: Vec<String>,
+    /// Samples within the window, at most [`AGENT_SAMPLES`], the newest.
+    pub samples: Vec<Sample>,
+}
+
+/// The agent's work on one node: `folder` is read only when it is a folder (not a link)
+/// of the job's user alone (`job_uid`, mode without group/other bits): the dumps of a
+/// folder anyone else made or may enter are not the job's to trust.
+pub fn node_dumps(folder: &Path, job_uid: u32, node: String, window: Duration) -> NodeDumps {
+    let mut collected = Collected::default();
+    match std::fs::symlink_metadata(folder) {
+        Err(e) => collected.notes.push(format!(
+            "{node}: {}: {e}: the job wrote no dumps here (did it export GPUDIRECT_WATCH=1, or is [watch] always on?)",
+            folder.display()
+        )),
+        Ok(meta) if !meta.is_dir() => collected
+            .notes
+            .push(format!("{node}: {} is no folder: not read", folder.display())),
+        Ok(meta) if meta.uid() != job_uid || meta.mode() & 0o077 != 0 => collected.notes.push(format!(
+            "{node}: {} belongs to uid {} with mode {:o}, not to the job's user ({job_uid}) alone: not read",
+            folder.display(),
+            meta.uid(),
+            meta.mode() & 0o7777
+        )),
+        Ok(_) => {
+            if let Err(why) = read_folder(folder, &mut collected) {
+                collected.notes.push(format!("{node}: {why}"));
+            }
+        }
+    }
+    let mut samples = in_window(std::mem::take(&mut collected.samples), window);
+    if samples.len() > AGENT_SAMPLES {
+        samples.sort_by_key(|s| s.dumped_us);
+        let cut = samples.len() - AGENT_SAMPLES;
+        collected.notes.push(format!(
+            "{node}: {} samples in the window, the newest {AGENT_SAMPLES} sent",
+            samples.len()
+        ));
+        samples.drain(..cut);
+    }
+    NodeDumps {
+        gpudirect_watch: 1,
+        node,
+        folder: folder.display().to_string(),
+        files: collected.files,
+        notes: collected.notes,
+        samples,
+    }
+}
+
+/// The agents' lines in an `srun --label` output, by node.
+pub fn read_agent_lines(stdout: &str) -> (Vec<NodeDumps>, Vec<String>) {
+    let (mut dumps, bad) = crate::slurm::read_labelled_json::<NodeDumps>(stdout, LINE_KEY);
+    dumps.sort_by(|a, b| a.node.cmp(&b.node));
+    (dumps, bad)
 }
 
 /// The samples dumped within `window` of the newest dump, the others dropped: a verdict on
@@ -281,6 +355,47 @@ mod tests {
             .filter(|n| n.contains("not a regular file"))
             .count();
         assert_eq!(skipped, 2, "{:?}", c.notes);
+        std::fs::remove_dir_all(&tmp).unwrap();
+    }
+
+    #[test]
+    fn the_agent_reads_only_a_folder_of_the_jobs_user_alone() {
+        use std::os::unix::fs::PermissionsExt;
+        let tmp =
+            std::env::temp_dir().join(format!("gpudirect-watch-agent-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&tmp);
+        std::fs::create_dir_all(&tmp).unwrap();
+        let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../tests/fixtures/nccl-inspector/late-rank1/node2-pid1126.log");
+        std::fs::copy(&src, tmp.join("node2-pid1126.log")).unwrap();
+        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let me = nix::unistd::geteuid().as_raw();
+        let window = Duration::from_secs(3600);
+        let read = node_dumps(&tmp, me, "node2".into(), window);
+        assert_eq!(
+            (read.files, read.samples.len()),
+            (1, 80),
+            "{:?}",
+            read.notes
+        );
+        let line = serde_json::to_string(&read).unwrap();
+        let (back, bad) = read_agent_lines(&format!("0: {line}\n"));
+        assert!(bad.is_empty());
+        assert_eq!(back[0].samples, read.samples);
+
+        let other = node_dumps(&tmp, me + 1, "node2".into(), window);
+        assert!(other.samples.is_empty());
+        assert!(
+            other.notes[0].contains("not to the job's user"),
+            "{:?}",
+            other.notes
+        );
+        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o755)).unwrap();
+        assert!(node_dumps(&tmp, me, "node2".into(), window)
+            .samples
+            .is_empty());
+        let missing = node_dumps(&tmp.join("nope"), me, "node2".into(), window);
+        assert!(missing.notes[0].contains("the job wrote no dumps here"));
         std::fs::remove_dir_all(&tmp).unwrap();
     }
 
