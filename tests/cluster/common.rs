@@ -656,3 +656,21 @@ pub fn slurm_major_minor() -> (u32, u32) {
     let mut parts = version.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
     (parts.next().unwrap_or(0), parts.next().unwrap_or(0))
 }
+
+/// The cluster's config with a `[watch]` table for the test's duration (restored when the
+/// returned swap drops), its Inspector an empty root-owned file in the state folder: a
+/// STAND-IN for an installed Inspector, which no NCCL loads on these CPU nodes. Returns the
+/// swap and the stand-in's path (removed by the caller).
+pub fn watch_config(interval_ms: u32) -> (FileSwap, PathBuf) {
+    use std::os::unix::fs::PermissionsExt;
+    let inspector = state_dir().join("lib/inspector-standin.so");
+    std::fs::write(&inspector, b"").unwrap();
+    std::fs::set_permissions(&inspector, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let swap = FileSwap::config();
+    swap.write(&format!(
+        "{}\n[watch]\ninspector = \"{}\"\ninterval_ms = {interval_ms}\n",
+        swap.original_text(),
+        inspector.display()
+    ));
+    (swap, inspector)
+}

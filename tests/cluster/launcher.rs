@@ -9,6 +9,7 @@ mod hang;
 mod health;
 mod rails;
 mod tune;
+mod watch;
 
 /// The arguments of `gpudirect run` of the nccl-tests stand-in in `standin_dir` on 2 nodes,
 /// for `collectives` from 8 B to `max_size`, then `extra`.

@@ -1264,16 +1264,7 @@ fn a_task_in_slurms_own_container_gets_the_profile_or_is_told_why_not() {
 fn a_job_that_asks_gets_its_own_telemetry_folder_and_a_squatted_one_is_refused() {
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
     let _guard = cluster();
-    // An installed Inspector stands in as an empty root-owned file: no NCCL loads it here.
-    let inspector = state_dir().join("lib/inspector-standin.so");
-    std::fs::write(&inspector, b"").unwrap();
-    std::fs::set_permissions(&inspector, std::fs::Permissions::from_mode(0o644)).unwrap();
-    let swap = FileSwap::config();
-    swap.write(&format!(
-        "{}\n[watch]\ninspector = \"{}\"\ninterval_ms = 500\n",
-        swap.original_text(),
-        inspector.display()
-    ));
+    let (_swap, inspector) = watch_config(500);
 
     let (output, tasks) = srun_env(
         &["-N1", "-w", "node1", "--gpudirect=tcpx"],

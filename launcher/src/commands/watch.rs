@@ -32,8 +32,9 @@ use super::{Ctx, ExitStatus};
     gpudirect watch --dumps /tmp/nccl-inspector-4242       # one node's dump folder\n  \
     gpudirect watch --dumps node1/ --dumps node2/ --json   # folders gathered from several nodes\n  \
     gpudirect watch --dumps DIR --baseline-variant tcpx    # also against the history's runs\n\n\
-    With JOBID, one step inside the job (one task per node, as you: Slurm lets a user\n\
-    watch only their own jobs, root any) reads each node's folder from the config's\n\
+    With JOBID, one step inside the job (one task per node, as you: Slurm creates steps\n\
+    only in your own jobs; the local cluster's Slurm 22.05 refused root too, so an admin\n\
+    reads a node's folder with --dumps there) reads each node's folder from the config's\n\
     [watch] table (<dump_root>/gpudirect-watch-JOBID), which the plugin made for a job\n\
     that exported GPUDIRECT_WATCH=1. Without [watch], the job writes the dumps itself:\n  \
     NCCL_PROFILER_PLUGIN=/path/libnccl-profiler-inspector.so NCCL_INSPECTOR_ENABLE=1\n  \

@@ -1,0 +1,96 @@
+//! `gpudirect watch JOBID` on the local cluster. The job's tasks are STAND-INs for ranks of
+//! a training job: each copies the NCCL Inspector dump one rank wrote on the lent H200
+//! (tests/fixtures/nccl-inspector/three-ranks-late2: three ranks, rank 2 50 ms late; a replay,
+//! no NCCL here) into the dump folder the plugin made for the job, then waits. Everything
+//! else is real: the plugin's `[watch]`, `srun --jobid` into the running job, the agent.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use cluster_tests::*;
+
+#[test]
+fn watch_names_the_late_rank_of_a_running_job_from_its_nodes_folders() {
+    let _guard = cluster();
+    let (_swap, inspector) = watch_config(1000);
+    let dumps = shared_dir().join("inspector-three-ranks-late2");
+    share(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/nccl-inspector/three-ranks-late2"),
+        &dumps,
+    );
+    // Task i copies rank i's recorded dump (node<i+1>-pid*.log) into its folder.
+    let wrap = format!(
+        "srun -n3 sh -c 'cp {}/node$((SLURM_PROCID + 1))-pid*.log \"$NCCL_INSPECTOR_DUMP_DIR\"/ && sleep 90'",
+        dumps.display()
+    );
+    let out = run(slurm_command("sbatch")
+        .args([
+            "--parsable",
+            "-N1",
+            "-n3",
+            "-w",
+            "node1",
+            "--gpudirect=tcpx",
+            "-o",
+            "/dev/null",
+        ])
+        .args(["--wrap", &wrap])
+        .env("GPUDIRECT_WATCH", "1"));
+    assert_ok(&out, "sbatch the stand-in ranks");
+    let job: u32 = stdout(&out)
+        .trim()
+        .split(';')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let _cancel = Cancel(job);
+    let folder = format!("/tmp/gpudirect-watch-{job}");
+    let start = Instant::now();
+    while std::fs::read_dir(&folder).map_or(0, |d| d.count()) < 3 {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "{folder}: the ranks' dumps never came"
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+
+    let bin = workspace_bin("gpudirect");
+    let watch = |who: Who| {
+        run(slurm_command_as(who, bin.to_str().unwrap())
+            .args(["watch", &job.to_string(), "--window", "1h"])
+            .env("GPUDIRECT_CONFIG", plugin_config()))
+    };
+    // As the job's user. (Root is refused a step inside another user's job by this
+    // cluster's Slurm 22.05, "Access/permission denied": root reads a node's folder with
+    // `--dumps` instead, which the CLI tests cover.)
+    let out = watch(Who::User);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}\n{}", stderr(&out));
+    assert!(text.contains("3 of 3 ranks wrote samples"), "{text}");
+    assert!(text.contains("LATE: rank 2 on node3"), "{text}");
+
+    // A folder others may enter is not the job's to trust: not read, and nothing to judge.
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&folder, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = watch(Who::User);
+    assert_eq!(out.status.code(), Some(3), "{}", stdout(&out));
+    assert!(
+        stderr(&out).contains("not to the job's user"),
+        "{}",
+        stderr(&out)
+    );
+    std::fs::remove_file(&inspector).unwrap();
+}
+
+/// Cancels the job when dropped, also when the test fails.
+struct Cancel(u32);
+
+impl Drop for Cancel {
+    fn drop(&mut self) {
+        let _ = slurm_command_as(Who::Root, "scancel")
+            .arg(self.0.to_string())
+            .output();
+        let _ = std::fs::remove_dir_all(format!("/tmp/gpudirect-watch-{}", self.0));
+    }
+}
