@@ -405,6 +405,7 @@ mod tests {
             variant: None,
             label: None,
             launcher: crate::history::LaunchKind::Srun,
+            tool: crate::history::Tool::Run,
             status,
             exit_code: Some(0),
             transport: Some(transport.into()),

@@ -365,6 +365,7 @@ pub fn quick_nccl(q: &QuickNccl) -> Result<(Option<Failed>, String), QuickNcclEr
         nodes: vec![q.node.clone()],
         gpus_per_node: Some(gpus),
         launcher: LaunchKind::Local,
+        tool: crate::history::Tool::Health,
         ..RunContext::for_job(q.cluster.as_deref())
     };
     let cluster = run_context.cluster.clone();

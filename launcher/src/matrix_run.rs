@@ -184,6 +184,7 @@ impl CellPlan<'_> {
                 },
                 launcher: self.launch_kind,
                 line_rate_gbps: choice.as_ref().and_then(|c| c.line_rate(first)),
+                tool: crate::history::Tool::Run,
                 ..RunContext::for_job(self.cluster)
             },
             marks,

@@ -25,7 +25,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 
 use crate::baseline::{median, Key};
-use crate::history::{RunStatus, RunSummary, VetSummary};
+use crate::history::{RunStatus, RunSummary, Tool, VetSummary};
 use crate::output::shown::{hides_text, shown};
 use crate::units::parse_rfc3339;
 
@@ -230,16 +230,19 @@ pub fn add_drain_metrics(x: &mut Exposition, cluster: &str, drains: &[(String, O
     }
 }
 
-/// Which tool recorded a run: `health` (variant `health`), `validate` (`validate:*`),
-/// `vet` (`vet:*`), else `run` (run, tune, import).
+/// The `tool` label of a run: the command that recorded it (the history's `tool` column),
+/// `run` and `tune` both `run`, as the admin guide lists the labels. An imported run was
+/// recorded elsewhere: its variant says by what (`--variant health`, `validate:pairs`).
 pub fn tool_of(run: &RunSummary) -> &'static str {
-    match run.variant.as_deref() {
-        Some("health") => "health",
-        Some(v) if v.starts_with("validate:") => "validate",
-        Some(v) if v.starts_with("vet:") => "vet",
-        // validate --test rails records one run per (pair, rail), variant `rail:<nic>`.
-        Some(v) if v.starts_with("rail:") => "validate",
-        _ => "run",
+    let tool = match run.tool {
+        Tool::Import => Tool::of_variant(run.variant.as_deref()),
+        tool => tool,
+    };
+    match tool {
+        Tool::Health => "health",
+        Tool::Validate => "validate",
+        Tool::Vet => "vet",
+        Tool::Run | Tool::Tune | Tool::Import => "run",
     }
 }
 
@@ -518,6 +521,64 @@ mod tests {
             !text.contains(r#"node="node5""#),
             "an admin's drain is not ours: {text}"
         );
+    }
+
+    /// Design review 2026-12-04, P5: vet records its pairs under validate's variants
+    /// (`validate:pairs`, `rail:eth1`); the history's `tool` column, not the variant, says
+    /// they are vet's. A run recorded before the column keeps the variant's word, and an
+    /// imported one the word of the variant it was imported with.
+    #[test]
+    fn vets_runs_count_as_vets() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut history = crate::history::History::open(&dir.path().join("h.sqlite")).unwrap();
+        let run = |variant: &str, tool: Tool, node: &str| crate::history::NewRun {
+            collective: "all_reduce".into(),
+            cluster: Some("c1".into()),
+            variant: Some(variant.into()),
+            nodes: vec![node.into()],
+            nodelist: Some(node.into()),
+            tool,
+            rows: vec![crate::history::NewRow {
+                size_bytes: 1 << 30,
+                count: 1 << 28,
+                dtype: "float".into(),
+                redop: "sum".into(),
+                root: None,
+                placement: crate::history::Placement::Out,
+                time_us: 1.0,
+                algbw: 100.0,
+                busbw: 100.0,
+                wrong: Some(0),
+                algorithm: None,
+                protocol: None,
+            }],
+            ..Default::default()
+        };
+        for (variant, tool, node) in [
+            ("validate:pairs", Tool::Vet, "node1"),
+            ("rail:eth1", Tool::Vet, "node2"),
+            ("validate:pairs", Tool::Validate, "node3"),
+            ("health", Tool::Import, "node4"),
+        ] {
+            history.import_run(&run(variant, tool, node), true).unwrap();
+        }
+        let runs = history
+            .list_runs(&crate::history::RunFilter::default())
+            .unwrap();
+        let text = history_metrics(&runs, &[]).render();
+        for (node, tool) in [
+            ("node1", "vet"),
+            ("node2", "vet"),
+            ("node3", "validate"),
+            ("node4", "health"),
+        ] {
+            let l = format!(r#"{{cluster="c1",node="{node}",tool="{tool}"}}"#);
+            assert!(
+                text.contains(&format!("gpudirect_node_check_ok{l} 1")),
+                "{node}: {text}"
+            );
+        }
+        assert!(!text.contains(r#"node="node1",tool="validate""#), "{text}");
     }
 
     #[test]

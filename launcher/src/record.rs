@@ -52,6 +52,8 @@ pub struct RunContext {
     pub collective: Option<String>,
     /// The node's line rate in GB/s, from the profile the run applied.
     pub line_rate_gbps: Option<f64>,
+    /// The command recording it.
+    pub tool: crate::history::Tool,
 }
 
 impl RunContext {
@@ -172,6 +174,7 @@ pub fn new_run(parsed: &ParsedOutput, raw: &[u8], ctx: RunContext, verdict: &Ver
         .or(ctx.collective)
         .unwrap_or_else(|| "unknown".into());
     NewRun {
+        tool: ctx.tool,
         started_at: ctx.started_at,
         finished_at: ctx.finished_at,
         cluster: ctx.cluster,

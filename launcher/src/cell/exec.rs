@@ -142,6 +142,7 @@ impl Prepared {
             failures: vec![why.to_string()],
             env: self.marks.clone(),
             launcher: self.context.launcher,
+            tool: self.context.tool,
             ..NewRun::default()
         }
     }

@@ -279,6 +279,7 @@ mod tests {
             collective: collective.into(),
             variant: None,
             launcher: gpudirect::history::LaunchKind::Import,
+            tool: gpudirect::history::Tool::Import,
             status: gpudirect::history::RunStatus::Ok,
             exit_code: Some(0),
             transport: None,

@@ -164,6 +164,7 @@ fn import_one(history: &mut History, args: &ImportArgs, file: &Path) -> Result<I
             .ok()
             .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
             .and_then(|d| i64::try_from(d.as_secs()).ok()),
+        tool: gpudirect::history::Tool::Import,
         ..RunContext::default()
     };
     let Evaluated {

@@ -831,6 +831,7 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx) -> Result<ExitStatus> {
     };
     let budget = gpudirect::budget::Budget::unlimited();
     let rounds = RoundContext {
+        tool: gpudirect::history::Tool::Validate,
         collective: &args.collective,
         gpus_per_node: args.gpus_per_node,
         gpus_per_unit: args.gpus_per_unit,

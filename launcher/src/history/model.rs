@@ -30,6 +30,39 @@ pub enum RunStatus {
     Interrupted,
 }
 
+/// The command that recorded a run (the `tool` column, migration 6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Tool {
+    /// `gpudirect run`.
+    #[default]
+    Run,
+    /// `gpudirect tune`.
+    Tune,
+    /// `gpudirect import`.
+    Import,
+    /// `gpudirect validate` (nccl pairs, rails, per rail).
+    Validate,
+    /// `gpudirect vet` (its pairs and rails).
+    Vet,
+    /// `gpudirect health --quick-nccl`.
+    Health,
+}
+
+impl Tool {
+    /// The tool of a run recorded before the column, from its variant (what migration 6
+    /// fills in, and the rule export used to guess with): `health`, `validate:*` and a rail
+    /// run's `rail:*` are validate's, `vet:*` vet's, anything else `run`'s.
+    pub fn of_variant(variant: Option<&str>) -> Tool {
+        match variant {
+            Some("health") => Tool::Health,
+            Some(v) if v.starts_with("validate:") || v.starts_with("rail:") => Tool::Validate,
+            Some(v) if v.starts_with("vet:") => Tool::Vet,
+            _ => Tool::Run,
+        }
+    }
+}
+
 /// Where a run's processes were started from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -90,6 +123,7 @@ macro_rules! text_enum {
 text_enum!(RunStatus { Ok => "ok", Wrong => "wrong", Timeout => "timeout", Failed => "failed", Interrupted => "interrupted" });
 text_enum!(LaunchKind { Srun => "srun", Mpirun => "mpirun", Local => "local", Import => "import" });
 text_enum!(Placement { Out => "out", In => "in" });
+text_enum!(Tool { Run => "run", Tune => "tune", Import => "import", Validate => "validate", Vet => "vet", Health => "health" });
 
 /// One row of an nccl-tests table, for one placement (a text row gives two of these).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -198,6 +232,8 @@ pub struct NewRun {
     pub line_rate_gbps: Option<f64>,
     /// How it was launched.
     pub launcher: LaunchKind,
+    /// The command that recorded it.
+    pub tool: Tool,
     /// The file an import read, as the importer names it (make it absolute so that the
     /// same file imported from another folder is still recognised).
     pub source_path: Option<String>,
@@ -320,6 +356,8 @@ pub struct RunSummary {
     pub label: Option<String>,
     /// Launcher.
     pub launcher: LaunchKind,
+    /// The command that recorded it.
+    pub tool: Tool,
     /// Outcome.
     pub status: RunStatus,
     /// Exit code.

@@ -146,6 +146,17 @@ pub const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE runs ADD COLUMN recorded_uid INTEGER;
     "#,
+    // 6: the command that recorded each run (design review 2026-12-04, P5), which export
+    // guessed from the variant and got wrong for vet (its pairs are `validate:pairs` and
+    // `rail:*`). Existing runs get the old guess (`Tool::of_variant`).
+    r#"
+    ALTER TABLE runs ADD COLUMN tool TEXT NOT NULL DEFAULT 'run';
+    UPDATE runs SET tool = CASE
+        WHEN variant = 'health' THEN 'health'
+        WHEN substr(variant, 1, 9) = 'validate:' OR substr(variant, 1, 5) = 'rail:' THEN 'validate'
+        WHEN substr(variant, 1, 4) = 'vet:' THEN 'vet'
+        ELSE 'run' END;
+    "#,
 ];
 
 /// The schema version this binary writes: the number of migrations.
@@ -270,6 +281,60 @@ mod tests {
         migrate(&mut conn, p).unwrap();
         assert_eq!(schema_dump(&conn), first);
         assert_eq!(read_versions(&conn, p).unwrap().0, latest_version());
+    }
+
+    /// Migration 6 gives every earlier run the tool its variant names (what export guessed
+    /// before the column): `health`, `validate:*` and `rail:*`, `vet:*`, else `run`.
+    #[test]
+    fn runs_before_the_tool_column_get_their_variants_tool() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        let tx = conn.transaction().unwrap();
+        tx.pragma_update(None, "application_id", APPLICATION_ID)
+            .unwrap();
+        for sql in &MIGRATIONS[..5] {
+            tx.execute_batch(sql).unwrap();
+        }
+        for (id, variant) in [
+            (1, "'health'"),
+            (2, "'validate:pairs'"),
+            (3, "'rail:eth1'"),
+            (4, "'vet:pairs'"),
+            (5, "'tcpx'"),
+            (6, "NULL"),
+        ] {
+            tx.execute_batch(&format!(
+                "INSERT INTO runs (id, at, imported_at, collective, launcher, output_sha256,
+                     status, raw_output, parser_version, env_json, variant)
+                 VALUES ({id}, 1796000000, 1796000100, 'all_reduce', 'srun', 'h{id}', 'ok',
+                     x'2320', 1, '{{}}', {variant});"
+            ))
+            .unwrap();
+        }
+        tx.pragma_update(None, "user_version", 5).unwrap();
+        tx.commit().unwrap();
+        migrate(&mut conn, Path::new(":memory:")).unwrap();
+        let tools: Vec<String> = conn
+            .prepare("SELECT tool FROM runs ORDER BY id")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(
+            tools,
+            ["health", "validate", "validate", "vet", "run", "run"]
+        );
+        // The same rule as the one the launcher keeps for them.
+        for (variant, tool) in [
+            ("health", "health"),
+            ("rail:eth1", "validate"),
+            ("vet:x", "vet"),
+        ] {
+            assert_eq!(
+                crate::history::Tool::of_variant(Some(variant)).as_str(),
+                tool
+            );
+        }
     }
 
     #[test]

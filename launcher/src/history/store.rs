@@ -135,10 +135,10 @@ const SUMMARY_COLUMNS: &str = "runs.id, runs.at, runs.started_at, runs.finished_
     runs.source_path, runs.output_sha256, runs.label, \
     CASE WHEN instr(runs.env_json, '\"GPUDIRECT_STANDIN_REPLAY\"') > 0 AND json_valid(runs.env_json) \
         THEN json_extract(runs.env_json, '$.GPUDIRECT_STANDIN_REPLAY') END, \
-    runs.line_rate_gbps";
+    runs.line_rate_gbps, runs.tool";
 
 /// How many columns [`SUMMARY_COLUMNS`] has: queries that add columns after it start there.
-const SUMMARY_LEN: usize = 27;
+const SUMMARY_LEN: usize = 28;
 
 /// The `env` key that marks a run recorded from the nccl-tests stand-in (see
 /// `crate::record`); [`RunSummary::replay_of`] is its value.
@@ -188,6 +188,7 @@ fn summary_from_row(row: &Row<'_>) -> rusqlite::Result<RunSummary> {
         label: row.get(24)?,
         replay_of: row.get(25)?,
         line_rate_gbps: row.get(26)?,
+        tool: get_enum(row, 27)?,
     })
 }
 
@@ -474,10 +475,10 @@ impl History {
                 binary_path, variant, env_json, nccl_tests_version, nccl_version, cuda_version,
                 launcher, source_path, output_sha256, exit_code, status, transport, avg_busbw,
                 failures_json, raw_output, parser_version, label, net_plugin, cuda_driver,
-                notes_json, line_rate_gbps, recorded_uid)
+                notes_json, line_rate_gbps, recorded_uid, tool)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,
                 ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33,
-                ?34, ?35)",
+                ?34, ?35, ?36)",
             params![
                 at,
                 run.started_at,
@@ -514,6 +515,7 @@ impl History {
                 notes_json,
                 run.line_rate_gbps.and_then(finite),
                 nix::unistd::geteuid().as_raw(),
+                run.tool.as_str(),
             ],
         )
         .map_err(err("recording the run"))?;

@@ -247,6 +247,7 @@ impl Tuner<'_> {
                     .profile
                     .as_ref()
                     .and_then(Profile::node_line_rate_gbps),
+                tool: crate::history::Tool::Tune,
                 ..RunContext::for_job(self.cluster.as_deref())
             },
             marks,

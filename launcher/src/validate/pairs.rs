@@ -171,6 +171,8 @@ pub struct RoundContext<'a> {
     /// The matrix and sizes of the rounds after the screen, when they differ (vet's
     /// follow-ups run the judged size alone, which is all a re-pairing reads).
     pub followup: Option<(&'a Matrix, &'a [u64])>,
+    /// The command the pair runs are recorded as (validate, or vet).
+    pub tool: crate::history::Tool,
 }
 
 /// One pair run as it ended: its group, its record (node results added once judged) and
@@ -241,6 +243,7 @@ fn run_round(
         line_rate_gbps,
         config,
         budget,
+        tool,
         ..
     } = *rc;
     let (matrix, sizes) = match (round.stage, rc.followup) {
@@ -302,6 +305,7 @@ fn run_round(
                     Units::Gpus(_) => LaunchKind::Local,
                 },
                 line_rate_gbps,
+                tool,
                 ..RunContext::for_job(None)
             };
             let choice = crate::profile::of_run(config, cell.variant.gpudirect.as_deref());

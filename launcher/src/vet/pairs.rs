@@ -138,6 +138,7 @@ fn rail_pairs(
         gpus_per_node: Some(0),
         launcher: LaunchKind::Srun,
         binary_path: Some(spec.program.display().to_string()),
+        tool: crate::history::Tool::Vet,
         ..NewRun::default()
     };
     noteln!(
@@ -266,6 +267,7 @@ fn nccl_pairs(
     };
     let followup_sizes = [req.max_bytes];
     let rc = RoundContext {
+        tool: crate::history::Tool::Vet,
         collective: &req.collective,
         gpus_per_node: req.gpus_per_node,
         gpus_per_unit: 1,

@@ -111,6 +111,7 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx, nodes: Vec<String>) -> Result<ExitSta
         gpus_per_node: Some(0),
         launcher: LaunchKind::Srun,
         binary_path: Some(spec.program.display().to_string()),
+        tool: gpudirect::history::Tool::Validate,
         ..NewRun::default()
     };
     runner::install_interrupt_handler();
