@@ -435,6 +435,74 @@ pub fn health_metrics(run: &HealthRun<'_>) -> Exposition {
     x
 }
 
+const WATCH_BUSBW: (&str, &str, Option<&str>) = (
+    "gpudirect_watch_busbw_bytes_per_second",
+    "A running job's busbw per collective and size: the median of each collective's fastest rank (gpudirect watch).",
+    Some("bytes_per_second"),
+);
+const WATCH_WAIT: (&str, &str, Option<&str>) = (
+    "gpudirect_watch_slowest_rank_seconds",
+    "The median time of each collective's slowest rank: its lead over the fastest is waiting.",
+    Some("seconds"),
+);
+const WATCH_LATE: (&str, &str, Option<&str>) = (
+    "gpudirect_watch_late_rank_seconds",
+    "How late a rank named LATE starts its collectives, by communicator and rank.",
+    Some("seconds"),
+);
+const WATCH_FINDINGS: (&str, &str, Option<&str>) = (
+    "gpudirect_watch_findings",
+    "Findings (late rank, slower than baseline, silent ranks) per communicator; 0: nothing wrong.",
+    None,
+);
+
+/// `gpudirect watch --textfile`: one job's verdicts as metrics, labelled by `job` (the job
+/// id, or `dumps` for folders given by hand) and communicator.
+pub fn watch_metrics(job: &str, verdicts: &[crate::watch::judge::CommVerdict]) -> Exposition {
+    use crate::watch::judge::Finding;
+    let mut x = Exposition::default();
+    for v in verdicts {
+        let comm = v.comm.as_str();
+        if v.judged {
+            x.gauge(
+                WATCH_FINDINGS,
+                &[("job", job), ("comm", comm)],
+                v.findings.len() as f64,
+            );
+        }
+        for g in v.groups.iter().filter(|g| g.matched > 0) {
+            let size = g.bytes.to_string();
+            let l = [
+                ("job", job),
+                ("comm", comm),
+                ("collective", &g.coll),
+                ("size_bytes", &size),
+            ];
+            x.gauge(WATCH_BUSBW, &l, g.busbw_gbs * 1e9);
+            x.gauge(WATCH_WAIT, &l, g.worst_us / 1e6);
+        }
+        for f in &v.findings {
+            if let Finding::LateRank {
+                rank,
+                host,
+                late_by_us,
+                ..
+            } = f
+            {
+                let rank = rank.to_string();
+                let l = [
+                    ("job", job),
+                    ("comm", comm),
+                    ("rank", &rank),
+                    ("host", host),
+                ];
+                x.gauge(WATCH_LATE, &l, late_by_us / 1e6);
+            }
+        }
+    }
+    x
+}
+
 /// Writes `text` to `dir/name` as node_exporter's textfile collector wants it: through a
 /// temporary file in the same folder, renamed into place, so that the collector never
 /// reads half a file; mode 0644.

@@ -6,7 +6,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use std::ffi::OsString;
-use std::sync::atomic::AtomicBool;
+use std::io::IsTerminal;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::{bail, Context, Result};
 use clap::{ArgGroup, Args};
@@ -14,6 +15,7 @@ use gpudirect::history::RunKey;
 use gpudirect::nccl_output::inspector::Sample;
 use gpudirect::outln;
 use gpudirect::output::{emit, emit_json};
+use gpudirect::runner::INTERRUPTED;
 use gpudirect::slurm::{self, ask_nodes_capped, AgentStep, StepProfile};
 use gpudirect::units::{duration_arg, percent_arg};
 use gpudirect::watch::judge::{judge, Baselines, CommVerdict};
@@ -29,6 +31,8 @@ use super::{Ctx, ExitStatus};
     after_help = "Examples:\n  \
     gpudirect watch 4242                                   # the job's nodes, through Slurm\n  \
     gpudirect watch 4242 --json --window 2m\n  \
+    gpudirect watch 4242 --follow 10s                      # redrawn every 10 s, as top\n  \
+    gpudirect watch 4242 --textfile /var/lib/node_exporter # OpenMetrics for Prometheus\n  \
     gpudirect watch --dumps /tmp/nccl-inspector-4242       # one node's dump folder\n  \
     gpudirect watch --dumps node1/ --dumps node2/ --json   # folders gathered from several nodes\n  \
     gpudirect watch --dumps DIR --baseline-variant tcpx    # also against the history's runs\n\n\
@@ -79,6 +83,20 @@ pub struct WatchArgs {
     /// Print the verdicts as JSON.
     #[arg(long)]
     pub json: bool,
+
+    /// Judge again every DURATION, the table redrawn in place on a terminal (JSON lines
+    /// with --json), until Ctrl-C (exit 130) or --rounds.
+    #[arg(long, value_name = "DURATION", value_parser = duration_arg)]
+    pub follow: Option<Duration>,
+
+    /// With --follow: stop after N rounds, exiting with the last round's status.
+    #[arg(long, value_name = "N", requires = "follow", value_parser = clap::value_parser!(u64).range(1..))]
+    pub rounds: Option<u64>,
+
+    /// Also write the verdicts as OpenMetrics for node_exporter's textfile collector:
+    /// DIR/gpudirect_watch_job_JOBID.prom (gpudirect_watch_dumps.prom with --dumps).
+    #[arg(long, value_name = "DIR")]
+    pub textfile: Option<PathBuf>,
 }
 
 /// What `--json` prints.
@@ -91,6 +109,47 @@ struct Report<'a> {
 
 /// `gpudirect watch`.
 pub fn run(args: &WatchArgs, ctx: &Ctx) -> Result<ExitStatus> {
+    let Some(every) = args.follow else {
+        return once(args, ctx);
+    };
+    // Ctrl-C ends the loop between two rounds, not in the middle of printing one.
+    gpudirect::runner::install_interrupt_handler();
+    let tty = std::io::stdout().is_terminal();
+    let mut status = ExitStatus::CouldNotRun;
+    for round in 1.. {
+        if tty {
+            // Home and clear: the table is redrawn in place, as top does.
+            emit("\x1b[H\x1b[2J")?;
+        }
+        if !args.json {
+            outln!(
+                "gpudirect watch: round {round}, every {} s (Ctrl-C stops)",
+                every.as_secs_f64()
+            )?;
+        }
+        status = match once(args, ctx) {
+            Ok(status) => status,
+            Err(e) => {
+                gpudirect::noteln!("gpudirect watch: {e:#}");
+                ExitStatus::CouldNotRun
+            }
+        };
+        if args.rounds.is_some_and(|n| round >= n) {
+            break;
+        }
+        let until = std::time::Instant::now() + every;
+        while std::time::Instant::now() < until {
+            if INTERRUPTED.load(Ordering::SeqCst) {
+                return Ok(ExitStatus::Interrupted);
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    Ok(status)
+}
+
+/// One round: read, judge, print; its exit status.
+fn once(args: &WatchArgs, ctx: &Ctx) -> Result<ExitStatus> {
     let mut collected = Collected::default();
     let place = match args.job {
         Some(job) => {
@@ -124,12 +183,26 @@ pub fn run(args: &WatchArgs, ctx: &Ctx) -> Result<ExitStatus> {
     let samples = in_window(std::mem::take(&mut collected.samples), args.window);
     let baselines = baselines(args, ctx, &samples)?;
     let verdicts = judge(&samples, &baselines);
-    if args.json {
-        emit_json(&Report {
-            files: collected.files,
-            notes: &collected.notes,
-            communicators: &verdicts,
-        })?;
+    if let Some(dir) = &args.textfile {
+        let job = args.job.map_or("dumps".to_string(), |j| j.to_string());
+        let name = match args.job {
+            Some(j) => format!("gpudirect_watch_job_{j}.prom"),
+            None => "gpudirect_watch_dumps.prom".to_string(),
+        };
+        let text = gpudirect::metrics::watch_metrics(&job, &verdicts).render();
+        gpudirect::metrics::write_textfile(dir, &name, &text)
+            .with_context(|| format!("--textfile: writing {name} into {}", dir.display()))?;
+    }
+    let report = Report {
+        files: collected.files,
+        notes: &collected.notes,
+        communicators: &verdicts,
+    };
+    if args.json && args.follow.is_some() {
+        // One document a line while following (JSON lines), so a reader can take each.
+        outln!("{}", serde_json::to_string(&report)?)?;
+    } else if args.json {
+        emit_json(&report)?;
     } else {
         emit(&text::render(&verdicts, &collected.notes, collected.files))?;
         if args.baseline_variant.is_none() {

@@ -191,3 +191,34 @@ fn health_as_root_writes_no_textfile_into_a_folder_others_can_change() {
         );
     }
 }
+
+/// `watch --textfile`: the late rank and the communicator's figures as metrics promtool
+/// accepts, from the dumps recorded on the lent H200.
+#[test]
+fn watch_textfile_is_promtool_clean_and_names_the_late_rank() {
+    let dir = scratch("metrics", "watch");
+    let dumps = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/fixtures/nccl-inspector/three-ranks-late2");
+    let out = run(gpudirect_without(&["GPUDIRECT_DB"])
+        .args(["watch", "--dumps"])
+        .arg(&dumps)
+        .arg("--textfile")
+        .arg(dir.path()));
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let text = std::fs::read_to_string(dir.path().join("gpudirect_watch_dumps.prom")).unwrap();
+    let (code, said) = promtool(&text);
+    assert_eq!(code, Some(0), "{said}\n{text}");
+    let late = sample(
+        &text,
+        "gpudirect_watch_late_rank_seconds{job=\"dumps\",comm=\"0x31e9c1f7fb85ef\",rank=\"2\",host=\"node3\"}",
+    )
+    .expect(&text);
+    assert!((0.04..0.06).contains(&late), "{late}");
+    assert_eq!(
+        sample(
+            &text,
+            "gpudirect_watch_findings{job=\"dumps\",comm=\"0x31e9c1f7fb85ef\"}"
+        ),
+        Some(1.0)
+    );
+}

@@ -117,3 +117,24 @@ fn no_dumps_or_too_few_collectives_cannot_be_judged() {
         stdout(&out)
     );
 }
+
+#[test]
+fn follow_judges_again_each_round_and_prints_json_lines() {
+    let start = std::time::Instant::now();
+    let out = run(gpudirect_without(&["GPUDIRECT_DB"])
+        .args([
+            "watch", "--json", "--follow", "300ms", "--rounds", "3", "--dumps",
+        ])
+        .arg(dumps("late-rank1")));
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(start.elapsed() >= std::time::Duration::from_millis(600));
+    let text = stdout(&out);
+    let rounds: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    assert_eq!(rounds.len(), 3, "{text}");
+    for r in &rounds {
+        assert_eq!(r["communicators"][0]["findings"][0]["kind"], "late_rank");
+    }
+}
