@@ -129,6 +129,15 @@ pub fn run(args: &WatchArgs, ctx: &Ctx) -> Result<ExitStatus> {
         }
         status = match once(args, ctx) {
             Ok(status) => status,
+            // The reader went away (`| head`): nothing more to show.
+            Err(e)
+                if e.chain().any(|c| {
+                    c.downcast_ref::<std::io::Error>()
+                        .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+                }) =>
+            {
+                return Err(e)
+            }
             Err(e) => {
                 gpudirect::noteln!("gpudirect watch: {e:#}");
                 ExitStatus::CouldNotRun
