@@ -13,7 +13,7 @@ fn folder() -> PathBuf {
 }
 
 /// Files `import` refuses, and what its error must say.
-const REFUSED: [(&str, &str); 9] = [
+const REFUSED: [(&str, &str); 10] = [
     // One-rank worlds: no collective to ask for; the run is the problem.
     (
         "interleaved-1rank-1-nccl-tests-294.txt",
@@ -47,6 +47,10 @@ const REFUSED: [(&str, &str); 9] = [
     // Issue #40: refused for what it is, not for a missing --collective.
     (
         "not-nccl-tests-5-ompi-12318-osu-reduce.txt",
+        "an OSU micro-benchmark output",
+    ),
+    (
+        "not-nccl-tests-6-eessi-716-osu-bw.txt",
         "an OSU micro-benchmark output",
     ),
 ];
