@@ -25,6 +25,18 @@ pub fn launcher_rank(line: &str) -> Option<u32> {
     if !digits.is_empty() && trimmed[digits.len()..].starts_with(": ") {
         return digits.parse().ok();
     }
+    // MPICH's and Intel MPI's `-l` label, `[3] `, before a host token: not NCCL's own
+    // `[dev]` (`[0] NCCL INFO`, 2.0's `[0] INFO`, a `[0] file.cc:12 WARN`).
+    if let Some(rest) = trimmed.strip_prefix('[') {
+        let digits = leading_digits(rest);
+        if let Some(after) = rest[digits.len()..].strip_prefix("] ") {
+            let next = after.split_whitespace().next().unwrap_or("");
+            let nccls_own = ["NCCL", "INFO", "WARN"].contains(&next) || !next.contains(':');
+            if !digits.is_empty() && !nccls_own {
+                return digits.parse().ok();
+            }
+        }
+    }
     // Open MPI's tag, also behind its `--timestamp-output` date.
     let end = head.find("]<stdout>").or_else(|| head.find("]<stderr>"))?;
     let open = head[..end].rfind('[')?;
@@ -291,6 +303,12 @@ mod tests {
                 Some(7),
             ),
             ("node1:31378:31378 [0] NCCL INFO NCCL version 2.28.9", None),
+            (
+                "[3] node2:22556:22556 [1] NCCL INFO cudaDriverVersion 11070",
+                Some(3),
+            ),
+            ("[0] NCCL INFO NET/IB : Using [0]mlx5_0:1/RoCE", None),
+            ("[1] INFO init.cu:413 -> 2", None),
             ("12:34:56 node1 hello", None),
             ("[rank]: nothing", None),
             ("[a,b]<stdout>: x", None),

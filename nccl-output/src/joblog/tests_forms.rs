@@ -372,3 +372,89 @@ fn kept_text_is_bounded_in_bytes() {
         log.dropped
     );
 }
+
+/// Rule L3: an MPICH-style `[N] ` label before the host token is the launcher's rank.
+#[test]
+fn an_mpich_rank_label() {
+    let log = published("hydra-rank-prefix-nccl-1232");
+    let tags: Vec<(Option<&str>, Option<u32>, Option<u32>)> = log
+        .processes
+        .iter()
+        .map(|p| (p.host.as_deref(), p.pid, p.launcher_rank))
+        .collect();
+    assert_eq!(
+        tags,
+        [
+            (Some("node0"), Some(13571), Some(0)),
+            (Some("node2"), Some(22555), Some(1)),
+            (Some("node2"), Some(22556), Some(3))
+        ]
+    );
+    for p in &log.processes {
+        assert_eq!(
+            p.env.get("NCCL_SOCKET_IFNAME").map(String::as_str),
+            Some("en,eth,em,bond")
+        );
+    }
+}
+
+/// Rule L3 (Ray on Kubernetes, Ray Train): links inside a node; a channel line's trailing
+/// `comm 0x.. nRanks N` is no part of its path.
+#[test]
+fn ray_worker_lines_on_kubernetes() {
+    let log = published("ray-k8s-ray-59778-channel-comm");
+    let p = &log.processes[0];
+    assert_eq!(p.host.as_deref(), Some("k8s17"));
+    let vias: Vec<&str> = p.links.iter().map(|l| l.via.as_str()).collect();
+    assert_eq!(vias, ["P2P/IPC"]);
+    assert_eq!(
+        p.env.get("NCCL_NCHANNELS_PER_PEER").map(String::as_str),
+        Some("16")
+    );
+    let log = published("ray-efa-p5-awsome-386-cumem");
+    let p = &log.processes[0];
+    assert_eq!(
+        (p.host.as_deref(), p.device),
+        (Some("ini-worker-ray-worker-p5"), Some(3))
+    );
+    assert_eq!(p.links.len(), 1);
+    assert_eq!(
+        (p.links[0].via.as_str(), p.links[0].channels),
+        ("P2P/CUMEM", 8)
+    );
+    assert_eq!(p.links[0].class, TransportClass::IntraNode);
+}
+
+/// Rule T1: torch's warning that a hang is possible is no trouble.
+#[test]
+fn a_torch_warning_is_not_trouble() {
+    let log = published("torch-warning-nccl-1646-v2251");
+    assert!(log.events.is_empty(), "{:?}", log.events);
+    let versions: Vec<&str> = log
+        .processes
+        .iter()
+        .filter_map(|p| p.nccl_version.as_deref())
+        .collect();
+    assert_eq!(versions, ["2.25.1", "2.25.1"]);
+}
+
+/// Rules L6 and K3: soft-RoCE's rxe0 as the IB NIC, its WARN with its place, and the bare
+/// version line among vLLM's lines (whose `nccl==2.20.5` is not NCCL's line).
+#[test]
+fn soft_roce_under_ray() {
+    let log = published("soft-roce-ray-nccl-1297-rxe");
+    assert_eq!(log.processes.len(), 1);
+    let p = &log.processes[0];
+    assert_eq!(p.nccl_version.as_deref(), Some("2.20.5"));
+    assert_eq!(p.nics.len(), 1);
+    assert_eq!(
+        (p.nics[0].net.as_str(), p.nics[0].nic.as_str()),
+        ("IB", "rxe0")
+    );
+    assert_eq!(p.env.get("NCCL_IB_HCA").map(String::as_str), Some("rxe0"));
+    assert_eq!(log.events.len(), 1);
+    assert_eq!(
+        log.events[0].place.as_deref(),
+        Some("transport/net_ib.cc:115")
+    );
+}
