@@ -674,3 +674,13 @@ pub fn watch_config(interval_ms: u32) -> (FileSwap, PathBuf) {
     ));
     (swap, inspector)
 }
+
+/// The job id `sbatch --parsable` printed (`1234` or `1234;cluster`).
+pub fn parsable_job_id(output: &Output) -> u32 {
+    let text = stdout(output);
+    text.trim()
+        .split(';')
+        .next()
+        .and_then(|id| id.parse().ok())
+        .unwrap_or_else(|| panic!("sbatch --parsable printed no job id: {text}"))
+}

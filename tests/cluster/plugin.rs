@@ -1311,13 +1311,7 @@ fn a_job_that_asks_gets_its_own_telemetry_folder_and_a_squatted_one_is_refused()
         .env("GPUDIRECT_WATCH", "1");
     let output = run(&mut cmd);
     assert_ok(&output, "sbatch --hold");
-    let held: u32 = stdout(&output)
-        .trim()
-        .split(';')
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let held: u32 = parsable_job_id(&output);
     let squatted = format!("/tmp/gpudirect-watch-{held}");
     std::fs::create_dir(&squatted).unwrap();
     std::fs::set_permissions(&squatted, std::fs::Permissions::from_mode(0o777)).unwrap();

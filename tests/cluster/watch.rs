@@ -37,13 +37,7 @@ fn watch_names_the_late_rank_of_a_running_job_from_its_nodes_folders() {
         .args(["--wrap", &wrap])
         .env("GPUDIRECT_WATCH", "1"));
     assert_ok(&out, "sbatch the stand-in ranks");
-    let job: u32 = stdout(&out)
-        .trim()
-        .split(';')
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let job: u32 = parsable_job_id(&out);
     let _cancel = Cancel(job);
     let folder = format!("/tmp/gpudirect-watch-{job}");
     let start = Instant::now();

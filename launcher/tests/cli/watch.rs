@@ -11,11 +11,16 @@ fn dumps(name: &str) -> PathBuf {
         .join(name)
 }
 
+/// `gpudirect watch --dumps` on one recorded folder.
+fn watch_dumps(name: &str) -> std::process::Output {
+    run(gpudirect_without(&["GPUDIRECT_DB"])
+        .args(["watch", "--dumps"])
+        .arg(dumps(name)))
+}
+
 #[test]
 fn the_rank_that_slept_is_named_late_and_the_clean_job_passes() {
-    let out = run(gpudirect_without(&["GPUDIRECT_DB"])
-        .args(["watch", "--dumps"])
-        .arg(dumps("late-rank1")));
+    let out = watch_dumps("late-rank1");
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let text = stdout(&out);
     assert!(
@@ -97,9 +102,7 @@ fn no_dumps_or_too_few_collectives_cannot_be_judged() {
         stderr(&out)
     );
 
-    let out = run(gpudirect_without(&["GPUDIRECT_DB"])
-        .args(["watch", "--dumps"])
-        .arg(dumps("inspector-2.28.9")));
+    let out = watch_dumps("inspector-2.28.9");
     assert_eq!(out.status.code(), Some(3));
     assert!(
         stdout(&out).contains("not judged: at most 1 collective(s)"),
@@ -107,9 +110,7 @@ fn no_dumps_or_too_few_collectives_cannot_be_judged() {
         stdout(&out)
     );
 
-    let out = run(gpudirect_without(&["GPUDIRECT_DB"])
-        .args(["watch", "--dumps"])
-        .arg(dumps("one-rank-wrote")));
+    let out = watch_dumps("one-rank-wrote");
     assert_eq!(out.status.code(), Some(1));
     assert!(
         stdout(&out).contains("SILENT: rank(s) 0 wrote no sample"),
