@@ -34,7 +34,7 @@ use gpudirect::watch;
 use gpudirect_core::system::{load_config, slurm_node_name, Ownership};
 use std::time::Duration;
 
-use super::args::{ConfigArg, NodeReportArgs};
+use super::args::{ConfigArg, NodeReportArgs, RasPollArgs};
 use super::health::HealthArgs;
 use super::{Ctx, ExitStatus};
 
@@ -100,17 +100,9 @@ pub struct HangAgent {
     #[arg(value_name = "JOBID[.STEP]")]
     pub job: JobStep,
 
-    /// How many times to ask RAS.
-    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=60))]
-    pub polls: u32,
-
-    /// Time between polls.
-    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = duration_arg)]
-    pub interval: Duration,
-
-    /// Time limit of each RAS query.
-    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = duration_arg)]
-    pub timeout: Duration,
+    /// How RAS is asked.
+    #[command(flatten)]
+    pub ras: RasPollArgs,
 }
 
 /// `gpudirect agent wiring`.
@@ -139,7 +131,13 @@ pub fn run(args: AgentArgs, ctx: &Ctx) -> Result<ExitStatus> {
         }
         Agent::Hang(a) => {
             // srun sets SLURMD_NODENAME: the name the job's node list uses.
-            let report = hang::agent(a.job, slurm_node_name(), a.polls, a.interval, a.timeout);
+            let report = hang::agent(
+                a.job,
+                slurm_node_name(),
+                a.ras.polls,
+                a.ras.interval,
+                a.ras.timeout,
+            );
             serde_json::to_string(&report)? + "\n"
         }
         Agent::Health(mut a) => {

@@ -105,6 +105,23 @@ impl ProfileArgs {
     }
 }
 
+/// `--polls`, `--interval`, `--timeout`: how NCCL's RAS is asked on a node, the same on
+/// `gpudirect hang` and on its agent (`gpudirect agent hang`), which gets them passed on.
+#[derive(Debug, Clone, Args)]
+pub struct RasPollArgs {
+    /// How many times each node asks RAS.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=60))]
+    pub polls: u32,
+
+    /// Time between polls: counts that do not move over it are a hang.
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = duration_arg)]
+    pub interval: Duration,
+
+    /// Time limit of each RAS query.
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = duration_arg)]
+    pub timeout: Duration,
+}
+
 /// `--drain`, `--retries` and `--on-drain`: what `health` and `validate` do in Slurm about
 /// a node they find bad.
 #[derive(Debug, Clone, Args)]

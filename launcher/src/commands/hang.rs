@@ -10,9 +10,9 @@ use gpudirect::hang::{self, assemble, read_agent_lines, unanswered, JobStep};
 use gpudirect::output::{emit_json, shown};
 use gpudirect::ras::{self, Verdict};
 use gpudirect::slurm::{self, ask_nodes_capped, AgentStep, StepProfile};
-use gpudirect::units::duration_arg;
 use gpudirect::{noteln, outln};
 
+use super::args::RasPollArgs;
 use super::{Ctx, ExitStatus};
 
 /// Ask NCCL's RAS on every node of a running job which rank the others wait for.
@@ -34,17 +34,9 @@ pub struct HangArgs {
     #[arg(value_name = "JOBID[.STEP]")]
     pub job: JobStep,
 
-    /// How many times each node asks RAS.
-    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=60))]
-    pub polls: u32,
-
-    /// Time between polls: counts that do not move over it are a hang.
-    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = duration_arg)]
-    pub interval: Duration,
-
-    /// Time limit of each RAS query.
-    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = duration_arg)]
-    pub timeout: Duration,
+    /// How RAS is asked on each node.
+    #[command(flatten)]
+    pub ras: RasPollArgs,
 
     /// Print the report as JSON.
     #[arg(long)]
@@ -65,13 +57,13 @@ pub fn run(args: &HangArgs, _ctx: &Ctx) -> Result<ExitStatus> {
     let Some(nodes) = info.nodes.clone() else {
         bail!("job {} has no nodes yet", args.job.job);
     };
-    let per_poll = args.interval + args.timeout;
-    let expected = per_poll * args.polls;
+    let per_poll = args.ras.interval + args.ras.timeout;
+    let expected = per_poll * args.ras.polls;
     noteln!(
         "gpudirect hang: asking NCCL's RAS of job {} on {nodes} {} time(s), {} s apart (about {} s)",
         args.job,
-        args.polls,
-        args.interval.as_secs_f64(),
+        args.ras.polls,
+        args.ras.interval.as_secs_f64(),
         expected.as_secs()
     );
     let job_nodes = gpudirect_core::hostlist::expand(&nodes).with_context(|| {
@@ -84,11 +76,11 @@ pub fn run(args: &HangArgs, _ctx: &Ctx) -> Result<ExitStatus> {
         "hang".to_string(),
         args.job.to_string(),
         "--polls".to_string(),
-        args.polls.to_string(),
+        args.ras.polls.to_string(),
         "--interval".to_string(),
-        format!("{}ms", args.interval.as_millis()),
+        format!("{}ms", args.ras.interval.as_millis()),
         "--timeout".to_string(),
-        format!("{}ms", args.timeout.as_millis()),
+        format!("{}ms", args.ras.timeout.as_millis()),
     ];
     let step = AgentStep {
         within_job: Some(args.job.job),
