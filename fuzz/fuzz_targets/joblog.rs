@@ -3,7 +3,8 @@
 //!
 //! Invariants:
 //! - never panics, whatever the text (a line longer than the limit is cut, not kept);
-//! - what it keeps stays within its limits (small ones here, so that the fuzzer reaches them);
+//! - what it keeps stays within its limits (small ones here, so that the fuzzer reaches them),
+//!   its kept text within the byte budget and host names within 255 bytes;
 //! - every rank of a communicator points at a process that exists, and a link's NIC is one
 //!   its process (or another of its host) listed;
 //! - the result serializes to JSON and back to the same value (`gpudirect log --json`).
@@ -19,6 +20,8 @@ fuzz_target!(|data: &[u8]| {
         max_communicators: 8,
         max_ranks: 64,
         max_events: 8,
+        max_kept_bytes: 4096,
+        max_input_bytes: u64::MAX,
     };
     let mut reader = JobLogReader::new(limits);
     // Two inputs from one buffer: the first half as input 0, the rest as input 1.
@@ -36,6 +39,20 @@ fuzz_target!(|data: &[u8]| {
     assert!(log.events.len() <= limits.max_events);
     let ranks: usize = log.communicators.iter().map(|c| c.ranks.len()).sum();
     assert!(ranks <= limits.max_ranks);
+    // Kept text stays within the byte budget, overshot by one fact at most (T7).
+    let kept: usize = log
+        .processes
+        .iter()
+        .map(|p| {
+            p.env.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>()
+                + p.plugins.iter().map(|n| n.text.len()).sum::<usize>()
+                + p.networks.iter().map(String::len).sum::<usize>()
+        })
+        .sum();
+    assert!(kept <= limits.max_kept_bytes + 2048, "{kept} bytes kept");
+    for p in &log.processes {
+        assert!(p.host.as_ref().is_none_or(|h| h.len() <= 255));
+    }
     for c in &log.communicators {
         for r in &c.ranks {
             assert!(r.process < log.processes.len());
