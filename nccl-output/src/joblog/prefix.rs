@@ -166,6 +166,12 @@ pub(crate) fn old_form(line: &str) -> Option<crate::transport::DebugLine<'_>> {
         Some(i) if host[i + 1..].starts_with(':') => host[i + 2..].trim(),
         _ => host,
     };
+    // An INFO line with text before `[dev]` is a program's log line (`2024-05-01 [1] INFO
+    // step 3`) far more often than 2.0's: only the WARN form, with its source place, may
+    // carry a host.
+    if level == "INFO" && !host.is_empty() {
+        return None;
+    }
     Some(crate::transport::DebugLine {
         prefix: "",
         host: (!host.is_empty()).then_some(host),
@@ -358,6 +364,7 @@ mod tests {
         );
         assert!(old_form("2019-02-11 09:47:49,051 46393 INFO     Wrapping").is_none());
         assert!(old_form("[2024] WARN something happened").is_none());
+        assert!(old_form("2024-05-01 12:00 [1] INFO step 3 loss 0.2").is_none());
     }
 
     #[test]
