@@ -458,3 +458,51 @@ fn soft_roce_under_ray() {
         Some("transport/net_ib.cc:115")
     );
 }
+
+/// Rules L6 and K3 over more versions (2.4.8, 2.13, 2.14, 2.18, 2.19): bare version lines,
+/// NIC lists, plugins, one-rank communicators, a log with an empty line after every line.
+#[test]
+fn versions_nics_and_plugins_across_releases() {
+    let log = published("docker-hosts-nccl-983-v2134-ib");
+    let first = &log.processes[0];
+    assert_eq!(first.host.as_deref(), Some("4c217144f0b1"));
+    assert_eq!(first.nccl_version.as_deref(), Some("2.13.4"));
+    let nics: Vec<&str> = first.nics.iter().map(|n| n.nic.as_str()).collect();
+    assert_eq!(nics, ["mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3"]);
+    assert_eq!(first.networks, ["IB"]);
+
+    let log = published("one-rank-nccl-1038-v2183-roce");
+    let c = &log.communicators[0];
+    assert_eq!((c.id.as_str(), c.nranks), ("0xbd10cc2bcb56e132", Some(1)));
+    let p = &log.processes[0];
+    assert_eq!(p.env.get("NCCL_IB_HCA").map(String::as_str), Some("mlx5_0"));
+    assert_eq!((p.nics[0].nic.as_str(), p.nics[0].note()), ("mlx5_0", None));
+
+    let log = published("gcp-socket-nccl-1267-v2193");
+    let p = &log.processes[0];
+    assert_eq!(p.nccl_version.as_deref(), Some("2.19.3"));
+    assert_eq!(p.networks, ["Socket"]);
+    assert_eq!(p.nics.len(), 1);
+    assert_eq!(
+        (p.nics[0].net.as_str(), p.nics[0].nic.as_str()),
+        ("Socket", "ens7")
+    );
+
+    let log = published("gcp-fastsocket-nccl-1267-v2143");
+    let p = &log.processes[0];
+    assert_eq!(p.nccl_version.as_deref(), Some("2.14.3"));
+    assert!(p
+        .plugins
+        .iter()
+        .any(|n| n.kind == "NET" && n.loaded && n.text.contains("FastSocket")));
+
+    let log = published("blank-lines-nccl-262-v248-socket");
+    let devices: BTreeSet<Option<u32>> = log.processes.iter().map(|p| p.device).collect();
+    assert_eq!(devices, [Some(0), Some(1), Some(2), Some(3)].into());
+    for p in &log.processes {
+        assert_eq!(p.nccl_version.as_deref(), Some("2.4.8"));
+    }
+    assert_eq!(log.events.len(), 1);
+    assert_eq!(log.events[0].text, "Failed to open libibverbs.so[.1]");
+    assert_eq!(log.processes[0].nics[0].nic, "eth0");
+}
