@@ -475,3 +475,30 @@ pub fn summary(log: &JobLog, judgement: &Judgement, status_code: u8) -> String {
     };
     format!("gpudirect log: {read}: {verdict} (exit {status_code})")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nccl_output::joblog::read_str;
+
+    /// Rule K1 on hand-made lines (no published log was found with it): GDRDMA on the
+    /// receive side only is said as such; a link-local address in a socket list is noted.
+    #[test]
+    fn gdr_on_one_side_and_a_link_local_address() {
+        let log = read_str(
+            "n1:1:1 [0] NCCL INFO comm 0x1 rank 0 nranks 2 cudaDev 0 busId 1 commId 0xa - Init START\n\
+             n1:1:1 [0] NCCL INFO NET/Socket : Using [0]ib1:fe80::1%ib1<0>\n\
+             n1:1:1 [0] NCCL INFO Channel 00/0 : 1[0] -> 0[0] [receive] via NET/IB/0/GDRDMA\n\
+             n1:1:1 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via NET/IB/0\n",
+        );
+        let line = comm_line(&log.communicators[0]);
+        assert!(
+            line.contains("GPUDirect RDMA on receive only, not on send"),
+            "{line}"
+        );
+        assert_eq!(
+            nic_notes(&log),
+            ["note: n1: NET/Socket lists ib1 (fe80::1%ib1): a link-local IPv6 address: valid on one link only"]
+        );
+    }
+}
