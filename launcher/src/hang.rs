@@ -394,6 +394,14 @@ pub fn agent(
     report
 }
 
+/// How long `polls` polls `interval` apart take (the sleeps between them: a healthy RAS
+/// answers in milliseconds), and the most they can take when every query runs to `timeout`.
+pub fn poll_duration(polls: u32, interval: Duration, timeout: Duration) -> (Duration, Duration) {
+    let polls = polls.max(1);
+    let sleeps = interval.saturating_mul(polls - 1);
+    (sleeps, sleeps.saturating_add(timeout.saturating_mul(polls)))
+}
+
 /// `polls` polls of the RAS server at `addr`, `interval` apart, reading at most `budget`
 /// bytes of answers in all: the poll whose answer would pass it is an error saying so, and
 /// the last.
@@ -516,6 +524,16 @@ mod tests {
 
     /// Security review T1, on this host's recorded /proc/net/tcp{,6}: which socket listens
     /// on a port, and whether one of the job's processes holds it.
+    /// The defaults (3 polls 5 s apart, 5 s a query) take 10 s, as measured on the GPU host
+    /// (10.1 s), and at most 25 s; one poll takes no sleep at all.
+    #[test]
+    fn polls_take_the_sleeps_between_them() {
+        let s = Duration::from_secs;
+        assert_eq!(poll_duration(3, s(5), s(5)), (s(10), s(25)));
+        assert_eq!(poll_duration(1, s(5), s(5)), (s(0), s(5)));
+        assert_eq!(poll_duration(2, s(2), s(5)), (s(2), s(12)));
+    }
+
     #[test]
     fn a_ras_port_is_the_jobs_only_when_a_job_process_holds_its_socket() {
         let (tcp, tcp6) = (proc_net("tcp"), proc_net("tcp6"));

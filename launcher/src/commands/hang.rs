@@ -57,14 +57,14 @@ pub fn run(args: &HangArgs, _ctx: &Ctx) -> Result<ExitStatus> {
     let Some(nodes) = info.nodes.clone() else {
         bail!("job {} has no nodes yet", args.job.job);
     };
-    let per_poll = args.ras.interval + args.ras.timeout;
-    let expected = per_poll * args.ras.polls;
+    let (expected, most) = hang::poll_duration(args.ras.polls, args.ras.interval, args.ras.timeout);
     noteln!(
-        "gpudirect hang: asking NCCL's RAS of job {} on {nodes} {} time(s), {} s apart (about {} s)",
+        "gpudirect hang: asking NCCL's RAS of job {} on {nodes} {} time(s), {} s apart (about {} s, up to {} s if RAS is slow to answer)",
         args.job,
         args.ras.polls,
         args.ras.interval.as_secs_f64(),
-        expected.as_secs()
+        expected.as_secs_f64(),
+        most.as_secs_f64()
     );
     let job_nodes = gpudirect_core::hostlist::expand(&nodes).with_context(|| {
         format!(
@@ -84,7 +84,7 @@ pub fn run(args: &HangArgs, _ctx: &Ctx) -> Result<ExitStatus> {
     ];
     let step = AgentStep {
         within_job: Some(args.job.job),
-        timeout: expected + Duration::from_secs(60),
+        timeout: most + Duration::from_secs(60),
         // Nothing of ours in the job's environment: the agent only reads.
         ..AgentStep::per_node(
             &job_nodes,
