@@ -448,20 +448,29 @@ pub fn diagnose(snapshots: &[Snapshot], locate: &dyn Locate) -> Vec<Communicator
                 })
                 .collect();
             let more = laggards.len().saturating_sub(8);
-            (
-                Verdict::Laggards,
+            let more = if more > 0 {
+                format!(" (and {more} more)")
+            } else {
+                String::new()
+            };
+            let message = if laggards.len() == 1 {
                 format!(
-                    "{}{} the other {others} and has not moved in {}: it is stuck outside NCCL \
+                    "{}{more} the other {others} and has not moved in {}: it is stuck outside NCCL \
                      (host code, data loader) or on its GPU",
                     named.join("; "),
-                    if more > 0 {
-                        format!(" (and {more} more)")
-                    } else {
-                        String::new()
-                    },
                     still(window)
-                ),
-            )
+                )
+            } else {
+                // Said of every rank named, not only of the last one in the list.
+                format!(
+                    "{}{more}: these {} ranks are behind the other {others} and none of them has \
+                     moved in {}: each is stuck outside NCCL (host code, data loader) or on its GPU",
+                    named.join("; "),
+                    laggards.len(),
+                    still(window)
+                )
+            };
+            (Verdict::Laggards, message)
         } else if !moving {
             let (kind, count) = counts
                 .iter()
@@ -557,6 +566,45 @@ mod tests {
              moved in 10 s: it is stuck outside NCCL (host code, data loader) or on its GPU"
         );
         assert_eq!(r.counts["AllReduce"], (8, 9));
+    }
+
+    /// Two ranks behind and still (the recorded stalled answer with two more ranks on node1,
+    /// one of them behind): the sentence says of both that they did not move, not only of
+    /// the last one named.
+    #[test]
+    fn two_ranks_behind_are_each_said_to_be_still() {
+        let mut s = parse_answer(&fixture("status-json-rank1-stalled.txt")).unwrap();
+        let comm = &mut s.communicators[0];
+        let mut r2 = comm.ranks[0].clone();
+        r2.rank = 2;
+        r2.pid = 1561;
+        let mut r3 = comm.ranks[1].clone();
+        r3.rank = 3;
+        r3.pid = 1562;
+        r3.host = comm.ranks[0].host.clone();
+        comm.ranks.extend([r2, r3]);
+        comm.size = 4;
+        let mut t = table();
+        t.tasks.insert(("node1".into(), 1561), 2);
+        t.tasks.insert(("node1".into(), 1562), 3);
+        let snaps = [
+            Snapshot {
+                at: 0.0,
+                status: s.clone(),
+            },
+            Snapshot {
+                at: 10.0,
+                status: s,
+            },
+        ];
+        let r = &diagnose(&snaps, &t)[0];
+        assert_eq!(r.verdict, Verdict::Laggards);
+        assert_eq!(
+            r.message,
+            "rank 1 (node2, task 1, pid 1560) is 1 AllReduce behind; rank 3 (node1, task 3, pid \
+             1562) is 1 AllReduce behind: these 2 ranks are behind the other 2 and none of them \
+             has moved in 10 s: each is stuck outside NCCL (host code, data loader) or on its GPU"
+        );
     }
 
     #[test]
