@@ -427,6 +427,10 @@ struct NodeDiff {
     nics: BTreeSet<String>,
     /// GPUs off their rail: (NICs, subnet here, usual subnet, nodes agreeing, nodes) -> GPUs.
     off_rail: BTreeMap<(String, String, String, usize, usize), Vec<u32>>,
+    /// A NIC here has another subnet than the same name has elsewhere.
+    nic_moved: bool,
+    /// A NIC here is down or missing.
+    nic_gone: bool,
     parts: Vec<String>,
 }
 
@@ -573,11 +577,13 @@ fn nic_subnets(mapped: &[&NodeWiring], diffs: &mut BTreeMap<String, NodeDiff>) {
             let d = diffs.entry(r.node.clone()).or_default();
             if !nic.present {
                 d.nics.insert(name.to_string());
+                d.nic_gone = true;
                 d.parts.push(format!("{name} is missing"));
                 continue;
             }
             if nic.state.as_deref().is_some_and(|s| s == "down") {
                 d.nics.insert(name.to_string());
+                d.nic_gone = true;
                 d.parts.push(format!("{name} is down"));
             }
             let (Some(here), Some(usual)) = (nic.subnet(), usual_subnet.get(name)) else {
@@ -590,6 +596,7 @@ fn nic_subnets(mapped: &[&NodeWiring], diffs: &mut BTreeMap<String, NodeDiff>) {
                     .map(|(other, _)| format!(", the subnet {other} has on the other nodes"))
                     .unwrap_or_default();
                 d.nics.insert(name.to_string());
+                d.nic_moved = true;
                 d.parts
                     .push(format!("{name} is on {here}{owner} (elsewhere {usual})"));
             }
@@ -636,10 +643,18 @@ pub fn analyse(reports: &[NodeWiring], expected: &[String]) -> Analysis {
         .filter(|(_, d)| !d.parts.is_empty() || !d.off_rail.is_empty())
     {
         let message = d.message();
+        // Renaming or miscabling moves an address to another rail; a NIC down or missing
+        // (its GPUs then have no subnet) moves nothing and is said as what it is.
+        let crossed = d.nic_moved || !d.off_rail.is_empty();
+        let gone = d.nic_gone;
         let gpus: Vec<u32> = d.gpus.into_iter().collect();
         let nics: Vec<String> = d.nics.into_iter().collect();
         let hint = match (gpus.is_empty(), nics.is_empty()) {
-            (false, false) => ": NICs renamed, or cabled to another rail's switch",
+            (false, false) if crossed => ": NICs renamed, or cabled to another rail's switch",
+            _ if gone => {
+                ": a NIC down or missing, not one on another rail: bring it back up (its link, \
+                 cable, switch port) and validate again"
+            }
             _ => "",
         };
         findings.push(Finding {

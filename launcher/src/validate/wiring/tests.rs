@@ -322,3 +322,29 @@ fn reports_are_read_back_from_srun_label_output() {
     assert!(bad.is_empty(), "{bad:?}");
     assert_eq!(reports, [node("node3", WIRED)]);
 }
+
+/// A NIC taken down (`ip link set eth2 down`, as `local-cluster nic node3 eth2 down` does)
+/// loses its connected route, so its GPUs have no subnet: the finding says it is down and
+/// does not suggest renaming or miscabling, which a swap (above) still does.
+#[test]
+fn a_nic_that_is_down_is_said_to_be_down_not_miscabled() {
+    let mut reports: Vec<NodeWiring> = names(4).iter().map(|n| node(n, WIRED)).collect();
+    reports[2].nics[1].state = Some("down".into());
+    reports[2].nics[1].subnets.clear();
+    let a = analyse(&reports, &names(4));
+    assert_eq!(a.findings.len(), 1, "{:?}", a.findings);
+    let f = &a.findings[0];
+    assert_eq!(f.node, "node3");
+    assert_eq!(f.gpus, [2, 3]);
+    assert_eq!(f.nics, ["eth2"]);
+    assert!(f.message.contains("eth2 is down"), "{}", f.message);
+    assert!(!f.message.contains("renamed"), "{}", f.message);
+    assert!(
+        f.message.ends_with(
+            "a NIC down or missing, not one on another rail: bring it back up (its link, \
+             cable, switch port) and validate again"
+        ),
+        "{}",
+        f.message
+    );
+}
