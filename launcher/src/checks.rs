@@ -117,7 +117,28 @@ pub fn judge(
     expect: &Expectations,
 ) -> Verdict {
     let mut tally = Tally::default();
+    let code = judge_exit(&mut tally, outcome, exit_code);
+    // nccl-tests ends a run whose results were wrong or too slow with exit code 7 and a
+    // `Test failure` line: that line is the consequence, and the run is `wrong`.
+    let min_bw_failed = parsed
+        .avg_busbw
+        .as_ref()
+        .is_some_and(|a| a.min_bw_check == MinBwCheck::Failed);
+    judge_failures(&mut tally, parsed, code == Some(7) || min_bw_failed);
+    judge_results(&mut tally, parsed, min_bw_failed);
+    judge_worlds(&mut tally, parsed);
+    judge_rows(&mut tally, parsed, expect);
+    judge_transport(&mut tally, parsed, expect);
+    Verdict {
+        status: tally.status,
+        findings: tally.findings,
+        transport: parsed.network_transport().map(str::to_string),
+    }
+}
 
+/// How the process ended (timeout, Ctrl-C, signal) and a non-zero exit code; returns the
+/// exit code, from `exit_code` or else the outcome.
+fn judge_exit(tally: &mut Tally, outcome: Option<Outcome>, exit_code: Option<i32>) -> Option<i32> {
     match outcome {
         Some(Outcome::TimedOut) => {
             tally.add(
@@ -157,13 +178,12 @@ pub fn judge(
             format!("exit code {code}: {}", exit_code_meaning(code)),
         );
     }
-    // nccl-tests ends a run whose results were wrong or too slow with exit code 7 and a
-    // `Test failure` line: that line is the consequence, and the run is `wrong`.
-    let min_bw_failed = parsed
-        .avg_busbw
-        .as_ref()
-        .is_some_and(|a| a.min_bw_check == MinBwCheck::Failed);
-    let wrong_exit = code == Some(7) || min_bw_failed;
+    code
+}
+
+/// The failure lines nccl-tests printed; a `Test failure` after a wrong-results exit
+/// (`wrong_exit`) is that exit's consequence, so the run is `wrong`.
+fn judge_failures(tally: &mut Tally, parsed: &ParsedOutput, wrong_exit: bool) {
     for failure in &parsed.failures {
         let kind = match failure.kind {
             FailureKind::BelowMinBandwidth | FailureKind::OutOfBounds => RunStatus::Wrong,
@@ -180,6 +200,10 @@ pub fn judge(
             },
         );
     }
+}
+
+/// Wrong results: `#wrong` rows, out-of-bounds values, a bandwidth below NCCL_TESTS_MIN_BW.
+fn judge_results(tally: &mut Tally, parsed: &ParsedOutput, min_bw_failed: bool) {
     let wrong: Vec<u64> = parsed.wrong_rows().map(|r| r.size_bytes).collect();
     if !wrong.is_empty() {
         tally.add(
@@ -208,6 +232,10 @@ pub fn judge(
             "average bus bandwidth below NCCL_TESTS_MIN_BW",
         );
     }
+}
+
+/// Ranks that ran alone, or several runs' rows interleaved in one output.
+fn judge_worlds(tally: &mut Tally, parsed: &ParsedOutput) {
     if let Some(evidence) = parsed.ran_alone_evidence() {
         tally.add(RunStatus::Failed, "worlds", ran_alone(&evidence));
     }
@@ -222,6 +250,10 @@ pub fn judge(
             ),
         );
     }
+}
+
+/// Rows: none at all, or sizes the command line or header asks for that the table lacks.
+fn judge_rows(tally: &mut Tally, parsed: &ParsedOutput, expect: &Expectations) {
     let largest_row = parsed.rows.iter().map(|r| r.size_bytes).max().unwrap_or(0);
     if parsed.rows.is_empty() {
         tally.add(RunStatus::Failed, "rows", "no result rows in the output");
@@ -305,7 +337,10 @@ pub fn judge(
             );
         }
     }
-    let transport = parsed.network_transport().map(str::to_string);
+}
+
+/// The transport between nodes against the expected one, and the NICs it used.
+fn judge_transport(tally: &mut Tally, parsed: &ParsedOutput, expect: &Expectations) {
     if let (Some(expected), true) = (&expect.transport, expect.nodes > 1) {
         let problem = match parsed.transport_match(expected) {
             TransportMatch::Used => None,
@@ -326,11 +361,6 @@ pub fn judge(
         } else if let Some(message) = stray_nics(parsed, expected, &expect.nics) {
             tally.add(RunStatus::Failed, "transport", message);
         }
-    }
-    Verdict {
-        status: tally.status,
-        findings: tally.findings,
-        transport,
     }
 }
 
