@@ -699,6 +699,23 @@ impl ReportData {
 
 /// Reads the selected runs, their baselines, pair results and node histories.
 pub fn gather(history: &History, opts: &ReportOptions) -> Result<ReportData, ReportError> {
+    check_options(opts)?;
+    let ids = select_runs(history, opts)?;
+    let mut data = ReportData {
+        generated_at: format_rfc3339(now_unix()),
+        history: Some(history.path().display().to_string()),
+        tolerance_pct: opts.tolerance_pct,
+        ..ReportData::default()
+    };
+    let run_nodes = read_runs(history, &ids, &mut data)?;
+    add_baselines(history, opts, &mut data)?;
+    add_verdicts(history, opts, &mut data)?;
+    add_trends(history, opts, &run_nodes, &mut data)?;
+    Ok(data)
+}
+
+/// Refuses a tolerance that is not a percentage and a baseline of no runs.
+fn check_options(opts: &ReportOptions) -> Result<(), ReportError> {
     if !opts.tolerance_pct.is_finite() || opts.tolerance_pct < 0.0 {
         return Err(ReportError::InvalidOption {
             option: "--tolerance",
@@ -714,7 +731,13 @@ pub fn gather(history: &History, opts: &ReportOptions) -> Result<ReportData, Rep
             reason: "0 runs make no baseline; use at least 1".into(),
         });
     }
-    let ids: Vec<RunId> = match &opts.selection {
+    Ok(())
+}
+
+/// The runs the report is about: those named (each once), or the history's last `n`,
+/// oldest first.
+fn select_runs(history: &History, opts: &ReportOptions) -> Result<Vec<RunId>, ReportError> {
+    Ok(match &opts.selection {
         Selection::Runs(ids) if ids.is_empty() => {
             return Err(ReportError::NoRuns {
                 what: "--runs named none".into(),
@@ -743,19 +766,23 @@ pub fn gather(history: &History, opts: &ReportOptions) -> Result<ReportData, Rep
             ids.reverse();
             ids
         }
-    };
-    let mut data = ReportData {
-        generated_at: format_rfc3339(now_unix()),
-        history: Some(history.path().display().to_string()),
-        tolerance_pct: opts.tolerance_pct,
-        ..ReportData::default()
-    };
+    })
+}
+
+/// Reads each run into `data`, with the heat map and the node x rail map from the pairs
+/// recorded with them; returns each node of the runs, with the largest size measured in a
+/// run that included it.
+fn read_runs(
+    history: &History,
+    ids: &[RunId],
+    data: &mut ReportData,
+) -> Result<BTreeMap<String, Option<u64>>, ReportError> {
     let mut node_results = Vec::new();
     let mut rail_results = Vec::new();
     let mut pairs_replayed = false;
     // Each node of the runs, with the largest size measured in a run that included it.
     let mut run_nodes: BTreeMap<String, Option<u64>> = BTreeMap::new();
-    for id in &ids {
+    for id in ids {
         let detail = history.get_run(*id)?;
         // A rail run's pairs are one NIC's host-memory traffic, not comparable with
         // nccl-tests pairs: they go to the node x rail map only.
@@ -774,6 +801,24 @@ pub fn gather(history: &History, opts: &ReportOptions) -> Result<ReportData, Rep
         data.runs.push(series);
     }
 
+    // The heat map, from pairs recorded with the runs.
+    let (triples, size) = heat_triples(&node_results);
+    if !triples.is_empty() {
+        let mut heat = heat_matrix(triples.iter().map(|(a, b, v)| (a.as_str(), b.as_str(), *v)));
+        heat.size_bytes = size;
+        heat.replay = pairs_replayed;
+        data.heat = Some(heat);
+    }
+    data.rail_map = rail_map(&rail_results);
+    Ok(run_nodes)
+}
+
+/// A baseline band per kind of run, or a note that says why a kind has none.
+fn add_baselines(
+    history: &History,
+    opts: &ReportOptions,
+    data: &mut ReportData,
+) -> Result<(), ReportError> {
     // Baselines, one per kind of run.
     let keys: BTreeSet<BaselineKey> = data.runs.iter().map(BaselineKey::of).collect();
     for key in keys {
@@ -803,6 +848,15 @@ pub fn gather(history: &History, opts: &ReportOptions) -> Result<ReportData, Rep
             )),
         }
     }
+    Ok(())
+}
+
+/// Each run's verdict against its baseline.
+fn add_verdicts(
+    history: &History,
+    opts: &ReportOptions,
+    data: &mut ReportData,
+) -> Result<(), ReportError> {
     // Each run's verdict is `compare RUN --baseline`'s (crate::baseline): the bands above are
     // what the plots draw, not what decides.
     let compare = CompareOptions {
@@ -823,18 +877,16 @@ pub fn gather(history: &History, opts: &ReportOptions) -> Result<ReportData, Rep
             )
         })
         .collect::<Result<_, _>>()?;
+    Ok(())
+}
 
-    // The heat map, from pairs recorded with the runs.
-    let (triples, size) = heat_triples(&node_results);
-    if !triples.is_empty() {
-        let mut heat = heat_matrix(triples.iter().map(|(a, b, v)| (a.as_str(), b.as_str(), *v)));
-        heat.size_bytes = size;
-        heat.replay = pairs_replayed;
-        data.heat = Some(heat);
-    }
-    data.rail_map = rail_map(&rail_results);
-
-    // Nodes over time.
+/// The nodes whose busbw over time is drawn: those named with `--node`, or else the
+/// slowest in the heat map (or the first in name order), at most `max_trend_nodes`.
+fn trend_nodes(
+    opts: &ReportOptions,
+    run_nodes: &BTreeMap<String, Option<u64>>,
+    data: &mut ReportData,
+) -> Vec<String> {
     let mut nodes = opts.nodes.clone();
     if nodes.is_empty() {
         let candidates: Vec<String> = match &data.heat {
@@ -859,6 +911,17 @@ pub fn gather(history: &History, opts: &ReportOptions) -> Result<ReportData, Rep
         }
         nodes = candidates.into_iter().take(opts.max_trend_nodes).collect();
     }
+    nodes
+}
+
+/// Nodes over time: each trend node's runs (drops flagged) and pair checks.
+fn add_trends(
+    history: &History,
+    opts: &ReportOptions,
+    run_nodes: &BTreeMap<String, Option<u64>>,
+    data: &mut ReportData,
+) -> Result<(), ReportError> {
+    let nodes = trend_nodes(opts, run_nodes, data);
     let collectives: BTreeSet<&str> = data.runs.iter().map(|r| r.collective.as_str()).collect();
     data.trend_collective = match (&opts.selection, collectives.len()) {
         (
@@ -909,7 +972,7 @@ pub fn gather(history: &History, opts: &ReportOptions) -> Result<ReportData, Rep
             checks,
         });
     }
-    Ok(data)
+    Ok(())
 }
 
 /// A node's numbers, `(run, at, busbw)`, as trend points (none flagged a drop yet); a
