@@ -320,206 +320,260 @@ pub fn diagnose(snapshots: &[Snapshot], locate: &dyn Locate) -> Vec<Communicator
             hashes.insert(&c.hash);
         }
     }
-    let find = |s: &'_ Snapshot, hash: &str| -> Option<Communicator> {
-        s.status
-            .communicators
-            .iter()
-            .find(|c| c.hash == hash)
-            .cloned()
-    };
-    let mut reports = Vec::new();
-    for hash in hashes {
-        let Some(now) = snapshots.iter().rev().find_map(|s| find(s, hash)) else {
-            continue;
-        };
-        let before = snapshots.iter().find_map(|s| find(s, hash));
-        let earlier: BTreeMap<u32, u64> = before
-            .as_ref()
-            .map(|c| c.ranks.iter().map(|r| (r.rank, r.total())).collect())
-            .unwrap_or_default();
-        let place = |rank: Option<u32>, host: Option<&str>, pid: Option<u32>| RankPlace {
-            rank,
-            host: host.map(str::to_string),
-            pid,
-            place: match (host, pid) {
-                (Some(h), Some(p)) => locate.locate(h, p),
-                (Some(h), None) => Place {
-                    node: locate.locate(h, 0).node,
-                    task: None,
-                },
-                _ => Place {
-                    node: None,
-                    task: None,
-                },
+    hashes
+        .into_iter()
+        .filter_map(|hash| judge_communicator(snapshots, hash, window, locate))
+        .collect()
+}
+
+/// The communicator `hash` as snapshot `s` saw it.
+fn find_communicator(s: &Snapshot, hash: &str) -> Option<Communicator> {
+    s.status
+        .communicators
+        .iter()
+        .find(|c| c.hash == hash)
+        .cloned()
+}
+
+/// Where a rank runs: its node (and task, with a pid) as `locate` finds them.
+fn rank_place(
+    locate: &dyn Locate,
+    rank: Option<u32>,
+    host: Option<&str>,
+    pid: Option<u32>,
+) -> RankPlace {
+    RankPlace {
+        rank,
+        host: host.map(str::to_string),
+        pid,
+        place: match (host, pid) {
+            (Some(h), Some(p)) => locate.locate(h, p),
+            (Some(h), None) => Place {
+                node: locate.locate(h, 0).node,
+                task: None,
             },
-        };
-        let missing: Vec<RankPlace> = now
-            .missing_ranks
-            .iter()
-            .map(|m| place(m.rank, m.host.as_deref(), m.pid))
-            .collect();
-        let mut errors = Vec::new();
-        for r in &now.ranks {
-            let s = &r.status;
-            let mut problems = Vec::new();
-            if s.async_error != 0 {
-                problems.push(format!("asynchronous NCCL error {}", s.async_error));
-            }
-            if s.abort_flag {
-                problems.push("its communicator was aborted".to_string());
-            }
-            if !problems.is_empty() {
-                errors.push(RankError {
-                    who: place(Some(r.rank), Some(&r.host), Some(r.pid)),
-                    problem: problems.join(", "),
-                });
-            }
+            _ => Place {
+                node: None,
+                task: None,
+            },
+        },
+    }
+}
+
+/// One communicator's report, from its last answer and how its counts moved since its
+/// first; `None` when no snapshot holds it.
+fn judge_communicator(
+    snapshots: &[Snapshot],
+    hash: &str,
+    window: f64,
+    locate: &dyn Locate,
+) -> Option<CommunicatorReport> {
+    let now = snapshots
+        .iter()
+        .rev()
+        .find_map(|s| find_communicator(s, hash))?;
+    let before = snapshots.iter().find_map(|s| find_communicator(s, hash));
+    let earlier: BTreeMap<u32, u64> = before
+        .as_ref()
+        .map(|c| c.ranks.iter().map(|r| (r.rank, r.total())).collect())
+        .unwrap_or_default();
+    let missing: Vec<RankPlace> = now
+        .missing_ranks
+        .iter()
+        .map(|m| rank_place(locate, m.rank, m.host.as_deref(), m.pid))
+        .collect();
+    let errors = rank_errors(&now, locate);
+    let counts = count_spans(&now);
+    let moved = |r: &Rank| earlier.get(&r.rank).is_some_and(|&e| r.total() > e);
+    let moving = snapshots.len() > 1 && now.ranks.iter().any(moved);
+    let mut laggards: Vec<Laggard> = now
+        .ranks
+        .iter()
+        .filter_map(|r| {
+            // The first type (in NCCL's order of the answer's keys) where it is behind.
+            let (t, by) = counts.iter().find_map(|(t, &(_, hi))| {
+                let mine = r.collective_counts.get(t).copied().unwrap_or(0);
+                (mine < hi).then(|| (t.clone(), hi - mine))
+            })?;
+            Some(Laggard {
+                who: rank_place(locate, Some(r.rank), Some(&r.host), Some(r.pid)),
+                behind_in: t,
+                behind_by: by,
+                moved: moved(r),
+            })
+        })
+        .collect();
+    laggards.sort_by_key(|l| (std::cmp::Reverse(l.behind_by), l.who.rank));
+    let mut report = CommunicatorReport {
+        hash: hash.to_string(),
+        size: now.size,
+        ranks_seen: u32::try_from(now.ranks.len()).unwrap_or(u32::MAX),
+        missing,
+        errors,
+        counts,
+        laggards,
+        moving,
+        window,
+        // Set below, from the rest of the report.
+        verdict: Verdict::Unknown,
+        message: String::new(),
+    };
+    (report.verdict, report.message) = verdict_of(&report, snapshots.len(), &now, locate);
+    Some(report)
+}
+
+/// The ranks that report an asynchronous NCCL error or an aborted communicator.
+fn rank_errors(now: &Communicator, locate: &dyn Locate) -> Vec<RankError> {
+    let mut errors = Vec::new();
+    for r in &now.ranks {
+        let s = &r.status;
+        let mut problems = Vec::new();
+        if s.async_error != 0 {
+            problems.push(format!("asynchronous NCCL error {}", s.async_error));
         }
-        let types: BTreeSet<&String> = now
+        if s.abort_flag {
+            problems.push("its communicator was aborted".to_string());
+        }
+        if !problems.is_empty() {
+            errors.push(RankError {
+                who: rank_place(locate, Some(r.rank), Some(&r.host), Some(r.pid)),
+                problem: problems.join(", "),
+            });
+        }
+    }
+    errors
+}
+
+/// Each collective type's lowest and highest count across the ranks.
+fn count_spans(now: &Communicator) -> BTreeMap<String, (u64, u64)> {
+    let types: BTreeSet<&String> = now
+        .ranks
+        .iter()
+        .flat_map(|r| r.collective_counts.keys())
+        .collect();
+    let mut counts = BTreeMap::new();
+    for t in types {
+        let values = now
             .ranks
             .iter()
-            .flat_map(|r| r.collective_counts.keys())
-            .collect();
-        let mut counts = BTreeMap::new();
-        for t in types {
-            let values = now
-                .ranks
-                .iter()
-                .map(|r| r.collective_counts.get(t).copied().unwrap_or(0));
-            let lo = values.clone().min().unwrap_or(0);
-            let hi = values.max().unwrap_or(0);
-            counts.insert(t.clone(), (lo, hi));
-        }
-        let moved = |r: &Rank| earlier.get(&r.rank).is_some_and(|&e| r.total() > e);
-        let moving = snapshots.len() > 1 && now.ranks.iter().any(moved);
-        let mut laggards: Vec<Laggard> = now
-            .ranks
+            .map(|r| r.collective_counts.get(t).copied().unwrap_or(0));
+        let lo = values.clone().min().unwrap_or(0);
+        let hi = values.max().unwrap_or(0);
+        counts.insert(t.clone(), (lo, hi));
+    }
+    counts
+}
+
+/// The verdict and its message: broken (ranks missing or in error), unknown (one
+/// snapshot), laggards (some ranks behind and not moving), all stalled, or progressing.
+fn verdict_of(
+    report: &CommunicatorReport,
+    snapshot_count: usize,
+    now: &Communicator,
+    locate: &dyn Locate,
+) -> (Verdict, String) {
+    let CommunicatorReport {
+        missing,
+        errors,
+        counts,
+        laggards,
+        ..
+    } = report;
+    let (ranks_seen, moving, window) = (report.ranks_seen, report.moving, report.window);
+    let still = |secs: f64| format!("{secs:.0} s");
+    if !missing.is_empty() || !errors.is_empty() {
+        let mut parts: Vec<String> = missing
             .iter()
-            .filter_map(|r| {
-                // The first type (in NCCL's order of the answer's keys) where it is behind.
-                let (t, by) = counts.iter().find_map(|(t, &(_, hi))| {
-                    let mine = r.collective_counts.get(t).copied().unwrap_or(0);
-                    (mine < hi).then(|| (t.clone(), hi - mine))
-                })?;
-                Some(Laggard {
-                    who: place(Some(r.rank), Some(&r.host), Some(r.pid)),
-                    behind_in: t,
-                    behind_by: by,
-                    moved: moved(r),
-                })
+            .map(|m| {
+                format!(
+                    "{} did not answer (its process died or its host is unreachable)",
+                    describe(m)
+                )
             })
             .collect();
-        laggards.sort_by_key(|l| (std::cmp::Reverse(l.behind_by), l.who.rank));
-        let ranks_seen = u32::try_from(now.ranks.len()).unwrap_or(u32::MAX);
-        let still = |secs: f64| format!("{secs:.0} s");
-        let (verdict, message) = if !missing.is_empty() || !errors.is_empty() {
-            let mut parts: Vec<String> = missing
+        parts.extend(
+            errors
                 .iter()
-                .map(|m| {
-                    format!(
-                        "{} did not answer (its process died or its host is unreachable)",
-                        describe(m)
-                    )
-                })
-                .collect();
-            parts.extend(
-                errors
-                    .iter()
-                    .map(|e| format!("{} reports {}", describe(&e.who), e.problem)),
-            );
-            (Verdict::Broken, parts.join("; "))
-        } else if snapshots.len() < 2 {
-            (
-                Verdict::Unknown,
-                "one snapshot only: poll again to tell slow from stuck".to_string(),
-            )
-        } else if !laggards.is_empty() && laggards.iter().all(|l| !l.moved) {
-            let others = ranks_seen.saturating_sub(u32::try_from(laggards.len()).unwrap_or(0));
-            let named: Vec<String> = laggards
-                .iter()
-                .take(8)
-                .map(|l| {
-                    format!(
-                        "{} is {} {} behind",
-                        describe(&l.who),
-                        l.behind_by,
-                        l.behind_in
-                    )
-                })
-                .collect();
-            let more = laggards.len().saturating_sub(8);
-            let more = if more > 0 {
-                format!(" (and {more} more)")
-            } else {
-                String::new()
-            };
-            let message = if laggards.len() == 1 {
+                .map(|e| format!("{} reports {}", describe(&e.who), e.problem)),
+        );
+        (Verdict::Broken, parts.join("; "))
+    } else if snapshot_count < 2 {
+        (
+            Verdict::Unknown,
+            "one snapshot only: poll again to tell slow from stuck".to_string(),
+        )
+    } else if !laggards.is_empty() && laggards.iter().all(|l| !l.moved) {
+        let others = ranks_seen.saturating_sub(u32::try_from(laggards.len()).unwrap_or(0));
+        let named: Vec<String> = laggards
+            .iter()
+            .take(8)
+            .map(|l| {
                 format!(
-                    "{}{more} the other {others} and has not moved in {}: it is stuck outside NCCL \
-                     (host code, data loader) or on its GPU",
-                    named.join("; "),
-                    still(window)
+                    "{} is {} {} behind",
+                    describe(&l.who),
+                    l.behind_by,
+                    l.behind_in
                 )
-            } else {
-                // Said of every rank named, not only of the last one in the list.
-                format!(
-                    "{}{more}: these {} ranks are behind the other {others} and none of them has \
-                     moved in {}: each is stuck outside NCCL (host code, data loader) or on its GPU",
-                    named.join("; "),
-                    laggards.len(),
-                    still(window)
-                )
-            };
-            (Verdict::Laggards, message)
-        } else if !moving {
-            let (kind, count) = counts
-                .iter()
-                .max_by_key(|(_, &(_, hi))| hi)
-                .map_or(("collective".to_string(), 0), |(t, &(_, hi))| {
-                    (t.clone(), hi)
-                });
-            let hosts: BTreeSet<String> = now
-                .ranks
-                .iter()
-                .map(|r| {
-                    locate
-                        .locate(&r.host, r.pid)
-                        .node
-                        .unwrap_or_else(|| r.host.clone())
-                })
-                .collect();
-            let hosts: Vec<String> = hosts.into_iter().collect();
-            (
-                Verdict::AllStalled,
-                format!(
-                    "all {ranks_seen} ranks are inside {kind} #{} and none moved in {}: a fabric or \
-                     GPU stall: run `gpudirect health` on {}",
-                    count + 1,
-                    still(window),
-                    gpudirect_core::hostlist::compress(&hosts)
-                ),
+            })
+            .collect();
+        let more = laggards.len().saturating_sub(8);
+        let more = if more > 0 {
+            format!(" (and {more} more)")
+        } else {
+            String::new()
+        };
+        let message = if laggards.len() == 1 {
+            format!(
+                "{}{more} the other {others} and has not moved in {}: it is stuck outside NCCL \
+                 (host code, data loader) or on its GPU",
+                named.join("; "),
+                still(window)
             )
         } else {
-            (
-                Verdict::Progressing,
-                format!("no hang: counts advance (over {})", still(window)),
+            // Said of every rank named, not only of the last one in the list.
+            format!(
+                "{}{more}: these {} ranks are behind the other {others} and none of them has \
+                 moved in {}: each is stuck outside NCCL (host code, data loader) or on its GPU",
+                named.join("; "),
+                laggards.len(),
+                still(window)
             )
         };
-        reports.push(CommunicatorReport {
-            hash: hash.to_string(),
-            size: now.size,
-            ranks_seen,
-            missing,
-            errors,
-            counts,
-            laggards,
-            moving,
-            window,
-            verdict,
-            message,
-        });
+        (Verdict::Laggards, message)
+    } else if !moving {
+        let (kind, count) = counts
+            .iter()
+            .max_by_key(|(_, &(_, hi))| hi)
+            .map_or(("collective".to_string(), 0), |(t, &(_, hi))| {
+                (t.clone(), hi)
+            });
+        let hosts: BTreeSet<String> = now
+            .ranks
+            .iter()
+            .map(|r| {
+                locate
+                    .locate(&r.host, r.pid)
+                    .node
+                    .unwrap_or_else(|| r.host.clone())
+            })
+            .collect();
+        let hosts: Vec<String> = hosts.into_iter().collect();
+        (
+            Verdict::AllStalled,
+            format!(
+                "all {ranks_seen} ranks are inside {kind} #{} and none moved in {}: a fabric or \
+                 GPU stall: run `gpudirect health` on {}",
+                count + 1,
+                still(window),
+                gpudirect_core::hostlist::compress(&hosts)
+            ),
+        )
+    } else {
+        (
+            Verdict::Progressing,
+            format!("no hang: counts advance (over {})", still(window)),
+        )
     }
-    reports
 }
 
 #[cfg(test)]
