@@ -286,82 +286,16 @@ impl Checker<'_> {
             .as_ref()
             .map(|n| self.check_nic(n, &format!("{key}.control_nic")))
             .transpose()?;
-        let mut data_nics = Vec::new();
-        for nic in items(&raw.data_nics) {
-            let nic_name = self.check_nic(nic, &format!("{key}.data_nics"))?;
-            if data_nics.contains(&nic_name) {
-                return Err(self.error(nic.span(), format!("{key}.data_nics"), "listed twice"));
-            }
-            data_nics.push(nic_name);
-        }
+        let data_nics = self.check_data_nics(key, raw)?;
         let declared: BTreeSet<&str> = control_nic
             .iter()
             .chain(data_nics.iter())
             .map(String::as_str)
             .collect();
-        let mut gpu_nics = Vec::new();
-        for nic in raw.gpu_nics.iter().flatten() {
-            if !data_nics.contains(nic.get_ref()) {
-                return Err(self.error(
-                    nic.span(),
-                    format!("{key}.gpu_nics"),
-                    format!(
-                        "`{}` is not one of data_nics ({})",
-                        sanitize_for_message(nic.get_ref()),
-                        data_nics.join(", ")
-                    ),
-                ));
-            }
-            gpu_nics.push(nic.get_ref().clone());
-        }
-        let mut nic_cpus = BTreeMap::new();
-        for (nic, cpus) in raw.nic_cpus.iter().flatten() {
-            let nic_key = format!("{key}.nic_cpus.{}", nic.get_ref());
-            if !data_nics.contains(nic.get_ref()) {
-                return Err(self.error(
-                    nic.span(),
-                    nic_key,
-                    "CPU lists are given for data NICs only; add it to data_nics or remove it",
-                ));
-            }
-            let list = CpuList::parse(cpus.get_ref())
-                .map_err(|e| self.error(cpus.span(), nic_key, e.to_string()))?;
-            nic_cpus.insert(nic.get_ref().clone(), list);
-        }
-        let data_nic_class = match &raw.data_nic_class {
-            None => NicClass::Net,
-            Some(c) => match c.get_ref().as_str() {
-                "net" => NicClass::Net,
-                "infiniband" => NicClass::Infiniband,
-                other => {
-                    return Err(self.error(
-                        c.span(),
-                        format!("{key}.data_nic_class"),
-                        format!(
-                            "`{}` is not a NIC class: use \"net\" (interfaces, /sys/class/net) or \"infiniband\" (RDMA devices, /sys/class/infiniband)",
-                            sanitize_for_message(other)
-                        ),
-                    ))
-                }
-            },
-        };
-        let nic_locality = match &raw.nic_locality {
-            None => NicLocality::Config,
-            Some(l) => match l.get_ref().as_str() {
-                "config" => NicLocality::Config,
-                "sysfs" => NicLocality::Sysfs,
-                other => {
-                    return Err(self.error(
-                        l.span(),
-                        format!("{key}.nic_locality"),
-                        format!(
-                            "`{}` is not a locality source: use \"config\" (gpu_nics, nic_cpus) or \"sysfs\" (the node's PCIe layout)",
-                            sanitize_for_message(other)
-                        ),
-                    ))
-                }
-            },
-        };
+        let gpu_nics = self.check_gpu_nics(key, raw, &data_nics)?;
+        let nic_cpus = self.check_nic_cpus(key, raw, &data_nics)?;
+        let data_nic_class = self.check_data_nic_class(key, raw)?;
+        let nic_locality = self.check_nic_locality(key, raw)?;
         let pin_cpus = match &raw.pin_cpus {
             Some(pin)
                 if *pin.get_ref()
@@ -392,49 +326,7 @@ impl Checker<'_> {
             .as_ref()
             .map(|f| self.check_absolute_path(f, &format!("{key}.topology_file")))
             .transpose()?;
-
-        let forced: BTreeSet<&str> = raw.forced.iter().map(|f| f.get_ref().as_str()).collect();
-        for f in &raw.forced {
-            if !raw.env.keys().any(|k| k.get_ref() == f.get_ref()) {
-                return Err(self.error(
-                    f.span(),
-                    format!("{key}.forced"),
-                    format!(
-                        "`{}` is not a variable of this profile's [env]",
-                        sanitize_for_message(f.get_ref())
-                    ),
-                ));
-            }
-        }
-        let mut env = Vec::new();
-        for (var, value) in &raw.env {
-            let var_key = format!("{key}.env.{}", var.get_ref());
-            if let Some(problem) = env_name_problem(var.get_ref(), topology_file.is_some()) {
-                return Err(self.error(var.span(), var_key, problem));
-            }
-            let template = self.check_template(value, &var_key, &declared)?;
-            // What a task loads code from must be a path the plugin can check: a task
-            // placeholder (`{gpu}` is the user's CUDA_VISIBLE_DEVICES) makes it another
-            // path per task, one no check saw (security review S5).
-            if super::loads_code(var.get_ref()) {
-                if let Some(p) = template.placeholders().find(|p| p.per_task()) {
-                    return Err(self.error(
-                        value.span(),
-                        var_key,
-                        format!(
-                            "{} loads code, and {p} makes it another path in every task, unchecked: write the path out (per node: {{node}}, {{job_id}})",
-                            var.get_ref()
-                        ),
-                    ));
-                }
-            }
-            env.push(EnvVar {
-                name: var.get_ref().clone(),
-                value: template,
-                forced: forced.contains(var.get_ref().as_str()),
-                line: self.line(var),
-            });
-        }
+        let env = self.check_env(key, raw, &declared, topology_file.is_some())?;
 
         let no_checks = RawChecks::default();
         let raw_checks = raw.checks.as_ref().unwrap_or(&no_checks);
@@ -475,6 +367,165 @@ impl Checker<'_> {
             checks,
             lines,
         })
+    }
+
+    /// `data_nics`: valid NIC names, each once.
+    fn check_data_nics(&self, key: &str, raw: &RawProfile) -> Checked<Vec<String>> {
+        let mut data_nics = Vec::new();
+        for nic in items(&raw.data_nics) {
+            let nic_name = self.check_nic(nic, &format!("{key}.data_nics"))?;
+            if data_nics.contains(&nic_name) {
+                return Err(self.error(nic.span(), format!("{key}.data_nics"), "listed twice"));
+            }
+            data_nics.push(nic_name);
+        }
+        Ok(data_nics)
+    }
+
+    /// `gpu_nics`: each one of `data_nics`.
+    fn check_gpu_nics(
+        &self,
+        key: &str,
+        raw: &RawProfile,
+        data_nics: &[String],
+    ) -> Checked<Vec<String>> {
+        let mut gpu_nics = Vec::new();
+        for nic in raw.gpu_nics.iter().flatten() {
+            if !data_nics.contains(nic.get_ref()) {
+                return Err(self.error(
+                    nic.span(),
+                    format!("{key}.gpu_nics"),
+                    format!(
+                        "`{}` is not one of data_nics ({})",
+                        sanitize_for_message(nic.get_ref()),
+                        data_nics.join(", ")
+                    ),
+                ));
+            }
+            gpu_nics.push(nic.get_ref().clone());
+        }
+        Ok(gpu_nics)
+    }
+
+    /// `nic_cpus`: a CPU list for each of some `data_nics`.
+    fn check_nic_cpus(
+        &self,
+        key: &str,
+        raw: &RawProfile,
+        data_nics: &[String],
+    ) -> Checked<BTreeMap<String, CpuList>> {
+        let mut nic_cpus = BTreeMap::new();
+        for (nic, cpus) in raw.nic_cpus.iter().flatten() {
+            let nic_key = format!("{key}.nic_cpus.{}", nic.get_ref());
+            if !data_nics.contains(nic.get_ref()) {
+                return Err(self.error(
+                    nic.span(),
+                    nic_key,
+                    "CPU lists are given for data NICs only; add it to data_nics or remove it",
+                ));
+            }
+            let list = CpuList::parse(cpus.get_ref())
+                .map_err(|e| self.error(cpus.span(), nic_key, e.to_string()))?;
+            nic_cpus.insert(nic.get_ref().clone(), list);
+        }
+        Ok(nic_cpus)
+    }
+
+    /// `data_nic_class`: `net` (the default) or `infiniband`.
+    fn check_data_nic_class(&self, key: &str, raw: &RawProfile) -> Checked<NicClass> {
+        Ok(match &raw.data_nic_class {
+            None => NicClass::Net,
+            Some(c) => match c.get_ref().as_str() {
+                "net" => NicClass::Net,
+                "infiniband" => NicClass::Infiniband,
+                other => {
+                    return Err(self.error(
+                        c.span(),
+                        format!("{key}.data_nic_class"),
+                        format!(
+                            "`{}` is not a NIC class: use \"net\" (interfaces, /sys/class/net) or \"infiniband\" (RDMA devices, /sys/class/infiniband)",
+                            sanitize_for_message(other)
+                        ),
+                    ))
+                }
+            },
+        })
+    }
+
+    /// `nic_locality`: `config` (the default) or `sysfs`.
+    fn check_nic_locality(&self, key: &str, raw: &RawProfile) -> Checked<NicLocality> {
+        Ok(match &raw.nic_locality {
+            None => NicLocality::Config,
+            Some(l) => match l.get_ref().as_str() {
+                "config" => NicLocality::Config,
+                "sysfs" => NicLocality::Sysfs,
+                other => {
+                    return Err(self.error(
+                        l.span(),
+                        format!("{key}.nic_locality"),
+                        format!(
+                            "`{}` is not a locality source: use \"config\" (gpu_nics, nic_cpus) or \"sysfs\" (the node's PCIe layout)",
+                            sanitize_for_message(other)
+                        ),
+                    ))
+                }
+            },
+        })
+    }
+
+    /// `forced` (each a variable of `[env]`) and `[env]`: names a task may be given and
+    /// templates over the `declared` NICs; a variable that loads code takes no per-task
+    /// placeholder.
+    fn check_env(
+        &self,
+        key: &str,
+        raw: &RawProfile,
+        declared: &BTreeSet<&str>,
+        has_topology_file: bool,
+    ) -> Checked<Vec<EnvVar>> {
+        let forced: BTreeSet<&str> = raw.forced.iter().map(|f| f.get_ref().as_str()).collect();
+        for f in &raw.forced {
+            if !raw.env.keys().any(|k| k.get_ref() == f.get_ref()) {
+                return Err(self.error(
+                    f.span(),
+                    format!("{key}.forced"),
+                    format!(
+                        "`{}` is not a variable of this profile's [env]",
+                        sanitize_for_message(f.get_ref())
+                    ),
+                ));
+            }
+        }
+        let mut env = Vec::new();
+        for (var, value) in &raw.env {
+            let var_key = format!("{key}.env.{}", var.get_ref());
+            if let Some(problem) = env_name_problem(var.get_ref(), has_topology_file) {
+                return Err(self.error(var.span(), var_key, problem));
+            }
+            let template = self.check_template(value, &var_key, declared)?;
+            // What a task loads code from must be a path the plugin can check: a task
+            // placeholder (`{gpu}` is the user's CUDA_VISIBLE_DEVICES) makes it another
+            // path per task, one no check saw (security review S5).
+            if super::loads_code(var.get_ref()) {
+                if let Some(p) = template.placeholders().find(|p| p.per_task()) {
+                    return Err(self.error(
+                        value.span(),
+                        var_key,
+                        format!(
+                            "{} loads code, and {p} makes it another path in every task, unchecked: write the path out (per node: {{node}}, {{job_id}})",
+                            var.get_ref()
+                        ),
+                    ));
+                }
+            }
+            env.push(EnvVar {
+                name: var.get_ref().clone(),
+                value: template,
+                forced: forced.contains(var.get_ref().as_str()),
+                line: self.line(var),
+            });
+        }
+        Ok(env)
     }
 
     /// `line_rate_gbit`: one number for every data NIC (`200`), or a table with each data
