@@ -338,31 +338,11 @@ fn data_functions<'a>(
 pub fn derive(facts: &NodeFacts) -> Result<Derived, DeriveError> {
     let loc = &facts.locality;
     let root = facts.root.display().to_string();
-    let said_nics = || {
-        let names: Vec<String> = loc
-            .nics
-            .iter()
-            .map(|f| {
-                format!(
-                    "{} ({})",
-                    f.bdf,
-                    [f.netdevs.clone(), f.rdma_devices.clone()]
-                        .concat()
-                        .join(", ")
-                )
-            })
-            .collect();
-        if names.is_empty() {
-            "no NIC".to_string()
-        } else {
-            names.join("; ")
-        }
-    };
     if loc.gpus.is_empty() {
         return Err(DeriveError::NoGpu {
             root,
             functions: facts.functions,
-            nics: format!(", {}", said_nics()),
+            nics: format!(", {}", said_nics(loc)),
         });
     }
     let mut warnings = Vec::new();
@@ -377,17 +357,76 @@ pub fn derive(facts: &NodeFacts) -> Result<Derived, DeriveError> {
         .as_ref()
         .and_then(|(name, _)| facts.netdevs.iter().find(|d| &d.name == name))
         .and_then(|d| d.pci.clone());
+    let data = data_nic_functions(facts, nic_class, control_pci.as_deref(), &mut warnings);
+    if data.is_empty() {
+        return Err(DeriveError::NoDataNic {
+            root,
+            gpus: loc.gpus.len(),
+            found: said_nics(loc),
+        });
+    }
+    if control_nic.is_none() {
+        warnings.push(
+            "no control NIC could be told (no default route read, and no slower or GPU-less interface): set control_nic by hand".into(),
+        );
+    }
+    let picks = gpu_picks(loc, &data);
+    let gpus = gpu_choices(loc, &picks, &data);
+    warnings.extend(fallback_warnings(&gpus));
+    let data_nics: Vec<String> = data.iter().flat_map(|(_, n)| n.iter().cloned()).collect();
+    let nic_cpus = nic_cpus_of(loc, &data);
+    let line_rate_gbit = line_rate(facts, nic_class, &data_nics);
+    warnings.extend(driver_mismatch(facts, &gpus));
+    Ok(Derived {
+        nic_class,
+        control_nic,
+        data_nics,
+        gpus,
+        nic_cpus,
+        line_rate_gbit,
+        warnings,
+    })
+}
+
+/// The NICs found, for an error that says none would do: `no NIC` or each function's
+/// address and names.
+fn said_nics(loc: &Locality) -> String {
+    let names: Vec<String> = loc
+        .nics
+        .iter()
+        .map(|f| {
+            format!(
+                "{} ({})",
+                f.bdf,
+                [f.netdevs.clone(), f.rdma_devices.clone()]
+                    .concat()
+                    .join(", ")
+            )
+        })
+        .collect();
+    if names.is_empty() {
+        "no NIC".to_string()
+    } else {
+        names.join("; ")
+    }
+}
+
+/// The data NICs' functions and their names: every NIC but the control NIC's (unless that
+/// is an RDMA NIC, which carries data too), or the control NIC itself when it is the only
+/// one (a warning says so).
+fn data_nic_functions<'a>(
+    facts: &'a NodeFacts,
+    nic_class: NicClass,
+    control_pci: Option<&str>,
+    warnings: &mut Vec<String>,
+) -> Vec<(&'a PciFunction, Vec<String>)> {
+    let loc = &facts.locality;
     // An RDMA NIC that also carries the control interface still carries data.
     let keep_control_fn = nic_class == NicClass::Infiniband
         && control_pci
-            .as_deref()
             .and_then(|p| loc.nics.iter().find(|f| f.bdf == p))
             .is_some_and(|f| !f.rdma_devices.is_empty());
-    let excluded = if keep_control_fn {
-        None
-    } else {
-        control_pci.as_deref()
-    };
+    let excluded = if keep_control_fn { None } else { control_pci };
     let mut data = data_functions(facts, nic_class, excluded);
     // A workstation or a small VM: the control NIC is the only one, and carries the data too.
     if data.is_empty() && excluded.is_some() && nic_class == NicClass::Net {
@@ -399,22 +438,14 @@ pub fn derive(facts: &NodeFacts) -> Result<Derived, DeriveError> {
             ));
         }
     }
-    if data.is_empty() {
-        return Err(DeriveError::NoDataNic {
-            root,
-            gpus: loc.gpus.len(),
-            found: said_nics(),
-        });
-    }
-    if control_nic.is_none() {
-        warnings.push(
-            "no control NIC could be told (no default route read, and no slower or GPU-less interface): set control_nic by hand".into(),
-        );
-    }
-    // Each GPU's candidates and the level that found them.
+    data
+}
+
+/// Each GPU's candidate data NICs (indices into `data`) and the level that found them:
+/// under its PCIe switch, else its root complex, else its NUMA node, else any.
+fn gpu_picks(loc: &Locality, data: &[(&PciFunction, Vec<String>)]) -> Vec<(Level, Vec<usize>)> {
     let functions: Vec<&PciFunction> = data.iter().map(|(f, _)| *f).collect();
-    let picks: Vec<(Level, Vec<usize>)> = loc
-        .gpus
+    loc.gpus
         .iter()
         .map(|gpu| {
             let near = under_switch(gpu, &functions);
@@ -437,12 +468,20 @@ pub fn derive(facts: &NodeFacts) -> Result<Derived, DeriveError> {
             }
             (Level::Any, (0..data.len()).collect())
         })
-        .collect();
+        .collect()
+}
+
+/// Each GPU's NICs: its share of its candidates when GPUs tie for them, with the tie named.
+fn gpu_choices(
+    loc: &Locality,
+    picks: &[(Level, Vec<usize>)],
+    data: &[(&PciFunction, Vec<String>)],
+) -> Vec<GpuChoice> {
     let mut gpus = Vec::new();
     for (g, gpu) in loc.gpus.iter().enumerate() {
         let (level, set) = &picks[g];
         let peers = picks.iter().filter(|p| *p == &picks[g]).count();
-        let mine = share_out(&picks, g, |(_, set)| set);
+        let mine = share_out(picks, g, |(_, set)| set);
         let names = |idx: &[usize]| -> Vec<String> {
             idx.iter()
                 .flat_map(|&i| data[i].1.iter().cloned())
@@ -460,6 +499,12 @@ pub fn derive(facts: &NodeFacts) -> Result<Derived, DeriveError> {
             numa_node: gpu.numa_node,
         });
     }
+    gpus
+}
+
+/// A warning per level other than a shared PCIe switch that chose some GPU's NICs.
+fn fallback_warnings(gpus: &[GpuChoice]) -> Vec<String> {
+    let mut warnings = Vec::new();
     let fallback: BTreeSet<Level> = gpus
         .iter()
         .map(|g| g.level)
@@ -478,15 +523,24 @@ pub fn derive(facts: &NodeFacts) -> Result<Derived, DeriveError> {
             level.as_str()
         ));
     }
-    let data_nics: Vec<String> = data.iter().flat_map(|(_, n)| n.iter().cloned()).collect();
+    warnings
+}
+
+/// Each data NIC's CPUs: those of its NUMA node, where known.
+fn nic_cpus_of(loc: &Locality, data: &[(&PciFunction, Vec<String>)]) -> BTreeMap<String, CpuList> {
     let mut nic_cpus = BTreeMap::new();
-    for (f, names) in &data {
+    for (f, names) in data {
         if let Some(cpus) = f.numa_node.and_then(|n| loc.node_cpus.get(&n)) {
             for name in names {
                 nic_cpus.insert(name.clone(), cpus.clone());
             }
         }
     }
+    nic_cpus
+}
+
+/// The slowest data NIC's line rate in Gbit/s, when every data NIC's is known.
+fn line_rate(facts: &NodeFacts, nic_class: NicClass, data_nics: &[String]) -> Option<u32> {
     let rates: Vec<Option<f64>> = data_nics
         .iter()
         .map(|name| match nic_class {
@@ -503,7 +557,7 @@ pub fn derive(facts: &NodeFacts) -> Result<Derived, DeriveError> {
                 .map(|m| m as f64 / 1000.0),
         })
         .collect();
-    let line_rate_gbit = if rates.iter().all(Option::is_some) {
+    if rates.iter().all(Option::is_some) {
         rates
             .iter()
             .flatten()
@@ -512,29 +566,22 @@ pub fn derive(facts: &NodeFacts) -> Result<Derived, DeriveError> {
             .map(|r| r.round() as u32)
     } else {
         None
-    };
-    if let Some(driver) = &facts.driver_gpus {
-        let sysfs: BTreeSet<&str> = gpus.iter().map(|g| g.pci.as_str()).collect();
-        let listed: BTreeSet<&str> = driver.iter().map(String::as_str).collect();
-        if !driver.is_empty() && sysfs != listed {
-            warnings.push(format!(
-                "the NVIDIA driver lists GPUs {} but the PCI tree shows {}",
-                listed.into_iter().collect::<Vec<_>>().join(", "),
-                sysfs.into_iter().collect::<Vec<_>>().join(", ")
-            ));
-        }
     }
-    Ok(Derived {
-        nic_class,
-        control_nic,
-        data_nics,
-        gpus,
-        nic_cpus,
-        line_rate_gbit,
-        warnings,
-    })
 }
 
+/// A warning when the NVIDIA driver lists other GPUs than the PCI tree shows.
+fn driver_mismatch(facts: &NodeFacts, gpus: &[GpuChoice]) -> Option<String> {
+    let driver = facts.driver_gpus.as_ref()?;
+    let sysfs: BTreeSet<&str> = gpus.iter().map(|g| g.pci.as_str()).collect();
+    let listed: BTreeSet<&str> = driver.iter().map(String::as_str).collect();
+    (!driver.is_empty() && sysfs != listed).then(|| {
+        format!(
+            "the NVIDIA driver lists GPUs {} but the PCI tree shows {}",
+            listed.into_iter().collect::<Vec<_>>().join(", "),
+            sysfs.into_iter().collect::<Vec<_>>().join(", ")
+        )
+    })
+}
 /// The control NIC: the default route's interface; else the one interface that is not on
 /// a data NIC's function (the only netdev of an RDMA node); else the slowest interface.
 fn choose_control(facts: &NodeFacts, class: NicClass) -> Option<(String, String)> {
