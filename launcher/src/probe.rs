@@ -423,6 +423,32 @@ pub fn analyse(
 ) -> Analysis {
     let mut findings = Vec::new();
     let nodes: BTreeSet<&str> = reports.iter().map(|r| r.node.as_str()).collect();
+    check_profile_applied(reports, requested, &mut findings);
+    if let Some(n) = expected_tasks.filter(|&n| n != reports.len()) {
+        findings.push(Finding {
+            level: "error",
+            nodes: hostlist(&nodes),
+            message: format!("{} of {n} tasks answered", reports.len()),
+        });
+    }
+    profile_mismatches(reports, &mut findings);
+    transport_flags(reports, &mut findings);
+    differing_variables(reports, &nodes, &mut findings);
+    nic_differences(reports, &mut findings);
+    Analysis {
+        tasks: reports.len(),
+        nodes: nodes.iter().map(|s| s.to_string()).collect(),
+        findings,
+        variables: variable_lines(reports),
+    }
+}
+
+/// A finding for the tasks that got no profile when `--gpudirect` named one.
+fn check_profile_applied(
+    reports: &[TaskReport],
+    requested: Option<&str>,
+    findings: &mut Vec<Finding>,
+) {
     // A profile asked for by name that a task did not get: the plugin applied nothing there
     // (it refused the config, is not loaded, or failed). `auto` may rightly give none.
     let requested = requested.map(Mode::from_word);
@@ -448,13 +474,10 @@ pub fn analyse(
             });
         }
     }
-    if let Some(n) = expected_tasks.filter(|&n| n != reports.len()) {
-        findings.push(Finding {
-            level: "error",
-            nodes: hostlist(&nodes),
-            message: format!("{} of {n} tasks answered", reports.len()),
-        });
-    }
+}
+
+/// Findings against the profile, per task, grouped by variable (or check) and value.
+fn profile_mismatches(reports: &[TaskReport], findings: &mut Vec<Finding>) {
     // Against the profile, per task (grouped by node and variable).
     let mut by_issue: BTreeMap<IssueKey, (BTreeSet<&str>, Vec<u32>)> = BTreeMap::new();
     for r in reports {
@@ -494,6 +517,11 @@ pub fn analyse(
             ),
         });
     }
+}
+
+/// Findings for values from NCCL's config files or a container image that change the
+/// transport.
+fn transport_flags(reports: &[TaskReport], findings: &mut Vec<Finding>) {
     // Values from NCCL's config files or a container image that change the transport.
     let mut flags: BTreeMap<(&str, &str), NodesAndRanks> = BTreeMap::new();
     for r in reports {
@@ -524,6 +552,14 @@ pub fn analyse(
             ),
         });
     }
+}
+
+/// Findings for variables the profile does not explain that differ between tasks.
+fn differing_variables(
+    reports: &[TaskReport],
+    nodes: &BTreeSet<&str>,
+    findings: &mut Vec<Finding>,
+) {
     // Variables present on some nodes only, or with node-dependent values, that the
     // profile does not explain (per-task ones like GPUDIRECT_NIC are expected to vary).
     let per_task = ["GPUDIRECT_NIC", "GPUDIRECT_CPUS", "CUDA_VISIBLE_DEVICES"];
@@ -553,11 +589,15 @@ pub fn analyse(
                 .collect();
             findings.push(Finding {
                 level: "warning",
-                nodes: hostlist(&nodes),
+                nodes: hostlist(nodes),
                 message: format!("{name} differs between tasks: {}", parts.join("; ")),
             });
         }
     }
+}
+
+/// Findings for NICs missing from some nodes or differing in state, MTU or speed.
+fn nic_differences(reports: &[TaskReport], findings: &mut Vec<Finding>) {
     // NICs across nodes: presence, state, MTU, speed.
     let mut per_nic: BTreeMap<&str, BTreeMap<String, BTreeSet<&str>>> = BTreeMap::new();
     let mut seen_nodes: BTreeSet<&str> = BTreeSet::new();
@@ -603,12 +643,6 @@ pub fn analyse(
                 message: format!("NIC {nic} differs: {}", parts.join("; ")),
             });
         }
-    }
-    Analysis {
-        tasks: reports.len(),
-        nodes: nodes.iter().map(|s| s.to_string()).collect(),
-        findings,
-        variables: variable_lines(reports),
     }
 }
 
