@@ -192,6 +192,8 @@ fn rail_metrics_say_what_the_history_holds(db: &std::path::Path, node: &str, rai
     }
 }
 
+/// Issue #45: a NIC down is seen before any traffic, named `down` with the node's own
+/// reason, and fails the run (exit 2) without failing anything else.
 #[test]
 fn a_nic_that_is_down_fails_its_unit_with_a_reason_naming_it() {
     let _guard = cluster();
@@ -201,7 +203,7 @@ fn a_nic_that_is_down_fails_its_unit_with_a_reason_naming_it() {
     assert_eq!(code, Some(2), "failed: {report:#}");
     assert_eq!(
         unhealthy(&report),
-        [("node3".into(), "eth2".into(), "failed".into())],
+        [("node3".into(), "eth2".into(), "down".into())],
         "{report:#}"
     );
     let unit = report["units"]
@@ -212,9 +214,41 @@ fn a_nic_that_is_down_fails_its_unit_with_a_reason_naming_it() {
         .unwrap();
     let evidence = unit["evidence"].to_string();
     assert!(
-        evidence.contains("node3: eth2 is down (operstate down)"),
+        evidence.contains("eth2 is down (operstate down): left out of the rail's pairs"),
         "{evidence}"
     );
+}
+
+/// Issue #45's two faults at once: one node's eth1 down and another's eth3 slowed. Exactly
+/// those two units are named (the down NIC never paired, so it slows no partner), and the
+/// down NIC's node is healthy on its other rails.
+#[test]
+fn a_nic_down_and_another_nodes_nic_slowed_are_the_only_units_named() {
+    let _guard = cluster();
+    let db = temp_db("rails-down-and-slow");
+    let _down = Nic::set("node2", "eth1", &["down"]);
+    let _slow = Nic::set("node4", "eth3", &["slow", "50mbit"]);
+    let (code, report) = validate_rails(&db, &[]);
+    assert_eq!(code, Some(2), "failed: {report:#}");
+    assert_eq!(
+        unhealthy(&report),
+        [
+            ("node2".into(), "eth1".into(), "down".into()),
+            ("node4".into(), "eth3".into(), "slow_node".into()),
+        ],
+        "{report:#}"
+    );
+    // No rail run of node2 on eth1 is in the history: it was left out before traffic.
+    let history = gpudirect::history::History::open_existing(&db).unwrap();
+    for summary in history.list_runs(&Default::default()).unwrap() {
+        let detail = history.get_run(summary.id).unwrap();
+        let on_eth1 = summary.variant.as_deref() == Some("rail:eth1");
+        let with_node2 = detail.node_results.iter().any(|r| r.node == "node2");
+        assert!(
+            !(on_eth1 && with_node2),
+            "node2 paired on eth1: {summary:?}"
+        );
+    }
 }
 
 #[test]

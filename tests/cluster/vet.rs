@@ -215,6 +215,44 @@ fn a_node_whose_nics_are_swapped_fails_wiring_and_the_job_trains_without_it() {
     );
 }
 
+/// Issue #45 in vet: one node's eth1 down and another's eth3 slowed. Exactly those two
+/// nodes stand bad, each for its own rail, and the job trains on the other four.
+#[test]
+fn a_nic_down_and_another_nodes_nic_slowed_leave_exactly_those_two_nodes_out() {
+    let _guard = cluster();
+    seven_nodes();
+    let _down = Nic::set("node2", "eth1", &["down"]);
+    let _slow = Nic::set("node4", "eth3", &["slow", "50mbit"]);
+    let (job, out) = submit("down-and-slow", 6, 4, "--message-size 4M --budget 150s");
+    assert!(
+        out.status.success(),
+        "{}
+{}",
+        stderr(&out),
+        job.output
+    );
+    let report = vet_report(&job.dir);
+    assert_eq!(report["decision"], "go_on", "{report:#}");
+    let bad = bad_nodes(&report);
+    let names: Vec<&str> = bad.iter().map(|n| n["node"].as_str().unwrap()).collect();
+    assert_eq!(names, ["node2", "node4"], "{report:#}");
+    let why2 = bad[0]["why"].to_string();
+    assert!(why2.contains("eth1"), "node2's down NIC is named: {why2}");
+    assert!(
+        !why2.contains("eth3"),
+        "node2 is not blamed for eth3: {why2}"
+    );
+    let why4 = bad[1]["why"].to_string();
+    assert!(why4.contains("eth3"), "node4's slow NIC is named: {why4}");
+    assert!(
+        !why4.contains("eth1"),
+        "node4 is not blamed for eth1: {why4}"
+    );
+    let mut good = all_but(6, "node2");
+    good.retain(|n| n != "node4");
+    assert_eq!(trained_on(&job.output), good, "{}", job.output);
+}
+
 #[test]
 fn with_shrink_the_job_itself_is_shrunk_to_its_good_nodes() {
     let _guard = cluster();

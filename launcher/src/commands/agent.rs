@@ -11,6 +11,7 @@
 //! | `hang JOB` | `gpudirect hang` (inside the hung job) | [`gpudirect::hang::AgentReport`] |
 //! | `health` | `gpudirect vet`'s node checks | `gpudirect health --json`, with the wiring map |
 //! | `wiring` | `gpudirect validate --test wiring` | [`gpudirect::validate::wiring::NodeWiring`] |
+//! | `rail-states --rails NICS` | `validate --test rails`, `vet --test rails` | [`gpudirect::validate::rail_states::NodeRailStates`] |
 //! | `watch JOB --uid U` | `gpudirect watch JOBID` | [`gpudirect::watch::NodeDumps`] |
 //!
 //! Adding a per-node feature:
@@ -57,6 +58,8 @@ pub enum Agent {
     Health(HealthArgs),
     /// The node's GPU-to-NIC map and NIC subnets (`gpudirect validate --test wiring`).
     Wiring(WiringAgent),
+    /// Which rail NICs are down, missing or without an address here (`--test rails`).
+    RailStates(RailStatesAgent),
     /// A running job's NCCL Inspector dumps on this node (`gpudirect watch JOBID`).
     Watch(WatchAgent),
 }
@@ -121,6 +124,18 @@ pub struct WiringAgent {
     pub roots: NodeReportArgs,
 }
 
+/// `gpudirect agent rail-states`.
+#[derive(Debug, Args)]
+pub struct RailStatesAgent {
+    /// The rail NICs, comma-separated.
+    #[arg(long, value_name = "NICS", value_delimiter = ',', required = true)]
+    pub rails: Vec<String>,
+
+    /// Where the report reads from.
+    #[command(flatten)]
+    pub roots: NodeReportArgs,
+}
+
 /// `gpudirect agent ARM`: this node's (or task's) answer, one JSON line on stdout.
 pub fn run(args: AgentArgs, ctx: &Ctx) -> Result<ExitStatus> {
     let line = match args.agent {
@@ -147,6 +162,20 @@ pub fn run(args: AgentArgs, ctx: &Ctx) -> Result<ExitStatus> {
         Agent::Wiring(a) => a
             .roots
             .report_line(&a.config.path, a.gpudirect.as_deref())?,
+        Agent::RailStates(a) => {
+            use gpudirect::validate::rail_states::{collect, ipv4_interfaces};
+            let sysfs = a.roots.sysfs.unwrap_or_else(|| "/sys".into());
+            let node = a.roots.node.unwrap_or_else(slurm_node_name);
+            // Addresses that cannot be listed are not checked; up/down still is.
+            let addressed = ipv4_interfaces().ok();
+            let report = collect(
+                &node,
+                &a.rails,
+                &sysfs.join("class/net"),
+                addressed.as_ref(),
+            );
+            serde_json::to_string(&report)? + "\n"
+        }
         Agent::Watch(a) => {
             let config = load_config(&a.config.path, Ownership::Any)?;
             let Some(settings) = &config.watch else {

@@ -871,6 +871,7 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx) -> Result<ExitStatus> {
                 rails,
                 validations: &validations,
                 sent: &BTreeMap::new(),
+                down: &BTreeMap::new(),
                 run_ids: &rec.run_ids,
                 size_bytes: max,
                 rounds,

@@ -27,6 +27,7 @@ pub mod judging;
 pub mod pairing;
 pub mod pairs;
 pub mod rail_runs;
+pub mod rail_states;
 pub mod rails;
 pub mod session;
 pub mod simulate;

@@ -10,6 +10,7 @@ use std::time::Instant;
 
 use super::judging::{median_busbw, JudgeError, Outcome, Round, Threshold, Validation};
 use super::pairing::Mode;
+use super::rail_states::RailNodes;
 use super::rails::{
     failure_reason, pair_job, read_measurement, record_of, worth_a_retry, PairSpec,
 };
@@ -256,6 +257,9 @@ pub struct RailsPlan<'a> {
     pub rails: &'a [String],
     /// The nodes.
     pub nodes: &'a [String],
+    /// Each rail's nodes: those whose NIC there is not known to be down
+    /// ([`super::rail_states::plan`]).
+    pub on_rails: &'a RailNodes,
     /// The pairing (pairs, pairs-across, pairwise or ring).
     pub mode: Mode,
     /// `--floor`: a fixed line in GB/s instead of the screen's median.
@@ -289,6 +293,18 @@ pub struct RailsRun {
     pub interrupted: bool,
 }
 
+/// Each rail's nodes to pair: those of `on_rails`; a rail where fewer than two are left is
+/// paired over every node as before the check (its pairs then fail on the NIC, quickly:
+/// the MPI program checks its end first), since no pair can be planned otherwise.
+fn paired_nodes(nodes: &[String], rails: &[String], on_rails: &RailNodes) -> Vec<Vec<String>> {
+    (0..rails.len())
+        .map(|r| match on_rails.per_rail.get(r) {
+            Some(n) if n.len() >= 2 => n.clone(),
+            _ => nodes.to_vec(),
+        })
+        .collect()
+}
+
 /// The rails validation: the screen of every rail at once (its median sets the
 /// threshold, unless a floor does), then every rail's next round in one wave, until no
 /// rail has one left or the budget stops them.
@@ -297,6 +313,7 @@ pub fn validate_rails(plan: &RailsPlan, history: &mut History) -> Result<RailsRu
         spec,
         rails,
         nodes,
+        on_rails,
         mode,
         floor,
         tolerance,
@@ -305,9 +322,15 @@ pub fn validate_rails(plan: &RailsPlan, history: &mut History) -> Result<RailsRu
         followups,
     } = *plan;
     let placeholder = Threshold::floor(f64::MIN_POSITIVE)?;
-    let first = Validation::new(nodes.to_vec(), mode, placeholder.clone())?
-        .next_round()
-        .ok_or(RailRunError::NoPairs)?;
+    let rail_nodes = paired_nodes(nodes, rails, on_rails);
+    let firsts: Vec<Round> = rail_nodes
+        .iter()
+        .map(|n| {
+            Validation::new(n.clone(), mode, placeholder.clone())?
+                .next_round()
+                .ok_or(RailRunError::NoPairs)
+        })
+        .collect::<Result<_, _>>()?;
     let mut recorder = Recorder {
         rails,
         sent: BTreeMap::new(),
@@ -326,12 +349,12 @@ pub fn validate_rails(plan: &RailsPlan, history: &mut History) -> Result<RailsRu
     if !budget.may_start() {
         return unjudged(placeholder, recorder, 0);
     }
-    let jobs = (0..rails.len())
-        .flat_map(|r| pair_jobs(r, &first, nodes))
+    let jobs: Vec<(usize, [String; 2])> = (0..rails.len())
+        .flat_map(|r| pair_jobs(r, &firsts[r], &rail_nodes[r]))
         .collect();
     noteln!(
         "gpudirect validate: round 1 (Screen): {} pair(s) on {} rail(s) at once",
-        first.groups.len(),
+        jobs.len(),
         rails.len()
     );
     let start = Instant::now();
@@ -352,10 +375,10 @@ pub fn validate_rails(plan: &RailsPlan, history: &mut History) -> Result<RailsRu
         (None, Some(m)) if m > 0.0 => Threshold::baseline(m, tolerance)?,
         _ => placeholder,
     };
-    let mut validations: Vec<Validation> = rails
+    let mut validations: Vec<Validation> = rail_nodes
         .iter()
-        .map(|_| {
-            let v = Validation::new(nodes.to_vec(), mode, threshold.clone())?;
+        .map(|n| {
+            let v = Validation::new(n.clone(), mode, threshold.clone())?;
             Ok::<_, JudgeError>(match followups {
                 Some(passes) => v.with_followups(passes),
                 None => v,
@@ -384,7 +407,7 @@ pub fn validate_rails(plan: &RailsPlan, history: &mut History) -> Result<RailsRu
         }
         let jobs: Vec<(usize, [String; 2])> = wave
             .iter()
-            .flat_map(|(r, round)| pair_jobs(*r, round, nodes))
+            .flat_map(|(r, round)| pair_jobs(*r, round, &rail_nodes[*r]))
             .collect();
         noteln!(
             "gpudirect validate: round {}: {} pair(s) on {} rail(s) at once",
@@ -419,6 +442,26 @@ pub fn validate_rails(plan: &RailsPlan, history: &mut History) -> Result<RailsRu
 mod tests {
     use super::*;
     use crate::validate::pairing::Mode;
+
+    /// A rail pairs the nodes whose NIC is up there; one left with a single node is paired
+    /// over every node, as no pair could be planned otherwise.
+    #[test]
+    fn each_rail_pairs_the_nodes_whose_nic_is_up_there() {
+        let nodes: Vec<String> = (1..=3).map(|i| format!("n{i}")).collect();
+        let rails: Vec<String> = (1..=3).map(|i| format!("eth{i}")).collect();
+        let on = RailNodes {
+            per_rail: vec![
+                nodes.clone(),
+                vec!["n1".into(), "n3".into()],
+                vec!["n2".into()],
+            ],
+            down: BTreeMap::new(),
+        };
+        let paired = paired_nodes(&nodes, &rails, &on);
+        assert_eq!(paired[0], nodes);
+        assert_eq!(paired[1], ["n1", "n3"]);
+        assert_eq!(paired[2], nodes);
+    }
 
     #[test]
     fn a_rounds_pairs_become_steps_and_outcomes_come_back_per_rail() {

@@ -434,17 +434,35 @@ pub struct Unit {
     pub evidence: Vec<String>,
 }
 
-/// Every (node, rail) with its verdict and figures.
+/// Every (node, rail) with its verdict and figures; a (node, rail) in `down` (its NIC
+/// there seen down before any traffic) is [`Verdict::Down`] with that reason, whatever
+/// its rail's pairs gave.
 pub fn units_of(
     nodes: &[String],
     rails: &[String],
     validations: &[Validation],
     reports: &[Report],
     sent: &BTreeMap<(String, usize), Vec<f64>>,
+    down: &BTreeMap<(String, usize), String>,
 ) -> Vec<Unit> {
     let mut units = Vec::new();
-    for (i, node) in nodes.iter().enumerate() {
+    for node in nodes {
         for (r, ((rail, v), report)) in rails.iter().zip(validations).zip(reports).enumerate() {
+            if let Some(why) = down.get(&(node.clone(), r)) {
+                units.push(Unit {
+                    node: node.clone(),
+                    rail: rail.clone(),
+                    verdict: Verdict::Down,
+                    send_gbps: None,
+                    rail_gbps: None,
+                    evidence: vec![format!("{why}: left out of the rail's pairs")],
+                });
+                continue;
+            }
+            // Each rail pairs its own nodes (those whose NIC is up there).
+            let Some(i) = v.nodes().iter().position(|n| n == node) else {
+                continue;
+            };
             // What the node sent, where the test knows; else the median of its pairs.
             let pairs: Vec<f64> = v
                 .measurements()
@@ -497,12 +515,26 @@ pub fn combined_health(all: impl Iterator<Item = Health>) -> Health {
     }
 }
 
-/// Each node with a slow or failed rail, to drain with the rails named in the reason
+/// The rails' health with the NICs seen down before traffic: a NIC down fails the run as
+/// a failed pair would, since the node cannot use that rail.
+pub fn with_down(health: Health, down: &BTreeMap<(String, usize), String>) -> Health {
+    match health {
+        Health::Healthy | Health::Degraded | Health::CouldNotRun if !down.is_empty() => {
+            Health::Failed
+        }
+        h => h,
+    }
+}
+
+/// Each node with a slow, failed or down rail, to drain with the rails named in the reason
 /// (`gpudirect validate: eth2 slow node`). Pure.
 pub fn drain_candidates(units: &[Unit]) -> Vec<Candidate> {
     let mut by_node: std::collections::BTreeMap<&str, Vec<&Unit>> = Default::default();
     for u in units {
-        if matches!(u.verdict, Verdict::SlowNode | Verdict::Failed) {
+        if matches!(
+            u.verdict,
+            Verdict::SlowNode | Verdict::Failed | Verdict::Down
+        ) {
             by_node.entry(&u.node).or_default().push(u);
         }
     }
@@ -873,6 +905,74 @@ mod tests {
             "timed out: srun: error: timeout"
         );
         assert_eq!(failure_reason("", "timed out"), "timed out");
+    }
+
+    /// Issue #45: rail eth1 was paired without node2 (its NIC down), eth2 over all four;
+    /// node2 is `down` on eth1 with its reason, healthy on eth2, and the run fails.
+    #[test]
+    fn a_rail_left_by_a_down_nic_names_it_down_and_judges_its_other_rails() {
+        let all: Vec<String> = (1..=4).map(|i| format!("node{i}")).collect();
+        let rails = ["eth1", "eth2"].map(String::from).to_vec();
+        let threshold = Threshold::floor(1.0).unwrap();
+        let judged = |nodes: Vec<String>| {
+            let mut v = Validation::new(
+                nodes,
+                crate::validate::pairing::Mode::Pairs,
+                threshold.clone(),
+            )
+            .unwrap();
+            while let Some(round) = v.next_round() {
+                let outcomes = round
+                    .groups
+                    .iter()
+                    .map(|_| crate::validate::judging::Outcome::Busbw(5.0))
+                    .collect();
+                v.record(&round, outcomes).unwrap();
+            }
+            v
+        };
+        let without_2: Vec<String> = all.iter().filter(|n| *n != "node2").cloned().collect();
+        let validations = [judged(without_2), judged(all.clone())];
+        let reports: Vec<Report> = validations.iter().map(Validation::report).collect();
+        let down: BTreeMap<(String, usize), String> = [(
+            ("node2".to_string(), 0),
+            "eth1 is down (operstate down)".to_string(),
+        )]
+        .into();
+        let units = units_of(
+            &all,
+            &rails,
+            &validations,
+            &reports,
+            &BTreeMap::new(),
+            &down,
+        );
+        assert_eq!(units.len(), 8);
+        let of = |node: &str, rail: &str| {
+            units
+                .iter()
+                .find(|u| u.node == node && u.rail == rail)
+                .unwrap()
+        };
+        assert_eq!(of("node2", "eth1").verdict, Verdict::Down);
+        assert_eq!(
+            of("node2", "eth1").evidence,
+            ["eth1 is down (operstate down): left out of the rail's pairs"]
+        );
+        assert_eq!(of("node2", "eth2").verdict, Verdict::Healthy);
+        assert_eq!(of("node3", "eth1").verdict, Verdict::Healthy);
+        let bad: Vec<&Unit> = units
+            .iter()
+            .filter(|u| u.verdict != Verdict::Healthy)
+            .collect();
+        assert_eq!(bad.len(), 1, "{bad:?}");
+        let healthy = combined_health(reports.iter().map(crate::validate::judging::health));
+        assert_eq!(healthy, Health::Healthy);
+        assert_eq!(with_down(healthy, &down), Health::Failed);
+        assert_eq!(with_down(healthy, &BTreeMap::new()), Health::Healthy);
+        let drained = drain_candidates(&units);
+        assert_eq!(drained.len(), 1);
+        assert_eq!(drained[0].verdict, "eth1 down");
     }
 
     #[test]

@@ -137,10 +137,10 @@ fn paired_standing(p: &Paired) -> (Standing, Vec<String>) {
 }
 
 /// The worst of a node's verdicts over its rails, with the rail named in the evidence:
-/// failed, then slow, then a bad link, then unknown, then healthy (pure).
+/// failed or down, then slow, then a bad link, then unknown, then healthy (pure).
 pub fn worst_over_rails(per_rail: &[(String, Verdict, Vec<String>)]) -> Option<Paired> {
     let rank = |v: &Verdict| match v {
-        Verdict::Failed => 0,
+        Verdict::Failed | Verdict::Down => 0,
         Verdict::SlowNode => 1,
         Verdict::BadLink { .. } => 2,
         Verdict::Unknown => 3,

@@ -22,6 +22,7 @@ use crate::validate::pairs::{
     RoundContext, Units, DEFAULT_ALGO,
 };
 use crate::validate::rail_runs::{validate_rails, RailsPlan};
+use crate::validate::rail_states;
 use crate::validate::rails::{locate_mpi_program, rail_plan, units_of, PairSpec, RailRequest};
 use crate::{noteln, slurm};
 use gpudirect_core::system::{load_config, Ownership};
@@ -146,11 +147,14 @@ fn rail_pairs(
         plan.rails.join(","),
         nodes.len()
     );
+    // Before any traffic: a NIC down, missing or without an address leaves its rail's pairs.
+    let on_rails = rail_states::ask("vet", nodes, &plan.rails, budget);
     let run = validate_rails(
         &RailsPlan {
             spec: &spec,
             rails: &plan.rails,
             nodes,
+            on_rails: &on_rails,
             mode: Mode::Pairs,
             floor: req.floor,
             tolerance: req.tolerance.unwrap_or(75.0) / 100.0,
@@ -161,7 +165,14 @@ fn rail_pairs(
         history,
     )?;
     let reports: Vec<_> = run.validations.iter().map(Validation::report).collect();
-    let units = units_of(nodes, &plan.rails, &run.validations, &reports, &run.sent);
+    let units = units_of(
+        nodes,
+        &plan.rails,
+        &run.validations,
+        &reports,
+        &run.sent,
+        &on_rails.down,
+    );
     let mut per_node: BTreeMap<String, Vec<_>> = BTreeMap::new();
     for u in units {
         per_node

@@ -19,8 +19,9 @@ use gpudirect::validate::actions;
 use gpudirect::validate::judging::{health, Health, Report, Threshold, Validation, Verdict};
 use gpudirect::validate::pairing::Mode;
 use gpudirect::validate::rail_runs::{validate_rails, RailsPlan};
+use gpudirect::validate::rail_states;
 use gpudirect::validate::rails::{
-    combined_health, drain_candidates, locate_mpi_program, units_of, PairSpec, RailPlan,
+    combined_health, drain_candidates, locate_mpi_program, units_of, with_down, PairSpec, RailPlan,
     RailRequest, Unit,
 };
 use serde::Serialize;
@@ -122,11 +123,14 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx, nodes: Vec<String>) -> Result<ExitSta
         format_size(spec.size_bytes)
     );
     let budget = Budget::unlimited();
+    // Before any traffic: a NIC down, missing or without an address leaves its rail's pairs.
+    let on_rails = rail_states::ask("validate", &nodes, &rails, &budget);
     let run = validate_rails(
         &RailsPlan {
             spec: &spec,
             rails: &rails,
             nodes: &nodes,
+            on_rails: &on_rails,
             mode,
             floor: args.floor,
             tolerance,
@@ -153,6 +157,7 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx, nodes: Vec<String>) -> Result<ExitSta
             rails: &rails,
             validations: &run.validations,
             sent: &run.sent,
+            down: &on_rails.down,
             run_ids: &run.run_ids,
             size_bytes: spec.size_bytes,
             rounds: run.rounds,
@@ -172,6 +177,8 @@ pub(super) struct Verdicts<'a> {
     pub validations: &'a [Validation],
     /// What each node sent per rail, when the test knows (MPI pairs).
     pub sent: &'a BTreeMap<(String, usize), Vec<f64>>,
+    /// (node, rail index) seen down before any traffic, with why (MPI pairs).
+    pub down: &'a BTreeMap<(String, usize), String>,
     pub run_ids: &'a [i64],
     /// The size the figures are read at.
     pub size_bytes: u64,
@@ -182,8 +189,8 @@ pub(super) struct Verdicts<'a> {
 /// Per (node, rail) verdicts: printed (or JSON), drains, the report, the exit status.
 pub(super) fn conclude(args: &ValidateArgs, v: Verdicts) -> Result<ExitStatus> {
     let reports: Vec<Report> = v.validations.iter().map(Validation::report).collect();
-    let units = units_of(v.nodes, v.rails, v.validations, &reports, v.sent);
-    let status = combined_health(reports.iter().map(health));
+    let units = units_of(v.nodes, v.rails, v.validations, &reports, v.sent, v.down);
+    let status = with_down(combined_health(reports.iter().map(health)), v.down);
     let threshold = v
         .validations
         .first()

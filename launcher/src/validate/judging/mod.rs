@@ -280,6 +280,9 @@ pub enum Verdict {
     },
     /// Not enough evidence (not measured, one unconfirmed slow run, or no partner passed).
     Unknown,
+    /// Its NIC on this rail is down, missing or without an address, seen before any traffic:
+    /// left out of the rail's pairs (rail tests only, issue #45).
+    Down,
 }
 
 impl fmt::Display for Verdict {
@@ -290,6 +293,7 @@ impl fmt::Display for Verdict {
             Verdict::Failed => f.write_str("failed"),
             Verdict::BadLink { partners } => write!(f, "bad link with {}", partners.join(", ")),
             Verdict::Unknown => f.write_str("unknown"),
+            Verdict::Down => f.write_str("down"),
         }
     }
 }
