@@ -623,173 +623,14 @@ impl Validation {
     /// index.
     fn judge_node(&self, x: usize, a: &Assessment) -> (NodeReport, Vec<(LinkReport, bool)>) {
         let mine: Vec<&GroupStat> = self.node_stats[x].iter().map(|&i| &self.stats[i]).collect();
-        // Nothing is judged before the first round is recorded, and it sets the threshold.
-        let describe = |v: f64| {
-            self.threshold
-                .as_ref()
-                .map_or_else(|| format!("{v:.1} GB/s"), |t| t.describe(v))
-        };
-        let runs: usize = mine.iter().map(|s| s.pass + s.bad_runs()).sum();
-        let bad_runs: usize = mine.iter().map(|s| s.bad_runs()).sum();
-        let failed_runs: usize = mine.iter().map(|s| s.failed).sum();
         let mut evidence = Vec::new();
         let mut links = Vec::new();
-        let mut slow_busbw = None;
-        let verdict = if a.bad[x] {
-            let values: Vec<f64> = mine
-                .iter()
-                .flat_map(|s| s.bad_values.iter().copied())
-                .collect();
-            slow_busbw = median(&values);
-            let partners: Vec<usize> = mine
-                .iter()
-                .filter(|s| s.is_bad())
-                .filter_map(|s| s.other(x))
-                .collect();
-            let failed = failed_runs * 2 > bad_runs;
-            evidence.push(Evidence::BadInPairings {
-                failed,
-                bad: bad_runs,
-                runs,
-                level: slow_busbw.filter(|_| !failed).map(describe),
-                partners: self.names(&partners),
-            });
-            if failed {
-                if let Some(why) = mine.iter().find_map(|s| s.first_failure.as_deref()) {
-                    evidence.push(Evidence::FirstFailure(why.to_string()));
-                }
-            }
-            if !a.any_fast {
-                evidence.push(Evidence::NoPairPassed);
-            }
-            if failed {
-                Verdict::Failed
-            } else {
-                Verdict::SlowNode
-            }
+        let (verdict, slow_busbw) = if a.bad[x] {
+            self.judge_bad_node(x, a, &mine, &mut evidence)
         } else if a.fast[x] {
-            let mut passed_with = Vec::new();
-            let mut group_issue = false;
-            let mut link_partners = Vec::new();
-            for s in &mine {
-                let y = s.other(x);
-                if !s.is_bad() {
-                    match y {
-                        Some(y) => passed_with.push(y),
-                        None => evidence.push(Evidence::PassedInGroup(s.members.len())),
-                    }
-                    if s.bad_runs() > 0 {
-                        let with = y.map_or_else(
-                            || format!("a group of {}", s.members.len()),
-                            |y| self.name(y).to_string(),
-                        );
-                        evidence.push(Evidence::PassedWhenRunAgain {
-                            bad: s.bad_runs(),
-                            with,
-                        });
-                    }
-                    continue;
-                }
-                match y {
-                    Some(y) if a.bad[y] => {
-                        evidence.push(Evidence::BadPartner {
-                            failed: s.failed > s.slow,
-                            partner: self.name(y).to_string(),
-                        });
-                    }
-                    Some(y) if a.fast[y] && s.pass == 0 && s.bad_runs() >= 2 => {
-                        let m = median(&s.bad_values);
-                        let level = m.map(describe).unwrap_or_else(|| "failed".into());
-                        evidence.push(Evidence::LinkOnly {
-                            node: self.name(x).to_string(),
-                            partner: self.name(y).to_string(),
-                            level,
-                            bad: s.bad_runs(),
-                            runs: s.bad_runs() + s.pass,
-                        });
-                        slow_busbw = slow_busbw.or(m);
-                        link_partners.push(y);
-                        if x < y {
-                            links.push((self.link(x, y, s), true));
-                        }
-                    }
-                    Some(y) if a.fast[y] => {
-                        let level = median(&s.bad_values).map(describe);
-                        let partner = self.name(y).to_string();
-                        evidence.push(if s.pass == 0 {
-                            Evidence::OneBadRun { partner, level }
-                        } else {
-                            Evidence::LinkToWatch {
-                                bad: s.bad_runs(),
-                                runs: s.bad_runs() + s.pass,
-                                partner,
-                                level,
-                            }
-                        });
-                        if x < y {
-                            links.push((self.link(x, y, s), false));
-                        }
-                    }
-                    Some(y) => evidence.push(Evidence::SlowWithUnjudged(self.name(y).to_string())),
-                    None => {
-                        let names = self.names(&s.members);
-                        if s.members.iter().any(|&m| a.bad[m]) {
-                            evidence.push(Evidence::SlowInGroupWithSlowNode(names));
-                        } else if s.bad_runs() >= 2 && s.members.iter().all(|&m| a.fast[m]) {
-                            group_issue = true;
-                            evidence.push(Evidence::GroupSlow {
-                                names,
-                                runs: s.bad_runs(),
-                            });
-                        } else {
-                            evidence.push(Evidence::OneSlowRunInGroup(names));
-                        }
-                    }
-                }
-            }
-            if !passed_with.is_empty() {
-                evidence.insert(0, Evidence::PassedWith(self.names(&passed_with)));
-            }
-            if !link_partners.is_empty() {
-                Verdict::BadLink {
-                    partners: link_partners
-                        .iter()
-                        .map(|&y| self.name(y).to_string())
-                        .collect(),
-                }
-            } else if group_issue {
-                Verdict::Unknown
-            } else {
-                Verdict::Healthy
-            }
+            self.judge_fast_node(x, a, &mine, &mut evidence, &mut links)
         } else {
-            let mut unjudged = Verdict::Unknown;
-            if runs == 0 {
-                evidence.push(Evidence::NotMeasured);
-            } else if a.bad_partners[x] == 1 {
-                let p: Vec<usize> = mine
-                    .iter()
-                    .filter_map(|s| s.other(x))
-                    .filter(|&y| a.fast[y])
-                    .collect();
-                evidence.push(Evidence::NoSecondPartner(self.names(&p)));
-            } else if failed_runs * 2 > bad_runs {
-                // Runs that never worked are a failure, whoever is at fault.
-                evidence.push(Evidence::FailedEveryRun {
-                    bad: bad_runs,
-                    runs,
-                });
-                if let Some(why) = mine.iter().find_map(|s| s.first_failure.as_deref()) {
-                    evidence.push(Evidence::FirstFailure(why.to_string()));
-                }
-                unjudged = Verdict::Failed;
-            } else {
-                evidence.push(Evidence::BadEveryRun {
-                    bad: bad_runs,
-                    runs,
-                });
-            }
-            unjudged
+            (self.judge_unsure_node(x, a, &mine, &mut evidence), None)
         };
         (
             NodeReport {
@@ -803,4 +644,214 @@ impl Validation {
             links,
         )
     }
+
+    /// A busbw for the user: against the threshold, once there is one.
+    fn describe_busbw(&self, v: f64) -> String {
+        // Nothing is judged before the first round is recorded, and it sets the threshold.
+        self.threshold
+            .as_ref()
+            .map_or_else(|| format!("{v:.1} GB/s"), |t| t.describe(v))
+    }
+
+    /// A node judged bad: failed (most of its bad runs failed) or slow, with its median
+    /// busbw in the bad runs.
+    fn judge_bad_node(
+        &self,
+        x: usize,
+        a: &Assessment,
+        mine: &[&GroupStat],
+        evidence: &mut Vec<Evidence>,
+    ) -> (Verdict, Option<f64>) {
+        let describe = |v: f64| self.describe_busbw(v);
+        let (runs, bad_runs, failed_runs) = run_counts(mine);
+        let values: Vec<f64> = mine
+            .iter()
+            .flat_map(|s| s.bad_values.iter().copied())
+            .collect();
+        let slow_busbw = median(&values);
+        let partners: Vec<usize> = mine
+            .iter()
+            .filter(|s| s.is_bad())
+            .filter_map(|s| s.other(x))
+            .collect();
+        let failed = failed_runs * 2 > bad_runs;
+        evidence.push(Evidence::BadInPairings {
+            failed,
+            bad: bad_runs,
+            runs,
+            level: slow_busbw.filter(|_| !failed).map(describe),
+            partners: self.names(&partners),
+        });
+        if failed {
+            if let Some(why) = mine.iter().find_map(|s| s.first_failure.as_deref()) {
+                evidence.push(Evidence::FirstFailure(why.to_string()));
+            }
+        }
+        if !a.any_fast {
+            evidence.push(Evidence::NoPairPassed);
+        }
+        let verdict = if failed {
+            Verdict::Failed
+        } else {
+            Verdict::SlowNode
+        };
+        (verdict, slow_busbw)
+    }
+
+    /// A node judged fast: healthy, or a bad link with the partners it is slow with
+    /// (`links` gets each link where it is the lower index), or unknown when a whole group
+    /// of fast nodes is slow.
+    fn judge_fast_node(
+        &self,
+        x: usize,
+        a: &Assessment,
+        mine: &[&GroupStat],
+        evidence: &mut Vec<Evidence>,
+        links: &mut Vec<(LinkReport, bool)>,
+    ) -> (Verdict, Option<f64>) {
+        let describe = |v: f64| self.describe_busbw(v);
+        let mut slow_busbw = None;
+        let mut passed_with = Vec::new();
+        let mut group_issue = false;
+        let mut link_partners = Vec::new();
+        for s in mine {
+            let y = s.other(x);
+            if !s.is_bad() {
+                match y {
+                    Some(y) => passed_with.push(y),
+                    None => evidence.push(Evidence::PassedInGroup(s.members.len())),
+                }
+                if s.bad_runs() > 0 {
+                    let with = y.map_or_else(
+                        || format!("a group of {}", s.members.len()),
+                        |y| self.name(y).to_string(),
+                    );
+                    evidence.push(Evidence::PassedWhenRunAgain {
+                        bad: s.bad_runs(),
+                        with,
+                    });
+                }
+                continue;
+            }
+            match y {
+                Some(y) if a.bad[y] => {
+                    evidence.push(Evidence::BadPartner {
+                        failed: s.failed > s.slow,
+                        partner: self.name(y).to_string(),
+                    });
+                }
+                Some(y) if a.fast[y] && s.pass == 0 && s.bad_runs() >= 2 => {
+                    let m = median(&s.bad_values);
+                    let level = m.map(describe).unwrap_or_else(|| "failed".into());
+                    evidence.push(Evidence::LinkOnly {
+                        node: self.name(x).to_string(),
+                        partner: self.name(y).to_string(),
+                        level,
+                        bad: s.bad_runs(),
+                        runs: s.bad_runs() + s.pass,
+                    });
+                    slow_busbw = slow_busbw.or(m);
+                    link_partners.push(y);
+                    if x < y {
+                        links.push((self.link(x, y, s), true));
+                    }
+                }
+                Some(y) if a.fast[y] => {
+                    let level = median(&s.bad_values).map(describe);
+                    let partner = self.name(y).to_string();
+                    evidence.push(if s.pass == 0 {
+                        Evidence::OneBadRun { partner, level }
+                    } else {
+                        Evidence::LinkToWatch {
+                            bad: s.bad_runs(),
+                            runs: s.bad_runs() + s.pass,
+                            partner,
+                            level,
+                        }
+                    });
+                    if x < y {
+                        links.push((self.link(x, y, s), false));
+                    }
+                }
+                Some(y) => evidence.push(Evidence::SlowWithUnjudged(self.name(y).to_string())),
+                None => {
+                    let names = self.names(&s.members);
+                    if s.members.iter().any(|&m| a.bad[m]) {
+                        evidence.push(Evidence::SlowInGroupWithSlowNode(names));
+                    } else if s.bad_runs() >= 2 && s.members.iter().all(|&m| a.fast[m]) {
+                        group_issue = true;
+                        evidence.push(Evidence::GroupSlow {
+                            names,
+                            runs: s.bad_runs(),
+                        });
+                    } else {
+                        evidence.push(Evidence::OneSlowRunInGroup(names));
+                    }
+                }
+            }
+        }
+        if !passed_with.is_empty() {
+            evidence.insert(0, Evidence::PassedWith(self.names(&passed_with)));
+        }
+        let verdict = if !link_partners.is_empty() {
+            Verdict::BadLink {
+                partners: link_partners
+                    .iter()
+                    .map(|&y| self.name(y).to_string())
+                    .collect(),
+            }
+        } else if group_issue {
+            Verdict::Unknown
+        } else {
+            Verdict::Healthy
+        };
+        (verdict, slow_busbw)
+    }
+
+    /// A node neither judged bad nor fast: unknown (not measured, one partner only, bad in
+    /// every run), or failed when its runs never worked.
+    fn judge_unsure_node(
+        &self,
+        x: usize,
+        a: &Assessment,
+        mine: &[&GroupStat],
+        evidence: &mut Vec<Evidence>,
+    ) -> Verdict {
+        let (runs, bad_runs, failed_runs) = run_counts(mine);
+        let mut unjudged = Verdict::Unknown;
+        if runs == 0 {
+            evidence.push(Evidence::NotMeasured);
+        } else if a.bad_partners[x] == 1 {
+            let p: Vec<usize> = mine
+                .iter()
+                .filter_map(|s| s.other(x))
+                .filter(|&y| a.fast[y])
+                .collect();
+            evidence.push(Evidence::NoSecondPartner(self.names(&p)));
+        } else if failed_runs * 2 > bad_runs {
+            // Runs that never worked are a failure, whoever is at fault.
+            evidence.push(Evidence::FailedEveryRun {
+                bad: bad_runs,
+                runs,
+            });
+            if let Some(why) = mine.iter().find_map(|s| s.first_failure.as_deref()) {
+                evidence.push(Evidence::FirstFailure(why.to_string()));
+            }
+            unjudged = Verdict::Failed;
+        } else {
+            evidence.push(Evidence::BadEveryRun {
+                bad: bad_runs,
+                runs,
+            });
+        }
+        unjudged
+    }
+}
+
+/// A node's runs: all of them, the bad ones and the failed ones.
+fn run_counts(mine: &[&GroupStat]) -> (usize, usize, usize) {
+    let runs: usize = mine.iter().map(|s| s.pass + s.bad_runs()).sum();
+    let bad_runs: usize = mine.iter().map(|s| s.bad_runs()).sum();
+    let failed_runs: usize = mine.iter().map(|s| s.failed).sum();
+    (runs, bad_runs, failed_runs)
 }
