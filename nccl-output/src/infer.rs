@@ -316,122 +316,136 @@ pub(crate) fn infer_missing(out: &mut ParsedOutput) {
     } else {
         Vec::new()
     };
-
     if need_collective {
-        let seen = describe_columns(redop, rooted);
-        let names: Vec<&str> = fitted.iter().map(|(c, _)| *c).collect();
-        let inference = match names.as_slice() {
-            [one] => {
-                out.collective = Some((*one).to_string());
-                Inference {
-                    fact: InferredFact::Collective,
-                    value: Some((*one).to_string()),
-                    basis: format!(
-                        "the rows show {seen}, and only {one}'s busbw factor fits their busbw/algbw{}",
-                        if implausible.is_empty() {
-                            String::new()
-                        } else {
-                            format!(" ({})", implausible.join("; "))
-                        }
-                    ),
-                }
-            }
-            [] => Inference {
-                fact: InferredFact::Collective,
-                value: None,
-                basis: format!(
-                    "no collective fits rows with {seen} and these busbw/algbw ratios: pass --collective"
-                ),
-            },
-            many => Inference {
-                fact: InferredFact::Collective,
-                value: None,
-                basis: format!(
-                    "rows with {seen} fit {}: pass --collective",
-                    or_list(many)
-                ),
-            },
-        };
-        out.inferences.push(inference);
+        infer_collective(out, &fitted, &implausible, redop, rooted);
     }
-
     if need_ranks {
-        // One count that every remaining candidate agrees on is the answer even when the
-        // collective is not known (all_gather and alltoall share their factor).
-        let mut counts: Vec<u32> = Vec::new();
-        let mut any = false;
-        let mut no_evidence = false;
-        let mut at_least: Option<u32> = None;
-        for (_, f) in &fitted {
-            match f {
-                Fit::Counts(c) => {
-                    for n in c {
-                        if !counts.contains(n) {
-                            counts.push(*n);
-                        }
+        infer_ranks(out, &fitted);
+    }
+}
+
+/// The collective: the one candidate `fitted` leaves (set in `out`), or why none could
+/// be told; `implausible` names the candidates that would need too many ranks.
+fn infer_collective(
+    out: &mut ParsedOutput,
+    fitted: &[(&str, Fit)],
+    implausible: &[String],
+    redop: Option<Redop>,
+    rooted: Option<bool>,
+) {
+    let seen = describe_columns(redop, rooted);
+    let names: Vec<&str> = fitted.iter().map(|(c, _)| *c).collect();
+    let inference = match names.as_slice() {
+        [one] => {
+            out.collective = Some((*one).to_string());
+            Inference {
+                fact: InferredFact::Collective,
+                value: Some((*one).to_string()),
+                basis: format!(
+                    "the rows show {seen}, and only {one}'s busbw factor fits their busbw/algbw{}",
+                    if implausible.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" ({})", implausible.join("; "))
                     }
-                }
-                Fit::AnyCount => any = true,
-                Fit::NoEvidence => no_evidence = true,
-                Fit::AtLeast(n) => at_least = Some(at_least.map_or(*n, |m| m.min(*n))),
-                Fit::No => {}
+                ),
             }
         }
-        counts.sort_unstable();
-        let factor_text = |n: u32| {
-            let c = out.collective.as_deref().unwrap_or(fitted[0].0);
-            busbw_factor(c, n).map_or(String::new(), |f| format!(" (busbw = algbw x {f:.4})"))
-        };
-        let inference = match (counts.as_slice(), any, no_evidence || at_least.is_some()) {
-            ([n], false, false) => {
-                out.inferred_ranks = Some(*n);
-                Inference {
-                    fact: InferredFact::Ranks,
-                    value: Some(n.to_string()),
-                    basis: format!(
-                        "only {n} ranks fit busbw/algbw in every row{}",
-                        factor_text(*n)
-                    ),
+        [] => Inference {
+            fact: InferredFact::Collective,
+            value: None,
+            basis: format!(
+                "no collective fits rows with {seen} and these busbw/algbw ratios: pass --collective"
+            ),
+        },
+        many => Inference {
+            fact: InferredFact::Collective,
+            value: None,
+            basis: format!(
+                "rows with {seen} fit {}: pass --collective",
+                or_list(many)
+            ),
+        },
+    };
+    out.inferences.push(inference);
+}
+
+/// The rank count: the one count every collective left in `fitted` agrees on (set in
+/// `out`), or why none could be told.
+fn infer_ranks(out: &mut ParsedOutput, fitted: &[(&str, Fit)]) {
+    // One count that every remaining candidate agrees on is the answer even when the
+    // collective is not known (all_gather and alltoall share their factor).
+    let mut counts: Vec<u32> = Vec::new();
+    let mut any = false;
+    let mut no_evidence = false;
+    let mut at_least: Option<u32> = None;
+    for (_, f) in fitted {
+        match f {
+            Fit::Counts(c) => {
+                for n in c {
+                    if !counts.contains(n) {
+                        counts.push(*n);
+                    }
                 }
             }
-            (_, true, _) => Inference {
-                fact: InferredFact::Ranks,
-                value: None,
-                basis:
-                    "busbw equals algbw for this collective whatever the rank count: pass --ranks"
-                        .into(),
-            },
-            ([], false, true) => Inference {
-                fact: InferredFact::Ranks,
-                value: None,
-                basis: match at_least {
-                    Some(n) => {
-                        format!("busbw/algbw fits any count of {n} ranks or more: pass --ranks")
-                    }
-                    None => {
-                        "the rows' bandwidths are too small to tell the rank count: pass --ranks"
-                            .into()
-                    }
-                },
-            },
-            ([], false, false) => Inference {
-                fact: InferredFact::Ranks,
-                value: None,
-                basis: "no rank count fits busbw/algbw in every row: pass --ranks and --collective"
-                    .into(),
-            },
-            (many, _, _) => Inference {
-                fact: InferredFact::Ranks,
-                value: None,
-                basis: format!(
-                    "busbw/algbw fits {} to {} ranks: pass --ranks",
-                    many[0],
-                    many[many.len() - 1]
-                ),
-            },
-        };
-        out.inferences.push(inference);
+            Fit::AnyCount => any = true,
+            Fit::NoEvidence => no_evidence = true,
+            Fit::AtLeast(n) => at_least = Some(at_least.map_or(*n, |m| m.min(*n))),
+            Fit::No => {}
+        }
     }
+    counts.sort_unstable();
+    let factor_text = |n: u32| {
+        let c = out.collective.as_deref().unwrap_or(fitted[0].0);
+        busbw_factor(c, n).map_or(String::new(), |f| format!(" (busbw = algbw x {f:.4})"))
+    };
+    let inference = match (counts.as_slice(), any, no_evidence || at_least.is_some()) {
+        ([n], false, false) => {
+            out.inferred_ranks = Some(*n);
+            Inference {
+                fact: InferredFact::Ranks,
+                value: Some(n.to_string()),
+                basis: format!(
+                    "only {n} ranks fit busbw/algbw in every row{}",
+                    factor_text(*n)
+                ),
+            }
+        }
+        (_, true, _) => Inference {
+            fact: InferredFact::Ranks,
+            value: None,
+            basis: "busbw equals algbw for this collective whatever the rank count: pass --ranks"
+                .into(),
+        },
+        ([], false, true) => Inference {
+            fact: InferredFact::Ranks,
+            value: None,
+            basis: match at_least {
+                Some(n) => {
+                    format!("busbw/algbw fits any count of {n} ranks or more: pass --ranks")
+                }
+                None => {
+                    "the rows' bandwidths are too small to tell the rank count: pass --ranks".into()
+                }
+            },
+        },
+        ([], false, false) => Inference {
+            fact: InferredFact::Ranks,
+            value: None,
+            basis: "no rank count fits busbw/algbw in every row: pass --ranks and --collective"
+                .into(),
+        },
+        (many, _, _) => Inference {
+            fact: InferredFact::Ranks,
+            value: None,
+            basis: format!(
+                "busbw/algbw fits {} to {} ranks: pass --ranks",
+                many[0],
+                many[many.len() - 1]
+            ),
+        },
+    };
+    out.inferences.push(inference);
 }
 
 /// Rank lines pasted for some ranks only (`# Rank 0` .. `# Rank 99` of a 1,440-rank run):
