@@ -275,40 +275,7 @@ fn draw_busbw<DB: DrawingBackend>(
 ) -> Result<(), String> {
     root.fill(&WHITE).map_err(txt)?;
     let tol = data.tolerance_pct / 100.0;
-    let sizes = data
-        .runs
-        .iter()
-        .flat_map(|r| {
-            r.points
-                .iter()
-                .filter(|p| p.busbw.is_some())
-                .map(|p| p.size_bytes)
-        })
-        .chain(data.bands.iter().flat_map(|b| b.points.iter().map(|p| p.0)))
-        .filter(|&s| s > 0);
-    let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
-    for s in sizes {
-        let x = (s as f64).log2();
-        lo = lo.min(x.floor());
-        hi = hi.max(x.ceil());
-    }
-    if !lo.is_finite() {
-        // Nothing to draw: show the usual 8 B .. 8 GiB frame.
-        (lo, hi) = (3.0, 33.0);
-    }
-    let (lo, hi) = sane_range(lo, hi, 1.0);
-    let ymax = data
-        .runs
-        .iter()
-        .flat_map(|r| r.points.iter().filter_map(|p| p.busbw))
-        .chain(
-            data.bands
-                .iter()
-                .flat_map(|b| b.points.iter().map(|p| p.1 * (1.0 + tol))),
-        )
-        .filter(|v| v.is_finite())
-        .fold(0.0f64, f64::max);
-    let ymax = if ymax > 0.0 { ymax * 1.08 } else { 1.0 };
+    let (lo, hi, ymax) = busbw_frame(data);
     let any_data = data
         .runs
         .iter()
@@ -352,18 +319,7 @@ fn draw_busbw<DB: DrawingBackend>(
             .position(|r| super::BaselineKey::of(r) == band.key)
             .map_or(RGBColor(120, 120, 120), |i| PALETTE[i % PALETTE.len()]);
         let fill = tint.mix(0.2);
-        let mut outline: Vec<(f64, f64)> = pts.iter().map(|(x, v)| (*x, v * (1.0 + tol))).collect();
-        outline.extend(pts.iter().rev().map(|(x, v)| (*x, v * (1.0 - tol))));
-        if pts.len() == 1 {
-            // One size: a short bar instead of a zero-width polygon.
-            let (x, v) = pts[0];
-            outline = vec![
-                (x - 0.15, v * (1.0 + tol)),
-                (x + 0.15, v * (1.0 + tol)),
-                (x + 0.15, v * (1.0 - tol)),
-                (x - 0.15, v * (1.0 - tol)),
-            ];
-        }
+        let outline = band_outline(&pts, tol);
         chart
             .draw_series(std::iter::once(Polygon::new(outline, fill.filled())))
             .map_err(txt)?
@@ -377,18 +333,7 @@ fn draw_busbw<DB: DrawingBackend>(
     for (i, run) in data.runs.iter().enumerate() {
         let color = PALETTE[i % PALETTE.len()];
         let style = color.stroke_width(if run.replay.is_some() { 2 } else { 3 });
-        // A gap where the run has no number: split the line into segments.
-        let mut segments: Vec<Vec<(f64, f64)>> = vec![Vec::new()];
-        for p in run.points.iter().filter(|p| p.size_bytes > 0) {
-            match p.busbw.filter(|b| b.is_finite()) {
-                Some(b) => {
-                    if let Some(seg) = segments.last_mut() {
-                        seg.push(((p.size_bytes as f64).log2(), b));
-                    }
-                }
-                None => segments.push(Vec::new()),
-            }
-        }
+        let segments = run_segments(run);
         let labelled = chart
             .draw_series(LineSeries::new(std::iter::empty::<(f64, f64)>(), style))
             .map_err(txt)?;
@@ -434,6 +379,81 @@ fn draw_busbw<DB: DrawingBackend>(
         .map_err(txt)?;
     }
     Ok(())
+}
+
+/// The busbw plot's frame: the x range (log2 of the sizes, whole powers) and the y
+/// maximum (the runs' busbw and the baselines' upper edges, with headroom).
+fn busbw_frame(data: &ReportData) -> (f64, f64, f64) {
+    let tol = data.tolerance_pct / 100.0;
+    let sizes = data
+        .runs
+        .iter()
+        .flat_map(|r| {
+            r.points
+                .iter()
+                .filter(|p| p.busbw.is_some())
+                .map(|p| p.size_bytes)
+        })
+        .chain(data.bands.iter().flat_map(|b| b.points.iter().map(|p| p.0)))
+        .filter(|&s| s > 0);
+    let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
+    for s in sizes {
+        let x = (s as f64).log2();
+        lo = lo.min(x.floor());
+        hi = hi.max(x.ceil());
+    }
+    if !lo.is_finite() {
+        // Nothing to draw: show the usual 8 B .. 8 GiB frame.
+        (lo, hi) = (3.0, 33.0);
+    }
+    let (lo, hi) = sane_range(lo, hi, 1.0);
+    let ymax = data
+        .runs
+        .iter()
+        .flat_map(|r| r.points.iter().filter_map(|p| p.busbw))
+        .chain(
+            data.bands
+                .iter()
+                .flat_map(|b| b.points.iter().map(|p| p.1 * (1.0 + tol))),
+        )
+        .filter(|v| v.is_finite())
+        .fold(0.0f64, f64::max);
+    let ymax = if ymax > 0.0 { ymax * 1.08 } else { 1.0 };
+    (lo, hi, ymax)
+}
+
+/// A baseline band's outline, `tol` above and below its points; a short bar for one point.
+fn band_outline(pts: &[(f64, f64)], tol: f64) -> Vec<(f64, f64)> {
+    let mut outline: Vec<(f64, f64)> = pts.iter().map(|(x, v)| (*x, v * (1.0 + tol))).collect();
+    outline.extend(pts.iter().rev().map(|(x, v)| (*x, v * (1.0 - tol))));
+    if pts.len() == 1 {
+        // One size: a short bar instead of a zero-width polygon.
+        let (x, v) = pts[0];
+        outline = vec![
+            (x - 0.15, v * (1.0 + tol)),
+            (x + 0.15, v * (1.0 + tol)),
+            (x + 0.15, v * (1.0 - tol)),
+            (x - 0.15, v * (1.0 - tol)),
+        ];
+    }
+    outline
+}
+
+/// A run's points as line segments, broken where the run has no number.
+fn run_segments(run: &super::RunSeries) -> Vec<Vec<(f64, f64)>> {
+    // A gap where the run has no number: split the line into segments.
+    let mut segments: Vec<Vec<(f64, f64)>> = vec![Vec::new()];
+    for p in run.points.iter().filter(|p| p.size_bytes > 0) {
+        match p.busbw.filter(|b| b.is_finite()) {
+            Some(b) => {
+                if let Some(seg) = segments.last_mut() {
+                    seg.push(((p.size_bytes as f64).log2(), b));
+                }
+            }
+            None => segments.push(Vec::new()),
+        }
+    }
+    segments
 }
 
 /// Width of the heat map's colour bar, height of its title, narrowest picture (so the
