@@ -881,74 +881,7 @@ pub fn plan_task(
         gpu: task_gpu(task),
         ..TaskPlan::default()
     };
-    // The node's own number of the GPU picks its NIC and CPUs; a UUID or MIG entry has no
-    // index into gpu_nics: the local rank stands in.
-    let gpu_index = match physical_gpu(task, &plan.gpu) {
-        GpuIndex::Node(i) => Some(i),
-        GpuIndex::Unknown => Some(
-            plan.gpu
-                .parse::<usize>()
-                .unwrap_or(task.local_rank as usize),
-        ),
-        GpuIndex::Ambiguous(why) => {
-            plan.notes.push(why);
-            None
-        }
-    };
-    if let Some(gpu_index) = gpu_index {
-        let link = node.links.as_ref().and_then(|links| links.get(gpu_index));
-        if node.links.is_some() && link.is_none() {
-            plan.notes.push(format!(
-                "GPU {gpu_index} is not among the {} GPUs sysfs shows: using gpu_nics",
-                node.links.as_ref().map_or(0, Vec::len)
-            ));
-        }
-        let sysfs_nics = link.filter(|l| !l.nics.is_empty());
-        let logical_nic = profile.gpu_nics.get(gpu_index);
-        if let Some(link) = sysfs_nics {
-            plan.nic = Some(link.nics.join(","));
-            plan.notes.push(format!(
-                "NIC {} and CPUs from sysfs: GPU {} at {}, NUMA node {}",
-                link.nics.join(","),
-                gpu_index,
-                link.pci,
-                link.numa_node.map_or("-".to_string(), |n| n.to_string())
-            ));
-        } else {
-            if logical_nic.is_none() && !profile.gpu_nics.is_empty() {
-                plan.notes.push(format!(
-                    "GPU {gpu_index} is beyond gpu_nics ({} entries): no NIC pinned",
-                    profile.gpu_nics.len()
-                ));
-            }
-            if let Some(link) = link {
-                plan.notes.push(format!(
-                    "no data NIC under the PCIe switch of GPU {gpu_index} ({}): using gpu_nics",
-                    link.pci
-                ));
-            }
-            plan.nic = logical_nic.map(|l| node.real_nic(l).to_string());
-        }
-        if profile.pin_cpus {
-            // sysfs CPUs (the NIC's NUMA node, else the GPU's) first, then the config's.
-            let near_cpus = link
-                .and_then(|l| l.cpus.as_ref())
-                .or_else(|| logical_nic.and_then(|l| profile.nic_cpus.get(l)));
-            if let Some(cpus) = near_cpus {
-                let usable = match &task.allowed_cpus {
-                    Some(allowed) => cpus.intersection(allowed),
-                    None => cpus.clone(),
-                };
-                if usable.is_empty() {
-                    plan.notes.push(format!(
-                        "none of the NIC's CPUs ({cpus}) are available to the task: not pinned"
-                    ));
-                } else {
-                    plan.cpus = Some(usable);
-                }
-            }
-        }
-    }
+    place_task(node, task, &mut plan);
 
     let ours_before = names_in(env(vars::SET));
     let mut ours_now = BTreeSet::new();
@@ -1025,6 +958,81 @@ pub fn plan_task(
     let names: Vec<&str> = ours_now.iter().map(String::as_str).collect();
     plan.set.push((vars::SET.into(), names.join(",")));
     plan
+}
+
+/// The task's NIC and CPUs from its GPU: sysfs's NICs under the GPU's PCIe switch, else
+/// the profile's `gpu_nics`; CPUs near the NIC when the profile pins them. Each fallback
+/// is noted in the plan.
+fn place_task(node: &NodePlan<'_>, task: &TaskFacts, plan: &mut TaskPlan) {
+    let profile = node.profile;
+    // The node's own number of the GPU picks its NIC and CPUs; a UUID or MIG entry has no
+    // index into gpu_nics: the local rank stands in.
+    let gpu_index = match physical_gpu(task, &plan.gpu) {
+        GpuIndex::Node(i) => Some(i),
+        GpuIndex::Unknown => Some(
+            plan.gpu
+                .parse::<usize>()
+                .unwrap_or(task.local_rank as usize),
+        ),
+        GpuIndex::Ambiguous(why) => {
+            plan.notes.push(why);
+            None
+        }
+    };
+    if let Some(gpu_index) = gpu_index {
+        let link = node.links.as_ref().and_then(|links| links.get(gpu_index));
+        if node.links.is_some() && link.is_none() {
+            plan.notes.push(format!(
+                "GPU {gpu_index} is not among the {} GPUs sysfs shows: using gpu_nics",
+                node.links.as_ref().map_or(0, Vec::len)
+            ));
+        }
+        let sysfs_nics = link.filter(|l| !l.nics.is_empty());
+        let logical_nic = profile.gpu_nics.get(gpu_index);
+        if let Some(link) = sysfs_nics {
+            plan.nic = Some(link.nics.join(","));
+            plan.notes.push(format!(
+                "NIC {} and CPUs from sysfs: GPU {} at {}, NUMA node {}",
+                link.nics.join(","),
+                gpu_index,
+                link.pci,
+                link.numa_node.map_or("-".to_string(), |n| n.to_string())
+            ));
+        } else {
+            if logical_nic.is_none() && !profile.gpu_nics.is_empty() {
+                plan.notes.push(format!(
+                    "GPU {gpu_index} is beyond gpu_nics ({} entries): no NIC pinned",
+                    profile.gpu_nics.len()
+                ));
+            }
+            if let Some(link) = link {
+                plan.notes.push(format!(
+                    "no data NIC under the PCIe switch of GPU {gpu_index} ({}): using gpu_nics",
+                    link.pci
+                ));
+            }
+            plan.nic = logical_nic.map(|l| node.real_nic(l).to_string());
+        }
+        if profile.pin_cpus {
+            // sysfs CPUs (the NIC's NUMA node, else the GPU's) first, then the config's.
+            let near_cpus = link
+                .and_then(|l| l.cpus.as_ref())
+                .or_else(|| logical_nic.and_then(|l| profile.nic_cpus.get(l)));
+            if let Some(cpus) = near_cpus {
+                let usable = match &task.allowed_cpus {
+                    Some(allowed) => cpus.intersection(allowed),
+                    None => cpus.clone(),
+                };
+                if usable.is_empty() {
+                    plan.notes.push(format!(
+                        "none of the NIC's CPUs ({cpus}) are available to the task: not pinned"
+                    ));
+                } else {
+                    plan.cpus = Some(usable);
+                }
+            }
+        }
+    }
 }
 
 /// For `--gpudirect=none` inside a step whose enclosing step had a profile: the
