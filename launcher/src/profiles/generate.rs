@@ -6,7 +6,6 @@
 
 use std::fmt::Write as _;
 
-use anyhow::{bail, Result};
 use gpudirect_core::config::{Config, NicClass};
 use gpudirect_core::derive::Derived;
 
@@ -33,25 +32,70 @@ fn list(items: &[String]) -> String {
     format!("[{}]", inner.join(", "))
 }
 
+/// Why a base profile cannot be extended with this node's NIC facts.
+#[derive(Debug, thiserror::Error)]
+pub enum BaseError {
+    /// The config has no profile of that name.
+    #[error("--base {base}: no such profile in the config (profiles: {profiles})")]
+    NoSuchProfile {
+        /// The `--base` given.
+        base: String,
+        /// The config's profiles, comma-separated.
+        profiles: String,
+    },
+    /// The base extends another profile itself.
+    #[error("--base {base}: it extends another profile itself, and a profile extends one level only: use that profile as the base")]
+    ExtendsAnother {
+        /// The `--base` given.
+        base: String,
+    },
+    /// The base names its data NICs in another class than the node's.
+    #[error("--base {base} names its data NICs as {base_class} ({base_nics}), but this node's are {node_class} ({node_nics})")]
+    OtherClass {
+        /// The `--base` given.
+        base: String,
+        /// How the base names its NICs (`interfaces`, `RDMA devices`).
+        base_class: &'static str,
+        /// The base's data NICs, comma-separated.
+        base_nics: String,
+        /// How the node's NICs are named.
+        node_class: &'static str,
+        /// The node's data NICs, comma-separated.
+        node_nics: String,
+    },
+    /// The base uses NICs the node does not have.
+    #[error("--base {base} uses {missing} that this node does not have (its data NICs: {node_nics}): a NIC is missing or named otherwise here (a node set's nic_names renames them; check the node's links)")]
+    MissingNics {
+        /// The `--base` given.
+        base: String,
+        /// The NICs the node lacks, comma-separated.
+        missing: String,
+        /// The node's data NICs, comma-separated.
+        node_nics: String,
+    },
+}
+
 /// Refuses a base profile that names NICs the node lacks, or names them in another class.
-pub fn check_base(config: &Config, base: &str, derived: &Derived) -> Result<()> {
+pub fn check_base(config: &Config, base: &str, derived: &Derived) -> Result<(), BaseError> {
     let Some(profile) = config.profiles.get(base) else {
-        bail!(
-            "--base {base}: no such profile in the config (profiles: {})",
-            config.profile_names().join(", ")
-        );
+        return Err(BaseError::NoSuchProfile {
+            base: base.to_string(),
+            profiles: config.profile_names().join(", "),
+        });
     };
     if profile.extends.is_some() {
-        bail!("--base {base}: it extends another profile itself, and a profile extends one level only: use that profile as the base");
+        return Err(BaseError::ExtendsAnother {
+            base: base.to_string(),
+        });
     }
     if profile.data_nic_class != derived.nic_class && !profile.data_nics.is_empty() {
-        bail!(
-            "--base {base} names its data NICs as {} ({}), but this node's are {} ({})",
-            class_word(profile.data_nic_class),
-            profile.data_nics.join(", "),
-            class_word(derived.nic_class),
-            derived.data_nics.join(", ")
-        );
+        return Err(BaseError::OtherClass {
+            base: base.to_string(),
+            base_class: class_word(profile.data_nic_class),
+            base_nics: profile.data_nics.join(", "),
+            node_class: class_word(derived.nic_class),
+            node_nics: derived.data_nics.join(", "),
+        });
     }
     let missing: Vec<&String> = profile
         .data_nics
@@ -62,11 +106,15 @@ pub fn check_base(config: &Config, base: &str, derived: &Derived) -> Result<()> 
         .into_iter()
         .collect();
     if !missing.is_empty() {
-        bail!(
-            "--base {base} uses {} that this node does not have (its data NICs: {}): a NIC is missing or named otherwise here (a node set's nic_names renames them; check the node's links)",
-            missing.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", "),
-            derived.data_nics.join(", ")
-        );
+        return Err(BaseError::MissingNics {
+            base: base.to_string(),
+            missing: missing
+                .iter()
+                .map(|s| s.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+            node_nics: derived.data_nics.join(", "),
+        });
     }
     Ok(())
 }
