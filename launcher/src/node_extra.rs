@@ -20,11 +20,10 @@
 //! [`plan`] is pure and tested on data; [`apply`] reads, writes and reads back through
 //! [`crate::slurm`].
 
-use anyhow::{bail, Context, Result};
 use serde_json::{Map, Number, Value};
 
 use crate::drain::Tool;
-use crate::slurm::{self, ExtraSupport};
+use crate::slurm::{self, ExtraSupport, SlurmError};
 
 /// The key jobs select on.
 pub const KEY_OK: &str = "gpudirect_ok";
@@ -205,32 +204,100 @@ impl Outcome {
     }
 }
 
+/// Why writing a node's Extra failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ApplyError {
+    /// Its Extra could not be read.
+    #[error("{node}: cannot read its Extra")]
+    Read {
+        /// The node.
+        node: String,
+        /// What scontrol said.
+        source: SlurmError,
+    },
+    /// Its Extra cannot take our keys.
+    #[error("{node}: {error}")]
+    Refused {
+        /// The node.
+        node: String,
+        /// Why.
+        error: ExtraError,
+    },
+    /// Its Extra could not be set.
+    #[error("{node}: cannot set its Extra (run as root or SlurmUser)")]
+    Set {
+        /// The node.
+        node: String,
+        /// What scontrol said.
+        source: SlurmError,
+    },
+    /// Its Extra could not be read back after the write.
+    #[error("{node}: cannot read its Extra back")]
+    ReadBack {
+        /// The node.
+        node: String,
+        /// What scontrol said.
+        source: SlurmError,
+    },
+    /// The Extra read back is not the one written.
+    #[error("{node}: its Extra did not take: set {extra}, read back {back}")]
+    DidNotTake {
+        /// The node.
+        node: String,
+        /// What was written.
+        extra: String,
+        /// What was read back (`nothing` for none).
+        back: String,
+    },
+}
+
 /// Reads `node`'s Extra, writes `verdict` into it when [`plan`] says so, and reads it back:
 /// an update that did not take is an error.
-pub fn apply(node: &str, verdict: &Verdict) -> Result<Outcome> {
-    let current =
-        slurm::node_extra(node).with_context(|| format!("{node}: cannot read its Extra"))?;
-    match plan(current.as_deref(), verdict).map_err(|e| anyhow::anyhow!("{node}: {e}"))? {
+pub fn apply(node: &str, verdict: &Verdict) -> Result<Outcome, ApplyError> {
+    let current = slurm::node_extra(node).map_err(|source| ApplyError::Read {
+        node: node.to_string(),
+        source,
+    })?;
+    match plan(current.as_deref(), verdict).map_err(|error| ApplyError::Refused {
+        node: node.to_string(),
+        error,
+    })? {
         Plan::Keep { written_ago } => Ok(Outcome::Kept { written_ago }),
         Plan::Write { extra, why } => {
-            slurm::set_node_extra(node, &extra).with_context(|| {
-                format!("{node}: cannot set its Extra (run as root or SlurmUser)")
+            slurm::set_node_extra(node, &extra).map_err(|source| ApplyError::Set {
+                node: node.to_string(),
+                source,
             })?;
-            let back = slurm::node_extra(node)
-                .with_context(|| format!("{node}: cannot read its Extra back"))?;
+            let back = slurm::node_extra(node).map_err(|source| ApplyError::ReadBack {
+                node: node.to_string(),
+                source,
+            })?;
             let same = back
                 .as_deref()
                 .and_then(|b| serde_json::from_str::<Value>(b).ok())
                 == serde_json::from_str::<Value>(&extra).ok();
             if !same {
-                bail!(
-                    "{node}: its Extra did not take: set {extra}, read back {}",
-                    back.as_deref().unwrap_or("nothing")
-                );
+                return Err(ApplyError::DidNotTake {
+                    node: node.to_string(),
+                    extra,
+                    back: back.as_deref().unwrap_or("nothing").to_string(),
+                });
             }
             Ok(Outcome::Written { extra, why })
         }
     }
+}
+
+/// An error and each of its sources, joined by `: ` (the form `{:#}` gives an anyhow error).
+fn with_sources(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
 }
 
 /// `--extra` for `verdicts` (node, verdict): checks once that this Slurm can use it, then
@@ -251,7 +318,7 @@ pub fn apply_all(verdicts: &[(String, Verdict)]) -> (Vec<String>, bool) {
             Ok(outcome) => lines.push(outcome.describe(node)),
             Err(e) => {
                 all_took = false;
-                lines.push(format!("{e:#}"));
+                lines.push(with_sources(&e));
             }
         }
     }
