@@ -335,17 +335,7 @@ pub fn run(args: &TuneArgs, ctx: &Ctx) -> Result<ExitStatus> {
         min_rounds: 3,
         min_gain_pct: args.min_gain,
     };
-    // Phase 1 per collective; phase 2 follows from its results.
-    let mut phase_one: Vec<(String, Vec<Setting>)> = Vec::new();
-    let mut notes = Vec::new();
-    for collective in &args.collectives {
-        let (knobs, fitted) = knobs_for(&given, collective, setup.profile.as_ref());
-        notes.extend(fitted.into_iter().map(|n| format!("{collective}: {n}")));
-        if knobs.is_empty() {
-            bail!("{collective}: no knob is left to try (see the notes above): give --knob NAME=VALUES");
-        }
-        phase_one.push((collective.clone(), plan::single_settings(&knobs)));
-    }
+    let (phase_one, notes) = phase_one_plan(args, &given, &setup)?;
     for note in &notes {
         noteln!("gpudirect tune: {note}");
     }
@@ -388,43 +378,7 @@ pub fn run(args: &TuneArgs, ctx: &Ctx) -> Result<ExitStatus> {
         failures: Vec::new(),
         default_failed: false,
     };
-    let mut phases = Vec::new();
-    for (collective, settings) in &phase_one {
-        if tuner.interrupted() || tuner.budget_note.is_some() {
-            break;
-        }
-        let steps = plan::interleaved(collective, 1, settings, args.rounds);
-        noteln!(
-            "gpudirect tune: {collective} phase 1: {} setting(s) x {} rounds = {} runs",
-            settings.len(),
-            args.rounds,
-            steps.len()
-        );
-        let samples = tuner.run_phase(&steps, &format!("{collective} phase 1"))?;
-        let first = PhaseResult {
-            collective: collective.clone(),
-            phase: 1,
-            bands: verdict::judge(&samples, settings, &bands, &rule),
-        };
-        let combined = plan::combined_settings(&verdict::winners_to_combine(&first));
-        phases.push(first);
-        if combined.is_empty() || tuner.interrupted() || tuner.budget_note.is_some() {
-            continue;
-        }
-        let steps = plan::interleaved(collective, 2, &combined, args.rounds);
-        noteln!(
-            "gpudirect tune: {collective} phase 2: {} combination(s) of the winners x {} rounds = {} runs",
-            combined.len() - 1,
-            args.rounds,
-            steps.len()
-        );
-        let samples = tuner.run_phase(&steps, &format!("{collective} phase 2"))?;
-        phases.push(PhaseResult {
-            collective: collective.clone(),
-            phase: 2,
-            bands: verdict::judge(&samples, &combined, &bands, &rule),
-        });
-    }
+    let phases = run_phases(&mut tuner, args, &phase_one, &bands, &rule)?;
     let _ = std::fs::remove_dir_all(&work_dir);
     let interrupted = tuner.interrupted();
     let (choice, left_out) = verdict::size_independent_choice(&phases, &args.collectives);
@@ -465,6 +419,78 @@ pub fn run(args: &TuneArgs, ctx: &Ctx) -> Result<ExitStatus> {
     } else {
         ExitStatus::Ok
     })
+}
+
+/// Each collective with its phase-1 settings.
+type PhaseOne = Vec<(String, Vec<Setting>)>;
+
+/// Phase 1's settings per collective (phase 2 follows from its results), and the notes on
+/// the knobs fitted to each.
+fn phase_one_plan(
+    args: &TuneArgs,
+    given: &Option<Vec<Knob>>,
+    setup: &Setup,
+) -> Result<(PhaseOne, Vec<String>)> {
+    let mut phase_one: Vec<(String, Vec<Setting>)> = Vec::new();
+    let mut notes = Vec::new();
+    for collective in &args.collectives {
+        let (knobs, fitted) = knobs_for(given, collective, setup.profile.as_ref());
+        notes.extend(fitted.into_iter().map(|n| format!("{collective}: {n}")));
+        if knobs.is_empty() {
+            bail!("{collective}: no knob is left to try (see the notes above): give --knob NAME=VALUES");
+        }
+        phase_one.push((collective.clone(), plan::single_settings(&knobs)));
+    }
+    Ok((phase_one, notes))
+}
+
+/// Runs phase 1 of each collective, then phase 2 (the winners combined) where phase 1
+/// found winners to combine; stops early when interrupted or out of budget.
+fn run_phases(
+    tuner: &mut Tuner<'_>,
+    args: &TuneArgs,
+    phase_one: &[(String, Vec<Setting>)],
+    bands: &[verdict::Band],
+    rule: &Rule,
+) -> Result<Vec<PhaseResult>> {
+    let mut phases = Vec::new();
+    for (collective, settings) in phase_one {
+        if tuner.interrupted() || tuner.budget_note.is_some() {
+            break;
+        }
+        let steps = plan::interleaved(collective, 1, settings, args.rounds);
+        noteln!(
+            "gpudirect tune: {collective} phase 1: {} setting(s) x {} rounds = {} runs",
+            settings.len(),
+            args.rounds,
+            steps.len()
+        );
+        let samples = tuner.run_phase(&steps, &format!("{collective} phase 1"))?;
+        let first = PhaseResult {
+            collective: collective.clone(),
+            phase: 1,
+            bands: verdict::judge(&samples, settings, bands, rule),
+        };
+        let combined = plan::combined_settings(&verdict::winners_to_combine(&first));
+        phases.push(first);
+        if combined.is_empty() || tuner.interrupted() || tuner.budget_note.is_some() {
+            continue;
+        }
+        let steps = plan::interleaved(collective, 2, &combined, args.rounds);
+        noteln!(
+            "gpudirect tune: {collective} phase 2: {} combination(s) of the winners x {} rounds = {} runs",
+            combined.len() - 1,
+            args.rounds,
+            steps.len()
+        );
+        let samples = tuner.run_phase(&steps, &format!("{collective} phase 2"))?;
+        phases.push(PhaseResult {
+            collective: collective.clone(),
+            phase: 2,
+            bands: verdict::judge(&samples, &combined, bands, rule),
+        });
+    }
+    Ok(phases)
 }
 
 /// The knobs `--sweep FILE` or `--knob` give (`None`: the built-in presets).
