@@ -305,18 +305,7 @@ pub fn check(args: &HealthArgs, ctx: &Ctx, wiring: bool) -> Result<ExitStatus> {
     // A check that could not ask Slurm is no pass (S10).
     let mut could_not_check = facts.gres_unknown.clone();
     let idle = if args.quick_nccl {
-        use gpudirect::health::IdleAnswer;
-        let answer = match gpudirect::slurm::node_state(&node) {
-            Ok(state) => IdleAnswer::States(state.states),
-            Err(gpudirect::slurm::SlurmError::Start { source, .. })
-                if source.kind() == std::io::ErrorKind::NotFound =>
-            {
-                IdleAnswer::NoSlurm
-            }
-            Err(e) => IdleAnswer::Unanswered(e.to_string()),
-        };
-        let under_slurmd = std::env::var_os("SLURMD_NODENAME").is_some();
-        gpudirect::health::quick_nccl_may_run(&answer, under_slurmd)
+        quick_nccl_allowed(&node)
     } else {
         Ok(())
     };
@@ -380,13 +369,7 @@ pub fn check(args: &HealthArgs, ctx: &Ctx, wiring: bool) -> Result<ExitStatus> {
     }
     // A check that could not finish has no verdict to publish either.
     if args.extra && (report.could_not_check.is_none() || !report.failures.is_empty()) {
-        let verdict = gpudirect::node_extra::Verdict {
-            tool: drain::Tool::Health,
-            ok: report.failures.is_empty(),
-            busbw_gbps: None,
-            at: gpudirect::units::now_unix(),
-        };
-        report.extra = gpudirect::node_extra::apply_all(&[(node.clone(), verdict)]).0;
+        report.extra = publish_extra(&node, &report);
     }
     report.elapsed_ms = u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX);
     if let Some(dir) = &args.textfile {
@@ -404,6 +387,34 @@ pub fn check(args: &HealthArgs, ctx: &Ctx, wiring: bool) -> Result<ExitStatus> {
     } else {
         ExitStatus::Ok
     })
+}
+
+/// Whether `--quick-nccl` may run on `node` now: Slurm's word that the node is idle (or
+/// no Slurm at all), and under slurmd, as its HealthCheckProgram.
+fn quick_nccl_allowed(node: &str) -> Result<(), gpudirect::health::NotRun> {
+    use gpudirect::health::IdleAnswer;
+    let answer = match gpudirect::slurm::node_state(node) {
+        Ok(state) => IdleAnswer::States(state.states),
+        Err(gpudirect::slurm::SlurmError::Start { source, .. })
+            if source.kind() == std::io::ErrorKind::NotFound =>
+        {
+            IdleAnswer::NoSlurm
+        }
+        Err(e) => IdleAnswer::Unanswered(e.to_string()),
+    };
+    let under_slurmd = std::env::var_os("SLURMD_NODENAME").is_some();
+    gpudirect::health::quick_nccl_may_run(&answer, under_slurmd)
+}
+
+/// `--extra`: the node's verdict written into its Slurm Extra; the lines that say so.
+fn publish_extra(node: &str, report: &Health) -> Vec<String> {
+    let verdict = gpudirect::node_extra::Verdict {
+        tool: drain::Tool::Health,
+        ok: report.failures.is_empty(),
+        busbw_gbps: None,
+        at: gpudirect::units::now_unix(),
+    };
+    gpudirect::node_extra::apply_all(&[(node.to_string(), verdict)]).0
 }
 
 /// `--textfile DIR`: the report as metrics, for node_exporter. A folder it cannot write
