@@ -734,13 +734,7 @@ fn print_text(t: &Text<'_>) -> Result<()> {
 /// `gpudirect validate`. Returns the health exit status.
 pub fn run(args: &ValidateArgs, ctx: &Ctx) -> Result<ExitStatus> {
     if args.test == Test::Wiring {
-        if args.gpus.is_some() {
-            bail!("--test wiring compares Slurm nodes' GPU-to-NIC maps; --gpus validates this host's GPUs with nccl-tests");
-        }
-        if args.node_report || args.reports.is_some() {
-            return wiring::run(args, ctx, &[]);
-        }
-        return wiring::run(args, ctx, &wiring::allocation_nodes()?);
+        return run_wiring(args, ctx);
     }
     if args.reports.is_some() || args.node_report {
         bail!("--reports and --node-report are for --test wiring");
@@ -803,26 +797,13 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx) -> Result<ExitStatus> {
         extra_args: Vec::new(),
         variants: vec![variant.clone()],
     };
-    // SAFETY: geteuid has no preconditions.
-    let as_root = nix::unistd::geteuid().is_root();
     // The pairs' -J reports; removed when validate ends, however it ends.
     let work = tempfile::Builder::new()
         .prefix("gpudirect-validate-")
         .tempdir()
         .context("cannot create a folder for the pairs' JSON reports")?;
     let work_dir = work.path().to_path_buf();
-    let launch = LaunchOptions {
-        launcher: Launcher::Srun,
-        nccl_tests_dir: dir.clone(),
-        mpi: Some(args.mpi.clone()),
-        nodes: Vec::new(),
-        work_dir: Some(work_dir.clone()),
-        timeout,
-        grace: Duration::from_secs(10),
-        as_root,
-        gpus_per_process: args.gpus_per_process,
-        exact: true,
-    };
+    let launch = pair_launch(args, &dir, &work_dir, timeout);
     let mut rec = Recorded {
         history,
         run_ids: Vec::new(),
@@ -895,4 +876,40 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx) -> Result<ExitStatus> {
             drained: &drained,
         },
     )
+}
+
+/// `--test wiring`: the nodes' reports (`--reports`, `--node-report`) or the allocation's
+/// nodes asked.
+fn run_wiring(args: &ValidateArgs, ctx: &Ctx) -> Result<ExitStatus> {
+    if args.gpus.is_some() {
+        bail!("--test wiring compares Slurm nodes' GPU-to-NIC maps; --gpus validates this host's GPUs with nccl-tests");
+    }
+    if args.node_report || args.reports.is_some() {
+        return wiring::run(args, ctx, &[]);
+    }
+    wiring::run(args, ctx, &wiring::allocation_nodes()?)
+}
+
+/// How each pair is launched: srun, exactly the GPUs asked, with the pairs' `-J` reports
+/// in `work_dir`.
+fn pair_launch(
+    args: &ValidateArgs,
+    dir: &std::path::Path,
+    work_dir: &std::path::Path,
+    timeout: Duration,
+) -> LaunchOptions {
+    // SAFETY: geteuid has no preconditions.
+    let as_root = nix::unistd::geteuid().is_root();
+    LaunchOptions {
+        launcher: Launcher::Srun,
+        nccl_tests_dir: dir.to_path_buf(),
+        mpi: Some(args.mpi.clone()),
+        nodes: Vec::new(),
+        work_dir: Some(work_dir.to_path_buf()),
+        timeout,
+        grace: Duration::from_secs(10),
+        as_root,
+        gpus_per_process: args.gpus_per_process,
+        exact: true,
+    }
 }
