@@ -23,12 +23,12 @@ use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
-use anyhow::{bail, Context, Result};
 use serde::Serialize;
 
 use crate::history::{NodeRunPoint, RunId, RunStatus};
 use crate::noteln;
 use crate::output::shown::hides_text;
+use crate::output::with_sources;
 use crate::runner::{self, Job, Outcome};
 use crate::slurm::{self, NodeState};
 
@@ -114,9 +114,60 @@ pub enum Drained {
     },
 }
 
+/// Why a drain, a resume or the `--on-drain` command did not go through.
+#[derive(Debug, thiserror::Error)]
+pub enum DrainError {
+    /// Slurm could not be asked, or refused.
+    #[error(transparent)]
+    Slurm(#[from] slurm::SlurmError),
+    /// The drain was sent, but Slurm does not show the node drained.
+    #[error("drained {node}, but Slurm shows it {state}: is this user a Slurm operator (SlurmUser or root)?")]
+    DidNotTake {
+        /// The node.
+        node: String,
+        /// Its state words read back.
+        state: String,
+    },
+    /// `--on-drain` names no command.
+    #[error("--on-drain is empty: give the command to run, e.g. /usr/local/sbin/file-repair")]
+    EmptyCommand,
+    /// The evidence file could not be created.
+    #[error("cannot create the evidence file for --on-drain")]
+    CreateEvidence(#[source] std::io::Error),
+    /// The evidence could not be written as JSON.
+    #[error(transparent)]
+    EvidenceJson(#[from] serde_json::Error),
+    /// The evidence file could not be written.
+    #[error(transparent)]
+    WriteEvidence(#[from] std::io::Error),
+    /// The evidence file could not be kept.
+    #[error("cannot keep the evidence file")]
+    KeepEvidence(#[source] tempfile::PersistError),
+    /// The `--on-drain` command could not be started.
+    #[error("--on-drain: cannot start `{command}`: {why}")]
+    Start {
+        /// The command line.
+        command: String,
+        /// Why.
+        why: String,
+    },
+    /// The `--on-drain` command failed.
+    #[error("--on-drain: `{command}` failed ({how}); {said}; the evidence is in {}", path.display())]
+    Failed {
+        /// The command line.
+        command: String,
+        /// How it ended.
+        how: String,
+        /// What it said on stderr.
+        said: String,
+        /// The evidence file, kept.
+        path: PathBuf,
+    },
+}
+
 /// Drains `node` with `reason` (made by [`drain_reason`] for `tool`) unless it is drained
 /// already, then reads its state back: an error when the drain did not take.
-pub fn drain_confirmed(tool: Tool, node: &str, reason: &str) -> Result<Drained> {
+pub fn drain_confirmed(tool: Tool, node: &str, reason: &str) -> Result<Drained, DrainError> {
     let before = slurm::node_state(node)?;
     if before.drained() {
         return Ok(if is_ours(tool, before.reason.as_deref()) {
@@ -132,10 +183,10 @@ pub fn drain_confirmed(tool: Tool, node: &str, reason: &str) -> Result<Drained> 
     slurm::drain(node, reason)?;
     let after = slurm::node_state(node)?;
     if !after.drained() {
-        bail!(
-            "drained {node}, but Slurm shows it {}: is this user a Slurm operator (SlurmUser or root)?",
-            after.states.join("+")
-        );
+        return Err(DrainError::DidNotTake {
+            node: node.to_string(),
+            state: after.states.join("+"),
+        });
     }
     Ok(Drained::Drained {
         state: after.states.join("+"),
@@ -176,7 +227,7 @@ pub fn resume_decision(tool: Tool, state: &NodeState) -> Resumed {
 }
 
 /// Returns `node` to service when `tool` drained it; leaves every other drain alone.
-pub fn resume_if_ours(tool: Tool, node: &str) -> Result<Resumed> {
+pub fn resume_if_ours(tool: Tool, node: &str) -> Result<Resumed, DrainError> {
     let decision = resume_decision(tool, &slurm::node_state(node)?);
     if matches!(decision, Resumed::Resumed { .. }) {
         slurm::resume(node)?;
@@ -289,7 +340,7 @@ pub fn drain_node<E: Serialize>(
     reason: &str,
     on_drain: Option<&str>,
     evidence: impl FnOnce() -> E,
-) -> Result<(Drained, Option<Result<PathBuf>>)> {
+) -> Result<(Drained, Option<Result<PathBuf, DrainError>>), DrainError> {
     let drained = drain_confirmed(tool, node, reason)?;
     let ran = match (&drained, on_drain) {
         (Drained::Drained { .. }, Some(command)) => Some(run_on_drain(command, &evidence())),
@@ -340,7 +391,7 @@ pub fn apply_drains<E: Serialize>(
                     action.evidence_file = Some(path);
                 }
                 Err(e) => {
-                    let message = format!("{e:#} ({node} stays drained)");
+                    let message = format!("{} ({node} stays drained)", with_sources(&e));
                     noteln!("{} {message}", tool.tag());
                     action.error = Some(message);
                 }
@@ -353,7 +404,7 @@ pub fn apply_drains<E: Serialize>(
 
 /// What a drain of `node` with `reason` came to, in words (pure): the state read back, a
 /// drain already there (ours, or an admin's), or the error.
-pub fn drained_action(node: &str, reason: &str, done: &Result<Drained>) -> NodeAction {
+pub fn drained_action(node: &str, reason: &str, done: &Result<Drained, DrainError>) -> NodeAction {
     match done {
         Ok(Drained::Drained { state }) => NodeAction {
             state: Some(state.clone()),
@@ -379,7 +430,7 @@ pub fn drained_action(node: &str, reason: &str, done: &Result<Drained>) -> NodeA
                 reason.as_deref().unwrap_or("(no reason)")
             ),
         ),
-        Err(e) => NodeAction::error(node, format!("could not drain {node}: {e:#}")),
+        Err(e) => NodeAction::error(node, format!("could not drain {node}: {}", with_sources(e))),
     }
 }
 
@@ -460,7 +511,10 @@ fn resume(tool: Tool, node: &str, why: &str) -> NodeAction {
                 reason.as_deref().unwrap_or("(no reason)")
             ),
         ),
-        Err(e) => NodeAction::error(node, format!("could not resume {node}: {e:#}")),
+        Err(e) => NodeAction::error(
+            node,
+            format!("could not resume {node}: {}", with_sources(&e)),
+        ),
     }
 }
 
@@ -528,19 +582,19 @@ pub struct EvidenceFile<D> {
 /// for the repair process, mode 0600) whose path is the command's last argument and
 /// `GPUDIRECT_EVIDENCE`. `command` is split on whitespace, never given to a shell. Returns
 /// the file's path.
-pub fn run_on_drain(command: &str, evidence: &impl Serialize) -> Result<PathBuf> {
+pub fn run_on_drain(command: &str, evidence: &impl Serialize) -> Result<PathBuf, DrainError> {
     let mut words = command.split_whitespace();
     let Some(program) = words.next() else {
-        bail!("--on-drain is empty: give the command to run, e.g. /usr/local/sbin/file-repair");
+        return Err(DrainError::EmptyCommand);
     };
     let mut file = tempfile::Builder::new()
         .prefix("gpudirect-evidence-")
         .suffix(".json")
         .tempfile()
-        .context("cannot create the evidence file for --on-drain")?;
+        .map_err(DrainError::CreateEvidence)?;
     serde_json::to_writer_pretty(&mut file, evidence)?;
     file.write_all(b"\n")?;
-    let (_, path) = file.keep().context("cannot keep the evidence file")?;
+    let (_, path) = file.keep().map_err(DrainError::KeepEvidence)?;
     let mut args: Vec<OsString> = words.map(OsString::from).collect();
     args.push(path.clone().into_os_string());
     let job = Job {
@@ -553,8 +607,10 @@ pub fn run_on_drain(command: &str, evidence: &impl Serialize) -> Result<PathBuf>
     };
     let shown = job.command_line();
     tracing::info!(command = %shown, "running the --on-drain command");
-    let finished = runner::run(&job, &AtomicBool::new(false))
-        .map_err(|e| anyhow::anyhow!("--on-drain: cannot start `{shown}`: {}", e.source))?;
+    let finished = runner::run(&job, &AtomicBool::new(false)).map_err(|e| DrainError::Start {
+        command: shown.clone(),
+        why: e.source.to_string(),
+    })?;
     if finished.outcome != (Outcome::Exited { code: 0 }) {
         let stderr = String::from_utf8_lossy(&finished.stderr);
         let said = match stderr.trim() {
@@ -565,10 +621,12 @@ pub fn run_on_drain(command: &str, evidence: &impl Serialize) -> Result<PathBuf>
             Outcome::TimedOut => format!("no end within {}s", ON_DRAIN_TIMEOUT.as_secs()),
             other => other.to_string(),
         };
-        bail!(
-            "--on-drain: `{shown}` failed ({how}); {said}; the evidence is in {}",
-            path.display()
-        );
+        return Err(DrainError::Failed {
+            command: shown,
+            how,
+            said,
+            path,
+        });
     }
     Ok(path)
 }

@@ -23,6 +23,7 @@
 use serde_json::{Map, Number, Value};
 
 use crate::drain::Tool;
+use crate::output::with_sources;
 use crate::slurm::{self, ExtraSupport, SlurmError};
 
 /// The key jobs select on.
@@ -286,18 +287,6 @@ pub fn apply(node: &str, verdict: &Verdict) -> Result<Outcome, ApplyError> {
             Ok(Outcome::Written { extra, why })
         }
     }
-}
-
-/// An error and each of its sources, joined by `: ` (the form `{:#}` gives an anyhow error).
-fn with_sources(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 /// `--extra` for `verdicts` (node, verdict): checks once that this Slurm can use it, then

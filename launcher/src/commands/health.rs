@@ -27,7 +27,7 @@ use gpudirect::health::{
     check_once, driver_gpu_count, quick_nccl as run_quick_nccl, Failed, NodeFacts, Paths, QuickNccl,
 };
 use gpudirect::outln;
-use gpudirect::output::emit_json;
+use gpudirect::output::{emit_json, with_sources};
 use gpudirect::profile::{Choice, ProfileError};
 use gpudirect::slurm;
 use gpudirect::units::{duration_arg, now_unix, percent_arg, size_arg};
@@ -601,8 +601,10 @@ fn act_in_slurm(args: &HealthArgs, report: &Health, ctx: &Ctx) -> SlurmAction {
                 || evidence(args, report, &reason, ctx),
             )
             .map(|(drained, ran)| {
-                let evidence = ran
-                    .and_then(|ran| ran.inspect_err(|e| noteln!("gpudirect health: {e:#}")).ok());
+                let evidence = ran.and_then(|ran| {
+                    ran.inspect_err(|e| noteln!("gpudirect health: {}", with_sources(e)))
+                        .ok()
+                });
                 SlurmAction::Drain { drained, evidence }
             })
         }
@@ -610,7 +612,7 @@ fn act_in_slurm(args: &HealthArgs, report: &Health, ctx: &Ctx) -> SlurmAction {
             .map(|resumed| SlurmAction::Resume { resumed }),
     };
     outcome.unwrap_or_else(|e| SlurmAction::Error {
-        message: format!("{e:#}"),
+        message: with_sources(&e),
     })
 }
 

@@ -142,6 +142,19 @@ pub fn replace_file(path: &std::path::Path, bytes: &[u8]) -> io::Result<()> {
     Ok(())
 }
 
+/// An error and each of its sources, joined by `: ` (the form the binary's `{:#}` gives an
+/// error chain): what a library's typed error says in full.
+pub fn with_sources(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
