@@ -26,7 +26,6 @@ use crate::profile::{Choice, ProfileError};
 use crate::runner::Job;
 use crate::validate::actions::{Candidate, DrainPlan};
 use crate::validate::judging::{Class, Health, Report, Threshold, Validation, Verdict};
-use anyhow::Context;
 use gpudirect_core::config::{Mode, NicClass};
 use gpudirect_core::template::Placeholder;
 
@@ -588,10 +587,76 @@ pub struct RailRequest<'a> {
     pub rail_variable: Option<&'a str>,
 }
 
+/// What [`rail_plan`] asks when neither `--rails` nor `--gpudirect` says.
+const RAILS_ASKED: &str = "which NICs are the rails? pass --rails eth1,eth2,... or --gpudirect MODE (its profile's data_nics)";
+
+/// Why the rails cannot be told.
+#[derive(Debug, thiserror::Error)]
+pub enum RailError {
+    /// `--rails` lists no NIC.
+    #[error("--rails {list:?} names no NIC: write e.g. --rails eth1,eth2,eth3,eth4")]
+    EmptyList {
+        /// The `--rails` given.
+        list: String,
+    },
+    /// Without `--gpudirect`, the config could not be read.
+    #[error("{RAILS_ASKED}: {error}")]
+    NoConfig {
+        /// Why.
+        error: Box<ProfileError>,
+    },
+    /// Without `--gpudirect`, the first node's node set gives no profile with data NICs.
+    #[error("{RAILS_ASKED}: {first_node}'s node set in {} gives no profile with data_nics", config.display())]
+    NoNodeSetRails {
+        /// The node asked about.
+        first_node: String,
+        /// The config.
+        config: PathBuf,
+    },
+    /// The config of `--gpudirect`'s profile is in error.
+    #[error("{error}: the rails come from the profile in {}; or pass --rails", config.display())]
+    Config {
+        /// Its error.
+        error: Box<ProfileError>,
+        /// The config.
+        config: PathBuf,
+    },
+    /// The profile could not be told.
+    #[error(transparent)]
+    Profile(Box<ProfileError>),
+    /// The mode sets no profile on the node.
+    #[error("--gpudirect {mode} sets no profile: pass --rails")]
+    NoProfile {
+        /// The mode.
+        mode: String,
+    },
+    /// The profile has no data NICs.
+    #[error("the profile of --gpudirect {mode} has no data_nics: pass --rails")]
+    NoDataNics {
+        /// The mode.
+        mode: String,
+    },
+    /// The profile forces the variable that would hold a pair to one rail.
+    #[error("the profile of --gpudirect {mode} forces {variable} (its data NICs), so a pair cannot be held to one rail through it: pass --rail-variable")]
+    ForcedVariable {
+        /// The mode.
+        mode: String,
+        /// The variable.
+        variable: String,
+    },
+}
+
+// Boxed: a ProfileError is large, and most rail errors carry none.
+impl From<ProfileError> for RailError {
+    fn from(error: ProfileError) -> Self {
+        RailError::Profile(Box::new(error))
+    }
+}
+
 /// The rails: `--rails`, else the data NICs of the `--gpudirect` profile for the first node
 /// (its node set's real names), from `--config`; without `--gpudirect`, of the profile the
 /// first node's node set gives it.
-pub fn rail_plan(args: &RailRequest, first_node: &str) -> anyhow::Result<RailPlan> {
+pub fn rail_plan(args: &RailRequest, first_node: &str) -> Result<RailPlan, RailError> {
     let fallback = |rdma: bool| {
         args.rail_variable.map(str::to_string).unwrap_or_else(|| {
             if rdma {
@@ -609,7 +674,9 @@ pub fn rail_plan(args: &RailRequest, first_node: &str) -> anyhow::Result<RailPla
             .filter(|r| !r.is_empty())
             .collect();
         if rails.is_empty() {
-            anyhow::bail!("--rails {list:?} names no NIC: write e.g. --rails eth1,eth2,eth3,eth4");
+            return Err(RailError::EmptyList {
+                list: list.to_string(),
+            });
         }
         return Ok(RailPlan {
             rails,
@@ -619,23 +686,25 @@ pub fn rail_plan(args: &RailRequest, first_node: &str) -> anyhow::Result<RailPla
     }
     // Without --gpudirect, the nodes' own profile: their node set's in the config (auto).
     let Some(mode) = args.mode else {
-        let asked = "which NICs are the rails? pass --rails eth1,eth2,... or --gpudirect MODE (its profile's data_nics)";
-        let auto = Choice::load(args.config, &Mode::Auto.to_string())
-            .map_err(|e| anyhow::anyhow!("{asked}: {e}"))?;
+        let auto = Choice::load(args.config, &Mode::Auto.to_string()).map_err(|error| {
+            RailError::NoConfig {
+                error: Box::new(error),
+            }
+        })?;
         let found = auto.on(first_node).ok().flatten();
         if found.is_none_or(|r| r.profile.data_nics.is_empty()) {
-            anyhow::bail!(
-                "{asked}: {first_node}'s node set in {} gives no profile with data_nics",
-                args.config.display()
-            );
+            return Err(RailError::NoNodeSetRails {
+                first_node: first_node.to_string(),
+                config: args.config.to_path_buf(),
+            });
         }
         return profile_rails(&auto, first_node, args.rail_variable, fallback);
     };
     let choice = Choice::load(args.config, mode).map_err(|e| match e {
-        ProfileError::Config { .. } => anyhow::anyhow!(
-            "{e}: the rails come from the profile in {}; or pass --rails",
-            args.config.display()
-        ),
+        ProfileError::Config { .. } => RailError::Config {
+            error: Box::new(e),
+            config: args.config.to_path_buf(),
+        },
         e => e.into(),
     })?;
     profile_rails(&choice, first_node, args.rail_variable, fallback)
@@ -648,11 +717,11 @@ fn profile_rails(
     first_node: &str,
     rail_variable: Option<&str>,
     fallback: impl Fn(bool) -> String,
-) -> anyhow::Result<RailPlan> {
+) -> Result<RailPlan, RailError> {
     let mode = &choice.mode;
-    let resolved = choice
-        .on(first_node)?
-        .with_context(|| format!("--gpudirect {mode} sets no profile: pass --rails"))?;
+    let resolved = choice.on(first_node)?.ok_or_else(|| RailError::NoProfile {
+        mode: mode.to_string(),
+    })?;
     let profile = resolved.profile;
     let rename = |nic: &String| {
         resolved
@@ -663,7 +732,9 @@ fn profile_rails(
     };
     let rails: Vec<String> = profile.data_nics.iter().map(rename).collect();
     if rails.is_empty() {
-        anyhow::bail!("the profile of --gpudirect {mode} has no data_nics: pass --rails");
+        return Err(RailError::NoDataNics {
+            mode: mode.to_string(),
+        });
     }
     let rdma = profile.data_nic_class == NicClass::Infiniband;
     // The variable the profile fills with its data NICs is the one that restricts NCCL to
@@ -675,10 +746,12 @@ fn profile_rails(
     });
     let variable = match (&rail_variable, from_data_nics) {
         (Some(v), _) => v.to_string(),
-        (None, Some(v)) if v.forced => anyhow::bail!(
-            "the profile of --gpudirect {mode} forces {} (its data NICs), so a pair cannot be held to one rail through it: pass --rail-variable",
-            v.name
-        ),
+        (None, Some(v)) if v.forced => {
+            return Err(RailError::ForcedVariable {
+                mode: mode.to_string(),
+                variable: v.name.clone(),
+            })
+        }
         (None, Some(v)) => v.name.clone(),
         (None, None) => fallback(rdma),
     };

@@ -59,7 +59,7 @@ struct RailsReport<'a> {
 
 /// The rails of `validate`'s flags: `--rails`, else the `--gpudirect` profile's data NICs.
 pub(super) fn rail_plan(args: &ValidateArgs, first_node: &str) -> Result<RailPlan> {
-    gpudirect::validate::rails::rail_plan(
+    Ok(gpudirect::validate::rails::rail_plan(
         &RailRequest {
             rails: args.rails.as_deref(),
             mode: args.profile.gpudirect.as_deref(),
@@ -67,7 +67,7 @@ pub(super) fn rail_plan(args: &ValidateArgs, first_node: &str) -> Result<RailPla
             rail_variable: args.rail_variable.as_deref(),
         },
         first_node,
-    )
+    )?)
 }
 
 /// The pairing mode (pairs only) and the rails, refused where `--test rails` cannot
