@@ -6,24 +6,24 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::{bail, Context, Result};
-
 use super::{worst_over_rails, Paired};
 use crate::budget::Budget;
 use crate::checks::expected_sizes;
-use crate::history::{History, LaunchKind, NewRun};
-use crate::launch::{find_binary, LaunchOptions, Launcher};
+use crate::history::{History, HistoryError, LaunchKind, NewRun};
+use crate::launch::{find_binary, LaunchError, LaunchOptions, Launcher};
 use crate::matrix::{Matrix, Variant};
 use crate::slurm::env_var;
-use crate::validate::judging::{Threshold, Validation, DEFAULT_TOLERANCE};
+use crate::validate::judging::{JudgeError, Threshold, Validation, DEFAULT_TOLERANCE};
 use crate::validate::pairing::Mode;
 use crate::validate::pairs::{
-    pair_reference, pinned_algorithm, run_rounds, PairsError, Recorded, ReferenceRequest,
-    RoundContext, Units, DEFAULT_ALGO,
+    pair_reference, pinned_algorithm, run_rounds, PairsError, Recorded, ReferenceError,
+    ReferenceRequest, RoundContext, Units, DEFAULT_ALGO,
 };
-use crate::validate::rail_runs::{validate_rails, RailsPlan};
+use crate::validate::rail_runs::{validate_rails, RailRunError, RailsPlan};
 use crate::validate::rail_states;
-use crate::validate::rails::{locate_mpi_program, rail_plan, units_of, PairSpec, RailRequest};
+use crate::validate::rails::{
+    locate_mpi_program, rail_plan, units_of, PairSpec, RailError, RailRequest,
+};
 use crate::{noteln, slurm};
 use gpudirect_core::system::{load_config, Ownership};
 
@@ -94,13 +94,51 @@ pub struct PairsDone {
     pub run_ids: Vec<i64>,
 }
 
+/// Why vet's pairs could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum VetPairsError {
+    /// The rails could not be told.
+    #[error(transparent)]
+    Rails(#[from] RailError),
+    /// The rails are RDMA devices, which MPI cannot bind to.
+    #[error("--test rails binds MPI to IP interfaces; the profile's rails are RDMA devices: pass --rails with their IP interfaces")]
+    RdmaRails,
+    /// The MPI program was not found.
+    #[error("{0}")]
+    MpiProgram(String),
+    /// The rail pairs failed.
+    #[error(transparent)]
+    RailRuns(#[from] RailRunError),
+    /// No nccl-tests folder was given.
+    #[error("pass --nccl-tests-dir DIR or set NCCL_TESTS_DIR")]
+    NoNcclTests,
+    /// The nccl-tests binary was not found.
+    #[error(transparent)]
+    Launch(#[from] LaunchError),
+    /// The baseline of pairs could not be read.
+    #[error(transparent)]
+    Reference(#[from] ReferenceError),
+    /// The validation could not be set up.
+    #[error(transparent)]
+    Judge(#[from] JudgeError),
+    /// The folder for the pairs' reports could not be created.
+    #[error("cannot create a folder for the pairs' JSON reports")]
+    WorkDir(#[source] std::io::Error),
+    /// The history could not be opened.
+    #[error(transparent)]
+    History(#[from] HistoryError),
+    /// The pairs failed.
+    #[error(transparent)]
+    Pairs(#[from] PairsError),
+}
+
 /// The pairs of `--test`: over `nodes` (those that passed the checks), within `budget`.
 pub fn run_pairs(
     req: &PairsRequest,
     nodes: &[String],
     budget: &Budget,
     history: &mut History,
-) -> Result<PairsDone> {
+) -> Result<PairsDone, VetPairsError> {
     match req.test {
         Test::Rails => rail_pairs(req, nodes, budget, history),
         Test::Nccl => nccl_pairs(req, nodes, budget, history),
@@ -113,7 +151,7 @@ fn rail_pairs(
     nodes: &[String],
     budget: &Budget,
     history: &mut History,
-) -> Result<PairsDone> {
+) -> Result<PairsDone, VetPairsError> {
     let plan = rail_plan(
         &RailRequest {
             rails: req.rails.as_deref(),
@@ -124,10 +162,11 @@ fn rail_pairs(
         &nodes[0],
     )?;
     if plan.rdma {
-        bail!("--test rails binds MPI to IP interfaces; the profile's rails are RDMA devices: pass --rails with their IP interfaces");
+        return Err(VetPairsError::RdmaRails);
     }
     let spec = PairSpec {
-        program: locate_mpi_program(req.mpi_program.as_deref()).map_err(anyhow::Error::msg)?,
+        program: locate_mpi_program(req.mpi_program.as_deref())
+            .map_err(VetPairsError::MpiProgram)?,
         mpi: req.mpi.clone(),
         size_bytes: req.message_size,
         seconds: 0.5,
@@ -206,9 +245,9 @@ fn nccl_pairs(
     nodes: &[String],
     budget: &Budget,
     history: &mut History,
-) -> Result<PairsDone> {
+) -> Result<PairsDone, VetPairsError> {
     let Some(dir) = req.nccl_tests_dir.clone() else {
-        bail!("pass --nccl-tests-dir DIR or set NCCL_TESTS_DIR");
+        return Err(VetPairsError::NoNcclTests);
     };
     find_binary(&dir, &req.collective)?;
     let cluster = slurm::cluster_name(req.cluster.as_deref());
@@ -256,7 +295,7 @@ fn nccl_pairs(
     let work = tempfile::Builder::new()
         .prefix("gpudirect-vet-")
         .tempdir()
-        .context("cannot create a folder for the pairs' JSON reports")?;
+        .map_err(VetPairsError::WorkDir)?;
     let launch = LaunchOptions {
         launcher: Launcher::Srun,
         nccl_tests_dir: dir,
