@@ -171,7 +171,10 @@ fn show_prints_templates_as_written_and_the_node_sets() {
 
 #[test]
 fn check_in_tmp_reports_the_ownership_error_and_fails() {
-    let (_dir, config) = write_config("own", SHIPPED);
+    // The tcpx profile's library folder where no machine has one: the local cluster makes
+    // /var/lib/tcpx/lib64 (root's quick test needs it), so the shipped path may exist here.
+    let shipped = SHIPPED.replace("/var/lib/tcpx/lib64", MISSING_LIB);
+    let (_dir, config) = write_config("own", &shipped);
     let out = run(&mut profiles(&config, &["check"]));
     assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
     let text = stdout(&out);
@@ -190,9 +193,9 @@ fn check_in_tmp_reports_the_ownership_error_and_fails() {
         .lines()
         .find(|l| l.contains("profile tcpx: library_dirs"))
         .expect("tcpx library dir finding");
-    let line_no = SHIPPED
+    let line_no = shipped
         .lines()
-        .position(|l| l.starts_with("library_dirs = [\"/var/lib/tcpx/lib64\"]"))
+        .position(|l| l.starts_with(&format!("library_dirs = [\"{MISSING_LIB}\"]")))
         .unwrap()
         + 1;
     assert!(
@@ -201,6 +204,9 @@ fn check_in_tmp_reports_the_ownership_error_and_fails() {
     );
     assert_stderr_contains(&out, "1 error(s)");
 }
+
+/// A library folder no machine has.
+const MISSING_LIB: &str = "/nonexistent/gpudirect-test/tcpx/lib64";
 
 /// Whether the plugin's ownership rule holds for `dir`: root-owned, not group- or
 /// world-writable, all the way up.
