@@ -321,17 +321,7 @@ fn slower_than_baseline(group: &Group, baselines: &Baselines) -> Option<Finding>
     })
 }
 
-/// The median of finite values; 0 for none.
+/// The median of finite values (the history's one rule, `baseline::median`); 0 for none.
 fn median(values: impl Iterator<Item = f64>) -> f64 {
-    let mut v: Vec<f64> = values.filter(|x| x.is_finite()).collect();
-    if v.is_empty() {
-        return 0.0;
-    }
-    v.sort_by(f64::total_cmp);
-    let mid = v.len() / 2;
-    if v.len() % 2 == 1 {
-        v[mid]
-    } else {
-        (v[mid - 1] + v[mid]) / 2.0
-    }
+    crate::baseline::median(&values.collect::<Vec<f64>>()).unwrap_or(0.0)
 }
