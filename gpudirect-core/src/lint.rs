@@ -263,7 +263,7 @@ pub fn node_findings(config: &Config, machine: &Machine<'_>) -> Vec<Finding> {
                 // Each problem names its key (library_dirs, topology_file, env.NAME).
                 CheckKind::Ownership => lines.library_dirs.or(lines.topology_file),
                 // gpudirect health's, never in a node plan.
-                CheckKind::NicSpeed | CheckKind::Gpus => continue,
+                CheckKind::NicSpeed | CheckKind::Gpus | CheckKind::NicCounters => continue,
             };
             let problems: Vec<&str> = failures.iter().map(|f| f.problem.as_str()).collect();
             found.push((

@@ -738,7 +738,7 @@ fn run_check(plan: &NodePlan<'_>, kind: CheckKind, probe: &dyn NodeProbe) -> Vec
         // Run by [`ownership_failures`], for every profile.
         CheckKind::Ownership => {}
         // Node health, not a step's business: `gpudirect health` runs them.
-        CheckKind::NicSpeed | CheckKind::Gpus => {}
+        CheckKind::NicSpeed | CheckKind::Gpus | CheckKind::NicCounters => {}
     }
     failures
 }

@@ -218,6 +218,25 @@ impl<'c> NodeFacts<'c> {
     }
 }
 
+impl NodeFacts<'_> {
+    /// The profile's data NICs by their real names on this node (the node set's
+    /// `nic_names`), as the checks read them.
+    pub fn real_data_nics(&self) -> Vec<String> {
+        let names = self.resolved.node_set.map(|s| &s.nic_names);
+        self.resolved
+            .profile
+            .data_nics
+            .iter()
+            .map(|logical| {
+                names
+                    .and_then(|n| n.get(logical))
+                    .unwrap_or(logical)
+                    .clone()
+            })
+            .collect()
+    }
+}
+
 /// One pass of every check. Returns the failures, the checks run and the checks skipped.
 pub fn check_once(
     where_: &Paths,

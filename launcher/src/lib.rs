@@ -12,7 +12,8 @@
 //! - [`record`]: a parsed output plus how it ran, as a history record.
 //! - [`explain`]: `profiles explain`: what the plugin would do to one task, and why.
 //! - [`health`]: `gpudirect health`'s checks on what was read (NIC speed, GPUs, the quick
-//!   all_reduce against the history).
+//!   all_reduce against the history); [`nic_counters`]: its check of the data NICs' error
+//!   counters between runs.
 //! - [`hostfile`]: `gpudirect hostfile`'s request, entries and four formats (pure).
 //! - [`job_log`]: `gpudirect log`'s inputs (files, stdin, gzip), its verdict on a job's NCCL
 //!   log against the profile (the reading is `nccl_output::joblog`), and its text.
@@ -78,6 +79,7 @@ pub mod listing;
 pub mod matrix;
 pub mod matrix_run;
 pub mod metrics;
+pub mod nic_counters;
 pub mod node_extra;
 pub mod output;
 pub mod probe;

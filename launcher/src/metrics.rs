@@ -363,6 +363,8 @@ pub struct HealthRun<'a> {
     pub busbw: Option<f64>,
     /// A check could not run (exit 3): the node is neither called healthy nor not.
     pub could_not_check: bool,
+    /// What `nic_counters` measured, when it ran.
+    pub nic_counters: Option<&'a crate::nic_counters::Measured>,
 }
 
 /// `health --textfile`'s metrics of one run.
@@ -432,7 +434,39 @@ pub fn health_metrics(run: &HealthRun<'_>) -> Exposition {
             b * 1e9,
         );
     }
+    if let Some(measured) = run.nic_counters {
+        add_counter_metrics(&mut x, run.node, measured);
+    }
     x
+}
+
+/// `nic_counters`' figures: per data NIC and class of counter, how much its error counters
+/// rose since the previous health check, and that interval (left out on a first run, which
+/// has nothing to compare with).
+fn add_counter_metrics(x: &mut Exposition, node: &str, measured: &crate::nic_counters::Measured) {
+    let Some(seconds) = measured.interval_seconds else {
+        return;
+    };
+    x.gauge(
+        (
+            "gpudirect_health_nic_errors_interval_seconds",
+            "The time between the node's last two readings of its NICs' error counters.",
+            Some("seconds"),
+        ),
+        &[("node", node)],
+        seconds,
+    );
+    for r in &measured.rises {
+        x.gauge(
+            (
+                "gpudirect_health_nic_error_rise",
+                "How much a data NIC's error counters of a class (link, physical, errors, drops, retransmits) rose between the node's last two health checks.",
+                None,
+            ),
+            &[("node", node), ("nic", &r.nic), ("class", r.class)],
+            r.rise as f64,
+        );
+    }
 }
 
 const WATCH_BUSBW: (&str, &str, Option<&str>) = (
@@ -668,6 +702,7 @@ mod tests {
             seconds: 0.25,
             busbw: Some(343.64),
             could_not_check: false,
+            nic_counters: None,
         };
         let text = health_metrics(&run).render();
         assert!(text.ends_with("# EOF\n"), "{text}");
@@ -680,6 +715,48 @@ mod tests {
         assert!(text.contains(
             "gpudirect_health_busbw_bytes_per_second{node=\"node\\\"2\"} 343640000000\n"
         ));
+    }
+
+    #[test]
+    fn nic_counter_rises_are_gauges_per_nic_and_class_after_a_first_run() {
+        use crate::nic_counters::{ClassRise, Measured};
+        let measured = Measured {
+            interval_seconds: Some(300.0),
+            rises: vec![
+                ClassRise {
+                    nic: "eth1".into(),
+                    class: "drops",
+                    rise: 5003,
+                },
+                ClassRise {
+                    nic: "eth1".into(),
+                    class: "link",
+                    rise: 0,
+                },
+            ],
+        };
+        let run = |m| HealthRun {
+            node: "node1",
+            profile: Some("tcpx"),
+            checks: vec![("nic_counters", false)],
+            at: 1_796_000_000,
+            seconds: 0.01,
+            busbw: None,
+            could_not_check: false,
+            nic_counters: m,
+        };
+        let text = health_metrics(&run(Some(&measured))).render();
+        assert!(text.contains(
+            "gpudirect_health_nic_error_rise{node=\"node1\",nic=\"eth1\",class=\"drops\"} 5003\n"
+        ), "{text}");
+        assert!(text.contains(
+            "gpudirect_health_nic_error_rise{node=\"node1\",nic=\"eth1\",class=\"link\"} 0\n"
+        ));
+        assert!(text.contains("gpudirect_health_nic_errors_interval_seconds{node=\"node1\"} 300\n"));
+        // A first run has nothing to compare with: no figure rather than a zero.
+        let first = Measured::default();
+        let text = health_metrics(&run(Some(&first))).render();
+        assert!(!text.contains("gpudirect_health_nic_error"), "{text}");
     }
 
     #[test]

@@ -189,6 +189,24 @@ pub fn now_unix() -> i64 {
     jiff::Timestamp::now().as_second().max(0)
 }
 
+/// Now, in unix milliseconds (0 if the clock is before 1970).
+pub fn now_unix_ms() -> u64 {
+    u64::try_from(jiff::Timestamp::now().as_millisecond()).unwrap_or(0)
+}
+
+/// A span of time in words for a message, to its two largest units: `800 ms`, `12 s`,
+/// `5 min 3 s`, `2 h 10 min`, `3 d 4 h`.
+pub fn human_duration(span: Duration) -> String {
+    let secs = span.as_secs();
+    match secs {
+        0 => format!("{} ms", span.as_millis()),
+        1..=59 => format!("{secs} s"),
+        60..=3599 => format!("{} min {} s", secs / 60, secs % 60),
+        3600..=86_399 => format!("{} h {} min", secs / 3600, secs % 3600 / 60),
+        _ => format!("{} d {} h", secs / 86_400, secs % 86_400 / 3600),
+    }
+}
+
 /// `2026-11-29T22:10:07Z` as `2026-11-29 22:10`, for narrow tables (JSON keeps RFC 3339);
 /// anything else is returned as it is.
 pub fn short_time(rfc3339: &str) -> String {
@@ -248,6 +266,20 @@ pub fn since_arg(text: &str) -> Result<i64, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn spans_of_time_read_to_their_two_largest_units() {
+        let cases = [
+            (Duration::from_millis(800), "800 ms"),
+            (Duration::from_secs(12), "12 s"),
+            (Duration::from_secs(303), "5 min 3 s"),
+            (Duration::from_secs(7800), "2 h 10 min"),
+            (Duration::from_secs(273_600), "3 d 4 h"),
+        ];
+        for (span, text) in cases {
+            assert_eq!(human_duration(span), text);
+        }
+    }
 
     #[test]
     fn every_size_form_reads_the_same() {

@@ -2,8 +2,11 @@
 //! slurmd runs it every few seconds on every node (`scripts/local-cluster health on`); a
 //! NIC taken down drains its node with a `gpudirect health:` reason naming the NIC within one
 //! interval, and restoring it returns the node within the next; a drain an admin set for
-//! another reason, or by `gpudirect validate`, is never lifted.
+//! another reason, or by `gpudirect validate`, is never lifted. Its `nic_counters` check names
+//! a node's veth whose receive drops rose between two runs (issue #44).
 
+use std::path::Path;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use cluster_tests::*;
@@ -283,4 +286,98 @@ fn the_quick_test_under_slurmd_drains_nothing_without_a_history_and_kills_a_hung
         "a check took {longest} ms, past its 8 s deadline"
     );
     let _ = std::fs::remove_dir_all(&quick);
+}
+
+/// `gpudirect health` as root in `node`'s own namespaces (slurmd's: its NICs and its
+/// sysfs), as slurmd runs it, with its NIC error counters kept in `state`; its JSON report.
+fn health_in_node(node: &str, state: &Path) -> (Option<i32>, serde_json::Value) {
+    let pid = std::fs::read_to_string(state_dir().join(format!("run/slurmd-{node}.pid")))
+        .unwrap_or_else(|e| panic!("{node}'s slurmd pid: {e}"));
+    let mut cmd = Command::new("nsenter");
+    cmd.args(["--target", pid.trim(), "--net", "--mount", "--uts", "--"])
+        .arg(workspace_bin("gpudirect"))
+        .args(["health", "--json", "--node", node, "--config"])
+        .arg(plugin_config())
+        .arg("--counters-state")
+        .arg(state);
+    let out = run(&mut cmd);
+    let report = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "health's report is not JSON ({e}):\n{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (out.status.code(), report)
+}
+
+/// Sends `count` Ethernet frames of an ethertype nobody handles (0x88b5, IEEE's local
+/// experimental one) out of the host end `host_end` of a node's veth: the node's end
+/// receives them, no protocol takes them, and the kernel counts each in its `rx_dropped`.
+fn frames_nobody_takes(host_end: &str, count: u32) {
+    let script = format!(
+        "import socket\n\
+         s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)\n\
+         s.bind(('{host_end}', 0))\n\
+         frame = b'\\xff' * 6 + b'\\x02\\x00\\x00\\x00\\x00\\x01' + b'\\x88\\xb5' + bytes(46)\n\
+         for _ in range({count}):\n    s.send(frame)\n"
+    );
+    let out = run(Command::new("python3").arg("-c").arg(script));
+    assert_ok(
+        &out,
+        &format!("python3 sending {count} frames out of {host_end}"),
+    );
+}
+
+/// Issue #44: health's `nic_counters` on the local cluster. A first run keeps node1's
+/// readings and passes; then node1's eth1 receives 5000 frames it drops (its veth's host end
+/// `gd1e1` sends them), and the next run names eth1 and `rx_dropped` (the default limit is
+/// 100 drops a minute, and the runs are seconds apart: a minute's allowance); the run
+/// after passes again, the rise behind it.
+#[test]
+fn health_names_a_veth_whose_receive_drops_rise() {
+    let _guard = cluster();
+    // A folder root alone can change, as root's health requires.
+    let state = shared_dir().join("nic-counters");
+    let _ = std::fs::remove_dir_all(&state);
+
+    let (code, first) = health_in_node("node1", &state);
+    assert_eq!(code, Some(0), "{first}");
+    assert!(
+        first["checked"].to_string().contains("nic_counters"),
+        "{first}"
+    );
+    assert!(state.join("nic-counters-node1.json").is_file());
+
+    frames_nobody_takes("gd1e1", 5000);
+    let (code, second) = health_in_node("node1", &state);
+    assert_eq!(code, Some(1), "{second}");
+    let failures = second["failures"].as_array().unwrap();
+    let named: Vec<&str> = failures
+        .iter()
+        .filter(|f| f["check"] == "nic_counters")
+        .filter_map(|f| f["problem"].as_str())
+        .collect();
+    assert!(
+        named
+            .iter()
+            .any(|p| p.starts_with("eth1: rx_dropped rose by ")),
+        "{second}"
+    );
+    assert!(
+        named.iter().all(|p| p.starts_with("eth1: ")),
+        "only eth1 is named: {second}"
+    );
+    let rise = second["nic_counters"]["rises"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["nic"] == "eth1" && r["class"] == "drops")
+        .and_then(|r| r["rise"].as_u64())
+        .unwrap_or(0);
+    assert!(rise >= 5000, "eth1's drops rose by {rise}: {second}");
+
+    let (code, third) = health_in_node("node1", &state);
+    assert_eq!(code, Some(0), "the rise is behind it: {third}");
+    let _ = std::fs::remove_dir_all(&state);
 }

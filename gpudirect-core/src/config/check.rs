@@ -81,6 +81,10 @@ impl Checker<'_> {
                 Some(watch) => Some(self.check_watch(watch)?),
                 None => None,
             },
+            nic_counters: match &raw.nic_counters {
+                Some(counters) => Some(self.check_nic_counters(counters)?),
+                None => None,
+            },
             profiles,
             node_sets: Vec::new(),
         };
@@ -168,6 +172,42 @@ impl Checker<'_> {
             verbose: w.verbose.unwrap_or(true),
             always: w.always.unwrap_or(false),
         })
+    }
+
+    /// `[nic_counters]`: an absolute state folder, and per class a whole number of counts a
+    /// minute (a class not written keeps its default).
+    fn check_nic_counters(&self, raw: &Spanned<RawNicCounters>) -> Checked<NicCounterSettings> {
+        let r = raw.get_ref();
+        let mut settings = NicCounterSettings::default();
+        if let Some(dir) = &r.state_dir {
+            settings.state_dir = self.check_absolute_path(dir, "nic_counters.state_dir")?;
+        }
+        for (class, limit) in &r.per_minute {
+            let key = format!("nic_counters.per_minute.{}", class.get_ref());
+            let Some(found) = CounterClass::ALL
+                .into_iter()
+                .find(|c| c.name() == class.get_ref())
+            else {
+                let names: Vec<&str> = CounterClass::ALL.iter().map(|c| c.name()).collect();
+                return Err(self.error(
+                    class.span(),
+                    key,
+                    format!("unknown class of counters (classes: {})", names.join(", ")),
+                ));
+            };
+            let Ok(per_minute) = u64::try_from(*limit.get_ref()) else {
+                return Err(self.error(
+                    limit.span(),
+                    key,
+                    format!(
+                        "{} is no rise per minute: write 0 (any rise is a finding) or more",
+                        limit.get_ref()
+                    ),
+                ));
+            };
+            settings.per_minute.insert(found, per_minute);
+        }
+        Ok(settings)
     }
 
     /// The profile that `extends` names, which must exist, be another, and extend none
@@ -746,12 +786,14 @@ impl Checker<'_> {
         let mut skip_checks = Vec::new();
         for check in &raw.skip_checks {
             let kind = CheckKind::from_name(check.get_ref()).ok_or_else(|| {
+                let names: Vec<&str> = CheckKind::ALL.iter().map(|k| k.name()).collect();
                 self.error(
                     check.span(),
                     format!("{key}.skip_checks"),
                     format!(
-                        "unknown check `{}` (checks: nics, libraries, topology_file, rxdm_socket_dir)",
-                        sanitize_for_message(check.get_ref())
+                        "unknown check `{}` (checks: {})",
+                        sanitize_for_message(check.get_ref()),
+                        names.join(", ")
                     ),
                 )
             })?;

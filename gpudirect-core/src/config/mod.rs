@@ -47,6 +47,21 @@
 //! gpu_nics = ["mlx5_0", "mlx5_1"]     # with "sysfs": the fallback where sysfs is unreadable
 //! ```
 //!
+//! `gpudirect health` can also watch the data NICs' error counters between its runs (check
+//! `nic_counters`, on when this table is there):
+//!
+//! ```toml
+//! [nic_counters]
+//! state_dir = "/var/lib/gpudirect"    # each node's last readings (nic-counters-NODE.json),
+//!                                     # a folder root alone can change
+//! [nic_counters.per_minute]           # how much each class may rise per minute (defaults)
+//! link = 0                            # link_downed, link_error_recovery, carrier_changes
+//! physical = 0                        # symbol_error, local_link_integrity_errors, rx_crc_errors
+//! errors = 10                         # port_rcv_errors, rx_errors, tx_errors, ...
+//! drops = 100                         # port_xmit_discards, rx_dropped, tx_dropped, ...
+//! retransmits = 100                   # RoCE's local_ack_timeout_err, packet_seq_err, ...
+//! ```
+//!
 //! A profile can extend another: it inherits every key of the base that it does not write
 //! itself. `gpudirect tune --write` makes such profiles for the settings it found:
 //!
@@ -210,18 +225,23 @@ pub enum CheckKind {
     /// `gpudirect health` only: the NVIDIA driver sees as many GPUs as Slurm's gres says
     /// the node has (`/proc/driver/nvidia/gpus`).
     Gpus,
+    /// `gpudirect health` only, where the config has `[nic_counters]` (or health is given
+    /// `--counters-state`): no data NIC's error counters rose faster than the limits since
+    /// the previous run.
+    NicCounters,
 }
 
 impl CheckKind {
     /// Every check a profile can ask for and a node set can skip, in the order they run
     /// ([`CheckKind::Ownership`] always runs, after them).
-    pub const ALL: [CheckKind; 6] = [
+    pub const ALL: [CheckKind; 7] = [
         CheckKind::Nics,
         CheckKind::Libraries,
         CheckKind::TopologyFile,
         CheckKind::RxdmSocketDir,
         CheckKind::NicSpeed,
         CheckKind::Gpus,
+        CheckKind::NicCounters,
     ];
 
     /// The name used in the config (`skip_checks`) and in messages.
@@ -234,6 +254,7 @@ impl CheckKind {
             CheckKind::Ownership => "ownership",
             CheckKind::NicSpeed => "nic_speed",
             CheckKind::Gpus => "gpus",
+            CheckKind::NicCounters => "nic_counters",
         }
     }
 
@@ -440,6 +461,96 @@ impl WatchSettings {
     }
 }
 
+/// A class of NIC error counters, each with its own limit in `[nic_counters.per_minute]`
+/// (`gpudirect health`'s `nic_counters` check says which counter is in which).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum CounterClass {
+    /// The link went down or retrained: `link_downed`, `link_error_recovery`,
+    /// `carrier_changes`.
+    Link,
+    /// Bit errors on the wire: `symbol_error`, `local_link_integrity_errors`,
+    /// `rx_crc_errors`, ...
+    Physical,
+    /// Packets received or sent in error: `port_rcv_errors`, `rx_errors`, `tx_errors`, ...
+    Errors,
+    /// Packets dropped: `port_xmit_discards`, `rx_dropped`, `tx_dropped`,
+    /// `rx_missed_errors`, ...
+    Drops,
+    /// RDMA transport retries (an RoCE NIC's `hw_counters`): `local_ack_timeout_err`,
+    /// `packet_seq_err`, `out_of_sequence`, ...
+    Retransmits,
+}
+
+impl CounterClass {
+    /// Every class, in the order findings are listed.
+    pub const ALL: [CounterClass; 5] = [
+        CounterClass::Link,
+        CounterClass::Physical,
+        CounterClass::Errors,
+        CounterClass::Drops,
+        CounterClass::Retransmits,
+    ];
+
+    /// The key in `[nic_counters.per_minute]`, and the word in messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            CounterClass::Link => "link",
+            CounterClass::Physical => "physical",
+            CounterClass::Errors => "errors",
+            CounterClass::Drops => "drops",
+            CounterClass::Retransmits => "retransmits",
+        }
+    }
+
+    /// How much a counter of this class may rise per minute when the config does not say:
+    /// a link that went down or a bit error on the wire is a finding at once; a few
+    /// damaged packets, drops and retries a minute are a busy fabric's normal.
+    pub fn default_per_minute(self) -> u64 {
+        match self {
+            CounterClass::Link | CounterClass::Physical => 0,
+            CounterClass::Errors => 10,
+            CounterClass::Drops | CounterClass::Retransmits => 100,
+        }
+    }
+}
+
+/// `gpudirect health`'s NIC error counters (`[nic_counters]`): where it keeps each node's
+/// last readings, and how fast each class of counter may rise.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NicCounterSettings {
+    /// The folder of the state files, one per node (`nic-counters-<node>.json`): root's
+    /// alone when health runs as root. Default [`NicCounterSettings::DEFAULT_STATE_DIR`].
+    pub state_dir: String,
+    /// The rise each class may make per minute, by class; a class not written has its
+    /// [`CounterClass::default_per_minute`].
+    pub per_minute: BTreeMap<CounterClass, u64>,
+}
+
+impl NicCounterSettings {
+    /// Where the state files go when `state_dir` is not written.
+    pub const DEFAULT_STATE_DIR: &'static str = "/var/lib/gpudirect";
+
+    /// The limit of `class`, per minute.
+    pub fn limit(&self, class: CounterClass) -> u64 {
+        self.per_minute
+            .get(&class)
+            .copied()
+            .unwrap_or_else(|| class.default_per_minute())
+    }
+}
+
+impl Default for NicCounterSettings {
+    fn default() -> Self {
+        NicCounterSettings {
+            state_dir: Self::DEFAULT_STATE_DIR.to_string(),
+            per_minute: CounterClass::ALL
+                .into_iter()
+                .map(|c| (c, c.default_per_minute()))
+                .collect(),
+        }
+    }
+}
+
 /// The whole checked config.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -451,6 +562,9 @@ pub struct Config {
     pub ras: RasSettings,
     /// Job telemetry, when the config has a `[watch]` table.
     pub watch: Option<WatchSettings>,
+    /// `gpudirect health`'s NIC error counters, when the config has a `[nic_counters]`
+    /// table.
+    pub nic_counters: Option<NicCounterSettings>,
     /// Profiles by name.
     pub profiles: BTreeMap<String, Profile>,
     /// Node sets, first match wins.

@@ -20,6 +20,18 @@ pub(super) struct RawConfig {
     pub(super) ras: Option<Spanned<RawRas>>,
     #[serde(default)]
     pub(super) watch: Option<Spanned<RawWatch>>,
+    #[serde(default)]
+    pub(super) nic_counters: Option<Spanned<RawNicCounters>>,
+}
+
+/// `[nic_counters]` as written.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawNicCounters {
+    #[serde(default)]
+    pub(super) state_dir: Option<Spanned<String>>,
+    #[serde(default)]
+    pub(super) per_minute: BTreeMap<Spanned<String>, Spanned<i64>>,
 }
 
 /// `[watch]` as written.

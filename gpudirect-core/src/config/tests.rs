@@ -338,7 +338,25 @@ fn semantic_errors_name_line_and_key() {
             "[[node_set]]\nname = \"a\"\nhosts = \"n1\"\nskip_checks = [\"nic\"]\n",
             4,
             "node_set[0] (a).skip_checks",
-            "unknown check",
+            "unknown check `nic` (checks: nics, libraries, topology_file, rxdm_socket_dir, nic_speed, gpus, nic_counters)",
+        ),
+        (
+            "[nic_counters]\nstate_dir = \"var/lib/gpudirect\"\n",
+            2,
+            "nic_counters.state_dir",
+            "must be an absolute path",
+        ),
+        (
+            "[nic_counters.per_minute]\nsymbol = 0\n",
+            2,
+            "nic_counters.per_minute.symbol",
+            "unknown class of counters (classes: link, physical, errors, drops, retransmits)",
+        ),
+        (
+            "[nic_counters]\nper_minute = { drops = -1 }\n",
+            2,
+            "nic_counters.per_minute.drops",
+            "-1 is no rise per minute",
         ),
     ];
     for (text, line, key, needle) in cases {
@@ -347,6 +365,48 @@ fn semantic_errors_name_line_and_key() {
         assert_eq!(e.key.as_deref(), Some(*key), "{text}: {e}");
         assert!(e.message.contains(needle), "{text}: {e}");
     }
+}
+
+/// `[nic_counters]`: absent, the check is off; present, every class has its limit, the
+/// written ones the admin's, the rest their defaults.
+#[test]
+fn nic_counters_take_their_defaults_and_the_admins_limits() {
+    let none = parse_config("", "t.toml").unwrap();
+    assert_eq!(none.nic_counters, None);
+    let bare = parse_config("[nic_counters]\n", "t.toml").unwrap();
+    let bare = bare.nic_counters.unwrap();
+    assert_eq!(bare, NicCounterSettings::default());
+    assert_eq!(bare.state_dir, "/var/lib/gpudirect");
+    assert_eq!(bare.limit(CounterClass::Link), 0);
+    assert_eq!(bare.limit(CounterClass::Physical), 0);
+    assert_eq!(bare.limit(CounterClass::Drops), 100);
+    let text = "[nic_counters]\nstate_dir = \"/srv/gd\"\n[nic_counters.per_minute]\ndrops = 5000\nphysical = 3\n";
+    let set = parse_config(text, "t.toml").unwrap().nic_counters.unwrap();
+    assert_eq!(set.state_dir, "/srv/gd");
+    assert_eq!(set.limit(CounterClass::Drops), 5000);
+    assert_eq!(set.limit(CounterClass::Physical), 3);
+    assert_eq!(set.limit(CounterClass::Errors), 10);
+    // A node set may skip the check.
+    let skip = "[profiles.p]\n[[node_set]]\nname = \"a\"\nhosts = \"n1\"\nprofile = \"p\"\nskip_checks = [\"nic_counters\"]\n";
+    let config = parse_config(skip, "t.toml").unwrap();
+    assert_eq!(config.node_sets[0].skip_checks, [CheckKind::NicCounters]);
+    // The shipped config's commented table, uncommented, is the defaults it says it is.
+    let shipped = include_str!("../../../slurm-conf/gpudirect.toml");
+    let block: String = shipped
+        .lines()
+        .skip_while(|l| *l != "# [nic_counters]")
+        .take_while(|l| l.starts_with('#'))
+        .map(|l| format!("{}\n", l.trim_start_matches("# ")))
+        .collect();
+    assert!(block.contains("retransmits"), "{block}");
+    let uncommented = parse_config(&block, "shipped").unwrap().nic_counters;
+    assert_eq!(uncommented, Some(NicCounterSettings::default()));
+    let unknown = err("[nic_counters]\nlimit = 3\n");
+    assert!(
+        unknown.message.contains("unknown field `limit`"),
+        "{unknown}"
+    );
+    assert_eq!(unknown.line, Some(2));
 }
 
 #[test]

@@ -24,7 +24,9 @@
 #   driver/nvidia/gpus/<bdf>/information    (as the NVIDIA driver writes it)
 #
 # Trees: a3-high, a3-mega, a3-ultra, a4, p5, nd-h100-v5 (published layouts), flat-vm (no
-# switches: locality cannot be told), missing-nic (a3-high without eth3).
+# switches: locality cannot be told), missing-nic (a3-high without eth3); and for
+# `gpudirect health`'s nic_counters, cx7-counters and gvnic-counters with their -later
+# readings (the NICs and their error counters only).
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 
@@ -358,3 +360,134 @@ mkdir -p "$r/devices/pci0000:00/0000:00:03.0/virtio2"
 netdev pci0000:00/0000:00:03.0/virtio2 eth0 -1
 gpu pci0000:00/0000:00:06.0 -1
 route eth0 192.0.2.1 192.0.2.0 255.255.255.0
+
+# --- NIC error counters (gpudirect health's nic_counters check) ---------------------------
+# Each tree twice: as first read, and `-later` as read some minutes after, with some error
+# counters risen. Only the NICs and their counters, under the paths Linux uses:
+#   devices/<nic>/driver -> ../../../bus/pci/drivers/<driver>  (the PCI driver bound)
+#   devices/<nic>/net/<if>/statistics/<counter>, carrier_changes, carrier_up_count, ...
+#   devices/<nic>/infiniband/<hca>/ports/1/counters/<counter>, hw_counters/<counter>
+# File names as the kernel makes them (include/linux/netdevice.h's rtnl_link_stats64 for
+# statistics/, drivers/infiniband/core/sysfs.c for counters/, drivers/infiniband/hw/mlx5/
+# counters.c for hw_counters/); values decimal, newline-terminated.
+
+# counters DIR NAME=VALUE...: one file per counter.
+counters() {
+    ct_dir=$1
+    shift
+    mkdir -p "$ct_dir"
+    for ct_pair in "$@"; do
+        put "$ct_dir" "${ct_pair%%=*}" "${ct_pair#*=}"
+    done
+}
+
+# driver DEVDIR NAME: the PCI driver bound to the function at devices/DEVDIR (a link up to
+# the tree's root, one ../ per folder of devices/DEVDIR, as the kernel makes it).
+driver() {
+    mkdir -p "$r/bus/pci/drivers/$2"
+    # Write-only in Linux, and empty here: git keeps no empty folder.
+    : > "$r/bus/pci/drivers/$2/uevent"
+    dr_up=../
+    dr_rest=$1
+    while [ -n "$dr_rest" ]; do
+        dr_up=../$dr_up
+        case $dr_rest in */*) dr_rest=${dr_rest#*/} ;; *) dr_rest= ;; esac
+    done
+    ln -sfn "${dr_up}bus/pci/drivers/$2" "$r/devices/$1/driver"
+}
+
+# netstats DEVDIR IFNAME RX_DROPPED TX_DROPPED RX_ERRORS RX_CRC CARRIER_CHANGES BYTES:
+# IFNAME's statistics/ (every counter the kernel shows; those not given are 0) and its
+# carrier counts (up + down = changes, the link came up first).
+netstats() {
+    ns_dir=$r/devices/$1/net/$2
+    counters "$ns_dir/statistics" collisions=0 multicast=12 rx_bytes="$8" rx_compressed=0 \
+        rx_crc_errors="$6" rx_dropped="$3" rx_errors="$5" rx_fifo_errors=0 rx_frame_errors=0 \
+        rx_length_errors=0 rx_missed_errors=0 rx_nohandler=0 rx_over_errors=0 \
+        rx_packets=$(($8 / 4096)) tx_aborted_errors=0 tx_bytes="$8" tx_carrier_errors=0 \
+        tx_compressed=0 tx_dropped="$4" tx_errors=0 tx_fifo_errors=0 tx_heartbeat_errors=0 \
+        tx_packets=$(($8 / 4096)) tx_window_errors=0
+    counters "$ns_dir" carrier_changes="$7" carrier_up_count=$((($7 + 1) / 2)) \
+        carrier_down_count=$(($7 / 2))
+}
+
+# portstats HCADIR SYMBOL LINK_DOWNED RCV_ERRORS XMIT_DISCARDS OUT_OF_SEQUENCE TIMEOUTS DATA:
+# port 1's counters/ (the PortCounters attribute, each as wide as IBA says) and mlx5's
+# hw_counters/ of a RoCE port.
+portstats() {
+    ps_dir=$1/ports/1
+    counters "$ps_dir/counters" symbol_error="$2" link_error_recovery=0 link_downed="$3" \
+        port_rcv_errors="$4" port_rcv_remote_physical_errors=0 port_rcv_switch_relay_errors=0 \
+        port_xmit_discards="$5" port_xmit_constraint_errors=0 port_rcv_constraint_errors=0 \
+        local_link_integrity_errors=0 excessive_buffer_overrun_errors=0 VL15_dropped=0 \
+        port_xmit_data="$8" port_rcv_data="$8" port_xmit_packets=$(($8 / 1024)) \
+        port_rcv_packets=$(($8 / 1024)) port_xmit_wait=1873 unicast_rcv_packets=$(($8 / 1024)) \
+        unicast_xmit_packets=$(($8 / 1024)) multicast_rcv_packets=0 multicast_xmit_packets=0
+    counters "$ps_dir/hw_counters" lifespan=10 duplicate_request=0 implied_nak_seq_err=0 \
+        local_ack_timeout_err="$7" np_cnp_sent=2210 np_ecn_marked_roce_packets=2210 \
+        out_of_buffer=0 out_of_sequence="$6" packet_seq_err=0 req_cqe_error=0 \
+        req_cqe_flush_error=0 req_remote_access_errors=0 req_remote_invalid_request=0 \
+        resp_cqe_error=0 resp_cqe_flush_error=0 resp_local_length_error=0 \
+        resp_remote_access_errors=0 rnr_nak_retry_err=0 roce_adp_retrans=0 roce_adp_retrans_to=0 \
+        roce_slow_restart=0 roce_slow_restart_cnps=0 roce_slow_restart_trans=0 \
+        rp_cnp_handled=1984 rp_cnp_ignored=0 rx_atomic_requests=0 rx_dct_connect=0 \
+        rx_icrc_encapsulated=0 rx_read_requests=1024 rx_write_requests=88412
+}
+
+# cx7_counters NAME LATER: two ConnectX-7 RoCE NICs of A3 Ultra (0000:91:00.0 and
+# 0000:92:00.0, netdevs gpu0rdma0 and gpu1rdma0, HCAs mlx5_0 and mlx5_1, driver mlx5_core).
+# LATER=1: five minutes on, gpu1rdma0's link went down and up (carrier_changes +2,
+# link_downed +1), mlx5_1 saw 3 symbol errors, 40 discards, 12 packets out of order, and
+# gpu0rdma0 only moved data.
+cx7_counters() {
+    start "$1"
+    c_sw=pci0000:8c/0000:8c:00.0/0000:8d:00.0
+    bridge pci0000:8c/0000:8c:00.0 0x8086 - 0 32.0 16
+    bridge "$c_sw" 0x8086 - 0 32.0 16
+    for c_i in 0 1; do
+        c_nic=$c_sw/0000:8e:0$((c_i + 2)).0/0000:9$((c_i + 1)):00.0
+        bridge "$c_sw/0000:8e:0$((c_i + 2)).0" 0x8086 - 0 32.0 16
+        pci "$c_nic" 0x15b3 $CX7 0x020000 0 32.0 16
+        driver "$c_nic" mlx5_core
+        netdev "$c_nic" "gpu${c_i}rdma0" 400000
+        rdma "$c_nic" "mlx5_$c_i" '400 Gb/sec (4X NDR)' Ethernet
+    done
+    c0=$r/devices/$c_sw/0000:8e:02.0/0000:91:00.0
+    c1=$r/devices/$c_sw/0000:8e:03.0/0000:92:00.0
+    if [ "$2" = 0 ]; then
+        netstats "${c0#"$r"/devices/}" gpu0rdma0 0 0 0 0 2 81920000
+        portstats "$c0/infiniband/mlx5_0" 0 0 0 17 0 0 9013456722
+        netstats "${c1#"$r"/devices/}" gpu1rdma0 3 0 0 0 2 81920000
+        portstats "$c1/infiniband/mlx5_1" 2 1 0 120 4 0 9013456722
+    else
+        netstats "${c0#"$r"/devices/}" gpu0rdma0 0 0 0 0 2 163840000
+        portstats "$c0/infiniband/mlx5_0" 0 0 0 17 0 0 18026913444
+        netstats "${c1#"$r"/devices/}" gpu1rdma0 3 0 0 0 4 163840000
+        portstats "$c1/infiniband/mlx5_1" 5 2 0 160 16 0 18026913444
+    fi
+}
+
+cx7_counters cx7-counters 0
+cx7_counters cx7-counters-later 1
+
+# gvnic_counters NAME LATER: A3 High's data gVNIC eth1 (0000:06:00.0, driver gve):
+# Ethernet statistics only, no RDMA device. LATER=1: five minutes on, 5000 packets more
+# dropped on receive and 3 on send; no error, no carrier change.
+gvnic_counters() {
+    start "$1"
+    g_nic=pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:03.0/0000:06:00.0
+    bridge pci0000:00/0000:00:01.0 0x8086 - 0 32.0 16
+    bridge pci0000:00/0000:00:01.0/0000:01:00.0 0x8086 - 0 32.0 16
+    bridge pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:03.0 0x8086 - 0 32.0 16
+    pci "$g_nic" 0x1ae0 $GVNIC 0x020000 0 16.0 16
+    driver "$g_nic" gve
+    netdev "$g_nic" eth1 200000
+    if [ "$2" = 0 ]; then
+        netstats "$g_nic" eth1 118 0 0 0 1 409600000
+    else
+        netstats "$g_nic" eth1 5118 3 0 0 1 819200000
+    fi
+}
+
+gvnic_counters gvnic-counters 0
+gvnic_counters gvnic-counters-later 1

@@ -55,7 +55,7 @@ pub enum Agent {
     /// NCCL's RAS of a job, asked on this node (`gpudirect hang`).
     Hang(HangAgent),
     /// The node's health checks with its GPU-to-NIC map (`gpudirect vet`).
-    Health(HealthArgs),
+    Health(Box<HealthArgs>),
     /// The node's GPU-to-NIC map and NIC subnets (`gpudirect validate --test wiring`).
     Wiring(WiringAgent),
     /// Which rail NICs are down, missing or without an address here (`--test rails`).

@@ -8,7 +8,10 @@
 //!   (the RxDM socket directory is per job: the prolog's business, not checked here);
 //! - `nic_speed`: each data NIC at least at the profile's `line_rate_gbit`
 //!   (`/sys/class/net/NIC/speed`, or the RDMA port's `rate`);
-//! - `gpus`: as many GPUs in `/proc/driver/nvidia/gpus` as Slurm's gres gives the node.
+//! - `gpus`: as many GPUs in `/proc/driver/nvidia/gpus` as Slurm's gres gives the node;
+//! - `nic_counters`, where the config has `[nic_counters]` (or `--counters-state` names a
+//!   folder): no data NIC's error counters rose faster than their class's limit since the
+//!   previous run ([`gpudirect::nic_counters`]; not in `gpudirect agent health`).
 //!
 //! A node set skips any of them with `skip_checks`. Output follows NHC: nothing but one
 //! summary line when healthy (exit 0); one `ERROR: gpudirect: Health check failed: ...`
@@ -26,12 +29,13 @@ use gpudirect::drain::{self, Drained, HistoryPoint, Resumed};
 use gpudirect::health::{
     check_once, driver_gpu_count, quick_nccl as run_quick_nccl, Failed, NodeFacts, Paths, QuickNccl,
 };
+use gpudirect::nic_counters::{Check as CounterCheck, Judgement, Measured};
 use gpudirect::outln;
 use gpudirect::output::{emit_json, with_sources};
 use gpudirect::profile::{Choice, ProfileError};
 use gpudirect::slurm;
 use gpudirect::units::{duration_arg, now_unix, percent_arg, size_arg};
-use gpudirect_core::config::Mode;
+use gpudirect_core::config::{CheckKind, Config, Mode, NicCounterSettings};
 use gpudirect_core::system::{load_config, slurm_node_name, Ownership, SystemProbe};
 use serde::Serialize;
 
@@ -147,6 +151,14 @@ pub struct HealthArgs {
     #[arg(long)]
     pub extra: bool,
 
+    /// Keep the data NICs' error counters between runs in DIR (nic-counters-NODE.json) and
+    /// fail check `nic_counters` where one rose faster than the config's
+    /// [nic_counters.per_minute] allows. Turns the check on where the config has no
+    /// [nic_counters] table; default: the table's state_dir (/var/lib/gpudirect). As root,
+    /// DIR must be root's alone, with every folder above it.
+    #[arg(long, value_name = "DIR")]
+    pub counters_state: Option<PathBuf>,
+
     /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,
@@ -214,6 +226,10 @@ pub struct Health {
     /// The node's GPU-to-NIC map and NIC subnets (`gpudirect agent health`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub wiring: Option<gpudirect::validate::wiring::NodeWiring>,
+    /// What `nic_counters` measured, when it ran: each NIC's rise per class of counter
+    /// since the previous run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nic_counters: Option<Measured>,
     /// Wall time, milliseconds.
     pub elapsed_ms: u64,
 }
@@ -350,8 +366,16 @@ pub fn check(args: &HealthArgs, ctx: &Ctx, wiring: bool) -> Result<ExitStatus> {
         could_not_check,
         extra: Vec::new(),
         wiring: None,
+        nic_counters: None,
         elapsed_ms: 0,
     };
+    // Not in vet's node checks (the agent): a job's user keeps no readings of the node's.
+    let counters = (!wiring)
+        .then(|| nic_counters(args, &config, &facts, &node, probe.as_ref()))
+        .flatten();
+    if let Some(judged) = counters {
+        add_counters(&mut report, judged, ctx.verbose > 0);
+    }
     if wiring {
         report.wiring = Some(gpudirect::validate::wiring::collect(
             Ok(&config),
@@ -387,6 +411,52 @@ pub fn check(args: &HealthArgs, ctx: &Ctx, wiring: bool) -> Result<ExitStatus> {
     } else {
         ExitStatus::Ok
     })
+}
+
+/// `nic_counters`: on where the config has `[nic_counters]` or `--counters-state` names a
+/// folder, unless the node set skips it; `None` when it does not run.
+fn nic_counters(
+    args: &HealthArgs,
+    config: &Config,
+    facts: &NodeFacts<'_>,
+    node: &str,
+    trust: Option<&SystemProbe>,
+) -> Option<Judgement> {
+    if facts.skipped_by_set.contains(&CheckKind::NicCounters) {
+        return None;
+    }
+    let settings = match (&config.nic_counters, &args.counters_state) {
+        (Some(settings), _) => settings.clone(),
+        (None, Some(_)) => NicCounterSettings::default(),
+        (None, None) => return None,
+    };
+    let state_dir = args
+        .counters_state
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(&settings.state_dir));
+    let nics = facts.real_data_nics();
+    Some(gpudirect::nic_counters::check(&CounterCheck {
+        sysfs: &args.sysfs,
+        node,
+        nics: &nics,
+        class: facts.resolved.profile.data_nic_class,
+        settings: &settings,
+        state_dir: &state_dir,
+        trust,
+        now_ms: gpudirect::units::now_unix_ms(),
+    }))
+}
+
+/// Puts what `nic_counters` found into the report: its failures and notes (what it did
+/// that is no problem, a first reading or a reset, with `-v`) and its figures.
+fn add_counters(report: &mut Health, judged: Judgement, verbose: bool) {
+    report.checked.push(CheckKind::NicCounters.name());
+    report.nic_counters = Some(judged.measured());
+    report.failures.extend(judged.failures);
+    report.notes.extend(judged.notes);
+    if verbose {
+        report.notes.extend(judged.details);
+    }
 }
 
 /// Whether `--quick-nccl` may run on `node` now: Slurm's word that the node is idle (or
@@ -446,6 +516,7 @@ fn write_textfile(dir: &Path, report: &Health, trust: Option<&SystemProbe>) {
         seconds: report.elapsed_ms as f64 / 1000.0,
         busbw: None,
         could_not_check: report.could_not_check.is_some(),
+        nic_counters: report.nic_counters.as_ref(),
     };
     let text = gpudirect::metrics::health_metrics(&run).render();
     if let Err(e) = gpudirect::metrics::write_textfile(dir, "gpudirect_health.prom", &text) {
@@ -477,6 +548,7 @@ fn nothing_to_check(
             could_not_check: None,
             extra: Vec::new(),
             wiring: None,
+            nic_counters: None,
             elapsed_ms: u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX),
         })?;
     } else {
@@ -728,6 +800,7 @@ mod tests {
             could_not_check: None,
             extra: Vec::new(),
             wiring: None,
+            nic_counters: None,
             elapsed_ms: 0,
         };
         let json = serde_json::to_value(evidence(

@@ -697,4 +697,123 @@ fn the_health_agent_answers_in_json_with_the_nodes_wiring() {
         .arg(dir.path()));
     let report: Value = serde_json::from_slice(&plain.stdout).unwrap();
     assert!(report.get("wiring").is_none(), "{report}");
+    // vet's node checks run as the job's user: no NIC counters are read or kept there.
+    let state = dir.path().join("counters");
+    let agent = run(gpudirect_without(&["GPUDIRECT_CONFIG", "SLURMD_NODENAME"])
+        .args(["agent", "health", "--node", "hx", "--config", &config])
+        .arg("--counters-state")
+        .arg(&state)
+        .arg("--insecure-trust-below")
+        .arg(dir.path()));
+    let report: Value = serde_json::from_slice(&agent.stdout).unwrap();
+    assert!(
+        !report["checked"].to_string().contains("nic_counters"),
+        "{report}"
+    );
+    assert!(!state.exists(), "nothing kept");
+}
+
+/// Issue #44: `nic_counters` on a copy of the recorded gVNIC tree (`gpudirect-core/tests/
+/// sysfs/gvnic-counters`): a first run keeps the readings and passes; after eth1's
+/// `rx_dropped` rises, the second names the NIC, the counter, the rise and the interval
+/// in NHC's form, and its textfile has the rise.
+#[test]
+fn a_nic_whose_drop_counter_rose_since_the_last_run_fails_nic_counters() {
+    let dir = scratch("health", "counters");
+    let sys = dir.path().join("sys");
+    let tree =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../gpudirect-core/tests/sysfs/gvnic-counters");
+    let copied = run(std::process::Command::new("cp")
+        .arg("-a")
+        .arg(&tree)
+        .arg(&sys));
+    assert!(copied.status.success(), "{}", stderr(&copied));
+    let config = dir.path().join("gpudirect.toml");
+    std::fs::write(
+        &config,
+        "[nic_counters]\n[nic_counters.per_minute]\ndrops = 1000\n\n\
+         [profiles.gve]\ndata_nics = [\"eth1\"]\n\n\
+         [[node_set]]\nname = \"hx\"\nhosts = \"hx\"\nprofile = \"gve\"\nskip_checks = [\"gpus\"]\n",
+    )
+    .unwrap();
+    let state = dir.path().join("state");
+    let textfile = dir.path().join("textfile");
+    std::fs::create_dir(&textfile).unwrap();
+    let health = |extra: &[&str]| {
+        run(gpudirect_without(&["GPUDIRECT_CONFIG", "SLURMD_NODENAME"])
+            .args(["health", "--node", "hx", "--config"])
+            .arg(&config)
+            .arg("--sysfs")
+            .arg(&sys)
+            .arg("--counters-state")
+            .arg(&state)
+            .arg("--insecure-trust-below")
+            .arg(dir.path())
+            .arg("--textfile")
+            .arg(&textfile)
+            .args(extra))
+    };
+    let first = health(&["--json", "-v"]);
+    assert_eq!(
+        first.status.code(),
+        Some(0),
+        "{}{}",
+        stdout(&first),
+        stderr(&first)
+    );
+    let report: Value = serde_json::from_slice(&first.stdout).unwrap();
+    assert!(
+        report["checked"].to_string().contains("nic_counters"),
+        "{report}"
+    );
+    assert!(
+        report["notes"]
+            .to_string()
+            .contains("first reading of 16 counters on eth1"),
+        "{report}"
+    );
+    assert!(state.join("nic-counters-hx.json").is_file());
+
+    let dropped = sys.join("class/net/eth1/statistics/rx_dropped");
+    std::fs::write(&dropped, "25118\n").unwrap();
+    let second = health(&[]);
+    assert_eq!(
+        second.status.code(),
+        Some(1),
+        "{}{}",
+        stdout(&second),
+        stderr(&second)
+    );
+    let text = stdout(&second);
+    assert!(
+        text.starts_with("ERROR: gpudirect: Health check failed: nic_counters: eth1: rx_dropped rose by 25000 in ")
+            && text.contains("(drops may rise by 1000 a minute) (the NIC drops packets"),
+        "{text}"
+    );
+    let metrics = std::fs::read_to_string(textfile.join("gpudirect_health.prom")).unwrap();
+    let (code, said) = crate::metrics::promtool(&metrics);
+    assert_eq!(code, Some(0), "promtool: {said}\n{metrics}");
+    assert_eq!(
+        crate::metrics::sample(
+            &metrics,
+            "gpudirect_health_nic_error_rise{node=\"hx\",nic=\"eth1\",class=\"drops\"}"
+        ),
+        Some(25000.0)
+    );
+    assert_eq!(
+        crate::metrics::sample(
+            &metrics,
+            "gpudirect_health_check_ok{node=\"hx\",check=\"nic_counters\"}"
+        ),
+        Some(0.0)
+    );
+    // The rise is behind it now: the next run passes.
+    let third = health(&[]);
+    assert_eq!(
+        third.status.code(),
+        Some(0),
+        "{}{}",
+        stdout(&third),
+        stderr(&third)
+    );
 }

@@ -10,7 +10,7 @@ use serde_json::Value;
 use crate::common::{fixture, gpudirect_without, run, scratch, stderr, stdout};
 
 /// `promtool check metrics` on `text`: its exit code and what it said.
-fn promtool(text: &str) -> (Option<i32>, String) {
+pub(crate) fn promtool(text: &str) -> (Option<i32>, String) {
     let mut child = Command::new("promtool")
         .args(["check", "metrics"])
         .stdin(Stdio::piped())
@@ -32,7 +32,7 @@ fn promtool(text: &str) -> (Option<i32>, String) {
 }
 
 /// The value of the sample `name{labels}` in `text`.
-fn sample(text: &str, name_and_labels: &str) -> Option<f64> {
+pub(crate) fn sample(text: &str, name_and_labels: &str) -> Option<f64> {
     text.lines()
         .find_map(|l| l.strip_prefix(name_and_labels)?.strip_prefix(' '))
         .and_then(|v| v.parse().ok())
