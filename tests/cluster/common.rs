@@ -163,14 +163,29 @@ pub fn run(cmd: &mut Command) -> Output {
 }
 
 /// Asserts success, showing everything when it is not.
+/// A command that `timeout` cut (exit 124) also shows the cluster's state: an allocation that
+/// waited for a node out of service says nothing itself.
 pub fn assert_ok(output: &Output, what: &str) {
     assert!(
         output.status.success(),
-        "{what} failed ({}):\nstdout:\n{}\nstderr:\n{}",
+        "{what} failed ({}):\nstdout:\n{}\nstderr:\n{}{}",
         output.status,
         stdout(output),
-        stderr(output)
+        stderr(output),
+        cluster_state_if_cut(output)
     );
+}
+
+/// [`cluster_state`] after a command `timeout` cut (exit 124), or nothing.
+pub fn cluster_state_if_cut(output: &Output) -> String {
+    if output.status.code() == Some(124) {
+        format!(
+            "\n(cut by its timeout) the cluster now:\n{}",
+            cluster_state()
+        )
+    } else {
+        String::new()
+    }
 }
 
 /// One task's environment, from `srun -l env` output (`RANK: NAME=VALUE` lines).
@@ -437,10 +452,82 @@ pub fn local_cluster_ok(args: &[&str]) {
 /// The cluster to this test alone until the guard drops: some tests change the cluster's
 /// config or a node's NIC, so the tests of one binary run one at a time whatever the test
 /// harness's thread count. A test that panicked while holding it does not stop the others.
-pub fn cluster() -> MutexGuard<'static, ()> {
-    CLUSTER
+///
+/// The guard also keeps the cluster whole between tests. A test starts only when every node
+/// is back in service (waiting out the previous test's completing jobs), and fails at once,
+/// with Slurm's reason, when a node is drained or down: one lost node otherwise fails every
+/// later test that asks for all nodes at its 120 s timeout, with an empty output. A test that
+/// ends with a node out of service fails itself, naming the node, so that the test that lost
+/// it is the one that says so.
+pub fn cluster() -> ClusterGuard {
+    let lock = CLUSTER
         .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    if let Err(state) = every_node_in_service() {
+        panic!("the cluster is short of a node before this test started (an earlier test or the machine lost it):\n{state}");
+    }
+    ClusterGuard { _lock: lock }
+}
+
+/// What [`cluster`] returns: the cluster to one test, checked whole when it drops.
+pub struct ClusterGuard {
+    _lock: MutexGuard<'static, ()>,
+}
+
+impl Drop for ClusterGuard {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            return;
+        }
+        if let Err(state) = every_node_in_service() {
+            panic!("this test ended with a node out of service:\n{state}");
+        }
+    }
+}
+
+/// Waits up to a minute for every node to be idle (jobs of the last test completing, nodes
+/// re-registering after a reconfigure); a node drained, down or failed ends the wait at once.
+/// On failure, what Slurm says of the nodes and the queue.
+fn every_node_in_service() -> Result<(), String> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let mut sinfo = slurm_command_as(Who::Root, "sinfo");
+        sinfo.args(["-h", "-N", "-o", "%N %T"]);
+        let listing = stdout(&run(&mut sinfo));
+        let states: Vec<&str> = listing
+            .lines()
+            .filter_map(|line| line.split_whitespace().nth(1))
+            .collect();
+        if !states.is_empty() && states.iter().all(|state| *state == "idle") {
+            return Ok(());
+        }
+        let lost = states.iter().any(|state| {
+            ["drain", "down", "fail"]
+                .iter()
+                .any(|bad| state.contains(bad))
+        });
+        if lost || std::time::Instant::now() >= deadline {
+            return Err(cluster_state());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+}
+
+/// The nodes' states with Slurm's reasons, and the queue: what a failure about a lost node
+/// shows.
+pub fn cluster_state() -> String {
+    let mut sinfo = slurm_command_as(Who::Root, "sinfo");
+    sinfo.args(["-h", "-N", "-o", "%N %T (%E, since %H)"]);
+    let mut squeue = slurm_command_as(Who::Root, "squeue");
+    squeue.args(["-h", "-o", "%i %u %T %M %N %j"]);
+    let (nodes, queue) = (run(&mut sinfo), run(&mut squeue));
+    format!(
+        "sinfo:\n{}{}\nsqueue:\n{}{}",
+        stdout(&nodes),
+        stderr(&nodes),
+        stdout(&queue),
+        stderr(&queue),
+    )
 }
 
 /// The arguments with which `gpudirect validate` judges pairs replayed by the nccl-tests

@@ -35,9 +35,10 @@ fn validate_rails(db: &std::path::Path, extra: &[&str]) -> (Option<i32>, serde_j
 fn json_report(output: &std::process::Output) -> (Option<i32>, serde_json::Value) {
     let report = serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
         panic!(
-            "validate --json gave no report ({e}):\n{}\n{}",
+            "validate --json gave no report ({e}):\n{}\n{}{}",
             stdout(output),
-            stderr(output)
+            stderr(output),
+            cluster_state_if_cut(output)
         )
     });
     (output.status.code(), report)
