@@ -269,6 +269,8 @@ fn judge_rows(tally: &mut Tally, parsed: &ParsedOutput, expect: &Expectations) {
                  missing sizes cannot be told: not known to be a complete run"
             ),
         );
+    } else if let Some(message) = elided_rows(parsed, expect) {
+        tally.add(RunStatus::Ok, "rows", message);
     } else if !expect.sizes.is_empty() {
         // nccl-tests rounds each size down to whole, 16-byte-aligned per-rank chunks: a
         // small size may vanish (all_gather on 2 ranks starts at 32 B) and a large one may
@@ -337,6 +339,42 @@ fn judge_rows(tally: &mut Tally, parsed: &ParsedOutput, expect: &Expectations) {
             );
         }
     }
+}
+
+/// Issue #40 form 7 where the header's sizes are not in the paste: an author's cut marker
+/// (`...`) between the table's start and the run's own summary says rows were left out of
+/// the paste, and the summary says the run completed. Pastes only: a live run's output
+/// has no author.
+fn elided_rows(parsed: &ParsedOutput, expect: &Expectations) -> Option<String> {
+    let summary = parsed.avg_busbw.as_ref()?.line;
+    if !expect.pasted || !expect.sizes.is_empty() {
+        return None;
+    }
+    let table_start = parsed
+        .tables
+        .iter()
+        .map(|t| t.line)
+        .chain(parsed.rows.iter().map(|r| r.line))
+        .min()?;
+    let cuts: Vec<String> = parsed
+        .cut_at_lines
+        .iter()
+        .filter(|&&n| n > table_start && n < summary)
+        .map(ToString::to_string)
+        .collect();
+    if cuts.is_empty() {
+        return None;
+    }
+    let sizes = parsed.rows.iter().map(|r| r.size_bytes);
+    let (first, last) = (sizes.clone().min()?, sizes.max()?);
+    Some(format!(
+        "the run completed (its summary line is there), but the paste leaves rows out (cut \
+         at line{} {}): it shows {} row(s), {first} B to {last} B, and its average busbw is \
+         the run's own, over rows not all shown",
+        if cuts.len() > 1 { "s" } else { "" },
+        cuts.join(", "),
+        parsed.rows.len()
+    ))
 }
 
 /// The transport between nodes against the expected one, and the NICs it used.

@@ -150,9 +150,15 @@ fn strip_runner_tag(t: &str) -> Option<&str> {
 
 /// Whether a line is what a document or a chat message puts where it left lines out:
 /// `...`, `…`, `[...]`, `<snip>`, `(truncated)`, `# ... 20 lines omitted ...`: a few
-/// words at most, made of dots, `snip`, `truncated`, `omitted`, `lines` and numbers.
+/// words at most, made of dots, `snip`, `truncated`, `omitted`, `lines` and numbers; a
+/// rule of dashes or `=` around them is decoration (`-----some output truncated-----`, the
+/// AWS DLAMI guide's marker).
 fn is_cut_marker(trimmed: &str) -> bool {
-    let body = trimmed.trim_start_matches('#').trim();
+    let body = trimmed
+        .trim_start_matches('#')
+        .trim()
+        .trim_matches(|c| c == '-' || c == '=')
+        .trim();
     if body.is_empty() || body.len() > 60 {
         return false;
     }
@@ -167,7 +173,15 @@ fn is_cut_marker(trimmed: &str) -> bool {
         is_dots(w)
             || matches!(
                 w,
-                "snip" | "snipped" | "truncated" | "omitted" | "output" | "lines" | "rows" | "more"
+                "snip"
+                    | "snipped"
+                    | "truncated"
+                    | "omitted"
+                    | "output"
+                    | "some"
+                    | "lines"
+                    | "rows"
+                    | "more"
             )
             || w.bytes().all(|b| b.is_ascii_digit())
     };
@@ -1105,6 +1119,7 @@ mod tests {
             "# ... 20 lines omitted ...",
             "[output truncated]",
             "   ....",
+            "-----------------------------some output truncated-----------------------------------",
         ] {
             assert!(is_cut_marker(marker.trim()), "{marker}");
         }
@@ -1117,6 +1132,8 @@ mod tests {
             "# Using devices",
             "#",
             "3 lines",
+            "----------------------------------------",
+            "--- some text ---",
         ] {
             assert!(!is_cut_marker(other.trim()), "{other}");
         }

@@ -264,3 +264,61 @@ fn import_refuses_what_is_not_an_output_and_records_nothing() {
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(stdout(&out).contains("(all_reduce, ok"), "{}", stdout(&out));
 }
+
+/// Issue #40 form 7 on real pastes (facts in the folder's README, written before import ran):
+/// a README's excerpt with the author's `...` before and after 5 rows and the run's own
+/// summary is a completed run whose paste leaves rows out, said, with the run's own average;
+/// a guide's output whose log lines were cut (`-----some output truncated-----`) but whose
+/// 28 rows are all there is complete with nothing to say about rows; an output cut at the
+/// end without its summary stays cut short.
+#[test]
+fn elided_pastes_with_their_summary_are_completed_runs() {
+    let dir = scratch("published", "elided");
+    let import = |file: &str, db: &str| {
+        let db = dir.path().join(db);
+        let mut cmd = gpudirect_without(&["GPUDIRECT_DB"]);
+        cmd.args(["--db"])
+            .arg(&db)
+            .arg("import")
+            .arg(folder().join(file));
+        let out = run(&mut cmd);
+        let said = format!("{}{}", stdout(&out), stderr(&out));
+        assert!(out.status.success(), "{file}: {said}");
+        let mut history = gpudirect_without(&["GPUDIRECT_DB"]);
+        history.args(["--db"]).arg(&db).args(["history", "--json"]);
+        let runs: serde_json::Value = serde_json::from_str(&ok(&mut history)).expect("JSON");
+        (said, runs[0].clone())
+    };
+    let (said, r) = import(
+        "elided-2-terraform-aws-eks-blueprints-dots.txt",
+        "dots.sqlite",
+    );
+    assert_eq!(r["status"], "ok", "{said}");
+    assert_eq!(r["collective"], "all_reduce", "{r}");
+    assert_eq!(r["avg_busbw"].as_f64(), Some(1.15327), "{r}");
+    assert_eq!(r["max_size_bytes"].as_u64(), Some(4194304), "{r}");
+    assert!(
+        said.contains("the paste leaves rows out (cut at lines 3, 9): it shows 5 row(s), 262144 B to 4194304 B")
+            && said.contains("the run's own, over rows not all shown")
+            && said.contains("inferred 2 ranks"),
+        "{said}"
+    );
+    let (said, r) = import("elided-3-aws-dlami-efa-truncated.txt", "cut-log.sqlite");
+    assert_eq!(r["status"], "ok", "{said}");
+    assert_eq!(r["total_ranks"].as_u64(), Some(16), "{r}");
+    assert_eq!(r["node_count"].as_u64(), Some(2), "{r}");
+    assert_eq!(r["max_size_bytes"].as_u64(), Some(1073741824), "{r}");
+    assert_eq!(
+        r["row_count"].as_u64(),
+        Some(56),
+        "28 sizes, out- and in-place: {r}"
+    );
+    assert_eq!(r["avg_busbw"].as_f64(), Some(2.80613), "{r}");
+    assert!(
+        !said.contains("leaves rows out") && !said.contains("cut short"),
+        "{said}"
+    );
+    let (said, r) = import("cut-short-3-nccl-tests-323-lost-hash.txt", "cut-end.sqlite");
+    assert_eq!(r["status"], "failed", "{said}");
+    assert!(said.contains("the output is cut short"), "{said}");
+}
