@@ -22,6 +22,7 @@ fuzz_target!(|data: &[u8]| {
         max_events: 8,
         max_kept_bytes: 4096,
         max_input_bytes: u64::MAX,
+        max_lines: u64::MAX,
     };
     let mut reader = JobLogReader::new(limits);
     // Two inputs from one buffer: the first half as input 0, the rest as input 1.

@@ -57,6 +57,10 @@ pub struct LogArgs {
     /// what is cut is said.
     #[arg(long, value_name = "BYTES", default_value_t = 64 << 30)]
     pub max_bytes: u64,
+
+    /// Lines read from each input at most; what is cut is said.
+    #[arg(long, value_name = "LINES", default_value_t = 1 << 30)]
+    pub max_lines: u64,
 }
 
 /// `gpudirect log`.
@@ -79,29 +83,22 @@ pub fn run(args: &LogArgs, ctx: &Ctx) -> Result<ExitStatus> {
     };
     let mut reader = JobLogReader::new(Limits {
         max_input_bytes: args.max_bytes,
+        max_lines: args.max_lines,
         ..Limits::default()
     });
     let mut read: Vec<InputRead> = Vec::with_capacity(inputs.len());
+    // What the budgets cut (security review T7): on stderr as it happens, and in the report.
+    let mut cuts: Vec<String> = Vec::new();
     for (source, input) in inputs.iter().enumerate() {
         let done = read_input(input, source, &mut reader)?;
-        if done.cut_at_limit {
-            noteln!(
-                "gpudirect log: {}: only its first {} bytes were read (--max-bytes); the rest was not",
-                done.name,
-                args.max_bytes
-            );
-        }
-        if done.long_lines > 0 {
-            noteln!(
-                "gpudirect log: {}: {} line(s) longer than {} KiB were cut there",
-                done.name,
-                done.long_lines,
-                reader.limits().max_line / 1024
-            );
+        for cut in done.cuts(reader.limits().max_line) {
+            noteln!("gpudirect log: {cut}");
+            cuts.push(cut);
         }
         read.push(done);
     }
-    let log = reader.finish();
+    let mut log = reader.finish();
+    log.dropped.extend(cuts);
     // A log of only torch's watchdog and NCCL error lines is a job with trouble (rule T1).
     if log.nccl_lines == 0 && log.events.is_empty() {
         let names: Vec<&str> = read.iter().map(|r| r.name.as_str()).collect();

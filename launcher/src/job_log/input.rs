@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 #[cfg(doc)]
 use nccl_output::joblog::Limits;
-use nccl_output::joblog::{for_each_line, JobLogReader, LineStats, ReadError};
+use nccl_output::joblog::{for_each_line_within, JobLogReader, LineStats, ReadError};
 use serde::Serialize;
 
 /// The first two bytes of a gzip stream.
@@ -26,9 +26,59 @@ pub struct InputRead {
     pub bytes: u64,
     /// Lines cut to the reader's line limit.
     pub long_lines: u64,
+    /// Bytes of those lines past the limit: read, not judged.
+    pub skipped_bytes: u64,
     /// Whether reading stopped at the reader's byte limit ([`Limits::max_input_bytes`]),
     /// the rest of the input unread.
     pub cut_at_limit: bool,
+    /// Whether reading stopped at the reader's line limit ([`Limits::max_lines`]).
+    pub cut_at_lines: bool,
+    /// Bytes of a plain file left unread by either limit (unknown for gzip data and stdin).
+    pub unread_bytes: Option<u64>,
+}
+
+impl InputRead {
+    /// What the limits cut, for the user: the limit, its flag, and what was left unread;
+    /// nothing when the whole input was read and judged.
+    pub fn cuts(&self, max_line: usize) -> Vec<String> {
+        let mut said = Vec::new();
+        let unread = match self.unread_bytes {
+            Some(n) => format!("{n} more bytes of the file were not read"),
+            None if self.gzip => "the rest of its decompressed text was not read".into(),
+            None => "the rest was not read".into(),
+        };
+        if self.cut_at_limit {
+            said.push(format!(
+                "{}: only its first {} bytes{} were read (the --max-bytes budget); {unread}: \
+                 raise --max-bytes to read more",
+                self.name,
+                self.bytes,
+                if self.gzip {
+                    " after decompression"
+                } else {
+                    ""
+                }
+            ));
+        }
+        if self.cut_at_lines {
+            said.push(format!(
+                "{}: only its first {} lines were read (the --max-lines budget); {unread}: \
+                 raise --max-lines to read more",
+                self.name, self.lines
+            ));
+        }
+        if self.long_lines > 0 {
+            said.push(format!(
+                "{}: {} line(s) longer than {} KiB were cut there: {} bytes past the cut were \
+                 skipped, not judged",
+                self.name,
+                self.long_lines,
+                max_line / 1024,
+                self.skipped_bytes
+            ));
+        }
+        said
+    }
 }
 
 /// Why an input could not be read: its name and the reason, for the user.
@@ -76,13 +126,12 @@ pub fn read_input(
     reader: &mut JobLogReader,
 ) -> Result<InputRead, InputError> {
     let name = input.name();
-    let reader_max = reader.limits().max_input_bytes;
     let fail = |reason: String| InputError {
         name: name.clone(),
         reason,
     };
-    let raw: Box<dyn Read> = match input {
-        Input::Stdin => Box::new(std::io::stdin().lock()),
+    let (raw, file_bytes): (Box<dyn Read>, Option<u64>) = match input {
+        Input::Stdin => (Box::new(std::io::stdin().lock()), None),
         Input::File(path) => {
             let file = File::open(path).map_err(|e| fail(format!("cannot open it: {e}")))?;
             let meta = file
@@ -91,51 +140,78 @@ pub fn read_input(
             if meta.is_dir() {
                 return Err(fail("a directory: give the log files in it".into()));
             }
-            Box::new(file)
+            // A regular file's size tells what a limit left unread (not a FIFO's).
+            (Box::new(file), meta.is_file().then_some(meta.len()))
         }
     };
-    read_from(raw, source, reader)
-        .map_err(|(gzip, e)| {
-            fail(match e {
-                ReadError::Io(io) if gzip => format!("cannot decompress it (gzip): {io}"),
-                other => other.to_string(),
-            })
+    let read = read_from(raw, source, reader).map_err(|(gzip, e)| {
+        fail(match e {
+            ReadError::Io(io) if gzip => format!("cannot decompress it (gzip): {io}"),
+            other => other.to_string(),
         })
-        .map(|(gzip, stats)| InputRead {
-            name: name.clone(),
-            gzip,
-            lines: stats.lines,
-            bytes: stats.bytes,
-            long_lines: stats.long_lines,
-            cut_at_limit: stats.bytes >= reader_max,
-        })
+    })?;
+    let stats = read.stats;
+    let cut_at_limit = read.more_past_budget;
+    let cut = cut_at_limit || stats.stopped_at_max_lines;
+    Ok(InputRead {
+        name: name.clone(),
+        gzip: read.gzip,
+        lines: stats.lines,
+        bytes: stats.bytes,
+        long_lines: stats.long_lines,
+        skipped_bytes: stats.skipped_bytes,
+        cut_at_limit,
+        cut_at_lines: stats.stopped_at_max_lines,
+        unread_bytes: file_bytes
+            .filter(|_| cut && !read.gzip)
+            .map(|len| len.saturating_sub(stats.bytes)),
+    })
 }
 
-/// Reads `raw`, decompressing it when it starts as gzip does; says whether it did.
+/// What [`read_from`] found.
+struct ReadOutcome {
+    gzip: bool,
+    stats: LineStats,
+    /// The byte budget was spent and the input went on past it.
+    more_past_budget: bool,
+}
+
+/// Reads `raw` within the reader's byte and line budgets, decompressing it when it starts as
+/// gzip does; says whether it did, and whether input was left past the byte budget.
 fn read_from(
     raw: Box<dyn Read>,
     source: usize,
     reader: &mut JobLogReader,
-) -> Result<(bool, LineStats), (bool, ReadError)> {
+) -> Result<ReadOutcome, (bool, ReadError)> {
     let mut buffered = BufReader::with_capacity(256 * 1024, raw);
     let head = buffered.fill_buf().map_err(|e| (false, ReadError::Io(e)))?;
     let gzip = head.starts_with(&GZIP_MAGIC);
-    let max = reader.limits().max_line;
+    let limits = reader.limits();
     // Bytes after decompression: a gzip bomb costs this much reading, then stops (T7).
-    let budget = reader.limits().max_input_bytes;
+    let budget = limits.max_input_bytes;
     let mut feed = |n: u64, line: &str| reader.feed(source, n, line);
-    let stats = if gzip {
+    let io = |e| (gzip, ReadError::Io(e));
+    let (stats, more_past_budget) = if gzip {
         // Concatenated members too (a log rotated and gzipped in parts, then cat'ed).
         let decoder = flate2::read::MultiGzDecoder::new(buffered).take(budget);
-        for_each_line(
-            &mut BufReader::with_capacity(256 * 1024, decoder),
-            max,
-            &mut feed,
-        )
+        let mut lines = BufReader::with_capacity(256 * 1024, decoder);
+        let stats = for_each_line_within(&mut lines, limits.max_line, limits.max_lines, &mut feed)
+            .map_err(|e| (gzip, e))?;
+        let mut rest = lines.into_inner();
+        let more = rest.limit() == 0 && rest.get_mut().read(&mut [0u8; 1]).map_err(io)? > 0;
+        (stats, more)
     } else {
-        for_each_line(&mut buffered.take(budget), max, &mut feed)
+        let mut lines = buffered.take(budget);
+        let stats = for_each_line_within(&mut lines, limits.max_line, limits.max_lines, &mut feed)
+            .map_err(|e| (gzip, e))?;
+        let more = lines.limit() == 0 && !lines.get_mut().fill_buf().map_err(io)?.is_empty();
+        (stats, more)
     };
-    stats.map(|s| (gzip, s)).map_err(|e| (gzip, e))
+    Ok(ReadOutcome {
+        gzip,
+        stats,
+        more_past_budget,
+    })
 }
 
 #[cfg(test)]

@@ -276,9 +276,114 @@ fn max_bytes_cuts_an_input_and_says_so() {
         .args(["--gpudirect", "none", "--max-bytes", "2000"])
         .arg(log_fixture("lent-host/torch-srun-gpudirect-socket-bed.txt")));
     assert!(
-        stderr(&out).contains("only its first 2000 bytes were read (--max-bytes)"),
+        stderr(&out).contains(
+            "only its first 2000 bytes were read (the --max-bytes budget); 5336 more bytes of \
+             the file were not read: raise --max-bytes to read more"
+        ),
         "{}",
         stderr(&out)
     );
-    assert!(stdout(&out).contains("gpudirect log:"), "{}", stdout(&out));
+    // Said in the report too, not only on stderr.
+    assert!(
+        stdout(&out).contains("note: ") && stdout(&out).contains("the --max-bytes budget"),
+        "{}",
+        stdout(&out)
+    );
+}
+
+/// Security review T7: an input of exactly --max-bytes bytes is read whole, and not said to
+/// be cut (the budget was reached, but nothing lay past it).
+#[test]
+fn an_input_of_exactly_the_byte_budget_is_not_said_cut() {
+    let dir = scratch("log", "exact");
+    let config = bed_config(dir.path());
+    let log = log_fixture("lent-host/torch-srun-gpudirect-socket-bed.txt");
+    let size = std::fs::metadata(&log).unwrap().len().to_string();
+    let out = run(log_cmd(&config)
+        .args(["--gpudirect", "none", "--max-bytes", &size])
+        .arg(&log));
+    assert!(!stderr(&out).contains("--max-bytes"), "{}", stderr(&out));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+}
+
+/// Security review T7: a gzip bomb (200 MiB of NCCL lines, about 0.5 MB compressed) stops
+/// at the decompressed budget, naming the budget and the flag that raises it, in the text
+/// report and in the JSON; the lines before the cut are judged.
+#[test]
+fn a_gzip_bomb_stops_at_the_byte_budget_and_says_how_to_raise_it() {
+    let dir = scratch("log", "bomb");
+    let config = bed_config(dir.path());
+    let bomb = dir.path().join("bomb.log.gz");
+    let line = b"n1:1:1 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via NET/Socket/0\n";
+    let mut gz = flate2::write::GzEncoder::new(
+        std::fs::File::create(&bomb).unwrap(),
+        flate2::Compression::fast(),
+    );
+    let block = line.repeat(1 << 14);
+    for _ in 0..(200 << 20) / block.len() {
+        gz.write_all(&block).unwrap();
+    }
+    gz.finish().unwrap();
+    let budget = (8u64 << 20).to_string();
+    let out = run(log_cmd(&config)
+        .args(["--gpudirect", "none", "--max-bytes", &budget])
+        .arg(&bomb));
+    let said = format!("{}{}", stdout(&out), stderr(&out));
+    assert!(
+        said.contains(&format!(
+            "only its first {budget} bytes after decompression were read (the --max-bytes \
+             budget); the rest of its decompressed text was not read: raise --max-bytes"
+        )),
+        "{said}"
+    );
+    let out = run(log_cmd(&config)
+        .args(["--gpudirect", "none", "--json", "--max-bytes", &budget])
+        .arg(&bomb));
+    let report: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let input = &report["inputs"][0];
+    assert_eq!(input["cut_at_limit"], true, "{input}");
+    assert_eq!(input["bytes"].as_u64(), Some(8 << 20), "{input}");
+    assert_eq!(input["gzip"], true, "{input}");
+    assert_eq!(input["unread_bytes"], Value::Null, "{input}");
+}
+
+/// Security review T7: a line longer than the line limit (64 KiB) is cut there and the bytes
+/// skipped are said; --max-lines stops reading after that many lines, said with the bytes
+/// of the file left unread; the lines before are judged.
+#[test]
+fn a_long_line_and_the_line_budget_are_said_with_what_they_skipped() {
+    let dir = scratch("log", "longline");
+    let config = bed_config(dir.path());
+    let fixture = log_fixture("lent-host/torch-srun-gpudirect-socket-bed.txt");
+    let mut text = "x".repeat(3 << 20);
+    text.push('\n');
+    text += &std::fs::read_to_string(&fixture).unwrap();
+    let file = dir.path().join("long.log");
+    std::fs::write(&file, &text).unwrap();
+    let out = run(log_cmd(&config).args(["--gpudirect", "none"]).arg(&file));
+    let said = format!("{}{}", stdout(&out), stderr(&out));
+    assert!(
+        said.contains(&format!(
+            "1 line(s) longer than 64 KiB were cut there: {} bytes past the cut were skipped, \
+             not judged",
+            (3 << 20) - 64 * 1024
+        )),
+        "{said}"
+    );
+    assert_eq!(out.status.code(), Some(0), "{said}");
+    assert!(stdout(&out).contains("2 processes"), "{said}");
+
+    let out = run(log_cmd(&config)
+        .args(["--gpudirect", "none", "--max-lines", "11"])
+        .arg(&file));
+    let said = format!("{}{}", stdout(&out), stderr(&out));
+    let kept: usize = text.split_inclusive('\n').take(11).map(str::len).sum();
+    assert!(
+        said.contains(&format!(
+            "only its first 11 lines were read (the --max-lines budget); {} more bytes of the \
+             file were not read: raise --max-lines to read more",
+            text.len() - kept
+        )),
+        "{said}"
+    );
 }

@@ -15,6 +15,11 @@ pub struct LineStats {
     pub bytes: u64,
     /// Lines longer than the limit (cut to it).
     pub long_lines: u64,
+    /// Bytes of those lines past the limit: read, never held, not judged.
+    pub skipped_bytes: u64,
+    /// Whether reading stopped at the line budget (`max_lines` of
+    /// [`for_each_line_within`]), the rest of the input unread.
+    pub stopped_at_max_lines: bool,
 }
 
 /// Why a log could not be read.
@@ -49,9 +54,25 @@ impl std::error::Error for ReadError {}
 pub fn for_each_line(
     input: &mut impl BufRead,
     max: usize,
+    each: impl FnMut(u64, &str),
+) -> Result<LineStats, ReadError> {
+    for_each_line_within(input, max, u64::MAX, each)
+}
+
+/// [`for_each_line`] for at most `max_lines` lines: reading stops after that many, the
+/// rest of `input` unread ([`LineStats::stopped_at_max_lines`]; security review T7: a gzip
+/// bomb of empty lines costs a call per line).
+pub fn for_each_line_within(
+    input: &mut impl BufRead,
+    max: usize,
+    max_lines: u64,
     mut each: impl FnMut(u64, &str),
 ) -> Result<LineStats, ReadError> {
     let mut stats = LineStats::default();
+    if max_lines == 0 {
+        stats.stopped_at_max_lines = !input.fill_buf().map_err(ReadError::Io)?.is_empty();
+        return Ok(stats);
+    }
     // A line that spans two reads of the buffer is gathered here; one inside a read (most
     // lines) is handed on from the buffer itself, uncopied.
     let mut pending: Vec<u8> = Vec::with_capacity(256);
@@ -78,6 +99,7 @@ pub fn for_each_line(
             let piece = &chunk[used..used + i];
             if pending.is_empty() && !cut {
                 let whole = piece.len() <= max;
+                stats.skipped_bytes += piece.len().saturating_sub(max) as u64;
                 emit(
                     &piece[..piece.len().min(max)],
                     !whole,
@@ -87,17 +109,26 @@ pub fn for_each_line(
             } else {
                 let room = max.saturating_sub(pending.len());
                 cut |= piece.len() > room;
+                stats.skipped_bytes += piece.len().saturating_sub(room) as u64;
                 pending.extend_from_slice(&piece[..piece.len().min(room)]);
                 emit(&pending, cut, &mut stats, &mut each);
                 pending.clear();
                 cut = false;
             }
             used += i + 1;
+            if stats.lines >= max_lines {
+                // The line budget: what follows this line is left unread.
+                stats.bytes += used as u64;
+                input.consume(used);
+                stats.stopped_at_max_lines = !input.fill_buf().map_err(ReadError::Io)?.is_empty();
+                return Ok(stats);
+            }
         }
         // The rest of the read: the start of a line that ends in a later one.
         let piece = &chunk[used..];
         let room = max.saturating_sub(pending.len());
         cut |= piece.len() > room;
+        stats.skipped_bytes += piece.len().saturating_sub(room) as u64;
         pending.extend_from_slice(&piece[..piece.len().min(room)]);
         let consumed = chunk.len();
         stats.bytes += consumed as u64;
@@ -176,6 +207,50 @@ mod tests {
         assert_eq!(seen[0].1, "x".repeat(16));
         assert_eq!(seen[1].1, "short");
         assert_eq!(stats.long_lines, 1);
+    }
+
+    /// Security review T7: the bytes of a long line past the limit are counted (said), in
+    /// one read and across reads, and never held.
+    #[test]
+    fn the_bytes_cut_from_long_lines_are_counted() {
+        let mut input = vec![b'y'; 100];
+        input.push(b'\n');
+        input.extend_from_slice(&[b'z'; 30]);
+        input.extend_from_slice(b"\nok\n");
+        // Reads of 7 bytes: both long lines span reads.
+        let (seen, stats) = lines(&input, 16);
+        assert_eq!(seen[2].1, "ok");
+        assert_eq!((stats.long_lines, stats.skipped_bytes), (2, 84 + 14));
+        // One read holding all: the uncopied path.
+        let stats = for_each_line(&mut &input[..], 16, |_, l| assert!(l.len() <= 16)).unwrap();
+        assert_eq!(stats.skipped_bytes, 98);
+    }
+
+    /// Security review T7: the line budget stops reading after that many lines, says so, and
+    /// leaves the rest unread; an input of exactly that many lines is not said to be cut.
+    #[test]
+    fn the_line_budget_stops_reading_and_says_so() {
+        let input = b"a\nb\nc\nd\n";
+        let mut seen = Vec::new();
+        let stats = for_each_line_within(&mut &input[..], 100, 2, |_, l| {
+            seen.push(l.to_string());
+        })
+        .unwrap();
+        assert_eq!(seen, ["a", "b"]);
+        assert!(stats.stopped_at_max_lines);
+        assert_eq!((stats.lines, stats.bytes), (2, 4));
+        let stats = for_each_line_within(&mut &input[..], 100, 4, |_, _| {}).unwrap();
+        assert!(!stats.stopped_at_max_lines);
+        assert_eq!(stats.lines, 4);
+        let stats = for_each_line_within(
+            &mut std::io::BufReader::with_capacity(3, &input[..]),
+            100,
+            3,
+            |_, _| {},
+        )
+        .unwrap();
+        assert!(stats.stopped_at_max_lines);
+        assert_eq!((stats.lines, stats.bytes), (3, 6));
     }
 
     #[test]

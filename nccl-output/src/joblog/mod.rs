@@ -44,7 +44,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use serde::{Deserialize, Serialize};
 
-pub use lines::{for_each_line, LineStats, ReadError};
+pub use lines::{for_each_line, for_each_line_within, LineStats, ReadError};
 pub use prefix::{
     bare_version, classify_event, error_return, is_placeholder_host, launcher_rank, strip_ansi,
     strip_rank_tag, EventKind,
@@ -74,6 +74,9 @@ pub struct Limits {
     /// Bytes read from one input (after decompression): the rest is not read, and that is
     /// said (security review T7: a gzip bomb costs this much reading, no more).
     pub max_input_bytes: u64,
+    /// Lines read from one input at most: the rest is not read, and that is said (a gzip
+    /// bomb of empty lines costs a call per line).
+    pub max_lines: u64,
 }
 
 /// Bytes of a host name kept (a DNS name has at most 253).
@@ -89,6 +92,7 @@ impl Default for Limits {
             max_events: 2000,
             max_kept_bytes: 64 << 20,
             max_input_bytes: 64 << 30,
+            max_lines: 1 << 30,
         }
     }
 }
