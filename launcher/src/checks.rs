@@ -147,6 +147,15 @@ fn judge_exit(tally: &mut Tally, outcome: Option<Outcome>, exit_code: Option<i32
                 "ran past its timeout: the process group was stopped",
             );
         }
+        Some(Outcome::NotStarted) => {
+            // Its own status would need a new history column value; the finding names it,
+            // and the callers (`cell::exec`) put "could not start" first.
+            tally.add(
+                RunStatus::Timeout,
+                "start",
+                "showed no sign of NCCL within its start-up deadline: the process group was stopped",
+            );
+        }
         Some(Outcome::Interrupted) => {
             tally.add(
                 RunStatus::Interrupted,

@@ -446,6 +446,8 @@ pub fn quick_nccl(q: &QuickNccl) -> Result<(Option<Failed>, String), QuickNcclEr
         as_root: nix::unistd::geteuid().is_root(),
         gpus_per_process: gpus,
         exact: false,
+        // The quick all_reduce is one local process: no launch to hang before NCCL.
+        startup_timeout: None,
     };
     let expect = Expectations {
         transport: None,

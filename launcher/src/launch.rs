@@ -56,7 +56,18 @@ pub struct LaunchOptions {
     /// `srun --exact`: steps take only what they ask for, so several can run at once on
     /// disjoint nodes of one allocation (validation rounds).
     pub exact: bool,
+    /// The start-up deadline: a cell that shows no sign of NCCL (`Init COMPLETE`, or
+    /// nccl-tests' column header) by then is stopped and run once more as its own step
+    /// (`cell::exec`, issue #45); `None` waits for the whole `timeout` and judges a cell
+    /// stopped before NCCL as any stopped cell (health's quick test: one local process, no
+    /// launch to fail).
+    pub startup_timeout: Option<Duration>,
 }
+
+/// The start-up deadline `--startup-timeout` gives by default: srun's PMIx wire-up and
+/// NCCL's init take seconds on a pair of nodes; a launch that has not reached NCCL in a
+/// minute is hung.
+pub const DEFAULT_STARTUP_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// A cell that cannot be launched as asked.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -132,6 +143,8 @@ pub struct Prepared {
     pub json_path: Option<PathBuf>,
     /// The binary.
     pub binary: PathBuf,
+    /// The start-up deadline ([`LaunchOptions::startup_timeout`]).
+    pub startup_timeout: Option<Duration>,
 }
 
 fn os(s: impl Into<OsString>) -> OsString {
@@ -252,6 +265,7 @@ pub fn prepare(
         },
         json_path,
         binary,
+        startup_timeout: opts.startup_timeout,
     })
 }
 
@@ -331,6 +345,7 @@ mod tests {
             as_root: true,
             gpus_per_process: 1,
             exact: false,
+            startup_timeout: None,
         };
         (matrix, opts, dir)
     }

@@ -272,6 +272,7 @@ pub fn run_cells(
                     verdict,
                     record,
                 },
+            ..
         } = executed;
         let replay = crate::history::replay_of(&record.env).is_some();
         let result = CellResult {

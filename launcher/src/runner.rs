@@ -2,7 +2,10 @@
 //! in its own process group, with stdout and stderr drained at the same time (a full pipe
 //! can never block it), a deadline after which the whole group gets SIGTERM, a grace
 //! period, then SIGKILL, and a cancel flag (Ctrl-C) that does the same. "Timed out" and
-//! "interrupted" are outcomes of their own, not generic failures.
+//! "interrupted" are outcomes of their own, not generic failures. A [`StartWatch`] adds an
+//! earlier deadline for the command to show it started (a line of its output), after which
+//! the group is stopped the same way with [`Outcome::NotStarted`] (issue #45: a launch that
+//! hangs before NCCL is cut at its start-up deadline, not at the cell's whole timeout).
 
 use nix::sys::signal::{killpg, sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
 use nix::unistd::Pid;
@@ -12,6 +15,7 @@ use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -77,6 +81,9 @@ pub enum Outcome {
     TimedOut,
     /// The cancel flag was raised (Ctrl-C) and it was stopped.
     Interrupted,
+    /// Its [`StartWatch`] saw no line showing it started within the start-up deadline, and
+    /// it was stopped.
+    NotStarted,
 }
 
 impl Outcome {
@@ -96,6 +103,7 @@ impl std::fmt::Display for Outcome {
             Outcome::Signaled { signal } => write!(f, "killed by signal {signal}"),
             Outcome::TimedOut => f.write_str("timed out"),
             Outcome::Interrupted => f.write_str("interrupted"),
+            Outcome::NotStarted => f.write_str("not started within its start-up deadline"),
         }
     }
 }
@@ -125,15 +133,87 @@ pub struct StartError {
     pub source: std::io::Error,
 }
 
+/// A deadline for a command to show that it started: a line of its stdout or stderr for
+/// which `started` holds must come within `within` of the start, or the whole group is
+/// stopped as at its timeout, and the outcome is [`Outcome::NotStarted`].
+#[derive(Debug, Clone, Copy)]
+pub struct StartWatch {
+    /// How long the command may take to print its start line.
+    pub within: Duration,
+    /// Whether a line (without its newline) shows the start.
+    pub started: fn(&str) -> bool,
+}
+
+/// The longest line a [`StartWatch`] looks at; the rest of a longer one is not read.
+const MAX_WATCHED_LINE: usize = 64 << 10;
+
+/// What a stream's reader looks for: a line that shows the start, and the flag it raises
+/// then (shared by stdout's and stderr's readers).
+type Watcher = (fn(&str) -> bool, Arc<AtomicBool>);
+
+/// Looks at each line of a stream until one shows the start, then at nothing more.
+struct LineWatch {
+    watch: Option<Watcher>,
+    line: Vec<u8>,
+}
+
+impl LineWatch {
+    fn feed(&mut self, bytes: &[u8]) {
+        let Some((started, seen)) = &self.watch else {
+            return;
+        };
+        if seen.load(Ordering::SeqCst) {
+            // The other stream saw it: nothing more to look for.
+            self.watch = None;
+            self.line = Vec::new();
+            return;
+        }
+        for piece in bytes.split_inclusive(|b| *b == b'\n') {
+            let room = MAX_WATCHED_LINE.saturating_sub(self.line.len());
+            self.line.extend_from_slice(&piece[..piece.len().min(room)]);
+            if piece.ends_with(b"\n") {
+                if started(String::from_utf8_lossy(&self.line).trim_end()) {
+                    seen.store(true, Ordering::SeqCst);
+                    self.watch = None;
+                    self.line = Vec::new();
+                    return;
+                }
+                self.line.clear();
+            }
+        }
+    }
+}
+
 /// Reads `pipe` to its end, keeping the first `cap` bytes; the rest is read (so the writer
-/// never blocks) and counted, not kept.
-fn drain_capped(mut pipe: impl Read + Send + 'static, cap: usize) -> JoinHandle<(Vec<u8>, u64)> {
+/// never blocks) and counted, not kept. `watch` is shown every line as it comes.
+fn drain_capped(
+    mut pipe: impl Read + Send + 'static,
+    cap: usize,
+    watch: Option<Watcher>,
+) -> JoinHandle<(Vec<u8>, u64)> {
     std::thread::spawn(move || {
-        let mut buf = Vec::new();
-        // A read error ends the stream; what was read is kept.
-        let _ = pipe.by_ref().take(cap as u64).read_to_end(&mut buf);
-        let dropped = std::io::copy(&mut pipe, &mut std::io::sink()).unwrap_or(0);
-        (buf, dropped)
+        let mut kept = Vec::new();
+        let mut dropped = 0u64;
+        let mut lines = LineWatch {
+            watch,
+            line: Vec::new(),
+        };
+        let mut chunk = vec![0u8; 64 << 10];
+        loop {
+            let n = match pipe.read(&mut chunk) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                // A read error ends the stream; what was read is kept.
+                Err(_) => break,
+            };
+            let bytes = &chunk[..n];
+            lines.feed(bytes);
+            let room = cap.saturating_sub(kept.len()).min(n);
+            kept.extend_from_slice(&bytes[..room]);
+            dropped += (n - room) as u64;
+        }
+        (kept, dropped)
     })
 }
 
@@ -153,7 +233,18 @@ pub fn run(job: &Job, cancel: &AtomicBool) -> Result<Finished, StartError> {
 /// [`run`], keeping at most `cap` bytes of stdout: the rest is read and dropped, and
 /// [`Finished::stdout_dropped`] says how much (output from many nodes, bounded).
 pub fn run_capped(job: &Job, cancel: &AtomicBool, cap: usize) -> Result<Finished, StartError> {
-    run_inner(job, cancel, &mut || {}, cap)
+    run_inner(job, cancel, &mut || {}, cap, None)
+}
+
+/// [`run_with`], stopped early with [`Outcome::NotStarted`] when no line of its output shows
+/// the start (`watch`) within `watch.within`.
+pub fn run_watched(
+    job: &Job,
+    cancel: &AtomicBool,
+    at_deadline: &mut dyn FnMut(),
+    watch: StartWatch,
+) -> Result<Finished, StartError> {
+    run_inner(job, cancel, at_deadline, usize::MAX, Some(watch))
 }
 
 /// [`run`], calling `at_deadline` once when the job passes its deadline, while it still
@@ -164,7 +255,7 @@ pub fn run_with(
     cancel: &AtomicBool,
     at_deadline: &mut dyn FnMut(),
 ) -> Result<Finished, StartError> {
-    run_inner(job, cancel, at_deadline, usize::MAX)
+    run_inner(job, cancel, at_deadline, usize::MAX, None)
 }
 
 fn run_inner(
@@ -172,6 +263,7 @@ fn run_inner(
     cancel: &AtomicBool,
     at_deadline: &mut dyn FnMut(),
     stdout_cap: usize,
+    watch: Option<StartWatch>,
 ) -> Result<Finished, StartError> {
     let start = Instant::now();
     let mut command = Command::new(&job.program);
@@ -202,14 +294,16 @@ fn run_inner(
         command: job.command_line(),
         source,
     })?;
+    let seen = Arc::new(AtomicBool::new(false));
+    let watching = || watch.map(|w| (w.started, Arc::clone(&seen)));
     let stdout = child
         .stdout
         .take()
-        .map(|pipe| drain_capped(pipe, stdout_cap));
+        .map(|pipe| drain_capped(pipe, stdout_cap, watching()));
     let stderr = child
         .stderr
         .take()
-        .map(|pipe| drain_capped(pipe, usize::MAX));
+        .map(|pipe| drain_capped(pipe, usize::MAX, watching()));
 
     let mut stopping: Option<(Outcome, Instant)> = None;
     let status = loop {
@@ -225,6 +319,10 @@ fn run_inner(
                     Some(Outcome::Interrupted)
                 } else if now.duration_since(start) >= job.timeout {
                     Some(Outcome::TimedOut)
+                } else if watch.is_some_and(|w| {
+                    now.duration_since(start) >= w.within && !seen.load(Ordering::SeqCst)
+                }) {
+                    Some(Outcome::NotStarted)
                 } else {
                     None
                 };
@@ -419,6 +517,45 @@ mod tests {
         })
         .unwrap();
         assert_eq!((done.outcome, calls), (Outcome::Interrupted, 0));
+    }
+
+    fn starts_with_go(line: &str) -> bool {
+        line.starts_with("go")
+    }
+
+    /// A command that never prints its start line is stopped at the start-up deadline,
+    /// long before its timeout; one that prints it (on either stream, after other lines)
+    /// runs to its end.
+    #[test]
+    fn a_start_watch_stops_a_command_that_never_starts_and_only_that() {
+        let watch = StartWatch {
+            within: Duration::from_millis(300),
+            started: starts_with_go,
+        };
+        let done = run_watched(
+            &sh("echo waiting; sleep 30", 60_000),
+            &AtomicBool::new(false),
+            &mut || {},
+            watch,
+        )
+        .unwrap();
+        assert_eq!(done.outcome, Outcome::NotStarted);
+        assert!(done.elapsed < Duration::from_secs(5), "{:?}", done.elapsed);
+        assert_eq!(String::from_utf8_lossy(&done.stdout), "waiting\n");
+        for script in [
+            "echo waiting; echo go; sleep 0.6; echo done",
+            "echo waiting; echo going >&2; sleep 0.6; echo done",
+        ] {
+            let done = run_watched(
+                &sh(script, 60_000),
+                &AtomicBool::new(false),
+                &mut || {},
+                watch,
+            )
+            .unwrap();
+            assert_eq!(done.outcome, Outcome::Exited { code: 0 }, "{script}");
+            assert!(String::from_utf8_lossy(&done.stdout).ends_with("done\n"));
+        }
     }
 
     #[test]

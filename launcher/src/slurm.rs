@@ -749,6 +749,7 @@ fn how(outcome: Outcome) -> String {
         Outcome::Signaled { signal } => format!("killed by signal {signal}"),
         Outcome::TimedOut => format!("no answer within {}s", SCONTROL_TIMEOUT.as_secs()),
         Outcome::Interrupted => "interrupted".into(),
+        Outcome::NotStarted => "not started in time".into(),
     }
 }
 

@@ -54,6 +54,7 @@ pub mod joblog;
 mod json;
 mod other;
 pub mod ras;
+pub mod start;
 mod text;
 pub mod topo;
 pub mod transport;
@@ -66,6 +67,7 @@ pub use busbw::{busbw_factor, BusBwMismatch};
 pub use failure::{Failure, FailureKind};
 pub use infer::{Inference, InferredFact};
 pub use other::other_program;
+pub use start::{line_shows_start, start_seen, StartSeen};
 pub use transport::{
     NcclDebugInfo, NetworkUse, PluginVersion, TransportClass, TransportMatch, TransportUse,
     TuningChoice,

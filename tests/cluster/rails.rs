@@ -345,6 +345,91 @@ fn per_rail_nccl_tests_name_the_slow_rail_of_a_node() {
     }
 }
 
+/// Issue #45: node3's steps on eth2 hang before NCCL prints anything (the stand-in's hook
+/// `STANDIN_NO_START_NODES=node3:eth2`, a launch stuck in PMIx or MPI_Init) while node2's
+/// eth3 is slow. `validate --per-rail` cuts each hung step at its start-up deadline (5 s,
+/// not the 10 min timeout), runs it once more as a step of its own, and reports node3's eth2
+/// as "could not start": not slow, not failed, not drained. node3's other rails are judged
+/// on their own (healthy), node2's eth3 is still named slow, and nothing else is named.
+#[test]
+fn per_rail_nccl_tests_call_a_launch_that_never_reaches_nccl_could_not_start() {
+    let db = temp_db("per-rail-no-start");
+    let standin = standin_dir("per-rail-no-start");
+    let _guard = cluster();
+    let nodes = cluster_nodes() as u32;
+    let started = std::time::Instant::now();
+    let output = gpudirect_in_allocation(
+        nodes,
+        &db,
+        &[
+            &["validate", "--per-rail", "--gpudirect", "tcpx", "--json"][..],
+            &VALIDATE_STANDIN_ARGS,
+            &["--startup-timeout", "5s"],
+            &["--nccl-tests-dir", standin.to_str().unwrap()],
+        ]
+        .concat(),
+        &[
+            ("STANDIN_NO_START_NODES", "node3:eth2"),
+            ("STANDIN_SLOW_RAILS", "node2:eth3"),
+        ],
+    );
+    let took = started.elapsed();
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|e| panic!("no report ({e}): {}", stderr(&output)));
+    assert_eq!(
+        output.status.code(),
+        Some(1),
+        "{report:#}\n{}",
+        stderr(&output)
+    );
+    assert_eq!(
+        unhealthy(&report),
+        [
+            ("node2".into(), "eth3".into(), "slow_node".into()),
+            ("node3".into(), "eth2".into(), "could_not_start".into()),
+        ],
+        "{report:#}"
+    );
+    // Cut at the start-up deadline: a hung step waiting for the 10 min timeout would take
+    // minutes each.
+    assert!(took < std::time::Duration::from_secs(300), "{took:?}");
+    let err = stderr(&output);
+    assert!(
+        err.contains("running it once more as a step of its own")
+            && err.contains("could not start (no NCCL line within its 5 s start-up deadline"),
+        "{err}"
+    );
+    // In the history: node3's eth2 runs say it first, and their node results carry the word.
+    let history = gpudirect::history::History::open_existing(&db).unwrap();
+    let mut seen = 0;
+    for summary in history.list_runs(&Default::default()).unwrap() {
+        let detail = history.get_run(summary.id).unwrap();
+        let on_eth2 = summary
+            .variant
+            .as_deref()
+            .unwrap_or("")
+            .ends_with(":rail:eth2");
+        if !(on_eth2 && detail.nodes.iter().any(|n| n == "node3")) {
+            continue;
+        }
+        seen += 1;
+        assert!(
+            detail.failures[0].starts_with("could not start: "),
+            "{:?}",
+            detail.failures
+        );
+        assert!(
+            detail
+                .node_results
+                .iter()
+                .all(|r| r.verdict.as_deref() == Some("could_not_start")),
+            "{:?}",
+            detail.node_results
+        );
+    }
+    assert!(seen >= 2, "node3's eth2 pairs: {seen}");
+}
+
 /// `salloc -N<all> gpudirect validate --test wiring --json`: the exit code and the report.
 fn validate_wiring(db: &std::path::Path) -> (Option<i32>, serde_json::Value) {
     let nodes = cluster_nodes() as u32;

@@ -19,6 +19,11 @@
 //! Test hooks (never set in production): `STANDIN_RECORDING=<file>` forces a recording;
 //! `STANDIN_HANG_RANKS=0,3` makes those ranks sleep forever (a hung rank);
 //! `STANDIN_HANG_COLLECTIVES=all_gather` makes every rank of those collectives hang;
+//! `STANDIN_NO_START_NODES=node3` makes every rank of a step that runs on one of those nodes
+//! sleep forever before printing anything: a STAND-IN for a launch that hangs before NCCL
+//! starts (srun's PMIx wire-up, MPI_Init; issue #45), which the launcher must call "could
+//! not start", not a slow or failed node (the step's nodes: `SLURM_STEP_NODELIST`); an
+//! entry `node3:eth2` does so only with NCCL held to eth2, as `STANDIN_SLOW_RAILS` reads it;
 //! `STANDIN_SLOW_NODES=node2` replays `h200x2-degraded/all_reduce_g2_load_matmul_gpu1.txt`
 //! (a GPU slowed by a competing load, about 47% of the clean busbw) when the command matches
 //! it and the step runs on one of those nodes: one slow node slows the whole collective,
@@ -184,21 +189,22 @@ fn step_nodes() -> Vec<String> {
         .unwrap_or_else(|| vec![host()])
 }
 
-/// Whether this step runs on a node listed in `STANDIN_SLOW_NODES`.
-fn step_has_slow_node() -> bool {
-    let Ok(slow) = std::env::var("STANDIN_SLOW_NODES") else {
+/// Whether this step runs on a node listed in the variable `var` (`node2,node3`).
+fn step_on_a_node_of(var: &str) -> bool {
+    let Ok(listed) = std::env::var(var) else {
         return false;
     };
     let step_nodes = step_nodes();
-    slow.split(',')
+    listed
+        .split(',')
         .map(str::trim)
         .any(|s| step_nodes.iter().any(|n| n == s))
 }
 
-/// Whether this step runs on a node of `STANDIN_SLOW_RAILS` (`node:nic,...`) with NCCL held
-/// to that node's slow NIC.
-fn step_has_slow_rail() -> bool {
-    let Ok(slow) = std::env::var("STANDIN_SLOW_RAILS") else {
+/// Whether this step runs on a node of `var` (`node:nic,...`: `STANDIN_SLOW_RAILS`,
+/// `STANDIN_NO_START_NODES`) with NCCL held to that node's NIC.
+fn step_on_a_rail_of(var: &str) -> bool {
+    let Ok(slow) = std::env::var(var) else {
         return false;
     };
     let held_to = |nic: &str| {
@@ -278,8 +284,8 @@ fn main() -> ExitCode {
     let (wanted, json_path) = canonical_args(&argv[1..]);
     let env = |name: &str| std::env::var(name).ok();
     let forced = std::env::var("STANDIN_RECORDING").ok();
-    let slow = step_has_slow_node()
-        || step_has_slow_rail()
+    let slow = step_on_a_node_of("STANDIN_SLOW_NODES")
+        || step_on_a_rail_of("STANDIN_SLOW_RAILS")
         || in_both_lists("STANDIN_SLOW_GPUS", "CUDA_VISIBLE_DEVICES");
     let chosen = recordings
         .iter()
@@ -335,6 +341,8 @@ fn main() -> ExitCode {
     let me_rank = rank();
     if in_list("STANDIN_HANG_RANKS", &me_rank.to_string())
         || in_list("STANDIN_HANG_COLLECTIVES", &collective)
+        || step_on_a_node_of("STANDIN_NO_START_NODES")
+        || step_on_a_rail_of("STANDIN_NO_START_NODES")
     {
         loop {
             std::thread::sleep(std::time::Duration::from_secs(3600));

@@ -18,11 +18,13 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::AtomicBool;
 
+use super::start::{classify, Start, Starting, COULD_NOT_START, WHAT_TO_CHECK};
 use super::{evaluate_finished, Evaluated};
-use crate::checks::Expectations;
+use crate::checks::{Expectations, Finding};
 use crate::history::{History, HistoryError, NewRun, RunId, RunStatus};
 use crate::launch::{self, LaunchError, LaunchOptions};
 use crate::matrix::{Cell, Matrix};
+use crate::nccl_output::line_shows_start;
 use crate::record::RunContext;
 use crate::runner::{self, Finished, StartError, INTERRUPTED};
 use crate::units::now_unix;
@@ -155,34 +157,138 @@ impl Prepared {
     /// [`Prepared::execute`], stopped when `cancel` is raised. A job step (srun inside an
     /// allocation) that runs past its limit is asked first what NCCL's RAS says
     /// ([`ras_snapshot`]); the verdict is kept in the run's notes, which `show` prints.
+    ///
+    /// A try stopped before it reached NCCL (its start-up deadline, or its timeout: see
+    /// [`super::start`]) is a launch failure: the cell runs once more as a step of its own,
+    /// and if that does not reach NCCL either, its record and verdict say "could not start"
+    /// first ([`Executed::starting`]) and the caller charges it to no node (issue #45).
+    /// A cell without a start-up deadline (health's quick test: one local process, no
+    /// launch to fail) is judged on its one try, as before.
     pub fn execute_until(self, cancel: &AtomicBool) -> Result<Executed, StartError> {
+        let first = self.try_once(cancel)?;
+        let Start::NotReached(first_why) = self.reached(&first.finished) else {
+            return Ok(self.evaluate(first, Starting::First));
+        };
+        if self.launch.startup_timeout.is_none() {
+            return Ok(self.evaluate(first, Starting::First));
+        }
+        if cancel.load(std::sync::atomic::Ordering::SeqCst) {
+            return Ok(self.evaluate(first, Starting::First));
+        }
+        crate::noteln!(
+            "gpudirect: {}: did not reach NCCL ({first_why}): running it once more as a step of its own",
+            self.shown_where()
+        );
+        let second = self.try_once(cancel)?;
+        let starting = match self.reached(&second.finished) {
+            Start::Reached => Starting::Second { first: first_why },
+            Start::NotReached(why) => {
+                crate::noteln!(
+                    "gpudirect: {}: {COULD_NOT_START} ({why}, twice): charged to no node; {WHAT_TO_CHECK}",
+                    self.shown_where()
+                );
+                Starting::CouldNotStart {
+                    first: first_why,
+                    second: why,
+                }
+            }
+        };
+        Ok(self.evaluate(second, starting))
+    }
+
+    /// Where the cell runs, for the lines on stderr: its nodes, else its command line.
+    fn shown_where(&self) -> String {
+        match self.context.nodes.is_empty() {
+            true => self.command_line(),
+            false => self.context.nodes.join("+"),
+        }
+    }
+
+    /// Whether a try reached NCCL ([`super::start::classify`]).
+    fn reached(&self, finished: &Finished) -> Start {
+        classify(
+            finished.outcome,
+            &super::join_streams(&finished.stdout, &finished.stderr),
+            self.launch.startup_timeout,
+            self.launch.job.timeout,
+        )
+    }
+
+    /// One try: the job run to its end, its start-up deadline (when it has one), its
+    /// timeout (RAS asked first, for a job step) or `cancel`.
+    fn try_once(&self, cancel: &AtomicBool) -> Result<Try, StartError> {
         let started = now_unix();
         let job_id = (self.launch.job.program == "srun")
             .then(|| crate::slurm::env_var("SLURM_JOB_ID"))
             .flatten()
             .and_then(|j| j.parse::<u32>().ok());
         let mut snapshot: Option<Vec<String>> = None;
-        let finished = runner::run_with(&self.launch.job, cancel, &mut || {
+        let mut at_deadline = || {
             if let Some(job) = job_id {
                 snapshot = Some(ras_snapshot(job));
             }
-        })?;
+        };
+        let finished = match self.launch.startup_timeout {
+            Some(within) => runner::run_watched(
+                &self.launch.job,
+                cancel,
+                &mut at_deadline,
+                runner::StartWatch {
+                    within,
+                    started: line_shows_start,
+                },
+            )?,
+            None => runner::run_with(&self.launch.job, cancel, &mut at_deadline)?,
+        };
+        Ok(Try {
+            finished,
+            snapshot: snapshot.unwrap_or_default(),
+            started,
+            ended: now_unix(),
+        })
+    }
+
+    /// The last try read, judged and made a record, with how the tries went.
+    fn evaluate(self, last: Try, starting: Starting) -> Executed {
         let mut context = self.context;
-        context.started_at = Some(started);
-        context.finished_at = Some(now_unix());
+        context.started_at = Some(last.started);
+        context.finished_at = Some(last.ended);
         let mut evaluated = evaluate_finished(
-            &finished,
+            &last.finished,
             self.launch.json_path.as_deref(),
             &self.collective,
             self.expect,
             context,
         );
-        evaluated.record.notes.extend(snapshot.unwrap_or_default());
-        Ok(Executed {
-            finished,
+        if let Some(why) = starting.could_not_start() {
+            let message = format!(
+                "{COULD_NOT_START}: {why} (tried twice, each a step of its own): {WHAT_TO_CHECK}"
+            );
+            evaluated.record.failures.insert(0, message.clone());
+            evaluated.verdict.findings.insert(
+                0,
+                Finding {
+                    check: "start",
+                    message,
+                },
+            );
+        }
+        evaluated.record.notes.extend(starting.note());
+        evaluated.record.notes.extend(last.snapshot);
+        Executed {
+            finished: last.finished,
             evaluated,
-        })
+            starting,
+        }
     }
+}
+
+/// One try of a cell: the process, RAS's notes when it was asked, and its times.
+struct Try {
+    finished: Finished,
+    snapshot: Vec<String>,
+    started: i64,
+    ended: i64,
 }
 
 /// How a RAS snapshot note begins (`show` prints notes as they are).
@@ -272,6 +378,8 @@ pub struct Executed {
     pub finished: Finished,
     /// The parsed output, the checks' verdict and the record.
     pub evaluated: Evaluated,
+    /// How its tries went: whether it reached NCCL, and at which try (issue #45).
+    pub starting: Starting,
 }
 
 impl Executed {
@@ -332,6 +440,7 @@ mod tests {
             },
             json_path: None,
             binary: PathBuf::from("/opt/nccl-tests/build/all_reduce_perf"),
+            startup_timeout: Some(Duration::from_secs(30)),
         }
     }
 
@@ -343,6 +452,133 @@ mod tests {
             gpus_per_node: 8,
             variant,
         }
+    }
+
+    /// A job running `script` under sh, with a start-up deadline of 300 ms.
+    fn hanging(script: &str) -> launch::Prepared {
+        launch::Prepared {
+            job: Job {
+                program: "sh".into(),
+                args: vec!["-c".into(), script.into()],
+                env: Vec::new(),
+                cwd: None,
+                timeout: Duration::from_secs(30),
+                grace: Duration::from_millis(200),
+            },
+            json_path: None,
+            binary: PathBuf::from("/opt/nccl-tests/build/all_reduce_perf"),
+            startup_timeout: Some(Duration::from_millis(300)),
+        }
+    }
+
+    fn on_a_pair(job: launch::Prepared) -> Prepared {
+        let plain = Variant {
+            name: "validate:pairs".into(),
+            gpudirect: None,
+            env: BTreeMap::new(),
+        };
+        Prepared::new(
+            job,
+            &cell("all_reduce", plain),
+            Expectations::default(),
+            RunContext {
+                nodes: vec!["node3".into(), "node4".into()],
+                ..RunContext::default()
+            },
+            BTreeMap::new(),
+        )
+    }
+
+    /// Issue #45: a cell that prints no NCCL line is stopped at its start-up deadline, run
+    /// once more, and then says "could not start" first, in its verdict and its record.
+    #[test]
+    fn a_cell_that_never_reaches_nccl_is_tried_twice_then_could_not_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let tries = dir.path().join("tries");
+        let script = format!("echo try >> {}; sleep 30", tries.display());
+        let executed = on_a_pair(hanging(&script))
+            .execute_until(&AtomicBool::new(false))
+            .unwrap();
+        assert_eq!(std::fs::read_to_string(&tries).unwrap(), "try\ntry\n");
+        assert_eq!(executed.finished.outcome, runner::Outcome::NotStarted);
+        assert!(
+            executed.finished.elapsed < Duration::from_secs(5),
+            "{:?}",
+            executed.finished.elapsed
+        );
+        assert_eq!(
+            executed.starting.could_not_start(),
+            Some("no NCCL line within its 300 ms start-up deadline")
+        );
+        let record = &executed.evaluated.record;
+        assert!(
+            record.failures[0].starts_with(
+                "could not start: no NCCL line within its 300 ms start-up deadline (tried twice"
+            ),
+            "{:?}",
+            record.failures
+        );
+        assert_eq!(executed.evaluated.verdict.findings[0].check, "start");
+        assert!(record
+            .notes
+            .iter()
+            .any(|n| n.starts_with("could not start: twice")));
+    }
+
+    /// Without a start-up deadline (health's quick test) a cell that hangs is tried once and
+    /// stopped at its timeout, as before.
+    #[test]
+    fn without_a_start_up_deadline_a_hang_is_tried_once_and_timed_out() {
+        let dir = tempfile::tempdir().unwrap();
+        let tries = dir.path().join("tries");
+        let mut job = hanging(&format!("echo try >> {}; sleep 30", tries.display()));
+        job.startup_timeout = None;
+        job.job.timeout = Duration::from_millis(300);
+        let executed = on_a_pair(job)
+            .execute_until(&AtomicBool::new(false))
+            .unwrap();
+        assert_eq!(std::fs::read_to_string(&tries).unwrap(), "try\n");
+        assert_eq!(executed.finished.outcome, runner::Outcome::TimedOut);
+        assert_eq!(executed.starting, Starting::First);
+        assert_eq!(executed.evaluated.verdict.status, RunStatus::Timeout);
+    }
+
+    /// A first try that hangs before NCCL and a second that runs: judged on the second,
+    /// with a note of the first.
+    #[test]
+    fn a_second_try_that_starts_is_judged_as_usual() {
+        let dir = tempfile::tempdir().unwrap();
+        let marker = dir.path().join("tried");
+        let (_, fixture) = fixture_paths()
+            .into_iter()
+            .find(|(name, _)| name == "h200x2-nvlink/all_reduce_g2.txt")
+            .unwrap();
+        let script = format!(
+            "if [ -e {m} ]; then cat {f}; else touch {m}; sleep 30; fi",
+            m = marker.display(),
+            f = fixture.display()
+        );
+        let executed = on_a_pair(hanging(&script))
+            .execute_until(&AtomicBool::new(false))
+            .unwrap();
+        assert!(
+            matches!(&executed.starting, Starting::Second { first } if first.starts_with("no NCCL line")),
+            "{:?}",
+            executed.starting
+        );
+        assert_eq!(
+            executed.finished.outcome,
+            runner::Outcome::Exited { code: 0 }
+        );
+        let record = &executed.evaluated.record;
+        assert!(!record
+            .failures
+            .iter()
+            .any(|f| f.starts_with("could not start")));
+        assert!(record
+            .notes
+            .iter()
+            .any(|n| n.starts_with("the first try did not reach NCCL")));
     }
 
     /// Each command's own spec (run: matrix marks; tune: a label and a setting; validate:

@@ -20,6 +20,7 @@
 use std::path::Path;
 
 pub mod exec;
+pub mod start;
 
 use crate::checks::{judge, Expectations, Verdict};
 use crate::history::NewRun;

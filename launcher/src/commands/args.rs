@@ -180,6 +180,28 @@ pub struct NcclTestsArgs {
     /// The admin config: the transport each profile must use, and its variables.
     #[command(flatten)]
     pub config: ConfigArg,
+
+    /// How long a run may take to reach NCCL.
+    #[command(flatten)]
+    pub startup: StartupArgs,
+}
+
+/// `--startup-timeout`: how long an nccl-tests run may take to reach NCCL, the same on
+/// `run`, `tune`, `validate` and `vet` (issue #45).
+#[derive(Debug, Clone, Args)]
+pub struct StartupArgs {
+    /// How long each nccl-tests run may take to reach NCCL (90, 90s, 2m): its first
+    /// `Init COMPLETE`, or nccl-tests' column header. A run that has not by then is stopped
+    /// (a run that did reaches its --timeout as before). A run that never reached NCCL is a
+    /// launch failure, not its nodes' fault: it runs once more as its own step, and if that
+    /// hangs too it is reported "could not start" and never counted slow or failed against
+    /// a node or rail. When you see it, check the launch, not the fabric: `srun --mpi=pmix`
+    /// (is PMIx working: `srun --mpi=list`; `gpudirect-mpi check`), and that Open MPI and
+    /// PMIx talk over the control NIC (OMPI_MCA_oob_tcp_if_include,
+    /// OMPI_MCA_btl_tcp_if_include, PMIX_MCA_ptl_tcp_if_include = the profile's
+    /// socket_ifname). Raise it for very large jobs whose NCCL init takes longer.
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = duration_arg)]
+    pub startup_timeout: Duration,
 }
 
 /// Where one node's wiring report reads from (`gpudirect agent wiring`, and the older

@@ -341,6 +341,22 @@ const RULES: &str = "\
   status, transport and findings; its env holds the variant's variables, the command's
   marks and `GPUDIRECT_MODE` when a `--gpudirect` mode applied; its cluster is `--cluster`
   (or `GPUDIRECT_CLUSTER`), else `$SLURM_CLUSTER_NAME`, and its job `$SLURM_JOB_ID`.
+- **Could not start.** A cell of `run`, `tune`, `validate` or `vet` that shows no sign of
+  NCCL (no `Init COMPLETE`, nor nccl-tests' column header) by its `--startup-timeout`
+  (default 60 s), or by its `--timeout`, never reached NCCL: its launch hung (srun's PMIx
+  wire-up, MPI_Init, Open MPI or PMIx talking over a data NIC), which says nothing of its
+  nodes. It is stopped then and run once more as a step of its own; if that does not start
+  either, it is reported `could not start`: the first finding of its record (whose status
+  is `timeout`, the history's word for a stopped run), `could_not_start` as its class in a
+  pair's node results and as a node's verdict in `validate` and `vet` (`--json`: `\"kind\":
+  \"could_not_start\"`). It is never counted slow or failed against a node or a rail: such
+  a node is not drained, not marked in Slurm's Extra, and `vet` leaves it unchecked. What
+  to do: check the launch, not the fabric: that `srun --mpi=pmix` works (`srun --mpi=list`,
+  `gpudirect-mpi check`), and that Open MPI's and PMIx's own TCP traffic stays on the
+  control NIC (Open MPI's `oob_tcp_if_include` and `btl_tcp_if_include`, PMIx's
+  `ptl_tcp_if_include`: the profile's `socket_ifname`); then run it again. An NCCL `WARN`
+  before the init completed (`Bootstrap : no socket interface found`) is NCCL's word on the
+  node, and is judged a failure as before.
 - **Comparable runs.** A baseline is made only of earlier `ok` runs with the same
   collective, cluster, node count, total ranks (GPUs) and variant, measurements with
   measurements (a stand-in replay is compared only with replays): in `compare --baseline`,

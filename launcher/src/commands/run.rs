@@ -472,6 +472,7 @@ pub fn run(args: &RunArgs, ctx: &Ctx) -> Result<ExitStatus> {
         as_root,
         gpus_per_process: args.gpus_per_process,
         exact: false,
+        startup_timeout: Some(args.nccl.startup.startup_timeout),
     };
     let cells = matrix.plan();
     let db = ctx.db_path()?;

@@ -175,6 +175,7 @@ fn setup(args: &TuneArgs) -> Result<Setup> {
         as_root,
         gpus_per_process: args.gpus_per_process,
         exact: false,
+        startup_timeout: Some(args.nccl.startup.startup_timeout),
     };
     if let Some(list) = &args.gpus {
         let visible = visible_gpus();

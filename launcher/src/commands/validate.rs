@@ -35,7 +35,7 @@ use gpudirect::validate::pairs::{
     DEFAULT_ALGO,
 };
 
-use super::args::{DrainArgs, NodeReportArgs, ProfileArgs};
+use super::args::{DrainArgs, NodeReportArgs, ProfileArgs, StartupArgs};
 use super::{Ctx, ExitStatus};
 use gpudirect::noteln;
 use gpudirect::outln;
@@ -80,6 +80,11 @@ gpu0-1, ... with --gpus-per-unit 2) and each pair is one local nccl-tests proces
 both groups' GPUs (CUDA_VISIBLE_DEVICES, -g). Exit status: 0 healthy, 1 degraded (slow\n\
 nodes or links), 2 failed (runs failed; or a drain, a resume or the --on-drain command\n\
 did not work), 3 could not run (nothing measured, bad options).\n\n\
+A pair that shows no sign of NCCL by --startup-timeout (60s) is a launch that hung, not a\n\
+slow or failed node: it is run once more as a step of its own, and if it hangs again its\n\
+nodes get `could not start` for it (a node with no other run: verdict `could not start`,\n\
+never drained; its partners are re-paired and judged on their other runs). Check srun\n\
+--mpi=pmix and that Open MPI and PMIx use the control NIC, then validate again.\n\n\
 --test wiring moves no data: one task per node reports the NIC its profile gives each GPU\n\
 (the plugin's own rules, sysfs locality included; without a profile, the PCI tree's map)\n\
 and each of those NICs' IPv4 subnets (/proc/net/route). GPU i's rail is the subnet most\n\
@@ -207,6 +212,10 @@ pub struct ValidateArgs {
     /// pair (which takes seconds: a pair past it is failed as hung and re-tested).
     #[arg(long, value_name = "DURATION", value_parser = duration_arg)]
     pub timeout: Option<Duration>,
+
+    /// How long an nccl-tests pair may take to reach NCCL.
+    #[command(flatten)]
+    pub startup: StartupArgs,
 
     /// Cluster name recorded with each run.
     #[arg(long, env = "GPUDIRECT_CLUSTER")]
@@ -695,6 +704,9 @@ fn print_text(t: &Text<'_>) -> Result<()> {
                     format!("with {} {b:.2} GB/s ({})", run.partner, run.class)
                 }
                 PairOutcome::Failed(why) => format!("with {} failed: {why}", run.partner),
+                PairOutcome::CouldNotStart(why) => {
+                    format!("with {} could not start: {why}", run.partner)
+                }
             })
             .collect();
         outln!(
@@ -911,5 +923,6 @@ fn pair_launch(
         as_root,
         gpus_per_process: args.gpus_per_process,
         exact: true,
+        startup_timeout: Some(args.startup.startup_timeout),
     }
 }

@@ -26,7 +26,7 @@ use gpudirect_core::config::Mode;
 use gpudirect_core::hostlist::compress;
 use serde::Serialize;
 
-use super::args::ProfileArgs;
+use super::args::{ProfileArgs, StartupArgs};
 use super::{Ctx, ExitStatus};
 
 /// Raised at vet's deadline or on Ctrl-C; every step of the vet watches it.
@@ -141,6 +141,10 @@ pub struct VetArgs {
     /// srun's --mpi plugin for the pairs.
     #[arg(long, default_value = "pmix")]
     pub mpi: String,
+
+    /// How long an nccl-tests pair may take to reach NCCL.
+    #[command(flatten)]
+    pub startup: StartupArgs,
 
     /// A fixed busbw floor in GB/s (nccl) or GB/s per rail (rails) instead of the baseline.
     #[arg(long, value_name = "GBPS")]
@@ -305,6 +309,7 @@ fn pairs_request(args: &VetArgs) -> PairsRequest {
         gpus_per_node: args.gpus_per_node,
         gpus_per_process: args.gpus_per_process,
         nccl_tests_dir: args.nccl_tests_dir.clone(),
+        startup_timeout: args.startup.startup_timeout,
     }
 }
 

@@ -278,6 +278,7 @@ impl Tuner<'_> {
             evaluated: Evaluated {
                 parsed, verdict, ..
             },
+            ..
         } = executed;
         let seconds = finished.elapsed.as_secs_f64();
         if verdict.status == RunStatus::Ok {

@@ -63,7 +63,7 @@ pub fn drain_plan(report: &Report) -> Vec<Candidate> {
 /// What `validate --extra` writes to each node's Extra ([`crate::node_extra`]): 0 for a
 /// node `--drain` would drain (slow or failed, not spared by a re-test), 1 for one judged
 /// healthy, spared or with a bad link only (the node itself is fast); a node of unknown
-/// verdict is left as it is. The busbw is the median of the node's pair runs at the judged
+/// verdict, or whose pairs could not start, is left as it is. The busbw is the median of the node's pair runs at the judged
 /// size. Pure.
 pub fn extra_verdicts(
     report: &Report,
@@ -78,7 +78,7 @@ pub fn extra_verdicts(
     report
         .nodes
         .iter()
-        .filter(|n| !matches!(n.verdict, Verdict::Unknown))
+        .filter(|n| !matches!(n.verdict, Verdict::Unknown | Verdict::CouldNotStart))
         .map(|n| {
             let figures: Vec<f64> = pairs
                 .iter()

@@ -11,7 +11,7 @@ use super::judging::{
 use super::session::{self, Judged, SessionError};
 use crate::baseline::Key;
 use crate::budget::Budget;
-use crate::cell::exec::{self, Spec};
+use crate::cell::exec::{self, Executed, Spec};
 use crate::cell::Evaluated;
 use crate::checks::Expectations;
 use crate::history::{History, HistoryError, LaunchKind, NewNodeResult, NewRun, RunId, RunStatus};
@@ -340,26 +340,35 @@ fn run_round(
         let Ok((group, executed)) = handle.join() else {
             return Err(PairsError::Panicked);
         };
-        let Evaluated {
-            parsed,
-            verdict,
-            record,
-        } = executed?.evaluated;
-        // The pair's figure: the busbw of the run, by the one rule every command uses.
-        let busbw = parsed.busbw_at_max_size();
-        let outcome = match (verdict.status, busbw) {
-            (RunStatus::Ok, Some(b)) => PairOutcome::Busbw(b),
-            _ => PairOutcome::Failed(
-                verdict
-                    .findings
-                    .first()
-                    .map(|f| f.message.clone())
-                    .unwrap_or_else(|| "no busbw at the largest size".into()),
-            ),
-        };
+        let (outcome, record, busbw) = pair_outcome(executed?);
         ran.push((outcome, (group, record, busbw)));
     }
     Ok(ran)
+}
+
+/// What a pair's cell gave the planner: its busbw at the judged size when it passed its
+/// checks, else why it failed, or why it could not start (a launch that never reached
+/// NCCL, tried twice: no evidence about the pair, issue #45). With its record and busbw.
+fn pair_outcome(executed: Executed) -> (PairOutcome, NewRun, Option<f64>) {
+    let Evaluated {
+        parsed,
+        verdict,
+        record,
+    } = executed.evaluated;
+    // The pair's figure: the busbw of the run, by the one rule every command uses.
+    let busbw = parsed.busbw_at_max_size();
+    let outcome = match (executed.starting.could_not_start(), verdict.status, busbw) {
+        (Some(why), _, _) => PairOutcome::CouldNotStart(why.to_string()),
+        (None, RunStatus::Ok, Some(b)) => PairOutcome::Busbw(b),
+        _ => PairOutcome::Failed(
+            verdict
+                .findings
+                .first()
+                .map(|f| f.message.clone())
+                .unwrap_or_else(|| "no busbw at the largest size".into()),
+        ),
+    };
+    (outcome, record, busbw)
 }
 
 /// Stores a judged round's runs: each with its node results (role, partner, class
@@ -442,6 +451,9 @@ fn store_round(
                     class.as_deref().unwrap_or("not judged")
                 ),
                 (PairOutcome::Failed(why), _) => format!("failed: {why}"),
+                (PairOutcome::CouldNotStart(why), _) => {
+                    format!("could not start: {why} (tried twice; charged to neither node)")
+                }
             }
         );
     }

@@ -168,7 +168,7 @@ fn run_steps(
         };
         let result = match (&measured, &outcome) {
             (Some(m), _) => Ok(m),
-            (None, Outcome::Failed(why)) => Err(why.as_str()),
+            (None, Outcome::Failed(why) | Outcome::CouldNotStart(why)) => Err(why.as_str()),
             (None, Outcome::Busbw(_)) => Err("no measurement line"),
         };
         let record = record_of(base, &rails[rail], [&pair[0], &pair[1]], result);
@@ -243,6 +243,7 @@ impl Recorder<'_> {
                 match &p.outcome {
                     Outcome::Busbw(b) => format!("{b:.3} GB/s ({class})"),
                     Outcome::Failed(why) => format!("failed: {why}"),
+                    Outcome::CouldNotStart(why) => format!("could not start: {why}"),
                 }
             );
         }

@@ -132,6 +132,11 @@ fn paired_standing(p: &Paired) -> (Standing, Vec<String>) {
             Standing::Unchecked,
             why("pairs gave no verdict".to_string()),
         ),
+        // A launch that hung says nothing of the node (issue #45).
+        Verdict::CouldNotStart => (
+            Standing::Unchecked,
+            why("its pairs could not start (the launch hung before NCCL)".to_string()),
+        ),
         bad => (Standing::Bad, why(bad.to_string())),
     }
 }
@@ -143,7 +148,7 @@ pub fn worst_over_rails(per_rail: &[(String, Verdict, Vec<String>)]) -> Option<P
         Verdict::Failed | Verdict::Down => 0,
         Verdict::SlowNode => 1,
         Verdict::BadLink { .. } => 2,
-        Verdict::Unknown => 3,
+        Verdict::Unknown | Verdict::CouldNotStart => 3,
         Verdict::Healthy => 4,
     };
     let worst = per_rail.iter().min_by_key(|(_, v, _)| rank(v))?;

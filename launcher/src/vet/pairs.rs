@@ -62,6 +62,8 @@ pub struct PairsRequest {
     pub gpus_per_process: u32,
     /// The nccl-tests folder.
     pub nccl_tests_dir: Option<PathBuf>,
+    /// How long a pair may take to reach NCCL (`--startup-timeout`).
+    pub startup_timeout: Duration,
 }
 
 /// What the pairs measure.
@@ -307,6 +309,7 @@ fn nccl_pairs(
         as_root: nix::unistd::geteuid().is_root(),
         gpus_per_process: req.gpus_per_process,
         exact: true,
+        startup_timeout: Some(req.startup_timeout),
     };
     let config = load_config(&req.config, Ownership::Any).ok();
     let sizes = expected_sizes(req.min_bytes, req.max_bytes, Some(2), None);

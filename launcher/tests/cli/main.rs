@@ -24,6 +24,7 @@ mod tune;
 mod validate_gpus;
 mod validate_nodes;
 mod validate_rails;
+mod validate_start;
 mod validate_wiring;
 mod vet;
 mod watch;

@@ -68,6 +68,9 @@ pub struct Validation {
     stat_index: HashMap<Vec<usize>, usize>,
     node_stats: Vec<Vec<usize>>,
     node_rounds: Vec<usize>,
+    /// Per node, the runs it was in that could not start: the group and why (issue #45).
+    /// No evidence about anyone, kept apart from `stats`.
+    not_started: Vec<Vec<(Vec<usize>, String)>>,
     met: HashSet<(usize, usize)>,
     /// The re-tests asked for.
     retests: Retests,
@@ -162,6 +165,7 @@ impl Validation {
             stat_index: HashMap::new(),
             node_stats: vec![Vec::new(); n],
             node_rounds: vec![0; n],
+            not_started: vec![Vec::new(); n],
             met: HashSet::new(),
             retests: Retests::default(),
             retest_runs: None,
@@ -374,6 +378,20 @@ impl Validation {
         if let [a, b] = key.as_slice() {
             self.met.insert((*a, *b));
         }
+        if let Outcome::CouldNotStart(why) = &outcome {
+            // A launch that hung says nothing of the group: no pass, no bad run. The pair
+            // counts as met, so that the next partner is another one.
+            for &m in &group {
+                self.not_started[m].push((group.clone(), why.clone()));
+            }
+            self.measurements.push(Measurement {
+                round,
+                nodes: group,
+                outcome,
+                class,
+            });
+            return;
+        }
         let idx = match self.stat_index.get(&key) {
             Some(&i) => i,
             None => {
@@ -404,7 +422,9 @@ impl Validation {
                 stat.failed += 1;
                 stat.first_failure.get_or_insert_with(|| why.clone());
             }
-            (Outcome::Busbw(_), Class::Failed) => stat.failed += 1,
+            (Outcome::Busbw(_), Class::Failed | Class::CouldNotStart) => stat.failed += 1,
+            // Kept apart above.
+            (Outcome::CouldNotStart(_), _) => {}
         }
         for &m in &group {
             self.node_rounds[m] += 1;
@@ -632,6 +652,7 @@ impl Validation {
         } else {
             (self.judge_unsure_node(x, a, &mine, &mut evidence), None)
         };
+        let verdict = self.with_runs_not_started(x, verdict, &mut evidence);
         (
             NodeReport {
                 node: self.name(x).to_string(),
@@ -643,6 +664,37 @@ impl Validation {
             },
             links,
         )
+    }
+
+    /// The runs of `x` that could not start, said in its evidence; a node with no other
+    /// run could not start (rather than "not measured"): nothing is known of it, and it is
+    /// charged with nothing (issue #45).
+    fn with_runs_not_started(
+        &self,
+        x: usize,
+        verdict: Verdict,
+        evidence: &mut Vec<Evidence>,
+    ) -> Verdict {
+        let runs = &self.not_started[x];
+        let Some((_, why)) = runs.first() else {
+            return verdict;
+        };
+        let mut partners: Vec<usize> = runs
+            .iter()
+            .flat_map(|(group, _)| group.iter().copied().filter(|&m| m != x))
+            .collect();
+        partners.sort_unstable();
+        partners.dedup();
+        evidence.retain(|e| *e != Evidence::NotMeasured);
+        evidence.push(Evidence::CouldNotStart {
+            runs: runs.len(),
+            partners: self.names(&partners),
+            why: why.clone(),
+        });
+        match verdict {
+            Verdict::Unknown if self.node_rounds[x] == 0 => Verdict::CouldNotStart,
+            v => v,
+        }
     }
 
     /// A busbw for the user: against the threshold, once there is one.

@@ -93,6 +93,16 @@ pub enum Evidence {
     PassedWith(String),
     /// It never ran.
     NotMeasured,
+    /// Runs it was in never reached NCCL, each tried twice (issue #45): how many, and why
+    /// the first did not.
+    CouldNotStart {
+        /// Runs that could not start.
+        runs: usize,
+        /// The partners of those runs.
+        partners: String,
+        /// Why the first could not.
+        why: String,
+    },
     /// Slow with a partner that passed elsewhere, and no second partner to confirm.
     NoSecondPartner(String),
     /// Every run failed, and no partner passed to compare with.
@@ -189,6 +199,14 @@ impl fmt::Display for Evidence {
             }
             Evidence::PassedWith(names) => write!(f, "passed with {names}"),
             Evidence::NotMeasured => f.write_str("not measured"),
+            Evidence::CouldNotStart {
+                runs,
+                partners,
+                why,
+            } => write!(
+                f,
+                "could not start in {runs} run(s), with {partners} ({why}; tried twice each): the launch failed, not charged to the node; check srun --mpi=pmix / MPI and the control NIC"
+            ),
             Evidence::NoSecondPartner(names) => write!(
                 f,
                 "slow with {names}, which passed elsewhere, but no second partner to confirm"

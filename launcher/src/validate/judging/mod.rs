@@ -199,6 +199,10 @@ pub enum Outcome {
     Busbw(f64),
     /// The run failed (exit code, timeout, `#wrong`, wrong transport): why.
     Failed(String),
+    /// The run never reached NCCL, twice (a launch that hung before NCCL started: PMIx,
+    /// MPI, the control NIC): why. Evidence about no one: not a failure of the group's
+    /// nodes, links or rail (issue #45).
+    CouldNotStart(String),
 }
 
 impl Outcome {
@@ -206,7 +210,7 @@ impl Outcome {
     pub fn busbw(&self) -> Option<f64> {
         match self {
             Outcome::Busbw(b) => Some(*b),
-            Outcome::Failed(_) => None,
+            Outcome::Failed(_) | Outcome::CouldNotStart(_) => None,
         }
     }
 }
@@ -283,6 +287,10 @@ pub enum Verdict {
     /// Its NIC on this rail is down, missing or without an address, seen before any traffic:
     /// left out of the rail's pairs (rail tests only, issue #45).
     Down,
+    /// Every run it was in never reached NCCL (each tried twice): the launch failed, and
+    /// nothing is known of the node (issue #45). Never drained: check the launch (PMIx,
+    /// MPI, the control NIC), then validate again.
+    CouldNotStart,
 }
 
 impl fmt::Display for Verdict {
@@ -294,6 +302,7 @@ impl fmt::Display for Verdict {
             Verdict::BadLink { partners } => write!(f, "bad link with {}", partners.join(", ")),
             Verdict::Unknown => f.write_str("unknown"),
             Verdict::Down => f.write_str("down"),
+            Verdict::CouldNotStart => f.write_str("could not start"),
         }
     }
 }
@@ -455,8 +464,9 @@ pub enum Health {
 }
 
 /// The health-check reading of a report: could not run when nothing was measured, failed
-/// when any node failed, degraded when any node is slow, on a bad link or unknown (slow
-/// runs that could not be pinned on one node: two units slow together, say), else healthy.
+/// when any node failed, degraded when any node is slow, on a bad link, unknown (slow
+/// runs that could not be pinned on one node: two units slow together, say) or could not
+/// start, else healthy.
 pub fn health(report: &Report) -> Health {
     let v = || report.nodes.iter().map(|n| &n.verdict);
     if report.nodes.iter().all(|n| n.rounds == 0) {

@@ -833,3 +833,57 @@ fn a_class_has_one_name_in_json_and_in_the_history() {
     }
     assert_eq!(Class::Slow.as_str(), "slow");
 }
+
+/// Issue #45: every pair with node2 never reached NCCL (its launch hung). node2 could not
+/// start: it is neither slow nor failed (nothing to drain), each partner it had is re-paired
+/// and judged on its other runs, and the validation is degraded, not failed.
+#[test]
+fn a_node_whose_pairs_could_not_start_is_charged_with_nothing() {
+    let v = Validation::new(names(6), Mode::Pairs, base()).unwrap();
+    let hung = "no NCCL line within its 1 min 0 s start-up deadline";
+    let (r, rounds) = drive(v, |g| match g.contains(&2) {
+        true => Outcome::CouldNotStart(hung.into()),
+        false => Outcome::Busbw(98.0),
+    });
+    let node2 = &r.nodes[2];
+    assert_eq!(node2.verdict, Verdict::CouldNotStart, "{node2:?}");
+    assert_eq!(node2.verdict.to_string(), "could not start");
+    assert_evidence(node2, "could not start in 3 run(s)");
+    assert_evidence(node2, hung);
+    assert_eq!(node2.rounds, 0);
+    // Its partners were met once each, three different ones.
+    let with_2: Vec<&Vec<usize>> = rounds
+        .iter()
+        .flat_map(|round| round.groups.iter())
+        .filter(|g| g.contains(&2))
+        .collect();
+    let partners: HashSet<usize> = with_2.iter().flat_map(|g| g.iter().copied()).collect();
+    assert_eq!((with_2.len(), partners.len()), (3, 4), "{with_2:?}");
+    for n in r.nodes.iter().filter(|n| n.index != 2) {
+        assert_eq!(n.verdict, Verdict::Healthy, "{n:?}");
+    }
+    assert_eq!(health(&r), Health::Degraded);
+    let json = serde_json::to_value(&r).unwrap();
+    assert_eq!(json["nodes"][2]["verdict"]["kind"], "could_not_start");
+    assert!(crate::validate::actions::drain_plan(&r).is_empty());
+    // The runs that could not start are classed as such, not as failed.
+    let t = base();
+    assert_eq!(
+        t.classify(&Outcome::CouldNotStart(hung.into())),
+        Class::CouldNotStart
+    );
+    assert_eq!(Class::CouldNotStart.as_str(), "could_not_start");
+}
+
+/// Nothing could start anywhere: every node could not start, and the validation could not
+/// run (exit 3), as when nothing was measured.
+#[test]
+fn when_nothing_could_start_the_validation_could_not_run() {
+    let v = Validation::new(names(4), Mode::Pairs, base()).unwrap();
+    let (r, _) = drive(v, |_| Outcome::CouldNotStart("hung".into()));
+    assert!(
+        r.nodes.iter().all(|n| n.verdict == Verdict::CouldNotStart),
+        "{r:?}"
+    );
+    assert_eq!(health(&r), Health::CouldNotRun);
+}

@@ -137,6 +137,7 @@ impl Threshold {
     pub fn classify(&self, outcome: &Outcome) -> Class {
         match outcome {
             Outcome::Failed(_) => Class::Failed,
+            Outcome::CouldNotStart(_) => Class::CouldNotStart,
             Outcome::Busbw(v) if *v < self.limit() => Class::Slow,
             Outcome::Busbw(_) => Class::Pass,
         }
@@ -333,16 +334,20 @@ pub enum Class {
     Slow,
     /// The run failed.
     Failed,
+    /// The run never reached NCCL (a launch failure): no evidence either way.
+    CouldNotStart,
 }
 
 impl Class {
     /// Its name, as `--json` writes it and as a pair run's node results store it:
-    /// `pass`, `slow`, `failed` (one spelling; not a `Debug` string lower-cased).
+    /// `pass`, `slow`, `failed`, `could_not_start` (one spelling; not a `Debug` string
+    /// lower-cased).
     pub fn as_str(self) -> &'static str {
         match self {
             Class::Pass => "pass",
             Class::Slow => "slow",
             Class::Failed => "failed",
+            Class::CouldNotStart => "could_not_start",
         }
     }
 }
