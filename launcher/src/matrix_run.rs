@@ -84,6 +84,20 @@ pub struct CellResult {
     pub replay: bool,
     /// What the figures mean where they mislead: one rank has no bus bandwidth.
     pub note: Option<String>,
+    /// It never reached NCCL, twice: a launch failure (issue #45; its status is `timeout`,
+    /// the history's word for a stopped run, and its first finding says why).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub could_not_start: bool,
+}
+
+impl CellResult {
+    /// How it ended, in one word: `could not start`, else its status.
+    pub fn status_word(&self) -> &'static str {
+        match self.could_not_start {
+            true => crate::cell::start::COULD_NOT_START,
+            false => self.status.as_str(),
+        }
+    }
 }
 
 /// The line printed when a cell ends: `[3/8] all_reduce N=2 G=8 tcpx: ok, busbw ...`.
@@ -93,7 +107,7 @@ pub fn finished_line(result: &CellResult, total: usize) -> String {
         result.cell,
         total,
         result.label,
-        result.status,
+        result.status_word(),
         result
             .busbw_at_max_size
             .map(|b| format!(", busbw {b:.2} GB/s at max size"))
@@ -207,6 +221,7 @@ impl CellResult {
             seconds: 0.0,
             replay: false,
             note: None,
+            could_not_start: false,
         }
     }
 }
@@ -272,7 +287,7 @@ pub fn run_cells(
                     verdict,
                     record,
                 },
-            ..
+            starting,
         } = executed;
         let replay = crate::history::replay_of(&record.env).is_some();
         let result = CellResult {
@@ -287,6 +302,7 @@ pub fn run_cells(
             seconds: finished.elapsed.as_secs_f64(),
             replay,
             note: one_rank_note(&parsed),
+            could_not_start: starting.could_not_start().is_some(),
         };
         progress.finish(
             &finished_line(&result, total),

@@ -519,6 +519,76 @@ fn validate_names_the_slow_node_in_three_rounds_records_it_and_drains_it() {
     assert!(report_dir.join("index.html").is_file());
 }
 
+/// Issue #45: in one allocation of node[1-4], every step on node3 hangs before NCCL prints
+/// anything (the stand-in's hook `STANDIN_NO_START_NODES=node3`, a launch stuck in srun's
+/// wire-up or MPI_Init). Each such pair is cut at the 5 s start-up deadline, run once more as
+/// a step of its own, and reported: node3 "could not start", the other nodes healthy (each
+/// re-paired and judged on its other pairs), degraded (exit 1), and no step left behind.
+#[test]
+fn validate_says_could_not_start_of_a_node_whose_steps_hang_before_nccl() {
+    let _guard = cluster();
+    let (standin, db) = standin_and_db("no-start");
+    let started = std::time::Instant::now();
+    let output = gpudirect_in_allocation(
+        4,
+        &db,
+        &[
+            &["validate"][..],
+            &VALIDATE_STANDIN_ARGS,
+            &["--startup-timeout", "5s", "--json"],
+            &["--nccl-tests-dir", standin.to_str().unwrap()],
+        ]
+        .concat(),
+        &[("STANDIN_NO_START_NODES", "node3")],
+    );
+    let took = started.elapsed();
+    assert_eq!(
+        output.status.code(),
+        Some(1),
+        "degraded:\n{}\n{}",
+        stdout(&output),
+        stderr(&output)
+    );
+    let report: serde_json::Value =
+        serde_json::from_slice(&output.stdout).expect("validate --json");
+    let verdicts: Vec<(String, String)> = report["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| {
+            (
+                n["node"].as_str().unwrap().to_string(),
+                n["verdict"]["kind"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let allocated: Vec<&str> = verdicts.iter().map(|(n, _)| n.as_str()).collect();
+    assert!(allocated.contains(&"node3"), "{report}");
+    for (node, verdict) in &verdicts {
+        let want = if node == "node3" {
+            "could_not_start"
+        } else {
+            "healthy"
+        };
+        assert_eq!(verdict, want, "{node}: {report}");
+    }
+    assert_stderr_contains(&output, "running it once more as a step of its own");
+    assert_stderr_contains(&output, "could not start (no NCCL line within its 5 s");
+    // Cut at the start-up deadline, not the 10 min timeout.
+    assert!(took < std::time::Duration::from_secs(240), "{took:?}");
+    let mut squeue = slurm_command("squeue");
+    squeue.args(["-h", "-s"]);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    let steps = loop {
+        let steps = stdout(&run(&mut squeue)).trim().to_string();
+        if steps.is_empty() || std::time::Instant::now() > deadline {
+            break steps;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    };
+    assert_eq!(steps, "", "job steps left behind");
+}
+
 /// Issue #17's done-when: in one allocation of 3 nodes with node3 slow, `validate --drain
 /// --retries 2` re-tests node3 twice and drains exactly it (the state read back, the reason
 /// tagged); an admin then drains node2 for a reason of their own; with the fault gone,

@@ -269,6 +269,12 @@ fn next_turn(dir: &Path, collective: &str, equals: &[&Recording]) -> usize {
 fn main() -> ExitCode {
     let argv: Vec<String> = std::env::args().collect();
     let me = argv.first().cloned().unwrap_or_default();
+    // Before anything, as a launch stuck in PMIx or MPI_Init never reaches the program.
+    if step_on_a_node_of("STANDIN_NO_START_NODES") || step_on_a_rail_of("STANDIN_NO_START_NODES") {
+        loop {
+            std::thread::sleep(std::time::Duration::from_secs(3600));
+        }
+    }
     let Some(collective) = collective_of(&me) else {
         eprintln!("nccl-tests stand-in: install me as <collective>_perf (I was called as {me})");
         return ExitCode::from(EXIT_USAGE);
@@ -341,8 +347,6 @@ fn main() -> ExitCode {
     let me_rank = rank();
     if in_list("STANDIN_HANG_RANKS", &me_rank.to_string())
         || in_list("STANDIN_HANG_COLLECTIVES", &collective)
-        || step_on_a_node_of("STANDIN_NO_START_NODES")
-        || step_on_a_rail_of("STANDIN_NO_START_NODES")
     {
         loop {
             std::thread::sleep(std::time::Duration::from_secs(3600));

@@ -552,7 +552,7 @@ fn print_summary(
             "{:>4}  {:<38} {:<11} {:>12} {:>14}  {:<14} {:>6}",
             r.cell,
             r.label,
-            r.status.to_string(),
+            r.status_word(),
             gbps(r.avg_busbw),
             gbps(r.busbw_at_max_size),
             r.transport.as_deref().unwrap_or("-"),

@@ -74,3 +74,57 @@ fn a_config_the_plugin_would_refuse_stops_a_run_with_profile_variants() {
     let out = run(&mut base(&dir.path().join("absent.toml")));
     assert_stderr_contains(&out, "transports of --gpudirect variants are not checked");
 }
+
+/// Issue #45: a cell whose launch never reaches NCCL (the stand-in's hook
+/// `STANDIN_NO_START_NODES`, here this host) is cut at `--startup-timeout`, run once more,
+/// and reported "could not start": the word in the table and `--json`, its first finding in
+/// the record, never the whole 10 min timeout.
+#[test]
+fn a_cell_that_never_reaches_nccl_could_not_start_after_one_more_try() {
+    let dir = scratch("run", "no-start");
+    std::os::unix::fs::symlink(
+        env!("CARGO_BIN_EXE_nccl-tests-standin"),
+        dir.path().join("all_reduce_perf"),
+    )
+    .expect("link the stand-in");
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .unwrap()
+        .trim()
+        .to_string();
+    let db = dir.path().join("history.sqlite");
+    let started = std::time::Instant::now();
+    let out = run(gpudirect_without(&[
+        "GPUDIRECT_DB",
+        "SLURM_JOB_ID",
+        "SLURM_JOB_NODELIST",
+        "SLURM_STEP_NODELIST",
+        "SLURMD_NODENAME",
+    ])
+    .env("STANDIN_NO_START_NODES", &host)
+    .arg("--db")
+    .arg(&db)
+    .args(["run", "--launcher", "local", "-N", "1", "-c", "all_reduce"])
+    .args(["--startup-timeout", "1s", "--json", "--nccl-tests-dir"])
+    .arg(dir.path()));
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(30),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert_stderr_contains(&out, "running it once more as a step of its own");
+    let cells: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let cell = &cells[0];
+    assert_eq!(cell["could_not_start"], true, "{cells}");
+    assert_eq!(cell["status"], "timeout", "{cells}");
+    let first = cell["findings"][0].as_str().unwrap();
+    assert!(
+        first.starts_with("could not start: no NCCL line within its 1 s start-up deadline"),
+        "{first}"
+    );
+    let history = gpudirect::history::History::open_existing(&db).unwrap();
+    let runs = history.list_runs(&Default::default()).unwrap();
+    assert_eq!(runs.len(), 1);
+    let detail = history.get_run(runs[0].id).unwrap();
+    assert_eq!(detail.failures[0], first);
+}
