@@ -56,6 +56,22 @@ impl Tool {
             Tool::Vet => "gpudirect vet:",
         }
     }
+
+    /// The tool's name, as in its command (`health`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Tool::Health => "health",
+            Tool::Validate => "validate",
+            Tool::Vet => "vet",
+        }
+    }
+
+    /// The tool named `name` ([`Tool::name`]).
+    pub fn from_name(name: &str) -> Option<Tool> {
+        [Tool::Health, Tool::Validate, Tool::Vet]
+            .into_iter()
+            .find(|t| t.name() == name)
+    }
 }
 
 /// Longest reason set (Slurm keeps more, but `sinfo -R` shows about this much).
@@ -235,6 +251,52 @@ pub fn resume_if_ours(tool: Tool, node: &str) -> Result<Resumed, DrainError> {
     Ok(decision)
 }
 
+/// What a command does in Slurm with a node it finds bad: drain it, or quarantine it
+/// ([`crate::quarantine`]: `--quarantine`, or `--drain` where the config's `[quarantine]`
+/// has `instead_of_drain = true`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Sanction {
+    /// `scontrol update ... state=drain` with a tagged reason.
+    Drain,
+    /// Into the quarantine reservation, the evidence in the node's comment.
+    Quarantine(crate::quarantine::Settings),
+}
+
+impl Sanction {
+    /// What `--drain` and `--quarantine` ask for, with the config's settings (`None`:
+    /// neither was given).
+    pub fn chosen(
+        drain: bool,
+        quarantine: bool,
+        settings: &crate::quarantine::Settings,
+    ) -> Option<Sanction> {
+        match (drain, quarantine) {
+            (_, true) => Some(Sanction::Quarantine(settings.clone())),
+            (true, false) if settings.instead_of_drain => {
+                Some(Sanction::Quarantine(settings.clone()))
+            }
+            (true, false) => Some(Sanction::Drain),
+            (false, false) => None,
+        }
+    }
+
+    /// Carries out the plans: [`apply_drains`] or [`crate::quarantine::apply`].
+    pub fn apply<E: Serialize>(
+        &self,
+        tool: Tool,
+        candidates: &[Candidate],
+        on_drain: Option<&str>,
+        evidence: impl Fn(&Candidate, &str) -> E,
+    ) -> Vec<NodeAction> {
+        match self {
+            Sanction::Drain => apply_drains(tool, candidates, on_drain, evidence),
+            Sanction::Quarantine(settings) => {
+                crate::quarantine::apply(tool, settings, candidates, on_drain, evidence)
+            }
+        }
+    }
+}
+
 /// What `--drain` does with a node judged slow or failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DrainPlan {
@@ -259,6 +321,8 @@ pub struct Candidate {
     pub verdict: String,
     /// The verdict's evidence.
     pub evidence: Vec<String>,
+    /// Which part is at fault (what `--quarantine` records, and whether it quarantines).
+    pub cause: crate::quarantine::Cause,
     /// Drain or spare.
     pub plan: DrainPlan,
 }

@@ -30,6 +30,8 @@
 //!   `scontrol`/`salloc` call, and the one srun step that asks every node
 //!   ([`slurm::AgentStep`], [`slurm::ask_nodes`]; the node's side is `gpudirect agent`).
 //! - [`drain`]: draining and returning nodes without fighting an admin or another tool.
+//! - [`quarantine`]: the quarantine reservation: suspect nodes kept from users' jobs, still
+//!   open to the tool's own checks, with the evidence in each node's comment.
 //! - [`node_extra`]: each tool's last verdict on a node in Slurm's node `Extra`.
 //! - [`profile`]: what `--gpudirect MODE` means on a node: the config read once, the mode
 //!   parsed once, the profile, transport, NICs and line rate it gives.
@@ -86,6 +88,7 @@ pub mod probe;
 pub mod profile;
 pub mod profiles;
 pub mod provenance;
+pub mod quarantine;
 pub mod ras;
 pub mod record;
 pub mod report;

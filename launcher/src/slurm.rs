@@ -723,7 +723,7 @@ pub fn parse_listpids(text: &str, job: u32) -> Vec<(u32, String)> {
         .collect()
 }
 
-fn scontrol<const N: usize>(args: [&str; N]) -> Job {
+pub(crate) fn scontrol<const N: usize>(args: [&str; N]) -> Job {
     Job {
         program: "scontrol".into(),
         args: args.iter().map(OsString::from).collect(),
@@ -734,7 +734,7 @@ fn scontrol<const N: usize>(args: [&str; N]) -> Job {
     }
 }
 
-fn call(job: &Job, shown: &str) -> Result<Finished, SlurmError> {
+pub(crate) fn call(job: &Job, shown: &str) -> Result<Finished, SlurmError> {
     tracing::info!(command = %shown, "running");
     // Never cancelled from outside: the time limit bounds it.
     runner::run(job, &AtomicBool::new(false)).map_err(|e| SlurmError::Start {
@@ -743,7 +743,7 @@ fn call(job: &Job, shown: &str) -> Result<Finished, SlurmError> {
     })
 }
 
-fn how(outcome: Outcome) -> String {
+pub(crate) fn how(outcome: Outcome) -> String {
     match outcome {
         Outcome::Exited { code } => format!("exit status: {code}"),
         Outcome::Signaled { signal } => format!("killed by signal {signal}"),
@@ -753,7 +753,7 @@ fn how(outcome: Outcome) -> String {
     }
 }
 
-fn stderr_of(finished: &Finished) -> String {
+pub(crate) fn stderr_of(finished: &Finished) -> String {
     let text = String::from_utf8_lossy(&finished.stderr);
     match text.trim() {
         "" => "(nothing on stderr)".into(),

@@ -85,6 +85,10 @@ impl Checker<'_> {
                 Some(counters) => Some(self.check_nic_counters(counters)?),
                 None => None,
             },
+            quarantine: match &raw.quarantine {
+                Some(q) => self.check_quarantine(q)?,
+                None => QuarantineSettings::default(),
+            },
             profiles,
             node_sets: Vec::new(),
         };
@@ -172,6 +176,73 @@ impl Checker<'_> {
             verbose: w.verbose.unwrap_or(true),
             always: w.always.unwrap_or(false),
         })
+    }
+
+    /// `[quarantine]`: a reservation name Slurm takes, user names, counts from 1 to 100.
+    fn check_quarantine(&self, raw: &Spanned<RawQuarantine>) -> Checked<QuarantineSettings> {
+        let q = raw.get_ref();
+        let mut settings = QuarantineSettings::default();
+        let name_ok = |s: &str| {
+            !s.is_empty()
+                && s.len() <= 64
+                && s.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+        };
+        if let Some(name) = &q.reservation {
+            if !name_ok(name.get_ref()) {
+                return Err(self.error(
+                    name.span(),
+                    "quarantine.reservation",
+                    "write a reservation name of letters, digits, `-`, `_` and `.` (at most 64)",
+                ));
+            }
+            settings.reservation = name.get_ref().clone();
+        }
+        if let Some(users) = &q.users {
+            if users.get_ref().is_empty() {
+                return Err(self.error(
+                    users.span(),
+                    "quarantine.users",
+                    "name at least one user who may run jobs in the reservation (the admin who runs `gpudirect sweep`, e.g. \"root\")",
+                ));
+            }
+            for user in users.get_ref() {
+                let u = user.get_ref();
+                let ok = name_ok(u) && !u.starts_with('-');
+                if !ok {
+                    return Err(self.error(
+                        user.span(),
+                        "quarantine.users",
+                        format!(
+                            "{u:?} is no user name Slurm takes: letters, digits, `-`, `_`, `.`"
+                        ),
+                    ));
+                }
+            }
+            settings.users = users
+                .get_ref()
+                .iter()
+                .map(|u| u.get_ref().clone())
+                .collect();
+        }
+        settings.instead_of_drain = q.instead_of_drain.unwrap_or(false);
+        let count = |v: &Option<Spanned<i64>>, key: &str, default: u32| -> Checked<u32> {
+            let Some(v) = v else { return Ok(default) };
+            match u32::try_from(*v.get_ref()) {
+                Ok(n) if (1..=100).contains(&n) => Ok(n),
+                _ => Err(self.error(
+                    v.span(),
+                    format!("quarantine.{key}"),
+                    format!(
+                        "{} is no count of sweeps: write a number from 1 to 100",
+                        v.get_ref()
+                    ),
+                )),
+            }
+        };
+        settings.passes_to_return = count(&q.passes_to_return, "passes_to_return", 2)?;
+        settings.failures_to_drain = count(&q.failures_to_drain, "failures_to_drain", 3)?;
+        Ok(settings)
     }
 
     /// `[nic_counters]`: an absolute state folder, and per class a whole number of counts a

@@ -62,6 +62,19 @@
 //! retransmits = 100                   # RoCE's local_ack_timeout_err, packet_seq_err, ...
 //! ```
 //!
+//! Suspect nodes can be quarantined instead of drained (`--quarantine` on `health`,
+//! `validate` and `vet`): put into one Slurm reservation that users' jobs do not land in
+//! but the tool's own checks (`gpudirect sweep`) still can (every key optional):
+//!
+//! ```toml
+//! [quarantine]
+//! reservation = "gpudirect-quarantine" # the one reservation the tool owns
+//! users = ["root"]                    # who may run jobs in it (the admin running sweep)
+//! instead_of_drain = false            # true: --drain quarantines instead
+//! passes_to_return = 2                # sweeps passed in a row that return a node
+//! failures_to_drain = 3               # sweeps failed in a row that drain it
+//! ```
+//!
 //! A profile can extend another: it inherits every key of the base that it does not write
 //! itself. `gpudirect tune --write` makes such profiles for the settings it found:
 //!
@@ -461,6 +474,40 @@ impl WatchSettings {
     }
 }
 
+/// Quarantine (`[quarantine]`): a suspect node goes into one Slurm reservation
+/// (`flags=maint,ignore_jobs,flex`) that users' jobs do not land in, but whose users (the
+/// admin's sweep) can still test it, with partners outside it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QuarantineSettings {
+    /// The reservation's name (letters, digits, `-`, `_`, `.`).
+    pub reservation: String,
+    /// The users allowed to run jobs in it (at least one).
+    pub users: Vec<String>,
+    /// `--drain` quarantines instead of draining.
+    pub instead_of_drain: bool,
+    /// Sweeps passed in a row that return a quarantined node to service.
+    pub passes_to_return: u32,
+    /// Sweeps failed in a row that turn a quarantine into a drain.
+    pub failures_to_drain: u32,
+}
+
+impl QuarantineSettings {
+    /// The reservation's name when the config does not write one.
+    pub const DEFAULT_RESERVATION: &'static str = "gpudirect-quarantine";
+}
+
+impl Default for QuarantineSettings {
+    fn default() -> Self {
+        QuarantineSettings {
+            reservation: Self::DEFAULT_RESERVATION.to_string(),
+            users: vec!["root".to_string()],
+            instead_of_drain: false,
+            passes_to_return: 2,
+            failures_to_drain: 3,
+        }
+    }
+}
+
 /// A class of NIC error counters, each with its own limit in `[nic_counters.per_minute]`
 /// (`gpudirect health`'s `nic_counters` check says which counter is in which).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -565,6 +612,8 @@ pub struct Config {
     /// `gpudirect health`'s NIC error counters, when the config has a `[nic_counters]`
     /// table.
     pub nic_counters: Option<NicCounterSettings>,
+    /// Where suspect nodes are quarantined (`[quarantine]`, defaults without it).
+    pub quarantine: QuarantineSettings,
     /// Profiles by name.
     pub profiles: BTreeMap<String, Profile>,
     /// Node sets, first match wins.

@@ -22,6 +22,24 @@ pub(super) struct RawConfig {
     pub(super) watch: Option<Spanned<RawWatch>>,
     #[serde(default)]
     pub(super) nic_counters: Option<Spanned<RawNicCounters>>,
+    #[serde(default)]
+    pub(super) quarantine: Option<Spanned<RawQuarantine>>,
+}
+
+/// `[quarantine]` as written.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawQuarantine {
+    #[serde(default)]
+    pub(super) reservation: Option<Spanned<String>>,
+    #[serde(default)]
+    pub(super) users: Option<Spanned<Vec<Spanned<String>>>>,
+    #[serde(default)]
+    pub(super) instead_of_drain: Option<bool>,
+    #[serde(default)]
+    pub(super) passes_to_return: Option<Spanned<i64>>,
+    #[serde(default)]
+    pub(super) failures_to_drain: Option<Spanned<i64>>,
 }
 
 /// `[nic_counters]` as written.

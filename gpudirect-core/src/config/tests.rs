@@ -347,6 +347,30 @@ fn semantic_errors_name_line_and_key() {
             "must be an absolute path",
         ),
         (
+            "[quarantine]\nreservation = \"gd quarantine\"\n",
+            2,
+            "quarantine.reservation",
+            "write a reservation name of letters, digits",
+        ),
+        (
+            "[quarantine]\nusers = []\n",
+            2,
+            "quarantine.users",
+            "name at least one user",
+        ),
+        (
+            "[quarantine]\nusers = [\"root\", \"-x,bob\"]\n",
+            2,
+            "quarantine.users",
+            "is no user name Slurm takes",
+        ),
+        (
+            "[quarantine]\npasses_to_return = 0\n",
+            2,
+            "quarantine.passes_to_return",
+            "0 is no count of sweeps: write a number from 1 to 100",
+        ),
+        (
             "[nic_counters.per_minute]\nsymbol = 0\n",
             2,
             "nic_counters.per_minute.symbol",
@@ -365,6 +389,23 @@ fn semantic_errors_name_line_and_key() {
         assert_eq!(e.key.as_deref(), Some(*key), "{text}: {e}");
         assert!(e.message.contains(needle), "{text}: {e}");
     }
+}
+
+/// `[quarantine]`: absent or bare, the defaults; written keys the admin's.
+#[test]
+fn quarantine_takes_its_defaults_and_the_admins_settings() {
+    let none = parse_config("", "t.toml").unwrap().quarantine;
+    assert_eq!(none, QuarantineSettings::default());
+    assert_eq!(none.reservation, "gpudirect-quarantine");
+    assert_eq!(none.users, ["root"]);
+    assert!(!none.instead_of_drain);
+    assert_eq!((none.passes_to_return, none.failures_to_drain), (2, 3));
+    let text = "[quarantine]\nreservation = \"gd.q_1\"\nusers = [\"root\", \"slurm\"]\ninstead_of_drain = true\npasses_to_return = 3\nfailures_to_drain = 5\n";
+    let set = parse_config(text, "t.toml").unwrap().quarantine;
+    assert_eq!(set.reservation, "gd.q_1");
+    assert_eq!(set.users, ["root", "slurm"]);
+    assert!(set.instead_of_drain);
+    assert_eq!((set.passes_to_return, set.failures_to_drain), (3, 5));
 }
 
 /// `[nic_counters]`: absent, the check is off; present, every class has its limit, the

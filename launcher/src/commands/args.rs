@@ -130,8 +130,16 @@ pub struct DrainArgs {
     /// `gpudirect health: ...` or `gpudirect validate: ...`), confirmed by reading its state
     /// back; a node drained by an admin, or by the other tool, is left alone. `health` also
     /// returns to service a node that health drained once every check passes.
-    #[arg(long)]
+    #[arg(long, group = "sanction")]
     pub drain: bool,
+
+    /// Quarantine a node found bad instead of draining it: into the one reservation the
+    /// tool owns (config `[quarantine]`, default `gpudirect-quarantine`), so users' jobs no
+    /// longer start there while `gpudirect sweep` can still test it and return it; the
+    /// evidence goes in the node's comment, classed node, nic or config (a config fault is
+    /// not the node's: nothing is quarantined for it). Needs a Slurm operator (root).
+    #[arg(long, group = "sanction")]
+    pub quarantine: bool,
 
     /// Look N more times before calling a node bad: `health` checks again a second apart
     /// (a flapping link drains nothing until it stays down); `validate` re-tests it with a
@@ -139,12 +147,19 @@ pub struct DrainArgs {
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub retries: u32,
 
-    /// With --drain: after a node is newly drained, run this command (split on whitespace,
+    /// With --drain or --quarantine: after a node is newly drained or quarantined, run this command (split on whitespace,
     /// no shell) with a JSON file of the evidence as its last argument and in
     /// $GPUDIRECT_EVIDENCE, e.g. to file a repair request (docs/admin-guide.md); a failure
     /// is reported, the drain stays.
-    #[arg(long, value_name = "CMD", requires = "drain")]
+    #[arg(long, value_name = "CMD", requires = "sanction")]
     pub on_drain: Option<String>,
+}
+
+impl DrainArgs {
+    /// Whether a node found bad is drained or quarantined (`--drain` or `--quarantine`).
+    pub fn acts(&self) -> bool {
+        self.drain || self.quarantine
+    }
 }
 
 /// How nccl-tests runs are started, limited and recorded: the same flags on `run` and

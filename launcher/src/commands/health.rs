@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use clap::Args;
-use gpudirect::drain::{self, Drained, HistoryPoint, Resumed};
+use gpudirect::drain::{self, Drained, HistoryPoint, Resumed, Sanction};
 use gpudirect::health::{
     check_once, driver_gpu_count, quick_nccl as run_quick_nccl, Failed, NodeFacts, Paths, QuickNccl,
 };
@@ -33,6 +33,7 @@ use gpudirect::nic_counters::{Check as CounterCheck, Judgement, Measured};
 use gpudirect::outln;
 use gpudirect::output::{emit_json, with_sources};
 use gpudirect::profile::{Choice, ProfileError};
+use gpudirect::quarantine;
 use gpudirect::slurm;
 use gpudirect::units::{duration_arg, now_unix, percent_arg, size_arg};
 use gpudirect_core::config::{CheckKind, Config, Mode, NicCounterSettings};
@@ -250,6 +251,16 @@ pub enum SlurmAction {
         /// The outcome.
         resumed: Resumed,
     },
+    /// A check failed, with `--quarantine`: what [`quarantine::apply`] did.
+    Quarantine {
+        /// The outcome, in words.
+        quarantined: gpudirect::drain::NodeAction,
+    },
+    /// All passed, with `--quarantine`: health's own quarantine ended.
+    Release {
+        /// The outcome.
+        released: quarantine::Released,
+    },
     /// Slurm could not be asked; nothing changed.
     Error {
         /// Why.
@@ -388,8 +399,19 @@ pub fn check(args: &HealthArgs, ctx: &Ctx, wiring: bool) -> Result<ExitStatus> {
         ));
     }
     // A check that could not finish neither drains nor resumes.
-    if args.drains.drain && (report.could_not_check.is_none() || !report.failures.is_empty()) {
-        report.slurm = Some(act_in_slurm(args, &report, ctx));
+    if args.drains.acts() && (report.could_not_check.is_none() || !report.failures.is_empty()) {
+        report.slurm = Some(
+            match Sanction::chosen(
+                args.drains.drain,
+                args.drains.quarantine,
+                &config.quarantine,
+            ) {
+                Some(Sanction::Quarantine(settings)) => {
+                    quarantine_in_slurm(args, &report, ctx, &settings)
+                }
+                _ => act_in_slurm(args, &report, ctx),
+            },
+        );
     }
     // A check that could not finish has no verdict to publish either.
     if args.extra && (report.could_not_check.is_none() || !report.failures.is_empty()) {
@@ -688,6 +710,52 @@ fn act_in_slurm(args: &HealthArgs, report: &Health, ctx: &Ctx) -> SlurmAction {
     })
 }
 
+/// `--quarantine`: quarantine on a failure of the node or a NIC (then `--on-drain`), none
+/// for a config fault (said), and end health's own quarantine on a pass.
+fn quarantine_in_slurm(
+    args: &HealthArgs,
+    report: &Health,
+    ctx: &Ctx,
+    settings: &quarantine::Settings,
+) -> SlurmAction {
+    if report.failures.is_empty() {
+        return match quarantine::release(settings, &report.node, Some(drain::Tool::Health)) {
+            Ok(released) => SlurmAction::Release { released },
+            Err(e) => SlurmAction::Error {
+                message: with_sources(&e),
+            },
+        };
+    }
+    // The node's or a NIC's fault first: a config fault beside it does not spare the node.
+    let first = report
+        .failures
+        .iter()
+        .find(|f| quarantine::cause_of_check(f.check) != quarantine::Cause::Config)
+        .unwrap_or(&report.failures[0]);
+    let candidate = drain::Candidate {
+        node: report.node.clone(),
+        verdict: first.check.to_string(),
+        evidence: vec![first.problem.clone()],
+        cause: quarantine::cause_of_check(first.check),
+        plan: drain::DrainPlan::Drain {
+            reason: drain::drain_reason(drain::Tool::Health, &first.problem),
+        },
+    };
+    let mut actions = quarantine::apply(
+        drain::Tool::Health,
+        settings,
+        std::slice::from_ref(&candidate),
+        args.drains.on_drain.as_deref(),
+        |_, entry| evidence(args, report, entry, ctx),
+    );
+    match actions.pop() {
+        Some(quarantined) => SlurmAction::Quarantine { quarantined },
+        None => SlurmAction::Error {
+            message: "nothing was quarantined".into(),
+        },
+    }
+}
+
 fn print_text(report: &Health) -> Result<()> {
     let profile = report.profile.as_deref().unwrap_or("-");
     for f in &report.failures {
@@ -753,8 +821,28 @@ fn print_text(report: &Health) -> Result<()> {
             )?,
             Resumed::NotDrained => {}
         },
+        Some(SlurmAction::Quarantine { quarantined }) => {
+            outln!("gpudirect health: {}", quarantined.message)?;
+            if let Some(path) = &quarantined.evidence_file {
+                outln!(
+                    "gpudirect health: evidence for --on-drain: {}",
+                    path.display()
+                )?;
+            }
+        }
+        Some(SlurmAction::Release { released }) => match released {
+            quarantine::Released::Released { entry } => outln!(
+                "gpudirect health: returned {} from the quarantine (was: {entry})",
+                report.node
+            )?,
+            quarantine::Released::OtherTool { entry } => outln!(
+                "gpudirect health: {} stays quarantined: not health's own ({entry}); `gpudirect sweep` returns it",
+                report.node
+            )?,
+            quarantine::Released::NotQuarantined => {}
+        },
         Some(SlurmAction::Error { message }) => {
-            outln!("gpudirect health: could not drain or resume in Slurm: {message}")?
+            outln!("gpudirect health: could not drain, quarantine or return in Slurm: {message}")?
         }
         None => {}
     }

@@ -29,6 +29,7 @@ mod rails;
 mod wiring;
 
 use drains::EvidenceSource;
+use gpudirect::drain::Sanction;
 use gpudirect::validate::actions::{self, NodeAction, PairRun};
 use gpudirect::validate::pairs::{
     pair_reference, pinned_algorithm, run_rounds, Recorded, ReferenceRequest, RoundContext, Units,
@@ -280,8 +281,8 @@ fn units_from_args(args: &ValidateArgs) -> Result<(Units, Vec<String>)> {
             .to_vec();
         return Ok((Units::Nodes, nodes));
     };
-    if args.drains.drain || args.resume || args.extra {
-        bail!("--drain drains Slurm nodes, --resume returns them and --extra marks them; with --gpus the units are GPUs of this host");
+    if args.drains.acts() || args.resume || args.extra {
+        bail!("--drain drains Slurm nodes, --quarantine reserves them, --resume returns them and --extra marks them; with --gpus the units are GPUs of this host");
     }
     if args.profile.gpudirect.is_some() {
         bail!("--gpudirect applies to srun steps; with --gpus the pairs run here without Slurm");
@@ -374,7 +375,7 @@ fn check_flags(args: &ValidateArgs, units: &Units) -> Result<()> {
     if args.per_rail && args.test == Test::Rails {
         bail!("--per-rail runs nccl-tests once per rail; --test rails already measures each rail (with MPI): use one of them");
     }
-    if args.drains.retries > 0 && !args.drains.drain && !args.resume {
+    if args.drains.retries > 0 && !args.drains.acts() && !args.resume {
         bail!("--retries N re-tests nodes before --drain drains them (or before --resume returns them): add --drain or --resume");
     }
     if (args.drains.retries > 0 || args.resume) && (args.per_rail || args.test == Test::Rails) {
@@ -455,7 +456,7 @@ fn plan(
     };
     let index = |node: &String| nodes.iter().position(|n| n == node);
     let validation = validation.with_retests(Retests {
-        judged: if args.drains.drain {
+        judged: if args.drains.acts() {
             args.drains.retries as usize
         } else {
             0
@@ -523,7 +524,9 @@ fn conclude(args: &ValidateArgs, validation: &Validation, r: Run<'_>) -> Result<
     let report = validation.report();
     let status = health(&report);
     // Drains, then returns, before the report is printed: their outcomes are part of it.
+    let sanction = drains::sanction(args)?;
     let source = EvidenceSource {
+        sanction: sanction.as_ref().unwrap_or(&Sanction::Drain),
         on_drain: args.drains.on_drain.as_deref(),
         history,
         cluster,
@@ -531,9 +534,9 @@ fn conclude(args: &ValidateArgs, validation: &Validation, r: Run<'_>) -> Result<
         size_bytes: Some(max),
         pairs,
     };
-    let drain_actions = match args.drains.drain {
-        true => drains::apply_drains(&actions::drain_plan(&report), &source),
-        false => Vec::new(),
+    let drain_actions = match sanction {
+        Some(_) => drains::apply_drains(&actions::drain_plan(&report), &source),
+        None => Vec::new(),
     };
     let resume_actions = match args.resume {
         true => drains::apply_resumes(drained, &actions::resume_plan(&report, drained)),
@@ -572,7 +575,7 @@ fn conclude(args: &ValidateArgs, validation: &Validation, r: Run<'_>) -> Result<
                 "line_rate_gbps".into(),
                 serde_json::to_value(line_rate_gbps)?,
             );
-            if args.drains.drain {
+            if args.drains.acts() {
                 object.insert("drains".into(), serde_json::to_value(&drain_actions)?);
             }
             if args.resume {

@@ -12,9 +12,11 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use gpudirect::budget::Budget;
-use gpudirect::drain::{self, Candidate, DrainPlan, Tool};
+use gpudirect::drain::{self, Candidate, DrainPlan, Sanction, Tool};
 use gpudirect::history::{History, NewVet};
 use gpudirect::output::emit_json;
+use gpudirect::output::with_sources;
+use gpudirect::quarantine::{self, Cause};
 use gpudirect::units::{duration_arg, now_unix, percent_arg, size_arg};
 use gpudirect::vet::node_checks::{checks_job, run_checks, CHECKS_TIMEOUT};
 use gpudirect::vet::pairs::{run_pairs, PairsDone, PairsRequest, Test};
@@ -78,8 +80,14 @@ pub struct VetArgs {
     pub requeue: bool,
 
     /// Drain bad nodes (reason `gpudirect vet: ...`): for an admin or a prolog.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "quarantine")]
     pub drain: bool,
+
+    /// Quarantine bad nodes instead of draining them: into the reservation the tool owns
+    /// (config `[quarantine]`), the evidence in the node's comment; `gpudirect sweep` tests
+    /// and returns them. A config fault quarantines nothing. For an admin or a prolog.
+    #[arg(long)]
+    pub quarantine: bool,
 
     /// Put each judged node's standing in its Extra in Slurm (`gpudirect_vet_ok` 1 good, 0
     /// bad, and `gpudirect_ok`; the admin's keys are kept), for jobs that select with
@@ -444,13 +452,16 @@ fn name_bad_nodes(args: &VetArgs, job_id: &str, vets: &[NodeVet], actions: &mut 
     if bad.is_empty() {
         return;
     }
-    if args.drain {
+    if args.drain || args.quarantine {
         let candidates: Vec<Candidate> = bad
             .iter()
             .map(|v| Candidate {
                 node: v.node.clone(),
                 verdict: "bad".into(),
                 evidence: v.why.clone(),
+                cause: v.why.first().map_or(Cause::Node, |why| {
+                    quarantine::cause_of_check(why.split(':').next().unwrap_or_default())
+                }),
                 plan: DrainPlan::Drain {
                     reason: drain::drain_reason(
                         Tool::Vet,
@@ -459,8 +470,25 @@ fn name_bad_nodes(args: &VetArgs, job_id: &str, vets: &[NodeVet], actions: &mut 
                 },
             })
             .collect();
+        let path = &args.profile.config.path;
+        let sanction = match quarantine::settings_from(path) {
+            Ok(settings) => Sanction::chosen(args.drain, args.quarantine, &settings),
+            // Without the settings a plain --drain still drains; --quarantine cannot.
+            Err(e) if args.quarantine => {
+                actions.push(format!(
+                    "nothing quarantined: cannot read [quarantine] of {}: {}",
+                    path.display(),
+                    with_sources(&e)
+                ));
+                return;
+            }
+            Err(_) => Some(Sanction::Drain),
+        };
         // vet has no --on-drain: no evidence to hand on.
-        let done = drain::apply_drains(Tool::Vet, &candidates, None, |_, _| ());
+        let done =
+            sanction
+                .unwrap_or(Sanction::Drain)
+                .apply(Tool::Vet, &candidates, None, |_, _| ());
         actions.extend(done.into_iter().map(|a| a.message));
         return;
     }

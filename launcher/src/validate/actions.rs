@@ -54,6 +54,7 @@ pub fn drain_plan(report: &Report) -> Vec<Candidate> {
                 node: n.node.clone(),
                 verdict: n.verdict.to_string(),
                 evidence: n.evidence.iter().map(ToString::to_string).collect(),
+                cause: crate::quarantine::Cause::Node,
                 plan,
             }
         })

@@ -551,6 +551,7 @@ pub fn drain_candidates(units: &[Unit]) -> Vec<Candidate> {
                     .iter()
                     .flat_map(|u| u.evidence.iter().map(move |e| format!("{}: {e}", u.rail)))
                     .collect(),
+                cause: crate::quarantine::Cause::Nic,
                 plan: DrainPlan::Drain {
                     reason: crate::drain::drain_reason(
                         crate::drain::Tool::Validate,

@@ -6,7 +6,8 @@
 //! `--json`; a drain or resume that did not take, or an `--on-drain` command that failed,
 //! is an error there and raises the exit status to 2 (never silent).
 
-use gpudirect::drain::{self, Tool};
+use anyhow::{Context as _, Result};
+use gpudirect::drain::{self, Sanction, Tool};
 use gpudirect::history::History;
 use gpudirect::noteln;
 use gpudirect::slurm::NodeState;
@@ -17,6 +18,8 @@ use gpudirect::validate::actions::{
 
 /// What the evidence needs besides the node.
 pub(super) struct EvidenceSource<'a> {
+    /// Drain or quarantine ([`sanction`]).
+    pub sanction: &'a Sanction,
     /// `--on-drain CMD`.
     pub on_drain: Option<&'a str>,
     /// The history the runs are in.
@@ -31,12 +34,34 @@ pub(super) struct EvidenceSource<'a> {
     pub pairs: &'a [PairRun],
 }
 
-/// `--drain`: the plans carried out by [`drain::apply_drains`], each newly drained node's
-/// `--on-drain` evidence made from the validation's pairs and the node's history.
+/// What `--drain` or `--quarantine` asks for (`None`: neither), the `[quarantine]`
+/// settings read from the config when they matter.
+pub(super) fn sanction(args: &super::ValidateArgs) -> Result<Option<Sanction>> {
+    if !args.drains.acts() {
+        return Ok(None);
+    }
+    let path = &args.profile.config.path;
+    let settings = gpudirect::quarantine::settings_from(path).with_context(|| {
+        format!(
+            "--drain/--quarantine: reading [quarantine] of {}",
+            path.display()
+        )
+    })?;
+    Ok(Sanction::chosen(
+        args.drains.drain,
+        args.drains.quarantine,
+        &settings,
+    ))
+}
+
+/// `--drain` or `--quarantine`: the plans carried out by [`Sanction::apply`], each newly
+/// drained or quarantined node's `--on-drain` evidence made from the validation's pairs
+/// and the node's history.
 pub(super) fn apply_drains(candidates: &[Candidate], src: &EvidenceSource) -> Vec<NodeAction> {
-    drain::apply_drains(Tool::Validate, candidates, src.on_drain, |c, reason| {
-        evidence_for(c, reason, src)
-    })
+    src.sanction
+        .apply(Tool::Validate, candidates, src.on_drain, |c, reason| {
+            evidence_for(c, reason, src)
+        })
 }
 
 /// The `--on-drain` evidence for a node just drained with `reason`.

@@ -208,10 +208,11 @@ pub(super) fn conclude(args: &ValidateArgs, v: Verdicts) -> Result<ExitStatus> {
         runs: v.run_ids.to_vec(),
         drains: None,
     };
-    if args.drains.drain {
+    if let Some(sanction) = super::drains::sanction(args)? {
         // The cluster as every record has it: --cluster, else $SLURM_CLUSTER_NAME.
         let cluster = gpudirect::slurm::cluster_name(args.cluster.as_deref());
         let source = super::EvidenceSource {
+            sanction: &sanction,
             on_drain: args.drains.on_drain.as_deref(),
             history: v.history,
             cluster: cluster.as_deref(),

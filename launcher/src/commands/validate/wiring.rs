@@ -164,6 +164,7 @@ fn candidates(analysis: &Analysis) -> Vec<Candidate> {
             node: f.node.clone(),
             verdict: "off its rail".to_string(),
             evidence: vec![f.message.clone()],
+            cause: gpudirect::quarantine::Cause::Nic,
             plan: DrainPlan::Drain {
                 reason: drain::drain_reason(
                     drain::Tool::Validate,
@@ -262,11 +263,12 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx, nodes: &[String]) -> Result<ExitStatu
     let (reports, expected) = gather(args, nodes)?;
     let analysis = analyse(&reports, &expected);
     let mut drains = None;
-    if args.drains.drain {
+    if let Some(sanction) = super::drains::sanction(args)? {
         let db = ctx.db_path()?;
         let history = History::open(&db)?;
         let cluster = gpudirect::slurm::cluster_name(args.cluster.as_deref());
         let source = super::EvidenceSource {
+            sanction: &sanction,
             on_drain: args.drains.on_drain.as_deref(),
             history: &history,
             cluster: cluster.as_deref(),

@@ -1,0 +1,161 @@
+//! The quarantine's pure parts, on Slurm 22.05's own output recorded on the local cluster.
+
+use super::*;
+
+/// `scontrol show node node3` on Slurm 22.05.8, node drained, with a comment of an admin's
+/// text and ours (recorded on the local cluster, 2026-12-05).
+const SHOW_NODE_22_05: &str = "NodeName=node3 Arch=x86_64 CoresPerSocket=1 
+   CPUAlloc=0 CPUEfctv=8 CPUTot=8 CPULoad=1.78
+   AvailableFeatures=(null)
+   ActiveFeatures=(null)
+   Gres=gpu:8
+   NodeAddr=10.213.0.3 NodeHostName=node3 Version=22.05.8
+   OS=Linux 6.18.44-fc-v1252 #1 SMP PREEMPT_DYNAMIC @0 
+   RealMemory=1 AllocMem=0 FreeMem=13103 Sockets=8 Boards=1
+   State=IDLE+DRAIN ThreadsPerCore=1 TmpDisk=0 Weight=1 Owner=N/A MCS_label=N/A
+   Partitions=local 
+   BootTime=2026-12-04T16:16:50 SlurmdStartTime=2026-12-05T07:59:32
+   LastBusyTime=2026-12-05T08:20:18
+   CfgTRES=cpu=8,mem=1M,billing=8
+   AllocTRES=
+   CapWatts=n/a
+   CurrentWatts=0 AveWatts=0
+   ExtSensorsJoules=n/s ExtSensorsWatts=0 ExtSensorsTemp=n/s
+   Reason=test why [root@2026-12-05T08:20:35]
+   Comment=admin note Reason=x | gpudirect quarantine (validate, nic): eth3 slow
+
+NodeName=node4 Arch=x86_64 CoresPerSocket=1 
+   State=IDLE ThreadsPerCore=1 TmpDisk=0 Weight=1 Owner=N/A MCS_label=N/A
+   ExtSensorsJoules=n/s ExtSensorsWatts=0 ExtSensorsTemp=n/s
+
+";
+
+/// `scontrol show reservation gpudirect-quarantine --oneliner` on Slurm 22.05.8.
+const SHOW_RESERVATION_22_05: &str = "ReservationName=gpudirect-quarantine StartTime=2026-12-05T08:03:23 EndTime=2027-12-05T08:03:23 Duration=365-00:00:00 Nodes=node[2-3] NodeCnt=2 CoreCnt=16 Features=(null) PartitionName=(null) Flags=MAINT,FLEX,IGNORE_JOBS,SPEC_NODES TRES=cpu=16 Users=root Groups=(null) Accounts=(null) Licenses=(null) State=ACTIVE BurstBuffer=(null) Watts=n/a MaxStartDelay=(null)\n";
+
+#[test]
+fn an_entry_reads_back_what_it_wrote_and_nothing_else() {
+    let mut entry = Entry::new(
+        Tool::Validate,
+        Cause::Nic,
+        "node2 eth3 slow | 40%\n\x1b[2Jof floor",
+    );
+    assert_eq!(entry.problem, "node2 eth3 slow / 40% [2Jof floor");
+    assert_eq!(
+        entry.render(),
+        "gpudirect quarantine (validate, nic): node2 eth3 slow / 40% [2Jof floor"
+    );
+    assert_eq!(Entry::parse(&entry.render()), Some(entry.clone()));
+    entry.passed = 1;
+    entry.failed = 2;
+    assert_eq!(
+        entry.render(),
+        "gpudirect quarantine (validate, nic, passed 1, failed 2): node2 eth3 slow / 40% [2Jof floor"
+    );
+    assert_eq!(Entry::parse(&entry.render()), Some(entry));
+    for other in [
+        "gpudirect quarantine (sweep, nic): x",
+        "gpudirect quarantine (health, disk): x",
+        "gpudirect quarantine (health, nic, passed x): x",
+        "gpudirect quarantine (health, nic) x",
+        "bad DIMM",
+    ] {
+        assert_eq!(Entry::parse(other), None, "{other}");
+    }
+    let long = "x".repeat(500);
+    assert_eq!(
+        Entry::new(Tool::Health, Cause::Node, &long)
+            .problem
+            .chars()
+            .count(),
+        MAX_PROBLEM
+    );
+}
+
+#[test]
+fn an_admins_comment_is_kept_beside_ours() {
+    let ours = Entry::new(Tool::Health, Cause::Nic, "eth1 down");
+    let both = join_comment(Some("rack 4, ticket 11"), Some(&ours));
+    assert_eq!(
+        both,
+        "rack 4, ticket 11 | gpudirect quarantine (health, nic): eth1 down"
+    );
+    assert_eq!(
+        split_comment(Some(&both)),
+        (Some("rack 4, ticket 11".into()), Some(ours.clone()))
+    );
+    assert_eq!(
+        split_comment(Some(&ours.render())),
+        (None, Some(ours.clone()))
+    );
+    assert_eq!(split_comment(Some("rack 4")), (Some("rack 4".into()), None));
+    assert_eq!(split_comment(None), (None, None));
+    assert_eq!(split_comment(Some("  ")), (None, None));
+    // Released: the admin's text alone again, or nothing.
+    assert_eq!(
+        join_comment(Some("rack 4, ticket 11"), None),
+        "rack 4, ticket 11"
+    );
+    assert_eq!(join_comment(None, None), "");
+    // A text that only looks like ours is the admin's.
+    let lookalike = "see gpudirect quarantine (later)";
+    assert_eq!(
+        split_comment(Some(lookalike)),
+        (Some(lookalike.into()), None)
+    );
+}
+
+#[test]
+fn the_reservation_changes_only_to_hold_exactly_the_quarantined_nodes() {
+    let nodes = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    assert_eq!(change_for(None, &[]), Change::Nothing);
+    assert_eq!(
+        change_for(None, &nodes(&["node3", "node2"])),
+        Change::Create(nodes(&["node2", "node3"]))
+    );
+    assert_eq!(change_for(Some(&nodes(&["node2"])), &[]), Change::Delete);
+    assert_eq!(
+        change_for(
+            Some(&nodes(&["node3", "node2"])),
+            &nodes(&["node2", "node3", "node2"])
+        ),
+        Change::Nothing
+    );
+    assert_eq!(
+        change_for(Some(&nodes(&["node2"])), &nodes(&["node2", "node4"])),
+        Change::SetNodes(nodes(&["node2", "node4"]))
+    );
+}
+
+#[test]
+fn slurms_output_gives_the_comments_and_the_reservations_nodes() {
+    assert_eq!(
+        parse_node_comments(SHOW_NODE_22_05),
+        vec![
+            (
+                "node3".to_string(),
+                Some(
+                    "admin note Reason=x | gpudirect quarantine (validate, nic): eth3 slow"
+                        .to_string()
+                )
+            ),
+            ("node4".to_string(), None),
+        ]
+    );
+    let (admin, ours) = split_comment(parse_node_comments(SHOW_NODE_22_05)[0].1.as_deref());
+    assert_eq!(admin.as_deref(), Some("admin note Reason=x"));
+    assert_eq!(
+        ours.map(|e| (e.tool, e.cause)),
+        Some((Tool::Validate, Cause::Nic))
+    );
+    assert_eq!(
+        parse_reservation_nodes(SHOW_RESERVATION_22_05),
+        Ok(vec!["node2".to_string(), "node3".to_string()])
+    );
+    assert_eq!(
+        parse_reservation_nodes("ReservationName=r Nodes=(null) NodeCnt=0"),
+        Ok(vec![])
+    );
+    assert!(parse_reservation_nodes("ReservationName=r").is_err());
+    assert!(parse_reservation_nodes("Nodes=node[3-").is_err());
+}
