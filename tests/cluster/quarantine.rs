@@ -149,3 +149,173 @@ fn validate_quarantine_keeps_users_off_a_slow_node_and_root_can_still_test_it() 
     hosts.sort();
     assert_eq!(hosts, ["node3", "node4"]);
 }
+
+/// `gpudirect sweep` as root, with the nccl-tests stand-in and `slow` naming the nodes it
+/// makes slow: its JSON outcome.
+fn sweep(
+    db: &std::path::Path,
+    standin: &std::path::Path,
+    slow: &str,
+) -> (Option<i32>, serde_json::Value) {
+    let lock = db.with_file_name("sweep.lock");
+    let mut cmd = slurm_command_within(
+        Who::Root,
+        &workspace_bin("gpudirect").display().to_string(),
+        300,
+    );
+    cmd.args([
+        "--db",
+        db.to_str().unwrap(),
+        "sweep",
+        "--json",
+        "--lock",
+        lock.to_str().unwrap(),
+        "--",
+    ])
+    .args(VALIDATE_STANDIN_ARGS)
+    .args(["--nccl-tests-dir", standin.to_str().unwrap()])
+    .env("GPUDIRECT_CONFIG", plugin_config())
+    .env("STANDIN_SLOW_NODES", slow);
+    let output = run(&mut cmd);
+    let text = stdout(&output);
+    let value = serde_json::from_str(&text)
+        .unwrap_or_else(|e| panic!("sweep --json: {e}: {text}\n{}", stderr(&output)));
+    (output.status.code(), value)
+}
+
+/// node3 quarantined by `validate --quarantine` with the stand-in making it slow.
+fn quarantine_node3(db: &std::path::Path, standin: &std::path::Path) {
+    let args = [
+        &["validate"][..],
+        &VALIDATE_STANDIN_ARGS,
+        &[
+            "--json",
+            "--quarantine",
+            "--nccl-tests-dir",
+            standin.to_str().unwrap(),
+        ],
+    ]
+    .concat();
+    let steps = [Step::gpudirect(db, &args).env("STANDIN_SLOW_NODES", "node3")];
+    let dir = db.parent().unwrap().to_path_buf();
+    let (output, steps) =
+        steps_in_one_allocation_as(Who::Root, &["-N3", "-w", "node[1-3]"], &dir, &steps);
+    assert_ok(&output, "the allocation");
+    steps[0].assert_code(1, "validate --quarantine");
+    assert!(comment_of("node3").contains("gpudirect quarantine (validate, node)"));
+}
+
+/// Issue #44's sweep done-when, on the stand-in (the fault is the stand-in's slow node3,
+/// "restored" by no longer naming it): a sweep with node3 still slow keeps it (failed 1);
+/// with the fault gone two sweeps return it (the reservation then deleted, the admin's
+/// comment kept); quarantined again, three failed sweeps drain it with the evidence.
+#[test]
+fn sweep_keeps_a_failing_node_returns_it_after_two_passes_and_drains_it_after_three_failures() {
+    let _guard = cluster();
+    let _lift = LiftQuarantine;
+    let _resume = ResumeNodesOnDrop;
+    let (standin, db) = standin_and_db("sweep");
+    let mut admin_note = slurm_command_as(Who::Root, "scontrol");
+    admin_note.args(["update", "nodename=node3", "comment=rack 4"]);
+    assert_ok(&run(&mut admin_note), "the admin's comment on node3");
+    quarantine_node3(&db, &standin);
+
+    let (code, out) = sweep(&db, &standin, "node3");
+    assert_eq!(code, Some(1), "{out}");
+    assert_eq!(out["suspects"], serde_json::json!(["node3"]), "{out}");
+    assert_eq!(out["nodes"][0]["action"], "kept", "{out}");
+    assert_eq!(out["nodes"][0]["verdict"], "slow_node", "{out}");
+    assert!(
+        comment_of("node3").contains("(validate, node, failed 1)"),
+        "{}",
+        comment_of("node3")
+    );
+
+    for (round, want) in [(1, "kept"), (2, "returned")] {
+        let (code, out) = sweep(&db, &standin, "");
+        assert_eq!(code, Some(0), "pass {round}: {out}");
+        assert_eq!(out["nodes"][0]["action"], want, "pass {round}: {out}");
+    }
+    assert_eq!(
+        comment_of("node3"),
+        "rack 4",
+        "the admin's comment kept, ours gone"
+    );
+    let shown = reservation();
+    assert!(
+        shown.contains("not found"),
+        "no node quarantined, no reservation: {shown}"
+    );
+
+    quarantine_node3(&db, &standin);
+    let mut last = serde_json::Value::Null;
+    for _ in 0..3 {
+        let (code, out) = sweep(&db, &standin, "node3");
+        assert_eq!(code, Some(1), "{out}");
+        last = out;
+    }
+    assert_eq!(last["nodes"][0]["action"], "drained", "{last}");
+    let state = sinfo_state("node3");
+    assert!(
+        state.starts_with("drain")
+            && state.contains("gpudirect validate: sweep: failed 3 sweeps in a row: slow node"),
+        "{state}"
+    );
+    assert!(
+        !comment_of("node3").contains("gpudirect quarantine"),
+        "out of the quarantine"
+    );
+}
+
+/// A sweep never takes nodes a pending job waits for: with node3 quarantined, the test
+/// user's job asking for all four nodes pends, and the sweep submits nothing.
+#[test]
+fn sweep_submits_nothing_while_a_pending_job_needs_the_nodes() {
+    let _guard = cluster();
+    let _lift = LiftQuarantine;
+    let (standin, db) = standin_and_db("sweep-backoff");
+    quarantine_node3(&db, &standin);
+    let mut sbatch = slurm_command("sbatch");
+    sbatch.args([
+        "--parsable",
+        "-N4",
+        "--job-name=wants-all",
+        "--wrap",
+        "sleep 1",
+    ]);
+    let submitted = run(&mut sbatch);
+    assert_ok(&submitted, "the user's 4-node job");
+    let job = stdout(&submitted).trim().to_string();
+    let cancel = scopeguard_cancel(&job);
+
+    let (code, out) = sweep(&db, &standin, "");
+    assert_eq!(code, Some(0), "{out}");
+    let skipped = out["skipped"].as_str().unwrap_or_default();
+    assert!(
+        skipped.contains(&format!("job {job}")) && skipped.contains("waits for nodes"),
+        "{out}"
+    );
+    assert_eq!(out["nodes"], serde_json::json!([]), "{out}");
+    let mut squeue = slurm_command_as(Who::Root, "squeue");
+    squeue.args(["-h", "-n", "gpudirect-sweep"]);
+    assert_eq!(
+        stdout(&run(&mut squeue)).trim(),
+        "",
+        "no sweep job submitted"
+    );
+    drop(cancel);
+}
+
+/// Cancels `job` when dropped (the test user's own job).
+fn scopeguard_cancel(job: &str) -> impl Drop + '_ {
+    struct Cancel<'a>(&'a str);
+    impl Drop for Cancel<'_> {
+        fn drop(&mut self) {
+            let mut scancel = slurm_command("scancel");
+            scancel.arg(self.0);
+            let _ = scancel.output();
+            std::thread::sleep(std::time::Duration::from_secs(1));
+        }
+    }
+    Cancel(job)
+}

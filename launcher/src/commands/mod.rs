@@ -29,6 +29,7 @@ pub mod profiles;
 pub mod report;
 pub mod run;
 pub mod show;
+pub mod sweep;
 pub mod tune;
 pub mod validate;
 pub mod vet;
@@ -127,6 +128,9 @@ pub enum Command {
     /// What slows a running job: its NCCL Inspector dumps judged per communicator (a late
     /// rank, a collective below its baseline, a rank that wrote nothing).
     Watch(watch::WatchArgs),
+    /// The admin's periodic sweep (scrontab, as root): test the quarantined nodes with
+    /// healthy idle partners, return those that pass, drain those that keep failing.
+    Sweep(Box<sweep::SweepArgs>),
     /// Write man pages or shell completions (for packages: scripts/package).
     #[command(hide = true)]
     Generate(generate::GenerateArgs),
@@ -258,6 +262,7 @@ pub fn dispatch(command: Command, ctx: &Ctx) -> Result<ExitStatus> {
         Command::Compare(args) => compare::run(&args, ctx),
         Command::Export(args) => export::run(&args, ctx),
         Command::Watch(args) => watch::run(&args, ctx),
+        Command::Sweep(args) => sweep::run(&args, ctx),
         Command::Generate(args) => generate::run(&args),
         Command::Agent(args) => agent::run(args, ctx),
     }

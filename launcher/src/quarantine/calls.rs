@@ -153,3 +153,25 @@ pub fn set_node_comment(node: &str, text: &str) -> Result<(), SlurmError> {
     let finished = call(&job, &shown)?;
     succeeded(&shown, &finished)
 }
+
+/// `squeue -h -t PD -o "%i %r"`: the pending jobs and why each waits.
+pub fn pending_jobs() -> Result<String, SlurmError> {
+    let mut job = scontrol([]);
+    job.program = "squeue".into();
+    job.args = ["-h", "-t", "PD", "-o", "%i %r"].map(Into::into).to_vec();
+    let shown = job.command_line();
+    let finished = call(&job, &shown)?;
+    succeeded(&shown, &finished)?;
+    Ok(String::from_utf8_lossy(&finished.stdout).into_owned())
+}
+
+/// `sinfo -h -N -o "%N %T"`: every node and its state.
+pub fn node_states() -> Result<String, SlurmError> {
+    let mut job = scontrol([]);
+    job.program = "sinfo".into();
+    job.args = ["-h", "-N", "-o", "%N %T"].map(Into::into).to_vec();
+    let shown = job.command_line();
+    let finished = call(&job, &shown)?;
+    succeeded(&shown, &finished)?;
+    Ok(String::from_utf8_lossy(&finished.stdout).into_owned())
+}

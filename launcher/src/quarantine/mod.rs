@@ -24,6 +24,7 @@
 
 mod actions;
 mod calls;
+pub mod sweep;
 #[cfg(test)]
 mod tests;
 
@@ -33,8 +34,9 @@ use serde::Serialize;
 
 pub use actions::{apply, cause_of_check, quarantined_action};
 pub use calls::{
-    create_reservation, delete_reservation, node_comment, node_comments, parse_node_comments,
-    parse_reservation_nodes, reservation_nodes, set_node_comment, set_reservation_nodes,
+    create_reservation, delete_reservation, node_comment, node_comments, node_states,
+    parse_node_comments, parse_reservation_nodes, pending_jobs, reservation_nodes,
+    set_node_comment, set_reservation_nodes,
 };
 pub use gpudirect_core::config::QuarantineSettings as Settings;
 

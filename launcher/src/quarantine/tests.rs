@@ -159,3 +159,82 @@ fn slurms_output_gives_the_comments_and_the_reservations_nodes() {
     assert!(parse_reservation_nodes("ReservationName=r").is_err());
     assert!(parse_reservation_nodes("Nodes=node[3-").is_err());
 }
+
+#[test]
+fn a_pending_job_that_waits_for_nodes_stops_the_sweep_and_others_do_not() {
+    use sweep::queue_wants_nodes;
+    assert_eq!(queue_wants_nodes(""), None);
+    assert_eq!(
+        queue_wants_nodes("41 Dependency\n42 JobHeldUser\n43 BeginTime\n"),
+        None
+    );
+    assert_eq!(
+        queue_wants_nodes("41 Dependency\n44 ReqNodeNotAvail, Reserved for maintenance\n"),
+        Some("job 44 (ReqNodeNotAvail, Reserved for maintenance)".into())
+    );
+    assert_eq!(
+        queue_wants_nodes("45 Resources\n"),
+        Some("job 45 (Resources)".into())
+    );
+    assert_eq!(
+        queue_wants_nodes("46 Priority\n"),
+        Some("job 46 (Priority)".into())
+    );
+}
+
+#[test]
+fn a_sweep_tests_idle_suspects_with_enough_healthy_partners() {
+    use sweep::{idle_nodes, plan, Plan};
+    let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+    // sinfo -h -N -o "%N %T" on 22.05 with node3 in the maint reservation.
+    let idle = idle_nodes("node1 idle\nnode2 allocated\nnode3 maint\nnode4 idle\nnode5 drained\nnode6 idle*\nnode7 mixed\n");
+    assert_eq!(idle, s(&["node1", "node3", "node4"]));
+    assert_eq!(
+        plan(&s(&["node3"]), &idle, 4, 2),
+        Ok(Plan {
+            suspects: s(&["node3"]),
+            partners: s(&["node1", "node4"])
+        })
+    );
+    // A quarantined node that is busy (a job that ran on before) waits for the next sweep.
+    assert!(plan(&s(&["node2"]), &idle, 4, 2)
+        .unwrap()
+        .suspects
+        .is_empty());
+    // Too few: one suspect and one partner.
+    let e = plan(&s(&["node3"]), &s(&["node3", "node4"]), 4, 2).unwrap_err();
+    assert!(e.contains("a sweep needs 3 nodes"), "{e}");
+    // No suspect: healthy idle nodes are swept themselves, at least three.
+    assert_eq!(plan(&[], &idle, 4, 2).unwrap().partners.len(), 3);
+    // Every idle node quarantined: no healthy partner.
+    let e = plan(&s(&["node1", "node3", "node4"]), &idle, 2, 2).unwrap_err();
+    assert!(e.contains("0 healthy"), "{e}");
+}
+
+#[test]
+fn passes_in_a_row_return_a_node_and_failures_in_a_row_drain_it() {
+    use sweep::{after_sweep, Next};
+    let settings = Settings::default();
+    let start = Entry::new(Tool::Validate, Cause::Node, "slow node");
+    let (once, next) = after_sweep(&start, Some("healthy"), &settings);
+    assert_eq!((once.passed, once.failed, next), (1, 0, Next::Keep));
+    let (twice, next) = after_sweep(&once, Some("healthy"), &settings);
+    assert_eq!((twice.passed, next), (2, Next::Return));
+    // A failure breaks the run of passes.
+    let (failed, next) = after_sweep(&once, Some("slow_node"), &settings);
+    assert_eq!((failed.passed, failed.failed, next), (0, 1, Next::Keep));
+    let (f2, _) = after_sweep(&failed, Some("failed"), &settings);
+    let (f3, next) = after_sweep(&f2, Some("down"), &settings);
+    assert_eq!((f3.failed, next), (3, Next::Drain));
+    for nothing in [
+        None,
+        Some("could_not_start"),
+        Some("unknown"),
+        Some("bad_link"),
+    ] {
+        assert_eq!(
+            after_sweep(&once, nothing, &settings),
+            (once.clone(), Next::Unchanged)
+        );
+    }
+}

@@ -1,0 +1,156 @@
+//! `gpudirect sweep`'s decisions (pure): whether the queue wants the nodes, which nodes a
+//! sweep tests, what each quarantined node's result does to it.
+//!
+//! A sweep tests the quarantined nodes together with healthy idle partners in one
+//! allocation inside the quarantine reservation (its `flex` flag lets it take nodes outside
+//! it), by `gpudirect validate --quarantine`; a healthy idle node found bad there is
+//! quarantined by validate itself. A quarantined node judged healthy passes, one judged slow
+//! or failed fails; anything else (no verdict, could not start) changes nothing.
+
+use std::collections::BTreeMap;
+
+use super::{Entry, Settings};
+
+/// The reasons of a pending job that mean it waits for nodes: a sweep then takes none.
+/// (Slurm's own words; a job held, waiting on a dependency, a begin time or a limit does
+/// not want nodes now.)
+pub const WANTS_NODES: [&str; 4] = ["Resources", "Priority", "ReqNodeNotAvail", "Nodes_required"];
+
+/// The first pending job of `squeue -h -t PD -o "%i %r"` output that waits for nodes, as
+/// `job 42 (Resources)` (pure).
+pub fn queue_wants_nodes(squeue: &str) -> Option<String> {
+    squeue.lines().find_map(|line| {
+        let (job, reason) = line.trim().split_once(' ')?;
+        let reason = reason.trim();
+        WANTS_NODES
+            .iter()
+            .any(|w| reason.starts_with(w))
+            .then(|| format!("job {job} ({reason})"))
+    })
+}
+
+/// The nodes a sweep can use, from `sinfo -h -N -o "%N %T"` (pure): idle ones, also those
+/// idle in a maintenance reservation (`maint`, `reserved`); never one drained, down, busy
+/// or not responding (`*`).
+pub fn idle_nodes(sinfo: &str) -> Vec<String> {
+    let mut nodes: Vec<String> = sinfo
+        .lines()
+        .filter_map(|line| {
+            let mut words = line.split_whitespace();
+            let (node, state) = (words.next()?, words.next()?);
+            ["idle", "maint", "reserved"]
+                .contains(&state)
+                .then(|| node.to_string())
+        })
+        .collect();
+    nodes.sort();
+    nodes.dedup();
+    nodes
+}
+
+/// Which nodes one sweep tests.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plan {
+    /// Quarantined nodes, idle, to be re-tested.
+    pub suspects: Vec<String>,
+    /// Healthy idle nodes to pair them with (and to sweep themselves).
+    pub partners: Vec<String>,
+}
+
+impl Plan {
+    /// Every node of the allocation.
+    pub fn nodes(&self) -> Vec<String> {
+        let mut all: Vec<String> = self
+            .suspects
+            .iter()
+            .chain(&self.partners)
+            .cloned()
+            .collect();
+        all.sort();
+        all
+    }
+}
+
+/// Nodes validate needs to tell a slow node from its partner: two partners besides a
+/// suspect (a pair alone cannot say which side is slow).
+pub const MIN_NODES: usize = 3;
+
+/// The sweep's nodes (pure): up to `max_suspects` quarantined nodes that are idle, and up
+/// to `partners` healthy idle ones (at least enough for [`MIN_NODES`]); `None` when too
+/// few nodes are idle, with why.
+pub fn plan(
+    quarantined: &[String],
+    idle: &[String],
+    max_suspects: usize,
+    partners: usize,
+) -> Result<Plan, String> {
+    let suspects: Vec<String> = quarantined
+        .iter()
+        .filter(|n| idle.contains(n))
+        .take(max_suspects)
+        .cloned()
+        .collect();
+    let healthy: Vec<&String> = idle.iter().filter(|n| !quarantined.contains(n)).collect();
+    let wanted = partners.max(MIN_NODES.saturating_sub(suspects.len()));
+    let partners: Vec<String> = healthy.into_iter().take(wanted).cloned().collect();
+    if suspects.len() + partners.len() < MIN_NODES {
+        return Err(format!(
+            "too few idle nodes to test: {} quarantined and idle, {} healthy and idle; a sweep needs {MIN_NODES} nodes",
+            suspects.len(),
+            partners.len()
+        ));
+    }
+    Ok(Plan { suspects, partners })
+}
+
+/// What a sweep's result does to a quarantined node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Next {
+    /// Passed `passes_to_return` sweeps in a row: back to service.
+    Return,
+    /// Failed `failures_to_drain` sweeps in a row: drained, with the evidence.
+    Drain,
+    /// Stays quarantined, its count written.
+    Keep,
+    /// No verdict this time (could not start, unknown): nothing changes.
+    Unchanged,
+}
+
+/// The node's entry after a sweep judged it `verdict` (validate's verdict kind), and what
+/// follows (pure). A pass clears the failures in a row and a failure the passes.
+pub fn after_sweep(entry: &Entry, verdict: Option<&str>, settings: &Settings) -> (Entry, Next) {
+    let mut next = entry.clone();
+    match verdict {
+        Some("healthy") => {
+            next.passed += 1;
+            next.failed = 0;
+            let done = next.passed >= settings.passes_to_return;
+            (next, if done { Next::Return } else { Next::Keep })
+        }
+        Some("slow_node" | "failed" | "down") => {
+            next.failed += 1;
+            next.passed = 0;
+            let done = next.failed >= settings.failures_to_drain;
+            (next, if done { Next::Drain } else { Next::Keep })
+        }
+        _ => (next, Next::Unchanged),
+    }
+}
+
+/// Each node's verdict kind in `validate --json`'s report (pure).
+pub fn verdicts(report: &serde_json::Value) -> BTreeMap<String, String> {
+    report["nodes"]
+        .as_array()
+        .map(|nodes| {
+            nodes
+                .iter()
+                .filter_map(|n| {
+                    Some((
+                        n["node"].as_str()?.to_string(),
+                        n["verdict"]["kind"].as_str()?.to_string(),
+                    ))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
