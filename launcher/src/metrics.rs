@@ -163,6 +163,21 @@ const RAIL_OK: (&str, &str, Option<&str>) = (
     "Whether the node's last rail pair on this rail passed (1) or was slow or failed (0).",
     None,
 );
+const QUARANTINED: (&str, &str, Option<&str>) = (
+    "gpudirect_node_quarantined",
+    "1 for a node in the quarantine reservation (its comment carries the tool's entry), by tool and cause (node, nic); absent when it is not.",
+    None,
+);
+const SWEEPS_PASSED: (&str, &str, Option<&str>) = (
+    "gpudirect_quarantine_sweeps_passed",
+    "Sweeps a quarantined node passed in a row (it returns at [quarantine] passes_to_return).",
+    None,
+);
+const SWEEPS_FAILED: (&str, &str, Option<&str>) = (
+    "gpudirect_quarantine_sweeps_failed",
+    "Sweeps a quarantined node failed in a row (it is drained at [quarantine] failures_to_drain).",
+    None,
+);
 const DRAINED: (&str, &str, Option<&str>) = (
     "gpudirect_node_drained",
     "1 for a node drained (now, in Slurm) with this tool's tag; absent when it is not.",
@@ -227,6 +242,30 @@ pub fn add_drain_metrics(x: &mut Exposition, cluster: &str, drains: &[(String, O
                 );
             }
         }
+    }
+}
+
+/// Adds, per quarantined node (from the node comments, [`crate::quarantine::quarantined`]),
+/// [`QUARANTINED`] with its tool and cause, and its sweeps passed and failed in a row.
+pub fn add_quarantine_metrics(
+    x: &mut Exposition,
+    cluster: &str,
+    quarantined: &[(String, crate::quarantine::Entry)],
+) {
+    for (node, entry) in quarantined {
+        let labels = [("cluster", cluster), ("node", node.as_str())];
+        x.gauge(
+            QUARANTINED,
+            &[
+                labels[0],
+                labels[1],
+                ("tool", entry.tool.name()),
+                ("cause", entry.cause.word()),
+            ],
+            1.0,
+        );
+        x.gauge(SWEEPS_PASSED, &labels, f64::from(entry.passed));
+        x.gauge(SWEEPS_FAILED, &labels, f64::from(entry.failed));
     }
 }
 
@@ -589,7 +628,21 @@ mod tests {
                 ("node5".into(), Some("bad DIMM".into())),
             ],
         );
+        let mut entry = crate::quarantine::Entry::new(
+            crate::drain::Tool::Validate,
+            crate::quarantine::Cause::Nic,
+            "eth3 slow",
+        );
+        entry.failed = 2;
+        add_quarantine_metrics(&mut x, "c1", &[("node6".into(), entry)]);
         let text = x.render();
+        for line in [
+            "gpudirect_node_quarantined{cluster=\"c1\",node=\"node6\",tool=\"validate\",cause=\"nic\"} 1\n",
+            "gpudirect_quarantine_sweeps_passed{cluster=\"c1\",node=\"node6\"} 0\n",
+            "gpudirect_quarantine_sweeps_failed{cluster=\"c1\",node=\"node6\"} 2\n",
+        ] {
+            assert!(text.contains(line), "{line}{text}");
+        }
         let l = r#"{cluster="c1",node="node3",rail="eth2"}"#;
         assert!(
             text.contains(&format!(

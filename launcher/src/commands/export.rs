@@ -147,13 +147,21 @@ fn write_export(
             let vets = history.list_vets(None)?;
             let mut metrics = gpudirect::metrics::history_metrics(&runs, &vets);
             gpudirect::metrics::add_rail_metrics(&mut metrics, &rail_figures(history, &runs)?);
+            let cluster = gpudirect::slurm::cluster_name(None).unwrap_or_default();
             match gpudirect::slurm::drained_nodes() {
                 Ok(drains) => {
-                    let cluster = gpudirect::slurm::cluster_name(None).unwrap_or_default();
                     gpudirect::metrics::add_drain_metrics(&mut metrics, &cluster, &drains);
                 }
                 Err(e) => note(&format!(
                     "gpudirect export: drains left out (gpudirect_node_drained): Slurm did not answer: {e}"
+                )),
+            }
+            match gpudirect::quarantine::quarantined() {
+                Ok(nodes) => {
+                    gpudirect::metrics::add_quarantine_metrics(&mut metrics, &cluster, &nodes);
+                }
+                Err(e) => note(&format!(
+                    "gpudirect export: quarantines left out (gpudirect_node_quarantined): Slurm did not answer: {e}"
                 )),
             }
             let text = metrics.render();
