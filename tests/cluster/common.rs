@@ -725,6 +725,13 @@ impl Drop for ResumeNodesOnDrop {
     }
 }
 
+/// The nodes of the cluster, as sinfo lists them.
+pub fn cluster_nodes() -> usize {
+    let mut sinfo = slurm_command("sinfo");
+    sinfo.args(["-h", "-N", "-o", "%N"]);
+    stdout(&run(&mut sinfo)).lines().count()
+}
+
 /// `sinfo`'s state and reason of `node`: `drained|gpudirect: slow node ...`.
 pub fn sinfo_state(node: &str) -> String {
     let mut sinfo = slurm_command("sinfo");

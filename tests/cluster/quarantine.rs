@@ -151,35 +151,42 @@ fn validate_quarantine_keeps_users_off_a_slow_node_and_root_can_still_test_it() 
 }
 
 /// `gpudirect sweep` as root, with the nccl-tests stand-in and `slow` naming the nodes it
-/// makes slow: its JSON outcome.
+/// makes slow: its exit status and JSON outcome.
 fn sweep(
     db: &std::path::Path,
     standin: &std::path::Path,
     slow: &str,
 ) -> (Option<i32>, serde_json::Value) {
+    let mut validate: Vec<&str> = VALIDATE_STANDIN_ARGS.to_vec();
+    validate.extend(["--nccl-tests-dir", standin.to_str().unwrap()]);
+    sweep_with(db, &validate, &[("STANDIN_SLOW_NODES", slow)])
+}
+
+/// `gpudirect sweep --json -- VALIDATE` as root: its exit status and JSON outcome.
+fn sweep_with(
+    db: &std::path::Path,
+    validate: &[&str],
+    env: &[(&str, &str)],
+) -> (Option<i32>, serde_json::Value) {
     let lock = db.with_file_name("sweep.lock");
-    let mut cmd = slurm_command_within(
-        Who::Root,
-        &workspace_bin("gpudirect").display().to_string(),
-        300,
-    );
-    cmd.args([
-        "--db",
-        db.to_str().unwrap(),
-        "sweep",
-        "--json",
-        "--lock",
-        lock.to_str().unwrap(),
-        "--",
-    ])
-    .args(VALIDATE_STANDIN_ARGS)
-    .args(["--nccl-tests-dir", standin.to_str().unwrap()])
-    .env("GPUDIRECT_CONFIG", plugin_config())
-    .env("STANDIN_SLOW_NODES", slow);
+    let gpudirect = workspace_bin("gpudirect").display().to_string();
+    let mut cmd = slurm_command_within(Who::Root, &gpudirect, 420);
+    cmd.args(["--db", db.to_str().unwrap(), "sweep", "--json"])
+        .args(["--lock", lock.to_str().unwrap(), "--"])
+        .args(validate)
+        .env("GPUDIRECT_CONFIG", plugin_config());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
     let output = run(&mut cmd);
     let text = stdout(&output);
-    let value = serde_json::from_str(&text)
-        .unwrap_or_else(|e| panic!("sweep --json: {e}: {text}\n{}", stderr(&output)));
+    let value = serde_json::from_str(&text).unwrap_or_else(|e| {
+        panic!(
+            "sweep --json: {e}: {text}\n{}{}",
+            stderr(&output),
+            cluster_state_if_cut(&output)
+        )
+    });
     (output.status.code(), value)
 }
 
@@ -318,4 +325,59 @@ fn scopeguard_cancel(job: &str) -> impl Drop + '_ {
         }
     }
     Cancel(job)
+}
+
+/// Issue #44's first done-when on real traffic: node2's eth3 slowed to 50 Mbit/s, `validate
+/// --test rails --quarantine` (root, all nodes, real MPI per rail) quarantines node2 for its
+/// NIC; a sweep over the rails while it is still slow keeps it; after `nic ... restore` two
+/// sweeps return it and the reservation is gone.
+#[test]
+fn a_slowed_nic_is_quarantined_kept_while_slow_and_returned_by_two_sweeps_after_restore() {
+    let _guard = cluster();
+    let _lift = LiftQuarantine;
+    let db = temp_db("quarantine-rails");
+    let mpi = workspace_bin("gpudirect-mpi");
+    let rails = [
+        "--test",
+        "rails",
+        "--rails",
+        "eth1,eth2,eth3,eth4",
+        "--mpi-program",
+        mpi.to_str().unwrap(),
+    ];
+    {
+        let _slow = Nic::set("node2", "eth3", &["slow", "50mbit"]);
+        let args = [&["validate", "--json", "--quarantine"][..], &rails].concat();
+        let nodes = format!("-N{}", cluster_nodes());
+        let output = gpudirect_in_allocation_as(Who::Root, &[&nodes], &db, &args, &[]);
+        assert_eq!(
+            output.status.code(),
+            Some(1),
+            "{}{}",
+            stdout(&output),
+            stderr(&output)
+        );
+        let comment = comment_of("node2");
+        assert!(
+            comment.starts_with("gpudirect quarantine (validate, nic): ")
+                && comment.contains("eth3"),
+            "{comment}"
+        );
+        let shown = reservation();
+        assert!(shown.contains("Nodes=node2 "), "{shown}");
+
+        let (code, out) = sweep_with(&db, &rails, &[]);
+        assert_eq!(code, Some(1), "still slow: {out}");
+        assert_eq!(out["suspects"], serde_json::json!(["node2"]), "{out}");
+        assert_eq!(out["nodes"][0]["verdict"], "slow_node", "{out}");
+        assert_eq!(out["nodes"][0]["action"], "kept", "{out}");
+    }
+    for want in ["kept", "returned"] {
+        let (code, out) = sweep_with(&db, &rails, &[]);
+        assert_eq!(code, Some(0), "restored: {out}");
+        assert_eq!(out["nodes"][0]["verdict"], "healthy", "{out}");
+        assert_eq!(out["nodes"][0]["action"], want, "{out}");
+    }
+    assert_eq!(comment_of("node2"), "");
+    assert!(reservation().contains("not found"));
 }

@@ -6,13 +6,6 @@ use cluster_tests::*;
 
 const RAILS: &str = "eth1,eth2,eth3,eth4";
 
-/// The nodes of the cluster, as sinfo lists them.
-fn cluster_nodes() -> usize {
-    let mut sinfo = slurm_command("sinfo");
-    sinfo.args(["-h", "-N", "-o", "%N"]);
-    stdout(&run(&mut sinfo)).lines().count()
-}
-
 /// `salloc -N<all> gpudirect validate --test rails --json`: the exit code and the report.
 fn validate_rails(db: &std::path::Path, extra: &[&str]) -> (Option<i32>, serde_json::Value) {
     let nodes = cluster_nodes() as u32;

@@ -137,20 +137,36 @@ pub fn after_sweep(entry: &Entry, verdict: Option<&str>, settings: &Settings) ->
     }
 }
 
-/// Each node's verdict kind in `validate --json`'s report (pure).
+/// Each node's verdict kind in `validate --json`'s report (pure): its `nodes` verdicts, or
+/// for a report of rails (`--test rails`, `--per-rail`) each node's worst unit: `healthy`
+/// when every rail of it is, else its first unit that is not (a NIC slow or down fails its
+/// node's sweep: the quarantine was for that NIC).
 pub fn verdicts(report: &serde_json::Value) -> BTreeMap<String, String> {
-    report["nodes"]
-        .as_array()
-        .map(|nodes| {
-            nodes
-                .iter()
-                .filter_map(|n| {
-                    Some((
-                        n["node"].as_str()?.to_string(),
-                        n["verdict"]["kind"].as_str()?.to_string(),
-                    ))
-                })
-                .collect()
-        })
-        .unwrap_or_default()
+    let kinds = |list: &serde_json::Value| -> Vec<(String, String)> {
+        list.as_array()
+            .map(|items| {
+                items
+                    .iter()
+                    .filter_map(|n| {
+                        Some((
+                            n["node"].as_str()?.to_string(),
+                            n["verdict"]["kind"].as_str()?.to_string(),
+                        ))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    // A rails report lists its nodes by name alone, beside its units.
+    if !report["units"].is_array() {
+        return kinds(&report["nodes"]).into_iter().collect();
+    }
+    let mut worst: BTreeMap<String, String> = BTreeMap::new();
+    for (node, kind) in kinds(&report["units"]) {
+        let seen = worst.entry(node).or_insert_with(|| "healthy".to_string());
+        if seen == "healthy" {
+            *seen = kind;
+        }
+    }
+    worst
 }

@@ -238,3 +238,22 @@ fn passes_in_a_row_return_a_node_and_failures_in_a_row_drain_it() {
         );
     }
 }
+
+#[test]
+fn a_rails_report_gives_each_node_its_worst_rail() {
+    let report = serde_json::json!({"nodes": ["node1", "node2"], "units": [
+        {"node": "node1", "rail": "eth1", "verdict": {"kind": "healthy"}},
+        {"node": "node2", "rail": "eth1", "verdict": {"kind": "healthy"}},
+        {"node": "node2", "rail": "eth3", "verdict": {"kind": "slow_node"}},
+        {"node": "node2", "rail": "eth4", "verdict": {"kind": "down"}},
+    ]});
+    let v = sweep::verdicts(&report);
+    assert_eq!(v.get("node1").map(String::as_str), Some("healthy"));
+    assert_eq!(v.get("node2").map(String::as_str), Some("slow_node"));
+    let nodes = serde_json::json!({"nodes": [{"node": "node3", "verdict": {"kind": "failed"}}]});
+    assert_eq!(
+        sweep::verdicts(&nodes).get("node3").map(String::as_str),
+        Some("failed")
+    );
+    assert!(sweep::verdicts(&serde_json::json!({})).is_empty());
+}
