@@ -306,7 +306,7 @@ fn an_input_of_exactly_the_byte_budget_is_not_said_cut() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
 }
 
-/// Security review T7: a gzip bomb (200 MiB of NCCL lines, about 0.5 MB compressed) stops
+/// Security review T7: a gzip bomb (200 MiB of NCCL lines, 1.5 MB compressed) stops
 /// at the decompressed budget, naming the budget and the flag that raises it, in the text
 /// report and in the JSON; the lines before the cut are judged.
 #[test]

@@ -617,3 +617,22 @@ fn the_nccl_tests_fixtures_paths_are_those_the_output_parser_reads() {
     }
     assert!(checked >= 4, "only {checked} fixtures with channel lines");
 }
+
+/// Blank lines are counted and never parsed (security review T7: a gzip bomb of newlines);
+/// the lines around them read as without them.
+#[test]
+fn blank_lines_are_counted_and_change_nothing() {
+    let lines = [
+        "n1:1:1 [0] NCCL INFO comm 0x1 rank 0 nranks 2 commId 0xa - Init START",
+        "",
+        "  \t ",
+        "\u{1b}[0m",
+        "n2:2:2 [0] NCCL INFO comm 0x2 rank 1 nranks 2 commId 0xa - Init START",
+    ];
+    let with = read_all(&[lines.join("\n")]);
+    let without = read_all(&[[lines[0], lines[4]].join("\n")]);
+    assert_eq!(with.lines, 5);
+    assert_eq!(with.nccl_lines, 2);
+    assert_eq!(with.communicators, without.communicators);
+    assert_eq!(with.processes, without.processes);
+}
