@@ -297,6 +297,30 @@ impl Sanction {
     }
 }
 
+/// Spares every candidate when every one of the `judged` nodes (two or more) would be
+/// drained or quarantined: a fault of every node at once is the launch's, the config's or
+/// the fabric's, not the nodes' (measured: a cluster whose MPI library was missing had every
+/// rail pair fail, and all four nodes were quarantined). Pure.
+pub fn spare_when_every_node_is_bad(
+    mut candidates: Vec<Candidate>,
+    judged: usize,
+) -> Vec<Candidate> {
+    let sanctioned = candidates
+        .iter()
+        .filter(|c| matches!(c.plan, DrainPlan::Drain { .. }))
+        .count();
+    if judged >= 2 && sanctioned >= judged {
+        for c in &mut candidates {
+            c.plan = DrainPlan::Spare {
+                why: format!(
+                    "every one of the {judged} nodes was found bad at once: that is the launch, the config or the fabric, not the nodes (fix it and validate again)"
+                ),
+            };
+        }
+    }
+    candidates
+}
+
 /// What `--drain` does with a node judged slow or failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DrainPlan {
@@ -698,6 +722,36 @@ pub fn run_on_drain(command: &str, evidence: &impl Serialize) -> Result<PathBuf,
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_node_bad_at_once_sanctions_none() {
+        let c = |node: &str| Candidate {
+            node: node.into(),
+            verdict: "failed".into(),
+            evidence: vec![],
+            cause: crate::quarantine::Cause::Node,
+            plan: DrainPlan::Drain {
+                reason: "gpudirect validate: failed".into(),
+            },
+        };
+        // Two of four: drained as planned.
+        let some = spare_when_every_node_is_bad(vec![c("node1"), c("node2")], 4);
+        assert!(some
+            .iter()
+            .all(|c| matches!(c.plan, DrainPlan::Drain { .. })));
+        // Four of four: none, said why.
+        let all =
+            spare_when_every_node_is_bad(vec![c("node1"), c("node2"), c("node3"), c("node4")], 4);
+        for c in &all {
+            let DrainPlan::Spare { why } = &c.plan else {
+                panic!("{c:?}")
+            };
+            assert!(why.contains("every one of the 4 nodes"), "{why}");
+        }
+        // One node alone judged bad is its own.
+        let one = spare_when_every_node_is_bad(vec![c("node1")], 1);
+        assert!(matches!(one[0].plan, DrainPlan::Drain { .. }));
+    }
 
     #[test]
     fn reasons_are_tagged_one_line_and_short() {

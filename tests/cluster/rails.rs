@@ -112,6 +112,27 @@ fn a_slowed_nic_is_named_with_its_node_and_nothing_else_and_healthy_after_restor
     assert_eq!(code, Some(0), "restored: {report:#}");
 }
 
+/// Issue #45: two slow NICs on one rail (node2's and node3's eth3) are both named and
+/// nothing else: the rounds keep pairing until the healthy nodes meet on that rail, where
+/// they once stopped after two rounds of all-slow pairs and named node1 and node4 too.
+#[test]
+fn two_slow_nics_on_one_rail_are_both_named_and_nothing_else() {
+    let _guard = cluster();
+    let db = temp_db("rails-two-slow");
+    let _slow2 = Nic::set("node2", "eth3", &["slow", "50mbit"]);
+    let _slow3 = Nic::set("node3", "eth3", &["slow", "50mbit"]);
+    let (code, report) = validate_rails(&db, &[]);
+    assert_eq!(code, Some(1), "degraded: {report:#}");
+    assert_eq!(
+        unhealthy(&report),
+        [
+            ("node2".into(), "eth3".into(), "slow_node".into()),
+            ("node3".into(), "eth3".into(), "slow_node".into()),
+        ],
+        "{report:#}"
+    );
+}
+
 /// Issue #32 on a history these runs made: `export --format openmetrics` passes `promtool
 /// check metrics`, and its per-rail figure and verdict for (`node`, `rail`) are the newest
 /// rail run's node result there: `gpudirect_rail_ok` 0 for the slowed NIC, 1 for another.

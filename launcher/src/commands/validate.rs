@@ -535,7 +535,13 @@ fn conclude(args: &ValidateArgs, validation: &Validation, r: Run<'_>) -> Result<
         pairs,
     };
     let drain_actions = match sanction {
-        Some(_) => drains::apply_drains(&actions::drain_plan(&report), &source),
+        Some(_) => drains::apply_drains(
+            &gpudirect::drain::spare_when_every_node_is_bad(
+                actions::drain_plan(&report),
+                report.nodes.len(),
+            ),
+            &source,
+        ),
         None => Vec::new(),
     };
     let resume_actions = match args.resume {

@@ -470,6 +470,7 @@ fn name_bad_nodes(args: &VetArgs, job_id: &str, vets: &[NodeVet], actions: &mut 
                 },
             })
             .collect();
+        let candidates = drain::spare_when_every_node_is_bad(candidates, vets.len());
         let path = &args.profile.config.path;
         let sanction = match quarantine::settings_from(path) {
             Ok(settings) => Sanction::chosen(args.drain, args.quarantine, &settings),

@@ -41,17 +41,25 @@ pub(super) fn sanction(args: &super::ValidateArgs) -> Result<Option<Sanction>> {
         return Ok(None);
     }
     let path = &args.profile.config.path;
-    let settings = gpudirect::quarantine::settings_from(path).with_context(|| {
-        format!(
-            "--drain/--quarantine: reading [quarantine] of {}",
-            path.display()
-        )
-    })?;
-    Ok(Sanction::chosen(
-        args.drains.drain,
-        args.drains.quarantine,
-        &settings,
-    ))
+    match gpudirect::quarantine::settings_from(path) {
+        Ok(settings) => Ok(Sanction::chosen(
+            args.drains.drain,
+            args.drains.quarantine,
+            &settings,
+        )),
+        Err(e) if args.drains.quarantine => Err(e)
+            .with_context(|| format!("--quarantine: reading [quarantine] of {}", path.display())),
+        // A plain --drain needs no config: it drains, and says why it did not look.
+        Err(e) => {
+            if path.exists() {
+                noteln!(
+                    "gpudirect validate: --drain drains: cannot read [quarantine] of {} ({e})",
+                    path.display()
+                );
+            }
+            Ok(Some(Sanction::Drain))
+        }
+    }
 }
 
 /// `--drain` or `--quarantine`: the plans carried out by [`Sanction::apply`], each newly

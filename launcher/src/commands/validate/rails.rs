@@ -220,8 +220,12 @@ pub(super) fn conclude(args: &ValidateArgs, v: Verdicts) -> Result<ExitStatus> {
             size_bytes: None,
             pairs: &[],
         };
+        let judged = report.nodes.len();
         report.drains = Some(super::drains::apply_drains(
-            &drain_candidates(&report.units),
+            &gpudirect::drain::spare_when_every_node_is_bad(
+                drain_candidates(&report.units),
+                judged,
+            ),
             &source,
         ));
     }

@@ -276,7 +276,9 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx, nodes: &[String]) -> Result<ExitStatu
             size_bytes: None,
             pairs: &[],
         };
-        drains = Some(super::drains::apply_drains(&candidates(&analysis), &source));
+        let candidates =
+            drain::spare_when_every_node_is_bad(candidates(&analysis), analysis.nodes.len());
+        drains = Some(super::drains::apply_drains(&candidates, &source));
     }
     let actions_failed = drains.as_deref().is_some_and(actions::any_error);
     let exit = ExitStatus::of_validation(analysis.health, actions_failed);

@@ -565,7 +565,16 @@ impl Validation {
             .map(|s| s.members.clone())
             .collect();
         if !a.any_fast {
-            let round = pairing::pair_among(&needy, |x, y| self.met(x, y));
+            // No run passed yet, so no node is proven slow: where some runs were only slow
+            // (not failed), the nodes that look bad meet new partners too, after the
+            // suspects, so that two healthy nodes still meet (two slow nodes of four made
+            // every early pair slow; issue #45).
+            let some_slow = self.stats.iter().any(|s| !s.bad_values.is_empty());
+            let mut order = needy.clone();
+            if some_slow {
+                order.extend((0..n).filter(|x| !needy.contains(x)));
+            }
+            let round = pairing::pair_among(&order, |x, y| self.met(x, y));
             return if round.is_empty() {
                 Vec::new()
             } else {

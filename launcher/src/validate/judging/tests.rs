@@ -887,3 +887,38 @@ fn when_nothing_could_start_the_validation_could_not_run() {
     );
     assert_eq!(health(&r), Health::CouldNotRun);
 }
+
+/// Issue #45: two slow nodes among four, wherever they sit in the screen round: the
+/// rounds go on pairing until the healthy two have met (measured on the local cluster:
+/// node1 and node4 named slow because the rounds stopped after two rounds of all-bad
+/// pairs); every layout of the two slow nodes is tried.
+#[test]
+fn two_slow_nodes_of_four_leave_the_other_two_healthy_whatever_the_pairing() {
+    for a in 0..4 {
+        for b in (a + 1)..4 {
+            let slow = [a, b];
+            let v = Validation::new(names(4), Mode::Pairs, base()).unwrap();
+            let (r, rounds) = drive(v, |g| {
+                if g.iter().any(|x| slow.contains(x)) {
+                    Outcome::Busbw(40.0)
+                } else {
+                    Outcome::Busbw(99.0)
+                }
+            });
+            for (x, node) in r.nodes.iter().enumerate() {
+                let want = if slow.contains(&x) {
+                    Verdict::SlowNode
+                } else {
+                    Verdict::Healthy
+                };
+                assert_eq!(
+                    node.verdict,
+                    want,
+                    "slow {slow:?}, node{x}: {:?}; {} rounds",
+                    node.evidence,
+                    rounds.len()
+                );
+            }
+        }
+    }
+}
