@@ -387,3 +387,27 @@ fn a_long_line_and_the_line_budget_are_said_with_what_they_skipped() {
         "{said}"
     );
 }
+
+/// Issue #40, a TCPXO run's own channel lines (a published log): FasTrak with GPUDirect
+/// RDMA is what the shipped tcpxo profile expects; against ib it is another transport.
+#[test]
+fn tcpxo_channel_lines_pass_the_tcpxo_profile_and_not_ib() {
+    let dir = scratch("log", "tcpxo");
+    let config = bed_config(dir.path());
+    let log = log_fixture("published/tcpxo-fastrak-hypercomputer-lab23-channels.txt");
+    let out = run(log_cmd(&config).args(["--gpudirect", "tcpxo"]).arg(&log));
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}{}", stderr(&out));
+    assert!(
+        text.contains("NET/FasTrak over device 0; GPUDirect RDMA")
+            && text.contains("as the profile expects (tcpxo: NET/FasTrak"),
+        "{text}"
+    );
+    let out = run(log_cmd(&config).args(["--gpudirect", "ib"]).arg(&log));
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}{}", stderr(&out));
+    assert!(
+        text.contains("used NET/FasTrak on tcpxo-wb-0: the profile ib's transport IB did not"),
+        "{text}"
+    );
+}

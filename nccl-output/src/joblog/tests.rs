@@ -579,6 +579,31 @@ fn published_tcpx_and_tcpxo_logs() {
     assert_eq!(log.processes.len(), 16);
 }
 
+/// Issue #40, a TCPXO run's own channel lines (facts in the published README, written
+/// before the reader ran): rank 0 on tcpxo-wb-0 sends to and receives from rank 8 over the
+/// FasTrak plugin's device 0 with GPUDirect RDMA both ways, two channels each way, and
+/// reaches rank 7 over P2P/CUMEM; one process, no trouble.
+#[test]
+fn published_tcpxo_channel_lines_say_fastrak_with_gdr_both_ways() {
+    let log = published("tcpxo-fastrak-hypercomputer-lab23-channels");
+    assert_eq!(hosts(&log), set(["tcpxo-wb-0"]));
+    assert_eq!(log.processes.len(), 1);
+    assert!(log.events.is_empty(), "{:?}", log.events);
+    assert_eq!(
+        vias_on(&log, "tcpxo-wb-0"),
+        set(["NET/FasTrak/0/GDRDMA", "P2P/CUMEM"])
+    );
+    let net = log.processes[0]
+        .links
+        .iter()
+        .find(|l| l.net.is_some())
+        .expect("a network link");
+    assert_eq!(net.net.as_deref(), Some("FasTrak"));
+    assert_eq!(net.device, Some(0));
+    assert!(net.gdrdma);
+    assert_eq!((net.send_channels, net.receive_channels), (2, 2));
+}
+
 /// The NCCL lines of every recorded nccl-tests output read the same through both readers:
 /// the paths `gpudirect log` finds (in communicators and outside) are those `import` finds.
 #[test]
