@@ -79,6 +79,11 @@ pub struct AgentReport {
     pub addrs: Vec<String>,
     /// The job's processes there.
     pub processes: Vec<JobProcess>,
+    /// Every pid Slurm lists for the job there (`scontrol listpids`; empty from an agent
+    /// of an earlier version, or when Slurm could not say): what a RAS answer's ranks on
+    /// this node are checked against ([`foreign_ranks`]).
+    #[serde(default)]
+    pub job_pids: Vec<u32>,
     /// The RAS address asked.
     pub ras_addr: String,
     /// The polls, in order.
@@ -325,6 +330,7 @@ pub fn agent(
         node,
         addrs,
         processes: Vec::new(),
+        job_pids: Vec::new(),
         ras_addr: String::new(),
         polls: vec![Poll {
             at: 0.0,
@@ -357,6 +363,7 @@ pub fn agent(
         node,
         addrs,
         processes,
+        job_pids: pids.clone(),
         ras_addr: value
             .clone()
             .unwrap_or_else(|| format!("127.0.0.1:{}", ras::DEFAULT_PORT)),
@@ -491,6 +498,53 @@ pub fn assemble(reports: &[AgentReport]) -> (PlaceTable, Vec<Snapshot>) {
         }
     }
     (table, snapshots)
+}
+
+/// A rank of a RAS answer that says it runs on one of the job's nodes as a process that
+/// is not one of the job's there.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ForeignRank {
+    /// The node its host address belongs to.
+    pub node: String,
+    /// The pid the answer gives.
+    pub pid: u32,
+    /// Its rank.
+    pub rank: u32,
+    /// The communicator.
+    pub communicator: String,
+}
+
+/// The ranks of the answers placed on a node of the job (by the node's addresses) whose
+/// pid is not among the pids Slurm lists for the job there (security review T1: a RAS
+/// answer naming other processes is not the job's, whoever answered on its port). Nodes
+/// whose agent could not list the job's pids are not judged. Pure.
+pub fn foreign_ranks(reports: &[AgentReport], snapshots: &[Snapshot]) -> Vec<ForeignRank> {
+    let mut found: Vec<ForeignRank> = Vec::new();
+    for snapshot in snapshots {
+        for c in &snapshot.status.communicators {
+            for r in &c.ranks {
+                let Some(node) = reports
+                    .iter()
+                    .find(|n| n.addrs.iter().any(|a| *a == r.host))
+                else {
+                    continue;
+                };
+                if node.job_pids.is_empty() || node.job_pids.contains(&r.pid) {
+                    continue;
+                }
+                let f = ForeignRank {
+                    node: node.node.clone(),
+                    pid: r.pid,
+                    rank: r.rank,
+                    communicator: c.hash.clone(),
+                };
+                if !found.contains(&f) {
+                    found.push(f);
+                }
+            }
+        }
+    }
+    found
 }
 
 /// The errors of nodes none of whose polls was answered, by node.
@@ -687,6 +741,7 @@ mod tests {
                 step: Some(0),
                 ras_addr: None,
             }],
+            job_pids: vec![pid, pid + 100],
             ras_addr: "127.0.0.1:28028".into(),
             polls: vec![
                 Poll {
@@ -728,5 +783,23 @@ mod tests {
             report.message
         );
         assert!(unanswered(&reports).is_empty());
+        // Every rank of the recorded answer is one of the job's processes on its node.
+        assert_eq!(foreign_ranks(&reports, &snaps), []);
+        // An answer whose rank 1 on node2 is some other process (a squatter's service
+        // inventing a diagnosis): named, and the diagnosis is not to be given (T1).
+        let mut other = reports.clone();
+        other[1].job_pids = vec![4242];
+        assert_eq!(
+            foreign_ranks(&other, &snaps),
+            [ForeignRank {
+                node: "node2".into(),
+                pid: 1560,
+                rank: 1,
+                communicator: snaps[0].status.communicators[0].hash.clone(),
+            }]
+        );
+        // A node whose agent could not list the job's pids is not judged.
+        other[1].job_pids.clear();
+        assert_eq!(foreign_ranks(&other, &snaps), []);
     }
 }

@@ -122,6 +122,12 @@ pub fn run(args: &HangArgs, _ctx: &Ctx) -> Result<ExitStatus> {
     let reports = asked.answers;
     let silent = unanswered(&reports);
     let (table, snapshots) = assemble(&reports);
+    // An answer naming processes that are not the job's is not the job's RAS (T1): no
+    // diagnosis is drawn from it.
+    let foreign = hang::foreign_ranks(&reports, &snapshots);
+    if !foreign.is_empty() {
+        return say_not_the_jobs(args, &nodes, &foreign, &reports);
+    }
     let diagnosis = ras::diagnose(&snapshots, &table);
     let status = if snapshots.is_empty() {
         ExitStatus::CouldNotRun
@@ -189,4 +195,38 @@ pub fn run(args: &HangArgs, _ctx: &Ctx) -> Result<ExitStatus> {
         outln!("{}", shown(&line))?;
     }
     Ok(status)
+}
+
+/// An answer that names processes that are not job J's (security review T1): said, with
+/// each such rank, and no diagnosis (exit 3).
+fn say_not_the_jobs(
+    args: &HangArgs,
+    nodes: &str,
+    foreign: &[hang::ForeignRank],
+    reports: &[hang::AgentReport],
+) -> Result<ExitStatus> {
+    if args.json {
+        emit_json(&serde_json::json!({
+            "job": args.job.to_string(),
+            "nodes": nodes,
+            "communicators": [],
+            "not_the_jobs": foreign,
+            "agents": reports,
+        }))?;
+        return Ok(ExitStatus::CouldNotRun);
+    }
+    for f in foreign {
+        outln!(
+            "{}",
+            shown(&format!(
+                "the RAS answer places rank {} of communicator {} on {} as pid {}, which is not one of job {}'s processes there (Slurm's listpids)",
+                f.rank, f.communicator, f.node, f.pid, args.job
+            ))
+        )?;
+    }
+    outln!(
+        "the service that answered on job {}'s RAS port is not the job's own: no diagnosis (another user's process may hold the port; docs/admin-guide.md, [ras])",
+        args.job
+    )?;
+    Ok(ExitStatus::CouldNotRun)
 }

@@ -24,6 +24,7 @@ fn stand_ins(
     dir: &Path,
     hostile: impl Fn(&str) -> String,
     then: &str,
+    job_pids: Vec<u32>,
 ) -> impl Fn(bool) -> std::process::Output {
     let fixture = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../tests/fixtures/nccl-ras/status-json-rank1-stalled.txt");
@@ -44,6 +45,7 @@ fn stand_ins(
             step: Some(0),
             ras_addr: None,
         }],
+        job_pids,
         ras_addr: "127.0.0.1:28028".into(),
         polls: vec![poll(0.0), poll(5.0)],
     };
@@ -85,6 +87,7 @@ fn hang_shows_escape_sequences_from_a_ras_answer_escaped() {
                 .replace("10.9.1.2", "10.9.1.2\\u001b[2K\\u001b[1G")
         },
         "",
+        vec![1559],
     );
     let out = hang(false);
     let text = stdout(&out);
@@ -117,6 +120,7 @@ fn hang_reads_a_bounded_amount_of_the_agents_output_and_says_so() {
         dir.path(),
         str::to_string,
         "head -c 70000000 /dev/zero | tr '\\0' x; echo",
+        vec![1559],
     );
     let out = hang(false);
     let err = stderr(&out);
@@ -136,4 +140,25 @@ fn hang_reads_a_bounded_amount_of_the_agents_output_and_says_so() {
         "the cut line is not printed whole: {} bytes",
         err.len()
     );
+}
+
+/// Security review T1: an answer whose rank on node1 is a process Slurm does not list for
+/// the job (a squatter's service on the job's port inventing a diagnosis) is not the job's:
+/// hang names the rank and gives no diagnosis (exit 3), in text and JSON.
+#[test]
+fn hang_gives_no_diagnosis_from_an_answer_naming_processes_not_the_jobs() {
+    let dir = scratch("hang", "foreign");
+    let hang = stand_ins(dir.path(), str::to_string, "", vec![4242]);
+    let out = hang(false);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(3), "{text}{}", stderr(&out));
+    assert!(
+        text.contains("on node1 as pid 1559, which is not one of job 77's processes there"),
+        "{text}"
+    );
+    assert!(!text.contains("behind"), "no diagnosis: {text}");
+    let out = hang(true);
+    let value: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(value["not_the_jobs"][0]["pid"], 1559, "{value}");
+    assert_eq!(value["communicators"], serde_json::json!([]), "{value}");
 }
