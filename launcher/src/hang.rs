@@ -523,10 +523,7 @@ pub fn foreign_ranks(reports: &[AgentReport], snapshots: &[Snapshot]) -> Vec<For
     for snapshot in snapshots {
         for c in &snapshot.status.communicators {
             for r in &c.ranks {
-                let Some(node) = reports
-                    .iter()
-                    .find(|n| n.addrs.iter().any(|a| *a == r.host))
-                else {
+                let Some(node) = reports.iter().find(|n| n.addrs.contains(&r.host)) else {
                     continue;
                 };
                 if node.job_pids.is_empty() || node.job_pids.contains(&r.pid) {
