@@ -778,3 +778,69 @@ pub fn parsable_job_id(output: &Output) -> u32 {
         .and_then(|id| id.parse().ok())
         .unwrap_or_else(|| panic!("sbatch --parsable printed no job id: {text}"))
 }
+
+/// The reservation of the cluster's config (it writes no `[quarantine]`: the default).
+pub const RESERVATION: &str = "gpudirect-quarantine";
+
+/// Quarantine (issue #44): the quarantine lifted and every comment cleared, whatever happened: the next test
+/// starts with every node idle.
+pub struct LiftQuarantine;
+
+impl Drop for LiftQuarantine {
+    fn drop(&mut self) {
+        let mut delete = slurm_command_as(Who::Root, "scontrol");
+        delete.args(["delete", &format!("reservationname={RESERVATION}")]);
+        let _ = delete.output();
+        for node in ["node1", "node2", "node3", "node4"] {
+            let mut clear = slurm_command_as(Who::Root, "scontrol");
+            clear.args(["update", &format!("nodename={node}"), "comment="]);
+            let _ = clear.output();
+        }
+    }
+}
+
+/// What `scontrol show reservation` says of ours (empty when there is none).
+pub fn reservation() -> String {
+    let mut show = slurm_command_as(Who::Root, "scontrol");
+    show.args(["show", "reservation", RESERVATION, "--oneliner"]);
+    stdout(&run(&mut show))
+}
+
+/// node3's comment, from `scontrol show node node3`'s `Comment=` line.
+pub fn comment_of(node: &str) -> String {
+    let mut show = slurm_command_as(Who::Root, "scontrol");
+    show.args(["show", "node", node]);
+    stdout(&run(&mut show))
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("Comment="))
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// `gpudirect sweep --json -- VALIDATE` as root: its exit status and JSON outcome.
+pub fn sweep_with(
+    db: &std::path::Path,
+    validate: &[&str],
+    env: &[(&str, &str)],
+) -> (Option<i32>, serde_json::Value) {
+    let lock = db.with_file_name("sweep.lock");
+    let gpudirect = workspace_bin("gpudirect").display().to_string();
+    let mut cmd = slurm_command_within(Who::Root, &gpudirect, 420);
+    cmd.args(["--db", db.to_str().unwrap(), "sweep", "--json"])
+        .args(["--lock", lock.to_str().unwrap(), "--"])
+        .args(validate)
+        .env("GPUDIRECT_CONFIG", plugin_config());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let output = run(&mut cmd);
+    let text = stdout(&output);
+    let value = serde_json::from_str(&text).unwrap_or_else(|e| {
+        panic!(
+            "sweep --json: {e}: {text}\n{}{}",
+            stderr(&output),
+            cluster_state_if_cut(&output)
+        )
+    });
+    (output.status.code(), value)
+}

@@ -6,12 +6,15 @@
 //! says so and writes nothing.
 //!
 //! Run on every Slurm version the cluster runs (scripts/test runs this binary on 24.11 and
-//! 26.05 too). The health check runs with `--no-drain`, so that what keeps jobs away from
+//! 26.05 too), and so are the quarantine's tests on the nccl-tests stand-in (`quarantine`:
+//! reservations and node comments are what may differ between versions). The health check runs with `--no-drain`, so that what keeps jobs away from
 //! the node is its Extra alone.
 
 use std::time::{Duration, Instant};
 
 use cluster_tests::*;
+
+mod quarantine;
 
 /// Seconds between two health checks of a node (HealthCheckInterval): every node's check
 /// starts at once, and on 24.11 a burst of scontrol calls can wait 5 s for slurmctld

@@ -184,7 +184,7 @@ fn the_health_check_quarantines_a_node_whose_nic_is_down_and_returns_it_once_res
     let limit = Duration::from_secs(3 * INTERVAL + 10);
     let start = Instant::now();
     let comment = loop {
-        let comment = node_comment("node2");
+        let comment = comment_of("node2");
         if comment.contains("gpudirect quarantine") || start.elapsed() > limit {
             break comment;
         }
@@ -204,39 +204,14 @@ fn the_health_check_quarantines_a_node_whose_nic_is_down_and_returns_it_once_res
 
     local_cluster_ok(&["nic", "node2", "eth3", "restore"]);
     let start = Instant::now();
-    while node_comment("node2").contains("gpudirect quarantine") && start.elapsed() < limit {
+    while comment_of("node2").contains("gpudirect quarantine") && start.elapsed() < limit {
         std::thread::sleep(Duration::from_millis(250));
     }
-    assert_eq!(node_comment("node2"), "", "after {:?}", start.elapsed());
+    assert_eq!(comment_of("node2"), "", "after {:?}", start.elapsed());
     let shown = stdout(&run(&mut show));
     assert!(shown.contains("not found"), "{shown}");
     let log = std::fs::read_to_string(state_dir().join("log/health-node2.log")).unwrap();
     assert!(log.contains("returned node2 from the quarantine"), "{log}");
-}
-
-/// `scontrol show node NODE`'s `Comment=` (empty when it has none).
-fn node_comment(node: &str) -> String {
-    let mut show = slurm_command_as(Who::Root, "scontrol");
-    show.args(["show", "node", node]);
-    stdout(&run(&mut show))
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("Comment="))
-        .unwrap_or_default()
-        .to_string()
-}
-
-/// The quarantine reservation deleted and node2's comment cleared, whatever happened.
-struct LiftQuarantine;
-
-impl Drop for LiftQuarantine {
-    fn drop(&mut self) {
-        let mut delete = slurm_command_as(Who::Root, "scontrol");
-        delete.args(["delete", "reservationname=gpudirect-quarantine"]);
-        let _ = delete.output();
-        let mut clear = slurm_command_as(Who::Root, "scontrol");
-        clear.args(["update", "nodename=node2", "comment="]);
-        let _ = clear.output();
-    }
 }
 
 /// How many of node2's health runs since `from` (a byte offset in its log) exited `code`.

@@ -7,7 +7,6 @@ use cluster_tests::*;
 mod bed;
 mod hang;
 mod health;
-mod quarantine;
 mod rails;
 mod tune;
 mod watch;

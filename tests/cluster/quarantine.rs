@@ -5,44 +5,6 @@
 
 use cluster_tests::*;
 
-/// The reservation of the cluster's config (it writes no `[quarantine]`: the default).
-const RESERVATION: &str = "gpudirect-quarantine";
-
-/// The quarantine lifted and every comment cleared, whatever happened: the next test
-/// starts with every node idle.
-struct LiftQuarantine;
-
-impl Drop for LiftQuarantine {
-    fn drop(&mut self) {
-        let mut delete = slurm_command_as(Who::Root, "scontrol");
-        delete.args(["delete", &format!("reservationname={RESERVATION}")]);
-        let _ = delete.output();
-        for node in ["node1", "node2", "node3", "node4"] {
-            let mut clear = slurm_command_as(Who::Root, "scontrol");
-            clear.args(["update", &format!("nodename={node}"), "comment="]);
-            let _ = clear.output();
-        }
-    }
-}
-
-/// What `scontrol show reservation` says of ours (empty when there is none).
-fn reservation() -> String {
-    let mut show = slurm_command_as(Who::Root, "scontrol");
-    show.args(["show", "reservation", RESERVATION, "--oneliner"]);
-    stdout(&run(&mut show))
-}
-
-/// node3's comment, from `scontrol show node node3`'s `Comment=` line.
-fn comment_of(node: &str) -> String {
-    let mut show = slurm_command_as(Who::Root, "scontrol");
-    show.args(["show", "node", node]);
-    stdout(&run(&mut show))
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("Comment="))
-        .unwrap_or_default()
-        .to_string()
-}
-
 /// Issue #44's first done-when, with the nccl-tests stand-in making node3 slow: `validate
 /// --quarantine` (root, in an allocation of node[1-3]) quarantines node3 and nothing else,
 /// keeps the admin's comment, and drains nothing; then the test user's 3-node job runs on
@@ -105,14 +67,21 @@ fn validate_quarantine_keeps_users_off_a_slow_node_and_root_can_still_test_it() 
         assert!(!state.contains("drain"), "{node}: {state}");
     }
 
-    // The test user's jobs: a 3-node job takes the three others; node3 is refused.
-    let mut three = slurm_command_within(Who::User, "srun", 60);
-    three.args(["-N3", "hostname"]);
-    let three = run(&mut three);
-    assert_ok(&three, "the user's 3-node job");
-    let mut hosts: Vec<String> = stdout(&three).lines().map(str::to_string).collect();
+    // The test user's jobs: one on every node but one runs on all the others (waiting for
+    // the allocation's nodes to finish completing); node3 is refused.
+    let nodes = cluster_nodes();
+    let mut others = slurm_command_within(Who::User, "srun", 60);
+    others.args([format!("-N{}", nodes - 1).as_str(), "hostname"]);
+    let others = run(&mut others);
+    assert_ok(&others, "the user's job on all nodes but one");
+    let mut hosts: Vec<String> = stdout(&others).lines().map(str::to_string).collect();
     hosts.sort();
-    assert_eq!(hosts, ["node1", "node2", "node4"], "{}", stderr(&three));
+    let mut expected: Vec<String> = (1..=nodes)
+        .map(|i| format!("node{i}"))
+        .filter(|node| node != "node3")
+        .collect();
+    expected.sort();
+    assert_eq!(hosts, expected, "{}", stderr(&others));
     let mut on_node3 = slurm_command_within(Who::User, "srun", 60);
     on_node3.args(["--immediate=5", "-w", "node3", "hostname"]);
     let on_node3 = run(&mut on_node3);
@@ -160,34 +129,6 @@ fn sweep(
     let mut validate: Vec<&str> = VALIDATE_STANDIN_ARGS.to_vec();
     validate.extend(["--nccl-tests-dir", standin.to_str().unwrap()]);
     sweep_with(db, &validate, &[("STANDIN_SLOW_NODES", slow)])
-}
-
-/// `gpudirect sweep --json -- VALIDATE` as root: its exit status and JSON outcome.
-fn sweep_with(
-    db: &std::path::Path,
-    validate: &[&str],
-    env: &[(&str, &str)],
-) -> (Option<i32>, serde_json::Value) {
-    let lock = db.with_file_name("sweep.lock");
-    let gpudirect = workspace_bin("gpudirect").display().to_string();
-    let mut cmd = slurm_command_within(Who::Root, &gpudirect, 420);
-    cmd.args(["--db", db.to_str().unwrap(), "sweep", "--json"])
-        .args(["--lock", lock.to_str().unwrap(), "--"])
-        .args(validate)
-        .env("GPUDIRECT_CONFIG", plugin_config());
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let output = run(&mut cmd);
-    let text = stdout(&output);
-    let value = serde_json::from_str(&text).unwrap_or_else(|e| {
-        panic!(
-            "sweep --json: {e}: {text}\n{}{}",
-            stderr(&output),
-            cluster_state_if_cut(&output)
-        )
-    });
-    (output.status.code(), value)
 }
 
 /// node3 quarantined by `validate --quarantine` with the stand-in making it slow.
@@ -275,7 +216,7 @@ fn sweep_keeps_a_failing_node_returns_it_after_two_passes_and_drains_it_after_th
 }
 
 /// A sweep never takes nodes a pending job waits for: with node3 quarantined, the test
-/// user's job asking for all four nodes pends, and the sweep submits nothing.
+/// user's job asking for every node of the cluster pends, and the sweep submits nothing.
 #[test]
 fn sweep_submits_nothing_while_a_pending_job_needs_the_nodes() {
     let _guard = cluster();
@@ -285,15 +226,16 @@ fn sweep_submits_nothing_while_a_pending_job_needs_the_nodes() {
     let mut sbatch = slurm_command("sbatch");
     sbatch.args([
         "--parsable",
-        "-N4",
+        format!("-N{}", cluster_nodes()).as_str(),
         "--job-name=wants-all",
         "--wrap",
         "sleep 1",
     ]);
     let submitted = run(&mut sbatch);
-    assert_ok(&submitted, "the user's 4-node job");
+    assert_ok(&submitted, "the user's job on every node");
     let job = stdout(&submitted).trim().to_string();
     let cancel = scopeguard_cancel(&job);
+    pending_for_nodes(&job);
 
     let (code, out) = sweep(&db, &standin, "");
     assert_eq!(code, Some(0), "{out}");
@@ -313,6 +255,26 @@ fn sweep_submits_nothing_while_a_pending_job_needs_the_nodes() {
     drop(cancel);
 }
 
+/// Waits (up to 30 s) until Slurm has tried `job` and left it pending for nodes: until then
+/// its reason is `None` and a sweep rightly sees no job waiting.
+fn pending_for_nodes(job: &str) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let mut squeue = slurm_command_as(Who::Root, "squeue");
+        squeue.args(["-h", "-j", job, "-o", "%T %r"]);
+        let shown = stdout(&run(&mut squeue)).trim().to_string();
+        let (state, reason) = shown.split_once(' ').unwrap_or((&shown, ""));
+        if state == "PENDING" && reason != "None" {
+            return;
+        }
+        assert!(
+            state == "PENDING" && std::time::Instant::now() < deadline,
+            "job {job} should pend for nodes while node3 is quarantined: {shown}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+}
+
 /// Cancels `job` when dropped (the test user's own job).
 fn scopeguard_cancel(job: &str) -> impl Drop + '_ {
     struct Cancel<'a>(&'a str);
@@ -325,59 +287,4 @@ fn scopeguard_cancel(job: &str) -> impl Drop + '_ {
         }
     }
     Cancel(job)
-}
-
-/// Issue #44's first done-when on real traffic: node2's eth3 slowed to 50 Mbit/s, `validate
-/// --test rails --quarantine` (root, all nodes, real MPI per rail) quarantines node2 for its
-/// NIC; a sweep over the rails while it is still slow keeps it; after `nic ... restore` two
-/// sweeps return it and the reservation is gone.
-#[test]
-fn a_slowed_nic_is_quarantined_kept_while_slow_and_returned_by_two_sweeps_after_restore() {
-    let _guard = cluster();
-    let _lift = LiftQuarantine;
-    let db = temp_db("quarantine-rails");
-    let mpi = workspace_bin("gpudirect-mpi");
-    let rails = [
-        "--test",
-        "rails",
-        "--rails",
-        "eth1,eth2,eth3,eth4",
-        "--mpi-program",
-        mpi.to_str().unwrap(),
-    ];
-    {
-        let _slow = Nic::set("node2", "eth3", &["slow", "50mbit"]);
-        let args = [&["validate", "--json", "--quarantine"][..], &rails].concat();
-        let nodes = format!("-N{}", cluster_nodes());
-        let output = gpudirect_in_allocation_as(Who::Root, &[&nodes], &db, &args, &[]);
-        assert_eq!(
-            output.status.code(),
-            Some(1),
-            "{}{}",
-            stdout(&output),
-            stderr(&output)
-        );
-        let comment = comment_of("node2");
-        assert!(
-            comment.starts_with("gpudirect quarantine (validate, nic): ")
-                && comment.contains("eth3"),
-            "{comment}"
-        );
-        let shown = reservation();
-        assert!(shown.contains("Nodes=node2 "), "{shown}");
-
-        let (code, out) = sweep_with(&db, &rails, &[]);
-        assert_eq!(code, Some(1), "still slow: {out}");
-        assert_eq!(out["suspects"], serde_json::json!(["node2"]), "{out}");
-        assert_eq!(out["nodes"][0]["verdict"], "slow_node", "{out}");
-        assert_eq!(out["nodes"][0]["action"], "kept", "{out}");
-    }
-    for want in ["kept", "returned"] {
-        let (code, out) = sweep_with(&db, &rails, &[]);
-        assert_eq!(code, Some(0), "restored: {out}");
-        assert_eq!(out["nodes"][0]["verdict"], "healthy", "{out}");
-        assert_eq!(out["nodes"][0]["action"], want, "{out}");
-    }
-    assert_eq!(comment_of("node2"), "");
-    assert!(reservation().contains("not found"));
 }

@@ -526,3 +526,58 @@ fn wiring_names_the_node_whose_nics_are_swapped_and_its_rails() {
     let (code, report) = validate_wiring(&db);
     assert_eq!(code, Some(0), "restored: {report:#}");
 }
+
+/// Issue #44's first done-when on real traffic: node2's eth3 slowed to 50 Mbit/s, `validate
+/// --test rails --quarantine` (root, all nodes, real MPI per rail) quarantines node2 for its
+/// NIC; a sweep over the rails while it is still slow keeps it; after `nic ... restore` two
+/// sweeps return it and the reservation is gone.
+#[test]
+fn a_slowed_nic_is_quarantined_kept_while_slow_and_returned_by_two_sweeps_after_restore() {
+    let _guard = cluster();
+    let _lift = LiftQuarantine;
+    let db = temp_db("quarantine-rails");
+    let mpi = workspace_bin("gpudirect-mpi");
+    let rails = [
+        "--test",
+        "rails",
+        "--rails",
+        "eth1,eth2,eth3,eth4",
+        "--mpi-program",
+        mpi.to_str().unwrap(),
+    ];
+    {
+        let _slow = Nic::set("node2", "eth3", &["slow", "50mbit"]);
+        let args = [&["validate", "--json", "--quarantine"][..], &rails].concat();
+        let nodes = format!("-N{}", cluster_nodes());
+        let output = gpudirect_in_allocation_as(Who::Root, &[&nodes], &db, &args, &[]);
+        assert_eq!(
+            output.status.code(),
+            Some(1),
+            "{}{}",
+            stdout(&output),
+            stderr(&output)
+        );
+        let comment = comment_of("node2");
+        assert!(
+            comment.starts_with("gpudirect quarantine (validate, nic): ")
+                && comment.contains("eth3"),
+            "{comment}"
+        );
+        let shown = reservation();
+        assert!(shown.contains("Nodes=node2 "), "{shown}");
+
+        let (code, out) = sweep_with(&db, &rails, &[]);
+        assert_eq!(code, Some(1), "still slow: {out}");
+        assert_eq!(out["suspects"], serde_json::json!(["node2"]), "{out}");
+        assert_eq!(out["nodes"][0]["verdict"], "slow_node", "{out}");
+        assert_eq!(out["nodes"][0]["action"], "kept", "{out}");
+    }
+    for want in ["kept", "returned"] {
+        let (code, out) = sweep_with(&db, &rails, &[]);
+        assert_eq!(code, Some(0), "restored: {out}");
+        assert_eq!(out["nodes"][0]["verdict"], "healthy", "{out}");
+        assert_eq!(out["nodes"][0]["action"], want, "{out}");
+    }
+    assert_eq!(comment_of("node2"), "");
+    assert!(reservation().contains("not found"));
+}

@@ -6,7 +6,8 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Output;
-use std::sync::Once;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Once};
 
 use cluster_tests::*;
 
@@ -28,11 +29,16 @@ fn seven_nodes() {
     });
 }
 
-/// What a batch job of the template left: its output file and its folder.
+/// What a batch job of the template left: its output file, its folder, and Slurm's last
+/// record of it.
 struct Job {
     id: String,
     output: String,
     dir: PathBuf,
+    /// The last `scontrol show job --oneliner` line seen of the job, polled while it ran:
+    /// `sbatch --wait` may notice the end only after slurmctld has purged the record
+    /// (MinJobAge), so asking after it returns may find nothing.
+    record: String,
 }
 
 /// `sbatch --wait -N NODES` of the template as the test user, with `NEED` and vet's extra
@@ -49,9 +55,25 @@ fn submit(tag: &str, nodes: u32, need: u32, vet_args: &str) -> (Job, Output) {
         "--test rails --rails {RAILS} --mpi-program {} {vet_args}",
         mpi.display()
     );
+    let name = format!("vet-{tag}-{}", std::process::id());
+    let stop = Arc::new(AtomicBool::new(false));
+    let poller = {
+        let (name, stop) = (name.clone(), Arc::clone(&stop));
+        std::thread::spawn(move || {
+            let mut last = String::new();
+            while !stop.load(Ordering::Relaxed) {
+                if let Some(line) = job_record(&name) {
+                    last = line;
+                }
+                std::thread::sleep(std::time::Duration::from_secs(1));
+            }
+            last
+        })
+    };
     // sbatch --wait outlives slurm_command's 120 s limit on a requeue: a limit of its own.
     let mut cmd = slurm_command_within(Who::User, "sbatch", 400);
     cmd.args(["--wait", "--parsable"])
+        .arg(format!("--job-name={name}"))
         .arg(format!("--nodes={nodes}"))
         .arg(format!("--output={}/job.out", dir.display()))
         .arg(&script)
@@ -64,6 +86,9 @@ fn submit(tag: &str, nodes: u32, need: u32, vet_args: &str) -> (Job, Output) {
         .env("VET_ARGS", vet)
         .current_dir(&dir);
     let out = run(&mut cmd);
+    stop.store(true, Ordering::Relaxed);
+    let polled = poller.join().expect("the job record poller");
+    let record = job_record(&name).unwrap_or(polled);
     let id = stdout(&out)
         .trim()
         .split(';')
@@ -71,7 +96,15 @@ fn submit(tag: &str, nodes: u32, need: u32, vet_args: &str) -> (Job, Output) {
         .unwrap_or("")
         .to_string();
     let output = std::fs::read_to_string(dir.join("job.out")).unwrap_or_default();
-    (Job { id, output, dir }, out)
+    (
+        Job {
+            id,
+            output,
+            dir,
+            record,
+        },
+        out,
+    )
 }
 
 /// The hosts the training stand-in printed (the lines that are one of the nodes' names).
@@ -105,12 +138,22 @@ fn bad_nodes(report: &serde_json::Value) -> Vec<&serde_json::Value> {
         .collect()
 }
 
-/// `scontrol show job ID --oneliner`'s value of `key`.
-fn job_field(id: &str, key: &str) -> String {
+/// The `scontrol show job --oneliner` line of the job named `name`, if slurmctld has it.
+fn job_record(name: &str) -> Option<String> {
     let mut cmd = slurm_command("scontrol");
-    cmd.args(["show", "job", id, "--oneliner"]);
-    let line = stdout(&run(&mut cmd));
-    line.split_whitespace()
+    cmd.args(["show", "job", "--oneliner"]);
+    let listing = stdout(&run(&mut cmd));
+    let wanted = format!("JobName={name} ");
+    listing
+        .lines()
+        .find(|line| line.contains(&wanted))
+        .map(str::to_string)
+}
+
+/// The value of `key` in Slurm's last record of `job`.
+fn job_field(job: &Job, key: &str) -> String {
+    job.record
+        .split_whitespace()
         .find_map(|w| w.strip_prefix(key)?.strip_prefix('='))
         .unwrap_or_default()
         .to_string()
@@ -262,8 +305,8 @@ fn with_shrink_the_job_itself_is_shrunk_to_its_good_nodes() {
     assert!(out.status.success(), "{}\n{}", stderr(&out), job.output);
     let report = vet_report(&job.dir);
     assert_eq!(report["decision"], "shrink", "{report:#}");
-    assert_eq!(job_field(&job.id, "NumNodes"), "5", "{report:#}");
-    assert_eq!(job_field(&job.id, "NodeList"), "node[1-2,4-6]");
+    assert_eq!(job_field(&job, "NumNodes"), "5", "{report:#}");
+    assert_eq!(job_field(&job, "NodeList"), "node[1-2,4-6]");
     // vet.env carries the resized job's variables, as Slurm's resize script sets them.
     let env = std::fs::read_to_string(job.dir.join("vet/vet.env")).unwrap();
     assert!(env.contains("export SLURM_NNODES=5\n"), "{env}");
@@ -297,8 +340,8 @@ fn too_few_good_nodes_requeue_the_job_without_the_bad_one_and_it_runs_on_the_spa
         "{}",
         job.output
     );
-    assert_eq!(job_field(&job.id, "ExcNodeList"), "node2");
-    assert_eq!(job_field(&job.id, "Restarts"), "1");
+    assert_eq!(job_field(&job, "ExcNodeList"), "node2");
+    assert_eq!(job_field(&job, "Restarts"), "1");
     assert_eq!(
         trained_on(&job.output),
         all_but(7, "node2"),
