@@ -809,3 +809,61 @@ fn show_lists_nccl_algorithm_and_protocol_per_size() {
     assert_eq!(misuse.status.code(), Some(3));
     assert_stderr_contains(&misuse, "--tolerance applies to --node or --versions");
 }
+
+/// A history written before the `tool` column (schema 3, by the gpudirect of the GPU box's
+/// fourth call: validate's pairs, its per-rail pairs and a tune) opens with every run and
+/// row, each run given the tool its variant names, as export guessed before the column
+/// (issue #42).
+#[test]
+fn a_real_history_from_before_the_tool_column_keeps_every_run() {
+    let dir = scratch("history", "schema3");
+    let db = dir.path().join("history.sqlite");
+    fs::copy(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../docs/results/gpu-box/call4/history.sqlite"),
+        &db,
+    )
+    .unwrap();
+    let gpudirect = || {
+        let mut cmd = gpudirect_without(&["GPUDIRECT_DB"]);
+        cmd.arg("--db").arg(&db);
+        cmd
+    };
+    let out = gpudirect()
+        .args(["history", "--json", "--limit", "0"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let runs: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mut tools: Vec<(i64, String, String)> = runs
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["id"].as_i64().unwrap(),
+                r["variant"].as_str().unwrap().to_string(),
+                r["tool"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    tools.sort();
+    assert_eq!(tools.len(), 25, "{runs}");
+    for (id, variant, tool) in &tools {
+        // Runs 1-18 are validate's pairs (7 of them per rail), 19-25 a tune's steps,
+        // which the old guess (and so the migration) calls `run`.
+        let want = if *id <= 18 { "validate" } else { "run" };
+        assert_eq!(tool, want, "run {id} ({variant})");
+        assert_eq!(variant.starts_with("validate:pairs"), *id <= 18, "run {id}");
+    }
+    // Every result row is still there: 78 rows, one CSV line each.
+    let csv = gpudirect()
+        .args(["export", "--format", "csv"])
+        .output()
+        .unwrap();
+    assert!(csv.status.success(), "{}", stderr(&csv));
+    assert_eq!(
+        String::from_utf8(csv.stdout).unwrap().lines().count(),
+        1 + 78
+    );
+}

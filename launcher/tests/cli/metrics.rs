@@ -222,3 +222,109 @@ fn watch_textfile_is_promtool_clean_and_names_the_late_rank() {
         Some(1.0)
     );
 }
+
+/// Vet's runs are exported as vet's (issue #42): vet records its pairs with validate's
+/// variants (`validate:pairs`, `rail:ethK`), from which export once guessed `validate`.
+/// The runs are recorded here as vet's and validate's code record them (the pair from a
+/// real two-host output through `record::new_run`, the rail through `rails::record_of`),
+/// and the tool label is the history's `tool` column.
+#[test]
+fn vets_runs_are_exported_as_vets() {
+    use gpudirect::checks::{judge, Expectations};
+    use gpudirect::history::{History, NewRun, Tool};
+    use gpudirect::record::{new_run, RunContext};
+    use gpudirect::validate::rails::{record_of, RailMeasurement};
+
+    let dir = scratch("metrics", "vet-tool");
+    let db = dir.path().join("history.sqlite");
+    let mut history = History::open(&db).unwrap();
+    let raw = std::fs::read(fixture("h200x2-twohost/all_reduce_2host_socket.txt")).unwrap();
+    let parsed = gpudirect::nccl_output::parse(&raw);
+    let verdict = judge(&parsed, None, Some(0), &Expectations::default());
+    let pair = |tool: Tool, nodes: [&str; 2]| {
+        let mut run = new_run(
+            &parsed,
+            &raw,
+            RunContext {
+                cluster: Some("c1".into()),
+                variant: Some("validate:pairs".into()),
+                exit_code: Some(0),
+                tool,
+                ..RunContext::default()
+            },
+            &verdict,
+        );
+        run.nodes = nodes.iter().map(|n| n.to_string()).collect();
+        run.nodelist = Some(nodes.join(","));
+        run.node_count = Some(2);
+        run
+    };
+    history
+        .import_run(&pair(Tool::Vet, ["node1", "node2"]), true)
+        .unwrap();
+    history
+        .import_run(&pair(Tool::Validate, ["node3", "node4"]), true)
+        .unwrap();
+    let rail = RailMeasurement {
+        gpudirect_rail: 1,
+        rail: "eth1".into(),
+        hosts: ["node5".into(), "node6".into()],
+        size_bytes: 1 << 26,
+        messages: 8,
+        forward_gbps: 11.9,
+        backward_gbps: 12.1,
+        latency_us: 9.5,
+    };
+    let base = NewRun {
+        cluster: Some("c1".into()),
+        tool: Tool::Vet,
+        ..NewRun::default()
+    };
+    let rail_run = record_of(base, "eth1", ["node5", "node6"], Ok(&rail));
+    assert_eq!(rail_run.variant.as_deref(), Some("rail:eth1"));
+    history.import_run(&rail_run, true).unwrap();
+    drop(history);
+
+    let out = run(gpudirect_without(&["GPUDIRECT_DB"])
+        .env("GPUDIRECT_DB", &db)
+        .args(["export", "--format", "openmetrics"]));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    for (node, tool) in [
+        ("node1", "vet"),
+        ("node2", "vet"),
+        ("node3", "validate"),
+        ("node4", "validate"),
+        ("node5", "vet"),
+        ("node6", "vet"),
+    ] {
+        let l = format!("{{cluster=\"c1\",node=\"{node}\",tool=\"{tool}\"}}");
+        assert_eq!(
+            sample(&text, &format!("gpudirect_node_check_ok{l}")),
+            Some(1.0),
+            "{node} as {tool}'s:\n{text}"
+        );
+    }
+    for node in ["node1", "node2", "node5", "node6"] {
+        assert!(
+            !text.contains(&format!("node=\"{node}\",tool=\"validate\"")),
+            "{node} is vet's only:\n{text}"
+        );
+    }
+    let (code, said) = promtool(&text);
+    assert_eq!(code, Some(0), "promtool: {said}\n{text}");
+
+    // `history --json` shows the same column.
+    let listed = run(gpudirect_without(&["GPUDIRECT_DB"])
+        .env("GPUDIRECT_DB", &db)
+        .args(["history", "--json"]));
+    let runs: Value = serde_json::from_slice(&listed.stdout).unwrap();
+    let tools: Vec<&str> = runs
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["tool"].as_str().unwrap())
+        .collect();
+    assert_eq!(tools.iter().filter(|t| **t == "vet").count(), 2, "{runs}");
+    assert_eq!(tools.iter().filter(|t| **t == "validate").count(), 1);
+}
