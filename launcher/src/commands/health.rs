@@ -50,9 +50,9 @@ use gpudirect::noteln;
     gpudirect health                               # check this node; exit 0 healthy, 1 not\n  \
     gpudirect health --drain                       # and drain it (or return it) in Slurm\n  \
     gpudirect health --drain --retries 2 --on-drain '/usr/local/sbin/file-repair --zone z'\n\n\
-    As Slurm's health check (slurm.conf; HealthCheckProgram takes no arguments, so a\n\
-    two-line wrapper script calls this):\n  \
-    HealthCheckProgram=/usr/local/sbin/gpudirect-health\n  \
+    As Slurm's health check (slurm.conf; HealthCheckProgram takes no arguments, so the\n\
+    package's wrapper calls this with the arguments in /etc/default/gpudirect-health):\n  \
+    HealthCheckProgram=/usr/lib/gpudirect-slurm/health-check\n  \
     HealthCheckInterval=300\n  \
     HealthCheckNodeState=ANY\n\n\
     Output follows NHC: `ERROR: gpudirect: Health check failed: CHECK: PROBLEM (FIX)` per\n\
