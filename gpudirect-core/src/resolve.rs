@@ -383,6 +383,13 @@ impl NodePlan<'_> {
             .unwrap_or(logical)
     }
 
+    /// The job's own RAS address (`[ras]`) as the profile's tasks get it: `None` when the
+    /// config turns it off or the profile sets `NCCL_RAS_ADDR` itself.
+    pub fn job_ras_addr(&self) -> Option<&str> {
+        let profile_ras = self.profile.env.iter().any(|v| v.name == NCCL_RAS_ADDR);
+        self.ras_addr.as_deref().filter(|_| !profile_ras)
+    }
+
     /// One line for the user: which node, what failed, how to fix it.
     pub fn failure_summary(&self) -> Option<String> {
         if self.failures.is_empty() {
@@ -902,9 +909,8 @@ pub fn plan_task(
         set(&mut plan, "NCCL_TOPO_FILE", file.clone(), false);
     }
     // The job's own RAS address, unless the profile or the user gives one.
-    let profile_ras = profile.env.iter().any(|v| v.name == NCCL_RAS_ADDR);
-    if let (Some(addr), false) = (&node.ras_addr, profile_ras) {
-        set(&mut plan, NCCL_RAS_ADDR, addr.clone(), false);
+    if let Some(addr) = node.job_ras_addr() {
+        set(&mut plan, NCCL_RAS_ADDR, addr.to_string(), false);
     }
     if let Some(watch) = &node.watch {
         plan_watch(&mut plan, watch, &env, &mut set);
@@ -1032,6 +1038,26 @@ fn place_task(node: &NodePlan<'_>, task: &TaskFacts, plan: &mut TaskPlan) {
                 }
             }
         }
+    }
+}
+
+/// What a task still gets on a node where its profile is not applied (a check failed there
+/// and the profile is not strict): the job's own RAS address, `ras_addr`, which the job's
+/// tasks on the other nodes get with the profile, so that `gpudirect hang` finds every rank
+/// of the job at one address. The address is the job's, not the fabric's: nothing else of
+/// the profile comes with it. A user's own `NCCL_RAS_ADDR` is kept and named in
+/// `GPUDIRECT_RAS_ADDR`, as [`plan_task`] does.
+pub fn plan_job_level(
+    ras_addr: &str,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Vec<(String, String)> {
+    let ours_before = names_in(env(vars::SET));
+    match env(NCCL_RAS_ADDR).filter(|_| !ours_before.contains(NCCL_RAS_ADDR)) {
+        Some(users) => vec![(vars::RAS_ADDR.into(), users)],
+        None => vec![
+            (NCCL_RAS_ADDR.into(), ras_addr.into()),
+            (vars::RAS_ADDR.into(), ras_addr.into()),
+        ],
     }
 }
 
@@ -1536,6 +1562,38 @@ skip_checks = ["libraries", "rxdm_socket_dir"]
         assert_eq!(custom.ras.addr(77).as_deref(), Some("127.0.0.1:40007"));
         assert!(plan_none(&env_of(&[("GPUDIRECT_PROFILE", "tcpx")]))
             .contains(&vars::RAS_ADDR.to_string()));
+    }
+
+    /// Issue #45: on a node whose profile is not applied (a NIC down, a lenient profile),
+    /// the tasks still get the job's RAS address, as the job's other nodes do; a user's own
+    /// is kept; one an enclosing step's profile set is the job's and is set again.
+    #[test]
+    fn a_node_without_its_profile_still_gets_the_jobs_ras_address() {
+        let c = config();
+        let mut probe = eth_probe();
+        probe.nics.retain(|(n, _)| *n != "eth3");
+        probe.nics.push(("eth3", false));
+        let node = node_plan(&c, "stage1", "tcpx", &probe);
+        assert!(node.failure_summary().unwrap().contains("NIC eth3 is down"));
+        let addr = node.job_ras_addr().expect("[ras] is on by default");
+        assert_eq!(addr, "127.0.0.1:28177");
+        assert_eq!(
+            plan_job_level(addr, &|_| None),
+            [
+                ("NCCL_RAS_ADDR".to_string(), addr.to_string()),
+                (vars::RAS_ADDR.to_string(), addr.to_string())
+            ]
+        );
+        let users = env_of(&[("NCCL_RAS_ADDR", "127.0.0.1:31000")]);
+        assert_eq!(
+            plan_job_level(addr, &users),
+            [(vars::RAS_ADDR.to_string(), "127.0.0.1:31000".to_string())]
+        );
+        let enclosing = env_of(&[
+            ("NCCL_RAS_ADDR", "127.0.0.1:28177"),
+            (vars::SET, "NCCL_NET,NCCL_RAS_ADDR"),
+        ]);
+        assert_eq!(plan_job_level(addr, &enclosing).len(), 2);
     }
 
     #[test]

@@ -52,8 +52,8 @@ use gpudirect_core::config::{sanitize_for_message, NicLocality};
 use gpudirect_core::locality::Locality;
 use gpudirect_core::marks::{UntouchedMarks, MARKS_DIR};
 use gpudirect_core::resolve::{
-    choose_mode, plan_node_with_locality, plan_none, plan_task, resolve_profile, vars, NodePlan,
-    StepFacts, TaskFacts,
+    choose_mode, plan_job_level, plan_node_with_locality, plan_none, plan_task, resolve_profile,
+    vars, NodePlan, StepFacts, TaskFacts,
 };
 use gpudirect_core::system::{
     check_config_file, current_affinity, load_config_stamped, set_affinity, slurm_node_name,
@@ -90,8 +90,14 @@ enum NodeDecision {
     NoneMode,
     /// Apply this plan.
     Apply(NodePlan<'static>),
-    /// The profile cannot be applied here; `strict` fails the step.
-    Unusable { message: String, strict: bool },
+    /// The profile cannot be applied here; `strict` fails the step. Otherwise the tasks run
+    /// without it, keeping only the job's own RAS address (`ras_addr`, where the node's
+    /// plan was made and gives one), which the job's tasks on other nodes get too.
+    Unusable {
+        message: String,
+        strict: bool,
+        ras_addr: Option<String>,
+    },
 }
 
 /// The plugin as slurm-spank keeps it between callbacks of one process: what this node
@@ -377,6 +383,7 @@ impl GpuDirect {
             return Ok(NodeDecision::Unusable {
                 message: summary,
                 strict: plan.profile.strict,
+                ras_addr: plan.job_ras_addr().map(str::to_string),
             });
         }
         log_verbose(&format!(
@@ -567,9 +574,11 @@ unsafe impl Plugin for GpuDirect {
                         sanitize_for_message(&bundle)
                     );
                     log_error(&message);
+                    // Nothing set in task_init reaches this container: no RAS address either.
                     NodeDecision::Unusable {
                         message,
                         strict: plan.profile.strict,
+                        ras_addr: None,
                     }
                 }
                 None => NodeDecision::Apply(plan),
@@ -580,6 +589,7 @@ unsafe impl Plugin for GpuDirect {
                 NodeDecision::Unusable {
                     message,
                     strict: false,
+                    ras_addr: None,
                 }
             }
             // Caught here rather than by slurm-spank's guard, whose lock a panic would
@@ -595,7 +605,11 @@ unsafe impl Plugin for GpuDirect {
                 // A strict profile fails closed; before the profile was known, a step that
                 // asked for a mode is treated as strict.
                 let strict = self.strict.get().unwrap_or_else(step_asks_for_mode);
-                NodeDecision::Unusable { message, strict }
+                NodeDecision::Unusable {
+                    message,
+                    strict,
+                    ras_addr: None,
+                }
             }
         };
         Ok(())
@@ -632,7 +646,11 @@ unsafe impl Plugin for GpuDirect {
                     }
                 }
             }
-            NodeDecision::Unusable { message, strict } => {
+            NodeDecision::Unusable {
+                message,
+                strict,
+                ras_addr,
+            } => {
                 let first_task = spank.task_id().map(|id| id == 0).unwrap_or(true);
                 if *strict {
                     if first_task {
@@ -643,9 +661,20 @@ unsafe impl Plugin for GpuDirect {
                     // must still stop the task before it runs without its transport.
                     ffi::exit_task(1);
                 }
+                // The job's RAS address is the job's, not the fabric's: kept, so that the
+                // job's ranks on this node answer at the address its other nodes use.
+                let mut kept = String::new();
+                if let Some(addr) = ras_addr {
+                    let env = |name: &str| spank.getenv(name).ok().flatten();
+                    for (name, value) in plan_job_level(addr, &env) {
+                        if spank.setenv(&name, &value, true).is_ok() && name == vars::RAS_ADDR {
+                            kept = format!(" (the job's RAS address, {value}, is kept)");
+                        }
+                    }
+                }
                 if first_task {
                     tell_user(&format!(
-                        "{message}; the step runs without the profile (or fails, where plugstack.conf says `required`)"
+                        "{message}; the step runs without the profile{kept} (or fails, where plugstack.conf says `required`)"
                     ));
                 }
                 // An error here fails the step when plugstack.conf says `required`.

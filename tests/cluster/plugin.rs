@@ -403,9 +403,28 @@ fn a_missing_nic_on_one_node_names_the_node_and_spares_the_others() {
         1,
         "one line for the node: {err}"
     );
+    assert!(
+        err.contains("the step runs without the profile (the job's RAS address, 127.0.0.1:"),
+        "{err}"
+    );
+    // Without its profile, node3 keeps the job's RAS address (issue #45): every rank of
+    // the job answers `gpudirect hang` at one address, and nothing else of the profile.
+    let job_ras: std::collections::BTreeSet<&str> = tasks
+        .values()
+        .map(|env| env.get("NCCL_RAS_ADDR").map_or("(none)", String::as_str))
+        .collect();
+    assert_eq!(job_ras.len(), 1, "one RAS address for the job: {job_ras:?}");
     for env in tasks.values() {
         let applied = env.contains_key("GPUDIRECT_PROFILE");
         assert_eq!(applied, env["SLURMD_NODENAME"] != "node3", "{env:?}");
+        assert_eq!(
+            env.get("NCCL_RAS_ADDR"),
+            env.get("GPUDIRECT_RAS_ADDR"),
+            "{env:?}"
+        );
+        if !applied {
+            assert!(!env.contains_key("NCCL_NET"), "{env:?}");
+        }
     }
 }
 
