@@ -267,6 +267,46 @@ fn plugin_lines(log: &JobLog) -> Vec<String> {
         .collect()
 }
 
+/// `NET/IB lists mlx5_0 (IB) (no channel line): 3 processes on node1`, one line per transport
+/// and list, for a log whose channel lines say nothing: the NICs each transport found (rule
+/// K3), which is not what carried traffic: up to 2.4.7 NCCL initialised the socket
+/// transport first whatever it then used (`init.cc`), so a socket list beside an IB one is
+/// no fallback. The bootstrap's own list (`Bootstrap : Using [0]...`, rule K5) is not a
+/// transport's and is not read.
+fn nic_list_lines(log: &JobLog) -> Vec<String> {
+    let mut by: BTreeMap<(String, String), (BTreeSet<&str>, usize)> = BTreeMap::new();
+    for p in &log.processes {
+        let mut per_net: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+        for n in &p.nics {
+            let named = match &n.layer {
+                Some(layer) => format!("{} ({layer})", n.nic),
+                None => n.nic.clone(),
+            };
+            per_net.entry(n.net.as_str()).or_default().push(named);
+        }
+        for (net, nics) in per_net {
+            let e = by.entry((net.to_string(), nics.join(", "))).or_default();
+            e.1 += 1;
+            if let Some(h) = p.host.as_deref() {
+                e.0.insert(h);
+            }
+        }
+    }
+    by.into_iter()
+        .map(|((net, nics), (hosts, n))| {
+            let on = if hosts.is_empty() {
+                String::new()
+            } else {
+                format!(" on {}", hostlist_of(hosts.iter().copied()))
+            };
+            format!(
+                "NET/{net} lists {nics} (no channel line): {n} process{}{on}",
+                if n == 1 { "" } else { "es" }
+            )
+        })
+        .collect()
+}
+
 /// `note: Meowth: NET/Socket lists virbr0 (192.168.122.1): a libvirt virtual bridge`, once
 /// per host and interface (rule K3).
 fn nic_notes(log: &JobLog) -> Vec<String> {
@@ -391,6 +431,7 @@ pub fn render(log: &JobLog, judgement: &Judgement, verbose: bool) -> Vec<String>
     }
     if !super::any_network_link(log) {
         out.extend(plugin_lines(log));
+        out.extend(nic_list_lines(log));
     }
     out.extend(nic_notes(log));
     if verbose {

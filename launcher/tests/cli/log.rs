@@ -411,3 +411,38 @@ fn tcpxo_channel_lines_pass_the_tcpxo_profile_and_not_ib() {
         "{text}"
     );
 }
+
+/// Issue #40 form 4, published logs whose bootstrap lists veth, virbr0 and link-local
+/// interfaces (rule K5: the bootstrap's list, not a transport's): the text names the NICs the
+/// IB transport lists, with their link layer, and says nothing of the bootstrap's entries.
+#[test]
+fn the_bootstraps_virtual_interfaces_are_not_said_and_the_listed_nics_are() {
+    let dir = scratch("log", "bootstrap");
+    let config = bed_config(dir.path());
+    let text_of = |name: &str| {
+        let out = run(log_cmd(&config)
+            .args(["--gpudirect", "none"])
+            .arg(log_fixture(&format!("published/{name}.txt"))));
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        stdout(&out)
+    };
+    let deit = text_of("veth-linklocal-bootstrap-deit-28");
+    assert!(
+        deit.contains("NET/IB lists mlx4_0 (RoCE) (no channel line): 1 process on gpu-dev006"),
+        "{deit}"
+    );
+    let ray = text_of("linklocal-bootstrap-ray-11675-azure");
+    assert!(
+        ray.contains(
+            "NET/IB lists mlx5_0 (IB) (no channel line): 3 processes on \
+             ray-default-worker-5ee698a00"
+        ),
+        "{ray}"
+    );
+    for text in [&deit, &ray] {
+        assert!(
+            !text.contains("veth") && !text.contains("link-local") && !text.contains("virbr"),
+            "{text}"
+        );
+    }
+}

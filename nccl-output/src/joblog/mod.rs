@@ -161,6 +161,10 @@ pub struct NicEntry {
     /// Its address as listed (`10.0.0.1`, `fe80::1%ib1`), for the socket transport.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub addr: Option<String>,
+    /// Its link layer as an RDMA transport lists it (`IB`, `RoCE`, `IB/SHARP` from
+    /// `[0]mlx5_0:1/IB/SHARP`); `None` for a socket interface or a merged device.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub layer: Option<String>,
 }
 
 impl NicEntry {
@@ -211,6 +215,41 @@ fn nic_addresses(msg: &str) -> Vec<(u32, String)> {
             let addr = addr.split('<').next().unwrap_or(addr);
             if !addr.is_empty() && !addr.contains('/') {
                 out.push((index, addr.to_string()));
+            }
+        }
+    }
+    out
+}
+
+/// The link layer of each `[N]name:port/LAYER` entry of an RDMA transport's NIC line
+/// (`NET/IB : Using [0]mlx5_0:1/RoCE [1]mlx5_1:1/IB/SHARP [RO]; OOB ...`), by device
+/// number: `RoCE`, `IB/SHARP`. Socket entries (`[0]eth0:10.0.0.1<0>`) have none.
+fn nic_layers(msg: &str) -> Vec<(u32, String)> {
+    let mut out = Vec::new();
+    let mut rest = msg;
+    while let Some(open) = rest.find('[') {
+        let after = &rest[open + 1..];
+        let Some(close) = after.find(']') else { break };
+        let entry = &after[close + 1..];
+        rest = entry;
+        // A merged device's parts (`[0]={[0] mlx5_2:1/RoCE, [1] ...}`) number ports, not
+        // devices: skip the group.
+        if let Some(group) = entry.strip_prefix("={") {
+            rest = group.find('}').map_or("", |end| &group[end..]);
+            continue;
+        }
+        let Ok(index) = after[..close].parse::<u32>() else {
+            continue;
+        };
+        // 2.3 writes `NET/IB: [0] mlx5_1:1/IB`, a space after the number.
+        let token = entry
+            .trim_start()
+            .split([' ', ';', ','])
+            .next()
+            .unwrap_or("");
+        if let Some((_, layer)) = token.split_once('/') {
+            if !layer.is_empty() && !token.contains('<') {
+                out.push((index, layer.to_string()));
             }
         }
     }
@@ -782,6 +821,7 @@ impl JobLogReader {
             }
         } else if let Some((net, nics)) = parse_nic_line(msg) {
             let addrs = nic_addresses(msg);
+            let layers = nic_layers(msg);
             for (device, nic) in nics {
                 let known = proc.nics.iter().any(|e| e.net == net && e.device == device);
                 refused |= !known && !room;
@@ -791,11 +831,16 @@ impl JobLogReader {
                         .iter()
                         .find(|(d, _)| *d == device)
                         .map(|a| a.1.clone());
+                    let layer = layers
+                        .iter()
+                        .find(|(d, _)| *d == device)
+                        .map(|l| clip(&l.1, 16));
                     proc.nics.push(NicEntry {
                         net: net.to_string(),
                         device,
                         nic,
                         addr,
+                        layer,
                     });
                 }
             }

@@ -73,6 +73,13 @@
 //!   (`fe80::`) address in it may carry traffic between nodes.
 //! - **K4, the plugin.** `Using network <name>` (2.4+) names the net plugin a process
 //!   loaded; alone (a grep) it says what each process meant to use, not what a channel used.
+//! - **K5, the bootstrap's interface.** `Bootstrap : Using [0]a:addr<0> [1]b:addr<0> ...`
+//!   (2.4 to 2.7, `bootstrap.cc`) lists every interface the search found, at most 16, and
+//!   the bootstrap listens and connects on entry `[0]` only (`state->dev = 0`, unless
+//!   `NCCL_COMM_ID` makes it match that address's subnet); 2.8+ keep one interface,
+//!   `Bootstrap : Using a:addr<0>` (2.27: `Bootstrap: Using`). Its sockets carry NCCL's
+//!   own setup between ranks, never a collective's data: a `veth*`, `virbr*` or
+//!   link-local entry in that list is not a data path and is not said.
 //!
 //! # PyTorch (ProcessGroupNCCL)
 //!

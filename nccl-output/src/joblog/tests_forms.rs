@@ -506,3 +506,57 @@ fn versions_nics_and_plugins_across_releases() {
     assert_eq!(log.events[0].text, "Failed to open libibverbs.so[.1]");
     assert_eq!(log.processes[0].nics[0].nic, "eth0");
 }
+
+/// Rules K3 and K5: the bootstrap's list (2.4 to 2.7 print every interface found, and use
+/// only `[0]`) is no transport's NIC list: its virbr0, veth and link-local entries are not
+/// read as NICs, while the IB transport's own list is, with each NIC's link layer.
+#[test]
+fn the_bootstraps_interface_list_is_not_a_nic_list() {
+    let log = published("veth-linklocal-bootstrap-deit-28");
+    assert_eq!(log.processes.len(), 1);
+    let p = &log.processes[0];
+    let nics: Vec<(&str, &str, Option<&str>, Option<&str>)> = p
+        .nics
+        .iter()
+        .map(|n| (n.net.as_str(), n.nic.as_str(), n.layer.as_deref(), n.note()))
+        .collect();
+    assert_eq!(nics, [("IB", "mlx4_0", Some("RoCE"), None)]);
+    assert_eq!(p.networks, ["IB"]);
+
+    let log = published("linklocal-bootstrap-ray-11675-azure");
+    assert_eq!(log.processes.len(), 3);
+    for p in &log.processes {
+        assert_eq!(p.host.as_deref(), Some("ray-default-worker-5ee698a00"));
+        let nics: Vec<(&str, &str, Option<&str>)> = p
+            .nics
+            .iter()
+            .map(|n| (n.net.as_str(), n.nic.as_str(), n.layer.as_deref()))
+            .collect();
+        assert_eq!(nics, [("IB", "mlx5_0", Some("IB"))]);
+    }
+}
+
+/// Rule K3: the link layer of each entry of an RDMA NIC list (`IB/SHARP` kept whole, IB and
+/// RoCE mixed in one line), none for a socket interface or a merged device.
+#[test]
+fn nic_link_layers_from_published_lists() {
+    let log = published("ib-nccl-1737-torchrun-ibext-sharp");
+    let layers: Vec<(&str, Option<&str>)> = log.processes[0]
+        .nics
+        .iter()
+        .map(|n| (n.nic.as_str(), n.layer.as_deref()))
+        .collect();
+    assert!(layers.contains(&("mlx5_0", Some("IB/SHARP"))), "{layers:?}");
+    assert!(layers.contains(&("mlx5_2", Some("RoCE"))), "{layers:?}");
+    // NCCL 2.3's one line per device: `NET/IB: [0] mlx5_1:1/IB`.
+    let log = published("old-nccl-179-v237-bare-version");
+    let first = &log.processes[0].nics[0];
+    assert_eq!(
+        (first.nic.as_str(), first.layer.as_deref()),
+        ("mlx5_1", Some("IB"))
+    );
+    let log = published("roce-nccl-tests-373-fused-nics");
+    assert!(log.processes[0].nics.iter().all(|n| n.layer.is_none()));
+    let log = published("virbr-nccl-tests-131-socket-list");
+    assert!(log.processes[0].nics.iter().all(|n| n.layer.is_none()));
+}
