@@ -1041,6 +1041,38 @@ fn place_task(node: &NodePlan<'_>, task: &TaskFacts, plan: &mut TaskPlan) {
     }
 }
 
+/// How many ports of the `[ras]` range a node tries for a job whose own port it cannot
+/// listen on.
+pub const RAS_PORT_TRIES: u32 = 8;
+
+/// The job's RAS address on this node, settled where the node runs the job: the job's own
+/// port when `free` says this node can listen on it, else the next of the range that it can
+/// (at most [`RAS_PORT_TRIES`]), with a note. Another user who binds the job's port first
+/// would otherwise leave the job's ranks here without RAS, NCCL ignoring the failed bind
+/// (security review T1). NCCL_RAS_ADDR is each process's local query socket only (RAS
+/// peers meet on ports of their own), so ports may differ between nodes: `gpudirect hang`
+/// reads each node's from its tasks. With no port free the job's own is kept (and said);
+/// a profile that sets NCCL_RAS_ADDR itself, or `[ras]` off, is left alone.
+pub fn settle_ras_addr(plan: &mut NodePlan<'_>, ras: &RasSettings, free: &dyn Fn(&str) -> bool) {
+    let Some(own) = plan.job_ras_addr().map(str::to_string) else {
+        return;
+    };
+    let candidates = ras.candidates(plan.step.job_id, RAS_PORT_TRIES);
+    match candidates.iter().find(|addr| free(addr)) {
+        Some(addr) if *addr == own => {}
+        Some(addr) => {
+            plan.notes.push(format!(
+                "RAS: {own} is held here by a socket that is not this job's user's (another user's, or one that does not share its port): the job's ranks on this node listen on {addr}"
+            ));
+            plan.ras_addr = Some(addr.clone());
+        }
+        None => plan.notes.push(format!(
+            "RAS: {own} and the next {} ports are held here by sockets that are not this job's user's: kept {own}, where NCCL's RAS will not start",
+            candidates.len().saturating_sub(1)
+        )),
+    }
+}
+
 /// What a task still gets on a node where its profile is not applied (a check failed there
 /// and the profile is not strict): the job's own RAS address, `ras_addr`, which the job's
 /// tasks on the other nodes get with the profile, so that `gpudirect hang` finds every rank
@@ -1562,6 +1594,56 @@ skip_checks = ["libraries", "rxdm_socket_dir"]
         assert_eq!(custom.ras.addr(77).as_deref(), Some("127.0.0.1:40007"));
         assert!(plan_none(&env_of(&[("GPUDIRECT_PROFILE", "tcpx")]))
             .contains(&vars::RAS_ADDR.to_string()));
+    }
+
+    /// Security review T1: a job's own RAS port held by another user's socket moves the
+    /// job's ranks on that node to the next free port of the range; free, it stays; none
+    /// free, it stays and a note says NCCL's RAS will not start.
+    #[test]
+    fn a_held_ras_port_moves_the_jobs_ranks_to_the_next_free_one() {
+        let c = config();
+        let mut node = node_plan(&c, "stage1", "tcpx", &eth_probe());
+        settle_ras_addr(&mut node, &c.ras, &|_| true);
+        assert_eq!(node.ras_addr.as_deref(), Some("127.0.0.1:28177"));
+        assert!(
+            node.notes.iter().all(|n| !n.starts_with("RAS")),
+            "{:?}",
+            node.notes
+        );
+
+        let held = ["127.0.0.1:28177", "127.0.0.1:28178"];
+        let mut node = node_plan(&c, "stage1", "tcpx", &eth_probe());
+        settle_ras_addr(&mut node, &c.ras, &|a| !held.contains(&a));
+        assert_eq!(node.ras_addr.as_deref(), Some("127.0.0.1:28179"));
+        assert!(node
+            .notes
+            .iter()
+            .any(|n| n.contains("listen on 127.0.0.1:28179")));
+        let task = plan_task(&node, &TaskFacts::default(), &|_| None);
+        assert_eq!(get(&task, "NCCL_RAS_ADDR"), Some("127.0.0.1:28179"));
+        assert_eq!(get(&task, vars::RAS_ADDR), Some("127.0.0.1:28179"));
+
+        // The last port of the range wraps to the first.
+        let wrap = NodePlan {
+            step: StepFacts {
+                job_id: 899,
+                ..step("stage1")
+            },
+            ras_addr: c.ras.addr(899),
+            ..node_plan(&c, "stage1", "tcpx", &eth_probe())
+        };
+        let mut wrap = wrap;
+        settle_ras_addr(&mut wrap, &c.ras, &|a| a != "127.0.0.1:28999");
+        assert_eq!(wrap.ras_addr.as_deref(), Some("127.0.0.1:28100"));
+
+        let mut node = node_plan(&c, "stage1", "tcpx", &eth_probe());
+        settle_ras_addr(&mut node, &c.ras, &|_| false);
+        assert_eq!(node.ras_addr.as_deref(), Some("127.0.0.1:28177"));
+        assert!(
+            node.notes.iter().any(|n| n.contains("will not start")),
+            "{:?}",
+            node.notes
+        );
     }
 
     /// Issue #45: on a node whose profile is not applied (a NIC down, a lenient profile),

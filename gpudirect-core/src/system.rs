@@ -293,6 +293,34 @@ pub fn short_hostname() -> String {
     }
 }
 
+/// Whether this process could listen on `addr` (`IPv4:port`) as NCCL's RAS client socket
+/// does (`SO_REUSEADDR` and `SO_REUSEPORT`, NCCL's src/ras/client_support.cc): `false` when
+/// another user's socket holds the port (Linux shares a port between `SO_REUSEPORT` sockets
+/// of one user only) or a socket without `SO_REUSEPORT` does; a socket of the job's own
+/// user that NCCL made (an earlier step's rank) leaves it free. The probe socket is closed
+/// at once. An address of another form, or a socket that cannot be made, counts as free:
+/// NCCL then says what it makes of it.
+pub fn ras_port_free(addr: &str) -> bool {
+    use nix::sys::socket::{
+        bind, setsockopt, socket, sockopt, AddressFamily, SockFlag, SockType, SockaddrIn,
+    };
+    use std::os::fd::AsRawFd;
+    let Ok(at) = addr.parse::<std::net::SocketAddrV4>() else {
+        return true;
+    };
+    let Ok(fd) = socket(
+        AddressFamily::Inet,
+        SockType::Stream,
+        SockFlag::SOCK_CLOEXEC,
+        None,
+    ) else {
+        return true;
+    };
+    let _ = setsockopt(&fd, sockopt::ReuseAddr, &true);
+    let _ = setsockopt(&fd, sockopt::ReusePort, &true);
+    bind(fd.as_raw_fd(), &SockaddrIn::from(at)).is_ok()
+}
+
 /// Reads the node from `/sys/class/net` and the filesystem. Probes never block (files are
 /// opened with `O_NONBLOCK`, so a FIFO cannot hang slurmstepd) and trust a path only when
 /// root alone can change it and every directory above it (security review F4, F5).
@@ -556,6 +584,42 @@ mod tests {
 
     fn euid() -> u32 {
         nix::unistd::geteuid().as_raw()
+    }
+
+    /// A port held by a socket without SO_REUSEPORT is not free; one held by this user's
+    /// SO_REUSEPORT listener (as NCCL's RAS holds it for an earlier step) is; a port let go
+    /// is free again. (Another user's SO_REUSEPORT socket is refused by the kernel too:
+    /// the cluster test of the squatter shows it.)
+    #[test]
+    fn a_ras_port_is_free_unless_a_socket_not_sharing_it_holds_it() {
+        let plain = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = plain.local_addr().unwrap().to_string();
+        assert!(!ras_port_free(&addr), "{addr} held without SO_REUSEPORT");
+        drop(plain);
+        assert!(ras_port_free(&addr), "{addr} let go");
+
+        use nix::sys::socket::{
+            bind, listen, setsockopt, socket, sockopt, AddressFamily, Backlog, SockFlag, SockType,
+            SockaddrIn,
+        };
+        use std::os::fd::AsRawFd;
+        let shared = socket(
+            AddressFamily::Inet,
+            SockType::Stream,
+            SockFlag::empty(),
+            None,
+        )
+        .unwrap();
+        setsockopt(&shared, sockopt::ReuseAddr, &true).unwrap();
+        setsockopt(&shared, sockopt::ReusePort, &true).unwrap();
+        let at: std::net::SocketAddrV4 = addr.parse().unwrap();
+        bind(shared.as_raw_fd(), &SockaddrIn::from(at)).unwrap();
+        listen(&shared, Backlog::new(4).unwrap()).unwrap();
+        assert!(
+            ras_port_free(&addr),
+            "{addr} held by this user's SO_REUSEPORT listener"
+        );
+        assert!(ras_port_free("not an address"));
     }
 
     fn chmod(path: &Path, mode: u32) {

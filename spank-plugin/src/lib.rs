@@ -53,11 +53,11 @@ use gpudirect_core::locality::Locality;
 use gpudirect_core::marks::{UntouchedMarks, MARKS_DIR};
 use gpudirect_core::resolve::{
     choose_mode, plan_job_level, plan_node_with_locality, plan_none, plan_task, resolve_profile,
-    vars, NodePlan, StepFacts, TaskFacts,
+    settle_ras_addr, vars, NodePlan, StepFacts, TaskFacts,
 };
 use gpudirect_core::system::{
-    check_config_file, current_affinity, load_config_stamped, set_affinity, slurm_node_name,
-    Ownership, SystemProbe,
+    check_config_file, current_affinity, load_config_stamped, ras_port_free, set_affinity,
+    slurm_node_name, Ownership, SystemProbe,
 };
 use slurm_spank::{spank_log, Context, LogLevel, Plugin, SpankHandle};
 
@@ -374,8 +374,11 @@ impl GpuDirect {
         } else {
             None
         };
-        let plan =
+        let mut plan =
             plan_node_with_locality(resolved, step, &SystemProbe::default(), locality.as_ref());
+        // As the job's user, in the node's own network: whether the job's RAS port is free
+        // for it here, or another user took it first (security review T1).
+        settle_ras_addr(&mut plan, &config.ras, &ras_port_free);
         for note in &plan.notes {
             log_verbose(&format!("node {}: {note}", plan.step.node));
         }

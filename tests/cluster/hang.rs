@@ -266,3 +266,76 @@ fn submitted(out: &std::process::Output) -> u32 {
 fn job_nodes_default() -> [String; 2] {
     ["node1".to_string(), "node2".to_string()]
 }
+
+/// Security review T1, the pre-emption: before the test user's job starts, root's job
+/// listens on node1 on the port `[ras]` gives that job (a socket that shares its port with
+/// nobody). The job's tasks on node1 then listen on the next free port of the range, and
+/// those on node2 on the job's own; each task's GPUDIRECT_RAS_ADDR names its own, which is
+/// where `gpudirect hang` asks. Without the move the job's NCCL on node1 would run without
+/// RAS.
+#[test]
+fn a_ras_port_another_user_took_first_moves_the_job_there_to_the_next_free_one() {
+    let _guard = cluster();
+    let dir = fresh_temp_dir("hang-preempt");
+    // The squatter takes the next id; the user's job the one after it.
+    let config = run(slurm_command("scontrol").args(["show", "config"]));
+    let next: u32 = text(&config.stdout)
+        .lines()
+        .find_map(|l| {
+            l.trim()
+                .strip_prefix("NEXT_JOB_ID")?
+                .trim()
+                .strip_prefix('=')
+        })
+        .and_then(|v| v.trim().parse().ok())
+        .expect("scontrol show config names NEXT_JOB_ID");
+    let ras = gpudirect_core::config::RasSettings::default();
+    let candidates = ras.candidates(next + 1, 2);
+    let (own, moved) = (&candidates[0], &candidates[1]);
+
+    let answer = dir.join("squatter.txt");
+    std::fs::write(&answer, answer_for([1, 2], &job_nodes_default())).unwrap();
+    let pids = dir.join("squatter-pids");
+    std::fs::create_dir_all(&pids).unwrap();
+    let wrap = format!(
+        "srun -N1 -w node1 {} --answer {} --pid-dir {} --seconds 60",
+        workspace_bin("nccl-ras-standin").display(),
+        answer.display(),
+        pids.display()
+    );
+    let out = run(slurm_command_as(Who::Root, "sbatch")
+        .args(["-N1", "-w", "node1", "--oversubscribe", "-o", "/dev/null"])
+        .args(["--wrap", &wrap])
+        .env("NCCL_RAS_ADDR", own));
+    assert_ok(&out, "sbatch the squatter as root");
+    let squatter = submitted(&out);
+    assert_eq!(squatter, next, "another job was submitted meanwhile");
+    let start = Instant::now();
+    while !pids.join("pid-0").exists() {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "the squatter did not listen within 60 s"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+
+    let (output, tasks) = srun_env(
+        &[
+            "-N2",
+            "-w",
+            "node1,node2",
+            "--oversubscribe",
+            "--gpudirect=tcpx",
+        ],
+        &[],
+    );
+    let _ = run(slurm_command_as(Who::Root, "scancel").arg(squatter.to_string()));
+    assert_ok(&output, "the user's job");
+    assert_eq!(tasks.len(), 2, "{}", text(&output.stderr));
+    for env in tasks.values() {
+        let node = env["SLURMD_NODENAME"].as_str();
+        let want = if node == "node1" { moved } else { own };
+        assert_eq!(env.get("NCCL_RAS_ADDR"), Some(want), "{node}: {env:?}");
+        assert_eq!(env.get("GPUDIRECT_RAS_ADDR"), Some(want), "{node}: {env:?}");
+    }
+}

@@ -433,10 +433,25 @@ impl Default for RasSettings {
 impl RasSettings {
     /// Job `job_id`'s RAS address, when enabled.
     pub fn addr(&self, job_id: u32) -> Option<String> {
+        self.candidates(job_id, 1).into_iter().next()
+    }
+
+    /// The addresses a node tries for job `job_id`, at most `tries`: the job's own port
+    /// first, then the next ones of the range, wrapping around (none when disabled). A node
+    /// takes the first it can listen on: another user may hold the job's own port (security
+    /// review T1).
+    pub fn candidates(&self, job_id: u32, tries: u32) -> Vec<String> {
+        if !self.enabled {
+            return Vec::new();
+        }
         let span = u32::from(self.port_span.max(1));
         // port_base + port_span - 1 <= 65535 is checked when the config is read.
-        let port = u32::from(self.port_base) + job_id % span;
-        self.enabled.then(|| format!("127.0.0.1:{port}"))
+        (0..tries.min(span))
+            .map(|k| {
+                let port = u32::from(self.port_base) + (job_id % span + k) % span;
+                format!("127.0.0.1:{port}")
+            })
+            .collect()
     }
 }
 
