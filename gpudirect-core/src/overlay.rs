@@ -17,7 +17,7 @@ use serde::de::IgnoredAny;
 use serde::Deserialize;
 use toml::Spanned;
 
-use crate::config::{parse_config, Config, ConfigError};
+use crate::config::{config_errors, parse_config, Config, ConfigError};
 use crate::text::{escape_controls, line_of, one_line};
 
 /// One file's lines in the whole text.
@@ -202,6 +202,14 @@ impl Overlaid {
     pub fn parse(&self) -> Result<Config, ConfigError> {
         let source = self.parts.first().map_or("", |p| p.source.as_str());
         parse_config(&self.text, source).map_err(|e| self.relocate(e))
+    }
+
+    /// [`Overlaid::parse`] with every error of the whole text ([`config_errors`]), each
+    /// naming the file and line it is in; the first is `parse`'s.
+    pub fn parse_all(&self) -> Result<Config, Vec<ConfigError>> {
+        let source = self.parts.first().map_or("", |p| p.source.as_str());
+        config_errors(&self.text, source)
+            .map_err(|all| all.into_iter().map(|e| self.relocate(e)).collect())
     }
 }
 

@@ -41,65 +41,123 @@ impl Checker<'_> {
         }
     }
 
-    pub(super) fn check(&self, raw: RawConfig) -> Checked<Config> {
+    /// Every error of `raw`, in the order the checks run: the profiles by name, `[ras]`,
+    /// `[watch]`, `[nic_counters]`, `[quarantine]`, `default_mode`, the node sets. A check
+    /// that depends on a value found wrong is not run (no second error about the same
+    /// mistake), and `broken` names profiles already reported (by the caller, or here):
+    /// a reference to one is not an error of its own.
+    pub(super) fn check(
+        &self,
+        raw: RawConfig,
+        broken: &BTreeSet<String>,
+    ) -> Result<Config, Vec<ConfigError>> {
+        let mut errors = Vec::new();
+        let mut broken = broken.clone();
         let mut profiles = BTreeMap::new();
         for (name, raw_profile) in &raw.profiles {
-            let key = format!("profiles.{}", name.get_ref());
-            if !is_profile_name(name.get_ref()) {
-                return Err(self.error(
-                    name.span(),
-                    key,
-                    "a profile name is lowercase letters, digits, `-` and `_`, at most 32 characters",
-                ));
-            }
-            if RESERVED_MODES.contains(&name.get_ref().as_str()) {
-                return Err(self.error(
-                    name.span(),
-                    key,
-                    "`none` and `auto` are built-in modes; give this profile another name",
-                ));
-            }
-            let profile = match &raw_profile.extends {
-                None => self.check_profile(name.get_ref(), name.span(), &key, raw_profile)?,
-                Some(base_name) => {
-                    let base = self.base_of(&raw.profiles, name.get_ref(), &key, base_name)?;
-                    let (merged, inherited) = inherit(raw_profile, base);
-                    self.check_profile(name.get_ref(), name.span(), &key, &merged)
-                        .map_err(|e| say_inherited(e, &key, &inherited, base_name.get_ref()))?
+            match self.check_named_profile(&raw.profiles, name, raw_profile) {
+                Ok(profile) => {
+                    profiles.insert(name.get_ref().clone(), profile);
                 }
-            };
-            profiles.insert(name.get_ref().clone(), profile);
+                Err(found) => {
+                    broken.insert(name.get_ref().clone());
+                    errors.extend(found);
+                }
+            }
         }
         let mut config = Config {
             source: self.source.to_string(),
             default_mode: None,
             ras: match &raw.ras {
-                Some(ras) => self.check_ras(ras)?,
+                Some(ras) => kept(&mut errors, self.check_ras(ras), RasSettings::default()),
                 None => RasSettings::default(),
             },
             watch: match &raw.watch {
-                Some(watch) => Some(self.check_watch(watch)?),
+                Some(watch) => kept(&mut errors, self.check_watch(watch).map(Some), None),
                 None => None,
             },
             nic_counters: match &raw.nic_counters {
-                Some(counters) => Some(self.check_nic_counters(counters)?),
+                Some(counters) => kept(
+                    &mut errors,
+                    self.check_nic_counters(counters).map(Some),
+                    None,
+                ),
                 None => None,
             },
             quarantine: match &raw.quarantine {
-                Some(q) => self.check_quarantine(q)?,
+                Some(q) => kept(
+                    &mut errors,
+                    self.check_quarantine(q),
+                    QuarantineSettings::default(),
+                ),
                 None => QuarantineSettings::default(),
             },
             profiles,
             node_sets: Vec::new(),
         };
-        if let Some(mode) = &raw.default_mode {
-            config.default_mode = Some(self.check_mode(&config, mode, "default_mode")?);
+        if let Some(mode) = raw
+            .default_mode
+            .as_ref()
+            .filter(|m| !broken.contains(m.get_ref()))
+        {
+            config.default_mode = kept(
+                &mut errors,
+                self.check_mode(&config, mode, "default_mode").map(Some),
+                None,
+            );
         }
         for (index, raw_set) in raw.node_set.into_iter().enumerate() {
-            let set = self.check_node_set(&config, index, raw_set)?;
-            config.node_sets.push(set);
+            match self.check_node_set(&config, index, raw_set, &broken) {
+                Ok(set) => config.node_sets.push(set),
+                Err(found) => errors.extend(found),
+            }
         }
-        Ok(config)
+        if errors.is_empty() {
+            Ok(config)
+        } else {
+            Err(errors)
+        }
+    }
+
+    /// One profile: its name, its base when it `extends` one, then its keys (merged with
+    /// the base's, an error about an inherited key saying so).
+    fn check_named_profile(
+        &self,
+        profiles: &BTreeMap<Spanned<String>, RawProfile>,
+        name: &Spanned<String>,
+        raw_profile: &RawProfile,
+    ) -> Result<Profile, Vec<ConfigError>> {
+        let key = format!("profiles.{}", name.get_ref());
+        if !is_profile_name(name.get_ref()) {
+            return Err(vec![self.error(
+                name.span(),
+                key,
+                "a profile name is lowercase letters, digits, `-` and `_`, at most 32 characters",
+            )]);
+        }
+        if RESERVED_MODES.contains(&name.get_ref().as_str()) {
+            return Err(vec![self.error(
+                name.span(),
+                key,
+                "`none` and `auto` are built-in modes; give this profile another name",
+            )]);
+        }
+        match &raw_profile.extends {
+            None => self.check_profile(name.get_ref(), name.span(), &key, raw_profile),
+            Some(base_name) => {
+                let base = self
+                    .base_of(profiles, name.get_ref(), &key, base_name)
+                    .map_err(|e| vec![e])?;
+                let (merged, inherited) = inherit(raw_profile, base);
+                self.check_profile(name.get_ref(), name.span(), &key, &merged)
+                    .map_err(|found| {
+                        found
+                            .into_iter()
+                            .map(|e| say_inherited(e, &key, &inherited, base_name.get_ref()))
+                            .collect()
+                    })
+            }
+        }
     }
 
     /// `[ras]`: ports within 1024-65535, the span at least 1 and ending by 65535.
@@ -385,70 +443,135 @@ impl Checker<'_> {
         }
     }
 
+    /// A profile's keys, every error found. A key checked against another (`gpu_nics`
+    /// against `data_nics`, `pin_cpus` against both) is not checked when that one is wrong.
     fn check_profile(
         &self,
         name: &str,
         name_span: Range<usize>,
         key: &str,
         raw: &RawProfile,
-    ) -> Checked<Profile> {
-        let control_nic = raw
-            .control_nic
-            .as_ref()
-            .map(|n| self.check_nic(n, &format!("{key}.control_nic")))
-            .transpose()?;
-        let data_nics = self.check_data_nics(key, raw)?;
+    ) -> Result<Profile, Vec<ConfigError>> {
+        let mut errors = Vec::new();
+        let control_nic = kept(
+            &mut errors,
+            raw.control_nic
+                .as_ref()
+                .map(|n| self.check_nic(n, &format!("{key}.control_nic")))
+                .transpose(),
+            None,
+        );
+        let data_nics = kept(&mut errors, self.check_data_nics(key, raw), Vec::new());
+        // Every check below that reads the NICs waits for them to be right.
+        let nics_right = errors.is_empty();
         let declared: BTreeSet<&str> = control_nic
             .iter()
             .chain(data_nics.iter())
             .map(String::as_str)
             .collect();
-        let gpu_nics = self.check_gpu_nics(key, raw, &data_nics)?;
-        let nic_cpus = self.check_nic_cpus(key, raw, &data_nics)?;
-        let data_nic_class = self.check_data_nic_class(key, raw)?;
-        let nic_locality = self.check_nic_locality(key, raw)?;
+        let before = errors.len();
+        let (gpu_nics, nic_cpus) = if nics_right {
+            (
+                kept(
+                    &mut errors,
+                    self.check_gpu_nics(key, raw, &data_nics),
+                    Vec::new(),
+                ),
+                kept(
+                    &mut errors,
+                    self.check_nic_cpus(key, raw, &data_nics),
+                    BTreeMap::new(),
+                ),
+            )
+        } else {
+            (Vec::new(), BTreeMap::new())
+        };
+        let data_nic_class = kept(
+            &mut errors,
+            self.check_data_nic_class(key, raw),
+            NicClass::Net,
+        );
+        let nic_locality = kept(
+            &mut errors,
+            self.check_nic_locality(key, raw),
+            NicLocality::Config,
+        );
+        // Pinning is judged on the NICs' lists and the locality source, all right.
+        let pinning_judged = nics_right && errors.len() == before;
         let pin_cpus = match &raw.pin_cpus {
             Some(pin)
-                if *pin.get_ref()
+                if pinning_judged
+                    && *pin.get_ref()
                     && nic_locality == NicLocality::Config
                     && (nic_cpus.is_empty() || gpu_nics.is_empty()) =>
             {
-                return Err(self.error(
+                errors.push(self.error(
                     pin.span(),
                     format!("{key}.pin_cpus"),
                     "pinning needs gpu_nics and nic_cpus (a task's CPUs are its NIC's CPUs), or nic_locality = \"sysfs\"",
-                ))
+                ));
+                false
             }
             Some(pin) => *pin.get_ref(),
             None => false,
         };
         let line_rate_gbit = match &raw.line_rate_gbit {
-            Some(rate) => {
-                self.check_line_rate(rate, &format!("{key}.line_rate_gbit"), &data_nics)?
-            }
-            None => BTreeMap::new(),
+            Some(rate) if nics_right => kept(
+                &mut errors,
+                self.check_line_rate(rate, &format!("{key}.line_rate_gbit"), &data_nics),
+                BTreeMap::new(),
+            ),
+            _ => BTreeMap::new(),
         };
-        let library_dirs = items(&raw.library_dirs)
-            .iter()
-            .map(|d| self.check_absolute_path(d, &format!("{key}.library_dirs")))
-            .collect::<Checked<Vec<_>>>()?;
-        let topology_file = raw
-            .topology_file
-            .as_ref()
-            .map(|f| self.check_absolute_path(f, &format!("{key}.topology_file")))
-            .transpose()?;
-        let env = self.check_env(key, raw, &declared, topology_file.is_some())?;
+        let paths_before = errors.len();
+        let mut library_dirs = Vec::new();
+        for dir in items(&raw.library_dirs) {
+            if let Some(dir) = kept(
+                &mut errors,
+                self.check_absolute_path(dir, &format!("{key}.library_dirs"))
+                    .map(Some),
+                None,
+            ) {
+                library_dirs.push(dir);
+            }
+        }
+        let topology_file = kept(
+            &mut errors,
+            raw.topology_file
+                .as_ref()
+                .map(|f| self.check_absolute_path(f, &format!("{key}.topology_file")))
+                .transpose(),
+            None,
+        );
+        let paths_right = errors.len() == paths_before;
+        let env = if nics_right {
+            let (env, found) = self.check_env(key, raw, &declared, raw.topology_file.is_some());
+            errors.extend(found);
+            env
+        } else {
+            Vec::new()
+        };
 
         let no_checks = RawChecks::default();
         let raw_checks = raw.checks.as_ref().unwrap_or(&no_checks);
-        let checks =
-            self.check_checks(key, raw_checks, &declared, &library_dirs, &topology_file)?;
-        if checks.nics && declared.is_empty() {
-            return Err(self.error(
-                name_span,
+        let checks = if nics_right && paths_right {
+            kept(
+                &mut errors,
+                self.check_checks(key, raw_checks, &declared, &library_dirs, &topology_file),
+                Checks::default(),
+            )
+        } else {
+            Checks::default()
+        };
+        if nics_right && raw_checks.nics && declared.is_empty() {
+            errors.push(self.error(
+                name_span.clone(),
                 format!("{key}.checks.nics"),
                 "the profile declares no NICs to check (set control_nic/data_nics)",
             ));
+        }
+        if !errors.is_empty() {
+            return Err(errors);
         }
         let lines = ProfileLines {
             name: self.line_at(name_span.start),
@@ -586,18 +709,19 @@ impl Checker<'_> {
 
     /// `forced` (each a variable of `[env]`) and `[env]`: names a task may be given and
     /// templates over the `declared` NICs; a variable that loads code takes no per-task
-    /// placeholder.
+    /// placeholder. The variables that are right, and an error for each one that is not.
     fn check_env(
         &self,
         key: &str,
         raw: &RawProfile,
         declared: &BTreeSet<&str>,
         has_topology_file: bool,
-    ) -> Checked<Vec<EnvVar>> {
+    ) -> (Vec<EnvVar>, Vec<ConfigError>) {
+        let mut errors = Vec::new();
         let forced: BTreeSet<&str> = raw.forced.iter().map(|f| f.get_ref().as_str()).collect();
         for f in &raw.forced {
             if !raw.env.keys().any(|k| k.get_ref() == f.get_ref()) {
-                return Err(self.error(
+                errors.push(self.error(
                     f.span(),
                     format!("{key}.forced"),
                     format!(
@@ -609,34 +733,49 @@ impl Checker<'_> {
         }
         let mut env = Vec::new();
         for (var, value) in &raw.env {
-            let var_key = format!("{key}.env.{}", var.get_ref());
-            if let Some(problem) = env_name_problem(var.get_ref(), has_topology_file) {
-                return Err(self.error(var.span(), var_key, problem));
+            match self.check_env_var(key, var, value, declared, has_topology_file) {
+                Ok(template) => env.push(EnvVar {
+                    name: var.get_ref().clone(),
+                    value: template,
+                    forced: forced.contains(var.get_ref().as_str()),
+                    line: self.line(var),
+                }),
+                Err(e) => errors.push(e),
             }
-            let template = self.check_template(value, &var_key, declared)?;
-            // What a task loads code from must be a path the plugin can check: a task
-            // placeholder (`{gpu}` is the user's CUDA_VISIBLE_DEVICES) makes it another
-            // path per task, one no check saw (security review S5).
-            if super::loads_code(var.get_ref()) {
-                if let Some(p) = template.placeholders().find(|p| p.per_task()) {
-                    return Err(self.error(
-                        value.span(),
-                        var_key,
-                        format!(
-                            "{} loads code, and {p} makes it another path in every task, unchecked: write the path out (per node: {{node}}, {{job_id}})",
-                            var.get_ref()
-                        ),
-                    ));
-                }
-            }
-            env.push(EnvVar {
-                name: var.get_ref().clone(),
-                value: template,
-                forced: forced.contains(var.get_ref().as_str()),
-                line: self.line(var),
-            });
         }
-        Ok(env)
+        (env, errors)
+    }
+
+    /// One variable of `[env]`: its name, and its value as a template.
+    fn check_env_var(
+        &self,
+        key: &str,
+        var: &Spanned<String>,
+        value: &Spanned<String>,
+        declared: &BTreeSet<&str>,
+        has_topology_file: bool,
+    ) -> Checked<Template> {
+        let var_key = format!("{key}.env.{}", var.get_ref());
+        if let Some(problem) = env_name_problem(var.get_ref(), has_topology_file) {
+            return Err(self.error(var.span(), var_key, problem));
+        }
+        let template = self.check_template(value, &var_key, declared)?;
+        // What a task loads code from must be a path the plugin can check: a task
+        // placeholder (`{gpu}` is the user's CUDA_VISIBLE_DEVICES) makes it another
+        // path per task, one no check saw (security review S5).
+        if super::loads_code(var.get_ref()) {
+            if let Some(p) = template.placeholders().find(|p| p.per_task()) {
+                return Err(self.error(
+                    value.span(),
+                    var_key,
+                    format!(
+                        "{} loads code, and {p} makes it another path in every task, unchecked: write the path out (per node: {{node}}, {{job_id}})",
+                        var.get_ref()
+                    ),
+                ));
+            }
+        }
+        Ok(template)
     }
 
     /// `line_rate_gbit`: one number for every data NIC (`200`), or a table with each data
@@ -808,28 +947,39 @@ impl Checker<'_> {
         })
     }
 
+    /// One `[[node_set]]`, every error found. A `profile` or `default_mode` naming a
+    /// profile in `broken` (already reported) is taken as written.
     fn check_node_set(
         &self,
         config: &Config,
         index: usize,
         raw: Spanned<RawNodeSet>,
-    ) -> Checked<NodeSet> {
+        broken: &BTreeSet<String>,
+    ) -> Result<NodeSet, Vec<ConfigError>> {
+        let mut errors = Vec::new();
         let span = raw.span();
         let raw = raw.into_inner();
         let key = format!("node_set[{index}] ({})", sanitize_for_message(&raw.name));
         // The name is shown in users' error messages and logs, which are one line each.
         if raw.name.trim().is_empty() || has_control(&raw.name) {
-            return Err(self.error(
-                span,
+            errors.push(self.error(
+                span.clone(),
                 format!("{key}.name"),
                 "a node set name is shown in messages: write it on one line, without control characters",
             ));
         }
-        let hosts = HostlistPattern::new(raw.hosts.get_ref())
-            .map_err(|e| self.error(raw.hosts.span(), format!("{key}.hosts"), e.to_string()))?;
+        let hosts = kept(
+            &mut errors,
+            HostlistPattern::new(raw.hosts.get_ref())
+                .map(Some)
+                .map_err(|e| self.error(raw.hosts.span(), format!("{key}.hosts"), e.to_string())),
+            None,
+        );
         let profile = match &raw.profile {
-            Some(p) if !config.profiles.contains_key(p.get_ref()) => {
-                return Err(self.error(
+            Some(p)
+                if !config.profiles.contains_key(p.get_ref()) && !broken.contains(p.get_ref()) =>
+            {
+                errors.push(self.error(
                     p.span(),
                     format!("{key}.profile"),
                     format!(
@@ -837,18 +987,24 @@ impl Checker<'_> {
                         sanitize_for_message(p.get_ref()),
                         config.profile_names().join(", ")
                     ),
-                ))
+                ));
+                None
             }
             Some(p) => Some(p.get_ref().clone()),
             None => None,
         };
-        let default_mode = raw
-            .default_mode
-            .as_ref()
-            .map(|m| self.check_mode(config, m, &format!("{key}.default_mode")))
-            .transpose()?;
-        if default_mode == Some(Mode::Auto) && profile.is_none() {
-            return Err(self.error(
+        let default_mode = match &raw.default_mode {
+            Some(m) if broken.contains(m.get_ref()) => Some(Mode::Profile(m.get_ref().clone())),
+            Some(m) => kept(
+                &mut errors,
+                self.check_mode(config, m, &format!("{key}.default_mode"))
+                    .map(Some),
+                None,
+            ),
+            None => None,
+        };
+        if default_mode == Some(Mode::Auto) && raw.profile.is_none() {
+            errors.push(self.error(
                 span.clone(),
                 format!("{key}.default_mode"),
                 "`auto` needs this node set's `profile`",
@@ -856,38 +1012,57 @@ impl Checker<'_> {
         }
         let mut skip_checks = Vec::new();
         for check in &raw.skip_checks {
-            let kind = CheckKind::from_name(check.get_ref()).ok_or_else(|| {
-                let names: Vec<&str> = CheckKind::ALL.iter().map(|k| k.name()).collect();
-                self.error(
-                    check.span(),
-                    format!("{key}.skip_checks"),
-                    format!(
-                        "unknown check `{}` (checks: {})",
-                        sanitize_for_message(check.get_ref()),
-                        names.join(", ")
-                    ),
-                )
-            })?;
-            skip_checks.push(kind);
+            match CheckKind::from_name(check.get_ref()) {
+                Some(kind) => skip_checks.push(kind),
+                None => {
+                    let names: Vec<&str> = CheckKind::ALL.iter().map(|k| k.name()).collect();
+                    errors.push(self.error(
+                        check.span(),
+                        format!("{key}.skip_checks"),
+                        format!(
+                            "unknown check `{}` (checks: {})",
+                            sanitize_for_message(check.get_ref()),
+                            names.join(", ")
+                        ),
+                    ));
+                }
+            }
         }
         let mut nic_names = BTreeMap::new();
         for (logical, real) in &raw.nic_names {
             let nic_key = format!("{key}.nic_names");
-            let logical = self.check_nic(logical, &nic_key)?;
-            let real = self.check_nic(real, &nic_key)?;
-            nic_names.insert(logical, real);
+            let logical = kept(
+                &mut errors,
+                self.check_nic(logical, &nic_key).map(Some),
+                None,
+            );
+            let real = kept(&mut errors, self.check_nic(real, &nic_key).map(Some), None);
+            if let (Some(logical), Some(real)) = (logical, real) {
+                nic_names.insert(logical, real);
+            }
         }
-        Ok(NodeSet {
-            name: raw.name,
-            hosts_expr: raw.hosts.into_inner(),
-            hosts,
-            profile,
-            default_mode,
-            skip_checks,
-            nic_names,
-            line: self.line_at(span.start),
-        })
+        match hosts {
+            Some(hosts) if errors.is_empty() => Ok(NodeSet {
+                name: raw.name,
+                hosts_expr: raw.hosts.into_inner(),
+                hosts,
+                profile,
+                default_mode,
+                skip_checks,
+                nic_names,
+                line: self.line_at(span.start),
+            }),
+            _ => Err(errors),
+        }
     }
+}
+
+/// `result`'s value; or, when it is an error, `fallback`, the error added to `errors`.
+fn kept<T>(errors: &mut Vec<ConfigError>, result: Checked<T>, fallback: T) -> T {
+    result.unwrap_or_else(|e| {
+        errors.push(e);
+        fallback
+    })
 }
 
 /// Adds to an error about a key that a profile inherited where the key comes from: its

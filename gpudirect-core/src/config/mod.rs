@@ -102,6 +102,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::ops::Range;
 
+use serde::Deserialize;
 use toml::Spanned;
 
 mod check;
@@ -734,18 +735,102 @@ impl fmt::Display for ConfigError {
     }
 }
 
-/// Reads a config from its text; `source` names the file in errors.
+/// Reads a config from its text; `source` names the file in errors. The first error
+/// only: all the plugin and the commands need to refuse a config ([`config_errors`]
+/// finds every one, for `gpudirect profiles check`).
 pub fn parse_config(text: &str, source: &str) -> Result<Config, ConfigError> {
-    let raw: RawConfig = toml::from_str(text).map_err(|e| ConfigError {
+    let raw: RawConfig = toml::from_str(text).map_err(|e| toml_error(text, source, &e))?;
+    Checker {
+        source,
+        newlines: newline_offsets(text),
+    }
+    .check(raw, &BTreeSet::new())
+    .map_err(|found| {
+        // `check` never fails without an error; a message all the same.
+        found.into_iter().next().unwrap_or_else(|| ConfigError {
+            file: source.to_string(),
+            line: None,
+            key: None,
+            message: "the config is not valid".into(),
+        })
+    })
+}
+
+/// Every error of a config, as a linter reports them, each with its line, key and fix;
+/// the first is the one [`parse_config`] gives. A TOML syntax error stops the reading
+/// (it is the only one); a key serde refuses (unknown, or of the wrong type) is reported
+/// and left out, and the reading goes on without it; then every check runs, except those
+/// about a table (a profile, a node set, `[ras]`, ...) that already has such an error:
+/// their errors could be the left-out key's consequence, not mistakes of their own.
+pub fn config_errors(text: &str, source: &str) -> Result<Config, Vec<ConfigError>> {
+    let first = match parse_config(text, source) {
+        Ok(config) => return Ok(config),
+        Err(first) => first,
+    };
+    let mut all = every_error(text, source);
+    all.retain(|e| *e != first);
+    all.insert(0, first);
+    Err(all)
+}
+
+/// [`config_errors`]' search, in reading order (its caller puts the first one first).
+fn every_error(text: &str, source: &str) -> Vec<ConfigError> {
+    let Ok(mut table) = toml::de::DeTable::parse(text) else {
+        return Vec::new();
+    };
+    let mut errors = Vec::new();
+    let mut refused: Vec<Vec<String>> = Vec::new();
+    let raw = loop {
+        let read = RawConfig::deserialize(toml::de::Deserializer::from(table.clone()));
+        let error = match read {
+            Ok(raw) => break Some(raw),
+            Err(e) => e,
+        };
+        errors.push(toml_error(text, source, &error));
+        let removed = error
+            .span()
+            .and_then(|span| raw::remove_entry_at(table.get_mut(), span.start));
+        match removed {
+            // A config has fewer keys than this; past it, something is wrong here.
+            Some(path) if refused.len() < MAX_REFUSED_KEYS => refused.push(path),
+            _ => break None,
+        }
+    };
+    let Some(raw) = raw else {
+        return errors;
+    };
+    // A profile refused whole is reported: naming it elsewhere is no error of its own.
+    let gone: BTreeSet<String> = refused
+        .iter()
+        .filter_map(|path| match path.as_slice() {
+            [profiles, name] if profiles == "profiles" => Some(name.clone()),
+            _ => None,
+        })
+        .collect();
+    let checker = Checker {
+        source,
+        newlines: newline_offsets(text),
+    };
+    if let Err(found) = checker.check(raw, &gone) {
+        errors.extend(found.into_iter().filter(|e| {
+            !refused
+                .iter()
+                .any(|path| raw::same_table(path, e.key.as_deref()))
+        }));
+    }
+    errors
+}
+
+/// How many refused keys [`every_error`] reads past.
+const MAX_REFUSED_KEYS: usize = 200;
+
+/// A TOML or serde error of `text` as a config error.
+fn toml_error(text: &str, source: &str, e: &toml::de::Error) -> ConfigError {
+    ConfigError {
         file: source.to_string(),
         line: e.span().map(|s| line_of(text, s.start)),
         key: None,
         // The toml crate's messages can span lines ("invalid table header\nexpected ...").
         message: one_line(e.message()),
-    })?;
-    Checker {
-        source,
-        newlines: newline_offsets(text),
     }
-    .check(raw)
 }

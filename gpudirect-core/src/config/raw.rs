@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 
 use serde::Deserialize;
+use toml::de::{DeTable, DeValue};
 use toml::Spanned;
 
 #[derive(Deserialize)]
@@ -251,4 +252,52 @@ pub(super) struct RawNodeSet {
     pub(super) skip_checks: Vec<Spanned<String>>,
     #[serde(default)]
     pub(super) nic_names: BTreeMap<Spanned<String>, Spanned<String>>,
+}
+
+/// Takes out of `table` the innermost entry whose key or value holds byte `pos` (where
+/// serde refused something), so that the config can be read again without it: a key of
+/// a table, or the key holding a list (a list's item is not taken alone). Returns the
+/// path of what was taken (`["profiles", "tcpx", "data_nic"]`, a list of tables' item by
+/// its index: `["node_set", "1", "hostz"]`), or `None` where nothing holds `pos`.
+pub(super) fn remove_entry_at(table: &mut DeTable<'_>, pos: usize) -> Option<Vec<String>> {
+    for (key, value) in table.iter_mut() {
+        let inner = match value.get_mut() {
+            DeValue::Table(inner) => remove_entry_at(inner, pos),
+            DeValue::Array(items) => items.iter_mut().enumerate().find_map(|(i, item)| match item
+                .get_mut()
+            {
+                DeValue::Table(inner) => remove_entry_at(inner, pos).map(|mut path| {
+                    path.insert(0, i.to_string());
+                    path
+                }),
+                _ => None,
+            }),
+            _ => None,
+        };
+        if let Some(mut path) = inner {
+            path.insert(0, key.get_ref().to_string());
+            return Some(path);
+        }
+    }
+    let holds = |span: std::ops::Range<usize>| span.contains(&pos);
+    let (key, _) = table
+        .iter()
+        .find(|(key, value)| holds(key.span()) || holds(value.span()))?;
+    let name = key.get_ref().to_string();
+    table.remove(name.as_str());
+    Some(vec![name])
+}
+
+/// Whether a checked key (`profiles.tcpx.gpu_nics`, `node_set[1] (a3).hosts`) is in the
+/// table that held the key at `path`, which serde refused ([`remove_entry_at`]).
+pub(super) fn same_table(path: &[String], key: Option<&str>) -> bool {
+    let Some(key) = key else { return false };
+    let under = |prefix: &str| key == prefix || key.starts_with(&format!("{prefix}."));
+    match path {
+        [top] if top == "node_set" => key.starts_with("node_set["),
+        [top, index, ..] if top == "node_set" => key.starts_with(&format!("node_set[{index}] ")),
+        [top, name, ..] if top == "profiles" => under(&format!("profiles.{name}")),
+        [top, ..] => under(top),
+        [] => false,
+    }
 }

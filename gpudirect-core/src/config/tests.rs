@@ -58,11 +58,139 @@ profile = "tcpx"
 nic_names = { eth0 = "enp0s12" }
 "#;
 
+/// The error of a config with one mistake, which `profiles check` reports alone: no
+/// second error about the same mistake.
 fn err(text: &str) -> ConfigError {
+    let e = first_err(text);
+    let all = config_errors(text, "/etc/slurm/gpudirect.toml").unwrap_err();
+    assert_eq!(all, std::slice::from_ref(&e), "{text}");
+    e
+}
+
+/// The first error of a config (the one `profiles check` reports first).
+fn first_err(text: &str) -> ConfigError {
     match parse_config(text, "/etc/slurm/gpudirect.toml") {
-        Err(e) => e,
+        Err(e) => {
+            let all = config_errors(text, "/etc/slurm/gpudirect.toml").unwrap_err();
+            assert_eq!(all[0], e, "{text}");
+            e
+        }
         Ok(_) => panic!("config was accepted:\n{text}"),
     }
+}
+
+/// A config with ten mistakes, and two keys that are wrong only because of another.
+const MANY_MISTAKES: &str = r#"default_mode = "broken"
+[profiles.tcpx]
+data_nics = ["eth1", "eth2"]
+gpu_nics = ["eth1", "eth3"]
+library_dirs = ["lib64"]
+[profiles.tcpx.env]
+lower = "x"
+LD_PRELOAD = "/x.so"
+NCCL_NET = "ok"
+[profiles.typo]
+data_nic = ["eth1"]
+gpu_nics = ["eth1"]
+[profiles.broken]
+data_nics = ["eth 1"]
+gpu_nics = ["eth9"]
+[ras]
+port_base = 80
+[[node_set]]
+name = "a"
+hosts = "a[1-"
+profile = "broken"
+skip_checks = ["nics", "bogus"]
+[[node_set]]
+name = "b"
+hosts = "b1"
+profile = "nosuch"
+"#;
+
+#[test]
+fn every_error_of_a_config_is_found_with_its_line_and_key() {
+    let all = config_errors(MANY_MISTAKES, "g.toml").unwrap_err();
+    let line = |start: &str| {
+        MANY_MISTAKES
+            .lines()
+            .position(|l| l.starts_with(start))
+            .map(|i| i + 1)
+            .unwrap()
+    };
+    let found: Vec<(usize, Option<&str>)> = all
+        .iter()
+        .map(|e| (e.line.unwrap(), e.key.as_deref()))
+        .collect();
+    assert_eq!(
+        found,
+        [
+            // serde's: the unknown key, found first, as `parse_config` reports it.
+            (line("data_nic ="), None),
+            (
+                line("data_nics = [\"eth 1"),
+                Some("profiles.broken.data_nics")
+            ),
+            (
+                line("gpu_nics = [\"eth1\", \"eth3"),
+                Some("profiles.tcpx.gpu_nics")
+            ),
+            (line("library_dirs"), Some("profiles.tcpx.library_dirs")),
+            (line("LD_PRELOAD"), Some("profiles.tcpx.env.LD_PRELOAD")),
+            (line("lower"), Some("profiles.tcpx.env.lower")),
+            (line("port_base"), Some("ras.port_base")),
+            (line("hosts = \"a[1-"), Some("node_set[0] (a).hosts")),
+            (line("skip_checks"), Some("node_set[0] (a).skip_checks")),
+            (line("profile = \"nosuch"), Some("node_set[1] (b).profile")),
+        ],
+        "{all:#?}"
+    );
+    assert_eq!(all[0], parse_config(MANY_MISTAKES, "g.toml").unwrap_err());
+    assert!(
+        all[0].message.contains("unknown field `data_nic`"),
+        "{}",
+        all[0]
+    );
+    // Each says what to do.
+    assert!(
+        all[1].message.contains("not an interface name"),
+        "{}",
+        all[1]
+    );
+    assert!(
+        all[2]
+            .message
+            .contains("`eth3` is not one of data_nics (eth1, eth2)"),
+        "{}",
+        all[2]
+    );
+    assert!(all[9].message.contains("no profile `nosuch`"), "{}", all[9]);
+}
+
+#[test]
+fn a_config_without_serde_errors_has_its_check_errors_first_one_first() {
+    // The same mistakes less the unknown key: the checks' errors, the first of them
+    // the one `parse_config` gives.
+    let text = MANY_MISTAKES.replace("data_nic = [\"eth1\"]\n", "");
+    let all = config_errors(&text, "g.toml").unwrap_err();
+    assert_eq!(all[0], parse_config(&text, "g.toml").unwrap_err());
+    assert_eq!(all.len(), 10, "{all:#?}");
+    // Now the profile's gpu_nics is its own mistake.
+    assert!(all
+        .iter()
+        .any(|e| e.key.as_deref() == Some("profiles.typo.gpu_nics")));
+}
+
+#[test]
+fn a_right_config_reads_the_same_and_a_syntax_error_is_one_error() {
+    let config = config_errors(SAMPLE, "t.toml").unwrap();
+    assert_eq!(
+        config.profiles["tcpx"],
+        parse_config(SAMPLE, "t.toml").unwrap().profiles["tcpx"]
+    );
+    let broken = format!("{SAMPLE}\n[profiles.x\nkey = 1\n[ras]\nport_base = 1\n");
+    let all = config_errors(&broken, "t.toml").unwrap_err();
+    assert_eq!(all, [parse_config(&broken, "t.toml").unwrap_err()]);
 }
 
 #[test]
@@ -828,7 +956,8 @@ fn the_base_may_be_written_after_the_extending_profile() {
 #[test]
 fn an_error_in_an_inherited_key_points_at_the_base() {
     let text = format!("{SAMPLE}\n[profiles.tuned]\nextends = \"tcpx\"\ndata_nics = [\"eth3\"]\n");
-    let e = err(&text);
+    // Two mistakes: the inherited gpu_nics and nic_cpus both name eth1.
+    let e = first_err(&text);
     assert_eq!(e.key.as_deref(), Some("profiles.tuned.gpu_nics"), "{e}");
     assert_eq!(e.line, Some(7), "tcpx's gpu_nics: {e}");
     assert!(

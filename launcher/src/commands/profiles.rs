@@ -66,7 +66,8 @@ pub enum ProfilesCommand {
     List(ListArgs),
     /// Show one profile as the plugin sees it, and the node sets that use it.
     Show(ShowArgs),
-    /// Lint the config; exit 1 on any error. One line per finding: FILE:LINE: LEVEL: MESSAGE.
+    /// Lint the config (every error, not only the first); exit 1 on any error. One line per
+    /// finding, in the file's order: FILE:LINE: LEVEL: MESSAGE.
     Check(CheckArgs),
     /// Show what the plugin gives one task: variables, NIC, CPUs, checks.
     Explain(ExplainArgs),

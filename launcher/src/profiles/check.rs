@@ -3,11 +3,11 @@
 
 use std::path::{Path, PathBuf};
 
-use gpudirect_core::config::{Config, ConfigError};
+use gpudirect_core::config::{config_errors, Config, ConfigError};
 use gpudirect_core::lint::{self, Finding, Machine, Severity};
 use gpudirect_core::overlay::Overlaid;
 use gpudirect_core::system::{
-    check_config_file, load_config, read_config_text, LoadError, Ownership, SystemProbe,
+    check_config_file, read_config_text, LoadError, Ownership, SystemProbe,
 };
 
 use super::view::{check_names, nic_count, template_text};
@@ -28,9 +28,13 @@ pub struct CheckOutcome {
 pub fn check_config(path: &Path, overlays: &[PathBuf], on_node: bool, node: &str) -> CheckOutcome {
     let file = path.display().to_string();
     if overlays.is_empty() {
-        let loaded = load_config(path, Ownership::Any)
-            .map(|config| (config, None))
-            .map_err(|e| lint::load_failure(&file, &e));
+        let loaded = read_config_text(path, Ownership::Any)
+            .map_err(|e| vec![lint::load_failure(&file, &e)])
+            .and_then(|(text, _)| {
+                config_errors(&text, &file)
+                    .map(|config| (config, None))
+                    .map_err(|all| all.into_iter().map(config_finding).collect())
+            });
         return check_loaded(path, loaded, &[], Ownership::RootOnly, (on_node, node));
     }
     let texts = read_config_text(path, Ownership::Any)
@@ -83,19 +87,27 @@ pub fn check_texts(
 /// The lint of a loaded config (with the overlays it was appended with, named in order).
 fn check_loaded(
     path: &Path,
-    loaded: Result<(Config, Option<Overlaid>), Finding>,
+    loaded: Result<(Config, Option<Overlaid>), Vec<Finding>>,
     overlays: &[String],
     rights: Ownership,
     (on_node, node): (bool, &str),
 ) -> CheckOutcome {
     let file = path.display().to_string();
+    // The config's findings first, then each overlay's, each by line.
+    let order = |f: &Finding| {
+        let source = std::iter::once(&file)
+            .chain(overlays)
+            .position(|source| *source == f.file);
+        (source, f.line)
+    };
     let (config, overlaid) = match loaded {
         Ok(loaded) => loaded,
-        Err(finding) => {
+        Err(mut findings) => {
+            findings.sort_by_key(order);
             return CheckOutcome {
-                findings: vec![finding],
+                findings,
                 added: Vec::new(),
-            }
+            };
         }
     };
     let mut findings = Vec::new();
@@ -138,13 +150,7 @@ fn check_loaded(
             ),
         });
     }
-    // The config's findings first, then each overlay's, each by line.
-    let order = |f: &Finding| {
-        std::iter::once(file.clone())
-            .chain(overlays.iter().cloned())
-            .position(|source| source == f.file)
-    };
-    findings.sort_by_key(|f| (order(f), f.line));
+    findings.sort_by_key(order);
     CheckOutcome {
         added: added_profiles(&config, &overlaid, &file),
         findings,
@@ -152,19 +158,24 @@ fn check_loaded(
 }
 
 /// The config's text (from `path`) with each overlay's `(name, text)` appended, parsed and
-/// checked. The error, as a finding, names the file it is in: an overlay that is not
-/// TOML, that touches a profile declared before it, or a check that fails in its text.
+/// checked. The errors, as findings, name the file each is in: an overlay that is not
+/// TOML, that touches a profile declared before it (either stops the check there), or
+/// every check that fails in the texts.
 fn overlaid_config(
     path: &Path,
     text: &str,
     overlays: &[(String, String)],
-) -> Result<(Config, Overlaid), Finding> {
+) -> Result<(Config, Overlaid), Vec<Finding>> {
     let file = path.display().to_string();
     let mut overlaid = Overlaid::new(text, &file);
     for (name, text) in overlays {
-        overlaid.append(text, name).map_err(config_finding)?;
+        overlaid
+            .append(text, name)
+            .map_err(|e| vec![config_finding(e)])?;
     }
-    let config = overlaid.parse().map_err(config_finding)?;
+    let config = overlaid
+        .parse_all()
+        .map_err(|all| all.into_iter().map(config_finding).collect::<Vec<_>>())?;
     Ok((config, overlaid))
 }
 

@@ -870,3 +870,110 @@ fn generate_on_a_hostile_tree_ends_and_writes_no_toml_from_a_name() {
         "the name is shown escaped in its comment: {text}"
     );
 }
+
+/// `profiles check` reports every error of a config, as a linter does (issue #42): each on
+/// its own line with its file, line, key and fix, the exit status 1 as for one error.
+/// The shipped config with six mistakes in four tables, one of them a key serde refuses
+/// (which used to hide the rest).
+#[test]
+fn check_reports_every_error_of_a_config_with_its_place() {
+    let broken = format!(
+        "{}\n[ras]\nport_base = 80\n\n[profiles.extra]\nlibrary_dirs = [\"lib64\"]\n[profiles.extra.env]\nlower = \"x\"\n\n[[node_set]]\nname = \"late\"\nhosts = \"late[1-\"\nprofile = \"nosuch\"\n",
+        SHIPPED.replacen("[profiles.tcpx]\n", "[profiles.tcpx]\ndata_nic = [\"eth1\"]\n", 1)
+    );
+    let (_dir, config) = write_config("every-error", &broken);
+    let line = |start: &str| {
+        broken
+            .lines()
+            .position(|l| l.starts_with(start))
+            .map(|i| i + 1)
+            .unwrap()
+    };
+    let out = run(&mut profiles(&config, &["check"]));
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let text = stdout(&out);
+    let file = config.display();
+    let want = [
+        format!("{file}:{}: error: unknown field `data_nic`", line("data_nic =")),
+        format!(
+            "{file}:{}: error: ras.port_base: 80 is no port",
+            line("port_base = 80")
+        ),
+        format!(
+            "{file}:{}: error: profiles.extra.library_dirs: must be an absolute path",
+            line("library_dirs = [\"lib64\"]")
+        ),
+        format!(
+            "{file}:{}: error: profiles.extra.env.lower: a variable name is uppercase letters, digits and `_`",
+            line("lower =")
+        ),
+        format!(
+            "{file}:{}: error: node_set[",
+            line("hosts = \"late[1-")
+        ),
+        format!("{file}:{}: error: node_set[", line("profile = \"nosuch\"")),
+    ];
+    for start in &want {
+        assert!(
+            text.lines().any(|l| l.starts_with(start.as_str())),
+            "missing {start}:\n{text}"
+        );
+    }
+    let errors = text.lines().filter(|l| l.contains(": error: ")).count();
+    assert_eq!(errors, want.len(), "{text}");
+    // The node set's two: its hosts and its profile, each with what to do.
+    assert_stdout_contains(&out, ".profile: no profile `nosuch` (profiles: ");
+    // In the file's order, and the count on stderr.
+    let numbers: Vec<usize> = text
+        .lines()
+        .filter_map(|l| {
+            l.strip_prefix(&format!("{file}:"))?
+                .split(':')
+                .next()?
+                .parse()
+                .ok()
+        })
+        .collect();
+    assert!(numbers.windows(2).all(|w| w[0] <= w[1]), "{text}");
+    assert_stderr_contains(&out, &format!("{} error(s)", want.len()));
+}
+
+/// `check --overlay`: every error of the overlay, each at the overlay's own file and line
+/// (issue #42).
+#[test]
+fn check_with_an_overlay_reports_each_of_its_errors_in_its_own_lines() {
+    let dir = common::scratch("profiles", "overlay-errors");
+    let config = dir.path().join("gpudirect.toml");
+    fs::write(&config, SHIPPED).unwrap();
+    let overlay = dir.path().join("two.toml");
+    fs::write(
+        &overlay,
+        TUNED.replace(
+            "[profiles.tcpx-tuned.env]\n",
+            "[profiles.tcpx-tuned.env]\nLD_PRELOAD = \"/x.so\"\nnccl_min = \"1\"\n",
+        ),
+    )
+    .unwrap();
+    let out = check_overlay(&config, &overlay);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let text = stdout(&out);
+    let shown = overlay.display().to_string();
+    let own = fs::read_to_string(&overlay).unwrap();
+    let line = |start: &str| own.lines().position(|l| l.starts_with(start)).unwrap() + 1;
+    let errors: Vec<&str> = text.lines().filter(|l| l.contains(": error: ")).collect();
+    assert_eq!(
+        errors,
+        [
+            format!(
+                "{shown}:{}: error: profiles.tcpx-tuned.env.LD_PRELOAD: the plugin sets no LD_* variable but LD_LIBRARY_PATH (from library_dirs, whose folders it checks): a library the tasks must load goes in a folder of library_dirs",
+                line("LD_PRELOAD")
+            ),
+            format!(
+                "{shown}:{}: error: profiles.tcpx-tuned.env.nccl_min: a variable name is uppercase letters, digits and `_`",
+                line("nccl_min")
+            ),
+        ],
+        "{text}"
+    );
+    assert_stderr_contains(&out, "2 error(s)");
+}
