@@ -206,5 +206,27 @@ fn the_newcomers_commands_run_as_printed_after_the_demo() {
         "{}\n--- the whole session:\n{text}",
         failures.join("\n")
     );
+    // Issue #42: the README's first `gpudirect history` lists the demo's runs (the demo
+    // once recorded into a temporary history, and this said there was none).
+    let first = all
+        .iter()
+        .position(|(_, _, c, _)| c == "gpudirect history")
+        .expect("README.md's `gpudirect history` after the demo");
+    let output_of = |i: usize| {
+        let end = |i: usize| {
+            lines
+                .iter()
+                .position(|l| l.starts_with(&format!("{MARK} {i} ")))
+                .unwrap()
+        };
+        let start = if i == 0 { 0 } else { end(i - 1) + 1 };
+        lines[start..end(i)].join("\n")
+    };
+    let listed = output_of(first);
+    // Every run the demo recorded is the local cluster's (ClusterName=gdlocal).
+    assert!(
+        listed.contains("gdlocal") && listed.contains("ID "),
+        "the demo's runs: {listed}"
+    );
     std::fs::remove_dir_all(&data).unwrap();
 }
