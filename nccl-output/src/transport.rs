@@ -314,6 +314,34 @@ pub fn net_name_matches(seen: &str, expected: &str) -> bool {
     seen == exp || (seen.starts_with(&exp) && seen[exp.len()..].starts_with(['_', '-', ' ']))
 }
 
+/// The names one network transport goes by across builds, lower case: HPC-X's SHARP plugin
+/// (nccl-rdma-sharp-plugins) registers its copy of NCCL's IB verbs transport as `IBext`
+/// (`IBext_v8`, ...), over the same HCAs as `IB`; aws-ofi-nccl called itself `AWS
+/// Libfabric` up to 1.11 and `Libfabric` from 1.12, and answers to `OFI` as NCCL_NET.
+const SAME_TRANSPORT: [&[&str]; 2] = [&["ib", "ibext"], &["libfabric", "aws libfabric", "ofi"]];
+
+/// Whether the network `seen` in a log's channel lines is the transport `expected` that a
+/// profile names, as a reader of a job's log judges it: [`net_name_matches`], or another
+/// name of the same transport ([`SAME_TRANSPORT`]: `IBext_v8` is `IB`, `AWS Libfabric` is
+/// `Libfabric`). A job run under the profile sets NCCL_NET to the profile's own name, so
+/// the other names come from jobs run without it (HPC-X images, older EFA installers).
+pub fn same_transport(seen: &str, expected: &str) -> bool {
+    if net_name_matches(seen, expected) {
+        return true;
+    }
+    let exp = expected.trim();
+    let exp = exp
+        .strip_prefix("NET/")
+        .or_else(|| exp.strip_prefix("net/"))
+        .unwrap_or(exp)
+        .to_ascii_lowercase();
+    SAME_TRANSPORT
+        .iter()
+        .filter(|names| names.contains(&exp.as_str()))
+        .flat_map(|names| names.iter())
+        .any(|name| net_name_matches(seen, name))
+}
+
 /// Answer of [`NcclDebugInfo::transport_match`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "verdict")]
@@ -747,6 +775,23 @@ mod tests {
             }
         }
         c.finish()
+    }
+
+    /// The other names of one transport count as it in a log's verdict; a different
+    /// transport whose name contains it (`gIB`) does not.
+    #[test]
+    fn same_transport_by_its_other_names() {
+        assert!(same_transport("IBext_v8", "IB"));
+        assert!(same_transport("IBext", "NET/IB"));
+        assert!(same_transport("AWS Libfabric", "Libfabric"));
+        assert!(same_transport("Libfabric", "AWS Libfabric"));
+        assert!(same_transport("GPUDirectTCPX_v7", "GPUDirectTCPX"));
+        assert!(!same_transport("gIB", "IB"));
+        assert!(!same_transport("IB", "gIB"));
+        assert!(!same_transport("Socket", "IB"));
+        assert!(!same_transport("IBext_v8", "Libfabric"));
+        // The live-run match stays the profile's own name.
+        assert!(!net_name_matches("IBext_v8", "IB"));
     }
 
     #[test]

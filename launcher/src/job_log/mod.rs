@@ -22,7 +22,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use gpudirect_core::config::{Config, NicLocality, Profile};
 use gpudirect_core::hostlist;
 use nccl_output::joblog::{CommRank, Communicator, EventKind, InitState, JobLog, Link};
-use nccl_output::transport::net_name_matches;
+use nccl_output::transport::same_transport;
 use nccl_output::TransportClass;
 use serde::Serialize;
 
@@ -566,12 +566,10 @@ fn transport_check<'c>(
         .entry(profile.name.clone())
         .or_insert_with(|| expectation(profile));
     let off = profile.transport.as_ref().and_then(|expected| {
-        nets.iter()
-            .any(|n| !net_name_matches(n, expected))
-            .then(|| {
-                let used: Vec<String> = nets.iter().map(|n| format!("NET/{n}")).collect();
-                (used.join(" and "), profile.name.clone(), expected.clone())
-            })
+        nets.iter().any(|n| !same_transport(n, expected)).then(|| {
+            let used: Vec<String> = nets.iter().map(|n| format!("NET/{n}")).collect();
+            (used.join(" and "), profile.name.clone(), expected.clone())
+        })
     });
     Ok((profile, off))
 }

@@ -40,16 +40,23 @@ fn paths_of<'a>(links: impl IntoIterator<Item = &'a Link>) -> String {
                     .nic
                     .clone()
                     .or_else(|| l.device.map(|d| format!("device {d}")));
-                let (map, sides) =
-                    if l.inside_node() == Some(true) && l.class == TransportClass::Network {
-                        (&mut inside_net, &mut inside_gdr)
-                    } else {
-                        (&mut net, &mut gdr)
-                    };
-                sides.add(l);
-                let e = map.entry(format!("{head}/{name}")).or_default();
-                if let Some(nic) = nic {
-                    e.insert(nic);
+                // A NET path with peers on its own node and on others (one rank's ring
+                // and tree neighbours) runs both inside and between nodes: said in both.
+                let network = l.class == TransportClass::Network;
+                let within = network && l.peers_same_node > 0;
+                let between = !network || l.inside_node() != Some(true);
+                for (on, map, sides) in [
+                    (between, &mut net, &mut gdr),
+                    (within, &mut inside_net, &mut inside_gdr),
+                ] {
+                    if !on {
+                        continue;
+                    }
+                    sides.add(l);
+                    let e = map.entry(format!("{head}/{name}")).or_default();
+                    if let Some(nic) = &nic {
+                        e.insert(nic.clone());
+                    }
                 }
             }
             // Inside the node (P2P, SHM, NVLS), and anything else after `via`.
@@ -168,6 +175,11 @@ pub fn comm_line(comm: &Communicator) -> String {
     let hosts = comm.hosts();
     let plural = |n: u32| if n == 1 { "" } else { "s" };
     let mut line = format!("communicator {}: {ranks} rank{}", comm.id, plural(ranks));
+    // Without nNodes, the nodes below are those of the ranks the log holds: say how many.
+    let logged = comm.ranks.len() as u32;
+    if comm.nnodes.is_none() && logged < ranks {
+        line += &format!(", {logged} in the log");
+    }
     // The node count says where it comes from when NCCL did not print it (rule L7).
     line += &match (comm.nnodes, comm.hosts_redacted()) {
         (Some(n), _) => format!(" on {n} node{}", plural(n)),
@@ -191,6 +203,10 @@ pub fn comm_line(comm: &Communicator) -> String {
     }
     if let Some(c) = comm.coll_channels {
         line += &format!("; {c} channel{}", if c == 1 { "" } else { "s" });
+    }
+    // Rule C4: NVLS set up (NVSwitch multicast); the collnet count says nothing from 2.21.
+    if let Some(n) = comm.nvls_channels.filter(|n| *n > 0) {
+        line += &format!("; NVLS on {n} channel{}", if n == 1 { "" } else { "s" });
     }
     if !comm.id_from_log {
         line += " (no commId in the log: matched by size and order)";

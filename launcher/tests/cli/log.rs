@@ -446,3 +446,65 @@ fn the_bootstraps_virtual_interfaces_are_not_said_and_the_listed_nics_are() {
         );
     }
 }
+
+/// Issue #40, inputs first met in the held-out check (docs/results/log-heldout-40.md): a
+/// transport's other names are the profile's transport (aws-ofi-nccl 1.1's `AWS
+/// Libfabric` under efa, HPC-X's `IBext_v8` under ib), so only GPUDirect RDMA is judged
+/// there; a socket link inside and between nodes is said as both; a communicator partly in
+/// the log says how many of its ranks are, with NVLS and its channel counts.
+#[test]
+fn other_names_of_a_transport_partial_communicators_and_nvls() {
+    let dir = scratch("log", "heldout");
+    let config = bed_config(dir.path());
+    let judged = |name: &str, profile: &str| {
+        let out = run(log_cmd(&config)
+            .args(["--gpudirect", profile])
+            .arg(log_fixture(&format!("published/{name}.txt"))));
+        (out.status.code(), stdout(&out))
+    };
+    let (code, text) = judged("efa-aws-ofi-nccl-64-aws-libfabric-no-gdr", "efa");
+    assert_eq!(code, Some(1), "{text}");
+    assert!(
+        text.contains("NET/AWS Libfabric/0 (send) without GPUDirect RDMA")
+            && text.matches("FINDING").count() == 1,
+        "{text}"
+    );
+    let (code, text) = judged("ibext-nccl-1453-mpich-label-gdrdma", "ib");
+    assert_eq!(code, Some(0), "{text}");
+    assert!(
+        text.contains("NET/IBext_v8 over device 7; GPUDirect RDMA")
+            && text.contains("as the profile expects (ib"),
+        "{text}"
+    );
+    let (code, text) = judged("ibext-nccl-1814-no-gdrdma", "ib");
+    assert_eq!(code, Some(1), "{text}");
+    assert!(
+        text.contains("without GPUDirect RDMA: the profile ib expects")
+            && !text.contains("did not carry"),
+        "{text}"
+    );
+    let (_, text) = judged("socket-horovod-3658-inside-and-between", "none");
+    assert!(
+        text.contains(
+            "ip-172-31-12-129, outside any communicator's init lines: NET/Socket over device \
+             0; NET/Socket over device 0 inside nodes"
+        ),
+        "{text}"
+    );
+    let (_, text) = judged("nvls-nccl-1814-four-of-64", "none");
+    assert!(
+        text.contains(
+            "communicator 0x5ae77eb5ea4ec1ee: 64 ranks, 4 in the log on 1 node by host name \
+             (hostname-test): no channel connected in the log; 16 channels; NVLS on 16 channels"
+        ),
+        "{text}"
+    );
+    let (_, text) = judged("partial-comm-nccl-1781-counts-before-complete", "none");
+    assert!(
+        text.contains(
+            "communicator 0x9eddd89fcffb8f13: 2 ranks, 1 in the log on 1 node by host name \
+             (nccl-tests-gdr-2-worker-1): no channel connected in the log; 24 channels"
+        ) && !text.contains("NVLS"),
+        "{text}"
+    );
+}

@@ -461,6 +461,10 @@ struct ProcState {
     comms: HashMap<String, usize>,
     /// Its communicators in the order it set them up, with its rank in each.
     recent: Vec<(usize, u32)>,
+    /// Its `N coll channels, ...` counts (coll, nvls, collnet, p2p) read before any of its
+    /// communicators: an excerpt that starts after the Init START line, whose COMPLETE line
+    /// (printed after the counts) then takes them.
+    pending_counts: Option<[Option<u32>; 4]>,
     /// How many size-N communicators without a commId it set up (for matching).
     unnamed: HashMap<u32, u32>,
     /// Its channel lines outside any communicator.
@@ -778,12 +782,10 @@ impl JobLogReader {
             && msg.contains(" coll channels, ")
         {
             let counts = channel_counts(msg);
-            if let Some(&(c, _)) = self.states[p].recent.last() {
-                let comm = &mut self.comms[c].comm;
-                comm.coll_channels = counts.get("coll").copied().or(comm.coll_channels);
-                comm.nvls_channels = counts.get("nvls").copied().or(comm.nvls_channels);
-                comm.collnet_channels = counts.get("collnet").copied().or(comm.collnet_channels);
-                comm.p2p_channels = counts.get("p2p").copied().or(comm.p2p_channels);
+            let counts = ["coll", "nvls", "collnet", "p2p"].map(|k| counts.get(k).copied());
+            match self.states[p].recent.last() {
+                Some(&(c, _)) => set_channel_counts(&mut self.comms[c].comm, counts),
+                None => self.states[p].pending_counts = Some(counts),
             }
         } else if let Some(choice) = Some(msg)
             .filter(|m| m.contains(" Bytes -> "))
@@ -958,6 +960,9 @@ impl JobLogReader {
         if recent.last() != Some(&(c, rank)) {
             recent.retain(|e| *e != (c, rank));
             recent.push((c, rank));
+        }
+        if let Some(counts) = self.states[p].pending_counts.take() {
+            set_channel_counts(&mut self.comms[c].comm, counts);
         }
     }
 
@@ -1325,6 +1330,15 @@ fn glued_to(seen: &str, known: &str) -> bool {
             row.bytes()
                 .all(|b| b.is_ascii_digit() || b"-.+ ".contains(&b))
         })
+}
+
+/// A communicator's channel counts (coll, nvls, collnet, p2p), each kept where the line
+/// has none.
+fn set_channel_counts(comm: &mut Communicator, [coll, nvls, collnet, p2p]: [Option<u32>; 4]) {
+    comm.coll_channels = coll.or(comm.coll_channels);
+    comm.nvls_channels = nvls.or(comm.nvls_channels);
+    comm.collnet_channels = collnet.or(comm.collnet_channels);
+    comm.p2p_channels = p2p.or(comm.p2p_channels);
 }
 
 /// `4 coll channels, 4 collnet channels, 0 nvls channels, 4 p2p channels, 2 p2p channels

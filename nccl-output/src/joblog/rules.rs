@@ -51,6 +51,14 @@
 //!   color C key K` and no commId.
 //! - **C3, the summary (2.20+).** `comm 0xP rank R nRanks N nNodes M localRanks L localRank
 //!   K MNNVL X`: the pointer ties it to the init line of the same process.
+//! - **C4, channel counts.** `N coll channels, N p2p channels, N p2p channels per peer`
+//!   (2.12 to 2.17, `graph/paths.cc`); 2.18 and 2.19 add `N nvls channels`; 2.20 adds `N
+//!   collnet channels` (the CollNet channels set up), but 2.21+ print the coll count in its
+//!   place (`comm->nChannels` twice, `init.cc`), so from 2.21 it says nothing of CollNet.
+//!   `nvls channels` above 0: NVLS (NVSwitch multicast) is set up for the communicator (0
+//!   when NVLS is unsupported or has no graph). The line comes before the rank's Init
+//!   COMPLETE: in an excerpt that starts after Init START, the COMPLETE line that follows
+//!   names the communicator it belongs to.
 //!
 //! # Links
 //!
@@ -59,7 +67,9 @@
 //!   (2.12+); the bracket after a rank is its busId up to 2.18, its nvmlDev from 2.19. Network paths: `NET/<net>/<dev>[(proxyRank)][/GDRDMA][(PCI)][/Shared]`, written
 //!   by the side that owns the connection: `[send]` lines by the sender, `[receive]` by the
 //!   receiver. GPUDirect RDMA is decided per connection, so the two directions of one link
-//!   may differ (`NCCL_NET_GDR_READ` governs the send side). Inside a node: `P2P/...`,
+//!   may differ (`NCCL_NET_GDR_READ` governs the send side; unset, `graph/paths.cc` turns
+//!   it off for a GPU with no NVLink peer in a node of several GPUs, and from 2.19 only when
+//!   that GPU is also older than Ampere). Inside a node: `P2P/...`,
 //!   `SHM/...` (2.5 calls it `direct shared memory`), `NVLS`. A NET path between two ranks
 //!   of one node is a network link inside the node (P2P and SHM disabled or unavailable).
 //! - **K2, CollNet.** `Coll NN : R [send|receive] via COLLNET/<name>/<dev>[/GDRDMA]`

@@ -560,3 +560,43 @@ fn nic_link_layers_from_published_lists() {
     let log = published("virbr-nccl-tests-131-socket-list");
     assert!(log.processes[0].nics.iter().all(|n| n.layer.is_none()));
 }
+
+/// Rule C4: an excerpt that starts after Init START gives the channel counts printed before
+/// Init COMPLETE to the communicator that COMPLETE names; 2.21+'s collnet count is the coll
+/// count, and an nvls count above 0 is NVLS set up.
+#[test]
+fn channel_counts_before_complete_go_to_its_communicator() {
+    let log = published("partial-comm-nccl-1781-counts-before-complete");
+    assert_eq!(log.communicators.len(), 1);
+    let c = &log.communicators[0];
+    assert_eq!(c.id, "0x9eddd89fcffb8f13");
+    assert_eq!(
+        (c.coll_channels, c.collnet_channels, c.nvls_channels),
+        (Some(24), Some(24), Some(0))
+    );
+    assert_eq!((c.nranks, c.ranks.len()), (Some(2), 1));
+
+    let log = published("nvls-nccl-1814-four-of-64");
+    assert_eq!(log.communicators.len(), 1);
+    let c = &log.communicators[0];
+    assert_eq!((c.nranks, c.ranks.len()), (Some(64), 4));
+    assert_eq!((c.coll_channels, c.nvls_channels), (Some(16), Some(16)));
+}
+
+/// Rule K1: every link of the horovod excerpt is NET/Socket/0; rank 4's peers are rank 6 on
+/// its own host and rank 2 on the other, so its link counts one of each.
+#[test]
+fn a_socket_link_with_peers_inside_and_outside_its_node() {
+    let log = published("socket-horovod-3658-inside-and-between");
+    let rank4 = log
+        .processes
+        .iter()
+        .find(|p| p.pid == Some(1759))
+        .expect("rank 4's process");
+    let socket = rank4
+        .links
+        .iter()
+        .find(|l| l.via == "NET/Socket/0")
+        .expect("its socket link");
+    assert_eq!((socket.peers_same_node, socket.peers_other_node), (1, 1));
+}
