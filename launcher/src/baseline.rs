@@ -28,8 +28,10 @@ use std::collections::HashSet;
 use serde::Serialize;
 
 pub use crate::history::compare::{median, CompareOptions, SeriesComparison, Verdict as Change};
-/// The comparability key: what a run must share with another to be its baseline.
+/// The comparability key: what a run must share with another to be its baseline, and its
+/// two refinements ([`Key::band`], [`Key::versions`]).
 pub use crate::history::RunKey as Key;
+pub use crate::history::{BandKey, VersionsKey};
 use crate::history::{CompareRow, History, HistoryError, Placement, RunId, RunStatus, RunSummary};
 
 /// A run's verdict against its baseline, with the figures that decided it.
@@ -163,17 +165,7 @@ pub fn last_good_per_fabric(runs: &[RunSummary], tolerance_pct: f64) -> Vec<(&Ru
 /// cluster, node and rank count, variant, transport, largest size). `Some(basis)` when it did, said
 /// for the user; a run with no earlier one of its kind is its own baseline.
 fn met_baseline(run: &RunSummary, earlier: &[&RunSummary], tolerance_pct: f64) -> Option<String> {
-    let kind = |r: &RunSummary| {
-        (
-            r.collective.clone(),
-            r.cluster.clone(),
-            r.node_count,
-            r.total_ranks,
-            r.variant.clone(),
-            r.transport.clone(),
-            r.max_size_bytes,
-        )
-    };
+    let kind = |r: &RunSummary| Key::of(r).versions(r.transport.as_deref(), r.max_size_bytes);
     let values: Vec<f64> = earlier
         .iter()
         .filter(|r| kind(r) == kind(run))

@@ -294,7 +294,7 @@ pub fn history_metrics(runs: &[RunSummary], vets: &[VetSummary]) -> Exposition {
     let mut by_key: BTreeMap<Key, Vec<(i64, f64)>> = BTreeMap::new();
     for r in &measured {
         if let (RunStatus::Ok, Some(b)) = (r.status, r.busbw) {
-            by_key.entry(key_of(r)).or_default().push((r.id, b));
+            by_key.entry(Key::of(r)).or_default().push((r.id, b));
         }
     }
     let mut seen_check: std::collections::BTreeSet<(String, String, &str)> = Default::default();
@@ -330,7 +330,7 @@ pub fn history_metrics(runs: &[RunSummary], vets: &[VetSummary]) -> Exposition {
             ];
             x.gauge(BUSBW, &l, busbw * 1e9);
             let earlier: Vec<f64> = by_key
-                .get(&key_of(r))
+                .get(&Key::of(r))
                 .map(|v| {
                     v.iter()
                         .filter(|(id, _)| *id < r.id)
@@ -360,16 +360,6 @@ pub fn history_metrics(runs: &[RunSummary], vets: &[VetSummary]) -> Exposition {
         }
     }
     x
-}
-
-fn key_of(r: &RunSummary) -> Key {
-    Key {
-        collective: r.collective.clone(),
-        cluster: r.cluster.clone(),
-        node_count: r.node_count,
-        total_ranks: r.total_ranks,
-        variant: r.variant.clone(),
-    }
 }
 
 /// A hostlist's nodes; a list that does not expand is taken as one name.

@@ -365,7 +365,7 @@ const RULES: &str = "\
 - **Comparable runs.** A baseline is made only of earlier `ok` runs with the same
   collective, cluster, node count, total ranks (GPUs) and variant, measurements with
   measurements (a stand-in replay is compared only with replays): in `compare --baseline`,
-  `report`, `validate` (its pair runs: variant `validate:MODE`) and `health --quick-nccl`
+  `report` (its verdict, and the band it draws, per data type), `validate` (its pair runs: variant `validate:MODE`) and `health --quick-nccl`
   (variant `health`, one node, its GPUs). A run of another variant or GPU count is never in
   it.
 - **Drains** carry their tool's tag, `gpudirect health:` or `gpudirect validate:`, and each

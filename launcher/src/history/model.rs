@@ -276,6 +276,64 @@ pub struct RunKey {
     pub variant: Option<String>,
 }
 
+impl RunKey {
+    /// A listed run's key.
+    pub fn of(run: &RunSummary) -> RunKey {
+        RunKey {
+            collective: run.collective.clone(),
+            cluster: run.cluster.clone(),
+            node_count: run.node_count,
+            total_ranks: run.total_ranks,
+            variant: run.variant.clone(),
+        }
+    }
+
+    /// The key refined for the report's baseline band: a band is drawn per data type, and
+    /// from replays for a replay only.
+    pub fn band(self, dtype: &str, replay: bool) -> BandKey {
+        BandKey {
+            run: self,
+            dtype: dtype.to_string(),
+            replay,
+        }
+    }
+
+    /// The key refined for `history --versions`: a version set meets the baseline of its
+    /// runs with the same transport and largest size too.
+    pub fn versions(self, transport: Option<&str>, max_size_bytes: Option<u64>) -> VersionsKey {
+        VersionsKey {
+            run: self,
+            transport: transport.map(str::to_string),
+            max_size_bytes,
+        }
+    }
+}
+
+/// A [`RunKey`] with the data type and the replay marking: what the report's baseline
+/// band is the band of ([`RunKey::band`]).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub struct BandKey {
+    /// The runs' key.
+    #[serde(flatten)]
+    pub run: RunKey,
+    /// Data type.
+    pub dtype: String,
+    /// Built from replays (for replayed runs) or from measurements.
+    pub replay: bool,
+}
+
+/// A [`RunKey`] with the transport and the largest size: the runs whose baseline a version
+/// set's run must meet in `history --versions` ([`RunKey::versions`]).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub struct VersionsKey {
+    /// The runs' key.
+    pub run: RunKey,
+    /// Detected transport.
+    pub transport: Option<String>,
+    /// Largest size measured, bytes.
+    pub max_size_bytes: Option<u64>,
+}
+
 /// What [`super::History::import_run`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(tag = "outcome", content = "run_id", rename_all = "lowercase")]

@@ -65,7 +65,7 @@ use serde::Serialize;
 pub use crate::baseline::{flag_drops, DROP_WINDOW};
 use crate::baseline::{judge_against_baseline, median, CompareOptions};
 use crate::history::{
-    History, HistoryError, NodeResult, Placement, RunDetail, RunFilter, RunId, RunStatus,
+    History, HistoryError, NodeResult, Placement, RunDetail, RunFilter, RunId, RunKey, RunStatus,
     REPLAY_ENV,
 };
 use crate::units::{format_rfc3339, human_size, now_unix, parse_rfc3339, short_time};
@@ -173,6 +173,8 @@ pub struct RunSeries {
     pub variant: Option<String>,
     /// Node count.
     pub node_count: Option<u32>,
+    /// Total ranks.
+    pub total_ranks: Option<u32>,
     /// Outcome as the checks judged it.
     pub status: RunStatus,
     /// The recording a stand-in replayed, when this run is a replay.
@@ -186,6 +188,19 @@ pub struct RunSeries {
 }
 
 impl RunSeries {
+    /// The key of the band drawn for this run: the verdict's key ([`crate::baseline`]),
+    /// with the data type drawn and the replay marking.
+    pub fn band_key(&self) -> BaselineKey {
+        RunKey {
+            collective: self.collective.clone(),
+            cluster: self.cluster.clone(),
+            node_count: self.node_count,
+            total_ranks: self.total_ranks,
+            variant: self.variant.clone(),
+        }
+        .band(&self.dtype, self.replay.is_some())
+    }
+
     /// The curve of a stored run: out-of-place rows of the run's first data type and
     /// reduction op, one point per size (the median when the table repeats, `-N`).
     pub fn from_detail(detail: &RunDetail) -> RunSeries {
@@ -211,6 +226,7 @@ impl RunSeries {
             collective: s.collective.clone(),
             variant: s.variant.clone(),
             node_count: s.node_count,
+            total_ranks: s.total_ranks,
             status: s.status,
             replay: detail.env.get(REPLAY_ENV).cloned(),
             dtype,
@@ -252,39 +268,13 @@ impl RunSeries {
     }
 }
 
-/// What a baseline is the baseline of: runs are compared only with their own kind.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-pub struct BaselineKey {
-    /// Cluster (`None`: runs recorded without one).
-    pub cluster: Option<String>,
-    /// Collective.
-    pub collective: String,
-    /// Node count.
-    pub node_count: Option<u32>,
-    /// Environment variant: `tcpx` and `socket` runs are not expected to be equally fast.
-    pub variant: Option<String>,
-    /// Data type.
-    pub dtype: String,
-    /// Built from replays (for replayed runs) or from measurements.
-    pub replay: bool,
-}
+/// What a baseline band is the band of: the runs' comparability key ([`crate::baseline::Key`],
+/// the one the verdict uses) with the data type drawn and the replay marking.
+pub use crate::baseline::BandKey as BaselineKey;
 
-impl BaselineKey {
-    /// The key of the band drawn for a run (its verdict comes from [`crate::baseline`]).
-    pub fn of(run: &RunSeries) -> BaselineKey {
-        BaselineKey {
-            cluster: run.cluster.clone(),
-            collective: run.collective.clone(),
-            node_count: run.node_count,
-            variant: run.variant.clone(),
-            dtype: run.dtype.clone(),
-            replay: run.replay.is_some(),
-        }
-    }
-}
-
-/// The baseline band: per size, the median busbw of recent `ok` runs of one kind (same
-/// cluster, collective, node count, variant and data type; replays only for replays).
+/// The baseline band: per size, the median busbw of recent `ok` runs of one kind (the
+/// verdict's key: same collective, cluster, node count, total ranks and variant; and the
+/// same data type, replays only for replays).
 /// The runs being reported on count too when they are among the newest: a median is not
 /// moved much by one bad run, and a history of a few runs still gets a band.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -305,7 +295,7 @@ pub struct BaselineBand {
 impl BaselineBand {
     /// The legend text.
     pub fn label(&self) -> String {
-        let k = &self.key;
+        let k = &self.key.run;
         let mut label = format!(
             "baseline {}{}{}: median of {} {}ok run{} ±{}%",
             k.collective,
@@ -321,7 +311,7 @@ impl BaselineBand {
             if self.run_ids.len() == 1 { "" } else { "s" },
             self.tolerance_pct
         );
-        if k.replay {
+        if self.key.replay {
             let _ = write!(label, " ({REPLAY_LABEL})");
         }
         label
@@ -820,7 +810,7 @@ fn add_baselines(
     data: &mut ReportData,
 ) -> Result<(), ReportError> {
     // Baselines, one per kind of run.
-    let keys: BTreeSet<BaselineKey> = data.runs.iter().map(BaselineKey::of).collect();
+    let keys: BTreeSet<BaselineKey> = data.runs.iter().map(RunSeries::band_key).collect();
     for key in keys {
         match baseline_band(
             history,
@@ -833,13 +823,13 @@ fn add_baselines(
             None => data.notes.push(format!(
                 "no baseline for {} on {} (cluster {}, variant {}, {}): no other ok run of \
                      that kind in the history, and fewer than {MIN_SELF_BASELINE} in this report",
-                key.collective,
-                key.node_count.map_or("? nodes".into(), |n| format!(
+                key.run.collective,
+                key.run.node_count.map_or("? nodes".into(), |n| format!(
                     "{n} node{}",
                     if n == 1 { "" } else { "s" }
                 )),
-                key.cluster.as_deref().unwrap_or("none"),
-                key.variant.as_deref().unwrap_or("none"),
+                key.run.cluster.as_deref().unwrap_or("none"),
+                key.run.variant.as_deref().unwrap_or("none"),
                 if key.replay {
                     "replays"
                 } else {
@@ -1030,7 +1020,7 @@ fn baseline_band(
     tolerance_pct: f64,
 ) -> Result<Option<BaselineBand>, ReportError> {
     let filter = RunFilter {
-        collective: Some(key.collective.clone()),
+        collective: Some(key.run.collective.clone()),
         status: Some(RunStatus::Ok),
         ..RunFilter::default()
     };
@@ -1040,22 +1030,18 @@ fn baseline_band(
         if members.len() >= last_n as usize {
             break;
         }
-        if summary.cluster != key.cluster
-            || summary.node_count != key.node_count
-            || summary.variant != key.variant
-            || reported.iter().any(|r| r.run_id == summary.id)
-        {
+        if RunKey::of(&summary) != key.run || reported.iter().any(|r| r.run_id == summary.id) {
             continue;
         }
         let series = RunSeries::from_detail(&history.get_run(summary.id)?);
-        if BaselineKey::of(&series) == *key {
+        if series.band_key() == *key {
             members.push(series);
         }
     }
     if members.is_empty() {
         let own: Vec<RunSeries> = reported
             .iter()
-            .filter(|r| r.status == RunStatus::Ok && BaselineKey::of(r) == *key)
+            .filter(|r| r.status == RunStatus::Ok && r.band_key() == *key)
             .take(last_n as usize)
             .cloned()
             .collect();

@@ -316,7 +316,7 @@ fn draw_busbw<DB: DrawingBackend>(
         let tint = data
             .runs
             .iter()
-            .position(|r| super::BaselineKey::of(r) == band.key)
+            .position(|r| r.band_key() == band.key)
             .map_or(RGBColor(120, 120, 120), |i| PALETTE[i % PALETTE.len()]);
         let fill = tint.mix(0.2);
         let outline = band_outline(&pts, tol);

@@ -33,6 +33,7 @@ fn series(id: RunId, points: Vec<SizePoint>) -> RunSeries {
         collective: "all_reduce".into(),
         variant: Some("nvlink".into()),
         node_count: Some(1),
+        total_ranks: Some(2),
         status: RunStatus::Ok,
         replay: None,
         dtype: "float".into(),

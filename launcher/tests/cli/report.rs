@@ -473,3 +473,32 @@ fn rail_runs_get_their_own_node_x_rail_map() {
     assert!(heat_at < rails_at, "the rail map follows the heat map");
     assert!(html.contains("slow or dead NIC"));
 }
+
+/// The band the report draws rests on the runs its verdict does (design review P5, one
+/// comparability key): an earlier run of another rank count is in neither, though it
+/// shares the cluster, collective, node count, variant and data type.
+#[test]
+fn the_band_and_the_verdict_take_the_same_runs() {
+    let tmp = common::scratch("report", "one-key");
+    let mut db = new_history(tmp.path());
+    let same = import(&mut db, "h200x2-nvlink/all_reduce_g2.txt", "nvlink", T0);
+    let mut other = run_from(
+        &fixture("h200x2-degraded/all_reduce_g2_clean.txt"),
+        "nvlink",
+        T0 + 60,
+        "four-ranks",
+    );
+    other.total_ranks = Some(4);
+    let other = db.import_run(&other, true).unwrap().run_id();
+    let shown = import(
+        &mut db,
+        "h200x2-degraded/all_reduce_g2_load_copy_gpu1.txt",
+        "nvlink",
+        T0 + 120,
+    );
+    let data = gather(&db, &of_runs(vec![shown])).unwrap();
+    assert_eq!(data.bands.len(), 1, "{:?}", data.bands);
+    assert_eq!(data.bands[0].run_ids, [same], "not {other}");
+    assert_eq!(data.verdicts.len(), 1);
+    assert_eq!(data.verdicts[0].baseline_runs, [same]);
+}
