@@ -21,7 +21,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use gpudirect_core::config::{Config, NicLocality, Profile};
 use gpudirect_core::hostlist;
-use nccl_output::joblog::{CommRank, Communicator, EventKind, InitState, JobLog, Link};
+use nccl_output::joblog::{
+    error_return, CommRank, Communicator, Event, EventKind, InitState, JobLog, Link,
+};
 use nccl_output::transport::same_transport;
 use nccl_output::TransportClass;
 use serde::Serialize;
@@ -51,6 +53,9 @@ pub enum FindingKind {
     Init,
     /// An NCCL error, a timeout, a watchdog line.
     Trouble,
+    /// CollNet given up for the point-to-point network (rule K6).
+    #[serde(rename = "collnet")]
+    CollNet,
 }
 
 /// One thing found wrong, with the ranks and nodes it concerns.
@@ -664,14 +669,103 @@ fn nic_verdict(
     )))
 }
 
-/// Errors, timeouts and watchdog lines as findings, one per kind, naming ranks and nodes.
+/// Rule K6: NCCL gave CollNet up and went on over the point-to-point network (`Cannot
+/// initialize CollNet, using point-to-point network instead`, `transport.cc` 2.11 to 2.30,
+/// printed by each node's local rank 0; `init.cc` ignores the CollNet setup's result). The
+/// error returns from `transport.cc` and `init.cc` that precede it in the same input are
+/// that setup failing, not the job: (the last such warning, those error lines).
+fn collnet_fallback(log: &JobLog) -> Option<(&Event, Vec<&Event>)> {
+    let warning = log
+        .events
+        .iter()
+        .filter(|e| e.kind == EventKind::Warning)
+        .rfind(|e| e.text.contains("Cannot initialize CollNet"))?;
+    let setup = log
+        .events
+        .iter()
+        .filter(|e| {
+            e.kind == EventKind::Error
+                && e.source == warning.source
+                && e.line < warning.line
+                && collnet_setup_return(&e.text)
+        })
+        .collect();
+    Some((warning, setup))
+}
+
+/// Whether an error line is an error return (`transport.cc:291 -> 2`, as the reader keeps
+/// it, with the code's name after it) from `transport.cc` or `init.cc`.
+fn collnet_setup_return(text: &str) -> bool {
+    let Some((place, code)) = text.split_once(" -> ") else {
+        return false;
+    };
+    let code = code.split_whitespace().next().unwrap_or("");
+    error_return(&format!("{place} -> {code}")).is_some()
+        && place.rsplit_once(':').is_some_and(|(file, _)| {
+            let file = file.rsplit('/').next().unwrap_or(file);
+            file == "transport.cc" || file == "init.cc"
+        })
+}
+
+/// Errors, timeouts and watchdog lines as findings, one per kind, naming ranks and nodes; a
+/// CollNet fallback as its own finding, its setup's error returns in it (rule K6).
 fn trouble(log: &JobLog, j: &mut Judgement) {
+    let fallback = collnet_fallback(log);
+    let setup: Vec<&Event> = fallback.as_ref().map_or(Vec::new(), |f| f.1.clone());
+    if let Some((warning, _)) = &fallback {
+        let hosts: BTreeSet<&str> = std::iter::once(warning)
+            .chain(&setup)
+            .filter_map(|e| e.host.as_deref())
+            .collect();
+        let returns = if setup.is_empty() {
+            String::new()
+        } else {
+            let on: BTreeSet<&str> = setup.iter().filter_map(|e| e.host.as_deref()).collect();
+            format!(
+                "; the {} error return{} before it{} are that setup failing, not the job",
+                setup.len(),
+                if setup.len() == 1 { "" } else { "s" },
+                if on.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (on {})", hostlist_of(on.iter().copied()))
+                }
+            )
+        };
+        j.findings.push(Finding {
+            kind: FindingKind::CollNet,
+            communicator: None,
+            ranks: Vec::new(),
+            hosts: hosts.iter().map(|h| h.to_string()).collect(),
+            message: format!(
+                "CollNet was given up on {} (line {} of input {}: {}): collectives run over the \
+                 point-to-point network, without SHARP{returns}",
+                warning.host.as_deref().unwrap_or("a node"),
+                warning.line,
+                warning.source + 1,
+                warning.text
+            ),
+        });
+    }
     for kind in [EventKind::Watchdog, EventKind::Timeout, EventKind::Error] {
-        let events: Vec<_> = log.events.iter().filter(|e| e.kind == kind).collect();
+        let events: Vec<_> = log
+            .events
+            .iter()
+            .filter(|e| e.kind == kind && !setup.iter().any(|s| std::ptr::eq(*s, *e)))
+            .collect();
         let Some(first) = events.first() else {
             continue;
         };
-        let total = log.event_counts.get(kind.as_str()).copied().unwrap_or(0);
+        let total = log
+            .event_counts
+            .get(kind.as_str())
+            .copied()
+            .unwrap_or(0)
+            .saturating_sub(if kind == EventKind::Error {
+                setup.len() as u64
+            } else {
+                0
+            });
         let ranks: BTreeSet<u32> = events.iter().filter_map(|e| e.rank).collect();
         let hosts: BTreeSet<&str> = events.iter().filter_map(|e| e.host.as_deref()).collect();
         let ranks: Vec<u32> = ranks.into_iter().collect();

@@ -323,6 +323,31 @@ fn nic_list_lines(log: &JobLog) -> Vec<String> {
         .collect()
 }
 
+/// `SHARP group joined on node: mlx5_4:1 (SHARP rank 0 of 4)`, one line per host (rule K6):
+/// the SHARP plugin set up this process's part of CollNet's group, which says nothing yet of
+/// whether CollNet carried anything.
+fn sharp_lines(log: &JobLog) -> Vec<String> {
+    let mut by: BTreeMap<&str, BTreeSet<String>> = BTreeMap::new();
+    for p in &log.processes {
+        if let Some(s) = &p.sharp {
+            by.entry(p.host.as_deref().unwrap_or("?"))
+                .or_default()
+                .insert(format!(
+                    "{} (SHARP rank {} of {})",
+                    s.device, s.rank, s.size
+                ));
+        }
+    }
+    by.into_iter()
+        .map(|(host, joined)| {
+            format!(
+                "SHARP group joined on {host}: {}",
+                joined.into_iter().collect::<Vec<_>>().join(", ")
+            )
+        })
+        .collect()
+}
+
 /// `note: Meowth: NET/Socket lists virbr0 (192.168.122.1): a libvirt virtual bridge`, once
 /// per host and interface (rule K3).
 fn nic_notes(log: &JobLog) -> Vec<String> {
@@ -449,6 +474,7 @@ pub fn render(log: &JobLog, judgement: &Judgement, verbose: bool) -> Vec<String>
         out.extend(plugin_lines(log));
         out.extend(nic_list_lines(log));
     }
+    out.extend(sharp_lines(log));
     out.extend(nic_notes(log));
     if verbose {
         out.extend(process_lines(log));

@@ -508,3 +508,37 @@ fn other_names_of_a_transport_partial_communicators_and_nvls() {
         "{text}"
     );
 }
+
+/// Issue #40 form 4, CollNet/SHARP in published logs (rule K6): the SHARP plugin's init line
+/// is said with its device; NCCL giving CollNet up for the point-to-point network is its own
+/// finding, and the setup's error returns before it are not called a failed job.
+#[test]
+fn sharp_joined_and_collnet_given_up() {
+    let dir = scratch("log", "sharp");
+    let config = bed_config(dir.path());
+    let text_of = |name: &str| {
+        let out = run(log_cmd(&config)
+            .args(["--gpudirect", "none"])
+            .arg(log_fixture(&format!("published/{name}.txt"))));
+        (out.status.code(), stdout(&out))
+    };
+    let (code, text) = text_of("sharp-nccl-1219-tree-lock-failed");
+    assert_eq!(code, Some(1), "{text}");
+    assert!(
+        text.contains("node, outside any communicator's init lines: COLLNET/SHARP over device 5; GPUDirect RDMA")
+            && text.contains("SHARP group joined on node: mlx5_4:1 (SHARP rank 0 of 4)")
+            && text.contains("SHARP group create: Streaming Tree lock failed (-18)"),
+        "{text}"
+    );
+    let (code, text) = text_of("sharp-nccl-1050-collnet-fallback");
+    assert_eq!(code, Some(1), "{text}");
+    assert!(
+        text.contains(
+            "FINDING: CollNet was given up on ib-vm-41 (line 15 of input 1: Cannot initialize \
+             CollNet, using point-to-point network instead): collectives run over the \
+             point-to-point network, without SHARP; the 7 error returns before it (on \
+             ib-vm-[40-41,52]) are that setup failing, not the job"
+        ) && !text.contains("error lines"),
+        "{text}"
+    );
+}

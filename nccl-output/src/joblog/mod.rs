@@ -138,6 +138,10 @@ pub struct Process {
     pub cuda_driver: Option<u32>,
     /// `Using network X`: the net plugins it loaded, in order.
     pub networks: Vec<String>,
+    /// The SHARP plugin's `SHARP rank R/N initialized on mlx5_4:1` (rule K6): this process
+    /// joined a SHARP group of N (the CollNet ranks, one per node) on that device.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sharp: Option<SharpInit>,
     /// The NICs each network transport said it uses, with their device numbers.
     pub nics: Vec<NicEntry>,
     /// What its plugin loaders said (`NET/Plugin: Could not find: libnccl-net.so`).
@@ -147,6 +151,32 @@ pub struct Process {
     /// Its channel lines that no communicator of the log takes: an excerpt that starts
     /// after the init lines, or NCCL before 2.18 printing connections first.
     pub links: Vec<Link>,
+}
+
+/// The SHARP plugin's own init line (nccl-rdma-sharp-plugins, `sharp_plugin.c`: `Sharp rank
+/// %d/%d initialized on %s` from 2020, `SHARP rank ...` from 2022).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SharpInit {
+    /// Its rank in the SHARP group.
+    pub rank: u32,
+    /// The group's size.
+    pub size: u32,
+    /// The device and port (`mlx5_4:1`).
+    pub device: String,
+}
+
+/// `SHARP rank 0/4 initialized on mlx5_4:1` (or `Sharp rank ...`) -> its parts.
+fn sharp_init(msg: &str) -> Option<SharpInit> {
+    let rest = msg
+        .strip_prefix("SHARP rank ")
+        .or_else(|| msg.strip_prefix("Sharp rank "))?;
+    let (ranks, device) = rest.split_once(" initialized on ")?;
+    let (rank, size) = ranks.split_once('/')?;
+    Some(SharpInit {
+        rank: rank.trim().parse().ok()?,
+        size: size.trim().parse().ok()?,
+        device: clip(device.split_whitespace().next()?, 64),
+    })
 }
 
 /// One NIC of a `NET/<net> : Using [N]name...` line.
@@ -812,6 +842,8 @@ impl JobLogReader {
             }
         } else if let Some(v) = msg.strip_prefix("cudaDriverVersion ") {
             proc.cuda_driver = proc.cuda_driver.or(v.trim().parse().ok());
+        } else if let Some(sharp) = sharp_init(msg) {
+            proc.sharp = proc.sharp.take().or(Some(sharp));
         } else if let Some(name) = msg.strip_prefix("Using network ") {
             let name = name.trim();
             if !proc.networks.iter().any(|n| n == name) && proc.networks.len() < 8 {

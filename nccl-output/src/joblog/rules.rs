@@ -90,6 +90,15 @@
 //!   `Bootstrap : Using a:addr<0>` (2.27: `Bootstrap: Using`). Its sockets carry NCCL's
 //!   own setup between ranks, never a collective's data: a `veth*`, `virbr*` or
 //!   link-local entry in that list is not a data path and is not said.
+//! - **K6, CollNet set up or given up.** The SHARP plugin (nccl-rdma-sharp-plugins,
+//!   `sharp_plugin.c`) prints `Sharp rank R/N initialized on mlx5_4:1` (2020), `SHARP rank
+//!   ...` (2022+) when a process joins its SHARP group, and WARNs `SHARP coll init error`
+//!   or `SHARP group create: ...` when it cannot. NCCL then WARNs `Cannot initialize
+//!   CollNet, using point-to-point network instead` (`transport.cc`, 2.11 to 2.30, each
+//!   node's local rank 0) and goes on: `init.cc` ignores the CollNet setup's result
+//!   (`if (comm->collNetSupport > 0) collNetTrySetup(...)` up to 2.21, `ncclCollNetSetup`
+//!   after). The `transport.cc:N -> M` and `init.cc:N -> M` returns printed before that
+//!   warning are the setup failing, not the job.
 //!
 //! # PyTorch (ProcessGroupNCCL)
 //!

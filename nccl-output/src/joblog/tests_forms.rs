@@ -600,3 +600,35 @@ fn a_socket_link_with_peers_inside_and_outside_its_node() {
         .expect("its socket link");
     assert_eq!((socket.peers_same_node, socket.peers_other_node), (1, 1));
 }
+
+/// Rule K6: the SHARP plugin's init line is the process's part of a SHARP group; the SHARP
+/// library's own lines (`[node:0:174 - context.c:857][...] INFO ...`) are not NCCL lines.
+#[test]
+fn the_sharp_plugins_init_line_and_a_collnet_link() {
+    let log = published("sharp-nccl-1219-tree-lock-failed");
+    let sharp: Vec<(Option<u32>, &SharpInit)> = log
+        .processes
+        .iter()
+        .filter_map(|p| Some((p.pid, p.sharp.as_ref()?)))
+        .collect();
+    assert_eq!(
+        sharp,
+        [(
+            Some(174),
+            &SharpInit {
+                rank: 0,
+                size: 4,
+                device: "mlx5_4:1".into()
+            }
+        )]
+    );
+    let collnet: Vec<(&str, bool, u64)> = log
+        .processes
+        .iter()
+        .flat_map(|p| &p.links)
+        .filter(|l| l.class == TransportClass::CollNet)
+        .map(|l| (l.via.as_str(), l.gdrdma, l.receive_channels))
+        .collect();
+    assert_eq!(collnet, [("COLLNET/SHARP/5/GDRDMA", true, 1)]);
+    assert_eq!(log.processes.len(), 2, "{:?}", log.processes);
+}
