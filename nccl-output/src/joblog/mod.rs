@@ -502,6 +502,9 @@ struct ProcState {
     /// Its own ranks, as its directed channel lines outside any communicator show them
     /// (the sender of a `[send]`, the receiver of a `[receive]`).
     loose_ranks: BTreeSet<u32>,
+    /// The own rank of every channel line outside any communicator, undirected ones too
+    /// (their first rank: NCCL prints P2P and SHM lines on the sender's side).
+    loose_owns: BTreeSet<u32>,
 }
 
 /// Which side of a connection a channel line is (rule K1): `[send]` lines come from the
@@ -982,6 +985,9 @@ impl JobLogReader {
         } else {
             None
         };
+        // A COMPLETE with no START before it (NCCL up to 2.18 prints none; an excerpt may
+        // cut it): the rank's connection lines came before it (rule C5).
+        let completes_unstarted = state == Some(InitState::Complete) && r.init == InitState::Seen;
         if let Some(state) = state {
             // Never back: a summary line after COMPLETE does not undo it.
             if state as u8 > r.init as u8 {
@@ -995,6 +1001,45 @@ impl JobLogReader {
         }
         if let Some(counts) = self.states[p].pending_counts.take() {
             set_channel_counts(&mut self.comms[c].comm, counts);
+        }
+        if completes_unstarted {
+            self.adopt_loose(p, c, rank);
+        }
+    }
+
+    /// Rule C5: a rank prints its connection lines during init, before its `Init COMPLETE`
+    /// (and no `Init START` up to 2.18): the channel lines a process printed before the
+    /// COMPLETE of its first communicator, with no START seen, all from that
+    /// communicator's rank, are that rank's links. Lines before an `Init START` belong to
+    /// an earlier communicator the excerpt does not show, and stay outside.
+    fn adopt_loose(&mut self, p: usize, c: usize, rank: u32) {
+        let state = &mut self.states[p];
+        let mine = state.loose_owns.len() == 1 && state.loose_owns.contains(&rank);
+        if state.recent.len() != 1 || state.loose.is_empty() || !mine {
+            return;
+        }
+        let loose = std::mem::take(&mut state.loose);
+        state.loose_owns.clear();
+        state.loose_ranks.clear();
+        let Some(r) = self.comms[c].ranks.get_mut(&rank) else {
+            return;
+        };
+        for l in loose {
+            match r.links.iter().position(|k| k.via == l.via) {
+                Some(i) => {
+                    let k = &mut r.links[i];
+                    k.channels += l.channels;
+                    k.send += l.send;
+                    k.receive += l.receive;
+                    for peer in l.peers {
+                        if k.peers.len() < MAX_PEERS {
+                            k.peers.insert(peer);
+                        }
+                    }
+                }
+                None if r.links.len() < 64 => r.links.push(l),
+                None => {}
+            }
         }
     }
 
@@ -1108,6 +1153,9 @@ impl JobLogReader {
             let state = &mut self.states[p];
             if side != Side::Either && state.loose_ranks.len() < 64 {
                 state.loose_ranks.insert(own);
+            }
+            if state.loose_owns.len() < 64 {
+                state.loose_owns.insert(own);
             }
             count_link(&mut state.loose, via, side, Some(peer));
             return;

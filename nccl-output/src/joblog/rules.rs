@@ -59,6 +59,11 @@
 //!   when NVLS is unsupported or has no graph). The line comes before the rank's Init
 //!   COMPLETE: in an excerpt that starts after Init START, the COMPLETE line that follows
 //!   names the communicator it belongs to.
+//! - **C5, connections before COMPLETE.** A rank sets up its rings' and trees' connections
+//!   inside its init (`initTransportsRank`), so their channel lines come before its `Init
+//!   COMPLETE`; up to 2.18 nothing marks the init's start. A process's channel lines before
+//!   the COMPLETE of its first communicator (no START seen), all from that communicator's
+//!   rank, are that rank's; lines before an `Init START` belong to an earlier one.
 //!
 //! # Links
 //!

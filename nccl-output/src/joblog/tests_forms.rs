@@ -632,3 +632,28 @@ fn the_sharp_plugins_init_line_and_a_collnet_link() {
     assert_eq!(collnet, [("COLLNET/SHARP/5/GDRDMA", true, 1)]);
     assert_eq!(log.processes.len(), 2, "{:?}", log.processes);
 }
+
+/// Rule C5: before 2.19 a rank's channel lines come before its Init COMPLETE with no START:
+/// they are that rank's links; another process's lines, with no communicator line of its
+/// own, stay outside; lines before an Init START stay outside (an earlier communicator).
+#[test]
+fn channel_lines_before_a_complete_without_start_are_its_ranks() {
+    let log = published("ray-16979-links-before-complete");
+    assert_eq!(log.communicators.len(), 1);
+    let c = &log.communicators[0];
+    assert_eq!((c.nranks, c.ranks.len()), (Some(4), 1));
+    let links: Vec<(&str, u64, u32)> = c.ranks[0]
+        .links
+        .iter()
+        .map(|l| (l.via.as_str(), l.channels, l.peers))
+        .collect();
+    assert_eq!((c.ranks[0].rank, links), (2, vec![("P2P/IPC", 2, 2)]));
+    let loose: usize = log.processes.iter().map(|p| p.links.len()).sum();
+    assert_eq!(loose, 4, "ranks 1 and 3: P2P/IPC and SHM each, outside");
+
+    let log = published("efa-torchtitan-1570-rankprefix-k8s");
+    assert!(log
+        .communicators
+        .iter()
+        .all(|c| c.ranks.iter().all(|r| r.links.is_empty())));
+}
