@@ -72,8 +72,9 @@ pub struct WatchArgs {
     #[arg(long, value_name = "VARIANT")]
     pub baseline_variant: Option<String>,
 
-    /// With --baseline-variant: the cluster the baseline runs were recorded on.
-    #[arg(long, value_name = "NAME", env = "SLURM_CLUSTER_NAME")]
+    /// With --baseline-variant: the cluster the baseline runs were recorded on (else
+    /// $SLURM_CLUSTER_NAME), as `run` and `validate` record it.
+    #[arg(long, value_name = "NAME", env = "GPUDIRECT_CLUSTER")]
     pub cluster: Option<String>,
 
     /// How far below the baseline is still healthy, percent.
@@ -301,14 +302,20 @@ fn baselines(args: &WatchArgs, ctx: &Ctx, samples: &[Sample]) -> Result<Baseline
         };
         let run_key = RunKey {
             collective: collective.to_string(),
-            cluster: args.cluster.clone(),
+            cluster: slurm::cluster_name(args.cluster.as_deref()),
             node_count: Some(s.n_nodes),
             total_ranks: Some(s.n_ranks),
             variant: Some(variant.clone()),
         };
-        if let Some(found) = history.baseline(&run_key, s.bytes, 10)? {
+        let size = nccl_tests_size(&s.coll, s.bytes, s.n_ranks);
+        if let Some(found) = history.baseline(&run_key, size, 10)? {
+            let at = if size == s.bytes {
+                String::new()
+            } else {
+                format!(" at nccl-tests' size {size} B")
+            };
             let from = format!(
-                "median of {} {collective} run(s) of variant {variant} on {} node(s)",
+                "median of {} {collective} run(s) of variant {variant} on {} node(s){at}",
                 found.samples.len(),
                 s.n_nodes
             );
@@ -316,6 +323,19 @@ fn baselines(args: &WatchArgs, ctx: &Ctx, samples: &[Sample]) -> Result<Baseline
         }
     }
     Ok(baselines)
+}
+
+/// The size nccl-tests records for a collective whose Inspector sample says `bytes`. The
+/// Inspector gives each rank's own part (its `coll_msg_size_bytes` is NCCL's count times the
+/// type's size, and it multiplies by the rank count itself for the busbw of an AllGather or
+/// a ReduceScatter, `inspectorComputeOpBw`); nccl-tests names those two by the whole buffer.
+/// In the recorded dumps (`tests/fixtures/nccl-inspector/clean`) an AllGather of 16 MiB per
+/// rank over 2 ranks says 16777216 bytes, its algbw over 32 MiB: nccl-tests' 32 MiB row.
+fn nccl_tests_size(coll: &str, bytes: u64, n_ranks: u32) -> u64 {
+    match coll {
+        "AllGather" | "ReduceScatter" => bytes.saturating_mul(u64::from(n_ranks)),
+        _ => bytes,
+    }
 }
 
 /// nccl-tests' name of an NCCL collective (`AllReduce` -> `all_reduce`).
@@ -329,4 +349,17 @@ fn nccl_tests_name(coll: &str) -> Option<&'static str> {
         "AllToAll" => "alltoall",
         _ => return None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_allgather_is_looked_up_at_nccl_tests_whole_buffer_size() {
+        assert_eq!(nccl_tests_size("AllGather", 16 << 20, 4), 64 << 20);
+        assert_eq!(nccl_tests_size("ReduceScatter", 1 << 20, 8), 8 << 20);
+        assert_eq!(nccl_tests_size("AllReduce", 64 << 20, 4), 64 << 20);
+        assert_eq!(nccl_tests_size("Broadcast", 4 << 20, 4), 4 << 20);
+    }
 }

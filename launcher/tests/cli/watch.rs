@@ -90,6 +90,28 @@ fn the_baseline_comes_from_the_history_runs_of_the_variant() {
 }
 
 #[test]
+fn the_baseline_cluster_is_the_one_runs_are_recorded_under() {
+    // `run` and `validate` record under GPUDIRECT_CLUSTER (scripts/gpu-box sets it); watch
+    // looked only at SLURM_CLUSTER_NAME and found no baseline for those runs.
+    let dir = scratch("watch", "cluster");
+    let db = dir.path().join("h.sqlite");
+    let out = run(gpudirect_without(&["GPUDIRECT_DB", "SLURM_CLUSTER_NAME"])
+        .arg("--db")
+        .arg(&db)
+        .args(["import", "--cluster", "box", "--variant", "socket-bed"])
+        .arg(fixture("gpu-box/all_reduce_srun_socket_bed_n2.txt")));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = run(gpudirect_without(&["GPUDIRECT_DB", "SLURM_CLUSTER_NAME"])
+        .env("GPUDIRECT_CLUSTER", "box")
+        .arg("--db")
+        .arg(&db)
+        .args(["watch", "--baseline-variant", "socket-bed", "--dumps"])
+        .arg(dumps("clean")));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stdout(&out).contains("% of 1.85"), "{}", stdout(&out));
+}
+
+#[test]
 fn no_dumps_or_too_few_collectives_cannot_be_judged() {
     let empty = scratch("watch", "empty");
     let out = run(gpudirect_without(&["GPUDIRECT_DB"])
