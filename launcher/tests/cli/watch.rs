@@ -161,3 +161,48 @@ fn follow_judges_again_each_round_and_prints_json_lines() {
         assert_eq!(r["communicators"][0]["findings"][0]["kind"], "late_rank");
     }
 }
+
+#[test]
+fn a_shaped_nic_on_four_nodes_is_below_the_baseline_in_a_short_window() {
+    // Recorded on the lent H100 (docs/results/watch-gpu-box.md): four nodes, node3's eth1
+    // shaped to 300 mbit mid-run; the baseline is nccl-tests on the same nodes and profile.
+    // The AllGather's 16 MiB a rank is nccl-tests' 64 MiB row over 4 ranks.
+    let dir = scratch("watch", "nic");
+    let db = dir.path().join("h.sqlite");
+    let out = run(gpudirect_without(&["GPUDIRECT_DB", "SLURM_CLUSTER_NAME"])
+        .arg("--db")
+        .arg(&db)
+        .args(["import", "--cluster", "box", "--variant", "socket-bed"])
+        .arg(fixture("gpu-box/all_reduce_srun_socket_bed_n4.txt"))
+        .arg(fixture("gpu-box/all_gather_srun_socket_bed_n4.txt")));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let watch = |window: &str| {
+        run(gpudirect_without(&["GPUDIRECT_DB", "SLURM_CLUSTER_NAME"])
+            .arg("--db")
+            .arg(&db)
+            .args([
+                "watch",
+                "--cluster",
+                "box",
+                "--baseline-variant",
+                "socket-bed",
+            ])
+            .args(["--window", window, "--dumps"])
+            .arg(dumps("four-nodes-node3-eth1-slow")))
+    };
+    // The last 10 s: only the shaped collectives, about 4% of the baseline.
+    let out = watch("10s");
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("SLOW: AllGather of 16 MiB runs at 0.04 GB/s busbw, 4% of its baseline 0.89"),
+        "{text}"
+    );
+    assert!(text.contains("at nccl-tests' size 67108864 B"), "{text}");
+    assert!(text.contains("SLOW: AllReduce of 64 MiB"), "{text}");
+    assert!(!text.contains("LATE:"), "{text}");
+    // The whole recording: the clean collectives before the change are the majority, and the
+    // median of the window says nothing is wrong (what a long --window costs).
+    let out = watch("1h");
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+}
