@@ -182,10 +182,13 @@ fn the_health_check_quarantines_a_node_whose_nic_is_down_and_returns_it_once_res
     ]);
     local_cluster_ok(&["nic", "node2", "eth3", "down"]);
     let limit = Duration::from_secs(3 * INTERVAL + 10);
+    // The comment is written first, then the reservation: both within the limit.
     let start = Instant::now();
     let comment = loop {
         let comment = comment_of("node2");
-        if comment.contains("gpudirect quarantine") || start.elapsed() > limit {
+        let done =
+            comment.contains("gpudirect quarantine") && reservation().contains("Nodes=node2 ");
+        if done || start.elapsed() > limit {
             break comment;
         }
         std::thread::sleep(Duration::from_millis(250));
@@ -203,8 +206,12 @@ fn the_health_check_quarantines_a_node_whose_nic_is_down_and_returns_it_once_res
     assert!(!seen.contains("drain"), "quarantined, not drained: {seen}");
 
     local_cluster_ok(&["nic", "node2", "eth3", "restore"]);
+    // The comment is cleared first, then the reservation deleted: both within the limit.
     let start = Instant::now();
-    while comment_of("node2").contains("gpudirect quarantine") && start.elapsed() < limit {
+    while (comment_of("node2").contains("gpudirect quarantine")
+        || !reservation().contains("not found"))
+        && start.elapsed() < limit
+    {
         std::thread::sleep(Duration::from_millis(250));
     }
     assert_eq!(comment_of("node2"), "", "after {:?}", start.elapsed());
