@@ -692,6 +692,7 @@ pub fn run_on_drain(command: &str, evidence: &impl Serialize) -> Result<PathBuf,
         cwd: None,
         timeout: ON_DRAIN_TIMEOUT,
         grace: Duration::from_secs(5),
+        user: None,
     };
     let shown = job.command_line();
     tracing::info!(command = %shown, "running the --on-drain command");

@@ -262,6 +262,7 @@ pub fn prepare(
             cwd: None,
             timeout: opts.timeout,
             grace: opts.grace,
+            user: None,
         },
         json_path,
         binary,

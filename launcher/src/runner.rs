@@ -37,6 +37,9 @@ pub struct Job {
     pub timeout: Duration,
     /// Time between SIGTERM and SIGKILL.
     pub grace: Duration,
+    /// Run as this (uid, gid) instead of ours, without our supplementary groups: root
+    /// starting a step inside another user's job ([`crate::slurm::JobInfo::step_user`]).
+    pub user: Option<(u32, u32)>,
 }
 
 impl Job {
@@ -277,6 +280,10 @@ fn run_inner(
     if let Some(dir) = &job.cwd {
         command.current_dir(dir);
     }
+    if let Some((uid, gid)) = job.user {
+        // std drops the supplementary groups when root sets a uid.
+        command.uid(uid).gid(gid);
+    }
     // The child is told when we die: a gpudirect killed outright (slurmd's SIGKILL of a
     // health check past its time, security review S2) leaves no program of its own
     // running, in a process group nobody signals. SIGTERM, not SIGKILL: srun then ends its
@@ -413,6 +420,7 @@ mod tests {
             cwd: None,
             timeout: Duration::from_millis(timeout_ms),
             grace: Duration::from_millis(200),
+            user: None,
         }
     }
 

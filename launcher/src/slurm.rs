@@ -9,6 +9,7 @@
 //! inherits stdout and stderr (`commands/run.rs`).
 
 use std::ffi::OsString;
+use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
@@ -204,6 +205,8 @@ pub struct AgentStep {
     pub args: Vec<OsString>,
     /// The step's time limit.
     pub timeout: Duration,
+    /// Start it as this (uid, gid): [`JobInfo::step_user`] for a step inside a job.
+    pub as_user: Option<(u32, u32)>,
 }
 
 impl AgentStep {
@@ -216,6 +219,7 @@ impl AgentStep {
             profile,
             args,
             timeout: Duration::from_secs(120),
+            as_user: None,
         }
     }
 
@@ -273,9 +277,12 @@ impl AgentStep {
             program: "srun".into(),
             args,
             env: Vec::new(),
-            cwd: None,
+            // Our folder may be out of the other user's reach (root's home); slurmstepd
+            // would say so on every node before falling back to /tmp.
+            cwd: self.as_user.map(|_| PathBuf::from("/")),
             timeout: self.timeout,
             grace: Duration::from_secs(5),
+            user: self.as_user,
         }
     }
 }
@@ -567,6 +574,21 @@ pub struct JobInfo {
     pub excluded: Option<String>,
     /// Its user's uid (`UserId=name(1001)`).
     pub user_id: Option<u32>,
+    /// Its group's gid (`GroupId=name(1001)`).
+    pub group_id: Option<u32>,
+}
+
+impl JobInfo {
+    /// Who must start a step inside this job when we are `our_uid`: the job's user (uid,
+    /// gid) when we are root and the job is another user's, else `None` (ourselves). Slurm
+    /// refuses root's own step in a user's job ("Access/permission denied", seen on 22.05),
+    /// and the job's user is all an agent that reads the job's processes needs.
+    pub fn step_user(&self, our_uid: u32) -> Option<(u32, u32)> {
+        match (self.user_id, self.group_id) {
+            (Some(uid), Some(gid)) if our_uid == 0 && uid != 0 => Some((uid, gid)),
+            _ => None,
+        }
+    }
 }
 
 /// `scontrol show job JOB --oneliner`.
@@ -596,11 +618,15 @@ pub fn parse_job_line(line: &str) -> Option<JobInfo> {
         nodes: field("NodeList").filter(|n| !n.is_empty() && n != "(null)"),
         node_count: field("NumNodes").and_then(|n| n.split('-').next()?.parse().ok()),
         excluded: field("ExcNodeList").filter(|n| !n.is_empty() && n != "(null)"),
-        user_id: field("UserId").and_then(|u| {
-            let (_, uid) = u.rsplit_once('(')?;
-            uid.strip_suffix(')')?.parse().ok()
-        }),
+        user_id: field("UserId").and_then(|u| id_in_parens(&u)),
+        group_id: field("GroupId").and_then(|g| id_in_parens(&g)),
     })
+}
+
+/// The number in `name(1001)`.
+fn id_in_parens(field: &str) -> Option<u32> {
+    let (_, id) = field.rsplit_once('(')?;
+    id.strip_suffix(')')?.parse().ok()
 }
 
 /// What `scontrol show config` says about node Extra constraints.
@@ -731,6 +757,7 @@ pub(crate) fn scontrol<const N: usize>(args: [&str; N]) -> Job {
         cwd: None,
         timeout: SCONTROL_TIMEOUT,
         grace: Duration::from_secs(2),
+        user: None,
     }
 }
 
@@ -939,6 +966,7 @@ mod tests {
             cwd: None,
             timeout: Duration::from_secs(10),
             grace: Duration::from_secs(1),
+            user: None,
         };
         let read = |s: &str| read_labelled_json::<serde_json::Value>(s, "gpudirect_x");
         let e = ask_nodes(&job, read, &AtomicBool::new(false)).unwrap_err();
@@ -1043,13 +1071,14 @@ mod tests {
 
     #[test]
     fn a_job_line_gives_state_and_nodes() {
-        let line = "JobId=12 JobName=train UserId=gdtestuser(1001) JobState=RUNNING Reason=None \
+        let line = "JobId=12 JobName=train UserId=gdtestuser(1001) GroupId=gdtestuser(1002) \
+                    JobState=RUNNING Reason=None \
                     NodeList=node[1-4] BatchHost=node1 NumNodes=4 NumCPUs=4 ReqNodeList=(null)";
         let j = parse_job_line(line).unwrap();
         assert_eq!(j.state, "RUNNING");
         assert_eq!(j.nodes.as_deref(), Some("node[1-4]"));
         assert_eq!(j.node_count, Some(4));
-        assert_eq!(j.user_id, Some(1001));
+        assert_eq!((j.user_id, j.group_id), (Some(1001), Some(1002)));
         let pending =
             parse_job_line("JobId=13 JobState=PENDING NodeList=(null) NumNodes=2-2").unwrap();
         assert_eq!((pending.nodes, pending.node_count), (None, Some(2)));
@@ -1058,6 +1087,32 @@ mod tests {
             parse_job_line("slurm_load_jobs error: Invalid job id specified"),
             None
         );
+    }
+
+    #[test]
+    fn root_starts_a_step_in_another_users_job_as_that_user() {
+        let job = |uid, gid| JobInfo {
+            state: "RUNNING".into(),
+            nodes: None,
+            node_count: None,
+            excluded: None,
+            user_id: uid,
+            group_id: gid,
+        };
+        assert_eq!(job(Some(1001), Some(1002)).step_user(0), Some((1001, 1002)));
+        // The job's own user, or root's own job: no change.
+        assert_eq!(job(Some(1001), Some(1002)).step_user(1001), None);
+        assert_eq!(job(Some(0), Some(0)).step_user(0), None);
+        // Unknown ids: nothing guessed.
+        assert_eq!(job(Some(1001), None).step_user(0), None);
+        let step = AgentStep {
+            within_job: Some(7),
+            as_user: Some((1001, 1002)),
+            ..AgentStep::per_node(&["node1".into()], StepProfile::Nothing, vec![])
+        };
+        let srun = step.job().unwrap();
+        assert_eq!(srun.user, Some((1001, 1002)));
+        assert_eq!(srun.cwd.as_deref(), Some(std::path::Path::new("/")));
     }
 
     fn finished(outcome: Outcome, stdout: &[u8], stderr: &[u8]) -> Finished {

@@ -82,11 +82,18 @@ pub fn plugin_so() -> PathBuf {
 /// credentials. `scripts/local-cluster up` creates it.
 pub const TEST_USER: &str = "gdtestuser";
 
+/// A second ordinary user, for tests about one user's job against another's (security
+/// review T1: a squatter or decoy is another user, not root). `scripts/local-cluster up`
+/// creates both.
+pub const OTHER_USER: &str = "gdtestuser2";
+
 /// Who runs a command.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Who {
     /// [`TEST_USER`]: every job step, unless the test is about root or an admin action.
     User,
+    /// [`OTHER_USER`]: another ordinary user, whose jobs share the nodes with the user's.
+    Other,
     /// root: admin actions (`scontrol update`, draining) and tests about root.
     Root,
 }
@@ -107,24 +114,22 @@ pub fn slurm_command_as(who: Who, program: &str) -> Command {
 /// that outlives a requeue).
 pub fn slurm_command_within(who: Who, program: &str, limit_s: u32) -> Command {
     let mut cmd = match who {
-        Who::User => {
+        Who::User | Who::Other => {
+            let user = if who == Who::User {
+                TEST_USER
+            } else {
+                OTHER_USER
+            };
             let mut cmd = Command::new("setpriv");
-            cmd.args([
-                "--reuid",
-                TEST_USER,
-                "--regid",
-                TEST_USER,
-                "--init-groups",
-                "--",
-                "timeout",
-            ]);
+            cmd.args(["--reuid", user, "--regid", user, "--init-groups", "--"])
+                .arg("timeout");
             cmd
         }
         Who::Root => Command::new("timeout"),
     };
     cmd.arg(limit_s.to_string()).arg(program);
     let home = match who {
-        Who::User => std::env::temp_dir().into_os_string(),
+        Who::User | Who::Other => std::env::temp_dir().into_os_string(),
         Who::Root => std::env::var_os("HOME").unwrap_or_else(|| "/root".into()),
     };
     cmd.env_clear()
@@ -143,14 +148,19 @@ pub fn slurm_command_within(who: Who, program: &str, limit_s: u32) -> Command {
 
 /// Gives `path` to [`TEST_USER`], so that jobs run as the user can write there.
 pub fn give_to_test_user(path: &Path) {
-    let user = nix::unistd::User::from_name(TEST_USER)
+    give_to(path, TEST_USER)
+}
+
+/// Gives `path` to `name` ([`TEST_USER`] or [`OTHER_USER`]).
+pub fn give_to(path: &Path, name: &str) {
+    let user = nix::unistd::User::from_name(name)
         .ok()
         .flatten()
         .unwrap_or_else(|| {
-            panic!("no user {TEST_USER}: run `scripts/local-cluster up` (it creates the user)")
+            panic!("no user {name}: run `scripts/local-cluster up` (it creates the user)")
         });
     std::os::unix::fs::chown(path, Some(user.uid.as_raw()), Some(user.gid.as_raw()))
-        .unwrap_or_else(|e| panic!("chown {} to {TEST_USER}: {e}", path.display()));
+        .unwrap_or_else(|e| panic!("chown {} to {name}: {e}", path.display()));
 }
 
 /// Runs a command and returns its output, with stdout/stderr in the panic message on failure

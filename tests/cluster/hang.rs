@@ -83,9 +83,14 @@ fn answer_for(pids: [u32; 2], nodes: &[String; 2]) -> String {
 /// `hang` of `job`, again until its answer names `127.0.0.1:PORT` (until its step runs, the
 /// agent finds no task and asks the default address), or 30 s; its exit must be 3.
 fn hang_once_its_step_runs(job: u32, port: u16) -> String {
+    hang_once_its_step_runs_as(Who::User, job, port)
+}
+
+/// [`hang_once_its_step_runs`], `hang` run by `who`.
+fn hang_once_its_step_runs_as(who: Who, job: u32, port: u16) -> String {
     let start = Instant::now();
     let out = loop {
-        let out = hang(job);
+        let out = hang_as(who, job);
         if text(&out.stdout).contains(&format!("127.0.0.1:{port}"))
             || start.elapsed() > Duration::from_secs(30)
         {
@@ -104,8 +109,12 @@ fn hang_once_its_step_runs(job: u32, port: u16) -> String {
 }
 
 fn hang(job: u32) -> std::process::Output {
+    hang_as(Who::User, job)
+}
+
+fn hang_as(who: Who, job: u32) -> std::process::Output {
     run(
-        slurm_command(workspace_bin("gpudirect").to_str().unwrap()).args([
+        slurm_command_as(who, workspace_bin("gpudirect").to_str().unwrap()).args([
             "hang",
             &job.to_string(),
             "--polls",
@@ -188,47 +197,42 @@ fn hang_names_the_stalled_rank_and_each_job_sees_its_own_ras() {
     }
 }
 
-/// Security review T1, as two users: root's job (standing for another user's) holds a RAS
-/// port on node1 first; the test user's job on node1 names the same port and has no RAS of
-/// its own. `hang` of the user's job must not take root's stand-in's answer for its own:
-/// the agent finds the job's processes from `scontrol listpids`, sees that the socket on
-/// the port belongs to none of them, and says the port is not the job's (exit 3, no
-/// diagnosis). Written for the lead's run of the cluster suite; not run by its author.
+/// Security review T1, as two ordinary users: the other user's job holds a RAS port on
+/// node1 first, and its process claims to be the user's job (`SLURM_JOB_ID` and
+/// `NCCL_RAS_ADDR` in its environment name the user's job and port: a decoy); the test
+/// user's job on node1 names the same port and has no RAS of its own. Neither the user's
+/// `hang` nor root's may take the decoy's answer for the job's: the agent finds the job's
+/// processes from `scontrol listpids`, sees that the socket on the port belongs to none of
+/// them, and says the port is not the job's (exit 3, no diagnosis).
 #[test]
-fn hang_takes_no_answer_from_a_port_another_users_process_holds() {
+fn hang_takes_no_answer_from_another_users_decoy_on_the_jobs_port() {
     let _guard = cluster();
     let dir = fresh_temp_dir("hang-squat");
     let port = 31_000 + (std::process::id() % 1_000) as u16;
     let answer = dir.join("squatter.txt");
     std::fs::write(&answer, answer_for([1, 2], &job_nodes_default())).unwrap();
-    let standin = workspace_bin("nccl-ras-standin");
     let pids = dir.join("squatter-pids");
     std::fs::create_dir_all(&pids).unwrap();
+    give_to(&pids, OTHER_USER);
+    // The decoy takes the next job id, the user's job the one after it: the decoy claims it.
+    let victim = next_job_id() + 1;
     let wrap = format!(
-        "srun -N1 -w node1 {} --answer {} --pid-dir {} --seconds 90",
-        standin.display(),
+        "srun -N1 -w node1 env SLURM_JOB_ID={victim} {} --answer {} --pid-dir {} --seconds 90",
+        workspace_bin("nccl-ras-standin").display(),
         answer.display(),
         pids.display()
     );
-    let out = run(slurm_command_as(Who::Root, "sbatch")
-        .args([
-            "-N1",
-            "-w",
-            "node1",
-            "--oversubscribe",
-            "-o",
-            "/dev/null",
-            "--wrap",
-            &wrap,
-        ])
+    let out = run(slurm_command_as(Who::Other, "sbatch")
+        .args(["-N1", "-w", "node1", "--oversubscribe", "-o", "/dev/null"])
+        .args(["--wrap", &wrap])
         .env("NCCL_RAS_ADDR", format!("127.0.0.1:{port}")));
-    assert_ok(&out, "sbatch the squatter as root");
-    let squatter = submitted(&out);
+    assert_ok(&out, "sbatch the decoy as the other user");
+    let decoy = submitted(&out);
     let start = Instant::now();
     while !pids.join("pid-0").exists() {
         assert!(
             start.elapsed() < Duration::from_secs(60),
-            "the squatter did not listen within 60 s"
+            "the decoy did not listen within 60 s"
         );
         std::thread::sleep(Duration::from_millis(200));
     }
@@ -237,19 +241,40 @@ fn hang_takes_no_answer_from_a_port_another_users_process_holds() {
         .args(["--wrap", "srun -N1 sleep 90"])
         .env("NCCL_RAS_ADDR", format!("127.0.0.1:{port}")));
     assert_ok(&out, "sbatch the user's job");
-    let victim = submitted(&out);
-    let stdout = hang_once_its_step_runs(victim, port);
-    assert!(
-        stdout.contains(&format!("the port is not job {victim}'s")),
-        "{stdout}"
+    assert_eq!(
+        submitted(&out),
+        victim,
+        "another job was submitted meanwhile"
     );
-    assert!(
-        !stdout.contains("communicator 0x"),
-        "a diagnosis from the squatter: {stdout}"
-    );
-    for job in [squatter, victim] {
+    for who in [Who::User, Who::Root] {
+        let stdout = hang_once_its_step_runs_as(who, victim, port);
+        assert!(
+            stdout.contains(&format!("the port is not job {victim}'s")),
+            "{who:?}: {stdout}"
+        );
+        assert!(
+            !stdout.contains("communicator 0x"),
+            "{who:?}: a diagnosis from the decoy: {stdout}"
+        );
+    }
+    for job in [decoy, victim] {
         let _ = run(slurm_command_as(Who::Root, "scancel").arg(job.to_string()));
     }
+}
+
+/// The id the next submitted job gets.
+fn next_job_id() -> u32 {
+    let config = run(slurm_command("scontrol").args(["show", "config"]));
+    text(&config.stdout)
+        .lines()
+        .find_map(|l| {
+            l.trim()
+                .strip_prefix("NEXT_JOB_ID")?
+                .trim()
+                .strip_prefix('=')
+        })
+        .and_then(|v| v.trim().parse().ok())
+        .expect("scontrol show config names NEXT_JOB_ID")
 }
 
 /// The job id `sbatch` printed.
@@ -267,8 +292,8 @@ fn job_nodes_default() -> [String; 2] {
     ["node1".to_string(), "node2".to_string()]
 }
 
-/// Security review T1, the pre-emption: before the test user's job starts, root's job
-/// listens on node1 on the port `[ras]` gives that job (a socket that shares its port with
+/// Security review T1, the pre-emption: before the test user's job starts, the other
+/// user's job listens on node1 on the port `[ras]` gives that job (a socket that shares its port with
 /// nobody). The job's tasks on node1 then listen on the next free port of the range, and
 /// those on node2 on the job's own; each task's GPUDIRECT_RAS_ADDR names its own, which is
 /// where `gpudirect hang` asks. Without the move the job's NCCL on node1 would run without
@@ -278,17 +303,7 @@ fn a_ras_port_another_user_took_first_moves_the_job_there_to_the_next_free_one()
     let _guard = cluster();
     let dir = fresh_temp_dir("hang-preempt");
     // The squatter takes the next id; the user's job the one after it.
-    let config = run(slurm_command("scontrol").args(["show", "config"]));
-    let next: u32 = text(&config.stdout)
-        .lines()
-        .find_map(|l| {
-            l.trim()
-                .strip_prefix("NEXT_JOB_ID")?
-                .trim()
-                .strip_prefix('=')
-        })
-        .and_then(|v| v.trim().parse().ok())
-        .expect("scontrol show config names NEXT_JOB_ID");
+    let next = next_job_id();
     let ras = gpudirect_core::config::RasSettings::default();
     let candidates = ras.candidates(next + 1, 2);
     let (own, moved) = (&candidates[0], &candidates[1]);
@@ -297,17 +312,18 @@ fn a_ras_port_another_user_took_first_moves_the_job_there_to_the_next_free_one()
     std::fs::write(&answer, answer_for([1, 2], &job_nodes_default())).unwrap();
     let pids = dir.join("squatter-pids");
     std::fs::create_dir_all(&pids).unwrap();
+    give_to(&pids, OTHER_USER);
     let wrap = format!(
         "srun -N1 -w node1 {} --answer {} --pid-dir {} --seconds 60",
         workspace_bin("nccl-ras-standin").display(),
         answer.display(),
         pids.display()
     );
-    let out = run(slurm_command_as(Who::Root, "sbatch")
+    let out = run(slurm_command_as(Who::Other, "sbatch")
         .args(["-N1", "-w", "node1", "--oversubscribe", "-o", "/dev/null"])
         .args(["--wrap", &wrap])
         .env("NCCL_RAS_ADDR", own));
-    assert_ok(&out, "sbatch the squatter as root");
+    assert_ok(&out, "sbatch the squatter as the other user");
     let squatter = submitted(&out);
     assert_eq!(squatter, next, "another job was submitted meanwhile");
     let start = Instant::now();

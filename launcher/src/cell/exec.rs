@@ -323,6 +323,7 @@ pub fn ras_snapshot(job: u32) -> Vec<String> {
         cwd: None,
         timeout: std::time::Duration::from_secs(45),
         grace: std::time::Duration::from_secs(2),
+        user: None,
     };
     let finished = match runner::run(&hang, &AtomicBool::new(false)) {
         Ok(f) => f,
@@ -437,6 +438,7 @@ mod tests {
                 cwd: None,
                 timeout: Duration::from_secs(30),
                 grace: Duration::from_secs(1),
+                user: None,
             },
             json_path: None,
             binary: PathBuf::from("/opt/nccl-tests/build/all_reduce_perf"),
@@ -464,6 +466,7 @@ mod tests {
                 cwd: None,
                 timeout: Duration::from_secs(30),
                 grace: Duration::from_millis(200),
+                user: None,
             },
             json_path: None,
             binary: PathBuf::from("/opt/nccl-tests/build/all_reduce_perf"),

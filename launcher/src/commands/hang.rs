@@ -21,8 +21,9 @@ use super::{Ctx, ExitStatus};
     gpudirect hang 4242              # the job's communicators: laggards, stalls, dead ranks\n  \
     gpudirect hang 4242.0 --polls 5  # step 0 only, 5 polls 5 s apart\n  \
     gpudirect hang 4242 --json       # the same as JSON, for a script or a ticket\n\n\
-    Run it as the job's user (or root) from a login node: it starts one task per node of the \
-    job with `srun --overlap --jobid`, which reads the job's RAS address (NCCL_RAS_ADDR of \
+    Run it as the job's user (or root, whose step then runs as the job's user: Slurm starts \
+    no step of root's inside a user's job) from a login node: it starts one task per node of \
+    the job with `srun --overlap --jobid`, which reads the job's RAS address (NCCL_RAS_ADDR of \
     its processes, else 127.0.0.1:28028) and asks NCCL's RAS there --polls times, --interval \
     apart. A rank whose count of collectives is behind the others' and does not move is the \
     one they wait for; all ranks on the same count with none moving is a fabric or GPU \
@@ -85,6 +86,7 @@ pub fn run(args: &HangArgs, _ctx: &Ctx) -> Result<ExitStatus> {
     let step = AgentStep {
         within_job: Some(args.job.job),
         timeout: most + Duration::from_secs(60),
+        as_user: info.step_user(nix::unistd::geteuid().as_raw()),
         // Nothing of ours in the job's environment: the agent only reads.
         ..AgentStep::per_node(
             &job_nodes,

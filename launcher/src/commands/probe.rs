@@ -85,6 +85,7 @@ fn srun_job(args: &ProbeArgs, nodes: &[String]) -> Result<Job> {
         },
         args: agent_args(args),
         timeout: args.timeout,
+        as_user: None,
     };
     if !args.mpi {
         return Ok(step.job()?);

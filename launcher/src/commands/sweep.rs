@@ -214,6 +214,7 @@ fn validate_in_reservation(
         cwd: None,
         timeout: args.budget + Duration::from_secs(90),
         grace: Duration::from_secs(10),
+        user: None,
     };
     noteln!("gpudirect sweep: {}", job.command_line());
     let finished = runner::run(&job, &AtomicBool::new(false))

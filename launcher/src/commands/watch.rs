@@ -256,6 +256,7 @@ fn ask_the_jobs_nodes(job: u32, args: &WatchArgs, collected: &mut Collected) -> 
     ];
     let step = AgentStep {
         within_job: Some(job),
+        as_user: info.step_user(nix::unistd::geteuid().as_raw()),
         // Nothing of ours in the job's environment: the agent only reads.
         ..AgentStep::per_node(&job_nodes, StepProfile::Nothing, agent)
     };

@@ -314,6 +314,7 @@ pub fn pair_job(spec: &PairSpec, rail: &str, pair: [&str; 2]) -> Job {
         cwd: None,
         timeout: spec.timeout,
         grace: Duration::from_secs(5),
+        user: None,
     }
 }
 
