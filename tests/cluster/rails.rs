@@ -444,6 +444,73 @@ fn per_rail_nccl_tests_call_a_launch_that_never_reaches_nccl_could_not_start() {
     assert!(seen >= 2, "node3's eth2 pairs: {seen}");
 }
 
+/// Issue #45, the fault it was filed for: node3's eth2 down and node2's eth3 slow at once.
+/// `validate --per-rail` asks every node for its rail NICs' state before any pair runs,
+/// names node3's eth2 `down`, runs rail eth2's pairs without node3 (no cell is spent on
+/// the dead NIC), and names node2's eth3 slow; nothing else is named.
+#[test]
+fn per_rail_nccl_tests_leave_a_down_nic_out_of_its_rail_and_name_only_the_two_faults() {
+    let db = temp_db("per-rail-down");
+    let standin = standin_dir("per-rail-down");
+    let _guard = cluster();
+    let nodes = cluster_nodes() as u32;
+    let _down = Nic::set("node3", "eth2", &["down"]);
+    let output = gpudirect_in_allocation(
+        nodes,
+        &db,
+        &[
+            &["validate", "--per-rail", "--gpudirect", "tcpx", "--json"][..],
+            &VALIDATE_STANDIN_ARGS,
+            &["--nccl-tests-dir", standin.to_str().unwrap()],
+        ]
+        .concat(),
+        &[("STANDIN_SLOW_RAILS", "node2:eth3")],
+    );
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|e| panic!("no report ({e}): {}", stderr(&output)));
+    assert_eq!(
+        output.status.code(),
+        // A NIC down fails its unit (exit 2), as in `--test rails`.
+        Some(2),
+        "{report:#}\n{}",
+        stderr(&output)
+    );
+    assert_eq!(
+        unhealthy(&report),
+        [
+            ("node2".into(), "eth3".into(), "slow_node".into()),
+            ("node3".into(), "eth2".into(), "down".into()),
+        ],
+        "{report:#}"
+    );
+    let err = stderr(&output);
+    assert!(
+        err.contains("node3 eth2: eth2 is down") && err.contains("left out of that rail's pairs"),
+        "{err}"
+    );
+    // No pair ran on node3's dead NIC.
+    let history = gpudirect::history::History::open_existing(&db).unwrap();
+    let mut eth2_runs = 0;
+    for summary in history.list_runs(&Default::default()).unwrap() {
+        if !summary
+            .variant
+            .as_deref()
+            .unwrap_or("")
+            .ends_with(":rail:eth2")
+        {
+            continue;
+        }
+        eth2_runs += 1;
+        let detail = history.get_run(summary.id).unwrap();
+        assert!(
+            !detail.nodes.iter().any(|n| n == "node3"),
+            "a pair on node3's dead eth2: {:?}",
+            detail.nodes
+        );
+    }
+    assert!(eth2_runs >= 1, "rail eth2 was not validated at all");
+}
+
 /// `salloc -N<all> gpudirect validate --test wiring --json`: the exit code and the report.
 fn validate_wiring(db: &std::path::Path) -> (Option<i32>, serde_json::Value) {
     let nodes = cluster_nodes() as u32;

@@ -792,7 +792,7 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx) -> Result<ExitStatus> {
     let db = ctx.db_path()?;
     let history = History::open(&db)?;
     let (reference, baseline_runs) = choose_reference(args, &history, &db, &units, &cluster)?;
-    let (mut validation, drained) = plan(args, &nodes, mode, reference)?;
+    let (mut validation, drained) = plan(args, &nodes, mode, reference.clone())?;
 
     // With --per-rail: the rails and the variable, found out before anything runs.
     let per_rail = match args.per_rail {
@@ -851,10 +851,24 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx) -> Result<ExitStatus> {
         followup: None,
     };
     if let Some((variable, rails)) = &per_rail {
+        // Before any traffic: a NIC down, missing or without an address leaves its rail's
+        // pairs (issue #45), as in `--test rails`. GPU units share one host's NICs: its
+        // rails are not asked per unit.
+        let on_rails = match units {
+            Units::Nodes => {
+                gpudirect::validate::rail_states::ask("validate", &nodes, rails, &budget)
+            }
+            Units::Gpus(_) => gpudirect::validate::rail_states::RailNodes::all(&nodes, rails),
+        };
+        let rail_nodes = gpudirect::validate::rail_runs::paired_nodes(&nodes, rails, &on_rails);
         // One validation per rail, NCCL held to that NIC through the profile's variable.
         let mut validations = Vec::new();
-        for rail in rails {
-            let mut on_rail = validation.clone();
+        for (rail, paired) in rails.iter().zip(&rail_nodes) {
+            let mut on_rail = if *paired == nodes {
+                validation.clone()
+            } else {
+                plan(args, paired, mode, reference.clone())?.0
+            };
             let mut variant = variant.clone();
             variant.name = format!("{}:rail:{rail}", variant.name);
             variant.env.insert(variable.clone(), rail.clone());
@@ -873,7 +887,7 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx) -> Result<ExitStatus> {
                 rails,
                 validations: &validations,
                 sent: &BTreeMap::new(),
-                down: &BTreeMap::new(),
+                down: &on_rails.down,
                 run_ids: &rec.run_ids,
                 size_bytes: max,
                 rounds,

@@ -297,7 +297,7 @@ pub struct RailsRun {
 /// Each rail's nodes to pair: those of `on_rails`; a rail where fewer than two are left is
 /// paired over every node as before the check (its pairs then fail on the NIC, quickly:
 /// the MPI program checks its end first), since no pair can be planned otherwise.
-fn paired_nodes(nodes: &[String], rails: &[String], on_rails: &RailNodes) -> Vec<Vec<String>> {
+pub fn paired_nodes(nodes: &[String], rails: &[String], on_rails: &RailNodes) -> Vec<Vec<String>> {
     (0..rails.len())
         .map(|r| match on_rails.per_rail.get(r) {
             Some(n) if n.len() >= 2 => n.clone(),
