@@ -152,6 +152,29 @@ fn os(s: impl Into<OsString>) -> OsString {
 }
 
 /// Builds the command for `cell`. `json` asks for a `-J` report.
+/// The Open MPI variables that keep a step's own MPI traffic on `control_nic` (issue #45):
+/// with a data NIC down on one node, Open MPI's TCP transport and out-of-band channel pick
+/// interfaces themselves, across the data rails, and on the lent GPU host 1 of 3
+/// `srun --mpi=pmix` nccl-tests steps hung before NCCL started; with these two set to the
+/// control NIC, 0 of 6 (docs/results/gpu-box-hang-and-nic-down.md; PMIx's
+/// `ptl_tcp_if_include` changed nothing more there). A variable is left out where the
+/// user set it or its `_exclude` twin (`is_set`): Open MPI refuses both at once.
+pub fn launch_pinning(control_nic: &str, is_set: impl Fn(&str) -> bool) -> Vec<(String, String)> {
+    ["btl_tcp", "oob_tcp"]
+        .iter()
+        .filter(|framework| {
+            !is_set(&format!("OMPI_MCA_{framework}_if_include"))
+                && !is_set(&format!("OMPI_MCA_{framework}_if_exclude"))
+        })
+        .map(|framework| {
+            (
+                format!("OMPI_MCA_{framework}_if_include"),
+                control_nic.to_string(),
+            )
+        })
+        .collect()
+}
+
 pub fn prepare(
     cell: &Cell,
     matrix: &Matrix,
@@ -316,6 +339,35 @@ fn write_hostfile(opts: &LaunchOptions, cell: &Cell) -> Result<PathBuf, LaunchEr
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Open MPI's TCP and out-of-band channel on the control NIC, unless the user chose.
+    #[test]
+    fn the_launch_is_pinned_to_the_control_nic_unless_the_user_chose() {
+        let pins = launch_pinning("eth0", |_| false);
+        assert_eq!(
+            pins,
+            [
+                (
+                    "OMPI_MCA_btl_tcp_if_include".to_string(),
+                    "eth0".to_string()
+                ),
+                (
+                    "OMPI_MCA_oob_tcp_if_include".to_string(),
+                    "eth0".to_string()
+                ),
+            ]
+        );
+        // The user's exclude (Open MPI refuses include and exclude together) or include.
+        let pins = launch_pinning("eth0", |name| name == "OMPI_MCA_btl_tcp_if_exclude");
+        assert_eq!(
+            pins,
+            [(
+                "OMPI_MCA_oob_tcp_if_include".to_string(),
+                "eth0".to_string()
+            )]
+        );
+        assert!(launch_pinning("eth0", |name| name.ends_with("_include")).is_empty());
+    }
     use crate::matrix::{variants_from_flags, Matrix};
 
     fn setup(launcher: Launcher) -> (Matrix, LaunchOptions, tempfile::TempDir) {

@@ -128,6 +128,24 @@ impl<'c> Choice<'c> {
             .unwrap_or_default()
     }
 
+    /// The control NIC of the profile on every one of `nodes`, as their node sets name it
+    /// (`nic_names`), when they all agree; `None` where a node has no profile or none
+    /// declares one, or two nodes name it differently.
+    pub fn control_nic(&self, nodes: &[String]) -> Option<String> {
+        let mut names = nodes.iter().map(|node| {
+            let r = self.on(node).ok().flatten()?;
+            let logical = r.profile.control_nic.as_ref()?;
+            Some(
+                r.node_set
+                    .and_then(|s| s.nic_names.get(logical))
+                    .unwrap_or(logical)
+                    .clone(),
+            )
+        });
+        let first = names.next()??;
+        names.all(|n| n.as_ref() == Some(&first)).then_some(first)
+    }
+
     /// The node's line rate (GB/s) the profile on `node` declares.
     pub fn line_rate(&self, node: Option<&str>) -> Option<f64> {
         self.found(node)?.profile.node_line_rate_gbps()
@@ -209,6 +227,45 @@ mod tests {
         // auto off every node set, and a mode the config does not know: no expectation.
         assert_eq!(transport(Some("auto"), Some(&config), Some("m1")), None);
         assert_eq!(transport(Some("tcpz"), Some(&config), None), None);
+    }
+
+    /// The control NIC as the node sets name it, only where every node agrees.
+    #[test]
+    fn the_control_nic_is_named_where_every_node_agrees() {
+        let config = gpudirect_core::config::parse_config(
+            "[profiles.tcpx]\ncontrol_nic = \"eth0\"\ndata_nics = [\"eth1\"]\n\
+             [profiles.bare]\ndata_nics = [\"eth1\"]\n\
+             [[node_set]]\nname = \"a\"\nhosts = \"n[1-2]\"\nprofile = \"tcpx\"\n\
+             [[node_set]]\nname = \"b\"\nhosts = \"m[1-2]\"\nprofile = \"tcpx\"\n\
+             [node_set.nic_names]\neth0 = \"ens4\"\n",
+            "t",
+        )
+        .unwrap();
+        let nodes = |list: &[&str]| list.iter().map(|n| n.to_string()).collect::<Vec<_>>();
+        let tcpx = Choice::with(&config, "tcpx").unwrap();
+        assert_eq!(
+            tcpx.control_nic(&nodes(&["n1", "n2"])).as_deref(),
+            Some("eth0")
+        );
+        assert_eq!(
+            tcpx.control_nic(&nodes(&["m1", "m2"])).as_deref(),
+            Some("ens4")
+        );
+        // Two names for it: none is right for every node.
+        assert_eq!(tcpx.control_nic(&nodes(&["n1", "m1"])), None);
+        assert_eq!(
+            Choice::with(&config, "bare")
+                .unwrap()
+                .control_nic(&nodes(&["n1"])),
+            None
+        );
+        assert_eq!(
+            Choice::with(&config, "none")
+                .unwrap()
+                .control_nic(&nodes(&["n1"])),
+            None
+        );
+        assert_eq!(tcpx.control_nic(&[]), None);
     }
 
     #[test]

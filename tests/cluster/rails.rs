@@ -447,7 +447,8 @@ fn per_rail_nccl_tests_call_a_launch_that_never_reaches_nccl_could_not_start() {
 /// Issue #45, the fault it was filed for: node3's eth2 down and node2's eth3 slow at once.
 /// `validate --per-rail` asks every node for its rail NICs' state before any pair runs,
 /// names node3's eth2 `down`, runs rail eth2's pairs without node3 (no cell is spent on
-/// the dead NIC), and names node2's eth3 slow; nothing else is named.
+/// the dead NIC), and names node2's eth3 slow; nothing else is named. Every pair runs with
+/// Open MPI's TCP pinned to the control NIC.
 #[test]
 fn per_rail_nccl_tests_leave_a_down_nic_out_of_its_rail_and_name_only_the_two_faults() {
     let db = temp_db("per-rail-down");
@@ -488,10 +489,19 @@ fn per_rail_nccl_tests_leave_a_down_nic_out_of_its_rail_and_name_only_the_two_fa
         err.contains("node3 eth2: eth2 is down") && err.contains("left out of that rail's pairs"),
         "{err}"
     );
-    // No pair ran on node3's dead NIC.
+    // No pair ran on node3's dead NIC; every pair's own MPI traffic was kept on the tcpx
+    // profile's control NIC (eth0), off the rails under test.
     let history = gpudirect::history::History::open_existing(&db).unwrap();
     let mut eth2_runs = 0;
     for summary in history.list_runs(&Default::default()).unwrap() {
+        let detail = history.get_run(summary.id).unwrap();
+        for framework in ["btl", "oob"] {
+            let pinned = detail
+                .env
+                .get(&format!("OMPI_MCA_{framework}_tcp_if_include"))
+                .map(String::as_str);
+            assert_eq!(pinned, Some("eth0"), "{:?}", detail.env);
+        }
         if !summary
             .variant
             .as_deref()
@@ -501,7 +511,6 @@ fn per_rail_nccl_tests_leave_a_down_nic_out_of_its_rail_and_name_only_the_two_fa
             continue;
         }
         eth2_runs += 1;
-        let detail = history.get_run(summary.id).unwrap();
         assert!(
             !detail.nodes.iter().any(|n| n == "node3"),
             "a pair on node3's dead eth2: {:?}",

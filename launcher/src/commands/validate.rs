@@ -85,7 +85,11 @@ A pair that shows no sign of NCCL by --startup-timeout (60s) is a launch that hu
 slow or failed node: it is run once more as a step of its own, and if it hangs again its\n\
 nodes get `could not start` for it (a node with no other run: verdict `could not start`,\n\
 never drained; its partners are re-paired and judged on their other runs). Check srun\n\
---mpi=pmix and that Open MPI and PMIx use the control NIC, then validate again.\n\n\
+--mpi=pmix and that Open MPI and PMIx use the control NIC, then validate again. The pairs\n\
+themselves set OMPI_MCA_btl_tcp_if_include and OMPI_MCA_oob_tcp_if_include to the\n\
+profile's control NIC (where every node names it alike and you set neither they nor\n\
+their _exclude twins): with a data NIC down, Open MPI's own TCP otherwise crosses the\n\
+rails, and steps hung before NCCL on the lent GPU host.\n\n\
 --test wiring moves no data: one task per node reports the NIC its profile gives each GPU\n\
 (the plugin's own rules, sysfs locality included; without a profile, the PCI tree's map)\n\
 and each of those NICs' IPv4 subnets (/proc/net/route). GPU i's rail is the subnet most\n\
@@ -477,7 +481,7 @@ fn plan(
 
 /// The variant every pair runs with: `validate:MODE`, the `--gpudirect` mode, and the
 /// NCCL_ALGO of `--algo` (said on stderr).
-fn pair_variant(args: &ValidateArgs) -> Variant {
+fn pair_variant(args: &ValidateArgs, nodes: &[String]) -> Variant {
     let mut variant = Variant {
         name: variant_name(args),
         gpudirect: args.profile.gpudirect.clone(),
@@ -487,6 +491,22 @@ fn pair_variant(args: &ValidateArgs) -> Variant {
     noteln!("gpudirect validate: {said}");
     if let Some(algo) = algo {
         variant.env.insert("NCCL_ALGO".into(), algo);
+    }
+    // The launch's own MPI traffic on the profile's control NIC, off the rails under test.
+    let control = match args.profile.choice() {
+        Some(Ok(choice)) => choice.control_nic(nodes),
+        _ => None,
+    };
+    if let Some(nic) = control {
+        let pins = gpudirect::launch::launch_pinning(&nic, |name| env_var(name).is_some());
+        if !pins.is_empty() {
+            let names: Vec<&str> = pins.iter().map(|(k, _)| k.as_str()).collect();
+            noteln!(
+                "gpudirect validate: Open MPI's own TCP traffic kept on the control NIC {nic} ({}={nic})",
+                names.join(", ")
+            );
+        }
+        variant.env.extend(pins);
     }
     variant
 }
@@ -805,7 +825,7 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx) -> Result<ExitStatus> {
     runner::install_interrupt_handler();
     let sizes = expected_sizes(min, max, Some(args.factor), None);
     // Each group is one cell of a one-cell matrix, launched like `gpudirect run` launches.
-    let variant = pair_variant(args);
+    let variant = pair_variant(args, &nodes);
     let line_rate_gbps = profile_line_rate(args, nodes.first().map(String::as_str));
     let matrix = Matrix {
         collectives: vec![args.collective.clone()],
