@@ -151,7 +151,6 @@ fn os(s: impl Into<OsString>) -> OsString {
     s.into()
 }
 
-/// Builds the command for `cell`. `json` asks for a `-J` report.
 /// The Open MPI variables that keep a step's own MPI traffic on `control_nic` (issue #45):
 /// with a data NIC down on one node, Open MPI's TCP transport and out-of-band channel pick
 /// interfaces themselves, across the data rails, and on the lent GPU host 1 of 3
@@ -175,6 +174,7 @@ pub fn launch_pinning(control_nic: &str, is_set: impl Fn(&str) -> bool) -> Vec<(
         .collect()
 }
 
+/// Builds the command for `cell`. `json` asks for a `-J` report.
 pub fn prepare(
     cell: &Cell,
     matrix: &Matrix,
@@ -339,6 +339,7 @@ fn write_hostfile(opts: &LaunchOptions, cell: &Cell) -> Result<PathBuf, LaunchEr
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::matrix::{variants_from_flags, Matrix};
 
     /// Open MPI's TCP and out-of-band channel on the control NIC, unless the user chose.
     #[test]
@@ -368,7 +369,6 @@ mod tests {
         );
         assert!(launch_pinning("eth0", |name| name.ends_with("_include")).is_empty());
     }
-    use crate::matrix::{variants_from_flags, Matrix};
 
     fn setup(launcher: Launcher) -> (Matrix, LaunchOptions, tempfile::TempDir) {
         let dir = tempfile::Builder::new()

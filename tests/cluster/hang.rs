@@ -209,33 +209,14 @@ fn hang_takes_no_answer_from_another_users_decoy_on_the_jobs_port() {
     let _guard = cluster();
     let dir = fresh_temp_dir("hang-squat");
     let port = 31_000 + (std::process::id() % 1_000) as u16;
-    let answer = dir.join("squatter.txt");
-    std::fs::write(&answer, answer_for([1, 2], &job_nodes_default())).unwrap();
-    let pids = dir.join("squatter-pids");
-    std::fs::create_dir_all(&pids).unwrap();
-    give_to(&pids, OTHER_USER);
     // The decoy takes the next job id, the user's job the one after it: the decoy claims it.
     let victim = next_job_id() + 1;
-    let wrap = format!(
-        "srun -N1 -w node1 env SLURM_JOB_ID={victim} {} --answer {} --pid-dir {} --seconds 90",
-        workspace_bin("nccl-ras-standin").display(),
-        answer.display(),
-        pids.display()
+    let decoy = other_users_listener_on_node1(
+        &dir,
+        &format!("127.0.0.1:{port}"),
+        &format!("env SLURM_JOB_ID={victim}"),
+        90,
     );
-    let out = run(slurm_command_as(Who::Other, "sbatch")
-        .args(["-N1", "-w", "node1", "--oversubscribe", "-o", "/dev/null"])
-        .args(["--wrap", &wrap])
-        .env("NCCL_RAS_ADDR", format!("127.0.0.1:{port}")));
-    assert_ok(&out, "sbatch the decoy as the other user");
-    let decoy = submitted(&out);
-    let start = Instant::now();
-    while !pids.join("pid-0").exists() {
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "the decoy did not listen within 60 s"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
     let out = run(slurm_command("sbatch")
         .args(["-N1", "-w", "node1", "--oversubscribe", "-o", "/dev/null"])
         .args(["--wrap", "srun -N1 sleep 90"])
@@ -260,6 +241,39 @@ fn hang_takes_no_answer_from_another_users_decoy_on_the_jobs_port() {
     for job in [decoy, victim] {
         let _ = run(slurm_command_as(Who::Root, "scancel").arg(job.to_string()));
     }
+}
+
+/// A job of [`OTHER_USER`] on node1: a RAS stand-in listening on `addr` (its
+/// `NCCL_RAS_ADDR`) for `seconds`, started through `prefix` (e.g. `env SLURM_JOB_ID=N`, a
+/// decoy's claim); its id, once it listens. Its answer names node1 and node2, and must never
+/// be read.
+fn other_users_listener_on_node1(dir: &Path, addr: &str, prefix: &str, seconds: u32) -> u32 {
+    let answer = dir.join("squatter.txt");
+    std::fs::write(&answer, answer_for([1, 2], &job_nodes_default())).unwrap();
+    let pids = dir.join("squatter-pids");
+    std::fs::create_dir_all(&pids).unwrap();
+    give_to(&pids, OTHER_USER);
+    let wrap = format!(
+        "srun -N1 -w node1 {prefix} {} --answer {} --pid-dir {} --seconds {seconds}",
+        workspace_bin("nccl-ras-standin").display(),
+        answer.display(),
+        pids.display()
+    );
+    let out = run(slurm_command_as(Who::Other, "sbatch")
+        .args(["-N1", "-w", "node1", "--oversubscribe", "-o", "/dev/null"])
+        .args(["--wrap", &wrap])
+        .env("NCCL_RAS_ADDR", addr));
+    assert_ok(&out, "sbatch the other user's listener");
+    let job = submitted(&out);
+    let start = Instant::now();
+    while !pids.join("pid-0").exists() {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "the other user's listener (job {job}) did not listen within 60 s"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    job
 }
 
 /// The id the next submitted job gets.
@@ -308,32 +322,8 @@ fn a_ras_port_another_user_took_first_moves_the_job_there_to_the_next_free_one()
     let candidates = ras.candidates(next + 1, 2);
     let (own, moved) = (&candidates[0], &candidates[1]);
 
-    let answer = dir.join("squatter.txt");
-    std::fs::write(&answer, answer_for([1, 2], &job_nodes_default())).unwrap();
-    let pids = dir.join("squatter-pids");
-    std::fs::create_dir_all(&pids).unwrap();
-    give_to(&pids, OTHER_USER);
-    let wrap = format!(
-        "srun -N1 -w node1 {} --answer {} --pid-dir {} --seconds 60",
-        workspace_bin("nccl-ras-standin").display(),
-        answer.display(),
-        pids.display()
-    );
-    let out = run(slurm_command_as(Who::Other, "sbatch")
-        .args(["-N1", "-w", "node1", "--oversubscribe", "-o", "/dev/null"])
-        .args(["--wrap", &wrap])
-        .env("NCCL_RAS_ADDR", own));
-    assert_ok(&out, "sbatch the squatter as the other user");
-    let squatter = submitted(&out);
+    let squatter = other_users_listener_on_node1(&dir, own, "", 60);
     assert_eq!(squatter, next, "another job was submitted meanwhile");
-    let start = Instant::now();
-    while !pids.join("pid-0").exists() {
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "the squatter did not listen within 60 s"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
 
     let (output, tasks) = srun_env(
         &[

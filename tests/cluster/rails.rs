@@ -319,25 +319,39 @@ fn probe_gathers_every_tasks_facts_over_mpi() {
     }
 }
 
+/// `salloc -N<all> gpudirect validate --per-rail --gpudirect tcpx --json` over the
+/// nccl-tests stand-in in `standin`, with `extra` flags and `env` for the stand-in: its
+/// output and its report.
+fn per_rail_report(
+    db: &std::path::Path,
+    standin: &std::path::Path,
+    extra: &[&str],
+    env: &[(&str, &str)],
+) -> (std::process::Output, serde_json::Value) {
+    let output = gpudirect_in_allocation(
+        cluster_nodes() as u32,
+        db,
+        &[
+            &["validate", "--per-rail", "--gpudirect", "tcpx", "--json"][..],
+            &VALIDATE_STANDIN_ARGS,
+            extra,
+            &["--nccl-tests-dir", standin.to_str().unwrap()],
+        ]
+        .concat(),
+        env,
+    );
+    let report = serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|e| panic!("no report ({e}): {}", stderr(&output)));
+    (output, report)
+}
+
 #[test]
 fn per_rail_nccl_tests_name_the_slow_rail_of_a_node() {
     let db = temp_db("per-rail");
     let standin = standin_dir("per-rail");
     let _guard = cluster();
-    let nodes = cluster_nodes() as u32;
-    let output = gpudirect_in_allocation(
-        nodes,
-        &db,
-        &[
-            &["validate", "--per-rail", "--gpudirect", "tcpx", "--json"][..],
-            &VALIDATE_STANDIN_ARGS,
-            &["--nccl-tests-dir", standin.to_str().unwrap()],
-        ]
-        .concat(),
-        &[("STANDIN_SLOW_RAILS", "node3:eth2")],
-    );
-    let report: serde_json::Value = serde_json::from_slice(&output.stdout)
-        .unwrap_or_else(|e| panic!("no report ({e}): {}", stderr(&output)));
+    let (output, report) =
+        per_rail_report(&db, &standin, &[], &[("STANDIN_SLOW_RAILS", "node3:eth2")]);
     assert_eq!(output.status.code(), Some(1), "{report:#}");
     assert_eq!(report["test"], "nccl-per-rail");
     assert_eq!(
@@ -370,26 +384,17 @@ fn per_rail_nccl_tests_call_a_launch_that_never_reaches_nccl_could_not_start() {
     let db = temp_db("per-rail-no-start");
     let standin = standin_dir("per-rail-no-start");
     let _guard = cluster();
-    let nodes = cluster_nodes() as u32;
     let started = std::time::Instant::now();
-    let output = gpudirect_in_allocation(
-        nodes,
+    let (output, report) = per_rail_report(
         &db,
-        &[
-            &["validate", "--per-rail", "--gpudirect", "tcpx", "--json"][..],
-            &VALIDATE_STANDIN_ARGS,
-            &["--startup-timeout", "5s"],
-            &["--nccl-tests-dir", standin.to_str().unwrap()],
-        ]
-        .concat(),
+        &standin,
+        &["--startup-timeout", "5s"],
         &[
             ("STANDIN_NO_START_NODES", "node3:eth2"),
             ("STANDIN_SLOW_RAILS", "node2:eth3"),
         ],
     );
     let took = started.elapsed();
-    let report: serde_json::Value = serde_json::from_slice(&output.stdout)
-        .unwrap_or_else(|e| panic!("no report ({e}): {}", stderr(&output)));
     assert_eq!(
         output.status.code(),
         Some(1),
@@ -454,21 +459,9 @@ fn per_rail_nccl_tests_leave_a_down_nic_out_of_its_rail_and_name_only_the_two_fa
     let db = temp_db("per-rail-down");
     let standin = standin_dir("per-rail-down");
     let _guard = cluster();
-    let nodes = cluster_nodes() as u32;
     let _down = Nic::set("node3", "eth2", &["down"]);
-    let output = gpudirect_in_allocation(
-        nodes,
-        &db,
-        &[
-            &["validate", "--per-rail", "--gpudirect", "tcpx", "--json"][..],
-            &VALIDATE_STANDIN_ARGS,
-            &["--nccl-tests-dir", standin.to_str().unwrap()],
-        ]
-        .concat(),
-        &[("STANDIN_SLOW_RAILS", "node2:eth3")],
-    );
-    let report: serde_json::Value = serde_json::from_slice(&output.stdout)
-        .unwrap_or_else(|e| panic!("no report ({e}): {}", stderr(&output)));
+    let (output, report) =
+        per_rail_report(&db, &standin, &[], &[("STANDIN_SLOW_RAILS", "node2:eth3")]);
     assert_eq!(
         output.status.code(),
         // A NIC down fails its unit (exit 2), as in `--test rails`.
