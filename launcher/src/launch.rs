@@ -2,6 +2,7 @@
 //! environment, and where its JSON report goes. Pure apart from finding the binary and
 //! writing an mpirun hostfile.
 
+use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -158,7 +159,7 @@ fn os(s: impl Into<OsString>) -> OsString {
 /// control NIC, 0 of 6 (docs/results/gpu-box-hang-and-nic-down.md; PMIx's
 /// `ptl_tcp_if_include` changed nothing more there). A variable is left out where the
 /// user set it or its `_exclude` twin (`is_set`): Open MPI refuses both at once.
-pub fn launch_pinning(control_nic: &str, is_set: impl Fn(&str) -> bool) -> Vec<(String, String)> {
+fn launch_pinning(control_nic: &str, is_set: impl Fn(&str) -> bool) -> Vec<(String, String)> {
     ["btl_tcp", "oob_tcp"]
         .iter()
         .filter(|framework| {
@@ -172,6 +173,44 @@ pub fn launch_pinning(control_nic: &str, is_set: impl Fn(&str) -> bool) -> Vec<(
             )
         })
         .collect()
+}
+
+/// The control NIC for a step whose data transport is bound elsewhere (`--test rails`: the
+/// rail under test, [`crate::validate::rails::transport_env`]): [`launch_pinning`]'s
+/// out-of-band variable alone, by the same rule, so that only the launch's channel is kept
+/// off the rails. `None` where there is no control NIC or the user chose.
+pub fn oob_pin(control_nic: Option<String>, user_set: impl Fn(&str) -> bool) -> Option<String> {
+    launch_pinning(&control_nic?, user_set)
+        .into_iter()
+        .find(|(name, _)| name == "OMPI_MCA_oob_tcp_if_include")
+        .map(|(_, nic)| nic)
+}
+
+/// A variant's environment `env` with the launch pinned to the control NIC (issue #45),
+/// where the profile names one (`control_nic`, from [`crate::profile::Choice::control_nic`]):
+/// the variables of [`launch_pinning`] that neither the user's environment (`user_set`) nor
+/// `env` itself already sets, or sets the `_exclude` twin of. The one rule validate, vet,
+/// run and tune follow. Says on stderr what was pinned (naming `tool`) and returns it;
+/// `None` where nothing was.
+pub fn pin_launch(
+    env: &mut BTreeMap<String, String>,
+    control_nic: Option<&str>,
+    tool: &str,
+    user_set: impl Fn(&str) -> bool,
+) -> Option<String> {
+    let nic = control_nic?;
+    let pins = launch_pinning(nic, |name| user_set(name) || env.contains_key(name));
+    if pins.is_empty() {
+        return None;
+    }
+    let names: Vec<&str> = pins.iter().map(|(k, _)| k.as_str()).collect();
+    let note = format!(
+        "gpudirect {tool}: Open MPI's own TCP traffic kept on the control NIC {nic} ({}={nic})",
+        names.join(", ")
+    );
+    env.extend(pins);
+    crate::noteln!("{note}");
+    Some(note)
 }
 
 /// Builds the command for `cell`. `json` asks for a `-J` report.
@@ -368,6 +407,36 @@ mod tests {
             )]
         );
         assert!(launch_pinning("eth0", |name| name.ends_with("_include")).is_empty());
+    }
+
+    /// validate, vet, run and tune pin alike: a variant's own include or exclude counts as
+    /// the user's choice, and the note names what was pinned.
+    #[test]
+    fn a_variants_own_choice_is_kept_and_the_note_names_the_pins() {
+        let mut env = BTreeMap::from([(
+            "OMPI_MCA_oob_tcp_if_exclude".to_string(),
+            "eth3".to_string(),
+        )]);
+        let note = pin_launch(&mut env, Some("eth0"), "run", |_| false).unwrap();
+        assert_eq!(
+            note,
+            "gpudirect run: Open MPI's own TCP traffic kept on the control NIC eth0 \
+             (OMPI_MCA_btl_tcp_if_include=eth0)"
+        );
+        assert_eq!(
+            env.get("OMPI_MCA_btl_tcp_if_include").map(String::as_str),
+            Some("eth0")
+        );
+        assert!(!env.contains_key("OMPI_MCA_oob_tcp_if_include"));
+        // Everything chosen already: nothing pinned, nothing said.
+        let mut chosen = env.clone();
+        assert_eq!(
+            pin_launch(&mut chosen, Some("eth0"), "run", |_| false),
+            None
+        );
+        // No control NIC: nothing.
+        assert_eq!(pin_launch(&mut chosen, None, "run", |_| false), None);
+        assert_eq!(chosen, env);
     }
 
     fn setup(launcher: Launcher) -> (Matrix, LaunchOptions, tempfile::TempDir) {

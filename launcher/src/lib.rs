@@ -39,11 +39,13 @@
 //! - [`matrix`]: the nccl-tests matrix (flags or TOML) and its plan of cells.
 //! - [`matrix_run`]: `gpudirect run`'s cells, one after another, with `--resume`'s marks.
 //! - [`launch`]: the srun/mpirun/local command line of one cell.
-//! - [`probe`]: what each task sees, and where tasks and nodes differ; [`provenance`]:
-//!   where each NCCL variable in effect comes from (profile, environment, NCCL's files).
+//! - [`probe`]: where the tasks and nodes of a step differ (each task's report, and where
+//!   each NCCL variable in effect comes from, are `gpudirect-wire`'s:
+//!   [`gpudirect_wire::task_report`], [`gpudirect_wire::provenance`]).
 //! - [`validate`]: `gpudirect validate`'s domain: its rounds of pairs ([`validate::pairing`]),
 //!   its verdicts on nodes and links ([`validate::judging`]), the simulator that proves them
-//!   ([`validate::simulate`]) and the rail pairs of `--test rails` ([`validate::rails`]).
+//!   ([`validate::simulate`]) and the rail pairs of `--test rails` ([`validate::rails`];
+//!   what `gpudirect-mpi` prints and checks is [`gpudirect_wire::rails`]).
 //! - [`vet`]: `gpudirect vet`, a job's own nodes checked before it trains: the node checks
 //!   on every node, validation pairs within a [`budget`], the good nodes handed on.
 //! - [`hang`]: `gpudirect hang`: the agent on each node of a hung job and the assembly of
@@ -54,7 +56,8 @@
 //!   size band, and the profile overlay it writes.
 //! - [`watch`]: `gpudirect watch`: a running job's NCCL Inspector dumps read and judged
 //!   (a late rank, a collective slower than its baseline, a rank that wrote nothing).
-//! - [`units`]: one grammar for sizes, durations, times and percentages.
+//! - [`units`]: one grammar for sizes, durations, times and percentages (sizes' reader is
+//!   [`gpudirect_wire::units`], re-exported there).
 //! - [`output`]: the only code that writes to stdout or stderr (safe when the reader goes
 //!   away): `outln!`, `emit`, `emit_json`, and `noteln!` for stderr.
 
@@ -87,7 +90,6 @@ pub mod output;
 pub mod probe;
 pub mod profile;
 pub mod profiles;
-pub mod provenance;
 pub mod quarantine;
 pub mod ras;
 pub mod record;

@@ -178,6 +178,11 @@ const SWEEPS_FAILED: (&str, &str, Option<&str>) = (
     "Sweeps a quarantined node failed in a row (it is drained at [quarantine] failures_to_drain).",
     None,
 );
+const QUARANTINE_AGE: (&str, &str, Option<&str>) = (
+    "gpudirect_quarantine_age_seconds",
+    "Seconds since a quarantined node was quarantined (its comment's `since`); absent for an entry written before the tool kept the time.",
+    Some("seconds"),
+);
 const DRAINED: (&str, &str, Option<&str>) = (
     "gpudirect_node_drained",
     "1 for a node drained (now, in Slurm) with this tool's tag; absent when it is not.",
@@ -246,11 +251,13 @@ pub fn add_drain_metrics(x: &mut Exposition, cluster: &str, drains: &[(String, O
 }
 
 /// Adds, per quarantined node (from the node comments, [`crate::quarantine::quarantined`]),
-/// [`QUARANTINED`] with its tool and cause, and its sweeps passed and failed in a row.
+/// [`QUARANTINED`] with its tool and cause, its sweeps passed and failed in a row, and how
+/// long it has been quarantined at `now` (Unix seconds), where its entry says since when.
 pub fn add_quarantine_metrics(
     x: &mut Exposition,
     cluster: &str,
     quarantined: &[(String, crate::quarantine::Entry)],
+    now: i64,
 ) {
     for (node, entry) in quarantined {
         let labels = [("cluster", cluster), ("node", node.as_str())];
@@ -266,6 +273,9 @@ pub fn add_quarantine_metrics(
         );
         x.gauge(SWEEPS_PASSED, &labels, f64::from(entry.passed));
         x.gauge(SWEEPS_FAILED, &labels, f64::from(entry.failed));
+        if let Some(since) = entry.since {
+            x.gauge(QUARANTINE_AGE, &labels, (now - since).max(0) as f64);
+        }
     }
 }
 
@@ -624,12 +634,25 @@ mod tests {
             "eth3 slow",
         );
         entry.failed = 2;
-        add_quarantine_metrics(&mut x, "c1", &[("node6".into(), entry)]);
+        let mut older = entry.clone();
+        entry.since = Some(1_000);
+        older.since = None;
+        add_quarantine_metrics(
+            &mut x,
+            "c1",
+            &[("node6".into(), entry), ("node7".into(), older)],
+            4_600,
+        );
         let text = x.render();
+        assert!(
+            !text.contains("gpudirect_quarantine_age_seconds{cluster=\"c1\",node=\"node7\"}"),
+            "no age without a since: {text}"
+        );
         for line in [
             "gpudirect_node_quarantined{cluster=\"c1\",node=\"node6\",tool=\"validate\",cause=\"nic\"} 1\n",
             "gpudirect_quarantine_sweeps_passed{cluster=\"c1\",node=\"node6\"} 0\n",
             "gpudirect_quarantine_sweeps_failed{cluster=\"c1\",node=\"node6\"} 2\n",
+            "gpudirect_quarantine_age_seconds{cluster=\"c1\",node=\"node6\"} 3600\n",
         ] {
             assert!(text.contains(line), "{line}{text}");
         }

@@ -91,6 +91,12 @@ pub fn env_var(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.is_empty())
 }
 
+/// Whether our environment sets `name` ([`env_var`]): the user's choice that the launch's
+/// pinning leaves alone ([`crate::launch::pin_launch`]).
+pub fn env_set(name: &str) -> bool {
+    env_var(name).is_some()
+}
+
 /// The cluster a run is recorded under: `explicit` (`--cluster`, `GPUDIRECT_CLUSTER`),
 /// else `$SLURM_CLUSTER_NAME`.
 pub fn cluster_name(explicit: Option<&str>) -> Option<String> {

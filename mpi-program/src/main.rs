@@ -1,13 +1,16 @@
 //! `gpudirect-mpi`: the part of gpudirect that speaks MPI, started by `srun --mpi=pmix` (or
 //! mpirun) inside an allocation. Every subcommand first checks that the MPI world is the
-//! Slurm step ([`gpudirect::validate::rails::check_world`]).
+//! Slurm step ([`gpudirect_wire::rails::check_world`]).
 //!
 //! - `check`: the world check alone.
-//! - `facts`: each task's facts ([`gpudirect::probe::TaskReport`]) gathered to rank 0 over
+//! - `facts`: each task's facts ([`gpudirect_wire::task_report::TaskReport`]) gathered to rank 0 over
 //!   MPI and printed there, one line per task (`gpudirect probe --mpi`).
 //! - `pair --rail NIC`: two tasks on two nodes measure host-memory bandwidth each way and
-//!   latency over that NIC; rank 0 prints one [`gpudirect::validate::rails::RailMeasurement`] line.
-//!   The launcher binds the transport to the NIC ([`gpudirect::validate::rails::transport_env`]).
+//!   latency over that NIC; rank 0 prints one [`gpudirect_wire::rails::RailMeasurement`] line.
+//!   The launcher binds the transport to the NIC (`gpudirect::validate::rails::transport_env`).
+//!
+//! What this program checks, prints and exits with is the contract in `gpudirect-wire`,
+//! which both sides link: this program links it, not the launcher.
 //!
 //! Messages for the person go to stderr and start with `gpudirect-mpi:`, which the launcher
 //! quotes as the reason a pair failed.
@@ -21,13 +24,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
-use gpudirect::probe::TaskReport;
-use gpudirect::units::size_arg;
-use gpudirect::validate::rails::{
+use gpudirect_core::system::{load_config, slurm_node_name, Ownership};
+use gpudirect_wire::rails::{
     check_launch, check_world, rail_state, RailMeasurement, StepEnv, CONNECT_TIMEOUT,
     EXIT_NO_CONNECTION, EXIT_RAIL_DOWN, EXIT_WORLD_MISMATCH, NO_CONNECTION,
 };
-use gpudirect_core::system::{load_config, slurm_node_name, Ownership};
+use gpudirect_wire::task_report::TaskReport;
+use gpudirect_wire::units::size_arg;
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
 

@@ -833,11 +833,23 @@ pub fn sweep_with(
     validate: &[&str],
     env: &[(&str, &str)],
 ) -> (Option<i32>, serde_json::Value) {
+    sweep_with_args(db, &[], validate, env)
+}
+
+/// [`sweep_with`], with `sweep_args` for the sweep itself (before `--`).
+pub fn sweep_with_args(
+    db: &std::path::Path,
+    sweep_args: &[&str],
+    validate: &[&str],
+    env: &[(&str, &str)],
+) -> (Option<i32>, serde_json::Value) {
     let lock = db.with_file_name("sweep.lock");
     let gpudirect = workspace_bin("gpudirect").display().to_string();
     let mut cmd = slurm_command_within(Who::Root, &gpudirect, 420);
     cmd.args(["--db", db.to_str().unwrap(), "sweep", "--json"])
-        .args(["--lock", lock.to_str().unwrap(), "--"])
+        .args(["--lock", lock.to_str().unwrap()])
+        .args(sweep_args)
+        .arg("--")
         .args(validate)
         .env("GPUDIRECT_CONFIG", plugin_config());
     for (k, v) in env {

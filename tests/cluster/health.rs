@@ -194,7 +194,8 @@ fn the_health_check_quarantines_a_node_whose_nic_is_down_and_returns_it_once_res
         std::thread::sleep(Duration::from_millis(250));
     };
     assert!(
-        comment.starts_with("gpudirect quarantine (health, nic): ") && comment.contains("eth3"),
+        comment.starts_with("gpudirect quarantine (health, nic, since ")
+            && comment.contains("eth3"),
         "after {:?}: {comment}",
         start.elapsed()
     );
@@ -217,7 +218,15 @@ fn the_health_check_quarantines_a_node_whose_nic_is_down_and_returns_it_once_res
     assert_eq!(comment_of("node2"), "", "after {:?}", start.elapsed());
     let shown = stdout(&run(&mut show));
     assert!(shown.contains("not found"), "{shown}");
-    let log = std::fs::read_to_string(state_dir().join("log/health-node2.log")).unwrap();
+    // The wrapper writes a run's output to the log once the run ends, which can be just
+    // after the run cleared the comment and deleted the reservation (seen in CI).
+    let read_log =
+        || std::fs::read_to_string(state_dir().join("log/health-node2.log")).unwrap_or_default();
+    let start = Instant::now();
+    while !read_log().contains("returned node2 from the quarantine") && start.elapsed() < limit {
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    let log = read_log();
     assert!(log.contains("returned node2 from the quarantine"), "{log}");
 }
 

@@ -5,6 +5,7 @@ use std::path::Path;
 use cluster_tests::*;
 
 mod bed;
+mod black_holes;
 mod hang;
 mod health;
 mod rails;
@@ -165,7 +166,28 @@ fn run_checks_the_transport_of_every_cell_and_records_it() {
         };
         assert_eq!(summary.status.to_string(), expected, "{summary:?}");
         assert!(detail.rows.len() > 20);
+        // Issue #45: tcpx names a control NIC (eth0), so its cells keep Open MPI's own
+        // traffic there; `none` has no profile and pins nothing.
+        let pinned = if summary.variant.as_deref() == Some("tcpx") {
+            Some("eth0")
+        } else {
+            None
+        };
+        for name in ["OMPI_MCA_btl_tcp_if_include", "OMPI_MCA_oob_tcp_if_include"] {
+            assert_eq!(
+                detail.env.get(name).map(String::as_str),
+                pinned,
+                "{name} in {summary:?}: {:?}",
+                detail.env
+            );
+        }
     }
+    assert!(
+        stderr(&output)
+            .contains("gpudirect run: Open MPI's own TCP traffic kept on the control NIC eth0"),
+        "{}",
+        stderr(&output)
+    );
 }
 
 #[test]

@@ -58,7 +58,8 @@ fn validate_quarantine_keeps_users_off_a_slow_node_and_root_can_still_test_it() 
     assert!(shown.contains("MAINT") && shown.contains("FLEX"), "{shown}");
     let comment = comment_of("node3");
     assert!(
-        comment.starts_with("rack 4, ticket 11 | gpudirect quarantine (validate, node): slow node"),
+        comment.starts_with("rack 4, ticket 11 | gpudirect quarantine (validate, node, since ")
+            && comment.contains("): slow node"),
         "{comment}"
     );
     assert_eq!(comment_of("node2"), "", "node2 was healthy");
@@ -150,7 +151,7 @@ fn quarantine_node3(db: &std::path::Path, standin: &std::path::Path) {
         steps_in_one_allocation_as(Who::Root, &["-N3", "-w", "node[1-3]"], &dir, &steps);
     assert_ok(&output, "the allocation");
     steps[0].assert_code(1, "validate --quarantine");
-    assert!(comment_of("node3").contains("gpudirect quarantine (validate, node)"));
+    assert!(comment_of("node3").contains("gpudirect quarantine (validate, node, since "));
 }
 
 /// Issue #44's sweep done-when, on the stand-in (the fault is the stand-in's slow node3,
@@ -174,7 +175,7 @@ fn sweep_keeps_a_failing_node_returns_it_after_two_passes_and_drains_it_after_th
     assert_eq!(out["nodes"][0]["action"], "kept", "{out}");
     assert_eq!(out["nodes"][0]["verdict"], "slow_node", "{out}");
     assert!(
-        comment_of("node3").contains("(validate, node, failed 1)"),
+        comment_of("node3").contains("(validate, node, failed 1, since "),
         "{}",
         comment_of("node3")
     );

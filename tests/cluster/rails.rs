@@ -628,7 +628,7 @@ fn a_slowed_nic_is_quarantined_kept_while_slow_and_returned_by_two_sweeps_after_
         );
         let comment = comment_of("node2");
         assert!(
-            comment.starts_with("gpudirect quarantine (validate, nic): ")
+            comment.starts_with("gpudirect quarantine (validate, nic, since ")
                 && comment.contains("eth3"),
             "{comment}"
         );

@@ -72,6 +72,10 @@ fn tune_tries_knobs_on_top_of_the_profile_and_the_plugin_applies_its_overlay() {
         err.contains("NCCL_GPUDIRECTTCPX_UNIX_CLIENT_PREFIX is forced to"),
         "{err}"
     );
+    assert!(
+        err.contains("gpudirect tune: Open MPI's own TCP traffic kept on the control NIC eth0"),
+        "{err}"
+    );
     // 3 settings x 3 rounds, each an srun step on node1 recorded as the user ran it.
     let history = gpudirect::history::History::open_existing(&db).expect("history written");
     let runs = history
@@ -89,6 +93,15 @@ fn tune_tries_knobs_on_top_of_the_profile_and_the_plugin_applies_its_overlay() {
             detail.env.get("GPUDIRECT_MODE").map(String::as_str),
             Some("tcpx")
         );
+        // Issue #45: the launch's own Open MPI traffic on tcpx's control NIC, as validate's.
+        for pinned in ["OMPI_MCA_btl_tcp_if_include", "OMPI_MCA_oob_tcp_if_include"] {
+            assert_eq!(
+                detail.env.get(pinned).map(String::as_str),
+                Some("eth0"),
+                "{pinned}: {:?}",
+                detail.env
+            );
+        }
         assert!(
             detail
                 .command_line

@@ -7,7 +7,7 @@
 //!
 //! | Arm | Asked by | Prints |
 //! |---|---|---|
-//! | `probe` | `gpudirect probe` (one per task) | [`gpudirect::probe::TaskReport`] |
+//! | `probe` | `gpudirect probe` (one per task) | [`gpudirect_wire::task_report::TaskReport`] |
 //! | `hang JOB` | `gpudirect hang` (inside the hung job) | [`gpudirect::hang::AgentReport`] |
 //! | `health` | `gpudirect vet`'s node checks | `gpudirect health --json`, with the wiring map |
 //! | `wiring` | `gpudirect validate --test wiring` | [`gpudirect::validate::wiring::NodeWiring`] |
@@ -29,10 +29,10 @@ use anyhow::Result;
 use clap::{Args, Subcommand};
 use gpudirect::hang::{self, JobStep};
 use gpudirect::output::emit;
-use gpudirect::probe::TaskReport;
 use gpudirect::units::duration_arg;
 use gpudirect::watch;
 use gpudirect_core::system::{load_config, slurm_node_name, Ownership};
+use gpudirect_wire::task_report::TaskReport;
 use std::time::Duration;
 
 use super::args::{ConfigArg, NodeReportArgs, RasPollArgs};

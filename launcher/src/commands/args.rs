@@ -103,6 +103,13 @@ impl ProfileArgs {
         let mode = self.gpudirect.as_deref()?;
         Some(Choice::load(&self.config.path, mode))
     }
+
+    /// The control NIC the mode's profile names on every one of `nodes`
+    /// ([`Choice::control_nic`]); `None` without a mode, or where the config or mode does
+    /// not read (the command says that error itself where it matters).
+    pub fn control_nic(&self, nodes: &[String]) -> Option<String> {
+        self.choice()?.ok()?.control_nic(nodes)
+    }
 }
 
 /// `--polls`, `--interval`, `--timeout`: how NCCL's RAS is asked on a node, the same on
@@ -214,7 +221,10 @@ pub struct StartupArgs {
     /// (is PMIx working: `srun --mpi=list`; `gpudirect-mpi check`), and that Open MPI and
     /// PMIx talk over the control NIC (OMPI_MCA_oob_tcp_if_include,
     /// OMPI_MCA_btl_tcp_if_include, PMIX_MCA_ptl_tcp_if_include = the profile's
-    /// socket_ifname). Raise it for very large jobs whose NCCL init takes longer.
+    /// socket_ifname). With --gpudirect, the runs set the first two to the profile's control
+    /// NIC themselves where every node names it alike and neither you nor the variant set
+    /// them or their _exclude twins (said on stderr, kept in each run's environment in the
+    /// history). Raise it for very large jobs whose NCCL init takes longer.
     #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = duration_arg)]
     pub startup_timeout: Duration,
 }

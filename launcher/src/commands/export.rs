@@ -158,7 +158,12 @@ fn write_export(
             }
             match gpudirect::quarantine::quarantined() {
                 Ok(nodes) => {
-                    gpudirect::metrics::add_quarantine_metrics(&mut metrics, &cluster, &nodes);
+                    gpudirect::metrics::add_quarantine_metrics(
+                        &mut metrics,
+                        &cluster,
+                        &nodes,
+                        gpudirect::units::now_unix(),
+                    );
                 }
                 Err(e) => note(&format!(
                     "gpudirect export: quarantines left out (gpudirect_node_quarantined): Slurm did not answer: {e}"

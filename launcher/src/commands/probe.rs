@@ -9,9 +9,10 @@ use std::ffi::OsString;
 
 use anyhow::Result;
 use clap::Args;
-use gpudirect::probe::{analyse, read_reports, Analysis, TaskReport};
+use gpudirect::probe::{analyse, read_reports, Analysis};
 use gpudirect::runner::{Job, Outcome};
 use gpudirect::slurm::{ask_nodes, AgentStep, Allocation, StepProfile};
+use gpudirect_wire::task_report::TaskReport;
 
 use super::args::ProfileArgs;
 use super::{Ctx, ExitStatus};

@@ -11,8 +11,9 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use gpudirect::history::{History, LaunchKind, RunStatus};
 use gpudirect::matrix::{variants_from_flags, Cell, Matrix, Variant};
+use gpudirect::profile::Choice;
 use gpudirect::runner::{self, INTERRUPTED};
-use gpudirect::slurm::Allocation;
+use gpudirect::slurm::{env_set, Allocation};
 use gpudirect::tune::overlay::read_overlay;
 use gpudirect::units::size_arg;
 use gpudirect_core::config::{Config, Mode};
@@ -356,6 +357,21 @@ fn read_config(args: &RunArgs, matrix: &Matrix) -> Result<Option<Config>> {
     }
 }
 
+/// Each variant's launch kept on its profile's control NIC, where the profile names one on
+/// every node (validate's rule, [`gpudirect::launch::pin_launch`]); the variant's own
+/// environment and the user's win.
+fn pin_variants(matrix: &mut Matrix, config: Option<&Config>, nodes: &[String]) {
+    let Some(config) = config else { return };
+    for variant in &mut matrix.variants {
+        let control = variant
+            .gpudirect
+            .as_deref()
+            .and_then(|mode| Choice::with(config, mode).ok())
+            .and_then(|choice| choice.control_nic(nodes));
+        gpudirect::launch::pin_launch(&mut variant.env, control.as_deref(), "run", env_set);
+    }
+}
+
 /// `--dry-run`: the plan, each cell's command line and its expected time from the
 /// history.
 fn dry_run(
@@ -444,7 +460,7 @@ pub fn run(args: &RunArgs, ctx: &Ctx) -> Result<ExitStatus> {
     let wall = Instant::now();
     let allocation = Allocation::from_env()?;
     let in_allocation = allocation.job_id.is_some();
-    let matrix = build_matrix(args, &allocation)?;
+    let mut matrix = build_matrix(args, &allocation)?;
     let nodes = allocation.nodes;
     if args.submit {
         if in_allocation {
@@ -455,6 +471,9 @@ pub fn run(args: &RunArgs, ctx: &Ctx) -> Result<ExitStatus> {
     let (launcher, nodes) = launcher_and_nodes(args, &matrix, nodes, in_allocation)?;
     let dir = check_matrix(args, &matrix, &nodes, in_allocation)?;
     let config = read_config(args, &matrix)?;
+    if launcher != Launcher::Local {
+        pin_variants(&mut matrix, config.as_ref(), &nodes);
+    }
     // Removed when `work` drops, as at every return below.
     let work = gpudirect::launch::work_dir("gpudirect-run-")
         .context("cannot create a work folder in $TMPDIR (set TMPDIR to a folder of yours)")?;

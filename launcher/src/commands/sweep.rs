@@ -1,14 +1,16 @@
 //! `gpudirect sweep`: the admin's periodic look at the fleet (issue #44), run as root from
 //! `scrontab` or cron. One sweep:
 //! 1. takes a lock (`--lock`): a second sweep at the same time does nothing and says so;
-//! 2. sets the quarantine reservation to exactly the quarantined nodes ([`quarantine::reconcile`]);
-//! 3. backs off, submitting nothing, when a pending job waits for nodes
+//! 2. with `--black-holes WINDOW`, quarantines the nodes that sacct shows failing the jobs
+//!    of several users within seconds ([`black_holes`]);
+//! 3. sets the quarantine reservation to exactly the quarantined nodes ([`quarantine::reconcile`]);
+//! 4. backs off, submitting nothing, when a pending job waits for nodes
 //!    ([`sweep::queue_wants_nodes`]);
-//! 4. tests the idle quarantined nodes with healthy idle partners in one allocation inside
+//! 5. tests the idle quarantined nodes with healthy idle partners in one allocation inside
 //!    the reservation (`salloc --reservation --immediate`), by `gpudirect validate --json
 //!    --quarantine` with the arguments after `--` (a healthy node found bad there is
 //!    quarantined by validate itself; the runs go to the history as validate's);
-//! 5. counts each quarantined node's result in its comment: `passes_to_return` passes in a
+//! 6. counts each quarantined node's result in its comment: `passes_to_return` passes in a
 //!    row return it, `failures_to_drain` failures in a row drain it with the evidence.
 //!
 //! Every action is said on stderr with the `gpudirect sweep:` tag (and in `--json`).
@@ -22,8 +24,9 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use gpudirect::drain::{self, Tool};
 use gpudirect::output::{emit_json, with_sources};
+use gpudirect::quarantine::black_holes::{self, Rule};
 use gpudirect::quarantine::sweep::{self, Next, Plan};
-use gpudirect::quarantine::{self, Entry, Settings};
+use gpudirect::quarantine::{self, Cause, Entry, Put, Settings};
 use gpudirect::runner::{self, Job, Outcome};
 use gpudirect::units::duration_arg;
 use gpudirect::{noteln, outln};
@@ -38,11 +41,19 @@ use super::{Ctx, ExitStatus};
 Examples (as root; the arguments after -- are validate's):
   gpudirect sweep -- --floor 60                     # one sweep now
   gpudirect sweep --dry-run                         # what a sweep would test, nothing run
+  gpudirect sweep --black-holes 2h -- --floor 60    # also quarantine and test black holes
   # scrontab -e (as root), every 30 minutes:
   */30 * * * * /usr/bin/gpudirect sweep --budget 20m -- --floor 60
 
+Black holes (--black-holes 2h): a node on which the allocations of at least --black-hole-users
+users failed (FAILED, NODE_FAIL, BOOT_FAIL) within 60 s of their start, at least
+--black-hole-jobs times and in 80% or more of its allocations in the window, read from sacct.
+A node that failed only in allocations shared with a worse one is its partner, not named.
+It is quarantined (the comment says `validate, node`: validate's runs clear it) and swept.
+
 Exit status: 0 the sweep ran (or backed off, or another sweep held the lock); 1 a quarantined
-node failed its sweep (kept, or drained after failures_to_drain in a row); 3 could not run
+node failed its sweep (kept, or drained after failures_to_drain in a row), or a black hole was
+quarantined; 3 could not run
 (no config, Slurm not answering, validate gave no report).")]
 pub struct SweepArgs {
     /// The admin config (its `[quarantine]` table: reservation, users, counts).
@@ -77,6 +88,22 @@ pub struct SweepArgs {
     #[arg(long)]
     pub json: bool,
 
+    /// First look for black holes: nodes on which the allocations of several users failed
+    /// within 60 s of their start, in this last window (60m, 2h), read from `sacct`
+    /// (Slurm's accounting must be on). Each is quarantined (cause `node`, the evidence in
+    /// its comment) and tested by this sweep with the others.
+    #[arg(long, value_name = "WINDOW", value_parser = duration_arg)]
+    pub black_holes: Option<Duration>,
+
+    /// A black hole's fewest fast failures in the window.
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    pub black_hole_jobs: usize,
+
+    /// A black hole's fewest users among those failures (one user's broken job fails
+    /// wherever it lands; a black hole fails everyone's).
+    #[arg(long, value_name = "N", default_value_t = 2)]
+    pub black_hole_users: usize,
+
     /// Arguments for `gpudirect validate` (after `--`): its floor, sizes, nccl-tests folder.
     #[arg(last = true, value_name = "VALIDATE ARGS")]
     pub validate: Vec<String>,
@@ -94,11 +121,23 @@ struct NodeOutcome {
     message: String,
 }
 
+/// A black hole found (`--black-holes`), and what was done.
+#[derive(Debug, Clone, Serialize)]
+struct BlackHole {
+    node: String,
+    /// The evidence, as in its comment.
+    problem: String,
+    /// `quarantined`, `already_quarantined`, `drained`, `would_quarantine` or `error`.
+    action: &'static str,
+}
+
 /// The sweep's outcome (`--json`).
 #[derive(Debug, Clone, Serialize, Default)]
 struct Outcomes {
     /// Why nothing was tested (lock held, the queue wants nodes, too few idle nodes).
     skipped: Option<String>,
+    /// `--black-holes`: the nodes sacct showed to be black holes.
+    black_holes: Vec<BlackHole>,
     suspects: Vec<String>,
     partners: Vec<String>,
     /// validate's exit status.
@@ -119,6 +158,9 @@ pub fn run(args: &SweepArgs, ctx: &Ctx) -> Result<ExitStatus> {
     }
     let settings = quarantine::settings_from(&args.config.path)
         .with_context(|| format!("reading [quarantine] of {}", args.config.path.display()))?;
+    if let Some(window) = args.black_holes {
+        out.black_holes = black_holes(args, &settings, window);
+    }
     let quarantined =
         quarantine::reconcile(&settings).context("setting the quarantine reservation")?;
     if let Some(job) = sweep::queue_wants_nodes(&quarantine::pending_jobs()?) {
@@ -156,6 +198,64 @@ pub fn run(args: &SweepArgs, ctx: &Ctx) -> Result<ExitStatus> {
         ));
     }
     finish(args, &out)
+}
+
+/// `--black-holes`: the nodes sacct shows to be black holes, quarantined (said, not done,
+/// with --dry-run). An unreadable accounting is said and the sweep goes on without it.
+fn black_holes(args: &SweepArgs, settings: &Settings, window: Duration) -> Vec<BlackHole> {
+    let rule = Rule {
+        min_jobs: args.black_hole_jobs.max(1),
+        min_users: args.black_hole_users.max(1),
+        ..Rule::default()
+    };
+    let jobs = match black_holes::ended_jobs(window)
+        .map_err(|e| with_sources(&e))
+        .and_then(|text| black_holes::parse_sacct(&text).map_err(|e| e.to_string()))
+    {
+        Ok(jobs) => jobs,
+        Err(e) => {
+            noteln!("gpudirect sweep: warning: --black-holes: cannot read the ended jobs: {e} (is Slurm's accounting, slurmdbd, on?); no black hole looked for");
+            return Vec::new();
+        }
+    };
+    let found = black_holes::suspects(&jobs, &rule);
+    noteln!(
+        "gpudirect sweep: black holes: {} job(s) ended in the last {} s; {} node(s) named",
+        jobs.len(),
+        window.as_secs(),
+        found.len()
+    );
+    found
+        .iter()
+        .map(|suspect| {
+            let problem = suspect.problem(&rule, window);
+            let entry = Entry::new(Tool::Validate, Cause::Node, &problem);
+            let action = if args.dry_run {
+                "would_quarantine"
+            } else {
+                match quarantine::put(settings, &suspect.node, &entry) {
+                    Ok(Put::Quarantined { .. }) => "quarantined",
+                    Ok(Put::AlreadyQuarantined { .. }) => "already_quarantined",
+                    Ok(Put::Drained { .. }) => "drained",
+                    Ok(Put::NotTheNodes) => "not_the_nodes",
+                    Err(e) => {
+                        noteln!(
+                            "gpudirect sweep: {}: cannot quarantine it: {}",
+                            suspect.node,
+                            with_sources(&e)
+                        );
+                        "error"
+                    }
+                }
+            };
+            noteln!("gpudirect sweep: {}: {problem}: {action}", suspect.node);
+            BlackHole {
+                node: suspect.node.clone(),
+                problem,
+                action,
+            }
+        })
+        .collect()
 }
 
 /// Locks `path` (made 0600 if missing); `None` when another sweep holds it.
@@ -348,6 +448,9 @@ fn finish(args: &SweepArgs, out: &Outcomes) -> Result<ExitStatus> {
     if args.json {
         emit_json(out)?;
     } else {
+        for b in &out.black_holes {
+            outln!("gpudirect sweep: {}: {} ({})", b.node, b.problem, b.action)?;
+        }
         if let Some(why) = &out.skipped {
             outln!("gpudirect sweep: {why}")?;
         }
@@ -355,10 +458,10 @@ fn finish(args: &SweepArgs, out: &Outcomes) -> Result<ExitStatus> {
             outln!("gpudirect sweep: {}", n.message)?;
         }
     }
-    let failed = out
-        .nodes
-        .iter()
-        .any(|n| matches!(n.action, "kept" | "drained") && n.verdict.as_deref() != Some("healthy"));
+    let failed =
+        out.nodes.iter().any(|n| {
+            matches!(n.action, "kept" | "drained") && n.verdict.as_deref() != Some("healthy")
+        }) || out.black_holes.iter().any(|b| b.action == "quarantined");
     let error = out.nodes.iter().any(|n| n.action == "error");
     Ok(match (error, failed) {
         (true, _) => ExitStatus::CouldNotRun,

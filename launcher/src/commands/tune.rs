@@ -15,8 +15,7 @@ use gpudirect::outln;
 use gpudirect::output::{emit, emit_json};
 use gpudirect::profile::{Choice, ProfileError};
 use gpudirect::runner;
-use gpudirect::slurm::env_var;
-use gpudirect::slurm::Allocation;
+use gpudirect::slurm::{env_set, env_var, Allocation};
 use gpudirect::tune::knobs::{self, Knob, Preset};
 use gpudirect::tune::overlay::{self, Provenance};
 use gpudirect::tune::plan::{self, Setting};
@@ -197,6 +196,7 @@ fn setup(args: &TuneArgs) -> Result<Setup> {
             profile: None,
             run_nodes: vec![host],
             launch_kind: LaunchKind::Local,
+            launch_env: BTreeMap::new(),
         });
     }
     let allocation = Allocation::from_env()?;
@@ -214,6 +214,7 @@ fn setup(args: &TuneArgs) -> Result<Setup> {
         .gpus_per_node
         .unwrap_or(allocation.tasks_per_node.unwrap_or(1));
     let run_nodes: Vec<String> = all[..nodes as usize].to_vec();
+    let mut launch_env = BTreeMap::new();
     let profile = match args.gpudirect.as_deref() {
         None => None,
         Some(mode) => {
@@ -223,6 +224,8 @@ fn setup(args: &TuneArgs) -> Result<Setup> {
                 ),
                 e => e.into(),
             })?;
+            let control = choice.control_nic(&run_nodes);
+            gpudirect::launch::pin_launch(&mut launch_env, control.as_deref(), "tune", env_set);
             choice.on(&run_nodes[0])?.map(|r| r.profile.clone())
         }
     };
@@ -247,6 +250,7 @@ fn setup(args: &TuneArgs) -> Result<Setup> {
         profile,
         run_nodes,
         launch_kind: LaunchKind::Srun,
+        launch_env,
     })
 }
 
@@ -676,11 +680,7 @@ fn dry_run(
             variant: Variant {
                 name: "default".into(),
                 gpudirect: setup.mode.clone(),
-                env: setup
-                    .devices
-                    .iter()
-                    .map(|d| ("CUDA_VISIBLE_DEVICES".to_string(), d.clone()))
-                    .collect(),
+                env: setup.step_env(&BTreeMap::new()),
             },
         };
         outln!(

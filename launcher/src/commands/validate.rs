@@ -21,7 +21,7 @@ use gpudirect::validate::judging::{
 };
 use gpudirect::validate::pairing::{parse_topology, Mode};
 
-use gpudirect::slurm::{env_var, Allocation};
+use gpudirect::slurm::{env_set, env_var, Allocation};
 use gpudirect_core::system::short_hostname;
 
 mod drains;
@@ -89,7 +89,8 @@ never drained; its partners are re-paired and judged on their other runs). Check
 themselves set OMPI_MCA_btl_tcp_if_include and OMPI_MCA_oob_tcp_if_include to the\n\
 profile's control NIC (where every node names it alike and you set neither they nor\n\
 their _exclude twins): with a data NIC down, Open MPI's own TCP otherwise crosses the\n\
-rails, and steps hung before NCCL on the lent GPU host.\n\n\
+rails, and steps hung before NCCL on the lent GPU host. --test rails keeps the out-of-band\n\
+channel there too (OMPI_MCA_oob_tcp_if_include), its data on the rail under test.\n\n\
 --test wiring moves no data: one task per node reports the NIC its profile gives each GPU\n\
 (the plugin's own rules, sysfs locality included; without a profile, the PCI tree's map)\n\
 and each of those NICs' IPv4 subnets (/proc/net/route). GPU i's rail is the subnet most\n\
@@ -493,21 +494,8 @@ fn pair_variant(args: &ValidateArgs, nodes: &[String]) -> Variant {
         variant.env.insert("NCCL_ALGO".into(), algo);
     }
     // The launch's own MPI traffic on the profile's control NIC, off the rails under test.
-    let control = match args.profile.choice() {
-        Some(Ok(choice)) => choice.control_nic(nodes),
-        _ => None,
-    };
-    if let Some(nic) = control {
-        let pins = gpudirect::launch::launch_pinning(&nic, |name| env_var(name).is_some());
-        if !pins.is_empty() {
-            let names: Vec<&str> = pins.iter().map(|(k, _)| k.as_str()).collect();
-            noteln!(
-                "gpudirect validate: Open MPI's own TCP traffic kept on the control NIC {nic} ({}={nic})",
-                names.join(", ")
-            );
-        }
-        variant.env.extend(pins);
-    }
+    let control = args.profile.control_nic(nodes);
+    gpudirect::launch::pin_launch(&mut variant.env, control.as_deref(), "validate", env_set);
     variant
 }
 

@@ -8,7 +8,7 @@
 //!   and a job of its users may take nodes inside and outside it (a quarantined node paired
 //!   with a healthy one).
 //! - The evidence is in each node's `Comment`, as the last part after an admin's own text
-//!   (`ADMIN TEXT | gpudirect quarantine (validate, nic): node2 eth3 slow ...`), which is
+//!   (`ADMIN TEXT | gpudirect quarantine (validate, nic, since T): node2 eth3 slow ...`), which is
 //!   kept as it was. Slurm 22.05 has no reservation comment, so the node comments are the
 //!   record, and the source of truth: the reservation's node list is always set to exactly
 //!   the nodes whose comment carries [`TAG`] ([`reconcile`]).
@@ -23,6 +23,7 @@
 //!   alone.
 
 mod actions;
+pub mod black_holes;
 mod calls;
 pub mod sweep;
 #[cfg(test)]
@@ -98,6 +99,9 @@ pub struct Entry {
     pub passed: u32,
     /// Sweeps failed in a row since.
     pub failed: u32,
+    /// When it was quarantined (Unix seconds), set by [`put`]; `None` in an entry written
+    /// before the tool kept it.
+    pub since: Option<i64>,
     /// What was found, on one line.
     pub problem: String,
 }
@@ -123,11 +127,13 @@ impl Entry {
             cause,
             passed: 0,
             failed: 0,
+            since: None,
             problem,
         }
     }
 
-    /// `gpudirect quarantine (validate, nic, passed 1): node2 eth3 slow`. Pure.
+    /// `gpudirect quarantine (validate, nic, passed 1, since 1796500000): node2 eth3 slow`.
+    /// Pure.
     pub fn render(&self) -> String {
         let mut meta = vec![self.tool.name().to_string(), self.cause.word().to_string()];
         if self.passed > 0 {
@@ -135,6 +141,9 @@ impl Entry {
         }
         if self.failed > 0 {
             meta.push(format!("failed {}", self.failed));
+        }
+        if let Some(since) = self.since {
+            meta.push(format!("since {since}"));
         }
         format!("{TAG}{}): {}", meta.join(", "), self.problem)
     }
@@ -146,11 +155,12 @@ impl Entry {
         let mut words = meta.split(", ");
         let tool = Tool::from_name(words.next()?)?;
         let cause = Cause::from_word(words.next()?)?;
-        let (mut passed, mut failed) = (0, 0);
+        let (mut passed, mut failed, mut since) = (0, 0, None);
         for word in words {
             match word.split_once(' ')? {
                 ("passed", n) => passed = n.parse().ok()?,
                 ("failed", n) => failed = n.parse().ok()?,
+                ("since", t) => since = Some(t.parse().ok()?),
                 _ => return None,
             }
         }
@@ -159,6 +169,7 @@ impl Entry {
             cause,
             passed,
             failed,
+            since,
             problem: problem.to_string(),
         })
     }
@@ -346,7 +357,11 @@ pub fn put(settings: &Settings, node: &str, entry: &Entry) -> Result<Put, Quaran
             entry: kept.render(),
         },
         None => {
-            let comment = join_comment(admin.as_deref(), Some(entry));
+            let dated = Entry {
+                since: Some(crate::units::now_unix()),
+                ..entry.clone()
+            };
+            let comment = join_comment(admin.as_deref(), Some(&dated));
             set_node_comment(node, &comment)?;
             Put::Quarantined { comment }
         }

@@ -77,6 +77,22 @@ pub struct Setup {
     pub launch_kind: LaunchKind,
     /// What was measured, for the summary and the overlay.
     pub described: String,
+    /// Variables of the launch itself that every run gets: Open MPI kept on the profile's
+    /// control NIC ([`crate::launch::pin_launch`]).
+    pub launch_env: BTreeMap<String, String>,
+}
+
+impl Setup {
+    /// A run's environment: the launch's variables, `--gpus`' devices, then the setting's
+    /// own (which win).
+    pub fn step_env(&self, setting: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+        let mut env = self.launch_env.clone();
+        if let Some(devices) = &self.devices {
+            env.insert("CUDA_VISIBLE_DEVICES".into(), devices.clone());
+        }
+        env.extend(setting.iter().map(|(k, v)| (k.clone(), v.clone())));
+        env
+    }
 }
 
 /// One finished step.
@@ -203,10 +219,7 @@ impl Tuner<'_> {
         progress: &Progress,
     ) -> Result<Finished, TuneRunError> {
         self.runs_started += 1;
-        let mut env = step.setting.0.clone();
-        if let Some(devices) = &self.setup.devices {
-            env.insert("CUDA_VISIBLE_DEVICES".into(), devices.clone());
-        }
+        let env = self.setup.step_env(&step.setting.0);
         let cell = Cell {
             index: self.runs_started,
             collective: step.collective.clone(),

@@ -6,8 +6,13 @@
 //!   its verdicts on nodes and links (the method is drawn in its docs).
 //! - [`simulate`]: the same planner over a simulated cluster with slow nodes and bad links,
 //!   for the miss and false-alarm rates in `docs/validation.md`.
-//! - [`rails`]: `--test rails`: one pair's MPI step bound to one rail, its measurement line
-//!   and its record.
+//! - [`rails`]: `--test rails`: one pair's MPI step bound to one rail, and its record (the
+//!   measurement line and the MPI program's checks are `gpudirect-wire`'s
+//!   [`gpudirect_wire::rails`]).
+//! - [`rail_plan`]: which NICs are the rails, and the variable that holds NCCL to one.
+//! - [`rail_units`]: the verdicts per (node, rail), the run's health over its rails, and the
+//!   nodes to drain naming their rails.
+//! - [`rail_states`]: each node's rails seen up or down before any traffic.
 //! - [`pairs`]: the nccl-tests pairs of `validate`, each round's cells at once through
 //!   `cell::exec`, stored once judged.
 //! - [`rail_runs`]: `--test rails`' waves of MPI pair steps and how they are stored.
@@ -26,8 +31,10 @@ pub mod gpus;
 pub mod judging;
 pub mod pairing;
 pub mod pairs;
+pub mod rail_plan;
 pub mod rail_runs;
 pub mod rail_states;
+pub mod rail_units;
 pub mod rails;
 pub mod session;
 pub mod simulate;

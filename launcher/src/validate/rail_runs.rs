@@ -11,14 +11,13 @@ use std::time::Instant;
 use super::judging::{median_busbw, JudgeError, Outcome, Round, Threshold, Validation};
 use super::pairing::Mode;
 use super::rail_states::RailNodes;
-use super::rails::{
-    failure_reason, pair_job, read_measurement, record_of, worth_a_retry, PairSpec,
-};
+use super::rails::{failure_reason, pair_job, record_of, worth_a_retry, PairSpec};
 use crate::budget::Budget;
 use crate::history::{History, NewRun};
 use crate::noteln;
 use crate::runner::{self, StartError};
 use crate::units::now_unix;
+use gpudirect_wire::rails::read_measurement;
 
 /// Why the rail runs stopped.
 #[derive(Debug, thiserror::Error)]

@@ -16,10 +16,10 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::rails::rail_state;
 use crate::budget::Budget;
 use crate::noteln;
 use crate::slurm::{AgentStep, StepProfile};
+use gpudirect_wire::rails::rail_state;
 
 /// The key that marks a node's line among other output.
 pub const LINE_KEY: &str = "gpudirect_rail_states";

@@ -10,20 +10,21 @@ use super::{worst_over_rails, Paired};
 use crate::budget::Budget;
 use crate::checks::expected_sizes;
 use crate::history::{History, HistoryError, LaunchKind, NewRun};
-use crate::launch::{find_binary, LaunchError, LaunchOptions, Launcher};
+use crate::launch::{find_binary, pin_launch, LaunchError, LaunchOptions, Launcher};
 use crate::matrix::{Matrix, Variant};
-use crate::slurm::env_var;
+use crate::profile::Choice;
+use crate::slurm::{env_set, env_var};
 use crate::validate::judging::{JudgeError, Threshold, Validation, DEFAULT_TOLERANCE};
 use crate::validate::pairing::Mode;
 use crate::validate::pairs::{
     pair_reference, pinned_algorithm, run_rounds, PairsError, Recorded, ReferenceError,
     ReferenceRequest, RoundContext, Units, DEFAULT_ALGO,
 };
+use crate::validate::rail_plan::{rail_plan, RailError, RailRequest};
 use crate::validate::rail_runs::{validate_rails, RailRunError, RailsPlan};
 use crate::validate::rail_states;
-use crate::validate::rails::{
-    locate_mpi_program, rail_plan, units_of, PairSpec, RailError, RailRequest,
-};
+use crate::validate::rail_units::units_of;
+use crate::validate::rails::{locate_mpi_program, PairSpec};
 use crate::{noteln, slurm};
 use gpudirect_core::system::{load_config, Ownership};
 
@@ -147,6 +148,13 @@ pub fn run_pairs(
     }
 }
 
+/// The control NIC of `--gpudirect`'s profile on every one of `nodes`, where they agree:
+/// the launch's own Open MPI traffic stays there (issue #45).
+fn control_nic(req: &PairsRequest, nodes: &[String]) -> Option<String> {
+    let mode = req.gpudirect.as_deref()?;
+    Choice::load(&req.config, mode).ok()?.control_nic(nodes)
+}
+
 /// MPI pairs per rail (validate --test rails' rounds); a node's verdict is its worst rail.
 fn rail_pairs(
     req: &PairsRequest,
@@ -173,6 +181,7 @@ fn rail_pairs(
         size_bytes: req.message_size,
         seconds: 0.5,
         timeout: Duration::from_secs(60),
+        oob_nic: crate::launch::oob_pin(control_nic(req, nodes), env_set),
     };
     let base = NewRun {
         cluster: slurm::cluster_name(req.cluster.as_deref()),
@@ -282,6 +291,9 @@ fn nccl_pairs(
     if req.gpudirect.is_some() && env_var("NCCL_DEBUG").is_none() {
         variant.env.insert("NCCL_DEBUG".into(), "INFO".into());
     }
+    // validate's rule: the launch's own MPI traffic on the profile's control NIC.
+    let control = control_nic(req, nodes);
+    pin_launch(&mut variant.env, control.as_deref(), "vet", env_set);
     let timeout = Duration::from_secs(120);
     let matrix = Matrix {
         collectives: vec![req.collective.clone()],

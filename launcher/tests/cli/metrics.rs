@@ -233,7 +233,8 @@ fn vets_runs_are_exported_as_vets() {
     use gpudirect::checks::{judge, Expectations};
     use gpudirect::history::{History, NewRun, Tool};
     use gpudirect::record::{new_run, RunContext};
-    use gpudirect::validate::rails::{record_of, RailMeasurement};
+    use gpudirect::validate::rails::record_of;
+    use gpudirect_wire::rails::RailMeasurement;
 
     let dir = scratch("metrics", "vet-tool");
     let db = dir.path().join("history.sqlite");

@@ -12,7 +12,8 @@ use gpudirect::report::{
     gather, heat_matrix, terminal_table, write_report, ReportData, ReportError, ReportFormat,
     ReportOptions, Selection, REPLAY_LABEL,
 };
-use gpudirect::validate::rails::{record_of, RailMeasurement};
+use gpudirect::validate::rails::record_of;
+use gpudirect_wire::rails::RailMeasurement;
 
 use crate::common;
 

@@ -18,12 +18,13 @@ use gpudirect::units::nccl_size as format_size;
 use gpudirect::validate::actions;
 use gpudirect::validate::judging::{health, Health, Report, Threshold, Validation, Verdict};
 use gpudirect::validate::pairing::Mode;
+use gpudirect::validate::rail_plan::{RailPlan, RailRequest};
 use gpudirect::validate::rail_runs::{validate_rails, RailsPlan};
 use gpudirect::validate::rail_states;
-use gpudirect::validate::rails::{
-    combined_health, drain_candidates, locate_mpi_program, units_of, with_down, PairSpec, RailPlan,
-    RailRequest, Unit,
+use gpudirect::validate::rail_units::{
+    combined_health, drain_candidates, units_of, with_down, Unit,
 };
+use gpudirect::validate::rails::{locate_mpi_program, PairSpec};
 use serde::Serialize;
 
 use super::ValidateArgs;
@@ -59,7 +60,7 @@ struct RailsReport<'a> {
 
 /// The rails of `validate`'s flags: `--rails`, else the `--gpudirect` profile's data NICs.
 pub(super) fn rail_plan(args: &ValidateArgs, first_node: &str) -> Result<RailPlan> {
-    Ok(gpudirect::validate::rails::rail_plan(
+    Ok(gpudirect::validate::rail_plan::rail_plan(
         &RailRequest {
             rails: args.rails.as_deref(),
             mode: args.profile.gpudirect.as_deref(),
@@ -102,6 +103,10 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx, nodes: Vec<String>) -> Result<ExitSta
         size_bytes: args.message_size,
         seconds: 0.5,
         timeout: args.timeout.unwrap_or(PAIR_TIMEOUT),
+        oob_nic: gpudirect::launch::oob_pin(
+            args.profile.control_nic(&nodes),
+            gpudirect::slurm::env_set,
+        ),
     };
     let tolerance = args.tolerance.unwrap_or(DEFAULT_TOLERANCE) / 100.0;
     let db = ctx.db_path()?;

@@ -633,7 +633,7 @@ impl Validation {
             mode: self.mode.to_string(),
             threshold: self.threshold.clone(),
             rounds: self.rounds_done,
-            complete: self.finished && self.pending.is_none() && self.queue.is_empty(),
+            complete: self.complete(),
             nodes,
             links,
             suspect_links,
@@ -645,6 +645,38 @@ impl Validation {
                     RetestReport::new(self.name(x).to_string(), x, *wanted, runs.clone())
                 })
                 .collect(),
+        }
+    }
+
+    /// Every round planned was recorded and none is left (not so when the budget stopped
+    /// the rounds).
+    fn complete(&self) -> bool {
+        self.finished && self.pending.is_none() && self.queue.is_empty()
+    }
+
+    /// Why `x` is still unknown now that the rounds ended (issue #45): they were stopped
+    /// first; or the follow-up rounds ran out while partners that passed were still to
+    /// meet; or no partner that passed was left to meet (none passed anywhere, or it met
+    /// them all).
+    fn why_unchecked(&self, x: usize, a: &Assessment) -> Unchecked {
+        if !self.complete() {
+            return Unchecked::RoundsStopped;
+        }
+        if !a.any_fast {
+            return Unchecked::NoPartnerPassed;
+        }
+        let unmet: Vec<usize> = (0..self.nodes.len())
+            .filter(|&y| {
+                y != x && a.fast[y] && !self.met(x, y) && !self.retests.not_partners.contains(&y)
+            })
+            .collect();
+        if unmet.is_empty() {
+            Unchecked::NoPartnerLeft
+        } else {
+            Unchecked::FollowupsEnded {
+                rounds: self.max_followups,
+                unmet: self.names(&unmet),
+            }
         }
     }
 
@@ -662,6 +694,13 @@ impl Validation {
             (self.judge_unsure_node(x, a, &mine, &mut evidence), None)
         };
         let verdict = self.with_runs_not_started(x, verdict, &mut evidence);
+        // A whole group slow among fast nodes says its own why.
+        let group_slow = evidence
+            .iter()
+            .any(|e| matches!(e, Evidence::GroupSlow { .. }));
+        if verdict == Verdict::Unknown && !group_slow {
+            evidence.push(Evidence::Unchecked(self.why_unchecked(x, a)));
+        }
         (
             NodeReport {
                 node: self.name(x).to_string(),

@@ -119,6 +119,46 @@ pub enum Evidence {
         /// All runs.
         runs: usize,
     },
+    /// Why a node stayed unknown once the rounds ended.
+    Unchecked(Unchecked),
+}
+
+/// Why a node stayed unknown (unchecked) once the rounds ended (issue #45).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unchecked {
+    /// The budget (or an interrupt) stopped the rounds first.
+    RoundsStopped,
+    /// The follow-up rounds ran out while partners that passed were still to meet.
+    FollowupsEnded {
+        /// The follow-up rounds allowed.
+        rounds: usize,
+        /// The partners that passed and that it did not meet.
+        unmet: String,
+    },
+    /// No pair passed anywhere: no partner was known to be healthy.
+    NoPartnerPassed,
+    /// It met every partner that passed.
+    NoPartnerLeft,
+}
+
+impl fmt::Display for Unchecked {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Unchecked::RoundsStopped => f.write_str(
+                "unchecked: the budget stopped the rounds before it met a partner that passed (a longer --budget/--deadline checks it)",
+            ),
+            Unchecked::FollowupsEnded { rounds, unmet } => write!(
+                f,
+                "unchecked: the {rounds} follow-up round(s) ended before it met {unmet}, which passed"
+            ),
+            Unchecked::NoPartnerPassed => f.write_str(
+                "unchecked: no pair passed anywhere, so no partner was known to be healthy",
+            ),
+            Unchecked::NoPartnerLeft => f.write_str(
+                "unchecked: it met every partner that passed, and no run with them settled it",
+            ),
+        }
+    }
 }
 
 impl fmt::Display for Evidence {
@@ -219,6 +259,7 @@ impl fmt::Display for Evidence {
                 f,
                 "bad in every run ({bad}/{runs}), and no partner of it passed to compare with"
             ),
+            Evidence::Unchecked(why) => why.fmt(f),
         }
     }
 }

@@ -79,7 +79,7 @@ mod evidence;
 mod threshold;
 
 pub use engine::Validation;
-pub use evidence::Evidence;
+pub use evidence::{Evidence, Unchecked};
 pub use threshold::{median_busbw, Class, Reference, RoundRule, Threshold};
 
 /// Default tolerance below the baseline: a pair is slow under 90% of it.

@@ -434,7 +434,48 @@ fn health_of_an_empty_or_unjudged_report_is_could_not_run() {
     let r = v.report();
     assert!(!r.complete);
     assert!(r.nodes.iter().all(|n| n.verdict == Verdict::Unknown));
+    assert_evidence(&r.nodes[0], "unchecked: the budget stopped the rounds");
     assert_eq!(health(&r), Health::CouldNotRun);
+}
+
+/// Issue #45: a node left unknown says why. Here the follow-up rounds ran out (none
+/// allowed) while the two nodes that passed were still to meet.
+#[test]
+fn an_unknown_node_names_the_partners_it_had_no_round_left_to_meet() {
+    let v = Validation::new(names(4), Mode::Pairs, base())
+        .unwrap()
+        .with_followups(0);
+    let (r, _) = drive(v, |g| {
+        Outcome::Busbw(if g.contains(&0) { 40.0 } else { 100.0 })
+    });
+    let slow_pair: Vec<usize> = r
+        .nodes
+        .iter()
+        .filter(|n| n.verdict == Verdict::Unknown)
+        .map(|n| n.index)
+        .collect();
+    assert_eq!(slow_pair.len(), 2, "{:?}", verdicts(&r));
+    assert!(slow_pair.contains(&0));
+    let fast: Vec<String> = (0..4)
+        .filter(|x| !slow_pair.contains(x))
+        .map(|x| format!("node{x}"))
+        .collect();
+    assert_evidence(
+        &r.nodes[0],
+        &format!(
+            "unchecked: the 0 follow-up round(s) ended before it met {}, which passed",
+            fast.join(", ")
+        ),
+    );
+    // A node judged says nothing of the kind.
+    for x in 0..4 {
+        if !slow_pair.contains(&x) {
+            assert!(r.nodes[x]
+                .evidence
+                .iter()
+                .all(|e| !e.to_string().contains("unchecked")));
+        }
+    }
 }
 
 /// Found on two real H200s, one slowed by a competing load: the only pair is slow in
@@ -453,6 +494,7 @@ fn two_units_slow_together_are_unknown_but_degraded() {
     assert!(r.nodes[0].evidence[0]
         .to_string()
         .contains("no partner of it passed"));
+    assert_evidence(&r.nodes[1], "unchecked: no pair passed anywhere");
     assert_eq!(health(&r), Health::Degraded);
 }
 
