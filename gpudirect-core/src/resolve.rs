@@ -372,6 +372,8 @@ pub struct WatchPlan {
     pub settings: WatchSettings,
     /// This job's dump folder on the node.
     pub dump_dir: String,
+    /// The connection profiler, where the config names one and it is usable on the node.
+    pub connections: Option<String>,
 }
 
 impl NodePlan<'_> {
@@ -451,10 +453,25 @@ pub fn plan_node_with_locality<'c>(
                 watch_note = Some(format!("[watch] off on this node: {why}"));
                 None
             }
-            None => Some(Box::new(WatchPlan {
-                settings: w.clone(),
-                dump_dir: w.dump_dir(step.job_id),
-            })),
+            None => {
+                // The connection profiler is code too; without it the Inspector alone runs.
+                let connections = w.connections.as_ref().and_then(|lib| {
+                    let why = probe.untrusted(lib, PathKind::Code).or_else(|| {
+                        (!probe.file_exists(lib)).then(|| format!("{lib}: no such file"))
+                    });
+                    if let Some(why) = &why {
+                        watch_note = Some(format!(
+                            "[watch] connections off on this node (the Inspector alone): {why}"
+                        ));
+                    }
+                    why.is_none().then(|| lib.clone())
+                });
+                Some(Box::new(WatchPlan {
+                    settings: w.clone(),
+                    dump_dir: w.dump_dir(step.job_id),
+                    connections,
+                }))
+            }
         }
     });
     let mut plan = NodePlan {
@@ -517,12 +534,15 @@ pub fn plan_node_with_locality<'c>(
 
 /// The variables job telemetry sets (`[watch]`): dropped together when the task's dump
 /// folder cannot be made safely.
-pub const WATCH_VARIABLES: [&str; 5] = [
+pub const WATCH_VARIABLES: [&str; 8] = [
     "NCCL_PROFILER_PLUGIN",
     "NCCL_INSPECTOR_ENABLE",
     "NCCL_INSPECTOR_DUMP_THREAD_INTERVAL_MICROSECONDS",
     "NCCL_INSPECTOR_DUMP_VERBOSE",
     "NCCL_INSPECTOR_DUMP_DIR",
+    "GPUDIRECT_WATCH_CHAIN",
+    "GPUDIRECT_WATCH_DIR",
+    "GPUDIRECT_WATCH_INTERVAL_MS",
 ];
 
 /// The Inspector's variables for a task that asks (`GPUDIRECT_WATCH=1`) or for every task
@@ -539,7 +559,22 @@ fn plan_watch(
         return;
     }
     let interval_us = u64::from(w.interval_ms) * 1000;
-    set(plan, "NCCL_PROFILER_PLUGIN", w.inspector.clone(), false);
+    match &watch.connections {
+        // NCCL loads one profiler: the connection profiler, which hands the Inspector its
+        // events (watch-profiler/src/lib.rs says which variables it reads).
+        Some(lib) => {
+            set(plan, "NCCL_PROFILER_PLUGIN", lib.clone(), false);
+            set(plan, "GPUDIRECT_WATCH_CHAIN", w.inspector.clone(), false);
+            set(plan, "GPUDIRECT_WATCH_DIR", watch.dump_dir.clone(), false);
+            set(
+                plan,
+                "GPUDIRECT_WATCH_INTERVAL_MS",
+                w.interval_ms.to_string(),
+                false,
+            );
+        }
+        None => set(plan, "NCCL_PROFILER_PLUGIN", w.inspector.clone(), false),
+    }
     set(plan, "NCCL_INSPECTOR_ENABLE", "1".into(), false);
     set(
         plan,
@@ -2013,6 +2048,65 @@ skip_checks = ["libraries", "rxdm_socket_dir"]
             &env_of(&[("GPUDIRECT_WATCH", "1")]),
         );
         assert_eq!(get(&task, "NCCL_PROFILER_PLUGIN"), None);
+    }
+
+    /// `[watch] connections`: the connection profiler is what NCCL loads, the Inspector
+    /// chained behind it, both told the job's folder; where the profiler is not on the
+    /// node, the Inspector alone, with a note.
+    #[test]
+    fn the_connection_profiler_is_loaded_with_the_inspector_chained_behind_it() {
+        let text = format!(
+            "{CONFIG}\n[watch]\ninspector = \"/opt/insp/lib/libnccl-profiler-inspector.so\"\nconnections = \"/opt/gdw/lib/libgpudirect_watch_profiler.so\"\ndump_root = \"/local\"\ninterval_ms = 500\n"
+        );
+        let c = parse_config(&text, "t.toml").unwrap();
+        let mut probe = eth_probe();
+        probe
+            .files
+            .push("/opt/insp/lib/libnccl-profiler-inspector.so");
+        let ask = env_of(&[("GPUDIRECT_WATCH", "1")]);
+        let inspector_only = node_plan(&c, "stage1", "tcpx", &probe);
+        assert!(inspector_only
+            .notes
+            .iter()
+            .any(|n| n.contains("[watch] connections off on this node")
+                && n.contains("libgpudirect_watch_profiler.so: no such file")));
+        let task = plan_task(&inspector_only, &TaskFacts::default(), &ask);
+        assert_eq!(
+            get(&task, "NCCL_PROFILER_PLUGIN"),
+            Some("/opt/insp/lib/libnccl-profiler-inspector.so")
+        );
+        assert_eq!(get(&task, "GPUDIRECT_WATCH_CHAIN"), None);
+
+        probe
+            .files
+            .push("/opt/gdw/lib/libgpudirect_watch_profiler.so");
+        let node = node_plan(&c, "stage1", "tcpx", &probe);
+        let task = plan_task(&node, &TaskFacts::default(), &ask);
+        assert_eq!(
+            get(&task, "NCCL_PROFILER_PLUGIN"),
+            Some("/opt/gdw/lib/libgpudirect_watch_profiler.so")
+        );
+        assert_eq!(
+            get(&task, "GPUDIRECT_WATCH_CHAIN"),
+            Some("/opt/insp/lib/libnccl-profiler-inspector.so")
+        );
+        assert_eq!(
+            get(&task, "GPUDIRECT_WATCH_DIR"),
+            Some("/local/gpudirect-watch-77")
+        );
+        assert_eq!(get(&task, "GPUDIRECT_WATCH_INTERVAL_MS"), Some("500"));
+        assert_eq!(
+            get(&task, "NCCL_INSPECTOR_DUMP_DIR"),
+            Some("/local/gpudirect-watch-77")
+        );
+        let bad = parse_config(
+            &format!("{CONFIG}\n[watch]\ninspector = \"/a.so\"\nconnections = \"b.so\"\n"),
+            "t.toml",
+        )
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+        assert!(bad.contains("watch.connections"), "{bad}");
     }
 
     #[test]

@@ -207,6 +207,10 @@ impl Checker<'_> {
     fn check_watch(&self, raw: &Spanned<RawWatch>) -> Checked<WatchSettings> {
         let w = raw.get_ref();
         let inspector = self.check_absolute_path(&w.inspector, "watch.inspector")?;
+        let connections = match &w.connections {
+            Some(lib) => Some(self.check_absolute_path(lib, "watch.connections")?),
+            None => None,
+        };
         let dump_root = match &w.dump_root {
             Some(root) => self.check_absolute_path(root, "watch.dump_root")?,
             None => "/tmp".to_string(),
@@ -229,6 +233,7 @@ impl Checker<'_> {
         };
         Ok(WatchSettings {
             inspector,
+            connections,
             dump_root,
             interval_ms,
             verbose: w.verbose.unwrap_or(true),

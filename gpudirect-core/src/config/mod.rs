@@ -466,6 +466,11 @@ impl RasSettings {
 pub struct WatchSettings {
     /// The Inspector library (`scripts/build-inspector`), an absolute path.
     pub inspector: String,
+    /// The connection profiler (`libgpudirect_watch_profiler.so`, built from
+    /// `watch-profiler/`), an absolute path: where set, it is the profiler NCCL loads, with
+    /// the Inspector chained behind it, and `watch` can name the slow connection's node and
+    /// NIC, not only a slow communicator.
+    pub connections: Option<String>,
     /// Node-local folder under which each job's dump folder is made (default `/tmp`).
     pub dump_root: String,
     /// How often each rank writes its dumps, milliseconds (default 1000).

@@ -59,6 +59,8 @@ pub(super) struct RawNicCounters {
 pub(super) struct RawWatch {
     pub(super) inspector: Spanned<String>,
     #[serde(default)]
+    pub(super) connections: Option<Spanned<String>>,
+    #[serde(default)]
     pub(super) dump_root: Option<Spanned<String>>,
     #[serde(default)]
     pub(super) interval_ms: Option<Spanned<i64>>,

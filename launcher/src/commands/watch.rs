@@ -19,7 +19,8 @@ use gpudirect::runner::INTERRUPTED;
 use gpudirect::slurm::{self, ask_nodes_capped, AgentStep, StepProfile};
 use gpudirect::units::{duration_arg, percent_arg};
 use gpudirect::watch::judge::{judge, Baselines, CommVerdict};
-use gpudirect::watch::{in_window, read_agent_lines, read_folder, text, Collected};
+use gpudirect::watch::links::{self, Connections};
+use gpudirect::watch::{in_window, read_agent_lines, read_folder, text, window_us, Collected};
 use serde::Serialize;
 
 use super::args::ConfigArg;
@@ -106,6 +107,8 @@ struct Report<'a> {
     files: usize,
     notes: &'a [String],
     communicators: &'a [CommVerdict],
+    /// The connection profiler's verdicts (empty where it did not run).
+    connections: &'a [Connections],
 }
 
 /// `gpudirect watch`.
@@ -161,10 +164,10 @@ pub fn run(args: &WatchArgs, ctx: &Ctx) -> Result<ExitStatus> {
 /// One round: read, judge, print; its exit status.
 fn once(args: &WatchArgs, ctx: &Ctx) -> Result<ExitStatus> {
     let mut collected = Collected::default();
-    let place = match args.job {
+    let (place, mut rank_links) = match args.job {
         Some(job) => {
-            ask_the_jobs_nodes(job, args, &mut collected)?;
-            format!("job {job}'s nodes")
+            let rank_links = ask_the_jobs_nodes(job, args, &mut collected)?;
+            (format!("job {job}'s nodes"), rank_links)
         }
         None => {
             for dir in &args.dumps {
@@ -172,14 +175,23 @@ fn once(args: &WatchArgs, ctx: &Ctx) -> Result<ExitStatus> {
                     bail!("{why}");
                 }
             }
-            args.dumps
+            let place = args
+                .dumps
                 .iter()
                 .map(|d| d.display().to_string())
                 .collect::<Vec<_>>()
-                .join(", ")
+                .join(", ");
+            (
+                place,
+                links::windowed(&collected.link_lines, window_us(args.window)),
+            )
         }
     };
-    if collected.samples.is_empty() {
+    // One rank's lines read by two agents (nodes that share a folder) count once.
+    let mut seen = std::collections::BTreeSet::new();
+    rank_links.retain(|r| seen.insert((r.host.clone(), r.pid, r.comm.clone())));
+    let connections = links::judge(&rank_links);
+    if collected.samples.is_empty() && connections.is_empty() {
         for note in &collected.notes {
             gpudirect::noteln!("note: {}", gpudirect::output::shown(note));
         }
@@ -207,6 +219,7 @@ fn once(args: &WatchArgs, ctx: &Ctx) -> Result<ExitStatus> {
         files: collected.files,
         notes: &collected.notes,
         communicators: &verdicts,
+        connections: &connections,
     };
     if args.json && args.follow.is_some() {
         // One document a line while following (JSON lines), so a reader can take each.
@@ -215,22 +228,36 @@ fn once(args: &WatchArgs, ctx: &Ctx) -> Result<ExitStatus> {
         emit_json(&report)?;
     } else {
         emit(&text::render(&verdicts, &collected.notes, collected.files))?;
+        emit(&text::render_connections(&connections))?;
         if args.baseline_variant.is_none() {
             outln!("(no baseline compared: --baseline-variant VARIANT compares with the history)")?;
         }
     }
-    Ok(if verdicts.iter().any(|v| !v.findings.is_empty()) {
-        ExitStatus::Problem
-    } else if verdicts.iter().any(|v| v.judged) {
-        ExitStatus::Ok
-    } else {
-        ExitStatus::CouldNotRun
-    })
+    let slow_connection = connections
+        .iter()
+        .any(|c| c.culprit.is_some() || !c.slow_pairs.is_empty());
+    Ok(
+        if slow_connection || verdicts.iter().any(|v| !v.findings.is_empty()) {
+            ExitStatus::Problem
+        } else if verdicts.iter().any(|v| v.judged)
+            || connections.iter().any(|c| c.unjudged.is_none())
+        {
+            ExitStatus::Ok
+        } else {
+            ExitStatus::CouldNotRun
+        },
+    )
 }
 
 /// One step inside `job`, one task per node, each reading its node's dump folder
 /// (`gpudirect agent watch`); their samples and notes into `collected`.
-fn ask_the_jobs_nodes(job: u32, args: &WatchArgs, collected: &mut Collected) -> Result<()> {
+/// Asks the job's nodes for their dumps; the samples and notes go into `collected`, each
+/// rank's connections over the window are returned.
+fn ask_the_jobs_nodes(
+    job: u32,
+    args: &WatchArgs,
+    collected: &mut Collected,
+) -> Result<Vec<links::RankLinks>> {
     let info = slurm::job_info(job)
         .with_context(|| format!("gpudirect watch: cannot look up job {job}"))?;
     if info.state != "RUNNING" {
@@ -274,12 +301,14 @@ fn ask_the_jobs_nodes(job: u32, args: &WatchArgs, collected: &mut Collected) -> 
             .notes
             .push(format!("{node}: no answer from its agent"));
     }
+    let mut rank_links = Vec::new();
     for dumps in asked.answers {
         collected.files += dumps.files;
         collected.notes.extend(dumps.notes);
         collected.samples.extend(dumps.samples);
+        rank_links.extend(dumps.links);
     }
-    Ok(())
+    Ok(rank_links)
 }
 
 /// The history's median busbw for each (collective, size) the samples hold, on runs of

@@ -16,6 +16,7 @@
 //! through the same code a live job's dumps go through.
 
 pub mod judge;
+pub mod links;
 pub mod text;
 
 use std::fs::File;
@@ -42,6 +43,9 @@ pub struct Collected {
     pub files: usize,
     /// What the reader says about the folders and files (cut, skipped, untrusted).
     pub notes: Vec<String>,
+    /// The connection profiler's lines (`.links` files), where it ran.
+    #[serde(skip)]
+    pub link_lines: Vec<links::Line>,
 }
 
 /// Reads every `*.log` dump under `dir` (not below). Symbolic links, folders and other
@@ -67,7 +71,7 @@ pub fn read_folder(dir: &Path, into: &mut Collected) -> Result<(), String> {
     let mut names: Vec<PathBuf> = std::fs::read_dir(dir)
         .map_err(|e| format!("{}: {e}", dir.display()))?
         .filter_map(|entry| entry.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "log"))
+        .filter(|p| p.extension().is_some_and(|x| x == "log" || x == "links"))
         .collect();
     names.sort();
     if names.len() > MAX_FILES {
@@ -80,6 +84,18 @@ pub fn read_folder(dir: &Path, into: &mut Collected) -> Result<(), String> {
     }
     for path in names {
         match read_file(&path) {
+            Ok((bytes, note)) if path.extension().is_some_and(|x| x == "links") => {
+                into.notes.extend(note);
+                let (lines, bad) = links::parse(&bytes);
+                if bad > 0 {
+                    into.notes.push(format!(
+                        "{}: {bad} line(s) not the connection profiler's (cut by a write in progress?)",
+                        path.display()
+                    ));
+                }
+                into.files += 1;
+                into.link_lines.extend(lines);
+            }
             Ok((bytes, note)) => {
                 into.notes.extend(note);
                 let dump = parse_dump(&bytes, Limits::default());
@@ -153,6 +169,9 @@ pub struct NodeDumps {
     pub notes: Vec<String>,
     /// Samples within the window, at most [`AGENT_SAMPLES`], the newest.
     pub samples: Vec<Sample>,
+    /// Each rank's connections over the window, where the connection profiler ran.
+    #[serde(default)]
+    pub links: Vec<links::RankLinks>,
 }
 
 /// The agent's work on one node: `folder` is read only when it is a folder (not a link)
@@ -190,6 +209,7 @@ pub fn node_dumps(folder: &Path, job_uid: u32, node: String, window: Duration) -
         ));
         samples.drain(..cut);
     }
+    let links = links::windowed(&collected.link_lines, window_us(window));
     NodeDumps {
         gpudirect_watch: 1,
         node,
@@ -197,6 +217,7 @@ pub fn node_dumps(folder: &Path, job_uid: u32, node: String, window: Duration) -
         files: collected.files,
         notes: collected.notes,
         samples,
+        links,
     }
 }
 
@@ -207,11 +228,16 @@ pub fn read_agent_lines(stdout: &str) -> (Vec<NodeDumps>, Vec<String>) {
     (dumps, bad)
 }
 
+/// A window in microseconds.
+pub fn window_us(window: Duration) -> u64 {
+    u64::try_from(window.as_micros()).unwrap_or(u64::MAX)
+}
+
 /// The samples dumped within `window` of the newest dump, the others dropped: a verdict on
 /// what the job does now, not on how it started.
 pub fn in_window(samples: Vec<Sample>, window: Duration) -> Vec<Sample> {
     let newest = samples.iter().map(|s| s.dumped_us).max().unwrap_or(0);
-    let from = newest.saturating_sub(window.as_micros().min(u128::from(u64::MAX)) as u64);
+    let from = newest.saturating_sub(window_us(window));
     samples
         .into_iter()
         .filter(|s| s.dumped_us >= from)

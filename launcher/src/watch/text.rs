@@ -6,6 +6,7 @@
 use std::fmt::Write;
 
 use super::judge::{CommVerdict, Finding, MIN_MATCHED};
+use super::links::{Connections, SLOW_FACTOR};
 use crate::output::{render_table, shown, Align};
 use crate::units::human_size;
 
@@ -149,5 +150,91 @@ pub fn finding_text(f: &Finding) -> String {
              their dumps are elsewhere, or they have not completed a collective in the window",
             ranks.iter().map(u32::to_string).collect::<Vec<_>>().join(", ")
         ),
+    }
+}
+
+/// The connection profiler's verdicts, one block per communicator (empty without it).
+pub fn render_connections(all: &[Connections]) -> String {
+    let mut out = String::new();
+    for c in all {
+        let _ = writeln!(out, "\nconnections of communicator {}:", shown(&c.comm));
+        if let Some(why) = &c.unjudged {
+            let _ = writeln!(out, "not judged: {}", shown(why));
+            continue;
+        }
+        let rows: Vec<Vec<String>> = c
+            .pairs
+            .iter()
+            .map(|p| {
+                vec![
+                    format!("{} -> {}", p.from, p.to),
+                    human_size(p.bytes),
+                    format!("{:.0}", p.ns_per_kib),
+                    format!("{:.1}x", p.times_reference),
+                ]
+            })
+            .collect();
+        let columns = [
+            ("ranks", Align::Left),
+            ("sent", Align::Right),
+            ("net ns/KiB", Align::Right),
+            ("of reference", Align::Right),
+        ];
+        out.push_str(&render_table(&columns, &rows));
+        let _ = writeln!(out, "{}", shown(&connections_text(c)));
+    }
+    out
+}
+
+/// What one communicator's connections say, as a sentence with its evidence.
+pub fn connections_text(c: &Connections) -> String {
+    let evidence = format!(
+        "send time on the network per KiB against the communicator's reference {:.0} ns/KiB \
+         (the lower quartile of its {} pairs of ranks); slow from {SLOW_FACTOR}x",
+        c.reference_ns_per_kib,
+        c.pairs.len()
+    );
+    if let Some(k) = &c.culprit {
+        let nic = k
+            .nic
+            .as_deref()
+            .map_or_else(|| "its NIC".to_string(), |n| format!("its NIC {n}"));
+        let ways = match (k.sends_slow, k.receives_slow) {
+            (true, true) => "what it sends and what it receives",
+            (true, false) => "what it sends",
+            _ => "what it receives",
+        };
+        format!(
+            "SLOW CONNECTION: rank {} on {}, {nic}: {ways} crosses the network at least {:.1}x slower than the \
+             communicator's other connections, and every connection of it is slow ({evidence}). Check {} {} \
+             (link speed, errors, cabling) or run gpudirect validate --per-rail on that node.",
+            k.rank,
+            k.host,
+            k.times_reference,
+            k.host,
+            k.nic.as_deref().unwrap_or("NIC"),
+        )
+    } else if !c.slow_pairs.is_empty() {
+        let pairs: Vec<String> = c
+            .slow_pairs
+            .iter()
+            .map(|p| {
+                format!(
+                    "rank {} on {} -> rank {} on {} ({:.1}x)",
+                    p.from,
+                    p.from_host.as_deref().unwrap_or("?"),
+                    p.to,
+                    p.to_host.as_deref().unwrap_or("?"),
+                    p.times_reference
+                )
+            })
+            .collect();
+        format!(
+            "SLOW CONNECTION: {} ({evidence}). No one rank is common to them all with every one of its connections \
+             slow: either end of each may be at fault (the sender's NIC going out or the receiver's coming in).",
+            pairs.join(", ")
+        )
+    } else {
+        format!("connections healthy: none at {SLOW_FACTOR}x its reference or more ({evidence})")
     }
 }
