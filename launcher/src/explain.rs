@@ -112,6 +112,8 @@ pub struct Explanation {
     pub none_removes: bool,
     /// Node-level notes (sysfs locality).
     pub node_notes: Vec<String>,
+    /// Job telemetry (`[watch]`) on this node, in a sentence, where the config has it.
+    pub telemetry: Option<String>,
 }
 
 fn parse_env(pairs: &[String]) -> Result<Vec<(String, String)>, ExplainError> {
@@ -162,6 +164,7 @@ pub fn explain_task(config: &Config, args: &Request) -> Result<Explanation, Expl
         failures: Vec::new(),
         none_removes: false,
         node_notes: Vec::new(),
+        telemetry: None,
     };
     let Some(chosen) = chosen else {
         return Ok(out);
@@ -231,6 +234,32 @@ pub fn explain_task(config: &Config, args: &Request) -> Result<Explanation, Expl
             .map(|(_, v)| v.clone())
     };
     let task = plan_task(&plan, &facts, &env);
+    out.telemetry = plan.watch.as_ref().map(|w| {
+        let who = if w.settings.always {
+            "on for every task".to_string()
+        } else {
+            format!(
+                "on for tasks that export {}=1 (this one {})",
+                gpudirect_core::config::WatchSettings::ASK,
+                if env(gpudirect_core::config::WatchSettings::ASK).as_deref() == Some("1") {
+                    "does"
+                } else {
+                    "does not: --env GPUDIRECT_WATCH=1 shows its variables"
+                }
+            )
+        };
+        let loads = match &w.connections {
+            Some(lib) => format!(
+                "NCCL loads the connection profiler {lib}, the Inspector {} chained behind it",
+                w.settings.inspector
+            ),
+            None => format!("NCCL loads the Inspector {}", w.settings.inspector),
+        };
+        format!(
+            "job telemetry ([watch]): {who}; {loads}; dumps in {} every {} ms",
+            w.dump_dir, w.settings.interval_ms
+        )
+    });
     out.origins = task
         .set
         .iter()
@@ -327,6 +356,9 @@ impl fmt::Display for Explanation {
         if !task.unset.is_empty() {
             writeln!(f, "unset: {}", task.unset.join(", "))?;
         }
+        if let Some(t) = &self.telemetry {
+            writeln!(f, "{t}")?;
+        }
         for note in self.node_notes.iter().chain(&task.notes) {
             writeln!(f, "note: {note}")?;
         }
@@ -365,6 +397,7 @@ impl Explanation {
             "checks_skipped": self.checks_skipped,
             "probed": self.probed,
             "check_failures": self.failures,
+            "telemetry": self.telemetry,
             "notes": self.node_notes.iter().chain(self.task.iter().flat_map(|t| &t.notes)).collect::<Vec<_>>(),
         })
     }

@@ -493,6 +493,49 @@ fn explain_gives_the_tasks_variables_nic_and_cpus() {
     );
 }
 
+/// `[watch]` with the connection profiler: explain says telemetry is on for tasks that ask,
+/// which library NCCL loads with the Inspector behind it, and, for a task that asks, the
+/// variables that do it.
+#[test]
+fn explain_says_what_job_telemetry_does_and_shows_its_variables_for_a_task_that_asks() {
+    let text = format!(
+        "{SHIPPED}\n[watch]\ninspector = \"/opt/insp/libnccl-profiler-inspector.so\"\nconnections = \"/opt/gdw/libgpudirect_watch_profiler.so\"\ndump_root = \"/local\"\n"
+    );
+    let (_dir, config) = write_config("explain-watch", &text);
+    let base = [
+        "explain",
+        "--profile",
+        "tcpx",
+        "--node",
+        "a3h-0001",
+        "--job-id",
+        "77",
+    ];
+    let quiet = ok(&mut profiles(&config, &base));
+    assert!(
+        quiet.contains(
+            "job telemetry ([watch]): on for tasks that export GPUDIRECT_WATCH=1 (this one does not: \
+             --env GPUDIRECT_WATCH=1 shows its variables); NCCL loads the connection profiler \
+             /opt/gdw/libgpudirect_watch_profiler.so, the Inspector /opt/insp/libnccl-profiler-inspector.so \
+             chained behind it; dumps in /local/gpudirect-watch-77 every 1000 ms\n"
+        ),
+        "{quiet}"
+    );
+    assert!(!quiet.contains("NCCL_PROFILER_PLUGIN"), "{quiet}");
+    let mut asked: Vec<&str> = base.to_vec();
+    asked.extend(["--env", "GPUDIRECT_WATCH=1"]);
+    let out = ok(&mut profiles(&config, &asked));
+    assert!(out.contains("(this one does)"), "{out}");
+    for line in [
+        "  plugin    NCCL_PROFILER_PLUGIN=/opt/gdw/libgpudirect_watch_profiler.so\n",
+        "  plugin    GPUDIRECT_WATCH_CHAIN=/opt/insp/libnccl-profiler-inspector.so\n",
+        "  plugin    GPUDIRECT_WATCH_DIR=/local/gpudirect-watch-77\n",
+        "  plugin    NCCL_INSPECTOR_DUMP_DIR=/local/gpudirect-watch-77\n",
+    ] {
+        assert!(out.contains(line), "{line}: {out}");
+    }
+}
+
 #[test]
 fn explain_auto_reads_sysfs_locality_from_a_fixture_tree() {
     let (_dir, config) = write_config("sysfs", SHIPPED);
