@@ -2,7 +2,8 @@
 //! a training job: each copies the NCCL Inspector dump one rank wrote on the lent H200
 //! (tests/fixtures/nccl-inspector/three-ranks-late2: three ranks, rank 2 50 ms late; a replay,
 //! no NCCL here) into the dump folder the plugin made for the job, then waits. Everything
-//! else is real: the plugin's `[watch]`, `srun --jobid` into the running job, the agent.
+//! else is real: the plugin's `[watch]`, `srun --jobid` into the running job, the agent, and
+//! a second ordinary user (gdtestuser2) who may neither watch the job nor read its folder.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -63,6 +64,30 @@ fn watch_names_the_late_rank_of_a_running_job_from_its_nodes_folders() {
     assert_eq!(out.status.code(), Some(1), "{text}\n{}", stderr(&out));
     assert!(text.contains("3 of 3 ranks wrote samples"), "{text}");
     assert!(text.contains("LATE: rank 2 on node3"), "{text}");
+
+    // Another user can neither watch the job nor read its folder (0700, the job user's).
+    let out = watch(Who::Other);
+    assert_ne!(out.status.code(), Some(0), "{}", stdout(&out));
+    assert!(
+        stderr(&out).contains("you may watch only your own jobs"),
+        "{}",
+        stderr(&out)
+    );
+    let listed = run(slurm_command_as(Who::Other, "ls").arg(&folder));
+    assert!(
+        !listed.status.success(),
+        "gdtestuser2 listed {folder}: {}",
+        stdout(&listed)
+    );
+    let out = run(
+        slurm_command_as(Who::Other, bin.to_str().unwrap()).args(["watch", "--dumps", &folder])
+    );
+    assert_ne!(out.status.code(), Some(0), "{}", stdout(&out));
+    assert!(
+        stderr(&out).contains("Permission denied"),
+        "{}",
+        stderr(&out)
+    );
 
     // A folder others may enter is not the job's to trust: not read, and nothing to judge.
     use std::os::unix::fs::PermissionsExt;

@@ -269,6 +269,14 @@ fn ask_the_jobs_nodes(
     let (Some(nodes), Some(uid)) = (info.nodes.clone(), info.user_id) else {
         bail!("job {job}: scontrol names no nodes or no user for it");
     };
+    let me = nix::unistd::geteuid().as_raw();
+    if me != 0 && me != uid {
+        // Slurm would refuse the agent step anyway; say why before asking it.
+        bail!(
+            "job {job} is uid {uid}'s, not yours (uid {me}): you may watch only your own jobs \
+             (root may watch any, and reads a node's folder with --dumps)"
+        );
+    }
     let job_nodes = gpudirect_core::hostlist::expand(&nodes)
         .with_context(|| format!("job {job}: its node list `{nodes}` is not a hostlist"))?;
     let agent: Vec<OsString> = vec![
