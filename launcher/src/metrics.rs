@@ -523,6 +523,16 @@ const WATCH_LATE: (&str, &str, Option<&str>) = (
     "How late a rank named LATE starts its collectives, by communicator and rank.",
     Some("seconds"),
 );
+const WATCH_CONNECTION: (&str, &str, Option<&str>) = (
+    "gpudirect_watch_connection_slowdown_ratio",
+    "Send time on the network per byte of each pair of ranks, as a multiple of its communicator's reference (the lower quartile of its pairs); 3 or more is slow.",
+    None,
+);
+const WATCH_SLOW_RANK: (&str, &str, Option<&str>) = (
+    "gpudirect_watch_slow_connection_rank",
+    "A rank whose every connection is slow (SLOW CONNECTION), with its host and NIC: the smallest slowdown of its connections.",
+    None,
+);
 const WATCH_FINDINGS: (&str, &str, Option<&str>) = (
     "gpudirect_watch_findings",
     "Findings (late rank, slower than baseline, silent ranks) per communicator; 0: nothing wrong.",
@@ -531,9 +541,36 @@ const WATCH_FINDINGS: (&str, &str, Option<&str>) = (
 
 /// `gpudirect watch --textfile`: one job's verdicts as metrics, labelled by `job` (the job
 /// id, or `dumps` for folders given by hand) and communicator.
-pub fn watch_metrics(job: &str, verdicts: &[crate::watch::judge::CommVerdict]) -> Exposition {
+pub fn watch_metrics(
+    job: &str,
+    verdicts: &[crate::watch::judge::CommVerdict],
+    connections: &[crate::watch::links::Connections],
+) -> Exposition {
     use crate::watch::judge::Finding;
     let mut x = Exposition::default();
+    for c in connections {
+        for p in &c.pairs {
+            let (from, to) = (p.from.to_string(), p.to.to_string());
+            let l = [
+                ("job", job),
+                ("comm", c.comm.as_str()),
+                ("from_rank", &from),
+                ("to_rank", &to),
+            ];
+            x.gauge(WATCH_CONNECTION, &l, p.times_reference);
+        }
+        if let Some(k) = &c.culprit {
+            let rank = k.rank.to_string();
+            let l = [
+                ("job", job),
+                ("comm", c.comm.as_str()),
+                ("rank", &rank),
+                ("host", k.host.as_str()),
+                ("nic", k.nic.as_deref().unwrap_or("")),
+            ];
+            x.gauge(WATCH_SLOW_RANK, &l, k.times_reference);
+        }
+    }
     for v in verdicts {
         let comm = v.comm.as_str();
         if v.judged {

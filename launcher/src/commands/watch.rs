@@ -211,7 +211,7 @@ fn once(args: &WatchArgs, ctx: &Ctx) -> Result<ExitStatus> {
             Some(j) => format!("gpudirect_watch_job_{j}.prom"),
             None => "gpudirect_watch_dumps.prom".to_string(),
         };
-        let text = gpudirect::metrics::watch_metrics(&job, &verdicts).render();
+        let text = gpudirect::metrics::watch_metrics(&job, &verdicts, &connections).render();
         gpudirect::metrics::write_textfile(dir, &name, &text)
             .with_context(|| format!("--textfile: writing {name} into {}", dir.display()))?;
     }
