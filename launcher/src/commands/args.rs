@@ -229,9 +229,8 @@ pub struct StartupArgs {
     pub startup_timeout: Duration,
 }
 
-/// Where one node's wiring report reads from (`gpudirect agent wiring`, and the older
-/// spelling `validate --test wiring --node-report`): a recorded tree in tests, the node's
-/// own `/sys` and `/proc` otherwise.
+/// Where one node's wiring report reads from (`gpudirect agent wiring`): a recorded tree in
+/// tests, the node's own `/sys` and `/proc` otherwise.
 #[derive(Debug, Clone, Args)]
 pub struct NodeReportArgs {
     /// Read sysfs here (a recorded tree) instead of /sys.
@@ -271,17 +270,6 @@ impl NodeReportArgs {
         let mut line = serde_json::to_string(&report)?;
         line.push('\n');
         Ok(line)
-    }
-
-    /// The first of these flags that was given, if any.
-    pub fn first_given(&self) -> Option<&'static str> {
-        [
-            (self.sysfs.is_some(), "--sysfs"),
-            (self.proc_root.is_some(), "--proc"),
-            (self.node.is_some(), "--node"),
-        ]
-        .into_iter()
-        .find_map(|(given, flag)| given.then_some(flag))
     }
 }
 

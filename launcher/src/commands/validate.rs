@@ -36,7 +36,7 @@ use gpudirect::validate::pairs::{
     DEFAULT_ALGO,
 };
 
-use super::args::{DrainArgs, NodeReportArgs, ProfileArgs, StartupArgs};
+use super::args::{DrainArgs, ProfileArgs, StartupArgs};
 use super::{Ctx, ExitStatus};
 use gpudirect::noteln;
 use gpudirect::outln;
@@ -258,15 +258,6 @@ pub struct ValidateArgs {
     /// instead of asking the allocation's nodes.
     #[arg(long, value_name = "FILE")]
     pub reports: Option<PathBuf>,
-
-    /// With --test wiring: print this node's report, one JSON line (the older spelling of
-    /// `gpudirect agent wiring`).
-    #[arg(long, hide = true)]
-    pub node_report: bool,
-
-    /// With --node-report: where the report reads from.
-    #[command(flatten)]
-    pub node_roots: NodeReportArgs,
 }
 
 /// The variant validate's pair runs are recorded (and their baseline found) under.
@@ -765,8 +756,8 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx) -> Result<ExitStatus> {
     if args.test == Test::Wiring {
         return run_wiring(args, ctx);
     }
-    if args.reports.is_some() || args.node_report {
-        bail!("--reports and --node-report are for --test wiring");
+    if args.reports.is_some() {
+        bail!("--reports is for --test wiring");
     }
     let (units, nodes) = units_from_args(args)?;
     if let Some(dir) = &args.report {
@@ -921,13 +912,12 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx) -> Result<ExitStatus> {
     )
 }
 
-/// `--test wiring`: the nodes' reports (`--reports`, `--node-report`) or the allocation's
-/// nodes asked.
+/// `--test wiring`: the nodes' reports (`--reports`) or the allocation's nodes asked.
 fn run_wiring(args: &ValidateArgs, ctx: &Ctx) -> Result<ExitStatus> {
     if args.gpus.is_some() {
         bail!("--test wiring compares Slurm nodes' GPU-to-NIC maps; --gpus validates this host's GPUs with nccl-tests");
     }
-    if args.node_report || args.reports.is_some() {
+    if args.reports.is_some() {
         return wiring::run(args, ctx, &[]);
     }
     wiring::run(args, ctx, &wiring::allocation_nodes()?)

@@ -1,7 +1,7 @@
 //! `gpudirect validate --test wiring` without a cluster: each "node" is the recorded A3 Mega
 //! sysfs tree of `gpudirect-core/tests/sysfs/` with a /proc of its own whose route table puts
 //! each data NIC on its own subnet; one node has two NICs on each other's subnets. The
-//! reports `--node-report` prints are judged with `--reports FILE`, as an admin judges
+//! reports `gpudirect agent wiring` prints are judged with `--reports FILE`, as an admin judges
 //! reports gathered by hand.
 
 use std::path::{Path, PathBuf};
@@ -38,17 +38,12 @@ fn proc_dir(at: &Path, nics: &[&str]) {
     std::fs::write(at.join("net/route"), route).unwrap();
 }
 
+/// One node's report line as the step's agent prints it (`gpudirect agent wiring`), from the
+/// recorded tree and a `/proc` made for the test.
 fn node_report(node: &str, proc_root: &Path) -> String {
     let config = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../slurm-conf/gpudirect.toml");
     ok(gpudirect_without(&["GPUDIRECT_CONFIG"])
-        .args([
-            "validate",
-            "--test",
-            "wiring",
-            "--node-report",
-            "--node",
-            node,
-        ])
+        .args(["agent", "wiring", "--node", node])
         .arg("--sysfs")
         .arg(tree())
         .arg("--proc")
@@ -170,24 +165,5 @@ fn a_file_without_reports_and_flags_that_do_not_apply_are_refused_with_why() {
         .args(["validate", "--reports"])
         .arg(&file));
     assert_eq!(out.status.code(), Some(3));
-    assert!(stderr(&out).contains("--reports and --node-report are for --test wiring"));
-}
-
-/// The step's agent, `gpudirect agent wiring`, prints the very line of the older spelling
-/// `validate --test wiring --node-report` that admins gather reports with.
-#[test]
-fn the_wiring_agent_prints_the_node_report_line() {
-    let dir = scratch("validate-wiring", "agent");
-    let wired = dir.path().join("proc");
-    proc_dir(&wired, &NICS);
-    let config = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../slurm-conf/gpudirect.toml");
-    let agent = ok(gpudirect_without(&["GPUDIRECT_CONFIG"])
-        .args(["agent", "wiring", "--node", "a3m-0001", "--sysfs"])
-        .arg(tree())
-        .arg("--proc")
-        .arg(&wired)
-        .arg("--config")
-        .arg(config));
-    assert_eq!(agent, node_report("a3m-0001", &wired));
-    assert!(agent.contains("\"gpudirect_wiring\":1"), "{agent}");
+    assert!(stderr(&out).contains("--reports is for --test wiring"));
 }

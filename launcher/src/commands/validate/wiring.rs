@@ -11,7 +11,7 @@ use gpudirect::drain;
 use gpudirect::history::History;
 use gpudirect::noteln;
 use gpudirect::outln;
-use gpudirect::output::{emit, emit_json, render_table, Align};
+use gpudirect::output::{emit_json, render_table, Align};
 use gpudirect::runner::{Job, Outcome};
 use gpudirect::slurm::{ask_nodes, AgentStep, Allocation, StepProfile};
 use gpudirect::validate::actions::{self, Candidate, DrainPlan, NodeAction};
@@ -50,9 +50,6 @@ pub(super) fn check_flags(args: &ValidateArgs) -> Result<()> {
     if let Some((_, flag)) = refused.iter().find(|(given, _)| *given) {
         bail!("--test wiring compares each node's GPU-to-NIC map and NIC subnets, it measures nothing: {flag} does not apply");
     }
-    if let (false, Some(flag)) = (args.node_report, args.node_roots.first_given()) {
-        bail!("{flag} is for --node-report (one node's report)");
-    }
     Ok(())
 }
 
@@ -79,17 +76,6 @@ fn srun_job(args: &ValidateArgs, nodes: &[String]) -> Result<Job> {
         ..AgentStep::per_node(nodes, StepProfile::Default, agent)
     };
     Ok(step.job()?)
-}
-
-/// This node's report, one JSON line (`--node-report`, the older spelling of `gpudirect
-/// agent wiring`, kept for the reports an admin gathers by hand).
-fn node_report(args: &ValidateArgs) -> Result<ExitStatus> {
-    emit(
-        &args
-            .node_roots
-            .report_line(&args.profile.config.path, args.profile.gpudirect.as_deref())?,
-    )?;
-    Ok(ExitStatus::Ok)
 }
 
 /// The nodes' reports: from `--reports FILE`, else from an srun step over `nodes`.
@@ -253,13 +239,10 @@ fn print_text(reports: &[NodeWiring], analysis: &Analysis, exit: ExitStatus) -> 
 }
 
 /// `gpudirect validate --test wiring`; `nodes` are the allocation's (empty with
-/// `--reports` or `--node-report`).
+/// `--reports`).
 pub fn run(args: &ValidateArgs, ctx: &Ctx, nodes: &[String]) -> Result<ExitStatus> {
     debug_assert_eq!(args.test, Test::Wiring);
     check_flags(args)?;
-    if args.node_report {
-        return node_report(args);
-    }
     let (reports, expected) = gather(args, nodes)?;
     let analysis = analyse(&reports, &expected);
     let mut drains = None;
