@@ -538,6 +538,37 @@ mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
 
+    /// Builds the C stand-in for the Inspector (`tests/chained_stub.c`) into `dir`.
+    fn build_stub(dir: &std::path::Path) -> PathBuf {
+        let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/chained_stub.c");
+        let lib = dir.join("libchained_stub.so");
+        let out = std::process::Command::new("cc")
+            .args(["-shared", "-fPIC", "-O1", "-o"])
+            .arg(&lib)
+            .arg(&src)
+            .output()
+            .expect("cc (gcc) builds the chained stand-in");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        lib
+    }
+
+    /// One of the stand-in's counters, through its own handle.
+    fn stub_count(lib: &std::path::Path, name: &CStr) -> i32 {
+        let path = CString::new(lib.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: the library is loaded (RTLD_NOLOAD finds it); the symbol is a C int.
+        unsafe {
+            let h = libc::dlopen(path.as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD);
+            assert!(!h.is_null(), "the stand-in is not loaded");
+            let sym = libc::dlsym(h, name.as_ptr());
+            assert!(!sym.is_null());
+            *(sym as *const i32)
+        }
+    }
+
     fn descr(kind: u64, parent: *mut c_void) -> EventDescr {
         // SAFETY: an all-zero descriptor is what NCCL starts from (`= { 0 }`).
         let mut d: EventDescr = unsafe { std::mem::zeroed() };
@@ -547,14 +578,17 @@ mod tests {
         d
     }
 
-    /// NCCL's calls for one send of 2 steps and one receive of 1 step on rank 2 of a
-    /// 4-rank communicator, through the exported table, as NCCL's proxy makes them.
+    /// NCCL's calls for a collective with a kernel channel, one send of 2 steps and one
+    /// receive of 1 step on rank 2 of a 4-rank communicator, through the exported table, as
+    /// NCCL makes them, with a stand-in for the Inspector chained behind.
     #[test]
-    fn a_send_and_a_receive_are_timed_and_written_as_the_communicators_line() {
+    fn a_send_and_a_receive_are_timed_and_the_chained_plugin_gets_its_own_events() {
         let dir = std::env::temp_dir().join(format!("gdwp-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
         // The one test that settles the process's configuration (the first init reads it).
+        let stub = build_stub(&dir);
+        std::env::set_var("GPUDIRECT_WATCH_CHAIN", &stub);
         std::env::set_var("GPUDIRECT_WATCH_DIR", &dir);
         std::env::set_var("GPUDIRECT_WATCH_INTERVAL_MS", "100000");
         let t = &ncclProfiler_v5.0;
@@ -563,12 +597,24 @@ mod tests {
             let mut mask = 0;
             (t.init)(&mut ctx, 0xabc, &mut mask, c"dp".as_ptr(), 4, 4, 2, None);
             assert!(!ctx.is_null());
-            assert_eq!(mask as u64, abi::PROFILE_PROXY_OP | abi::PROFILE_PROXY_STEP);
+            assert_eq!(
+                mask as u64,
+                abi::PROFILE_COLL | (1 << 6) | abi::PROFILE_PROXY_OP | abi::PROFILE_PROXY_STEP
+            );
 
-            // A collective: nothing chained wants it, so no handle (NCCL then passes null).
+            // A collective and its kernel channel: the chained plugin's, passed on with the
+            // kernel channel's parent its own collective's handle.
             let mut coll = null_mut();
             (t.start_event)(ctx, &mut coll, &mut descr(abi::PROFILE_COLL, null_mut()));
-            assert!(coll.is_null());
+            assert!(!coll.is_null());
+            let mut kernel = null_mut();
+            (t.start_event)(ctx, &mut kernel, &mut descr(1 << 6, coll));
+            (t.record_event_state)(kernel, 22, null_mut());
+            (t.stop_event)(kernel);
+            // A group event: nobody asked for it, no handle.
+            let mut group = null_mut();
+            (t.start_event)(ctx, &mut group, &mut descr(1, null_mut()));
+            assert!(group.is_null());
 
             let mut send = null_mut();
             let mut d = descr(abi::PROFILE_PROXY_OP, coll);
@@ -594,6 +640,7 @@ mod tests {
                 (t.stop_event)(step);
             }
             (t.stop_event)(send);
+            (t.stop_event)(coll);
 
             let mut recv = null_mut();
             let mut d = descr(abi::PROFILE_PROXY_OP, null_mut());
@@ -619,6 +666,18 @@ mod tests {
             (t.stop_event)(null_mut());
             (t.record_event_state)(null_mut(), 9, null_mut());
             (t.finalize)(ctx);
+        }
+        for (counter, want) in [
+            (c"stub_inits", 1),
+            (c"stub_colls", 1),
+            (c"stub_kernels", 1),
+            (c"stub_kernel_parent_ok", 1),
+            (c"stub_others", 0),
+            (c"stub_stops", 2),
+            (c"stub_states", 1),
+            (c"stub_finalized", 1),
+        ] {
+            assert_eq!(stub_count(&stub, counter), want, "{counter:?}");
         }
         let file = dir.join(format!("{}-pid{}.links", host_name(), std::process::id()));
         let text = std::fs::read_to_string(&file).unwrap();
