@@ -168,7 +168,21 @@ pub fn run(args: &SweepArgs, ctx: &Ctx) -> Result<ExitStatus> {
         return finish(args, &out);
     }
     let idle = sweep::idle_nodes(&quarantine::node_states()?);
-    let plan = match sweep::plan(&quarantined, &idle, args.max_suspects, args.partners) {
+    // The entries again, for the partners' rotation (the counts reconcile does not return).
+    let entries = quarantine::quarantined().unwrap_or_default();
+    let idle_suspects: Vec<String> = quarantined
+        .iter()
+        .filter(|n| idle.contains(n))
+        .cloned()
+        .collect();
+    let rotation = sweep::rotation(&entries, &idle_suspects);
+    let plan = match sweep::plan(
+        &quarantined,
+        &idle,
+        args.max_suspects,
+        args.partners,
+        rotation,
+    ) {
         Ok(plan) => plan,
         Err(why) => {
             out.skipped = Some(why);

@@ -78,11 +78,17 @@ pub const MIN_NODES: usize = 3;
 /// The sweep's nodes (pure): up to `max_suspects` quarantined nodes that are idle, and up
 /// to `partners` healthy idle ones (at least enough for [`MIN_NODES`]); `None` when too
 /// few nodes are idle, with why.
+///
+/// The partners rotate: they are taken from the healthy idle nodes, in turn, `wanted` at a
+/// time, the turn being `rotation` (the sweeps the suspects have had, [`rotation`]), so that one suspect meets other
+/// partners sweep after sweep, and a partner that is itself subtly slow cannot keep a
+/// healthy suspect in quarantine, nor the same partners clear a slow one every time.
 pub fn plan(
     quarantined: &[String],
     idle: &[String],
     max_suspects: usize,
     partners: usize,
+    rotation: usize,
 ) -> Result<Plan, String> {
     let suspects: Vec<String> = quarantined
         .iter()
@@ -92,7 +98,19 @@ pub fn plan(
         .collect();
     let healthy: Vec<&String> = idle.iter().filter(|n| !quarantined.contains(n)).collect();
     let wanted = partners.max(MIN_NODES.saturating_sub(suspects.len()));
-    let partners: Vec<String> = healthy.into_iter().take(wanted).cloned().collect();
+    let start = if healthy.is_empty() {
+        0
+    } else {
+        rotation.wrapping_mul(wanted) % healthy.len()
+    };
+    let mut partners: Vec<String> = healthy
+        .iter()
+        .cycle()
+        .skip(start)
+        .take(wanted.min(healthy.len()))
+        .map(|n| (*n).clone())
+        .collect();
+    partners.sort();
     if suspects.len() + partners.len() < MIN_NODES {
         return Err(format!(
             "too few idle nodes to test: {} quarantined and idle, {} healthy and idle; a sweep needs {MIN_NODES} nodes",
@@ -101,6 +119,16 @@ pub fn plan(
         ));
     }
     Ok(Plan { suspects, partners })
+}
+
+/// The partners' rotation for a sweep of `suspects` (pure): the sweeps they have had so
+/// far (passes and failures in a row, summed over them), which each counted sweep moves on.
+pub fn rotation(entries: &[(String, Entry)], suspects: &[String]) -> usize {
+    entries
+        .iter()
+        .filter(|(node, _)| suspects.contains(node))
+        .map(|(_, e)| (e.passed + e.failed) as usize)
+        .sum()
 }
 
 /// What a sweep's result does to a quarantined node.

@@ -190,25 +190,52 @@ fn a_sweep_tests_idle_suspects_with_enough_healthy_partners() {
     let idle = idle_nodes("node1 idle\nnode2 allocated\nnode3 maint\nnode4 idle\nnode5 drained\nnode6 idle*\nnode7 mixed\n");
     assert_eq!(idle, s(&["node1", "node3", "node4"]));
     assert_eq!(
-        plan(&s(&["node3"]), &idle, 4, 2),
+        plan(&s(&["node3"]), &idle, 4, 2, 0),
         Ok(Plan {
             suspects: s(&["node3"]),
             partners: s(&["node1", "node4"])
         })
     );
     // A quarantined node that is busy (a job that ran on before) waits for the next sweep.
-    assert!(plan(&s(&["node2"]), &idle, 4, 2)
+    assert!(plan(&s(&["node2"]), &idle, 4, 2, 0)
         .unwrap()
         .suspects
         .is_empty());
     // Too few: one suspect and one partner.
-    let e = plan(&s(&["node3"]), &s(&["node3", "node4"]), 4, 2).unwrap_err();
+    let e = plan(&s(&["node3"]), &s(&["node3", "node4"]), 4, 2, 0).unwrap_err();
     assert!(e.contains("a sweep needs 3 nodes"), "{e}");
     // No suspect: healthy idle nodes are swept themselves, at least three.
-    assert_eq!(plan(&[], &idle, 4, 2).unwrap().partners.len(), 3);
+    assert_eq!(plan(&[], &idle, 4, 2, 0).unwrap().partners.len(), 3);
     // Every idle node quarantined: no healthy partner.
-    let e = plan(&s(&["node1", "node3", "node4"]), &idle, 2, 2).unwrap_err();
+    let e = plan(&s(&["node1", "node3", "node4"]), &idle, 2, 2, 0).unwrap_err();
     assert!(e.contains("0 healthy"), "{e}");
+}
+
+/// One suspect among six idle nodes, two partners a sweep: sweep after sweep (each counted
+/// sweep moves the rotation on) it meets every healthy node, two at a time.
+#[test]
+fn the_partners_rotate_from_sweep_to_sweep() {
+    use sweep::{plan, rotation};
+    let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+    let idle = s(&["node1", "node2", "node3", "node4", "node5", "node6"]);
+    let suspects = s(&["node3"]);
+    let mut entry = Entry::new(Tool::Validate, Cause::Node, "slow");
+    let mut met = std::collections::BTreeSet::new();
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        let r = rotation(&[("node3".to_string(), entry.clone())], &suspects);
+        let p = plan(&suspects, &idle, 4, 2, r).unwrap();
+        assert_eq!(p.partners.len(), 2);
+        assert!(!p.partners.contains(&"node3".to_string()));
+        met.extend(p.partners.clone());
+        seen.push(p.partners);
+        entry.failed += 1;
+    }
+    assert_eq!(met.len(), 5, "{seen:?}");
+    assert_ne!(seen[0], seen[1]);
+    // Another node's count does not move this sweep's partners.
+    let other = [("node5".to_string(), entry.clone())];
+    assert_eq!(rotation(&other, &suspects), 0);
 }
 
 #[test]
