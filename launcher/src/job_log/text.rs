@@ -538,10 +538,27 @@ pub fn summary(log: &JobLog, judgement: &Judgement, status_code: u8) -> String {
         (n, true) => format!(" on {n} or more nodes (some host names redacted)"),
         (n, false) => format!(" on {n} node{}", if n == 1 { "" } else { "s" }),
     };
+    // An entry is one (process, GPU); a process that drives several GPUs (single-process
+    // multi-GPU NCCL, or old RCCL) is said as one process with its GPUs.
+    let processes = log
+        .processes
+        .iter()
+        .map(|p| match p.pid {
+            Some(pid) => (p.source, p.host.clone(), Some(pid), None, None),
+            None => (p.source, p.host.clone(), None, p.device, p.launcher_rank),
+        })
+        .collect::<BTreeSet<_>>()
+        .len()
+        .min(ranks);
+    let gpus = if processes < ranks {
+        format!(" driving {ranks} GPUs")
+    } else {
+        String::new()
+    };
     let read = format!(
-        "{comms} communicator{}, {ranks} process{}{on}",
+        "{comms} communicator{}, {processes} process{}{gpus}{on}",
         if comms == 1 { "" } else { "s" },
-        if ranks == 1 { "" } else { "es" },
+        if processes == 1 { "" } else { "es" },
     );
     let verdict = match (judgement.findings.len(), judgement.profiles.is_empty()) {
         (0, true) => "nothing judged against a profile".to_string(),

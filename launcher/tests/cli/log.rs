@@ -188,6 +188,39 @@ fn a_watchdog_only_log_is_a_finding_and_an_empty_one_an_error() {
     assert!(stderr(&out).contains("no NCCL line"), "{}", stderr(&out));
 }
 
+/// Issue #40, the third held-out batch: one pid driving three GPUs is one process (RCCL's
+/// rccl-tests); records glued on one line of a terminal paste are each read (rule L8), and
+/// their IBext links pass `ib`.
+#[test]
+fn one_process_of_three_gpus_and_glued_records_are_said_as_they_are() {
+    let dir = scratch("log", "batch3");
+    let config = bed_config(dir.path());
+    let summary = |name: &str, mode: &str| {
+        let out = run(log_cmd(&config)
+            .args(["--gpudirect", mode])
+            .arg(log_fixture(&format!("published/{name}.txt"))));
+        let text = stdout(&out);
+        (
+            out.status.code(),
+            text.lines().last().unwrap_or("").to_string(),
+            text,
+        )
+    };
+    let (code, last, text) = summary("rccl-tests-163-mi50-one-process-three-gpus", "none");
+    assert_eq!(code, Some(0), "{text}");
+    assert!(
+        last.starts_with("gpudirect log: 0 communicators, 1 process driving 3 GPUs on 1 node"),
+        "{last}"
+    );
+    let (code, last, text) = summary("glued-records-deepep-106-ibext", "none");
+    assert_eq!(code, Some(0), "{text}");
+    assert!(last.contains("7 processes on 1 node"), "{last}");
+    assert!(
+        text.contains("NET/IBext over devices 0, 1, 2, 3, 6, 7; GPUDirect RDMA"),
+        "{text}"
+    );
+}
+
 /// Issue #40, the text per communicator: CollNet with its devices and GDR; a NET path
 /// between ranks of one node said to run inside it; a virtual bridge in the socket list
 /// named; a redacted host counted as no node.

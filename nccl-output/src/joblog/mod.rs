@@ -639,7 +639,13 @@ impl JobLogReader {
             return;
         }
         let text = strip_ansi(text);
-        let text: &str = &text;
+        for record in prefix::glued_records(&text) {
+            self.feed_record(source, line, record);
+        }
+    }
+
+    /// One record of a line (rule L8: a line may hold several).
+    fn feed_record(&mut self, source: usize, line: u64, text: &str) {
         let raw = text;
         let tagged = launcher_rank(text);
         let Some(d) = parse_debug_line(text).or_else(|| prefix::old_form(text)) else {

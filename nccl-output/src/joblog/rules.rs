@@ -33,6 +33,12 @@
 //!   file, also as an INFO line); 2.22+ prints it as an INFO line (or at VERSION level,
 //!   without `host:pid:tid`). A launcher tag may precede the bare form
 //!   (`[1,0]<stdout>:NCCL version 2.5.6+cuda10.2`): it is the version wherever it stands.
+//! - **L8, records glued on one line.** A terminal paste can lose its newlines and keep
+//!   each record padded to the terminal's width: `... via NET/IBext/2/GDRDMA` then many
+//!   spaces, then `host:pid:tid [dev] NCCL INFO Channel ...` on the same physical line
+//!   (deepseek-ai/DeepEP#106). A `host:pid:tid [dev] NCCL INFO|WARN|TRACE` that follows two
+//!   or more spaces inside a line starts a record of its own: the line is read as one record
+//!   per such start. (One space before it is not enough: a message may quote a prefix.)
 //! - **L7, a host that is not a name.** Posters redact host names (`<cluster_name>`,
 //!   `xxxx`, `***`, `REDACTED`): such a host says nothing about which node a line came
 //!   from. Lines with one are kept apart by pid and device only, and a node count comes

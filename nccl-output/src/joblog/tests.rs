@@ -661,3 +661,20 @@ fn blank_lines_are_counted_and_change_nothing() {
     assert_eq!(with.communicators, without.communicators);
     assert_eq!(with.processes, without.processes);
 }
+
+#[test]
+fn glued_records_split_only_at_a_prefix_after_padding() {
+    use super::prefix::glued_records;
+    let one = "h:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/IPC";
+    assert_eq!(glued_records(one), vec![one]);
+    let two = "h:1:2 [0] NCCL INFO a     h:1:3 [1] NCCL WARN b";
+    assert_eq!(
+        glued_records(two),
+        vec!["h:1:2 [0] NCCL INFO a     ", "h:1:3 [1] NCCL WARN b"]
+    );
+    // A quoted prefix after one space, or words that are no prefix after padding, stay.
+    let quoted = "h:1:2 [0] NCCL INFO saw h:1:3 [1] NCCL INFO x";
+    assert_eq!(glued_records(quoted), vec![quoted]);
+    let padded = "h:1:2 [0] NCCL INFO a    host NCCL INFO b";
+    assert_eq!(glued_records(padded), vec![padded]);
+}

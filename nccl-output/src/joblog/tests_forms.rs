@@ -657,3 +657,51 @@ fn channel_lines_before_a_complete_without_start_are_its_ranks() {
         .iter()
         .all(|c| c.ranks.iter().all(|r| r.links.is_empty())));
 }
+
+/// Rule L8: records glued on one physical line (a terminal paste that lost its newlines,
+/// each record padded to 158 columns) are read one by one: 7 processes of
+/// VM-17-82-centos, each on the IBext device of its GPU with GDRDMA (the first record lost
+/// its prefix and is not read; device 4's link was wrapped onto the next line after `via`,
+/// so its process is read without it).
+#[test]
+fn records_glued_on_one_line_are_each_read() {
+    let log = published("glued-records-deepep-106-ibext");
+    let devices: BTreeSet<u32> = log.processes.iter().filter_map(|p| p.device).collect();
+    assert_eq!(devices, [0, 1, 2, 3, 4, 6, 7].into());
+    assert!(log
+        .processes
+        .iter()
+        .all(|p| p.host.as_deref() == Some("VM-17-82-centos")));
+    for p in log.processes.iter().filter(|p| p.device != Some(4)) {
+        assert!(!p.links.is_empty(), "{:?}", p.pid);
+        for l in &p.links {
+            let dev = p.device.unwrap();
+            assert_eq!(l.via, format!("NET/IBext/{dev}/GDRDMA"), "{l:?}");
+            assert_eq!(
+                (l.net.as_deref(), l.device),
+                (Some("IBext"), Some(dev)),
+                "{l:?}"
+            );
+            assert!(l.gdrdma, "{l:?}");
+        }
+    }
+}
+
+/// One pid whose lines name three devices (RCCL's rccl-tests driving three GPUs from one
+/// process): three entries, one per device, of one pid (the summary says "1 process
+/// driving 3 GPUs"); RCCL's banner is not an NCCL line.
+#[test]
+fn one_process_driving_three_gpus_is_one_pid() {
+    let log = published("rccl-tests-163-mi50-one-process-three-gpus");
+    let pids: BTreeSet<Option<u32>> = log.processes.iter().map(|p| p.pid).collect();
+    assert_eq!(pids, [Some(58192)].into());
+    assert_eq!(log.processes.len(), 3);
+    assert!(log
+        .processes
+        .iter()
+        .all(|p| p.host.as_deref() == Some("z292")));
+    assert!(log
+        .processes
+        .iter()
+        .any(|p| p.networks.iter().any(|n| n == "Socket")));
+}
