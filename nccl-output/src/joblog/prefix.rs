@@ -282,6 +282,62 @@ pub fn error_return(message: &str) -> Option<(&str, &'static str)> {
     Some((place, name))
 }
 
+/// The records of a physical line (rule L8): the line itself, or, where a `host:pid:tid
+/// [dev] NCCL INFO|WARN|TRACE` prefix follows two or more spaces inside it, one piece per
+/// such start (the padding left at the end of each piece). Cheap on an ordinary line: it
+/// looks further only when ` NCCL ` occurs twice.
+pub fn glued_records(line: &str) -> Vec<&str> {
+    let mut nccl = line.match_indices(" NCCL ");
+    if nccl.nth(1).is_none() {
+        return vec![line];
+    }
+    let mut starts = vec![0];
+    let bytes = line.as_bytes();
+    let mut i = 0;
+    while let Some(off) = line[i..].find("  ") {
+        let gap = i + off;
+        let mut start = gap;
+        while start < bytes.len() && bytes[start] == b' ' {
+            start += 1;
+        }
+        if start > gap && start < bytes.len() && is_record_start(&line[start..]) {
+            starts.push(start);
+        }
+        i = start.max(gap + 1);
+        if i >= line.len() {
+            break;
+        }
+    }
+    starts.push(line.len());
+    starts.windows(2).map(|w| &line[w[0]..w[1]]).collect()
+}
+
+/// Whether `text` begins with `host:pid:tid [dev] NCCL INFO|WARN|TRACE` (or without the
+/// device, `host:pid:tid NCCL ...`).
+fn is_record_start(text: &str) -> bool {
+    let mut words = text.split(' ');
+    let Some(token) = words.next() else {
+        return false;
+    };
+    let numeric = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    let mut parts = token.rsplitn(3, ':');
+    let (tid, pid, host) = (parts.next(), parts.next(), parts.next());
+    if !(tid.is_some_and(numeric)
+        && pid.is_some_and(numeric)
+        && host.is_some_and(|h| !h.is_empty()))
+    {
+        return false;
+    }
+    let mut next = words.next();
+    if next.is_some_and(|w| w.starts_with('[') && w.ends_with(']')) {
+        next = words.next();
+    }
+    next == Some("NCCL")
+        && words
+            .next()
+            .is_some_and(|l| ["INFO", "WARN", "TRACE"].contains(&l))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -406,60 +462,4 @@ mod tests {
             None
         );
     }
-}
-
-/// The records of a physical line (rule L8): the line itself, or, where a `host:pid:tid
-/// [dev] NCCL INFO|WARN|TRACE` prefix follows two or more spaces inside it, one piece per
-/// such start (the padding left at the end of each piece). Cheap on an ordinary line: it
-/// looks further only when ` NCCL ` occurs twice.
-pub fn glued_records(line: &str) -> Vec<&str> {
-    let mut nccl = line.match_indices(" NCCL ");
-    if nccl.nth(1).is_none() {
-        return vec![line];
-    }
-    let mut starts = vec![0];
-    let bytes = line.as_bytes();
-    let mut i = 0;
-    while let Some(off) = line[i..].find("  ") {
-        let gap = i + off;
-        let mut start = gap;
-        while start < bytes.len() && bytes[start] == b' ' {
-            start += 1;
-        }
-        if start > gap && start < bytes.len() && is_record_start(&line[start..]) {
-            starts.push(start);
-        }
-        i = start.max(gap + 1);
-        if i >= line.len() {
-            break;
-        }
-    }
-    starts.push(line.len());
-    starts.windows(2).map(|w| &line[w[0]..w[1]]).collect()
-}
-
-/// Whether `text` begins with `host:pid:tid [dev] NCCL INFO|WARN|TRACE` (or without the
-/// device, `host:pid:tid NCCL ...`).
-fn is_record_start(text: &str) -> bool {
-    let mut words = text.split(' ');
-    let Some(token) = words.next() else {
-        return false;
-    };
-    let numeric = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
-    let mut parts = token.rsplitn(3, ':');
-    let (tid, pid, host) = (parts.next(), parts.next(), parts.next());
-    if !(tid.is_some_and(numeric)
-        && pid.is_some_and(numeric)
-        && host.is_some_and(|h| !h.is_empty()))
-    {
-        return false;
-    }
-    let mut next = words.next();
-    if next.is_some_and(|w| w.starts_with('[') && w.ends_with(']')) {
-        next = words.next();
-    }
-    next == Some("NCCL")
-        && words
-            .next()
-            .is_some_and(|l| ["INFO", "WARN", "TRACE"].contains(&l))
 }
