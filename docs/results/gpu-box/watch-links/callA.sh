@@ -6,6 +6,8 @@
 # issue #45's two-fault --per-rail runs as the call has time for.
 set -u
 T0=$(date +%s)
+# LIMIT: the seconds this call may run (the device's limit_s); the steps fit inside it.
+END=$((${LIMIT:-600} - 15))
 t() { echo "=== +$(($(date +%s) - T0))s $*"; }
 B=$PWD/.gpubed
 PY=/opt/torch/.venv/bin/python3
@@ -25,10 +27,10 @@ pk=$!
 scripts/local-cluster up --gpus --nodes 4 --slurm-prefix /opt/slurm --tools $B/tools --plugin $B/spank_gpudirect.so 2>&1 | tail -n 2
 t up
 wait $pk; t packed
-timeout -k 5 $((560 - ($(date +%s) - T0))) scripts/gpu-box --out /tmp/gbo --gpudirect $B/gpudirect --cost-pairs 1 watch-links
+timeout -k 5 $((END - 25 - ($(date +%s) - T0))) scripts/gpu-box --out /tmp/gbo --gpudirect $B/gpudirect --cost-pairs 1 watch-links
 echo "gpu-box watch-links exit $?"
 t watch-links
-left=$((585 - ($(date +%s) - T0)))
+left=$((END - 5 - ($(date +%s) - T0)))
 if ((left > 160)); then
 	timeout -k 5 $left scripts/gpu-box --out /tmp/gbo --gpudirect $B/gpudirect --repeats 1 per-rail-down
 	echo "gpu-box per-rail-down exit $?"
