@@ -27,7 +27,7 @@ pk=$!
 scripts/local-cluster up --gpus --nodes 4 --slurm-prefix /opt/slurm --tools $B/tools --plugin $B/spank_gpudirect.so 2>&1 | tail -n 2
 t up
 wait $pk; t packed
-timeout -k 5 $((END - 25 - ($(date +%s) - T0))) scripts/gpu-box --out /tmp/gbo --gpudirect $B/gpudirect --cost-pairs 1 watch-links
+timeout -k 5 $((END - 25 - ($(date +%s) - T0))) scripts/gpu-box --out /tmp/gbo --gpudirect $B/gpudirect --cost-pairs "${PAIRS:-1}" watch-links
 echo "gpu-box watch-links exit $?"
 t watch-links
 left=$((END - 5 - ($(date +%s) - T0)))
