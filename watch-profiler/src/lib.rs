@@ -34,7 +34,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
 use std::ptr::null_mut;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, Once, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use abi::{EventDescr, Exported, Logger, NcclResult, ProfilerV5, StateArgs, NCCL_SUCCESS};
@@ -59,6 +59,8 @@ const ROTATE_BYTES: u64 = 64 << 20;
 /// What the process's first `init` settled.
 struct Global {
     chained: Option<&'static Exported>,
+    /// This node's name, for the file's name and every line.
+    host: String,
     nic: Option<String>,
     file: Option<PathBuf>,
     interval: Duration,
@@ -68,6 +70,8 @@ struct Global {
 }
 
 static GLOBAL: OnceLock<Global> = OnceLock::new();
+/// The writer thread, started once the configuration is settled.
+static WRITER: Once = Once::new();
 static LOGGER: OnceLock<Logger> = OnceLock::new();
 
 fn log(msg: &str) {
@@ -134,61 +138,71 @@ fn open_chain(path: &str) -> Result<&'static Exported, String> {
 }
 
 fn global() -> &'static Global {
-    GLOBAL.get_or_init(|| {
-        let chained = env("GPUDIRECT_WATCH_CHAIN").and_then(|p| match open_chain(&p) {
-            Ok(t) => Some(t),
-            Err(why) => {
-                log(&format!("chained profiler not loaded: {why}"));
-                None
-            }
-        });
-        let interval_ms = env("GPUDIRECT_WATCH_INTERVAL_MS")
-            .and_then(|v| v.parse::<u64>().ok())
-            .unwrap_or(1000)
-            .max(100);
-        let dir = env("GPUDIRECT_WATCH_DIR").or_else(|| env("NCCL_INSPECTOR_DUMP_DIR"));
-        let file = dir.map(|d| {
-            PathBuf::from(d).join(format!("{}-pid{}.links", host_name(), std::process::id()))
-        });
-        let g = Global {
-            chained,
-            nic: links::nic_of(&|name| env(name)),
-            file,
-            interval: Duration::from_millis(interval_ms),
-            comms: Mutex::new(Vec::new()),
-            out: Mutex::new(None),
-            epoch: Instant::now(),
-        };
-        match &g.file {
-            Some(f) => {
+    let g = GLOBAL.get_or_init(settle);
+    // Started after GLOBAL is set, so the thread holds the settled configuration (started
+    // inside get_or_init, it could read GLOBAL before it was set and end at once).
+    if g.file.is_some() {
+        WRITER.call_once(|| {
+            let spawned = std::thread::Builder::new()
+                .name("gpudirect-watch".into())
+                .spawn(move || loop {
+                    std::thread::sleep(g.interval);
+                    write_changed(g, None);
+                });
+            if let Err(e) = spawned {
                 log(&format!(
-                    "connection timings every {interval_ms} ms to {}{}",
-                    f.display(),
-                    if g.chained.is_some() {
-                        ", the Inspector chained"
-                    } else {
-                        ""
-                    }
+                    "no dump thread ({e}): lines written at finalize only"
                 ));
-                let spawned = std::thread::Builder::new()
-                    .name("gpudirect-watch".into())
-                    .spawn(|| loop {
-                        let Some(g) = GLOBAL.get() else { return };
-                        std::thread::sleep(g.interval);
-                        write_changed(g, None);
-                    });
-                if let Err(e) = spawned {
-                    log(&format!(
-                        "no dump thread ({e}): lines written at finalize only"
-                    ));
-                }
             }
-            None => log(
-                "no GPUDIRECT_WATCH_DIR nor NCCL_INSPECTOR_DUMP_DIR: no connection timings written",
-            ),
+        });
+    }
+    g
+}
+
+/// The process's configuration, from its environment, settled at the first `init`.
+fn settle() -> Global {
+    let chained = env("GPUDIRECT_WATCH_CHAIN").and_then(|p| match open_chain(&p) {
+        Ok(t) => Some(t),
+        Err(why) => {
+            log(&format!("chained profiler not loaded: {why}"));
+            None
         }
-        g
-    })
+    });
+    let interval_ms = env("GPUDIRECT_WATCH_INTERVAL_MS")
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(1000)
+        .max(100);
+    let dir = env("GPUDIRECT_WATCH_DIR").or_else(|| env("NCCL_INSPECTOR_DUMP_DIR"));
+    let host = host_name();
+    let file =
+        dir.map(|d| PathBuf::from(d).join(format!("{host}-pid{}.links", std::process::id())));
+    let g = Global {
+        chained,
+        host,
+        nic: links::nic_of(&|name| env(name)),
+        file,
+        interval: Duration::from_millis(interval_ms),
+        comms: Mutex::new(Vec::new()),
+        out: Mutex::new(None),
+        epoch: Instant::now(),
+    };
+    match &g.file {
+        Some(f) => {
+            log(&format!(
+                "connection timings every {interval_ms} ms to {}{}",
+                f.display(),
+                if g.chained.is_some() {
+                    ", the Inspector chained"
+                } else {
+                    ""
+                }
+            ));
+        }
+        None => {
+            log("no GPUDIRECT_WATCH_DIR nor NCCL_INSPECTOR_DUMP_DIR: no connection timings written")
+        }
+    }
+    g
 }
 
 /// Appends the line of each communicator changed since the last write (or of `only`).
@@ -198,13 +212,12 @@ fn write_changed(g: &Global, only: Option<&Arc<Mutex<Comm>>>) {
         Some(c) => vec![Arc::clone(c)],
         None => g.comms.lock().map(|c| c.clone()).unwrap_or_default(),
     };
-    let host = host_name();
     let now_us = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_micros())
         .unwrap_or(0);
     let origin = Origin {
-        host: &host,
+        host: &g.host,
         pid: std::process::id(),
         nic: g.nic.as_deref(),
         now_us,
