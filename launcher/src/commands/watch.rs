@@ -250,9 +250,8 @@ fn once(args: &WatchArgs, ctx: &Ctx) -> Result<ExitStatus> {
 }
 
 /// One step inside `job`, one task per node, each reading its node's dump folder
-/// (`gpudirect agent watch`); their samples and notes into `collected`.
-/// Asks the job's nodes for their dumps; the samples and notes go into `collected`, each
-/// rank's connections over the window are returned.
+/// (`gpudirect agent watch`); their samples and notes into `collected`, each rank's
+/// connections over the window returned.
 fn ask_the_jobs_nodes(
     job: u32,
     args: &WatchArgs,

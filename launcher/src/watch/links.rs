@@ -304,18 +304,15 @@ fn common_endpoint(slow: &[Pair], all: &[Pair], ranks: &[&RankLinks]) -> Option<
     let [rank] = candidates[..] else {
         return None;
     };
-    let mine: Vec<&Pair> = slow
-        .iter()
-        .filter(|p| p.from == rank || p.to == rank)
-        .collect();
+    // The candidate is in every slow pair: they are all its own.
     let who = ranks.iter().find(|r| r.rank == rank);
     Some(Culprit {
         rank,
         host: who.map_or_else(|| "?".to_string(), |r| r.host.clone()),
         nic: who.and_then(|r| r.nic.clone()),
-        sends_slow: mine.iter().any(|p| p.from == rank),
-        receives_slow: mine.iter().any(|p| p.to == rank),
-        times_reference: mine
+        sends_slow: slow.iter().any(|p| p.from == rank),
+        receives_slow: slow.iter().any(|p| p.to == rank),
+        times_reference: slow
             .iter()
             .map(|p| p.times_reference)
             .fold(f64::INFINITY, f64::min),
