@@ -161,21 +161,17 @@ pub fn run(args: &SweepArgs, ctx: &Ctx) -> Result<ExitStatus> {
     if let Some(window) = args.black_holes {
         out.black_holes = black_holes(args, &settings, window);
     }
-    let quarantined =
-        quarantine::reconcile(&settings).context("setting the quarantine reservation")?;
+    let entries = quarantine::reconcile(&settings).context("setting the quarantine reservation")?;
+    let quarantined: Vec<String> = entries.iter().map(|(node, _)| node.clone()).collect();
     if let Some(job) = sweep::queue_wants_nodes(&quarantine::pending_jobs()?) {
         out.skipped = Some(format!("{job} waits for nodes: the sweep takes none"));
         return finish(args, &out);
     }
     let idle = sweep::idle_nodes(&quarantine::node_states()?);
-    // The entries again, for the partners' rotation (the counts reconcile does not return).
-    let entries = quarantine::quarantined().unwrap_or_default();
-    let idle_suspects: Vec<String> = quarantined
-        .iter()
-        .filter(|n| idle.contains(n))
-        .cloned()
-        .collect();
-    let rotation = sweep::rotation(&entries, &idle_suspects);
+    let rotation = sweep::rotation(
+        &entries,
+        &sweep::suspects(&quarantined, &idle, args.max_suspects),
+    );
     let plan = match sweep::plan(
         &quarantined,
         &idle,

@@ -264,9 +264,10 @@ pub fn quarantined() -> Result<Vec<(String, Entry)>, QuarantineError> {
         .collect())
 }
 
-/// Sets the reservation to exactly the quarantined nodes; returns them.
-pub fn reconcile(settings: &Settings) -> Result<Vec<String>, QuarantineError> {
-    let wanted: Vec<String> = quarantined()?.into_iter().map(|(node, _)| node).collect();
+/// Sets the reservation to exactly the quarantined nodes; returns them with their entries.
+pub fn reconcile(settings: &Settings) -> Result<Vec<(String, Entry)>, QuarantineError> {
+    let entries = quarantined()?;
+    let wanted: Vec<String> = entries.iter().map(|(node, _)| node.clone()).collect();
     let current = reservation_nodes(&settings.reservation)?;
     match change_for(current.as_deref(), &wanted) {
         Change::Nothing => {}
@@ -276,7 +277,7 @@ pub fn reconcile(settings: &Settings) -> Result<Vec<String>, QuarantineError> {
         Change::SetNodes(nodes) => set_reservation_nodes(&settings.reservation, &nodes)?,
         Change::Delete => delete_reservation(&settings.reservation)?,
     }
-    Ok(wanted)
+    Ok(entries)
 }
 
 /// Reconciles until `node` is in the reservation (`wanted_in`) or out of it, reading it

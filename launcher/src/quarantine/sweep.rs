@@ -75,6 +75,16 @@ impl Plan {
 /// suspect (a pair alone cannot say which side is slow).
 pub const MIN_NODES: usize = 3;
 
+/// The quarantined nodes a sweep tests (pure): the idle ones, at most `max_suspects`.
+pub fn suspects(quarantined: &[String], idle: &[String], max_suspects: usize) -> Vec<String> {
+    quarantined
+        .iter()
+        .filter(|n| idle.contains(n))
+        .take(max_suspects)
+        .cloned()
+        .collect()
+}
+
 /// The sweep's nodes (pure): up to `max_suspects` quarantined nodes that are idle, and up
 /// to `partners` healthy idle ones (at least enough for [`MIN_NODES`]); `None` when too
 /// few nodes are idle, with why.
@@ -90,12 +100,7 @@ pub fn plan(
     partners: usize,
     rotation: usize,
 ) -> Result<Plan, String> {
-    let suspects: Vec<String> = quarantined
-        .iter()
-        .filter(|n| idle.contains(n))
-        .take(max_suspects)
-        .cloned()
-        .collect();
+    let suspects = suspects(quarantined, idle, max_suspects);
     let healthy: Vec<&String> = idle.iter().filter(|n| !quarantined.contains(n)).collect();
     let wanted = partners.max(MIN_NODES.saturating_sub(suspects.len()));
     let start = if healthy.is_empty() {
