@@ -445,10 +445,7 @@ pub fn plan_node_with_locality<'c>(
     let mut watch_note = None;
     let watch = resolved.watch.and_then(|w| {
         // The Inspector is code every asking job loads: trusted as library_dirs are.
-        let why = probe.untrusted(&w.inspector, PathKind::Code).or_else(|| {
-            (!probe.file_exists(&w.inspector)).then(|| format!("{}: no such file", w.inspector))
-        });
-        match why {
+        match unusable_code(probe, &w.inspector) {
             Some(why) => {
                 watch_note = Some(format!("[watch] off on this node: {why}"));
                 None
@@ -456,9 +453,7 @@ pub fn plan_node_with_locality<'c>(
             None => {
                 // The connection profiler is code too; without it the Inspector alone runs.
                 let connections = w.connections.as_ref().and_then(|lib| {
-                    let why = probe.untrusted(lib, PathKind::Code).or_else(|| {
-                        (!probe.file_exists(lib)).then(|| format!("{lib}: no such file"))
-                    });
+                    let why = unusable_code(probe, lib);
                     if let Some(why) = &why {
                         watch_note = Some(format!(
                             "[watch] connections off on this node (the Inspector alone): {why}"
@@ -530,6 +525,14 @@ pub fn plan_node_with_locality<'c>(
     }
     plan.failures.extend(ownership);
     plan
+}
+
+/// Why a library jobs would load (`[watch]`'s profilers) cannot be used on this node: one
+/// that others can change ([`PathKind::Code`]), or none there.
+fn unusable_code(probe: &dyn NodeProbe, path: &str) -> Option<String> {
+    probe
+        .untrusted(path, PathKind::Code)
+        .or_else(|| (!probe.file_exists(path)).then(|| format!("{path}: no such file")))
 }
 
 /// The variables job telemetry sets (`[watch]`): dropped together when the task's dump
