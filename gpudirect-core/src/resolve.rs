@@ -558,7 +558,7 @@ fn plan_watch(
     set: &mut dyn FnMut(&mut TaskPlan, &str, String, bool),
 ) {
     let w = &watch.settings;
-    if !(w.always || env(WatchSettings::ASK).as_deref() == Some("1")) {
+    if !(w.always || WatchSettings::asked(env)) {
         return;
     }
     let interval_us = u64::from(w.interval_ms) * 1000;

@@ -241,7 +241,7 @@ pub fn explain_task(config: &Config, args: &Request) -> Result<Explanation, Expl
             format!(
                 "on for tasks that export {}=1 (this one {})",
                 gpudirect_core::config::WatchSettings::ASK,
-                if env(gpudirect_core::config::WatchSettings::ASK).as_deref() == Some("1") {
+                if gpudirect_core::config::WatchSettings::asked(&env) {
                     "does"
                 } else {
                     "does not: --env GPUDIRECT_WATCH=1 shows its variables"

@@ -486,6 +486,11 @@ impl WatchSettings {
     /// The variable a job sets to `1` to ask for telemetry.
     pub const ASK: &'static str = "GPUDIRECT_WATCH";
 
+    /// Whether a task with this environment asked for telemetry ([`Self::ASK`] is `1`).
+    pub fn asked(env: &dyn Fn(&str) -> Option<String>) -> bool {
+        env(Self::ASK).as_deref() == Some("1")
+    }
+
     /// Job `job_id`'s dump folder on a node.
     pub fn dump_dir(&self, job_id: u32) -> String {
         format!(
