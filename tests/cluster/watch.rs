@@ -99,6 +99,22 @@ fn watch_names_the_late_rank_of_a_running_job_from_its_nodes_folders() {
         "{}",
         stderr(&out)
     );
+
+    // The folder goes with the job: slurmd's Epilog (the shipped wrapper, `gpudirect
+    // epilog`) removes it on the node when the job ends.
+    assert_ok(
+        &run(slurm_command("scancel").arg(job.to_string())),
+        "scancel the stand-in ranks",
+    );
+    let start = Instant::now();
+    while Path::new(&folder).exists() {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "{folder} is still there 60 s after the job was cancelled: the Epilog did not remove it (see {}/log/epilog-node1.log)",
+            state_dir().display()
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
     std::fs::remove_file(&inspector).unwrap();
 }
 

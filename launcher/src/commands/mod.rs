@@ -16,6 +16,7 @@
 pub mod agent;
 pub mod args;
 pub mod compare;
+pub mod epilog;
 pub mod export;
 pub mod generate;
 pub mod hang;
@@ -131,6 +132,9 @@ pub enum Command {
     /// The admin's periodic sweep (scrontab, as root): test the quarantined nodes with
     /// healthy idle partners, return those that pass, drain those that keep failing.
     Sweep(Box<sweep::SweepArgs>),
+    /// What slurmd's Epilog runs when a job ends (the shipped wrapper): removes the job's
+    /// telemetry folder from the node.
+    Epilog(epilog::EpilogArgs),
     /// Write man pages or shell completions (for packages: scripts/package).
     #[command(hide = true)]
     Generate(generate::GenerateArgs),
@@ -263,6 +267,7 @@ pub fn dispatch(command: Command, ctx: &Ctx) -> Result<ExitStatus> {
         Command::Export(args) => export::run(&args, ctx),
         Command::Watch(args) => watch::run(&args, ctx),
         Command::Sweep(args) => sweep::run(&args, ctx),
+        Command::Epilog(args) => epilog::run(&args, ctx),
         Command::Generate(args) => generate::run(&args),
         Command::Agent(args) => agent::run(args, ctx),
     }

@@ -244,6 +244,48 @@ pub fn in_window(samples: Vec<Sample>, window: Duration) -> Vec<Sample> {
         .collect()
 }
 
+/// What became of a job's telemetry folder when the job ended ([`remove_job_folder`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Cleanup {
+    /// The folder and everything in it are gone.
+    Removed,
+    /// There was no folder: the job did not ask for telemetry on this node.
+    Absent,
+    /// Left where it is, and why.
+    Kept(String),
+}
+
+/// Removes a job's dump folder at the job's end (`gpudirect epilog`, as root): only a real
+/// folder that belongs to the job's user, since the folder's place is shared (`/tmp` by
+/// default) and anyone may have put something of that name there. A link or a file is left
+/// (removing it would remove what it is not); what is inside goes without following links
+/// (std's `remove_dir_all` opens each level with `O_NOFOLLOW` relative to the one above, so a
+/// link the user plants inside, even while it runs, takes nothing else with it).
+pub fn remove_job_folder(folder: &Path, job_uid: u32) -> Cleanup {
+    let meta = match std::fs::symlink_metadata(folder) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Cleanup::Absent,
+        Err(e) => return Cleanup::Kept(format!("cannot read {}: {e}", folder.display())),
+    };
+    if !meta.is_dir() {
+        return Cleanup::Kept(format!(
+            "{} is a link or a file, not the folder the plugin makes: left as it is",
+            folder.display()
+        ));
+    }
+    if meta.uid() != job_uid {
+        return Cleanup::Kept(format!(
+            "{} belongs to uid {}, not to the job's user ({job_uid}): left as it is",
+            folder.display(),
+            meta.uid()
+        ));
+    }
+    match std::fs::remove_dir_all(folder) {
+        Ok(()) => Cleanup::Removed,
+        Err(e) => Cleanup::Kept(format!("cannot remove {}: {e}", folder.display())),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::judge::{judge, Baselines, Finding};
@@ -432,5 +474,38 @@ mod tests {
         let kept = in_window(c.samples.clone(), Duration::from_millis(1));
         assert!(!kept.is_empty() && kept.len() < c.samples.len());
         assert!(kept.iter().all(|s| s.dumped_us + 1000 >= newest));
+    }
+
+    #[test]
+    fn a_jobs_folder_goes_only_when_it_is_a_folder_of_the_jobs_user() {
+        use std::os::unix::fs::symlink;
+        let tmp = std::env::temp_dir().join(format!("gd-epilog-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&tmp);
+        std::fs::create_dir_all(tmp.join("job/inner")).unwrap();
+        let outside = tmp.join("outside");
+        std::fs::write(&outside, "kept").unwrap();
+        // A link inside the folder: it goes, what it points at stays.
+        symlink(&outside, tmp.join("job/inner/link")).unwrap();
+        let me = nix::unistd::geteuid().as_raw();
+
+        assert!(matches!(
+            remove_job_folder(&tmp.join("job"), me + 1),
+            Cleanup::Kept(why) if why.contains("not to the job's user")
+        ));
+        assert!(tmp.join("job/inner").is_dir());
+        assert_eq!(remove_job_folder(&tmp.join("job"), me), Cleanup::Removed);
+        assert!(!tmp.join("job").exists());
+        assert_eq!(std::fs::read_to_string(&outside).unwrap(), "kept");
+        assert_eq!(remove_job_folder(&tmp.join("job"), me), Cleanup::Absent);
+
+        // A link in the folder's place is left, and so is what it points at.
+        symlink(tmp.join("elsewhere"), tmp.join("planted")).unwrap();
+        std::fs::create_dir(tmp.join("elsewhere")).unwrap();
+        assert!(matches!(
+            remove_job_folder(&tmp.join("planted"), me),
+            Cleanup::Kept(why) if why.contains("a link or a file")
+        ));
+        assert!(tmp.join("elsewhere").is_dir());
+        std::fs::remove_dir_all(&tmp).unwrap();
     }
 }

@@ -206,3 +206,35 @@ fn a_shaped_nic_on_four_nodes_is_below_the_baseline_in_a_short_window() {
     let out = watch("1h");
     assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
 }
+
+/// `gpudirect epilog` outside slurmd: no job is no run, and a config it cannot trust or read
+/// leaves the folder, said so (the removal itself: tests/cluster/watch.rs, as slurmd runs it).
+#[test]
+fn epilog_without_a_job_or_a_config_says_so_and_removes_nothing() {
+    let out = run(gpudirect_without(&["SLURM_JOB_ID", "SLURM_JOB_UID"]).arg("epilog"));
+    assert_eq!(out.status.code(), Some(3), "{}", stdout(&out));
+    assert!(
+        stderr(&out).contains("no job: slurmd gives its Epilog SLURM_JOB_ID"),
+        "{}",
+        stderr(&out)
+    );
+    let out = run(gpudirect_without(&["SLURM_JOB_ID", "SLURM_JOB_UID"]).args([
+        "epilog",
+        "--job",
+        "77",
+        "--uid",
+        "1000",
+        "--config",
+        "/nonexistent/gpudirect.toml",
+    ]));
+    assert_eq!(out.status.code(), Some(3), "{}", stdout(&out));
+    let said = stderr(&out);
+    assert!(
+        said.contains("job 77") && said.contains("/nonexistent/gpudirect.toml"),
+        "{said}"
+    );
+    assert!(
+        said.contains("its telemetry folder, if any, is left"),
+        "{said}"
+    );
+}
