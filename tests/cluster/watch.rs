@@ -118,6 +118,74 @@ fn watch_names_the_late_rank_of_a_running_job_from_its_nodes_folders() {
     std::fs::remove_file(&inspector).unwrap();
 }
 
+/// Bad dumps through the real agent step: a rank whose dump was cut mid-record, one whose
+/// file is 1 GiB (sparse, the recorded dump at its end) and one that never wrote. Each is
+/// said with its outcome, and the job is still judged from what could be read.
+#[test]
+fn watch_says_what_it_made_of_a_cut_a_huge_and_a_missing_dump() {
+    let _guard = cluster();
+    let (_swap, inspector) = watch_config(1000);
+    let dumps = shared_dir().join("inspector-three-ranks-late2");
+    share(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/nccl-inspector/three-ranks-late2"),
+        &dumps,
+    );
+    // Rank 0: the first half of its dump, a record cut mid-way, then its last five records
+    // (a writer that died mid-record and a second that went on: a cut record that is the
+    // file's last, without its newline, is a write in progress, left for the next read).
+    // Rank 1: 1 GiB of nothing, then its dump. Rank 2: nothing at all.
+    let wrap = format!(
+        "srun -n3 sh -c 'd=\"$NCCL_INSPECTOR_DUMP_DIR\"; src=$(ls {}/node$((SLURM_PROCID + 1))-pid*.log); \
+         case $SLURM_PROCID in \
+         0) {{ head -c $(($(wc -c <\"$src\") / 2)) \"$src\"; echo; tail -n 5 \"$src\"; }} >\"$d/node1-pid1.log\" ;; \
+         1) truncate -s 1G \"$d/node2-pid2.log\" && cat \"$src\" >>\"$d/node2-pid2.log\" ;; \
+         esac; touch \"$d/.rank$SLURM_PROCID\"; sleep 90'",
+        dumps.display()
+    );
+    let out = run(slurm_command("sbatch")
+        .args([
+            "--parsable",
+            "-N1",
+            "-n3",
+            "-w",
+            "node1",
+            "--gpudirect=tcpx",
+            "-o",
+            "/dev/null",
+        ])
+        .args(["--wrap", &wrap])
+        .env("GPUDIRECT_WATCH", "1"));
+    assert_ok(&out, "sbatch the stand-in ranks");
+    let job: u32 = parsable_job_id(&out);
+    let _cancel = Cancel(job);
+    let folder = format!("/tmp/gpudirect-watch-{job}");
+    let start = Instant::now();
+    while (0..3).any(|rank| !Path::new(&format!("{folder}/.rank{rank}")).exists()) {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "{folder}: the ranks never got ready"
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+
+    let out = run(slurm_command(workspace_bin("gpudirect").to_str().unwrap())
+        .args(["watch", &job.to_string(), "--window", "1h"])
+        .env("GPUDIRECT_CONFIG", plugin_config()));
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}\n{}", stderr(&out));
+    assert!(
+        text.contains("node2-pid2.log: 1073") && text.contains("its newest 16777216 read"),
+        "the 1 GiB file is read from its newest 16 MiB, and said so:\n{text}"
+    );
+    assert!(
+        text.contains("node1-pid1.log: 1 line(s) not read")
+            && text.contains("not an Inspector record"),
+        "the cut record is said:\n{text}"
+    );
+    assert!(text.contains("SILENT"), "rank 2 wrote nothing:\n{text}");
+    std::fs::remove_file(&inspector).unwrap();
+}
+
 /// Cancels the job when dropped, also when the test fails.
 struct Cancel(u32);
 
