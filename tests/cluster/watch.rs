@@ -14,41 +14,9 @@ use cluster_tests::*;
 fn watch_names_the_late_rank_of_a_running_job_from_its_nodes_folders() {
     let _guard = cluster();
     let (_swap, inspector) = watch_config(1000);
-    let dumps = shared_dir().join("inspector-three-ranks-late2");
-    share(
-        &Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/nccl-inspector/three-ranks-late2"),
-        &dumps,
-    );
     // Task i copies rank i's recorded dump (node<i+1>-pid*.log) into its folder.
-    let wrap = format!(
-        "srun -n3 sh -c 'cp {}/node$((SLURM_PROCID + 1))-pid*.log \"$NCCL_INSPECTOR_DUMP_DIR\"/ && sleep 90'",
-        dumps.display()
-    );
-    let out = run(slurm_command("sbatch")
-        .args([
-            "--parsable",
-            "-N1",
-            "-n3",
-            "-w",
-            "node1",
-            "--gpudirect=tcpx",
-            "-o",
-            "/dev/null",
-        ])
-        .args(["--wrap", &wrap])
-        .env("GPUDIRECT_WATCH", "1"));
-    assert_ok(&out, "sbatch the stand-in ranks");
-    let job: u32 = parsable_job_id(&out);
-    let _cancel = Cancel(job);
+    let (job, _cancel) = stand_in_ranks(r#"cp "$src" "$d"/"#);
     let folder = format!("/tmp/gpudirect-watch-{job}");
-    let start = Instant::now();
-    while std::fs::read_dir(&folder).map_or(0, |d| d.count()) < 3 {
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "{folder}: the ranks' dumps never came"
-        );
-        std::thread::sleep(Duration::from_millis(300));
-    }
 
     let bin = workspace_bin("gpudirect");
     let watch = |who: Who| {
@@ -125,48 +93,16 @@ fn watch_names_the_late_rank_of_a_running_job_from_its_nodes_folders() {
 fn watch_says_what_it_made_of_a_cut_a_huge_and_a_missing_dump() {
     let _guard = cluster();
     let (_swap, inspector) = watch_config(1000);
-    let dumps = shared_dir().join("inspector-three-ranks-late2");
-    share(
-        &Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/nccl-inspector/three-ranks-late2"),
-        &dumps,
-    );
     // Rank 0: the first half of its dump, a record cut mid-way, then its last five records
     // (a writer that died mid-record and a second that went on: a cut record that is the
     // file's last, without its newline, is a write in progress, left for the next read).
     // Rank 1: 1 GiB of nothing, then its dump. Rank 2: nothing at all.
-    let wrap = format!(
-        "srun -n3 sh -c 'd=\"$NCCL_INSPECTOR_DUMP_DIR\"; src=$(ls {}/node$((SLURM_PROCID + 1))-pid*.log); \
-         case $SLURM_PROCID in \
-         0) {{ head -c $(($(wc -c <\"$src\") / 2)) \"$src\"; echo; tail -n 5 \"$src\"; }} >\"$d/node1-pid1.log\" ;; \
-         1) truncate -s 1G \"$d/node2-pid2.log\" && cat \"$src\" >>\"$d/node2-pid2.log\" ;; \
-         esac; touch \"$d/.rank$SLURM_PROCID\"; sleep 90'",
-        dumps.display()
+    let (job, _cancel) = stand_in_ranks(
+        r#"case $SLURM_PROCID in
+         0) { head -c $(($(wc -c <"$src") / 2)) "$src"; echo; tail -n 5 "$src"; } >"$d/node1-pid1.log" ;;
+         1) truncate -s 1G "$d/node2-pid2.log" && cat "$src" >>"$d/node2-pid2.log" ;;
+         esac"#,
     );
-    let out = run(slurm_command("sbatch")
-        .args([
-            "--parsable",
-            "-N1",
-            "-n3",
-            "-w",
-            "node1",
-            "--gpudirect=tcpx",
-            "-o",
-            "/dev/null",
-        ])
-        .args(["--wrap", &wrap])
-        .env("GPUDIRECT_WATCH", "1"));
-    assert_ok(&out, "sbatch the stand-in ranks");
-    let job: u32 = parsable_job_id(&out);
-    let _cancel = Cancel(job);
-    let folder = format!("/tmp/gpudirect-watch-{job}");
-    let start = Instant::now();
-    while (0..3).any(|rank| !Path::new(&format!("{folder}/.rank{rank}")).exists()) {
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "{folder}: the ranks never got ready"
-        );
-        std::thread::sleep(Duration::from_millis(300));
-    }
 
     let out = run(slurm_command(workspace_bin("gpudirect").to_str().unwrap())
         .args(["watch", &job.to_string(), "--window", "1h"])
@@ -184,6 +120,50 @@ fn watch_says_what_it_made_of_a_cut_a_huge_and_a_missing_dump() {
     );
     assert!(text.contains("SILENT"), "rank 2 wrote nothing:\n{text}");
     std::fs::remove_file(&inspector).unwrap();
+}
+
+/// Three STAND-IN ranks of a job on node1 that asked for telemetry, each running `task`
+/// (shell, with `$d` its dump folder and `$src` the dump its rank wrote on the H200, from
+/// tests/fixtures/nccl-inspector/three-ranks-late2), then waiting 90 s. Returns once every
+/// rank has run its task: the job and its cancel-on-drop.
+fn stand_in_ranks(task: &str) -> (u32, Cancel) {
+    let dumps = shared_dir().join("inspector-three-ranks-late2");
+    share(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/nccl-inspector/three-ranks-late2"),
+        &dumps,
+    );
+    let script = format!(
+        "d=\"$NCCL_INSPECTOR_DUMP_DIR\"; src=$(ls {}/node$((SLURM_PROCID + 1))-pid*.log); {task}; touch \"$d/.rank$SLURM_PROCID\"; sleep 90",
+        dumps.display()
+    );
+    assert!(!script.contains('\''), "the task goes inside single quotes");
+    let wrap = format!("srun -n3 sh -c '{script}'");
+    let out = run(slurm_command("sbatch")
+        .args([
+            "--parsable",
+            "-N1",
+            "-n3",
+            "-w",
+            "node1",
+            "--gpudirect=tcpx",
+            "-o",
+            "/dev/null",
+        ])
+        .args(["--wrap", &wrap])
+        .env("GPUDIRECT_WATCH", "1"));
+    assert_ok(&out, "sbatch the stand-in ranks");
+    let job: u32 = parsable_job_id(&out);
+    let cancel = Cancel(job);
+    let folder = format!("/tmp/gpudirect-watch-{job}");
+    let start = Instant::now();
+    while (0..3).any(|rank| !Path::new(&format!("{folder}/.rank{rank}")).exists()) {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "{folder}: the stand-in ranks never got ready"
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    (job, cancel)
 }
 
 /// Cancels the job when dropped, also when the test fails.
