@@ -45,6 +45,12 @@ Examples (as root; the arguments after -- are validate's):
   # scrontab -e (as root), every 30 minutes:
   */30 * * * * /usr/bin/gpudirect sweep --budget 20m -- --floor 60
 
+The test: validate's pairs with the arguments after --. Where a suspect was quarantined for
+one of its NICs (its comment says `nic`) and those arguments choose no --test or --per-rail,
+the sweep adds --per-rail (each rail on its own; a pair over every NIC at once can pass while
+one NIC is slow), with --gpudirect auto (the nodes' own profile, whose data NICs are the
+rails) unless they name a mode or --rails. It says so, and --json lists it as `added`.
+
 Black holes (--black-holes 2h): a node on which the allocations of at least --black-hole-users
 users failed (FAILED, NODE_FAIL, BOOT_FAIL) within 60 s of their start, at least
 --black-hole-jobs times and in 80% or more of its allocations in the window, read from sacct.
@@ -140,6 +146,8 @@ struct Outcomes {
     black_holes: Vec<BlackHole>,
     suspects: Vec<String>,
     partners: Vec<String>,
+    /// What the sweep added to validate's arguments (`sweep::chosen_test`).
+    added: Vec<String>,
     /// validate's exit status.
     validate_exit: Option<i32>,
     nodes: Vec<NodeOutcome>,
@@ -193,11 +201,18 @@ pub fn run(args: &SweepArgs, ctx: &Ctx) -> Result<ExitStatus> {
         plan.partners.len(),
         plan.partners.join(",")
     );
+    out.added = sweep::chosen_test(&args.validate, &entries, &plan.suspects);
+    if !out.added.is_empty() {
+        noteln!(
+            "gpudirect sweep: a suspect is quarantined for a NIC: validate {} (each rail on its own; give --test or --per-rail after -- to choose)",
+            out.added.join(" ")
+        );
+    }
     if args.dry_run {
         out.skipped = Some("--dry-run: nothing submitted".into());
         return finish(args, &out);
     }
-    let (code, report) = validate_in_reservation(args, ctx, &settings, &plan)?;
+    let (code, report) = validate_in_reservation(args, ctx, &settings, &plan, &out.added)?;
     out.validate_exit = code;
     let verdicts = sweep::verdicts(&report);
     for node in &plan.suspects {
@@ -288,13 +303,15 @@ fn take_lock(path: &std::path::Path) -> Result<Option<std::fs::File>> {
     }
 }
 
-/// Runs `gpudirect validate --json --quarantine ARGS` in an allocation of the plan's nodes
-/// inside the reservation; its exit status and report.
+/// Runs `gpudirect validate --json --quarantine ADDED ARGS` in an allocation of the plan's
+/// nodes inside the reservation (ADDED: what the sweep chose, [`sweep::chosen_test`]); its
+/// exit status and report.
 fn validate_in_reservation(
     args: &SweepArgs,
     ctx: &Ctx,
     settings: &Settings,
     plan: &Plan,
+    added: &[String],
 ) -> Result<(Option<i32>, serde_json::Value)> {
     let nodes = plan.nodes();
     let exe = std::env::current_exe().context("finding the gpudirect executable")?;
@@ -316,7 +333,7 @@ fn validate_in_reservation(
         "--config".into(),
         args.config.path.clone().into(),
     ];
-    salloc.extend(args.validate.iter().map(OsString::from));
+    salloc.extend(added.iter().chain(&args.validate).map(OsString::from));
     let job = Job {
         program: "salloc".into(),
         args: salloc,

@@ -48,6 +48,35 @@ pub fn idle_nodes(sinfo: &str) -> Vec<String> {
     nodes
 }
 
+/// What a sweep adds to validate's arguments (the admin's, after `--`) when they choose no
+/// test themselves (pure): where a suspect was quarantined for one of its NICs, `--per-rail`,
+/// each rail of the profile tested on its own (a pair test over every NIC at once can pass
+/// while one NIC is slow), with `--gpudirect auto` (the nodes' own profile, whose data NICs
+/// are the rails) unless the admin names a mode or the rails. Nothing for a node's own
+/// fault, or when the admin chose `--test` or `--per-rail`.
+pub fn chosen_test(
+    admin: &[String],
+    entries: &[(String, Entry)],
+    suspects: &[String],
+) -> Vec<String> {
+    let given = |flag: &str| {
+        admin
+            .iter()
+            .any(|a| a == flag || a.starts_with(&format!("{flag}=")))
+    };
+    let for_a_nic = entries
+        .iter()
+        .any(|(node, entry)| entry.cause == super::Cause::Nic && suspects.contains(node));
+    if !for_a_nic || given("--test") || given("--per-rail") {
+        return Vec::new();
+    }
+    let mut added = vec!["--per-rail".to_string()];
+    if !given("--gpudirect") && !given("--rails") {
+        added.extend(["--gpudirect".to_string(), "auto".to_string()]);
+    }
+    added
+}
+
 /// Which nodes one sweep tests.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Plan {

@@ -284,3 +284,31 @@ fn a_rails_report_gives_each_node_its_worst_rail() {
     );
     assert!(sweep::verdicts(&serde_json::json!({})).is_empty());
 }
+
+#[test]
+fn a_node_quarantined_for_a_nic_is_swept_per_rail_unless_the_admin_chose_a_test() {
+    let nic = Entry::new(Tool::Validate, Cause::Nic, "node2 eth3 slow");
+    let node = Entry::new(Tool::Validate, Cause::Node, "node3 slow in every pair");
+    let entries = vec![("node2".to_string(), nic), ("node3".to_string(), node)];
+    let words = |list: &[&str]| list.iter().map(|w| w.to_string()).collect::<Vec<_>>();
+    let both = words(&["node2", "node3"]);
+
+    assert_eq!(
+        sweep::chosen_test(&words(&["--floor", "60"]), &entries, &both),
+        words(&["--per-rail", "--gpudirect", "auto"])
+    );
+    // The admin's mode or rails are theirs: only --per-rail is added.
+    assert_eq!(
+        sweep::chosen_test(&words(&["--gpudirect=tcpx"]), &entries, &both),
+        words(&["--per-rail"])
+    );
+    assert_eq!(
+        sweep::chosen_test(&words(&["--rails", "eth1,eth2"]), &entries, &both),
+        words(&["--per-rail"])
+    );
+    // The admin chose a test; or no suspect of this sweep is there for a NIC.
+    for admin in [&["--test", "rails"][..], &["--test=nccl"], &["--per-rail"]] {
+        assert!(sweep::chosen_test(&words(admin), &entries, &both).is_empty());
+    }
+    assert!(sweep::chosen_test(&[], &entries, &words(&["node3"])).is_empty());
+}
