@@ -469,25 +469,39 @@ pub fn apply_drains<E: Serialize>(
         let done = drain_confirmed(tool, node, reason);
         let mut action = say(drained_action(node, reason, &done));
         if let (Ok(Drained::Drained { .. }), Some(command)) = (&done, on_drain) {
-            match run_on_drain(command, &evidence(c, reason)) {
-                Ok(path) => {
-                    noteln!(
-                        "{} --on-drain ran for {node} with the evidence in {}",
-                        tool.tag(),
-                        path.display()
-                    );
-                    action.evidence_file = Some(path);
-                }
-                Err(e) => {
-                    let message = format!("{} ({node} stays drained)", with_sources(&e));
-                    noteln!("{} {message}", tool.tag());
-                    action.error = Some(message);
-                }
-            }
+            hand_over_evidence(tool, command, &evidence(c, reason), "drained", &mut action);
         }
         actions.push(action);
     }
     actions
+}
+
+/// Runs the admin's `--on-drain` command for a node just taken out of service (`stays`:
+/// `drained` or `quarantined`) with its evidence, and writes what came of it into `action`
+/// (the evidence file, or the error), said on stderr either way.
+pub fn hand_over_evidence(
+    tool: Tool,
+    command: &str,
+    evidence: &impl Serialize,
+    stays: &str,
+    action: &mut NodeAction,
+) {
+    let node = &action.node;
+    match run_on_drain(command, evidence) {
+        Ok(path) => {
+            noteln!(
+                "{} --on-drain ran for {node} with the evidence in {}",
+                tool.tag(),
+                path.display()
+            );
+            action.evidence_file = Some(path);
+        }
+        Err(e) => {
+            let message = format!("{} ({node} stays {stays})", with_sources(&e));
+            noteln!("{} {message}", tool.tag());
+            action.error = Some(message);
+        }
+    }
 }
 
 /// What a drain of `node` with `reason` came to, in words (pure): the state read back, a

@@ -6,7 +6,7 @@
 use serde::Serialize;
 
 use super::{put, Cause, Entry, Put, Settings};
-use crate::drain::{run_on_drain, Candidate, DrainPlan, NodeAction, Tool};
+use crate::drain::{hand_over_evidence, Candidate, DrainPlan, NodeAction, Tool};
 use crate::noteln;
 use crate::output::with_sources;
 
@@ -42,21 +42,13 @@ pub fn apply<E: Serialize>(
         noteln!("{} {}", tool.tag(), action.message);
         if let (Some(command), "quarantined") = (on_drain, action.outcome) {
             let entry = action.reason.clone().unwrap_or_default();
-            match run_on_drain(command, &evidence(c, &entry)) {
-                Ok(path) => {
-                    noteln!(
-                        "{} --on-drain ran for {node} with the evidence in {}",
-                        tool.tag(),
-                        path.display()
-                    );
-                    action.evidence_file = Some(path);
-                }
-                Err(e) => {
-                    let message = format!("{} ({node} stays quarantined)", with_sources(&e));
-                    noteln!("{} {message}", tool.tag());
-                    action.error = Some(message);
-                }
-            }
+            hand_over_evidence(
+                tool,
+                command,
+                &evidence(c, &entry),
+                "quarantined",
+                &mut action,
+            );
         }
         actions.push(action);
     }
