@@ -259,6 +259,12 @@ pub trait NodeProbe {
     fn file_exists(&self, path: &str) -> bool;
     /// Whether the file at `path` can be opened for reading.
     fn file_readable(&self, path: &str) -> bool;
+    /// Whether a file that a healthy node may or may not have is at `path` (NCCL's default
+    /// profiler, `libnccl-profiler.so`, which NCCL loads when it finds it). The default asks
+    /// [`Self::file_exists`]; a probe that assumes every file is there says no instead.
+    fn optional_file_exists(&self, path: &str) -> bool {
+        self.file_exists(path)
+    }
     /// Whether a directory exists at `path`.
     fn dir_exists(&self, path: &str) -> bool;
     /// Whether the directory at `path` holds a listening Unix socket (a daemon is there,
@@ -294,6 +300,9 @@ impl NodeProbe for AssumeHealthy {
     }
     fn file_exists(&self, _: &str) -> bool {
         true
+    }
+    fn optional_file_exists(&self, _: &str) -> bool {
+        false
     }
     fn file_readable(&self, _: &str) -> bool {
         true
@@ -374,6 +383,9 @@ pub struct WatchPlan {
     pub dump_dir: String,
     /// The connection profiler, where the config names one and it is usable on the node.
     pub connections: Option<String>,
+    /// The profiler the profile loads itself on this node, which telemetry replaces
+    /// (`[watch] replace_profiler`, [`own_profiler`]).
+    pub replaces: Option<String>,
 }
 
 impl NodePlan<'_> {
@@ -444,10 +456,19 @@ pub fn plan_node_with_locality<'c>(
     let ras_addr = resolved.ras.addr(step.job_id);
     let mut watch_note = None;
     let watch = resolved.watch.and_then(|w| {
+        let replaces = own_profiler(profile, probe);
         // The Inspector is code every asking job loads: trusted as library_dirs are.
         match unusable_code(probe, &w.inspector) {
             Some(why) => {
                 watch_note = Some(format!("[watch] off on this node: {why}"));
+                None
+            }
+            None if replaces.is_some() && !w.replace_profiler => {
+                watch_note = Some(format!(
+                    "[watch] off for profile {}: it loads its own profiler, {} (NCCL loads one); [watch] replace_profiler = true gives its jobs telemetry instead",
+                    profile.name,
+                    replaces.as_deref().unwrap_or_default()
+                ));
                 None
             }
             None => {
@@ -465,6 +486,7 @@ pub fn plan_node_with_locality<'c>(
                     settings: w.clone(),
                     dump_dir: w.dump_dir(step.job_id),
                     connections,
+                    replaces,
                 }))
             }
         }
@@ -535,6 +557,24 @@ fn unusable_code(probe: &dyn NodeProbe, path: &str) -> Option<String> {
         .or_else(|| (!probe.file_exists(path)).then(|| format!("{path}: no such file")))
 }
 
+/// The profiler NCCL would load for this profile's tasks without telemetry: its `[env]`
+/// `NCCL_PROFILER_PLUGIN` as written, else the first of its `library_dirs` that holds
+/// `libnccl-profiler.so` (the name NCCL tries when that variable is unset).
+fn own_profiler(profile: &Profile, probe: &dyn NodeProbe) -> Option<String> {
+    let named = profile
+        .env
+        .iter()
+        .find(|v| v.name == "NCCL_PROFILER_PLUGIN")
+        .map(|v| v.value.expand(|p| p.to_string()));
+    named.or_else(|| {
+        profile
+            .library_dirs
+            .iter()
+            .map(|dir| format!("{}/libnccl-profiler.so", dir.trim_end_matches('/')))
+            .find(|lib| probe.optional_file_exists(lib))
+    })
+}
+
 /// The variables job telemetry sets (`[watch]`): dropped together when the task's dump
 /// folder cannot be made safely.
 pub const WATCH_VARIABLES: [&str; 8] = [
@@ -562,6 +602,13 @@ fn plan_watch(
         return;
     }
     let interval_us = u64::from(w.interval_ms) * 1000;
+    if let Some(own) = &watch.replaces {
+        // `replace_profiler`: the profile's own value goes, so that one value is set.
+        plan.set.retain(|(name, _)| name != "NCCL_PROFILER_PLUGIN");
+        plan.notes.push(format!(
+            "job telemetry replaces the profile's own profiler, {own} (NCCL loads one; [watch] replace_profiler)"
+        ));
+    }
     match &watch.connections {
         // NCCL loads one profiler: the connection profiler, which hands the Inspector its
         // events (watch-profiler/src/lib.rs says which variables it reads).
@@ -2051,6 +2098,76 @@ skip_checks = ["libraries", "rxdm_socket_dir"]
             &env_of(&[("GPUDIRECT_WATCH", "1")]),
         );
         assert_eq!(get(&task, "NCCL_PROFILER_PLUGIN"), None);
+    }
+
+    /// NCCL loads one profiler: a profile that loads its own (its `[env]`, or NCCL's default
+    /// name in its library folder, as GCP's gIB images ship CoMMA) keeps it and its jobs get
+    /// no telemetry, said; with `replace_profiler` telemetry replaces it, said, one value set.
+    #[test]
+    fn a_profiles_own_profiler_is_kept_unless_the_admin_lets_telemetry_replace_it() {
+        let watch = "\n[watch]\ninspector = \"/opt/insp/lib/libnccl-profiler-inspector.so\"\n";
+        let named = CONFIG.replace(
+            "[profiles.tcpx.env]\n",
+            "[profiles.tcpx.env]\nNCCL_PROFILER_PLUGIN = \"/opt/comma/libnccl-profiler-comma.so\"\n",
+        );
+        let mut probe = eth_probe();
+        probe
+            .files
+            .push("/opt/insp/lib/libnccl-profiler-inspector.so");
+        let ask = env_of(&[("GPUDIRECT_WATCH", "1")]);
+
+        let kept = parse_config(&format!("{named}{watch}"), "t.toml").unwrap();
+        let node = node_plan(&kept, "stage1", "tcpx", &probe);
+        assert!(node.watch.is_none());
+        assert!(
+            node.notes
+                .iter()
+                .any(|n| n.contains("[watch] off for profile tcpx")
+                    && n.contains("/opt/comma/libnccl-profiler-comma.so")
+                    && n.contains("replace_profiler = true")),
+            "{:?}",
+            node.notes
+        );
+        let task = plan_task(&node, &TaskFacts::default(), &ask);
+        assert_eq!(
+            get(&task, "NCCL_PROFILER_PLUGIN"),
+            Some("/opt/comma/libnccl-profiler-comma.so")
+        );
+        assert_eq!(get(&task, "NCCL_INSPECTOR_ENABLE"), None);
+
+        let replaced = parse_config(
+            &format!("{named}{watch}replace_profiler = true\n"),
+            "t.toml",
+        )
+        .unwrap();
+        let node = node_plan(&replaced, "stage1", "tcpx", &probe);
+        let task = plan_task(&node, &TaskFacts::default(), &ask);
+        let values: Vec<&str> = task
+            .set
+            .iter()
+            .filter(|(n, _)| n == "NCCL_PROFILER_PLUGIN")
+            .map(|(_, v)| v.as_str())
+            .collect();
+        assert_eq!(values, ["/opt/insp/lib/libnccl-profiler-inspector.so"]);
+        assert!(task.notes.iter().any(|n| n.contains(
+            "replaces the profile's own profiler, /opt/comma/libnccl-profiler-comma.so"
+        )));
+        // A task that does not ask keeps the profile's profiler.
+        let quiet = plan_task(&node, &TaskFacts::default(), &|_| None);
+        assert_eq!(
+            get(&quiet, "NCCL_PROFILER_PLUGIN"),
+            Some("/opt/comma/libnccl-profiler-comma.so")
+        );
+
+        // NCCL's default name in a library folder is a profiler the profile loads too.
+        let plain = parse_config(&format!("{CONFIG}{watch}"), "t.toml").unwrap();
+        probe.files.push("/var/lib/tcpx/lib64/libnccl-profiler.so");
+        let node = node_plan(&plain, "stage1", "tcpx", &probe);
+        assert!(node.watch.is_none());
+        assert!(node
+            .notes
+            .iter()
+            .any(|n| n.contains("/var/lib/tcpx/lib64/libnccl-profiler.so")));
     }
 
     /// `[watch] connections`: the connection profiler is what NCCL loads, the Inspector

@@ -255,15 +255,25 @@ pub fn explain_task(config: &Config, args: &Request) -> Result<Explanation, Expl
             ),
             None => format!("NCCL loads the Inspector {}", w.settings.inspector),
         };
+        let loads = match &w.replaces {
+            Some(own) => format!("{loads} instead of the profile's own profiler {own}"),
+            None => loads,
+        };
         format!(
             "job telemetry ([watch]): {who}; {loads}; dumps in {} every {} ms",
             w.dump_dir, w.settings.interval_ms
         )
     });
+    // Telemetry's variables are the plugin's, also where they replace a profile's own
+    // (`[watch] replace_profiler`).
+    let telemetry = task.set.iter().any(|(n, _)| n == "NCCL_INSPECTOR_ENABLE");
     out.origins = task
         .set
         .iter()
         .map(|(name, _)| {
+            if telemetry && gpudirect_core::resolve::WATCH_VARIABLES.contains(&name.as_str()) {
+                return "plugin";
+            }
             match profile.env.iter().find(|v| &v.name == name) {
                 Some(var) if var.forced => "forced",
                 Some(_) => "keepable",

@@ -238,6 +238,7 @@ impl Checker<'_> {
             interval_ms,
             verbose: w.verbose.unwrap_or(true),
             always: w.always.unwrap_or(false),
+            replace_profiler: w.replace_profiler.unwrap_or(false),
         })
     }
 

@@ -480,6 +480,12 @@ pub struct WatchSettings {
     pub verbose: bool,
     /// Every job with a profile gets it, not only those that ask.
     pub always: bool,
+    /// Whether job telemetry replaces a profiler the profile loads itself (its `[env]`
+    /// `NCCL_PROFILER_PLUGIN`, or a `libnccl-profiler.so` in its `library_dirs`, which NCCL
+    /// loads when that variable is unset; GCP's gIB images ship CoMMA so). NCCL loads one
+    /// profiler: false (default) leaves such a profile's jobs without telemetry, true gives
+    /// them telemetry instead of their profiler. Either way the step's notes say which.
+    pub replace_profiler: bool,
 }
 
 impl WatchSettings {

@@ -68,6 +68,8 @@ pub(super) struct RawWatch {
     pub(super) verbose: Option<bool>,
     #[serde(default)]
     pub(super) always: Option<bool>,
+    #[serde(default)]
+    pub(super) replace_profiler: Option<bool>,
 }
 
 /// `[ras]` as written.

@@ -534,6 +534,36 @@ fn explain_says_what_job_telemetry_does_and_shows_its_variables_for_a_task_that_
     ] {
         assert!(out.contains(line), "{line}: {out}");
     }
+
+    // A profile that loads its own profiler: kept, and said; replaced where the admin says so.
+    let own = text.replace(
+        "[profiles.tcpx.env]\n",
+        "[profiles.tcpx.env]\nNCCL_PROFILER_PLUGIN = \"/opt/comma/libnccl-profiler.so\"\n",
+    );
+    let (_dir, config) = write_config("explain-watch-own", &own);
+    let out = ok(&mut profiles(&config, &asked));
+    assert!(
+        out.contains("[watch] off for profile tcpx: it loads its own profiler, /opt/comma/libnccl-profiler.so"),
+        "{out}"
+    );
+    assert!(
+        out.contains("  keepable  NCCL_PROFILER_PLUGIN=/opt/comma/libnccl-profiler.so\n"),
+        "{out}"
+    );
+    let (_dir, config) = write_config(
+        "explain-watch-replace",
+        &format!("{own}replace_profiler = true\n"),
+    );
+    let out = ok(&mut profiles(&config, &asked));
+    assert!(
+        out.contains("chained behind it instead of the profile's own profiler /opt/comma/libnccl-profiler.so"),
+        "{out}"
+    );
+    assert!(
+        out.contains("  plugin    NCCL_PROFILER_PLUGIN=/opt/gdw/libgpudirect_watch_profiler.so\n")
+            && !out.contains("NCCL_PROFILER_PLUGIN=/opt/comma"),
+        "{out}"
+    );
 }
 
 #[test]
