@@ -59,17 +59,35 @@ pub fn rail_of_role(role: &str) -> Option<(&str, bool)> {
     (!rail.is_empty() && !rail.contains(' ')).then_some((rail, sent))
 }
 
+/// How srun says a task died of a signal that is a crash (Slurm's words for the signal,
+/// `srun: error: node6: task 1: Segmentation fault`, ` (core dumped)` after it where a core
+/// was written); not `Terminated` or `Killed`, which is srun tearing the step down.
+const CRASHES: [&str; 5] = [
+    "Segmentation fault",
+    "Aborted",
+    "Bus error",
+    "Illegal instruction",
+    "Floating point exception",
+];
+
 /// Whether a pair's step should run once more: it did not connect in time (its stderr
 /// says [`NO_CONNECTION`], or, when the step was torn down before that line reached srun,
 /// srun says a task exited with [`EXIT_NO_CONNECTION`]; srun's own exit status is that of
-/// whichever task ended first), or it ran past its time limit without saying why.
+/// whichever task ended first), it ran past its time limit without saying why, or a task
+/// crashed ([`CRASHES`]: seen once on the local cluster, the MPI program dead of a
+/// segmentation fault 0.45 s after its launch, beside three healthy steps of the same
+/// nodes): none of these says anything of the rail.
 pub fn worth_a_retry(outcome: &crate::runner::Outcome, stderr: &str) -> bool {
     let exited_unconnected = format!("Exited with exit code {EXIT_NO_CONNECTION}");
+    let srun_says = |l: &str| {
+        let said = l.trim_end().trim_end_matches(" (core dumped)");
+        l.starts_with("srun: error:")
+            && (said.ends_with(&exited_unconnected)
+                || (said.contains(": task ") && CRASHES.iter().any(|c| said.ends_with(c))))
+    };
     *outcome == crate::runner::Outcome::TimedOut
         || stderr.contains(NO_CONNECTION)
-        || stderr
-            .lines()
-            .any(|l| l.starts_with("srun: error:") && l.trim_end().ends_with(&exited_unconnected))
+        || stderr.lines().any(srun_says)
 }
 
 /// The environment that binds Open MPI's traffic to `rail`: the ob1 messaging layer over
@@ -352,6 +370,14 @@ mod tests {
         assert!(worth_a_retry(&Outcome::Exited { code: 143 }, torn));
         let other = "srun: error: node3: task 0: Exited with exit code 17\n";
         assert!(!worth_a_retry(&Outcome::Exited { code: 17 }, other));
+        // Seen on the local cluster (vet, 2026-12-06): the program crashed at its start.
+        let crashed = "srun: error: node6: task 1: Segmentation fault\nsrun: launch/slurm: _step_signal: Terminating StepId=158.12\nsrun: error: node1: task 0: Terminated\nsrun: Force Terminated StepId=158.12\n";
+        assert!(worth_a_retry(&Outcome::Exited { code: 143 }, crashed));
+        let dumped = "srun: error: node6: task 1: Aborted (core dumped)\n";
+        assert!(worth_a_retry(&Outcome::Exited { code: 134 }, dumped));
+        let torn_only =
+            "srun: error: node1: task 0: Terminated\nsrun: Force Terminated StepId=1.2\n";
+        assert!(!worth_a_retry(&Outcome::Exited { code: 143 }, torn_only));
     }
 
     #[test]
