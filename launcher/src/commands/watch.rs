@@ -64,8 +64,12 @@ pub struct WatchArgs {
     #[command(flatten)]
     pub config: ConfigArg,
 
-    /// Judge the samples dumped within this long before the newest one.
-    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = duration_arg)]
+    /// Judge the samples dumped within this long before the newest one. A connection's
+    /// time per byte is judged over the whole window, so a fault that began inside it is
+    /// named once it fills about two thirds of it (a link 10x slower for 2/3 of the window is
+    /// 3x slower over all of it): 20 s names a NIC slowed now within about 15 s, plus the
+    /// dump interval and the agents' step; 60 s would take some 40 s.
+    #[arg(long, value_name = "DURATION", default_value = "20s", value_parser = duration_arg)]
     pub window: Duration,
 
     /// Compare each collective's busbw with the history's runs of this variant (the
