@@ -67,8 +67,8 @@ pub struct WatchArgs {
     /// Judge the samples dumped within this long before the newest one. A connection's
     /// time per byte is judged over the whole window, so a fault that began inside it is
     /// named once it fills about three quarters of it (a link 10x slower for 3/4 of the
-    /// window is 3x slower over all of it): 20 s names a NIC slowed now within about 15 s, plus the
-    /// dump interval and the agents' step; 60 s would take some 40 s.
+    /// window is 3x slower over all of it): 20 s names a NIC slowed now within about 15 s,
+    /// plus the dump interval and the agents' step; 60 s would take some 45 s.
     #[arg(long, value_name = "DURATION", default_value = "20s", value_parser = duration_arg)]
     pub window: Duration,
 
