@@ -35,7 +35,7 @@ pub const SUBSYS_INIT: std::ffi::c_ulong = 0x1;
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct GroupApi {
-    pub graph_captured: bool,
+    pub graph_captured: c_int,
     pub group_depth: c_int,
 }
 

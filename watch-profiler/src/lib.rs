@@ -6,8 +6,11 @@
 //!
 //! ```text
 //! NCCL ──init/startEvent/stopEvent/recordEventState/finalize──▶ this plugin
-//!   ├─ ProxyOp, ProxyStep: timed here; each op's totals added to its connection
+//!   ├─ ProxyOp, ProxyStep: timed here; each op's totals added to its connection; their
+//!   │  handles are this plugin's (an Event, tagged in its lowest bit)
 //!   ├─ the events the chained plugin asked for: passed on, parent handles translated
+//!   │  where they are this plugin's; every other event's handle is the chained plugin's
+//!   │  own, untouched, for NCCL starts children of a collective after stopping it
 //!   └─ a thread: every interval, each changed communicator's line appended to
 //!      DIR/<host>-pid<PID>.links (one JSON object a line, links::Comm::line)
 //! ```
@@ -284,7 +287,6 @@ struct OpTotals {
 }
 
 enum Detail {
-    Other,
     Op(Arc<OpTotals>),
     Step {
         op: Arc<OpTotals>,
@@ -294,7 +296,14 @@ enum Detail {
     },
 }
 
-/// The handle this plugin gives NCCL for an event.
+/// What this plugin keeps for a ProxyOp or ProxyStep: the handle NCCL gets is its address
+/// with the lowest bit set ([`tagged`]); every other event's handle is the chained plugin's
+/// own. NCCL stops a collective's task event on the host when the plan is launched, then
+/// its proxy thread starts the ProxyOp and kernel-channel events whose parent is that
+/// stopped handle (NCCL 2.28.9, src/plugin/profiler.cc): a wrapper freed at stop was read
+/// after it was freed, and the ranks crashed on their first allreduce on the lent H200.
+/// The chained plugin's handles stay valid as long as it keeps them (the Inspector counts
+/// references); a ProxyOp is stopped only after its steps have started.
 struct Event {
     ctx: *const Ctx,
     /// The chained plugin's handle for the same event, or null.
@@ -302,15 +311,31 @@ struct Event {
     detail: Detail,
 }
 
-/// The chained plugin's handle for one of ours (null for null).
+/// The lowest bit of a handle that is this plugin's [`Event`] (boxed, so 8-aligned); the
+/// chained plugin's handles point at its own aligned objects, and NCCL never reads one.
+const OURS: usize = 1;
+
+/// The handle NCCL gets for one of this plugin's events.
+fn tagged(event: Box<Event>) -> *mut c_void {
+    (Box::into_raw(event) as usize | OURS) as *mut c_void
+}
+
+/// This plugin's event behind `h`, where `h` is one of its handles.
+fn ours(h: *mut c_void) -> Option<*mut Event> {
+    let address = h as usize;
+    (address & OURS != 0).then(|| (address & !OURS) as *mut Event)
+}
+
+/// The chained plugin's handle for `h`: the inner handle of one of ours, else `h` itself
+/// (the chained plugin's own, or null).
 ///
 /// # Safety
-/// `h` is null or a handle this plugin returned and NCCL has not stopped.
+/// `h` is null, a handle of the chained plugin's, or one of this plugin's that NCCL has not
+/// stopped.
 unsafe fn inner_of(h: *mut c_void) -> *mut c_void {
-    if h.is_null() {
-        null_mut()
-    } else {
-        (*(h as *const Event)).inner
+    match ours(h) {
+        Some(event) => (*event).inner,
+        None => h,
     }
 }
 
@@ -399,11 +424,17 @@ unsafe extern "C" fn start_event(
         }
         let ctx = &*(context as *const Ctx);
         let d = &*descr;
+        // A ProxyOp run for another process (PXN) names a parent of that process: passed on
+        // as NCCL gave it, never read here.
+        let foreign = d.kind == abi::PROFILE_PROXY_OP
+            && d.u.proxy_op.pid != libc::pid_t::try_from(std::process::id()).unwrap_or(0);
         let mut inner = null_mut();
         if ctx.inner_mask & d.kind != 0 {
             if let Some(t) = global().chained {
                 let mut copy = *d;
-                copy.parent = inner_of(d.parent);
+                if !foreign {
+                    copy.parent = inner_of(d.parent);
+                }
                 if d.kind == abi::PROFILE_COLL {
                     copy.u.coll.parent_group = inner_of(d.u.coll.parent_group);
                 } else if d.kind == abi::PROFILE_P2P {
@@ -426,22 +457,24 @@ unsafe extern "C" fn start_event(
                     net_ns: AtomicU64::new(0),
                 }))
             }
-            abi::PROFILE_PROXY_STEP if !d.parent.is_null() => {
-                match &(*(d.parent as *const Event)).detail {
-                    Detail::Op(op) => Detail::Step {
-                        op: Arc::clone(op),
-                        since_ns: 0,
-                        bytes: 0,
-                    },
-                    _ => Detail::Other,
+            abi::PROFILE_PROXY_STEP => match ours(d.parent).map(|p| &(*p).detail) {
+                Some(Detail::Op(op)) => Detail::Step {
+                    op: Arc::clone(op),
+                    since_ns: 0,
+                    bytes: 0,
+                },
+                _ => {
+                    *handle = inner;
+                    return;
                 }
+            },
+            // Not ours to time: the chained plugin's handle, or none.
+            _ => {
+                *handle = inner;
+                return;
             }
-            _ => Detail::Other,
         };
-        if inner.is_null() && matches!(detail, Detail::Other) {
-            return;
-        }
-        *handle = Box::into_raw(Box::new(Event { ctx, inner, detail })).cast();
+        *handle = tagged(Box::new(Event { ctx, inner, detail }));
     })
 }
 
@@ -451,10 +484,13 @@ unsafe extern "C" fn record_event_state(
     args: *mut StateArgs,
 ) -> NcclResult {
     guarded(|| {
-        if handle.is_null() {
+        let Some(event) = ours(handle) else {
+            if let (Some(t), false) = (global().chained, handle.is_null()) {
+                (t.0.record_event_state)(handle, state, args);
+            }
             return;
-        }
-        let ev = &mut *(handle as *mut Event);
+        };
+        let ev = &mut *event;
         if !ev.inner.is_null() {
             if let Some(t) = global().chained {
                 (t.0.record_event_state)(ev.inner, state, args);
@@ -488,10 +524,13 @@ unsafe extern "C" fn record_event_state(
 
 unsafe extern "C" fn stop_event(handle: *mut c_void) -> NcclResult {
     guarded(|| {
-        if handle.is_null() {
+        let Some(event) = ours(handle) else {
+            if let (Some(t), false) = (global().chained, handle.is_null()) {
+                (t.0.stop_event)(handle);
+            }
             return;
-        }
-        let ev = Box::from_raw(handle as *mut Event);
+        };
+        let ev = Box::from_raw(event);
         if !ev.inner.is_null() {
             if let Some(t) = global().chained {
                 (t.0.stop_event)(ev.inner);
@@ -524,7 +563,6 @@ unsafe extern "C" fn stop_event(handle: *mut c_void) -> NcclResult {
                     comm.changed = true;
                 }
             }
-            Detail::Other => {}
         }
     })
 }
@@ -569,17 +607,22 @@ mod tests {
         lib
     }
 
-    /// One of the stand-in's counters, through its own handle.
-    fn stub_count(lib: &std::path::Path, name: &CStr) -> i32 {
+    /// One of the stand-in's global variables, read through its symbol.
+    fn stub_symbol<T: Copy>(lib: &std::path::Path, name: &CStr) -> T {
         let path = CString::new(lib.as_os_str().as_encoded_bytes()).unwrap();
-        // SAFETY: the library is loaded (RTLD_NOLOAD finds it); the symbol is a C int.
+        // SAFETY: the library is loaded (RTLD_NOLOAD finds it); the caller names the C type.
         unsafe {
             let h = libc::dlopen(path.as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD);
             assert!(!h.is_null(), "the stand-in is not loaded");
             let sym = libc::dlsym(h, name.as_ptr());
             assert!(!sym.is_null());
-            *(sym as *const i32)
+            *(sym as *const T)
         }
+    }
+
+    /// One of the stand-in's counters.
+    fn stub_count(lib: &std::path::Path, name: &CStr) -> i32 {
+        stub_symbol::<i32>(lib, name)
     }
 
     fn descr(kind: u64, parent: *mut c_void) -> EventDescr {
@@ -615,11 +658,14 @@ mod tests {
                 abi::PROFILE_COLL | (1 << 6) | abi::PROFILE_PROXY_OP | abi::PROFILE_PROXY_STEP
             );
 
-            // A collective and its kernel channel: the chained plugin's, passed on with the
-            // kernel channel's parent its own collective's handle.
+            // A collective: the chained plugin's own handle is NCCL's. As NCCL 2.28.9 does,
+            // the collective's task event is stopped on the host before the proxy thread
+            // starts its kernel channel and its proxy ops, whose parent is that handle.
             let mut coll = null_mut();
             (t.start_event)(ctx, &mut coll, &mut descr(abi::PROFILE_COLL, null_mut()));
-            assert!(!coll.is_null());
+            let own = stub_symbol::<*mut c_void>(&stub, c"stub_coll_handle");
+            assert_eq!(coll, own, "the chained plugin's handle, not a wrapper");
+            (t.stop_event)(coll);
             let mut kernel = null_mut();
             (t.start_event)(ctx, &mut kernel, &mut descr(1 << 6, coll));
             (t.record_event_state)(kernel, 22, null_mut());
@@ -631,8 +677,9 @@ mod tests {
 
             let mut send = null_mut();
             let mut d = descr(abi::PROFILE_PROXY_OP, coll);
+            let pid = libc::pid_t::try_from(std::process::id()).unwrap();
             d.u.proxy_op = abi::ProxyOp {
-                pid: 1,
+                pid,
                 channel_id: 1,
                 peer: 3,
                 n_steps: 2,
@@ -653,12 +700,11 @@ mod tests {
                 (t.stop_event)(step);
             }
             (t.stop_event)(send);
-            (t.stop_event)(coll);
 
             let mut recv = null_mut();
             let mut d = descr(abi::PROFILE_PROXY_OP, null_mut());
             d.u.proxy_op = abi::ProxyOp {
-                pid: 1,
+                pid,
                 channel_id: 0,
                 peer: 1,
                 n_steps: 1,

@@ -17,6 +17,8 @@ struct descr {
 
 static int ctx_tag;
 static uint64_t coll_tag = COLL, kernel_tag = KERNEL_CH;
+/* The handle this plugin gives a collective, for the test to compare with what NCCL got. */
+void *stub_coll_handle = &coll_tag;
 int stub_inits, stub_colls, stub_kernels, stub_kernel_parent_ok, stub_others, stub_stops,
     stub_states, stub_finalized;
 
