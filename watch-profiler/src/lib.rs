@@ -323,7 +323,7 @@ fn tagged(event: Box<Event>) -> *mut c_void {
 /// This plugin's event behind `h`, where `h` is one of its handles.
 fn ours(h: *mut c_void) -> Option<*mut Event> {
     let address = h as usize;
-    (address & OURS != 0).then(|| (address & !OURS) as *mut Event)
+    (address & OURS != 0).then_some((address & !OURS) as *mut Event)
 }
 
 /// The chained plugin's handle for `h`: the inner handle of one of ours, else `h` itself
