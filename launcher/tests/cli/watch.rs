@@ -238,3 +238,45 @@ fn epilog_without_a_job_or_a_config_says_so_and_removes_nothing() {
         "{said}"
     );
 }
+
+/// The connection profiler's `.links` files recorded on the lent H100 under Slurm (call B,
+/// `tests/fixtures/nccl-inspector/links-*`, a stand-in for a live job's folders), each cut at
+/// the end of a phase of one job, judged over the newest 6 s as the live rounds were.
+#[test]
+fn recorded_connection_timings_name_node3s_nic_only_when_it_was_slowed() {
+    let watch = |name: &str| {
+        run(gpudirect_without(&["GPUDIRECT_DB"])
+            .args(["watch", "--window", "6s", "--dumps"])
+            .arg(dumps(name)))
+    };
+    let clean = watch("links-clean");
+    assert_eq!(clean.status.code(), Some(0), "{}", stdout(&clean));
+    assert!(stdout(&clean).contains("connections healthy"));
+
+    // Egress only: the one slow pair is node3's sends; a ring's one pair cannot say which
+    // end, and says so.
+    let out = watch("links-node3-eth1-slow-out");
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("SLOW CONNECTION: rank 2 on node3 -> rank 3 on node4"),
+        "{text}"
+    );
+    assert!(text.contains("either end of each may be at fault"), "{text}");
+
+    // Both ways: both of rank 2's connections, so rank 2, node3, its NIC.
+    let out = watch("links-node3-eth1-slow-both");
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("SLOW CONNECTION: rank 2 on node3, its NIC eth1"),
+        "{text}"
+    );
+
+    // A late rank makes the sends into it wait (2.5x): not a slow link.
+    let late = run(gpudirect_without(&["GPUDIRECT_DB"])
+        .args(["watch", "--window", "1h", "--dumps"])
+        .arg(dumps("links-late-rank2")));
+    assert_eq!(late.status.code(), Some(0), "{}", stdout(&late));
+    assert!(stdout(&late).contains("connections healthy"));
+}
