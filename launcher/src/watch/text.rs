@@ -92,7 +92,8 @@ fn comm_text(out: &mut String, v: &CommVerdict) {
         let _ = writeln!(
             out,
             "not judged: at most {most} collective(s) were seen by every rank, {MIN_MATCHED} needed \
-             (NCCL 2.28's own Inspector writes one per dump; the plugin from NCCL 2.29 or later, or a longer --window, gives more)"
+             (a longer --window gives more: a slowed job completes few in a short one; NCCL 2.28's own Inspector \
+             writes one per dump, the plugin built from NCCL 2.29 or later every one)"
         );
     } else if v.findings.is_empty() {
         let _ = writeln!(

@@ -262,7 +262,10 @@ fn recorded_connection_timings_name_node3s_nic_only_when_it_was_slowed() {
         text.contains("SLOW CONNECTION: rank 2 on node3 -> rank 3 on node4"),
         "{text}"
     );
-    assert!(text.contains("either end of each may be at fault"), "{text}");
+    assert!(
+        text.contains("either end of each may be at fault"),
+        "{text}"
+    );
 
     // Both ways: both of rank 2's connections, so rank 2, node3, its NIC.
     let out = watch("links-node3-eth1-slow-both");
