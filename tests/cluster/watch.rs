@@ -15,7 +15,7 @@ fn watch_names_the_late_rank_of_a_running_job_from_its_nodes_folders() {
     let _guard = cluster();
     let (_swap, inspector) = watch_config(1000);
     // Task i copies rank i's recorded dump (node<i+1>-pid*.log) into its folder.
-    let (job, _cancel) = stand_in_ranks(r#"cp "$src" "$d"/"#);
+    let (job, _cancel) = stand_in_ranks(LATE2, r#"cp "$src" "$d"/"#);
     let folder = format!("/tmp/gpudirect-watch-{job}");
 
     let bin = workspace_bin("gpudirect");
@@ -98,6 +98,7 @@ fn watch_says_what_it_made_of_a_cut_a_huge_and_a_missing_dump() {
     // file's last, without its newline, is a write in progress, left for the next read).
     // Rank 1: 1 GiB of nothing, then its dump. Rank 2: nothing at all.
     let (job, _cancel) = stand_in_ranks(
+        LATE2,
         r#"case $SLURM_PROCID in
          0) { head -c $(($(wc -c <"$src") / 2)) "$src"; echo; tail -n 5 "$src"; } >"$d/node1-pid1.log" ;;
          1) truncate -s 1G "$d/node2-pid2.log" && cat "$src" >>"$d/node2-pid2.log" ;;
@@ -122,27 +123,58 @@ fn watch_says_what_it_made_of_a_cut_a_huge_and_a_missing_dump() {
     std::fs::remove_file(&inspector).unwrap();
 }
 
-/// Three STAND-IN ranks of a job on node1 that asked for telemetry, each running `task`
-/// (shell, with `$d` its dump folder and `$src` the dump its rank wrote on the H200, from
-/// tests/fixtures/nccl-inspector/three-ranks-late2), then waiting 90 s. Returns once every
-/// rank has run its task: the job and its cancel-on-drop.
-fn stand_in_ranks(task: &str) -> (u32, Cancel) {
-    let dumps = shared_dir().join("inspector-three-ranks-late2");
+/// The slow NIC through the real agent step: four STAND-IN ranks put the connection
+/// profiler's `.links` files recorded on the lent H100 (node3's eth1 slowed both ways) in the
+/// job's folder; the user's `watch JOB` names rank 2, node3 and its eth1.
+#[test]
+fn watch_names_the_slow_nic_of_a_running_job_from_its_connection_timings() {
+    let _guard = cluster();
+    let (_swap, inspector) = watch_config(1000);
+    let (job, _cancel) = stand_in_ranks(SLOW_BOTH, r#"cp "$src" "$d"/"#);
+    let out = run(slurm_command(workspace_bin("gpudirect").to_str().unwrap())
+        .args(["watch", &job.to_string(), "--window", "6s"])
+        .env("GPUDIRECT_CONFIG", plugin_config()));
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}\n{}", stderr(&out));
+    assert!(
+        text.contains("SLOW CONNECTION: rank 2 on node3, its NIC eth1"),
+        "{text}"
+    );
+    std::fs::remove_file(&inspector).unwrap();
+}
+
+/// Recorded ranks: the fixture folder under tests/fixtures/nccl-inspector, how many ranks
+/// it holds, and the kind of file each rank wrote (`node<rank+1>-pid*.<kind>`).
+struct Recorded(&'static str, u32, &'static str);
+/// Three ranks' Inspector dumps, rank 2 50 ms late (the lent H200).
+const LATE2: Recorded = Recorded("three-ranks-late2", 3, "log");
+/// Four ranks' connection timings, node3's eth1 slowed both ways (the lent H100, call B).
+const SLOW_BOTH: Recorded = Recorded("links-node3-eth1-slow-both", 4, "links");
+
+/// STAND-IN ranks of a job on node1 that asked for telemetry, one per recorded rank, each
+/// running `task` (shell, with `$d` its dump folder and `$src` the file its rank wrote on
+/// the GPU host), then waiting 90 s. Returns once every rank has run its task: the job and
+/// its cancel-on-drop.
+fn stand_in_ranks(recorded: Recorded, task: &str) -> (u32, Cancel) {
+    let Recorded(fixture, ranks, kind) = recorded;
+    let dumps = shared_dir().join(format!("inspector-{fixture}"));
     share(
-        &Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/nccl-inspector/three-ranks-late2"),
+        &Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("fixtures/nccl-inspector")
+            .join(fixture),
         &dumps,
     );
     let script = format!(
-        "d=\"$NCCL_INSPECTOR_DUMP_DIR\"; src=$(ls {}/node$((SLURM_PROCID + 1))-pid*.log); {task}; touch \"$d/.rank$SLURM_PROCID\"; sleep 90",
+        "d=\"$NCCL_INSPECTOR_DUMP_DIR\"; src=$(ls {}/node$((SLURM_PROCID + 1))-pid*.{kind}); {task}; touch \"$d/.rank$SLURM_PROCID\"; sleep 90",
         dumps.display()
     );
     assert!(!script.contains('\''), "the task goes inside single quotes");
-    let wrap = format!("srun -n3 sh -c '{script}'");
+    let wrap = format!("srun -n{ranks} sh -c '{script}'");
     let out = run(slurm_command("sbatch")
         .args([
             "--parsable",
             "-N1",
-            "-n3",
+            &format!("-n{ranks}"),
             "-w",
             "node1",
             "--gpudirect=tcpx",
@@ -156,7 +188,7 @@ fn stand_in_ranks(task: &str) -> (u32, Cancel) {
     let cancel = Cancel(job);
     let folder = format!("/tmp/gpudirect-watch-{job}");
     let start = Instant::now();
-    while (0..3).any(|rank| !Path::new(&format!("{folder}/.rank{rank}")).exists()) {
+    while (0..ranks).any(|rank| !Path::new(&format!("{folder}/.rank{rank}")).exists()) {
         assert!(
             start.elapsed() < Duration::from_secs(60),
             "{folder}: the stand-in ranks never got ready"
