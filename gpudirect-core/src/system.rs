@@ -72,6 +72,17 @@ pub enum Ownership {
 }
 
 impl Ownership {
+    /// The rule for a command that acts on what the config says: as root, only a config
+    /// that root alone can change ([`RootOnly`](Self::RootOnly), as the plugin requires);
+    /// as anyone else, any ([`Any`](Self::Any)): they act with their own rights.
+    pub fn for_caller() -> Ownership {
+        if nix::unistd::geteuid().is_root() {
+            Ownership::RootOnly
+        } else {
+            Ownership::Any
+        }
+    }
+
     /// Who may own what is trusted, and below which directory ancestors are checked;
     /// `None` for [`Any`](Self::Any).
     fn rule(self) -> Option<(Vec<u32>, &'static Path)> {

@@ -46,14 +46,8 @@ pub fn run(args: &EpilogArgs, _ctx: &Ctx) -> Result<ExitStatus> {
         );
         return Ok(ExitStatus::CouldNotRun);
     };
-    // As root it removes things: the config that says where must be root's alone, as the
-    // plugin requires of it.
-    let ownership = if nix::unistd::geteuid().is_root() {
-        Ownership::RootOnly
-    } else {
-        Ownership::Any
-    };
-    let config = match load_config(&args.config.path, ownership) {
+    // As root it removes things: the config that says where must be root's alone.
+    let config = match load_config(&args.config.path, Ownership::for_caller()) {
         Ok(config) => config,
         Err(e) => {
             noteln!("gpudirect epilog: job {job}: {e}: its telemetry folder, if any, is left");

@@ -176,10 +176,11 @@ fn trust(args: &HealthArgs) -> Result<(Ownership, Option<SystemProbe>)> {
             Some(SystemProbe::trusting(owner, below)),
         ));
     }
-    Ok(match nix::unistd::geteuid().is_root() {
-        true => (Ownership::RootOnly, Some(SystemProbe::default())),
-        false => (Ownership::Any, None),
-    })
+    let ownership = Ownership::for_caller();
+    Ok((
+        ownership,
+        (ownership == Ownership::RootOnly).then(SystemProbe::default),
+    ))
 }
 
 /// The deadline's backstop: a check still running when it passes (a hung scontrol, a

@@ -333,12 +333,8 @@ pub fn settings_from(
     path: &std::path::Path,
 ) -> Result<Settings, gpudirect_core::system::LoadError> {
     use gpudirect_core::system::{load_config, Ownership};
-    let ownership = match nix::unistd::geteuid().is_root() {
-        true => Ownership::RootOnly,
-        false => Ownership::Any,
-    };
     let path = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
-    Ok(load_config(&path, ownership)?.quarantine)
+    Ok(load_config(&path, Ownership::for_caller())?.quarantine)
 }
 
 /// Quarantines `node` with `entry` (see the module's rules).
