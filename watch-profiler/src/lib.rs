@@ -64,6 +64,9 @@ struct Global {
     chained: Option<&'static Exported>,
     /// This node's name, for the file's name and every line.
     host: String,
+    /// This process's id, read once: the file's name, every line, and which ProxyOps are
+    /// another process's (PXN).
+    pid: u32,
     nic: Option<String>,
     file: Option<PathBuf>,
     interval: Duration,
@@ -177,11 +180,12 @@ fn settle() -> Global {
         .max(100);
     let dir = env("GPUDIRECT_WATCH_DIR").or_else(|| env("NCCL_INSPECTOR_DUMP_DIR"));
     let host = host_name();
-    let file =
-        dir.map(|d| PathBuf::from(d).join(format!("{host}-pid{}.links", std::process::id())));
+    let pid = std::process::id();
+    let file = dir.map(|d| PathBuf::from(d).join(format!("{host}-pid{pid}.links")));
     let g = Global {
         chained,
         host,
+        pid,
         nic: links::nic_of(&|name| env(name)),
         file,
         interval: Duration::from_millis(interval_ms),
@@ -221,7 +225,7 @@ fn write_changed(g: &Global, only: Option<&Arc<Mutex<Comm>>>) {
         .unwrap_or(0);
     let origin = Origin {
         host: &g.host,
-        pid: std::process::id(),
+        pid: g.pid,
         nic: g.nic.as_deref(),
         now_us,
     };
@@ -427,7 +431,7 @@ unsafe extern "C" fn start_event(
         // A ProxyOp run for another process (PXN) names a parent of that process: passed on
         // as NCCL gave it, never read here.
         let foreign = d.kind == abi::PROFILE_PROXY_OP
-            && d.u.proxy_op.pid != libc::pid_t::try_from(std::process::id()).unwrap_or(0);
+            && u32::try_from(d.u.proxy_op.pid).ok() != Some(global().pid);
         let mut inner = null_mut();
         if ctx.inner_mask & d.kind != 0 {
             if let Some(t) = global().chained {
