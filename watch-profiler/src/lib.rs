@@ -21,6 +21,12 @@
 //!   0700); without it, `NCCL_INSPECTOR_DUMP_DIR`; without either nothing is written;
 //! - `GPUDIRECT_WATCH_INTERVAL_MS`: how often lines are written (default 1000, 100 at least).
 //!
+//! For the cost benchmark only (`scripts/gpu-box watch-links-toggle`, never set by the SPANK
+//! plugin): `GPUDIRECT_WATCH_COST_TOGGLE_MS=N` (100 at least) turns this plugin's own events
+//! on and off in alternate N ms windows of the wall clock (on where `unix_ms / N` is even), so
+//! that one job's steps compare with and without it. NCCL reads its event mask again at each
+//! group call (NCCL 2.28.9 `src/plugin/profiler.cc`), so the change takes at the next one.
+//!
 //! NCCL 2.28 and later load it (interface version 5; 2.29 asks for 6, then 5). It never
 //! fails NCCL: every entry returns success, catches any panic, and an event it cannot place
 //! is dropped.
@@ -36,7 +42,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
 use std::ptr::null_mut;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicPtr, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Once, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -79,6 +85,74 @@ static GLOBAL: OnceLock<Global> = OnceLock::new();
 /// The writer thread, started once the configuration is settled.
 static WRITER: Once = Once::new();
 static LOGGER: OnceLock<Logger> = OnceLock::new();
+
+/// The cost toggle ([`toggle_cost`]): NCCL's event mask (the `int` every `init` gets), the
+/// mask with this plugin's events and without, and the thread that switches between them.
+static NCCL_MASK: AtomicPtr<c_int> = AtomicPtr::new(null_mut());
+static MASK_WITH: AtomicI32 = AtomicI32::new(0);
+static MASK_WITHOUT: AtomicI32 = AtomicI32::new(0);
+static TOGGLER: Once = Once::new();
+
+/// Whether this plugin's events are on at `unix_ms` under a toggle of `period_ms`.
+fn cost_phase_on(unix_ms: u128, period_ms: u64) -> bool {
+    (unix_ms / u128::from(period_ms.max(1))).is_multiple_of(2)
+}
+
+/// The toggle's period from `GPUDIRECT_WATCH_COST_TOGGLE_MS`: none unset, unparsable or
+/// under 100 ms.
+fn cost_toggle_period(value: Option<String>) -> Option<u64> {
+    value
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .filter(|ms| *ms >= 100)
+}
+
+/// Writes the mask of the phase `unix_ms` falls in into NCCL's.
+///
+/// # Safety
+/// `mask` is null or NCCL's event mask (an aligned `int` that lives as long as the process).
+unsafe fn apply_cost_phase(mask: *mut c_int, unix_ms: u128, period_ms: u64) {
+    if mask.is_null() {
+        return;
+    }
+    let value = if cost_phase_on(unix_ms, period_ms) {
+        MASK_WITH.load(Ordering::Relaxed)
+    } else {
+        MASK_WITHOUT.load(Ordering::Relaxed)
+    };
+    // NCCL reads it with a relaxed atomic load.
+    AtomicI32::from_ptr(mask).store(value, Ordering::Relaxed);
+}
+
+fn unix_ms() -> u128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis())
+        .unwrap_or(0)
+}
+
+/// Starts the cost toggle once: NCCL's mask switched at every window's edge.
+fn toggle_cost(mask: *mut c_int, with: c_int, without: c_int, period_ms: u64) {
+    MASK_WITH.fetch_or(with, Ordering::Relaxed);
+    MASK_WITHOUT.fetch_or(without, Ordering::Relaxed);
+    NCCL_MASK.store(mask, Ordering::Relaxed);
+    TOGGLER.call_once(|| {
+        log(&format!(
+            "cost toggle: connection timings on in even {period_ms} ms windows of the wall clock"
+        ));
+        let spawned = std::thread::Builder::new()
+            .name("gpudirect-watch-toggle".into())
+            .spawn(move || loop {
+                let now = unix_ms();
+                // SAFETY: NCCL_MASK is NCCL's event mask, a global of libnccl.
+                unsafe { apply_cost_phase(NCCL_MASK.load(Ordering::Relaxed), now, period_ms) };
+                let into = u64::try_from(now % u128::from(period_ms)).unwrap_or(0);
+                std::thread::sleep(Duration::from_millis(period_ms - into));
+            });
+        if let Err(e) = spawned {
+            log(&format!("no cost toggle thread ({e})"));
+        }
+    });
+}
 
 fn log(msg: &str) {
     let Some(Some(f)) = LOGGER.get() else { return };
@@ -409,7 +483,14 @@ unsafe extern "C" fn init(
             comm,
         }))
         .cast();
-        *mask = c_int::try_from(inner_mask | ours).unwrap_or(0);
+        let with = c_int::try_from(inner_mask | ours).unwrap_or(0);
+        *mask = with;
+        if ours != 0 {
+            if let Some(period) = cost_toggle_period(env("GPUDIRECT_WATCH_COST_TOGGLE_MS")) {
+                let without = c_int::try_from(inner_mask).unwrap_or(0);
+                toggle_cost(mask, with, without, period);
+            }
+        }
     })
 }
 
@@ -592,6 +673,27 @@ unsafe extern "C" fn finalize(context: *mut c_void) -> NcclResult {
 mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn the_cost_toggle_switches_nccls_mask_in_alternate_windows() {
+        assert_eq!(cost_toggle_period(None), None);
+        assert_eq!(cost_toggle_period(Some("50".into())), None);
+        assert_eq!(cost_toggle_period(Some("two".into())), None);
+        assert_eq!(cost_toggle_period(Some("2000".into())), Some(2000));
+        assert!(cost_phase_on(0, 2000));
+        assert!(cost_phase_on(1999, 2000));
+        assert!(!cost_phase_on(2000, 2000));
+        assert!(cost_phase_on(4000, 2000));
+        let ours = c_int::try_from(abi::PROFILE_PROXY_OP | abi::PROFILE_PROXY_STEP).unwrap();
+        MASK_WITH.store(0b1 | ours, Ordering::Relaxed);
+        MASK_WITHOUT.store(0b1, Ordering::Relaxed);
+        let mut nccl_mask: c_int = 0;
+        unsafe { apply_cost_phase(&mut nccl_mask, 1000, 2000) };
+        assert_eq!(nccl_mask, 0b1 | ours);
+        unsafe { apply_cost_phase(&mut nccl_mask, 3000, 2000) };
+        assert_eq!(nccl_mask, 0b1);
+        unsafe { apply_cost_phase(null_mut(), 3000, 2000) };
+    }
 
     /// Builds the C stand-in for the Inspector (`tests/chained_stub.c`) into `dir`.
     fn build_stub(dir: &std::path::Path) -> PathBuf {

@@ -23,7 +23,10 @@ pub struct Unit {
     pub verdict: Verdict,
     /// Median of what this node sent on this rail, GB/s, over the pairs it was in (the
     /// direction a NIC's egress limits; a pair's own figure is its slower direction); for
-    /// nccl-tests per rail, the median busbw of its pairs.
+    /// nccl-tests per rail, the median busbw of its pairs, and of a healthy node's passing
+    /// pairs alone (a pair slowed by its partner says nothing of this node: on the lent H100
+    /// node1's eth3 read 0.385 GB/s, under the 0.4 floor, from 0.04 with the slow node2 and
+    /// 0.73 with node3).
     pub send_gbps: Option<f64>,
     /// The rail's reference: median of its passing pairs (the whole run's when none passed).
     pub rail_gbps: Option<f64>,
@@ -60,24 +63,31 @@ pub fn units_of(
             let Some(i) = v.nodes().iter().position(|n| n == node) else {
                 continue;
             };
-            // What the node sent, where the test knows; else the median of its pairs.
-            let pairs: Vec<f64> = v
-                .measurements()
-                .iter()
-                .filter(|m| m.nodes.contains(&i))
-                .filter_map(|m| m.outcome.busbw())
-                .collect();
+            let node_report = &report.nodes[i];
+            // What the node sent, where the test knows; else the median of its pairs (of a
+            // healthy node, its passing ones where it has any).
+            let healthy = node_report.verdict == Verdict::Healthy;
+            let of_pairs = |passing_only: bool| {
+                let figures: Vec<f64> = v
+                    .measurements()
+                    .iter()
+                    .filter(|m| m.nodes.contains(&i))
+                    .filter(|m| !passing_only || m.class == Class::Pass)
+                    .filter_map(|m| m.outcome.busbw())
+                    .collect();
+                median(&figures)
+            };
             let mine = sent
                 .get(&(node.clone(), r))
                 .and_then(|values| median(values))
-                .or_else(|| median(&pairs));
+                .or_else(|| healthy.then(|| of_pairs(true)).flatten())
+                .or_else(|| of_pairs(false));
             let passing: Vec<f64> = v
                 .measurements()
                 .iter()
                 .filter(|m| m.class == Class::Pass)
                 .filter_map(|m| m.outcome.busbw())
                 .collect();
-            let node_report = &report.nodes[i];
             units.push(Unit {
                 node: node.clone(),
                 rail: rail.clone(),
@@ -231,6 +241,55 @@ mod tests {
         let drained = drain_candidates(&units);
         assert_eq!(drained.len(), 1);
         assert_eq!(drained[0].verdict, "eth1 down");
+    }
+
+    /// The lent H100's two-fault run: node1's eth3 read 0.385 GB/s "healthy" under a 0.4
+    /// floor, the median of 0.04 (with the slow node2) and 0.73. A healthy node's figure is
+    /// its passing pairs'; the slow node's is every pair's.
+    #[test]
+    fn a_healthy_nodes_figure_leaves_out_the_pairs_its_slow_partner_slowed() {
+        let nodes: Vec<String> = (1..=4).map(|i| format!("node{i}")).collect();
+        let mut v = Validation::new(
+            nodes.clone(),
+            crate::validate::pairing::Mode::Pairs,
+            Threshold::floor(0.4).unwrap(),
+        )
+        .unwrap();
+        while let Some(round) = v.next_round() {
+            let outcomes = round
+                .groups
+                .iter()
+                .map(|g| {
+                    let slowed = g.contains(&1);
+                    crate::validate::judging::Outcome::Busbw(if slowed { 0.04 } else { 0.75 })
+                })
+                .collect();
+            v.record(&round, outcomes).unwrap();
+        }
+        let reports = [v.report()];
+        let rails = ["eth3".to_string()];
+        let units = units_of(
+            &nodes,
+            &rails,
+            std::slice::from_ref(&v),
+            &reports,
+            &BTreeMap::new(),
+            &BTreeMap::new(),
+        );
+        let of = |node: &str| units.iter().find(|u| u.node == node).unwrap();
+        assert_eq!(of("node2").verdict, Verdict::SlowNode);
+        assert_eq!(of("node2").send_gbps, Some(0.04));
+        for healthy in ["node1", "node3", "node4"] {
+            assert_eq!(of(healthy).verdict, Verdict::Healthy, "{healthy}");
+            assert_eq!(of(healthy).send_gbps, Some(0.75), "{healthy}");
+        }
+        // node1 met node2 in the screen, then a healthy partner: it ran a slowed pair too.
+        let node1_pairs = v
+            .measurements()
+            .iter()
+            .filter(|m| m.nodes.contains(&0))
+            .count();
+        assert!(node1_pairs >= 2, "{node1_pairs}");
     }
 
     #[test]
