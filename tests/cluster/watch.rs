@@ -1,7 +1,8 @@
 //! `gpudirect watch JOBID` on the local cluster. The job's tasks are STAND-INs for ranks of
-//! a training job: each copies the NCCL Inspector dump one rank wrote on the lent H200
-//! (tests/fixtures/nccl-inspector/three-ranks-late2: three ranks, rank 2 50 ms late; a replay,
-//! no NCCL here) into the dump folder the plugin made for the job, then waits. Everything
+//! a training job: each copies the file one rank wrote on a lent GPU host (an NCCL Inspector
+//! dump or the connection profiler's timings, from tests/fixtures/nccl-inspector: see
+//! [`Recorded`]; a replay, no NCCL here) into the dump folder the plugin made for the job,
+//! then waits. Everything
 //! else is real: the plugin's `[watch]`, `srun --jobid` into the running job, the agent, and
 //! a second ordinary user (gdtestuser2) who may neither watch the job nor read its folder.
 
@@ -143,6 +144,38 @@ fn watch_names_the_slow_nic_of_a_running_job_from_its_connection_timings() {
     std::fs::remove_file(&inspector).unwrap();
 }
 
+/// The other verdicts through the real agent step, from STAND-IN ranks replaying recordings:
+/// two ranks' clean Inspector dumps (the lent H200) say nothing is wrong, exit 0; four
+/// ranks' clean connection timings (the lent H100, call B) say the connections are healthy;
+/// and the timings of a job whose rank 2 was late by 50 ms a step (call B) keep its
+/// connections healthy, for a late rank is not the network's fault.
+#[test]
+fn watch_says_nothing_is_wrong_of_clean_dumps_and_keeps_a_late_ranks_connections_healthy() {
+    let _guard = cluster();
+    let (_swap, inspector) = watch_config(1000);
+    let watch = |job: u32| {
+        let out = run(slurm_command(workspace_bin("gpudirect").to_str().unwrap())
+            .args(["watch", &job.to_string(), "--window", "1h"])
+            .env("GPUDIRECT_CONFIG", plugin_config()));
+        let text = stdout(&out);
+        assert_eq!(out.status.code(), Some(0), "{text}\n{}", stderr(&out));
+        text
+    };
+    {
+        let (job, _cancel) = stand_in_ranks(CLEAN, r#"cp "$src" "$d"/"#);
+        let text = watch(job);
+        assert!(text.contains("2 of 2 ranks wrote samples"), "{text}");
+        assert!(text.contains("nothing wrong: no rank is late"), "{text}");
+    }
+    for recorded in [LINKS_CLEAN, LINKS_LATE2] {
+        let (job, _cancel) = stand_in_ranks(recorded, r#"cp "$src" "$d"/"#);
+        let text = watch(job);
+        assert!(text.contains("connections healthy"), "{text}");
+        assert!(!text.contains("SLOW"), "{text}");
+    }
+    std::fs::remove_file(&inspector).unwrap();
+}
+
 /// Recorded ranks: the fixture folder under tests/fixtures/nccl-inspector, how many ranks
 /// it holds, and the kind of file each rank wrote (`node<rank+1>-pid*.<kind>`).
 struct Recorded(&'static str, u32, &'static str);
@@ -150,6 +183,12 @@ struct Recorded(&'static str, u32, &'static str);
 const LATE2: Recorded = Recorded("three-ranks-late2", 3, "log");
 /// Four ranks' connection timings, node3's eth1 slowed both ways (the lent H100, call B).
 const SLOW_BOTH: Recorded = Recorded("links-node3-eth1-slow-both", 4, "links");
+/// Two ranks' Inspector dumps of a clean job (the lent H200).
+const CLEAN: Recorded = Recorded("clean", 2, "log");
+/// Four ranks' connection timings of a clean job (the lent H100, call B).
+const LINKS_CLEAN: Recorded = Recorded("links-clean", 4, "links");
+/// Four ranks' connection timings of a job whose rank 2 was 50 ms late a step (call B).
+const LINKS_LATE2: Recorded = Recorded("links-late-rank2", 4, "links");
 
 /// STAND-IN ranks of a job on node1 that asked for telemetry, one per recorded rank, each
 /// running `task` (shell, with `$d` its dump folder and `$src` the file its rank wrote on

@@ -18,7 +18,7 @@ use gpudirect::output::{emit, emit_json};
 use gpudirect::runner::INTERRUPTED;
 use gpudirect::slurm::{self, ask_nodes_capped, AgentStep, StepProfile};
 use gpudirect::units::{duration_arg, percent_arg};
-use gpudirect::watch::judge::{judge, Baselines, CommVerdict};
+use gpudirect::watch::judge::{judge, Baselines, CommVerdict, Finding};
 use gpudirect::watch::links::{self, Connections};
 use gpudirect::watch::{in_window, read_agent_lines, read_folder, text, window_us, Collected};
 use serde::Serialize;
@@ -194,7 +194,7 @@ fn once(args: &WatchArgs, ctx: &Ctx) -> Result<ExitStatus> {
     // One rank's lines read by two agents (nodes that share a folder) count once.
     let mut seen = std::collections::BTreeSet::new();
     rank_links.retain(|r| seen.insert((r.host.clone(), r.pid, r.comm.clone())));
-    let connections = links::judge(&rank_links);
+    let mut connections = links::judge(&rank_links);
     if collected.samples.is_empty() && connections.is_empty() {
         for note in &collected.notes {
             gpudirect::noteln!("note: {}", gpudirect::output::shown(note));
@@ -209,6 +209,19 @@ fn once(args: &WatchArgs, ctx: &Ctx) -> Result<ExitStatus> {
     let samples = in_window(std::mem::take(&mut collected.samples), args.window);
     let baselines = baselines(args, ctx, &samples)?;
     let verdicts = judge(&samples, &baselines);
+    // Sends into a late rank wait on it: the late rank is the finding, not the network.
+    let late: Vec<(&str, i32)> = verdicts
+        .iter()
+        .flat_map(|v| {
+            v.findings.iter().filter_map(move |f| match f {
+                Finding::LateRank { rank, .. } => {
+                    i32::try_from(*rank).ok().map(|r| (v.comm.as_str(), r))
+                }
+                _ => None,
+            })
+        })
+        .collect();
+    links::excuse_late_ranks(&mut connections, &late);
     if let Some(dir) = &args.textfile {
         let job = args.job.map_or("dumps".to_string(), |j| j.to_string());
         let name = match args.job {

@@ -188,6 +188,61 @@ pub struct Connections {
     pub slow_pairs: Vec<Pair>,
     /// Why nothing could be judged (too few pairs or bytes), where so.
     pub unjudged: Option<String>,
+    /// Where every slow pair is a send into one rank that the Inspector names late: those
+    /// pairs, taken out of `culprit` and `slow_pairs` ([`excuse_late_ranks`]).
+    pub waits_on_late: Option<WaitsOnLate>,
+}
+
+/// Sends slow only because their receiver is late.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct WaitsOnLate {
+    /// The late rank (the Inspector's LATE verdict).
+    pub rank: i32,
+    /// The sends into it at [`SLOW_FACTOR`] times the reference or more.
+    pub pairs: Vec<Pair>,
+}
+
+/// Whether the profiler's communicator id and the Inspector's hash name one communicator:
+/// the same value, or the Inspector's the profiler's shifted right by 8 bits (NCCL 2.28.9
+/// on the lent H100: the Inspector printed `0xd33e1183e00d4e` where the profiler was given
+/// `0xd33e1183e00d4edb`, and likewise in the second job of call B).
+pub fn same_communicator(profiler: &str, inspector: &str) -> bool {
+    let hex = |s: &str| u64::from_str_radix(s.trim().trim_start_matches("0x"), 16).ok();
+    match (hex(profiler), hex(inspector)) {
+        (Some(p), Some(i)) => p == i || p >> 8 == i,
+        _ => false,
+    }
+}
+
+/// A rank that starts its collectives late holds up the sends into it: its peers' data
+/// sits in the network until it takes it (call B, rank 2 late by 50 ms: the sends into it
+/// at 2.6x the reference, near the 3x rule). Where every slow pair of a communicator is a
+/// send into a rank that `late` names for the same communicator (the Inspector's hash and
+/// the rank), those pairs are moved into [`Connections::waits_on_late`]: the late rank is
+/// the finding, not the network. A late rank whose own sends are slow too is not excused.
+pub fn excuse_late_ranks(connections: &mut [Connections], late: &[(&str, i32)]) {
+    for c in connections.iter_mut() {
+        if c.culprit.is_none() && c.slow_pairs.is_empty() {
+            continue;
+        }
+        let slow: Vec<Pair> = c
+            .pairs
+            .iter()
+            .filter(|p| p.times_reference >= SLOW_FACTOR)
+            .cloned()
+            .collect();
+        let Some(rank) = late
+            .iter()
+            .filter(|(comm, _)| same_communicator(&c.comm, comm))
+            .map(|(_, rank)| *rank)
+            .find(|rank| !slow.is_empty() && slow.iter().all(|p| p.to == *rank))
+        else {
+            continue;
+        };
+        c.culprit = None;
+        c.slow_pairs.clear();
+        c.waits_on_late = Some(WaitsOnLate { rank, pairs: slow });
+    }
 }
 
 /// The rank, node and NIC that the slow connections have in common.
@@ -245,6 +300,7 @@ fn judge_comm(comm: &str, ranks: &[&RankLinks]) -> Connections {
         culprit: None,
         slow_pairs: Vec::new(),
         unjudged: None,
+        waits_on_late: None,
     };
     if pairs.len() < MIN_PAIRS {
         out.unjudged = Some(format!(
@@ -363,6 +419,59 @@ mod tests {
         assert_eq!((culprit.rank, culprit.host.as_str()), (2, "node3"));
         assert!(culprit.sends_slow && culprit.receives_slow);
         assert!(culprit.times_reference > 7.0);
+    }
+
+    /// Rank 2 late: the send into it (1 -> 2) over 3x, its own send (2 -> 3) healthy. With
+    /// the Inspector's LATE for rank 2 in the same communicator it is no slow connection;
+    /// for another communicator, or another rank, it stays one.
+    #[test]
+    fn the_sends_into_a_late_rank_are_its_lateness_not_a_slow_connection() {
+        let ranks = [
+            rank(0, "node1", &[(1, 64 * MIB, 10_000_000)]),
+            rank(1, "node2", &[(2, 64 * MIB, 40_000_000)]),
+            rank(2, "node3", &[(3, 64 * MIB, 10_500_000)]),
+            rank(3, "node4", &[(0, 64 * MIB, 11_000_000)]),
+        ];
+        let judged = judge(&ranks);
+        assert_eq!(judged[0].slow_pairs.len(), 1);
+        for other in [[("0x2", 2)], [("0x1", 3)]] {
+            let mut c = judged.clone();
+            excuse_late_ranks(&mut c, &other);
+            assert_eq!(c, judged, "{other:?}");
+        }
+        let mut c = judged.clone();
+        excuse_late_ranks(&mut c, &[("0x1", 2)]);
+        assert!(c[0].slow_pairs.is_empty() && c[0].culprit.is_none());
+        let w = c[0].waits_on_late.as_ref().unwrap();
+        assert_eq!((w.rank, w.pairs.len(), w.pairs[0].from), (2, 1, 1));
+        let text = crate::watch::text::connections_text(&c[0]);
+        assert!(
+            text.starts_with("connections healthy: the sends into rank 2 on node3 (from rank 1 on node2 at 4.0x) are slow only because it starts"),
+            "{text}"
+        );
+
+        // A late rank whose own sends are slow as well is not excused: its NIC may be slow.
+        let ranks = [
+            rank(0, "node1", &[(1, 64 * MIB, 10_000_000)]),
+            rank(1, "node2", &[(2, 64 * MIB, 40_000_000)]),
+            rank(2, "node3", &[(3, 64 * MIB, 40_500_000)]),
+            rank(3, "node4", &[(0, 64 * MIB, 11_000_000)]),
+        ];
+        let judged = judge(&ranks);
+        assert!(judged[0].culprit.is_some());
+        let mut c = judged.clone();
+        excuse_late_ranks(&mut c, &[("0x1", 2)]);
+        assert_eq!(c, judged);
+    }
+
+    #[test]
+    fn the_inspectors_hash_is_the_profilers_id_without_its_last_byte() {
+        // Call B on the lent H100 (NCCL 2.28.9), both jobs.
+        assert!(same_communicator("0xd33e1183e00d4edb", "0xd33e1183e00d4e"));
+        assert!(same_communicator("0x74a7624c086dcdf4", "0x74a7624c086dcd"));
+        assert!(same_communicator("0x1", "0x1"));
+        assert!(!same_communicator("0xd33e1183e00d4edb", "0xd33e1183e00d4f"));
+        assert!(!same_communicator("0xd33e1183e00d4edb", "not hex"));
     }
 
     #[test]

@@ -235,6 +235,27 @@ pub fn connections_text(c: &Connections) -> String {
              slow: either end of each may be at fault (the sender's NIC going out or the receiver's coming in).",
             pairs.join(", ")
         )
+    } else if let Some(w) = &c.waits_on_late {
+        let pairs: Vec<String> = w
+            .pairs
+            .iter()
+            .map(|p| {
+                format!(
+                    "from rank {} on {} at {:.1}x",
+                    p.from,
+                    p.from_host.as_deref().unwrap_or("?"),
+                    p.times_reference
+                )
+            })
+            .collect();
+        let host = w.pairs.first().and_then(|p| p.to_host.as_deref());
+        format!(
+            "connections healthy: the sends into rank {} on {} ({}) are slow only because it starts its \
+             collectives late (LATE above): its peers' data waits in the network until it takes it ({evidence})",
+            w.rank,
+            host.unwrap_or("?"),
+            pairs.join(", "),
+        )
     } else {
         format!("connections healthy: none at {SLOW_FACTOR}x its reference or more ({evidence})")
     }
