@@ -5,9 +5,7 @@
 //! The tests need 7 nodes: the first brings the local cluster to 7 if it has fewer.
 
 use std::path::{Path, PathBuf};
-use std::process::Output;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Once};
+use std::sync::Once;
 
 use cluster_tests::*;
 
@@ -35,15 +33,16 @@ struct Job {
     id: String,
     output: String,
     dir: PathBuf,
-    /// The last `scontrol show job --oneliner` line seen of the job, polled while it ran:
-    /// `sbatch --wait` may notice the end only after slurmctld has purged the record
-    /// (MinJobAge), so asking after it returns may find nothing.
+    /// The last `scontrol show job --oneliner` line of the job, at its end.
     record: String,
+    /// Whether it ended COMPLETED with exit code 0 (after any requeue).
+    ok: bool,
 }
 
-/// `sbatch --wait -N NODES` of the template as the test user, with `NEED` and vet's extra
-/// arguments; the training step is `hostname`. Waits for the job's end (through a requeue).
-fn submit(tag: &str, nodes: u32, need: u32, vet_args: &str) -> (Job, Output) {
+/// `sbatch -N NODES` of the template as the test user, with `NEED` and vet's extra
+/// arguments; the training step is `hostname`. Waits for the job's end (through a requeue)
+/// with [`wait_for_job`].
+fn submit(tag: &str, nodes: u32, need: u32, vet_args: &str) -> Job {
     let dir = fresh_temp_dir(&format!("vet-{tag}"));
     let db = dir.join("history.sqlite");
     let template = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -55,25 +54,9 @@ fn submit(tag: &str, nodes: u32, need: u32, vet_args: &str) -> (Job, Output) {
         "--test rails --rails {RAILS} --mpi-program {} {vet_args}",
         mpi.display()
     );
-    let name = format!("vet-{tag}-{}", std::process::id());
-    let stop = Arc::new(AtomicBool::new(false));
-    let poller = {
-        let (name, stop) = (name.clone(), Arc::clone(&stop));
-        std::thread::spawn(move || {
-            let mut last = String::new();
-            while !stop.load(Ordering::Relaxed) {
-                if let Some(line) = job_record(&name) {
-                    last = line;
-                }
-                std::thread::sleep(std::time::Duration::from_secs(1));
-            }
-            last
-        })
-    };
-    // sbatch --wait outlives slurm_command's 120 s limit on a requeue: a limit of its own.
-    let mut cmd = slurm_command_within(Who::User, "sbatch", 400);
-    cmd.args(["--wait", "--parsable"])
-        .arg(format!("--job-name={name}"))
+    let mut cmd = slurm_command("sbatch");
+    cmd.arg("--parsable")
+        .arg(format!("--job-name=vet-{tag}-{}", std::process::id()))
         .arg(format!("--nodes={nodes}"))
         .arg(format!("--output={}/job.out", dir.display()))
         .arg(&script)
@@ -85,26 +68,21 @@ fn submit(tag: &str, nodes: u32, need: u32, vet_args: &str) -> (Job, Output) {
         .env("VET_DIR", dir.join("vet"))
         .env("VET_ARGS", vet)
         .current_dir(&dir);
-    let out = run(&mut cmd);
-    stop.store(true, Ordering::Relaxed);
-    let polled = poller.join().expect("the job record poller");
-    let record = job_record(&name).unwrap_or(polled);
-    let id = stdout(&out)
-        .trim()
-        .split(';')
-        .next()
-        .unwrap_or("")
-        .to_string();
+    let submitted = run(&mut cmd);
+    assert_ok(&submitted, "sbatch the vet template");
+    let id = parsable_job_id(&submitted);
+    let end = wait_for_job(id, std::time::Duration::from_secs(400));
     let output = std::fs::read_to_string(dir.join("job.out")).unwrap_or_default();
-    (
-        Job {
-            id,
-            output,
-            dir,
-            record,
-        },
-        out,
-    )
+    let Some(end) = end else {
+        panic!("job {id} did not end within 400 s:\n{output}");
+    };
+    Job {
+        id: id.to_string(),
+        output,
+        dir,
+        ok: end.ok(),
+        record: end.record,
+    }
 }
 
 /// The hosts the training stand-in printed (the lines that are one of the nodes' names).
@@ -138,25 +116,9 @@ fn bad_nodes(report: &serde_json::Value) -> Vec<&serde_json::Value> {
         .collect()
 }
 
-/// The `scontrol show job --oneliner` line of the job named `name`, if slurmctld has it.
-fn job_record(name: &str) -> Option<String> {
-    let mut cmd = slurm_command("scontrol");
-    cmd.args(["show", "job", "--oneliner"]);
-    let listing = stdout(&run(&mut cmd));
-    let wanted = format!("JobName={name} ");
-    listing
-        .lines()
-        .find(|line| line.contains(&wanted))
-        .map(str::to_string)
-}
-
 /// The value of `key` in Slurm's last record of `job`.
 fn job_field(job: &Job, key: &str) -> String {
-    job.record
-        .split_whitespace()
-        .find_map(|w| w.strip_prefix(key)?.strip_prefix('='))
-        .unwrap_or_default()
-        .to_string()
+    record_field(&job.record, key)
 }
 
 /// Every node but `bad` of node1..node`n`.
@@ -173,8 +135,8 @@ fn all_but(n: usize, bad: &str) -> Vec<String> {
 fn a_clean_allocation_is_all_good_in_one_round_and_trains_on_every_node() {
     let _guard = cluster();
     seven_nodes();
-    let (job, out) = submit("clean", 6, 6, "--message-size 4M");
-    assert!(out.status.success(), "{}\n{}", stderr(&out), job.output);
+    let job = submit("clean", 6, 6, "--message-size 4M");
+    assert!(job.ok, "{}\n{}", job.record, job.output);
     let report = vet_report(&job.dir);
     assert_eq!(report["decision"], "all_good", "{report:#}");
     assert_eq!(report["good"], 6, "{report:#}");
@@ -202,8 +164,8 @@ fn a_slow_nic_leaves_its_node_out_and_the_job_trains_on_the_other_five() {
     let _guard = cluster();
     seven_nodes();
     let _slow = Nic::set("node3", "eth3", &["slow", "50mbit"]);
-    let (job, out) = submit("need5", 6, 5, "--message-size 4M --budget 150s");
-    assert!(out.status.success(), "{}\n{}", stderr(&out), job.output);
+    let job = submit("need5", 6, 5, "--message-size 4M --budget 150s");
+    assert!(job.ok, "{}\n{}", job.record, job.output);
     let report = vet_report(&job.dir);
     assert_eq!(report["decision"], "go_on", "{report:#}");
     // The screen, then one re-pairing of the suspects names the slow node; on the 2-core
@@ -238,8 +200,8 @@ fn a_node_whose_nics_are_swapped_fails_wiring_and_the_job_trains_without_it() {
     let _guard = cluster();
     seven_nodes();
     let _swap = Nic::set("node4", "eth1", &["swap", "eth2"]);
-    let (job, out) = submit("wiring", 6, 5, "--message-size 4M --budget 150s");
-    assert!(out.status.success(), "{}\n{}", stderr(&out), job.output);
+    let job = submit("wiring", 6, 5, "--message-size 4M --budget 150s");
+    assert!(job.ok, "{}\n{}", job.record, job.output);
     let report = vet_report(&job.dir);
     assert_eq!(report["decision"], "go_on", "{report:#}");
     let bad = bad_nodes(&report);
@@ -266,14 +228,8 @@ fn a_nic_down_and_another_nodes_nic_slowed_leave_exactly_those_two_nodes_out() {
     seven_nodes();
     let _down = Nic::set("node2", "eth1", &["down"]);
     let _slow = Nic::set("node4", "eth3", &["slow", "50mbit"]);
-    let (job, out) = submit("down-and-slow", 6, 4, "--message-size 4M --budget 150s");
-    assert!(
-        out.status.success(),
-        "{}
-{}",
-        stderr(&out),
-        job.output
-    );
+    let job = submit("down-and-slow", 6, 4, "--message-size 4M --budget 150s");
+    assert!(job.ok, "{}\n{}", job.record, job.output);
     let report = vet_report(&job.dir);
     assert_eq!(report["decision"], "go_on", "{report:#}");
     let bad = bad_nodes(&report);
@@ -301,8 +257,8 @@ fn with_shrink_the_job_itself_is_shrunk_to_its_good_nodes() {
     let _guard = cluster();
     seven_nodes();
     let _slow = Nic::set("node3", "eth3", &["slow", "50mbit"]);
-    let (job, out) = submit("shrink", 6, 5, "--message-size 4M --budget 150s --shrink");
-    assert!(out.status.success(), "{}\n{}", stderr(&out), job.output);
+    let job = submit("shrink", 6, 5, "--message-size 4M --budget 150s --shrink");
+    assert!(job.ok, "{}\n{}", job.record, job.output);
     let report = vet_report(&job.dir);
     assert_eq!(report["decision"], "shrink", "{report:#}");
     assert_eq!(job_field(&job, "NumNodes"), "5", "{report:#}");
@@ -324,9 +280,9 @@ fn too_few_good_nodes_requeue_the_job_without_the_bad_one_and_it_runs_on_the_spa
     let _guard = cluster();
     seven_nodes();
     let slow = Nic::set("node2", "eth3", &["slow", "50mbit"]);
-    let (job, out) = submit("requeue", 6, 6, "--message-size 4M --budget 150s");
+    let job = submit("requeue", 6, 6, "--message-size 4M --budget 150s");
     drop(slow);
-    assert!(out.status.success(), "{}\n{}", stderr(&out), job.output);
+    assert!(job.ok, "{}\n{}", job.record, job.output);
     // The first run held node2 (Slurm gives the lowest idle nodes), found it bad, and
     // requeued; the second ran without it, on the spare node7.
     assert!(
@@ -368,8 +324,8 @@ fn a_budget_too_short_hands_on_what_it_checked_and_names_the_rest() {
     // 21 s with the node checks' 2 s before it): a 35 s budget lets the screen finish, and
     // the re-pairing of the suspects, as long again, would end past it.
     let _slow = Nic::set("node3", "eth3", &["slow", "20mbit"]);
-    let (job, out) = submit("budget", 6, 4, "--budget 35s");
-    assert!(out.status.success(), "{}\n{}", stderr(&out), job.output);
+    let job = submit("budget", 6, 4, "--budget 35s");
+    assert!(job.ok, "{}\n{}", job.record, job.output);
     let report = vet_report(&job.dir);
     assert_eq!(report["rounds"], 1, "{report:#}");
     assert!(
