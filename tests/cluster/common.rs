@@ -867,6 +867,17 @@ pub fn wait_for_job(job: u32, limit: std::time::Duration) -> Option<JobEnd> {
     None
 }
 
+/// Submits the batch job `sbatch` (a command with `--parsable` among its arguments, not
+/// `--wait`) and waits for its end as [`wait_for_job`] does, for at most `limit`; panics,
+/// naming `what`, when sbatch fails or the job does not end in time.
+pub fn submit_and_wait(sbatch: &mut Command, limit: std::time::Duration, what: &str) -> JobEnd {
+    let submitted = run(sbatch);
+    assert_ok(&submitted, what);
+    let job = parsable_job_id(&submitted);
+    wait_for_job(job, limit)
+        .unwrap_or_else(|| panic!("{what}: job {job} did not end within {limit:?}"))
+}
+
 /// The reservation of the cluster's config (it writes no `[quarantine]`: the default).
 pub const RESERVATION: &str = "gpudirect-quarantine";
 

@@ -961,6 +961,7 @@ fn ctrl_c_stops_the_running_step_and_keeps_what_finished() {
 #[test]
 fn the_sbatch_templates_run() {
     let _guard = cluster();
+    const LIMIT: std::time::Duration = std::time::Duration::from_secs(300);
     // sbatch reads the script as the user: from the shared folder, not the checkout.
     let templates = shared_dir().join("sbatch");
     share(
@@ -977,7 +978,7 @@ fn the_sbatch_templates_run() {
     let train_out = dir.join("train.out");
     let mut train = slurm_command("sbatch");
     train
-        .args(["--wait", "-N2", "-o"])
+        .args(["--parsable", "-N2", "-o"])
         .arg(&train_out)
         .arg(templates.join("train.sbatch"))
         .args([
@@ -985,7 +986,8 @@ fn the_sbatch_templates_run() {
             "-c",
             "echo rank $SLURM_PROCID $NCCL_NET $GPUDIRECT_NIC",
         ]);
-    assert_ok(&run(&mut train), "sbatch train.sbatch");
+    let end = submit_and_wait(&mut train, LIMIT, "sbatch train.sbatch");
+    assert!(end.ok(), "train.sbatch: {}", end.record);
     let text = std::fs::read_to_string(&train_out).unwrap();
     assert_eq!(
         text.matches("profile=tcpx NCCL_NET=GPUDirectTCPX_v7")
@@ -1003,7 +1005,7 @@ fn the_sbatch_templates_run() {
     let standin = standin_dir("weekly");
     let mut weekly = slurm_command("sbatch");
     weekly
-        .args(["--wait", "-N3", "-o"])
+        .args(["--parsable", "-N3", "-o"])
         .arg(&weekly_out)
         .arg(templates.join("weekly-validation.sbatch"))
         .current_dir(&dir)
@@ -1018,11 +1020,12 @@ fn the_sbatch_templates_run() {
         .env("MPI", "none")
         .env("FLOOR", "300")
         .env("REPORT_DIR", dir.join("report"));
-    let output = run(&mut weekly);
+    let end = submit_and_wait(&mut weekly, LIMIT, "sbatch weekly-validation.sbatch");
     let text = std::fs::read_to_string(&weekly_out).unwrap_or_default();
-    assert_ok(
-        &output,
-        &format!("sbatch weekly-validation.sbatch:\n{text}"),
+    assert!(
+        end.ok(),
+        "sbatch weekly-validation.sbatch: {}\n{text}",
+        end.record
     );
     assert!(
         text.contains("2 of 2 cells passed") && text.contains("gpudirect run exited 0"),

@@ -13,6 +13,9 @@ use gpudirect_core::resolve::{
 };
 use gpudirect_core::system::FileStamp;
 
+/// How long a batch job of these tests may take (they take seconds).
+const BATCH_LIMIT: std::time::Duration = std::time::Duration::from_secs(120);
+
 /// The variables the shipped tcpx profile gives a task, computed by the shared crate from
 /// the cluster's own config file (the literal checks below pin the important ones).
 fn expected_tcpx(node: &str, job_id: u32, local_rank: u32, rank: u32) -> BTreeMap<String, String> {
@@ -212,12 +215,12 @@ fn sbatch_option_reaches_the_batch_script_and_its_steps() {
     let dir = fresh_temp_dir("sbatch");
     let out = dir.join("out.txt");
     let mut cmd = slurm_command("sbatch");
-    cmd.args(["--wait", "-N2", "--gpudirect=tcpx", "-o"])
+    cmd.args(["--parsable", "-N2", "--gpudirect=tcpx", "-o"])
         .arg(&out)
         .arg("--wrap")
         .arg("echo batch: ${GPUDIRECT_PROFILE:-unset} ${NCCL_NET:-unset}; srun -l sh -c 'echo step: $GPUDIRECT_PROFILE $NCCL_NET $GPUDIRECT_NIC'; srun -l --gpudirect=none sh -c 'echo none: ${GPUDIRECT_PROFILE:-unset} ${NCCL_NET:-unset}'");
-    let output = run(&mut cmd);
-    assert_ok(&output, "sbatch --wait --gpudirect=tcpx");
+    let end = submit_and_wait(&mut cmd, BATCH_LIMIT, "sbatch --gpudirect=tcpx");
+    assert!(end.ok(), "sbatch --gpudirect=tcpx: {}", end.record);
     let text = std::fs::read_to_string(&out).unwrap();
     assert!(text.contains("batch: tcpx GPUDirectTCPX_v7"), "{text}");
     let steps: Vec<&str> = text.lines().filter(|l| l.contains("step:")).collect();
@@ -253,11 +256,16 @@ fn each_node_of_a_batch_step_uses_its_own_node_set() {
     let dir = fresh_temp_dir("sbatch-nodes");
     let out = dir.join("out.txt");
     let mut cmd = slurm_command("sbatch");
-    cmd.args(["--wait", "-N2", "-w", "node1,node2", "-o"])
+    cmd.args(["--parsable", "-N2", "-w", "node1,node2", "-o"])
         .arg(&out)
         .arg("--wrap")
         .arg("srun -N2 -l sh -c 'echo $SLURMD_NODENAME ${GPUDIRECT_PROFILE:-untouched}'");
-    assert_ok(&run(&mut cmd), "sbatch on node1 (batch host) and node2");
+    let end = submit_and_wait(
+        &mut cmd,
+        BATCH_LIMIT,
+        "sbatch on node1 (batch host) and node2",
+    );
+    assert!(end.ok(), "sbatch on node1 and node2: {}", end.record);
     let text = std::fs::read_to_string(&out).unwrap();
     assert!(
         text.contains("0: node1 untouched"),
@@ -587,15 +595,13 @@ fn a_config_changed_during_a_job_applies_to_the_steps_started_after_it() {
         m = marker.display()
     );
     let mut cmd = slurm_command("sbatch");
-    cmd.args(["--wait", "-N1", "--gpudirect=tcpx", "-o"])
+    cmd.args(["--parsable", "-N1", "--gpudirect=tcpx", "-o"])
         .arg(&out)
         .arg("--wrap")
         .arg(&script);
-    let job = cmd
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("sbatch");
+    let submitted = run(&mut cmd);
+    assert_ok(&submitted, "sbatch --gpudirect=tcpx");
+    let job = parsable_job_id(&submitted);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     while !std::fs::read_to_string(&out)
         .unwrap_or_default()
@@ -613,8 +619,9 @@ fn a_config_changed_during_a_job_applies_to_the_steps_started_after_it() {
     assert_ne!(changed, swap.original_text());
     swap.write(&changed);
     std::fs::write(&marker, "").unwrap();
-    let done = job.wait_with_output().expect("sbatch ends");
-    assert_ok(&done, "sbatch --wait");
+    let end = wait_for_job(job, BATCH_LIMIT)
+        .unwrap_or_else(|| panic!("job {job} did not end within {BATCH_LIMIT:?}"));
+    assert!(end.ok(), "the batch job: {}", end.record);
     let text = std::fs::read_to_string(&out).unwrap();
     assert!(text.contains("first: Ring"), "{text}");
     // The batch step set NCCL_ALGO=Ring itself (GPUDIRECT_SET), so the new step takes the
