@@ -227,63 +227,57 @@ impl NicEntry {
     }
 }
 
+/// The `[N]` entries of a NIC line (`NET/Socket : Using [0]eth0:10.0.0.1<0> [1]ib1:...`), each
+/// as its device number and the text after its `]` to the end of the line: the caller takes
+/// its own token from it. A merged device's group (`[0]={[0] mlx5_2:1/RoCE, [1] ...}`)
+/// numbers ports, not devices, and is skipped whole.
+fn nic_entries(msg: &str) -> impl Iterator<Item = (u32, &str)> {
+    let mut rest = msg;
+    std::iter::from_fn(move || loop {
+        let open = rest.find('[')?;
+        let after = &rest[open + 1..];
+        let close = after.find(']')?;
+        let entry = &after[close + 1..];
+        rest = entry;
+        if let Some(group) = entry.strip_prefix("={") {
+            rest = group.find('}').map_or("", |end| &group[end..]);
+            continue;
+        }
+        if let Ok(index) = after[..close].parse::<u32>() {
+            return Some((index, entry));
+        }
+    })
+}
+
 /// The address of each `[N]name:addr<port>` entry of a NIC line (`NET/Socket : Using
 /// [0]eth0:10.0.0.1<0> [1]ib1:fe80::1%ib1<0>`), by device number.
 fn nic_addresses(msg: &str) -> Vec<(u32, String)> {
-    let mut out = Vec::new();
-    let mut rest = msg;
-    while let Some(open) = rest.find('[') {
-        let after = &rest[open + 1..];
-        let Some(close) = after.find(']') else { break };
-        let entry = &after[close + 1..];
-        rest = entry;
-        let Ok(index) = after[..close].parse::<u32>() else {
-            continue;
-        };
-        let entry = entry.split(' ').next().unwrap_or("");
-        if let Some((_, addr)) = entry.split_once(':') {
+    nic_entries(msg)
+        .filter_map(|(index, entry)| {
+            let entry = entry.split(' ').next().unwrap_or("");
+            let (_, addr) = entry.split_once(':')?;
             let addr = addr.split('<').next().unwrap_or(addr);
-            if !addr.is_empty() && !addr.contains('/') {
-                out.push((index, addr.to_string()));
-            }
-        }
-    }
-    out
+            (!addr.is_empty() && !addr.contains('/')).then(|| (index, addr.to_string()))
+        })
+        .collect()
 }
 
 /// The link layer of each `[N]name:port/LAYER` entry of an RDMA transport's NIC line
 /// (`NET/IB : Using [0]mlx5_0:1/RoCE [1]mlx5_1:1/IB/SHARP [RO]; OOB ...`), by device
 /// number: `RoCE`, `IB/SHARP`. Socket entries (`[0]eth0:10.0.0.1<0>`) have none.
 fn nic_layers(msg: &str) -> Vec<(u32, String)> {
-    let mut out = Vec::new();
-    let mut rest = msg;
-    while let Some(open) = rest.find('[') {
-        let after = &rest[open + 1..];
-        let Some(close) = after.find(']') else { break };
-        let entry = &after[close + 1..];
-        rest = entry;
-        // A merged device's parts (`[0]={[0] mlx5_2:1/RoCE, [1] ...}`) number ports, not
-        // devices: skip the group.
-        if let Some(group) = entry.strip_prefix("={") {
-            rest = group.find('}').map_or("", |end| &group[end..]);
-            continue;
-        }
-        let Ok(index) = after[..close].parse::<u32>() else {
-            continue;
-        };
-        // 2.3 writes `NET/IB: [0] mlx5_1:1/IB`, a space after the number.
-        let token = entry
-            .trim_start()
-            .split([' ', ';', ','])
-            .next()
-            .unwrap_or("");
-        if let Some((_, layer)) = token.split_once('/') {
-            if !layer.is_empty() && !token.contains('<') {
-                out.push((index, layer.to_string()));
-            }
-        }
-    }
-    out
+    nic_entries(msg)
+        .filter_map(|(index, entry)| {
+            // 2.3 writes `NET/IB: [0] mlx5_1:1/IB`, a space after the number.
+            let token = entry
+                .trim_start()
+                .split([' ', ';', ','])
+                .next()
+                .unwrap_or("");
+            let (_, layer) = token.split_once('/')?;
+            (!layer.is_empty() && !token.contains('<')).then(|| (index, layer.to_string()))
+        })
+        .collect()
 }
 
 /// What one plugin loader said.
