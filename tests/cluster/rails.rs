@@ -617,8 +617,9 @@ fn a_slowed_nic_is_quarantined_kept_while_slow_and_returned_by_two_sweeps_after_
     {
         let _slow = Nic::set("node2", "eth3", &["slow", "50mbit"]);
         let args = [&["validate", "--json", "--quarantine"][..], &rails].concat();
-        let nodes = format!("-N{}", cluster_nodes());
-        let output = gpudirect_in_allocation_as(Who::Root, &[&nodes], &db, &args, &[]);
+        // Four nodes, however many the cluster has: each node is one more pair a rail.
+        let output =
+            gpudirect_in_allocation_as(Who::Root, &["-N4", "-w", "node[1-4]"], &db, &args, &[]);
         assert_eq!(
             output.status.code(),
             Some(1),
