@@ -38,6 +38,14 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// What the MPI program says when the tasks did not connect in time (before ` over RAIL`).
 pub const NO_CONNECTION: &str = "no MPI connection to the partner";
 
+/// What rank 0 of `gpudirect-mpi pair` prints on stdout once MPI is initialised, before its
+/// first message. The launcher stops a pair's step that has not printed it within a start-up
+/// deadline shorter than the pair's timeout, and runs it once more: a launch can hang inside
+/// MPI_Init, in a PMIx fence that never completes (measured on the local cluster's Slurm 24.11
+/// with Open MPI 5.0: about one launch in two on some pairs of nodes, every one of them
+/// started again fine).
+pub const MPI_STARTED: &str = "gpudirect-mpi: MPI started";
+
 /// One pair's figures on one rail, printed by rank 0 of the pair's step.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RailMeasurement {

@@ -27,7 +27,7 @@ use clap::{Parser, Subcommand};
 use gpudirect_core::system::{load_config, slurm_node_name, Ownership};
 use gpudirect_wire::rails::{
     check_launch, check_world, rail_state, RailMeasurement, StepEnv, CONNECT_TIMEOUT,
-    EXIT_NO_CONNECTION, EXIT_RAIL_DOWN, EXIT_WORLD_MISMATCH, NO_CONNECTION,
+    EXIT_NO_CONNECTION, EXIT_RAIL_DOWN, EXIT_WORLD_MISMATCH, MPI_STARTED, NO_CONNECTION,
 };
 use gpudirect_wire::task_report::TaskReport;
 use gpudirect_wire::units::size_arg;
@@ -116,7 +116,13 @@ fn main() -> ExitCode {
             rail,
             size: bytes,
             seconds,
-        } => pair(&world, &rail, bytes, seconds),
+        } => {
+            if rank == 0 {
+                // The launcher's start-up deadline waits for this line (MPI_STARTED).
+                println!("{MPI_STARTED}");
+            }
+            pair(&world, &rail, bytes, seconds)
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -11,7 +11,9 @@ use std::time::Instant;
 use super::judging::{median_busbw, JudgeError, Outcome, Round, Threshold, Validation};
 use super::pairing::Mode;
 use super::rail_states::RailNodes;
-use super::rails::{failure_reason, pair_job, record_of, worth_a_retry, PairSpec};
+use super::rails::{
+    failure_reason, mpi_start_watch, outcome_said, pair_job, record_of, worth_a_retry, PairSpec,
+};
 use crate::budget::Budget;
 use crate::history::{History, NewRun};
 use crate::noteln;
@@ -137,7 +139,8 @@ fn run_steps(
             let flag = budget.flag();
             std::thread::spawn(move || {
                 let started = now_unix();
-                let finished = runner::run(&job, flag);
+                let watch = mpi_start_watch(job.timeout);
+                let finished = runner::run_watched(&job, flag, &mut || {}, watch);
                 (rail, pair, job, started, finished)
             })
         })
@@ -153,7 +156,12 @@ fn run_steps(
         let measured = read_measurement(&stdout).filter(|m| m.gbps().is_finite());
         let outcome = match &measured {
             Some(m) => Outcome::Busbw(m.gbps()),
-            None => Outcome::Failed(failure_reason(&stderr, &finished.outcome.to_string())),
+            // MPI never started: its launch hung, which says nothing of the rail or the nodes
+            // (judged as could not start, as a cell that never reached NCCL is).
+            None if finished.outcome == runner::Outcome::NotStarted => {
+                Outcome::CouldNotStart(failure_reason(&stderr, &outcome_said(&finished.outcome)))
+            }
+            None => Outcome::Failed(failure_reason(&stderr, &outcome_said(&finished.outcome))),
         };
         let mut raw = finished.stdout.clone();
         raw.extend_from_slice(&finished.stderr);

@@ -24,8 +24,33 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::history::{NewNodeResult, NewRow, NewRun, Placement, RunStatus};
-use crate::runner::Job;
-use gpudirect_wire::rails::{RailMeasurement, EXIT_NO_CONNECTION, NO_CONNECTION};
+use crate::runner::{Job, Outcome, StartWatch};
+use gpudirect_wire::rails::{RailMeasurement, EXIT_NO_CONNECTION, MPI_STARTED, NO_CONNECTION};
+
+/// How long a pair's step may take to show that MPI started ([`MPI_STARTED`]); a step still
+/// silent then is stopped and run once more ([`worth_a_retry`]), not held to its whole
+/// timeout. Two tasks' srun launch and MPI_Init take about 1 s on the local cluster.
+pub const MPI_START_DEADLINE: Duration = Duration::from_secs(20);
+
+/// The start-up watch of a pair's step whose time limit is `timeout`.
+pub fn mpi_start_watch(timeout: Duration) -> StartWatch {
+    StartWatch {
+        within: MPI_START_DEADLINE.min(timeout),
+        started: |line| line.trim_end() == MPI_STARTED,
+    }
+}
+
+/// What a pair's outcome says where the MPI program said nothing itself: a step stopped at
+/// its start-up deadline is named for where it hung.
+pub fn outcome_said(outcome: &Outcome) -> String {
+    match outcome {
+        Outcome::NotStarted => format!(
+            "MPI did not start within {} s (hung in MPI_Init, e.g. a PMIx fence)",
+            MPI_START_DEADLINE.as_secs()
+        ),
+        other => other.to_string(),
+    }
+}
 
 /// The collective name rail runs are recorded under: host-memory point-to-point over MPI,
 /// a kind of its own that no nccl-tests run shares (and never a replay).
@@ -76,8 +101,9 @@ const CRASHES: [&str; 5] = [
 /// whichever task ended first), it ran past its time limit without saying why, or a task
 /// crashed ([`CRASHES`]: seen once on the local cluster, the MPI program dead of a
 /// segmentation fault 0.45 s after its launch, beside three healthy steps of the same
-/// nodes): none of these says anything of the rail.
-pub fn worth_a_retry(outcome: &crate::runner::Outcome, stderr: &str) -> bool {
+/// nodes), or MPI did not start by its start-up deadline ([`mpi_start_watch`]): none of
+/// these says anything of the rail.
+pub fn worth_a_retry(outcome: &Outcome, stderr: &str) -> bool {
     let exited_unconnected = format!("Exited with exit code {EXIT_NO_CONNECTION}");
     let srun_says = |l: &str| {
         let said = l.trim_end().trim_end_matches(" (core dumped)");
@@ -85,7 +111,7 @@ pub fn worth_a_retry(outcome: &crate::runner::Outcome, stderr: &str) -> bool {
             && (said.ends_with(&exited_unconnected)
                 || (said.contains(": task ") && CRASHES.iter().any(|c| said.ends_with(c))))
     };
-    *outcome == crate::runner::Outcome::TimedOut
+    matches!(outcome, Outcome::TimedOut | Outcome::NotStarted)
         || stderr.contains(NO_CONNECTION)
         || stderr.lines().any(srun_says)
 }
@@ -357,9 +383,39 @@ mod tests {
         assert!(failed.node_results.iter().all(|r| r.busbw.is_none()));
     }
 
+    /// Seen on the local cluster's Slurm 24.11 with Open MPI 5.0: a step hung in MPI_Init's
+    /// PMIx fence prints nothing; it is stopped at the start-up deadline, said as such, and
+    /// run once more. The watch is the program's own line, and never longer than the step.
+    #[test]
+    fn a_pair_whose_mpi_did_not_start_is_cut_early_said_and_worth_a_retry() {
+        let watch = mpi_start_watch(Duration::from_secs(60));
+        assert_eq!(watch.within, MPI_START_DEADLINE);
+        assert!((watch.started)(MPI_STARTED));
+        assert!((watch.started)(&format!("{MPI_STARTED}\r")));
+        assert!(!(watch.started)(r#"{"gpudirect_rail":1,"rail":"eth1"}"#));
+        assert!(!(watch.started)(
+            "srun: job 5 queued and waiting for resources"
+        ));
+        assert_eq!(
+            mpi_start_watch(Duration::from_secs(5)).within,
+            Duration::from_secs(5)
+        );
+        let fence = "slurmstepd-node4: error:  mpi/pmix_v5: pmixp_coll_ring_reset_if_to: node4 [1]: pmixp_coll_ring.c:737: 0x7f1d340830b0: collective timeout seq=1\n";
+        assert!(worth_a_retry(&Outcome::NotStarted, fence));
+        assert_eq!(
+            failure_reason(fence, &outcome_said(&Outcome::NotStarted)),
+            "MPI did not start within 20 s (hung in MPI_Init, e.g. a PMIx fence): \
+             slurmstepd-node4: error:  mpi/pmix_v5: pmixp_coll_ring_reset_if_to: node4 [1]: \
+             pmixp_coll_ring.c:737: 0x7f1d340830b0: collective timeout seq=1"
+        );
+        assert_eq!(
+            outcome_said(&Outcome::TimedOut),
+            Outcome::TimedOut.to_string()
+        );
+    }
+
     #[test]
     fn a_pair_that_did_not_connect_or_hung_is_worth_a_retry() {
-        use crate::runner::Outcome;
         let stderr = format!("gpudirect-mpi: node3: {NO_CONNECTION} over eth2 within 10s\n");
         assert!(worth_a_retry(&Outcome::Exited { code: 143 }, &stderr));
         assert!(worth_a_retry(&Outcome::TimedOut, ""));

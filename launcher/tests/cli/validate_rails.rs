@@ -1,7 +1,7 @@
 //! `gpudirect validate --test rails` without a cluster: `srun` and `scontrol` on PATH are
-//! small scripts. The fake `srun` prints the MPI program's measurement line for each pair
-//! (slow for every pair with `n3`); the fake `scontrol` refuses everything, as it does for
-//! a user who is not a Slurm operator, so `--drain` fails.
+//! small scripts. The fake `srun` prints the MPI program's start line and measurement line
+//! for each pair (slow for every pair with `n3`); the fake `scontrol` refuses everything, as
+//! it does for a user who is not a Slurm operator, so `--drain` fails.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -22,6 +22,7 @@ gbps=10.0
 case ",$pair," in
   *,n3,*) gbps=0.1 ;;
 esac
+echo "gpudirect-mpi: MPI started"
 echo "{\"gpudirect_rail\":1,\"rail\":\"eth1\",\"hosts\":[\"$first\",\"$second\"],\"size_bytes\":16777216,\"messages\":8,\"forward_gbps\":$gbps,\"backward_gbps\":$gbps,\"latency_us\":5.0}"
 "#;
 
@@ -172,6 +173,7 @@ gbps=10.0
 case "$rail,$pair," in
   eth2,*n4,*) gbps=0.1 ;;
 esac
+echo "gpudirect-mpi: MPI started"
 echo "{\"gpudirect_rail\":1,\"rail\":\"$rail\",\"hosts\":[\"$first\",\"$second\"],\"size_bytes\":16777216,\"messages\":8,\"forward_gbps\":$gbps,\"backward_gbps\":$gbps,\"latency_us\":5.0}"
 "#;
 
