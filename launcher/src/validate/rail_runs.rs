@@ -156,12 +156,16 @@ fn run_steps(
         let measured = read_measurement(&stdout).filter(|m| m.gbps().is_finite());
         let outcome = match &measured {
             Some(m) => Outcome::Busbw(m.gbps()),
-            // MPI never started: its launch hung, which says nothing of the rail or the nodes
-            // (judged as could not start, as a cell that never reached NCCL is).
-            None if finished.outcome == runner::Outcome::NotStarted => {
-                Outcome::CouldNotStart(failure_reason(&stderr, &outcome_said(&finished.outcome)))
+            None => {
+                let why = failure_reason(&stderr, &outcome_said(&finished.outcome, job.timeout));
+                // MPI never started: its launch hung, which says nothing of the rail or the
+                // nodes (judged as could not start, as a cell that never reached NCCL is).
+                if finished.outcome == runner::Outcome::NotStarted {
+                    Outcome::CouldNotStart(why)
+                } else {
+                    Outcome::Failed(why)
+                }
             }
-            None => Outcome::Failed(failure_reason(&stderr, &outcome_said(&finished.outcome))),
         };
         let mut raw = finished.stdout.clone();
         raw.extend_from_slice(&finished.stderr);

@@ -40,13 +40,14 @@ pub fn mpi_start_watch(timeout: Duration) -> StartWatch {
     }
 }
 
-/// What a pair's outcome says where the MPI program said nothing itself: a step stopped at
-/// its start-up deadline is named for where it hung.
-pub fn outcome_said(outcome: &Outcome) -> String {
+/// What a pair's outcome says where the MPI program said nothing itself: a step (of time
+/// limit `timeout`) stopped at its start-up deadline is named for where it hung, with the
+/// deadline [`mpi_start_watch`] gave it.
+pub fn outcome_said(outcome: &Outcome, timeout: Duration) -> String {
     match outcome {
         Outcome::NotStarted => format!(
             "MPI did not start within {} s (hung in MPI_Init, e.g. a PMIx fence)",
-            MPI_START_DEADLINE.as_secs()
+            mpi_start_watch(timeout).within.as_secs()
         ),
         other => other.to_string(),
     }
@@ -388,7 +389,8 @@ mod tests {
     /// run once more. The watch is the program's own line, and never longer than the step.
     #[test]
     fn a_pair_whose_mpi_did_not_start_is_cut_early_said_and_worth_a_retry() {
-        let watch = mpi_start_watch(Duration::from_secs(60));
+        const MINUTE: Duration = Duration::from_secs(60);
+        let watch = mpi_start_watch(MINUTE);
         assert_eq!(watch.within, MPI_START_DEADLINE);
         assert!((watch.started)(MPI_STARTED));
         assert!((watch.started)(&format!("{MPI_STARTED}\r")));
@@ -403,13 +405,15 @@ mod tests {
         let fence = "slurmstepd-node4: error:  mpi/pmix_v5: pmixp_coll_ring_reset_if_to: node4 [1]: pmixp_coll_ring.c:737: 0x7f1d340830b0: collective timeout seq=1\n";
         assert!(worth_a_retry(&Outcome::NotStarted, fence));
         assert_eq!(
-            failure_reason(fence, &outcome_said(&Outcome::NotStarted)),
+            failure_reason(fence, &outcome_said(&Outcome::NotStarted, MINUTE)),
             "MPI did not start within 20 s (hung in MPI_Init, e.g. a PMIx fence): \
              slurmstepd-node4: error:  mpi/pmix_v5: pmixp_coll_ring_reset_if_to: node4 [1]: \
              pmixp_coll_ring.c:737: 0x7f1d340830b0: collective timeout seq=1"
         );
+        assert!(outcome_said(&Outcome::NotStarted, Duration::from_secs(5))
+            .starts_with("MPI did not start within 5 s "));
         assert_eq!(
-            outcome_said(&Outcome::TimedOut),
+            outcome_said(&Outcome::TimedOut, MINUTE),
             Outcome::TimedOut.to_string()
         );
     }
