@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use gpudirect::history::{
     CompareOptions, ExportFormat, History, LaunchKind, NewRow, NewRun, Placement, RunFilter,
-    RunStatus,
+    RunProvenance, RunStatus,
 };
 use gpudirect::validate::simulate::Rng;
 
@@ -66,14 +66,17 @@ fn make_run(i: usize, rng: &mut Rng) -> NewRun {
         collective: ["all_reduce", "all_gather", "reduce_scatter"][i % 3].into(),
         variant: Some("default".into()),
         label: i.is_multiple_of(100).then(|| "weekly".into()),
-        env: if i.is_multiple_of(50) {
-            [(
-                "GPUDIRECT_STANDIN_REPLAY".to_string(),
-                "h200x2-nvlink/all_reduce_g2.txt".to_string(),
-            )]
-            .into()
-        } else {
-            Default::default()
+        provenance: RunProvenance {
+            env: if i.is_multiple_of(50) {
+                [(
+                    "GPUDIRECT_STANDIN_REPLAY".to_string(),
+                    "h200x2-nvlink/all_reduce_g2.txt".to_string(),
+                )]
+                .into()
+            } else {
+                Default::default()
+            },
+            ..RunProvenance::default()
         },
         launcher: LaunchKind::Srun,
         source_path: Some(format!("/runs/{i}.txt")),

@@ -45,10 +45,10 @@ pub fn recorded_cells(history: &History, id: &str) -> Result<Recorded, HistoryEr
     let mut placeholders = BTreeMap::new();
     for summary in runs {
         let detail = history.get_run(summary.id)?;
-        if detail.env.get(MATRIX_KEY).map(String::as_str) != Some(id) {
+        if detail.provenance.env.get(MATRIX_KEY).map(String::as_str) != Some(id) {
             continue;
         }
-        let Some(cell) = detail.env.get(CELL_KEY) else {
+        let Some(cell) = detail.provenance.env.get(CELL_KEY) else {
             continue;
         };
         if summary.status == RunStatus::Interrupted {
@@ -289,7 +289,7 @@ pub fn run_cells(
                 },
             starting,
         } = executed;
-        let replay = crate::history::replay_of(&record.env).is_some();
+        let replay = crate::history::replay_of(&record.provenance.env).is_some();
         let result = CellResult {
             cell: cell.index,
             label: cell.label(),

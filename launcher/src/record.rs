@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use crate::checks::Verdict;
 use crate::history::store::REPLAY_ENV;
-use crate::history::{LaunchKind, NewRow, NewRun, Placement};
+use crate::history::{LaunchKind, NewRow, NewRun, Placement, RunProvenance};
 use crate::nccl_output::{nccl_version_string, InferredFact, ParsedOutput};
 
 /// Bumped when the parser changes what it extracts, so old runs can be re-parsed.
@@ -186,34 +186,36 @@ pub fn new_run(parsed: &ParsedOutput, raw: &[u8], ctx: RunContext, verdict: &Ver
         gpus_per_node,
         total_ranks,
         collective,
-        command_line: ctx.command_line,
-        binary_path: ctx.binary_path,
         variant: ctx.variant,
         label: ctx.label,
-        env,
-        nccl_tests_version: parsed.nccl_tests_version.clone(),
-        // rccl-tests (AMD's fork) names its library: `RCCL 2.28.3`, on `ROCm 7.12.0.2`, so
-        // that no listing calls them NCCL and CUDA.
-        nccl_version: match parsed.library.as_deref() {
-            Some(lib) => parsed
-                .rccl_version
-                .clone()
-                .or_else(|| parsed.nccl_library_version.map(nccl_version_string))
-                .map(|v| format!("{lib} {v}")),
-            None => parsed
-                .debug
-                .nccl_version
-                .clone()
-                .or_else(|| parsed.nccl_library_version.map(nccl_version_string)),
+        provenance: RunProvenance {
+            command_line: ctx.command_line,
+            binary_path: ctx.binary_path,
+            env,
+            nccl_tests_version: parsed.nccl_tests_version.clone(),
+            // rccl-tests (AMD's fork) names its library: `RCCL 2.28.3`, on `ROCm 7.12.0.2`, so
+            // that no listing calls them NCCL and CUDA.
+            nccl_version: match parsed.library.as_deref() {
+                Some(lib) => parsed
+                    .rccl_version
+                    .clone()
+                    .or_else(|| parsed.nccl_library_version.map(nccl_version_string))
+                    .map(|v| format!("{lib} {v}")),
+                None => parsed
+                    .debug
+                    .nccl_version
+                    .clone()
+                    .or_else(|| parsed.nccl_library_version.map(nccl_version_string)),
+            },
+            cuda_version: match (&parsed.rocm_version, &parsed.hip_version) {
+                (Some(rocm), _) => Some(format!("ROCm {rocm}")),
+                (None, Some(hip)) => Some(format!("HIP {hip}")),
+                (None, None) => parsed.debug.cuda_version.clone(),
+            },
+            cuda_driver: parsed.debug.cuda_driver_version,
+            net_plugin: net_plugin(parsed),
+            notes: inference_notes(parsed),
         },
-        cuda_version: match (&parsed.rocm_version, &parsed.hip_version) {
-            (Some(rocm), _) => Some(format!("ROCm {rocm}")),
-            (None, Some(hip)) => Some(format!("HIP {hip}")),
-            (None, None) => parsed.debug.cuda_version.clone(),
-        },
-        cuda_driver: parsed.debug.cuda_driver_version,
-        net_plugin: net_plugin(parsed),
-        notes: inference_notes(parsed),
         line_rate_gbps: ctx.line_rate_gbps,
         launcher: ctx.launcher,
         source_path: ctx.source_path,
@@ -254,8 +256,8 @@ mod tests {
         assert_eq!(run.status, RunStatus::Ok);
         assert_eq!(run.transport.as_deref(), Some("Socket"));
         assert_eq!(run.rows.len(), 2 * parsed.rows.len());
-        assert_eq!(run.nccl_version.as_deref(), Some("2.28.9"));
-        assert!(!run.env.contains_key("GPUDIRECT_STANDIN_REPLAY"));
+        assert_eq!(run.provenance.nccl_version.as_deref(), Some("2.28.9"));
+        assert!(!run.provenance.env.contains_key("GPUDIRECT_STANDIN_REPLAY"));
     }
 
     /// Two processes that each ran the whole test alone, their outputs appended: the run is

@@ -27,11 +27,14 @@ impl RunSetup {
                 versions.push((what, v));
             }
         };
-        add("nccl-tests", detail.nccl_tests_version.clone());
-        add("NCCL", detail.nccl_version.clone());
-        add("CUDA", detail.cuda_version.clone());
-        add("CUDA driver", detail.cuda_driver.map(|v| v.to_string()));
-        add("net plugin", detail.net_plugin.clone());
+        add("nccl-tests", detail.provenance.nccl_tests_version.clone());
+        add("NCCL", detail.provenance.nccl_version.clone());
+        add("CUDA", detail.provenance.cuda_version.clone());
+        add(
+            "CUDA driver",
+            detail.provenance.cuda_driver.map(|v| v.to_string()),
+        );
+        add("net plugin", detail.provenance.net_plugin.clone());
         let algorithms = detail
             .rows
             .iter()

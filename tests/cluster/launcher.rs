@@ -156,7 +156,10 @@ fn run_checks_the_transport_of_every_cell_and_records_it() {
         );
         assert_eq!(summary.launcher, gpudirect::history::LaunchKind::Srun);
         assert!(
-            detail.env.contains_key("GPUDIRECT_STANDIN_REPLAY"),
+            detail
+                .provenance
+                .env
+                .contains_key("GPUDIRECT_STANDIN_REPLAY"),
             "replays are marked"
         );
         let expected = if summary.variant.as_deref() == Some("tcpx") {
@@ -175,10 +178,10 @@ fn run_checks_the_transport_of_every_cell_and_records_it() {
         };
         for name in ["OMPI_MCA_btl_tcp_if_include", "OMPI_MCA_oob_tcp_if_include"] {
             assert_eq!(
-                detail.env.get(name).map(String::as_str),
+                detail.provenance.env.get(name).map(String::as_str),
                 pinned,
                 "{name} in {summary:?}: {:?}",
-                detail.env
+                detail.provenance.env
             );
         }
     }
@@ -246,13 +249,14 @@ fn a_hung_rank_times_out_the_cell_kills_the_step_and_the_matrix_goes_on() {
         let detail = history.get_run(summary.id).expect("a run");
         assert!(
             detail
+                .provenance
                 .notes
                 .iter()
                 .any(|n| n.starts_with("RAS before the timeout kill: ")
                     && n.contains("no NCCL RAS answers")),
             "run {}: {:?}",
             summary.id,
-            detail.notes
+            detail.provenance.notes
         );
     }
 }
@@ -449,12 +453,13 @@ fn run_through_mpirun_inside_the_allocation() {
     let detail = history.get_run(runs[0].id).unwrap();
     assert!(
         detail
+            .provenance
             .command_line
             .as_deref()
             .unwrap_or("")
             .starts_with("mpirun -np 2 --hostfile"),
         "{:?}",
-        detail.command_line
+        detail.provenance.command_line
     );
 }
 

@@ -86,7 +86,7 @@ fn a_clean_cluster_is_healthy_on_every_rail_and_every_pair_is_recorded() {
         );
         assert!(summary.variant.as_deref().unwrap().starts_with("rail:eth"));
         let detail = history.get_run(summary.id).unwrap();
-        assert!(gpudirect::history::replay_of(&detail.env).is_none());
+        assert!(gpudirect::history::replay_of(&detail.provenance.env).is_none());
     }
 }
 
@@ -366,7 +366,10 @@ fn per_rail_nccl_tests_name_the_slow_rail_of_a_node() {
         let rail = variant.rsplit(':').next().unwrap().to_string();
         let detail = history.get_run(summary.id).unwrap();
         assert_eq!(
-            detail.env.get("NCCL_GPUDIRECTTCPX_SOCKET_IFNAME"),
+            detail
+                .provenance
+                .env
+                .get("NCCL_GPUDIRECTTCPX_SOCKET_IFNAME"),
             Some(&rail),
             "{variant}"
         );
@@ -490,10 +493,11 @@ fn per_rail_nccl_tests_leave_a_down_nic_out_of_its_rail_and_name_only_the_two_fa
         let detail = history.get_run(summary.id).unwrap();
         for framework in ["btl", "oob"] {
             let pinned = detail
+                .provenance
                 .env
                 .get(&format!("OMPI_MCA_{framework}_tcp_if_include"))
                 .map(String::as_str);
-            assert_eq!(pinned, Some("eth0"), "{:?}", detail.env);
+            assert_eq!(pinned, Some("eth0"), "{:?}", detail.provenance.env);
         }
         if !summary
             .variant

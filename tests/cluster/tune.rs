@@ -90,20 +90,25 @@ fn tune_tries_knobs_on_top_of_the_profile_and_the_plugin_applies_its_overlay() {
         assert_eq!(run.nodelist.as_deref(), Some("node1"));
         let detail = history.get_run(run.id).expect("detail");
         assert_eq!(
-            detail.env.get("GPUDIRECT_MODE").map(String::as_str),
+            detail
+                .provenance
+                .env
+                .get("GPUDIRECT_MODE")
+                .map(String::as_str),
             Some("tcpx")
         );
         // Issue #45: the launch's own Open MPI traffic on tcpx's control NIC, as validate's.
         for pinned in ["OMPI_MCA_btl_tcp_if_include", "OMPI_MCA_oob_tcp_if_include"] {
             assert_eq!(
-                detail.env.get(pinned).map(String::as_str),
+                detail.provenance.env.get(pinned).map(String::as_str),
                 Some("eth0"),
                 "{pinned}: {:?}",
-                detail.env
+                detail.provenance.env
             );
         }
         assert!(
             detail
+                .provenance
                 .command_line
                 .as_deref()
                 .is_some_and(|c| c.contains("--gpudirect=tcpx")),

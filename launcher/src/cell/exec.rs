@@ -21,7 +21,7 @@ use std::sync::atomic::AtomicBool;
 use super::start::{classify, Start, Starting, COULD_NOT_START, WHAT_TO_CHECK};
 use super::{evaluate_finished, Evaluated};
 use crate::checks::{Expectations, Finding};
-use crate::history::{History, HistoryError, NewRun, RunId, RunStatus};
+use crate::history::{History, HistoryError, NewRun, RunId, RunProvenance, RunStatus};
 use crate::launch::{self, LaunchError, LaunchOptions};
 use crate::matrix::{Cell, Matrix};
 use crate::nccl_output::line_shows_start;
@@ -138,11 +138,14 @@ impl Prepared {
             collective: self.collective.clone(),
             variant: self.context.variant.clone(),
             label: self.context.label.clone(),
-            command_line: Some(self.command_line()),
             started_at: Some(now_unix()),
             status: RunStatus::Interrupted,
             failures: vec![why.to_string()],
-            env: self.marks.clone(),
+            provenance: RunProvenance {
+                command_line: Some(self.command_line()),
+                env: self.marks.clone(),
+                ..RunProvenance::default()
+            },
             launcher: self.context.launcher,
             tool: self.context.tool,
             ..NewRun::default()
@@ -273,8 +276,8 @@ impl Prepared {
                 },
             );
         }
-        evaluated.record.notes.extend(starting.note());
-        evaluated.record.notes.extend(last.snapshot);
+        evaluated.record.provenance.notes.extend(starting.note());
+        evaluated.record.provenance.notes.extend(last.snapshot);
         Executed {
             finished: last.finished,
             evaluated,
@@ -523,6 +526,7 @@ mod tests {
         );
         assert_eq!(executed.evaluated.verdict.findings[0].check, "start");
         assert!(record
+            .provenance
             .notes
             .iter()
             .any(|n| n.starts_with("could not start: twice")));
@@ -579,6 +583,7 @@ mod tests {
             .iter()
             .any(|f| f.starts_with("could not start")));
         assert!(record
+            .provenance
             .notes
             .iter()
             .any(|n| n.starts_with("the first try did not reach NCCL")));
@@ -659,7 +664,10 @@ mod tests {
                     marks.clone(),
                 );
                 let placeholder = prepared.placeholder("started");
-                assert_eq!(placeholder.env, marks, "{command}: the placeholder's marks");
+                assert_eq!(
+                    placeholder.provenance.env, marks,
+                    "{command}: the placeholder's marks"
+                );
                 // Its own flag: the runner's tests raise INTERRUPTED.
                 let executed = prepared.execute_until(&AtomicBool::new(false)).unwrap();
                 let record = &executed.evaluated.record;
@@ -671,7 +679,7 @@ mod tests {
                 if let Some(mode) = &variant.gpudirect {
                     env.insert(MODE_ENV.into(), mode.clone());
                 }
-                assert_eq!(record.env, env, "{command}: {name}");
+                assert_eq!(record.provenance.env, env, "{command}: {name}");
             }
         }
     }

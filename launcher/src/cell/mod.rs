@@ -291,7 +291,7 @@ pub(crate) mod tests {
             r.rows,
             r.failures,
             r.raw_output,
-            r.nccl_version,
+            r.provenance.nccl_version,
             r.total_ranks,
             r.collective,
             r.exit_code

@@ -1,10 +1,9 @@
 //! `gpudirect export`: every result row of the chosen runs with its run's metadata, as
 //! CSV, a JSON array or JSON Lines, for spreadsheets and notebooks.
 //!
-//! The records are the history's `ExportRecord` (same columns as
-//! `gpudirect::history::export`) plus one column, `replay_of`, naming the recording when a
-//! run came from the nccl-tests stand-in, so that an export never passes a replay off as a
-//! measurement. With `-o FILE` the file is written under a temporary name in the same
+//! The records are the history's `ExportRecord` (`gpudirect::history::export`): the run's
+//! columns, the table row, and last `replay_of`, naming the recording when a run came from
+//! the nccl-tests stand-in, so that an export never passes a replay off as a measurement. With `-o FILE` the file is written under a temporary name in the same
 //! folder and renamed into place, so a reader never sees half an export and a failed
 //! export leaves any earlier file as it was.
 
@@ -14,13 +13,10 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
-use gpudirect::history::export::{ExportRecord, RecordWriter};
-use gpudirect::history::{ExportFormat, History, RunDetail, RunFilter};
-use serde::Serialize;
+use gpudirect::history::{ExportFormat, History, RunFilter};
 
 use super::args::FilterArgs;
 use super::{Ctx, ExitStatus};
-use gpudirect::history::replay_of;
 use gpudirect::output::note;
 
 /// Output formats.
@@ -47,8 +43,9 @@ pub enum Format {
     One record per table row (size x placement), newest run first. Columns: run_id, at,\n\
     cluster, job_id, nodelist, node_count, gpus_per_node, total_ranks, collective, variant,\n\
     launcher, status, transport, nccl_tests_version, nccl_version, cuda_version, size_bytes,\n\
-    count, dtype, redop, root, placement, time_us, algbw, busbw (GB/s), wrong, replay_of\n\
-    (set when the run replayed a recording: not a measurement).")]
+    count, dtype, redop, root, placement, time_us, algbw, busbw (GB/s), wrong, algorithm and\n\
+    protocol (NCCL's, when the output logged them), replay_of (set when the run replayed a\n\
+    recording: not a measurement).")]
 pub struct ExportArgs {
     /// Which runs (all of them unless --limit is given).
     #[command(flatten)]
@@ -67,71 +64,8 @@ pub struct ExportArgs {
     pub output: Option<PathBuf>,
 }
 
-/// One exported record: the history's columns plus the replay marking.
-#[derive(Debug, Serialize)]
-struct Line {
-    #[serde(flatten)]
-    record: ExportRecord,
-    #[serde(flatten)]
-    marks: Marks,
-}
-
-/// The columns this command adds after the history's.
-#[derive(Debug, Default, Serialize)]
-struct Marks {
-    /// The recording replayed, when the run came from the nccl-tests stand-in.
-    replay_of: Option<String>,
-}
-
-fn records(detail: &RunDetail) -> Result<Vec<Line>> {
-    let s = &detail.summary;
-    let replay = replay_of(&detail.env).map(str::to_string);
-    detail
-        .rows
-        .iter()
-        .map(|r| {
-            let big = |v: u64, what: &str| {
-                i64::try_from(v).with_context(|| format!("run {}: {what} {v} out of range", s.id))
-            };
-            Ok(Line {
-                record: ExportRecord {
-                    run_id: s.id,
-                    at: s.at.clone(),
-                    cluster: s.cluster.clone(),
-                    job_id: s.job_id.clone(),
-                    nodelist: s.nodelist.clone(),
-                    node_count: s.node_count,
-                    gpus_per_node: s.gpus_per_node,
-                    total_ranks: s.total_ranks,
-                    collective: s.collective.clone(),
-                    variant: s.variant.clone(),
-                    launcher: s.launcher,
-                    status: s.status,
-                    transport: s.transport.clone(),
-                    nccl_tests_version: detail.nccl_tests_version.clone(),
-                    nccl_version: detail.nccl_version.clone(),
-                    cuda_version: detail.cuda_version.clone(),
-                    size_bytes: big(r.size_bytes, "size")?,
-                    count: big(r.count, "count")?,
-                    dtype: r.dtype.clone(),
-                    redop: r.redop.clone(),
-                    root: r.root,
-                    placement: r.placement,
-                    time_us: r.time_us,
-                    algbw: r.algbw,
-                    busbw: r.busbw,
-                    wrong: r.wrong.map(|w| big(w, "#wrong")).transpose()?,
-                },
-                marks: Marks {
-                    replay_of: replay.clone(),
-                },
-            })
-        })
-        .collect()
-}
-
-/// Writes the runs of `filter`, one run at a time (memory does not grow with the history).
-/// Returns the number of records.
+/// Writes the runs of `filter` (streamed: memory does not grow with the history). Returns
+/// the number of records (for OpenMetrics, of samples).
 fn write_export(
     history: &History,
     filter: &RunFilter,
@@ -175,16 +109,7 @@ fn write_export(
             return Ok(text.lines().filter(|l| !l.starts_with('#')).count() as u64);
         }
     };
-    // csv cannot write a flattened struct: a CSV record is (history's columns, marks).
-    let sample = (ExportRecord::blank(), Marks::default());
-    let mut writer = RecordWriter::start(out, format, &sample)?;
-    for run in &runs {
-        let detail = history.get_run(run.id)?;
-        for line in records(&detail)? {
-            writer.write(&(&line.record, &line.marks), &line)?;
-        }
-    }
-    Ok(writer.finish()?)
+    Ok(history.export(filter, format, out)?)
 }
 
 /// The per-rail figures of the `validate --test rails` runs among `runs` (newest first):

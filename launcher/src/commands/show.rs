@@ -126,7 +126,11 @@ fn fields_text(d: &RunDetail) -> String {
         "run {}: {} {} ({})\n",
         s.id, s.collective, s.status, s.launcher
     );
-    if let Some(recording) = s.replay_of.as_deref().or_else(|| replay_of(&d.env)) {
+    if let Some(recording) = s
+        .replay_of
+        .as_deref()
+        .or_else(|| replay_of(&d.provenance.env))
+    {
         head.push_str(&format!(
             "REPLAY: this run is the nccl-tests stand-in replaying the recording {recording}; \
              its numbers were measured elsewhere, not on the nodes named here\n"
@@ -189,6 +193,7 @@ fn fields_text(d: &RunDetail) -> String {
         s.exit_code.map_or("unknown".into(), |c| c.to_string()),
     );
     let rccl = d
+        .provenance
         .nccl_version
         .as_deref()
         .is_some_and(|v| v.starts_with("RCCL "));
@@ -203,16 +208,17 @@ fn fields_text(d: &RunDetail) -> String {
             "{} {}, {}, {}{}, net plugin {}",
             // rccl-tests records its library with its name (`RCCL 2.28.3`, `ROCm 7.12`).
             if rccl { "rccl-tests" } else { "nccl-tests" },
-            or_dash(d.nccl_tests_version.as_deref()),
-            named("NCCL", d.nccl_version.as_deref()),
-            named("CUDA", d.cuda_version.as_deref()),
-            d.cuda_driver
+            or_dash(d.provenance.nccl_tests_version.as_deref()),
+            named("NCCL", d.provenance.nccl_version.as_deref()),
+            named("CUDA", d.provenance.cuda_version.as_deref()),
+            d.provenance
+                .cuda_driver
                 .map_or(String::new(), |v| format!(" (driver {v})")),
-            or_dash(d.net_plugin.as_deref())
+            or_dash(d.provenance.net_plugin.as_deref())
         ),
     );
-    field("command", or_dash(d.command_line.as_deref()));
-    field("binary", or_dash(d.binary_path.as_deref()));
+    field("command", or_dash(d.provenance.command_line.as_deref()));
+    field("binary", or_dash(d.provenance.binary_path.as_deref()));
     if let Some(src) = &s.source_path {
         field("imported from", src.clone());
     }
@@ -223,7 +229,7 @@ fn fields_text(d: &RunDetail) -> String {
             d.raw_output_bytes, s.output_sha256, d.parser_version, s.id
         ),
     );
-    for note in &d.notes {
+    for note in &d.provenance.notes {
         field("note", note.clone());
     }
     head.push_str(&out);
@@ -242,10 +248,10 @@ fn detail_text(d: &RunDetail) -> String {
         text.push_str(&format!("  - {f}\n"));
     }
     text.push_str("\nenvironment:\n");
-    if d.env.is_empty() {
+    if d.provenance.env.is_empty() {
         text.push_str("  (none recorded)\n");
     }
-    for (k, v) in &d.env {
+    for (k, v) in &d.provenance.env {
         text.push_str(&format!("  {k}={v}\n"));
     }
     if !d.node_results.is_empty() {

@@ -13,8 +13,8 @@ use rusqlite::params_from_iter;
 use rusqlite::types::Value;
 use serde::Serialize;
 
-use super::model::{LaunchKind, Placement, RunFilter, RunId, RunStatus};
-use super::store::{filter_sql, History};
+use super::model::{LaunchKind, ResultRow, RunFilter, RunId, RunStatus};
+use super::store::{filter_sql, replay_of_sql, result_row_from, History, RESULT_COLUMNS};
 use super::HistoryError;
 use crate::units::format_rfc3339;
 
@@ -43,9 +43,25 @@ impl FromStr for ExportFormat {
     }
 }
 
-/// One exported row.
+/// One exported row: its run's columns, the table row itself (the history's
+/// [`ResultRow`], the same fields `gpudirect show --json` gives), and last the replay
+/// marking, so that an export never passes a stand-in's replay off as a measurement.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ExportRecord {
+    /// The run's columns.
+    #[serde(flatten)]
+    pub run: ExportRun,
+    /// The table row.
+    #[serde(flatten)]
+    pub row: ResultRow,
+    /// The last column.
+    #[serde(flatten)]
+    pub replay: ReplayMark,
+}
+
+/// The run's columns of an [`ExportRecord`].
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct ExportRun {
     /// Run id.
     pub run_id: RunId,
     /// Run time, RFC 3339 UTC.
@@ -78,26 +94,15 @@ pub struct ExportRecord {
     pub nccl_version: Option<String>,
     /// CUDA version.
     pub cuda_version: Option<String>,
-    /// Size, bytes.
-    pub size_bytes: i64,
-    /// Element count.
-    pub count: i64,
-    /// Data type.
-    pub dtype: String,
-    /// Reduction op.
-    pub redop: String,
-    /// Root rank.
-    pub root: Option<i64>,
-    /// Placement.
-    pub placement: Placement,
-    /// Microseconds.
-    pub time_us: Option<f64>,
-    /// GB/s.
-    pub algbw: Option<f64>,
-    /// GB/s.
-    pub busbw: Option<f64>,
-    /// `#wrong`.
-    pub wrong: Option<i64>,
+}
+
+/// The replay marking of an [`ExportRecord`] (its own struct: csv cannot write a flattened
+/// struct, so a CSV line is the tuple of the three parts).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct ReplayMark {
+    /// The recording replayed, when the run came from the nccl-tests stand-in
+    /// ([`super::RunSummary::replay_of`]).
+    pub replay_of: Option<String>,
 }
 
 impl ExportRecord {
@@ -105,33 +110,16 @@ impl ExportRecord {
     /// header's column names from a value, and an export with no rows still has a header.
     pub fn blank() -> ExportRecord {
         ExportRecord {
-            run_id: 0,
-            at: String::new(),
-            cluster: None,
-            job_id: None,
-            nodelist: None,
-            node_count: None,
-            gpus_per_node: None,
-            total_ranks: None,
-            collective: String::new(),
-            variant: None,
-            launcher: LaunchKind::default(),
-            status: RunStatus::default(),
-            transport: None,
-            nccl_tests_version: None,
-            nccl_version: None,
-            cuda_version: None,
-            size_bytes: 0,
-            count: 0,
-            dtype: String::new(),
-            redop: String::new(),
-            root: None,
-            placement: Placement::Out,
-            time_us: None,
-            algbw: None,
-            busbw: None,
-            wrong: None,
+            run: ExportRun::default(),
+            row: ResultRow::default(),
+            replay: ReplayMark::default(),
         }
+    }
+
+    /// The record as csv writes it: a tuple of its parts (csv cannot write a flattened
+    /// struct).
+    pub fn csv(&self) -> (&ExportRun, &ResultRow, &ReplayMark) {
+        (&self.run, &self.row, &self.replay)
     }
 }
 
@@ -187,15 +175,15 @@ impl History {
     ) -> Result<u64, HistoryError> {
         let (clause, mut values) = filter_sql(filter);
         values.push(Value::Integer(filter.limit.map_or(-1, i64::from)));
+        let replay = replay_of_sql("r");
         let sql = format!(
             "WITH chosen AS (
                  SELECT runs.id, runs.at FROM runs WHERE {clause}
                  ORDER BY runs.at DESC, runs.id DESC LIMIT ?)
              SELECT r.id, r.at, r.cluster, r.job_id, r.nodelist, r.node_count, r.gpus_per_node,
                     r.total_ranks, r.collective, r.variant, r.launcher, r.status, r.transport,
-                    r.nccl_tests_version, r.nccl_version, r.cuda_version,
-                    x.size_bytes, x.count, x.dtype, x.redop, x.root, x.placement, x.time_us,
-                    x.algbw, x.busbw, x.wrong
+                    r.nccl_tests_version, r.nccl_version, r.cuda_version, {replay},
+                    {RESULT_COLUMNS}
              FROM chosen c JOIN runs r ON r.id = c.id JOIN results x ON x.run_id = r.id
              ORDER BY c.at DESC, c.id DESC, x.seq"
         );
@@ -203,10 +191,10 @@ impl History {
         let mut rows = st
             .query(params_from_iter(values))
             .map_err(self.err("exporting"))?;
-        let mut writer = RecordWriter::start(out, format, &ExportRecord::blank())?;
+        let mut writer = RecordWriter::start(out, format, &ExportRecord::blank().csv())?;
         while let Some(row) = rows.next().map_err(self.err("exporting"))? {
             let record = record_from_row(row).map_err(self.err("exporting"))?;
-            writer.write(&record, &record)?;
+            writer.write(&record.csv(), &record)?;
         }
         Ok(writer.finish()?)
     }
@@ -277,111 +265,112 @@ fn record_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ExportRecord> {
         rusqlite::Error::FromSqlConversionFailure(idx, rusqlite::types::Type::Text, text.into())
     };
     Ok(ExportRecord {
-        run_id: r.get(0)?,
-        at: format_rfc3339(r.get(1)?),
-        cluster: r.get(2)?,
-        job_id: r.get(3)?,
-        nodelist: r.get(4)?,
-        node_count: r.get(5)?,
-        gpus_per_node: r.get(6)?,
-        total_ranks: r.get(7)?,
-        collective: r.get(8)?,
-        variant: r.get(9)?,
-        launcher: text_enum(10)?.parse().map_err(|e| parse(10, e))?,
-        status: text_enum(11)?.parse().map_err(|e| parse(11, e))?,
-        transport: r.get(12)?,
-        nccl_tests_version: r.get(13)?,
-        nccl_version: r.get(14)?,
-        cuda_version: r.get(15)?,
-        size_bytes: r.get(16)?,
-        count: r.get(17)?,
-        dtype: r.get(18)?,
-        redop: r.get(19)?,
-        root: r.get(20)?,
-        placement: text_enum(21)?.parse().map_err(|e| parse(21, e))?,
-        time_us: r.get(22)?,
-        algbw: r.get(23)?,
-        busbw: r.get(24)?,
-        wrong: r.get(25)?,
+        run: ExportRun {
+            run_id: r.get(0)?,
+            at: format_rfc3339(r.get(1)?),
+            cluster: r.get(2)?,
+            job_id: r.get(3)?,
+            nodelist: r.get(4)?,
+            node_count: r.get(5)?,
+            gpus_per_node: r.get(6)?,
+            total_ranks: r.get(7)?,
+            collective: r.get(8)?,
+            variant: r.get(9)?,
+            launcher: text_enum(10)?.parse().map_err(|e| parse(10, e))?,
+            status: text_enum(11)?.parse().map_err(|e| parse(11, e))?,
+            transport: r.get(12)?,
+            nccl_tests_version: r.get(13)?,
+            nccl_version: r.get(14)?,
+            cuda_version: r.get(15)?,
+        },
+        replay: ReplayMark {
+            replay_of: r.get(16)?,
+        },
+        row: result_row_from(r, 17)?,
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::history::Placement;
 
     const HEADER: &str = "run_id,at,cluster,job_id,nodelist,node_count,gpus_per_node,\
         total_ranks,collective,variant,launcher,status,transport,nccl_tests_version,\
         nccl_version,cuda_version,size_bytes,count,dtype,redop,root,placement,time_us,algbw,\
-        busbw,wrong";
+        busbw,wrong,algorithm,protocol,replay_of";
 
     fn odd_record() -> ExportRecord {
         ExportRecord {
-            run_id: 7,
-            at: "2026-11-30T04:53:20Z".into(),
-            cluster: Some("lab, \"east\"".into()),
-            // An empty string and None are the same empty field.
-            job_id: Some(String::new()),
-            nodelist: Some("two\nlines".into()),
-            node_count: Some(2),
-            collective: "all_reduce".into(),
-            // RFC 4180 keeps spaces as part of the field: no quotes needed.
-            variant: Some(" padded ".into()),
-            transport: Some("cr\rhere".into()),
-            size_bytes: 8,
-            count: 2,
-            dtype: "float".into(),
-            redop: "sum".into(),
-            root: Some(-1),
-            placement: Placement::In,
-            time_us: Some(28.78),
-            algbw: Some(0.0),
-            busbw: Some(343.09),
-            wrong: Some(0),
-            ..ExportRecord::blank()
+            run: ExportRun {
+                run_id: 7,
+                at: "2026-11-30T04:53:20Z".into(),
+                cluster: Some("lab, \"east\"".into()),
+                // An empty string and None are the same empty field.
+                job_id: Some(String::new()),
+                nodelist: Some("two\nlines".into()),
+                node_count: Some(2),
+                collective: "all_reduce".into(),
+                // RFC 4180 keeps spaces as part of the field: no quotes needed.
+                variant: Some(" padded ".into()),
+                transport: Some("cr\rhere".into()),
+                ..ExportRun::default()
+            },
+            row: ResultRow {
+                size_bytes: 8,
+                count: 2,
+                dtype: "float".into(),
+                redop: "sum".into(),
+                root: Some(-1),
+                placement: Placement::In,
+                time_us: Some(28.78),
+                algbw: Some(0.0),
+                busbw: Some(343.09),
+                wrong: Some(0),
+                algorithm: Some("RING".into()),
+                protocol: None,
+            },
+            replay: ReplayMark {
+                replay_of: Some("h200x2-nvlink/all_reduce_g2.txt".into()),
+            },
         }
     }
 
     #[test]
     fn csv_header_quoting_and_empty_fields() {
         let mut out = Vec::new();
-        write_csv_header(&mut out, &ExportRecord::blank()).unwrap();
-        write_csv_record(&mut out, &odd_record()).unwrap();
-        write_csv_record(&mut out, &ExportRecord::blank()).unwrap();
+        write_csv_header(&mut out, &ExportRecord::blank().csv()).unwrap();
+        write_csv_record(&mut out, &odd_record().csv()).unwrap();
+        write_csv_record(&mut out, &ExportRecord::blank().csv()).unwrap();
         assert_eq!(
             String::from_utf8(out).unwrap(),
             format!(
                 "{HEADER}\n\
                  7,2026-11-30T04:53:20Z,\"lab, \"\"east\"\"\",,\"two\nlines\",2,,,all_reduce, padded ,\
-                 import,ok,\"cr\rhere\",,,,8,2,float,sum,-1,in,28.78,0.0,343.09,0\n\
-                 0,,,,,,,,,,import,ok,,,,,0,0,,,,out,,,,\n"
+                 import,ok,\"cr\rhere\",,,,8,2,float,sum,-1,in,28.78,0.0,343.09,0,RING,,\
+                 h200x2-nvlink/all_reduce_g2.txt\n\
+                 0,,,,,,,,,,import,ok,,,,,0,0,,,,out,,,,,,,\n"
             )
         );
     }
 
     #[test]
-    fn csv_extra_columns_follow_the_record() {
-        // How `gpudirect export` adds its own columns: a tuple of structs.
-        #[derive(Serialize)]
-        struct Extra {
-            replay_of: Option<String>,
-        }
-        let mut out = Vec::new();
-        let sample = (ExportRecord::blank(), Extra { replay_of: None });
-        write_csv_header(&mut out, &sample).unwrap();
-        let row = (
-            odd_record(),
-            Extra {
-                replay_of: Some("h200x2-nvlink/all_reduce_g2.txt".into()),
-            },
-        );
-        write_csv_record(&mut out, &row).unwrap();
-        let text = String::from_utf8(out).unwrap();
-        assert!(text.starts_with(&format!("{HEADER},replay_of\n")), "{text}");
-        assert!(
-            text.ends_with(",0,h200x2-nvlink/all_reduce_g2.txt\n"),
-            "{text}"
-        );
+    fn json_and_csv_name_the_same_columns_in_the_same_order() {
+        let mut csv = Vec::new();
+        write_csv_header(&mut csv, &ExportRecord::blank().csv()).unwrap();
+        let json = serde_json::to_value(odd_record()).unwrap();
+        let keys: Vec<&str> = json
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        let mut sorted: Vec<&str> = HEADER.split(',').collect();
+        sorted.sort_unstable();
+        let mut keys_sorted = keys.clone();
+        keys_sorted.sort_unstable();
+        assert_eq!(keys_sorted, sorted);
+        assert_eq!(String::from_utf8(csv).unwrap(), format!("{HEADER}\n"));
     }
 
     #[test]

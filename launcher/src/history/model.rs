@@ -79,9 +79,12 @@ pub enum LaunchKind {
 }
 
 /// nccl-tests' two timing columns per row: out-of-place and in-place.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
+)]
 pub enum Placement {
     /// Out-of-place (separate send and receive buffers); stored as `out`.
+    #[default]
     #[serde(rename = "out")]
     Out,
     /// In-place; stored as `in`.
@@ -175,6 +178,32 @@ pub struct NodeResult {
     pub verdict: Option<String>,
 }
 
+/// What ran and on what software, as the launch and the output said, and what the parser
+/// noted: recorded with a run ([`NewRun::provenance`]) and shown back as it was
+/// ([`RunDetail::provenance`]), declared once for both.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunProvenance {
+    /// The command line as run.
+    pub command_line: Option<String>,
+    /// Path of the nccl-tests binary.
+    pub binary_path: Option<String>,
+    /// Environment variables that mattered (NCCL_*, FI_*, LD_LIBRARY_PATH ...).
+    pub env: BTreeMap<String, String>,
+    /// nccl-tests version, e.g. `2.19.6`.
+    pub nccl_tests_version: Option<String>,
+    /// NCCL version, e.g. `2.28.9`.
+    pub nccl_version: Option<String>,
+    /// CUDA version, e.g. `13.0`.
+    pub cuda_version: Option<String>,
+    /// The CUDA driver's version code NCCL logged (`cudaDriverVersion 13000`).
+    pub cuda_driver: Option<u32>,
+    /// The network plugin NCCL loaded, with the plugin's own version where it logged one:
+    /// `FasTrak 1.0.17`, `aws-ofi-nccl 1.7.4-aws`, `GPUDirectTCPX_v7`.
+    pub net_plugin: Option<String>,
+    /// What the parser noted about the output, e.g. a rank count it inferred.
+    pub notes: Vec<String>,
+}
+
 /// A complete run to record: where and when, what ran, how it ended, its table, and the
 /// raw output it came from. `Default` gives an empty `ok` import, convenient with
 /// struct-update syntax; set at least `collective`.
@@ -202,31 +231,12 @@ pub struct NewRun {
     pub total_ranks: Option<u32>,
     /// Collective, e.g. `all_reduce` (no `_perf` suffix). Required.
     pub collective: String,
-    /// The command line as run.
-    pub command_line: Option<String>,
-    /// Path of the nccl-tests binary.
-    pub binary_path: Option<String>,
     /// Name of the environment variant of the matrix, e.g. `tcpx`, `socket`.
     pub variant: Option<String>,
     /// A name the user gave the run (`import --label`), e.g. `baseline-2026-11` or
     /// `after-fw-upgrade`; `compare --baseline-label` finds runs by it. Free text, not
     /// unique: several runs may carry one label.
     pub label: Option<String>,
-    /// Environment variables that mattered (NCCL_*, FI_*, LD_LIBRARY_PATH ...).
-    pub env: BTreeMap<String, String>,
-    /// nccl-tests version, e.g. `2.19.6`.
-    pub nccl_tests_version: Option<String>,
-    /// NCCL version, e.g. `2.28.9`.
-    pub nccl_version: Option<String>,
-    /// CUDA version, e.g. `13.0`.
-    pub cuda_version: Option<String>,
-    /// The CUDA driver's version code NCCL logged (`cudaDriverVersion 13000`).
-    pub cuda_driver: Option<u32>,
-    /// The network plugin NCCL loaded, with the plugin's own version where it logged one:
-    /// `FasTrak 1.0.17`, `aws-ofi-nccl 1.7.4-aws`, `GPUDirectTCPX_v7`.
-    pub net_plugin: Option<String>,
-    /// What the parser noted about the output, e.g. a rank count it inferred.
-    pub notes: Vec<String>,
     /// What the node's data NICs carry together, GB/s (the profile's `line_rate_gbit`
     /// summed, over 8): busbw is also shown as a share of it. `None` when not declared.
     pub line_rate_gbps: Option<f64>,
@@ -252,6 +262,9 @@ pub struct NewRun {
     pub raw_output: Vec<u8>,
     /// Version of the parser that produced `rows` from `raw_output`.
     pub parser_version: u32,
+    /// What ran and on what software, and what the parser noted.
+    #[serde(flatten)]
+    pub provenance: RunProvenance,
     /// The table.
     pub rows: Vec<NewRow>,
     /// Per-node numbers from validation (often empty).
@@ -444,7 +457,7 @@ pub struct RunSummary {
 }
 
 /// A stored table row.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct ResultRow {
     /// Size in bytes.
     pub size_bytes: u64,
@@ -484,24 +497,9 @@ pub struct RunDetail {
     pub summary: RunSummary,
     /// Nodes, sorted.
     pub nodes: Vec<String>,
-    /// Command line.
-    pub command_line: Option<String>,
-    /// Binary path.
-    pub binary_path: Option<String>,
-    /// Environment that mattered.
-    pub env: BTreeMap<String, String>,
-    /// nccl-tests version.
-    pub nccl_tests_version: Option<String>,
-    /// NCCL version.
-    pub nccl_version: Option<String>,
-    /// CUDA version.
-    pub cuda_version: Option<String>,
-    /// CUDA driver version code.
-    pub cuda_driver: Option<u32>,
-    /// Network plugin and its version.
-    pub net_plugin: Option<String>,
-    /// The parser's notes (what it inferred).
-    pub notes: Vec<String>,
+    /// What ran and on what software, as recorded.
+    #[serde(flatten)]
+    pub provenance: RunProvenance,
     /// Failure messages.
     pub failures: Vec<String>,
     /// Parser version that produced `rows`.

@@ -150,6 +150,40 @@ pub fn replay_of(env: &BTreeMap<String, String>) -> Option<&str> {
     env.get(REPLAY_ENV).map(String::as_str)
 }
 
+/// Columns of a [`ResultRow`] of the `results` table aliased `x`, in the order
+/// [`result_row_from`] reads them.
+pub(super) const RESULT_COLUMNS: &str = "x.size_bytes, x.count, x.dtype, x.redop, x.root, \
+    x.placement, x.time_us, x.algbw, x.busbw, x.wrong, x.algorithm, x.protocol";
+
+/// The [`ResultRow`] of a query's [`RESULT_COLUMNS`], which start at column `first`.
+pub(super) fn result_row_from(r: &Row<'_>, first: usize) -> rusqlite::Result<ResultRow> {
+    let at = |i: usize| first + i;
+    Ok(ResultRow {
+        size_bytes: get_u64(r, at(0))?,
+        count: get_u64(r, at(1))?,
+        dtype: r.get(at(2))?,
+        redop: r.get(at(3))?,
+        root: r.get(at(4))?,
+        placement: get_enum(r, at(5))?,
+        time_us: r.get(at(6))?,
+        algbw: r.get(at(7))?,
+        busbw: r.get(at(8))?,
+        wrong: get_opt_u64(r, at(9))?,
+        algorithm: r.get(at(10))?,
+        protocol: r.get(at(11))?,
+    })
+}
+
+/// SQL giving the recording the run `alias` replayed ([`REPLAY_ENV`]'s value in its stored
+/// env), NULL for a measurement: the listing's [`RunSummary::replay_of`] and the export's
+/// last column (the cheap `instr` first, so most rows parse no JSON).
+pub(super) fn replay_of_sql(alias: &str) -> String {
+    format!(
+        "CASE WHEN instr({alias}.env_json, '\"{REPLAY_ENV}\"') > 0 AND json_valid({alias}.env_json) \
+         THEN json_extract({alias}.env_json, '$.{REPLAY_ENV}') END"
+    )
+}
+
 /// SQL that is 1 when the run `alias` is a stand-in replay, else 0: the test of the listing
 /// column in [`SUMMARY_COLUMNS`] (the cheap `instr` first, so most rows parse no JSON).
 fn is_replay_sql(alias: &str) -> String {
@@ -435,9 +469,9 @@ impl History {
         let node_count = run.node_count.or_else(|| {
             (!run.nodes.is_empty()).then(|| u32::try_from(run.nodes.len()).unwrap_or(u32::MAX))
         });
-        let env_json = serde_json::to_string(&run.env)?;
+        let env_json = serde_json::to_string(&run.provenance.env)?;
         let failures_json = serde_json::to_string(&run.failures)?;
-        let notes_json = serde_json::to_string(&run.notes)?;
+        let notes_json = serde_json::to_string(&run.provenance.notes)?;
         let path = self.path.clone();
         let err = |action: &str| {
             let action = action.to_string();
@@ -492,13 +526,13 @@ impl History {
                 run.gpus_per_node,
                 run.total_ranks,
                 run.collective,
-                run.command_line,
-                run.binary_path,
+                run.provenance.command_line,
+                run.provenance.binary_path,
                 run.variant,
                 env_json,
-                run.nccl_tests_version,
-                run.nccl_version,
-                run.cuda_version,
+                run.provenance.nccl_tests_version,
+                run.provenance.nccl_version,
+                run.provenance.cuda_version,
                 run.launcher.as_str(),
                 run.source_path,
                 sha,
@@ -510,8 +544,8 @@ impl History {
                 run.raw_output,
                 run.parser_version,
                 run.label,
-                run.net_plugin,
-                run.cuda_driver,
+                run.provenance.net_plugin,
+                run.provenance.cuda_driver,
                 notes_json,
                 run.line_rate_gbps.and_then(finite),
                 nix::unistd::geteuid().as_raw(),
@@ -604,15 +638,17 @@ impl History {
             Ok(RunDetail {
                 summary: summary_from_row(row)?,
                 nodes: Vec::new(),
-                command_line: row.get(at(0))?,
-                binary_path: row.get(at(1))?,
-                env: get_json::<BTreeMap<String, String>>(row, at(2))?,
-                nccl_tests_version: row.get(at(3))?,
-                nccl_version: row.get(at(4))?,
-                cuda_version: row.get(at(5))?,
-                cuda_driver: row.get(at(9))?,
-                net_plugin: row.get(at(10))?,
-                notes: get_json(row, at(11))?,
+                provenance: RunProvenance {
+                    command_line: row.get(at(0))?,
+                    binary_path: row.get(at(1))?,
+                    env: get_json::<BTreeMap<String, String>>(row, at(2))?,
+                    nccl_tests_version: row.get(at(3))?,
+                    nccl_version: row.get(at(4))?,
+                    cuda_version: row.get(at(5))?,
+                    cuda_driver: row.get(at(9))?,
+                    net_plugin: row.get(at(10))?,
+                    notes: get_json(row, at(11))?,
+                },
                 failures: get_json(row, at(6))?,
                 parser_version: row.get(at(7))?,
                 raw_output_bytes: get_u64(row, at(8))?,
@@ -640,29 +676,12 @@ impl History {
             .map_err(self.err(action.clone()))?;
         let mut st = self
             .conn
-            .prepare_cached(
-                "SELECT size_bytes, count, dtype, redop, root, placement, time_us, algbw, busbw, wrong,
-                    algorithm, protocol
-                 FROM results WHERE run_id = ?1 ORDER BY seq",
-            )
+            .prepare_cached(&format!(
+                "SELECT {RESULT_COLUMNS} FROM results x WHERE x.run_id = ?1 ORDER BY x.seq"
+            ))
             .map_err(self.err(action.clone()))?;
         detail.rows = st
-            .query_map([id], |r| {
-                Ok(ResultRow {
-                    size_bytes: get_u64(r, 0)?,
-                    count: get_u64(r, 1)?,
-                    dtype: r.get(2)?,
-                    redop: r.get(3)?,
-                    root: r.get(4)?,
-                    placement: get_enum(r, 5)?,
-                    time_us: r.get(6)?,
-                    algbw: r.get(7)?,
-                    busbw: r.get(8)?,
-                    wrong: get_opt_u64(r, 9)?,
-                    algorithm: r.get(10)?,
-                    protocol: r.get(11)?,
-                })
-            })
+            .query_map([id], |r| result_row_from(r, 0))
             .and_then(|rows| rows.collect())
             .map_err(self.err(action.clone()))?;
         let mut st = self

@@ -63,9 +63,12 @@ fn fixture_run(rel: &str) -> NewRun {
         status: RunStatus::Ok,
         exit_code: Some(0),
         avg_busbw: avg,
-        nccl_tests_version: Some("2.19.6".into()),
-        nccl_version: Some("2.28.9".into()),
-        env: [("NCCL_DEBUG".to_string(), "INFO".to_string())].into(),
+        provenance: RunProvenance {
+            nccl_tests_version: Some("2.19.6".into()),
+            nccl_version: Some("2.28.9".into()),
+            env: [("NCCL_DEBUG".to_string(), "INFO".to_string())].into(),
+            ..RunProvenance::default()
+        },
         parser_version: 1,
         raw_output: raw,
         rows,
@@ -124,7 +127,7 @@ fn import_and_read_back() {
     );
     assert_eq!(d.summary.avg_busbw, run.avg_busbw);
     assert!(d.summary.avg_busbw.is_some());
-    assert_eq!(d.env["NCCL_DEBUG"], "INFO");
+    assert_eq!(d.provenance.env["NCCL_DEBUG"], "INFO");
     assert_eq!(d.failures, run.failures);
     assert_eq!(d.node_results[0].busbw, Some(321.81));
     assert_eq!(d.raw_output_bytes, run.raw_output.len() as u64);
@@ -1064,13 +1067,13 @@ fn baselines_keep_replays_and_measurements_apart() {
     for r in &mut replay.rows {
         r.busbw *= 3.0;
     }
-    replay.env.insert(
+    replay.provenance.env.insert(
         REPLAY_ENV.to_string(),
         "h200x2-nvlink/all_reduce_g2.txt".into(),
     );
     let r = db.import_run(&replay, false).unwrap().run_id();
     let mut later = replay.clone();
-    later.env.remove(REPLAY_ENV);
+    later.provenance.env.remove(REPLAY_ENV);
     later.started_at = Some(1_796_000_000 + 3600 * 11);
     later.source_path = Some("/runs/later.txt".into());
     let m = db.import_run(&later, false).unwrap().run_id();
@@ -1114,7 +1117,7 @@ fn listings_carry_the_replay_marking() {
     let dir = tmp.path();
     let mut db = History::open(&dir.join("h.sqlite")).unwrap();
     let mut replay = nvlink();
-    replay.env.insert(
+    replay.provenance.env.insert(
         REPLAY_ENV.to_string(),
         "h200x2-nvlink/all_reduce_g2.txt".into(),
     );

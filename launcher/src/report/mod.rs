@@ -228,7 +228,7 @@ impl RunSeries {
             node_count: s.node_count,
             total_ranks: s.total_ranks,
             status: s.status,
-            replay: detail.env.get(REPLAY_ENV).cloned(),
+            replay: detail.provenance.env.get(REPLAY_ENV).cloned(),
             dtype,
             line_rate_gbps: s.line_rate_gbps,
             points: by_size
@@ -997,7 +997,7 @@ fn is_replay(
     if let Some(r) = cache.get(&id) {
         return Ok(*r);
     }
-    let r = history.get_run(id)?.env.contains_key(REPLAY_ENV);
+    let r = history.get_run(id)?.provenance.env.contains_key(REPLAY_ENV);
     cache.insert(id, r);
     Ok(r)
 }

@@ -368,10 +368,10 @@ pub fn recorded_steps(
     let mut placeholders = BTreeMap::new();
     for summary in runs {
         let detail = history.get_run(summary.id).map_err(CellError::from)?;
-        let Some(key) = detail.env.get(STEP_KEY) else {
+        let Some(key) = detail.provenance.env.get(STEP_KEY) else {
             continue;
         };
-        if detail.env.get(PLAN_KEY).map(String::as_str) != Some(plan_print) {
+        if detail.provenance.env.get(PLAN_KEY).map(String::as_str) != Some(plan_print) {
             return Err(TuneRunError::OtherFlags {
                 id: id.to_string(),
                 run: summary.id,

@@ -15,7 +15,7 @@ use super::rails::{
     failure_reason, mpi_start_watch, outcome_said, pair_job, record_of, worth_a_retry, PairSpec,
 };
 use crate::budget::Budget;
-use crate::history::{History, NewRun};
+use crate::history::{History, NewRun, RunProvenance};
 use crate::noteln;
 use crate::runner::{self, StartError};
 use crate::units::now_unix;
@@ -172,7 +172,10 @@ fn run_steps(
         let base = NewRun {
             started_at: Some(started),
             finished_at: Some(now_unix()),
-            command_line: Some(job.command_line()),
+            provenance: RunProvenance {
+                command_line: Some(job.command_line()),
+                ..base.provenance.clone()
+            },
             exit_code: finished.outcome.exit_code(),
             raw_output: raw,
             ..base.clone()

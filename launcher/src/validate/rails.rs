@@ -224,7 +224,9 @@ pub fn record_of(
         node_count: Some(2),
         ..base
     };
-    run.env.insert("GPUDIRECT_RAIL".into(), rail.into());
+    run.provenance
+        .env
+        .insert("GPUDIRECT_RAIL".into(), rail.into());
     match result {
         Ok(m) => {
             let gbps = m.gbps();

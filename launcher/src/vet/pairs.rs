@@ -9,7 +9,7 @@ use std::time::Duration;
 use super::{worst_over_rails, Paired};
 use crate::budget::Budget;
 use crate::checks::expected_sizes;
-use crate::history::{History, HistoryError, LaunchKind, NewRun};
+use crate::history::{History, HistoryError, LaunchKind, NewRun, RunProvenance};
 use crate::launch::{find_binary, pin_launch, LaunchError, LaunchOptions, Launcher};
 use crate::matrix::{Matrix, Variant};
 use crate::profile::Choice;
@@ -188,7 +188,10 @@ fn rail_pairs(
         job_id: slurm::job_id(),
         gpus_per_node: Some(0),
         launcher: LaunchKind::Srun,
-        binary_path: Some(spec.program.display().to_string()),
+        provenance: RunProvenance {
+            binary_path: Some(spec.program.display().to_string()),
+            ..RunProvenance::default()
+        },
         tool: crate::history::Tool::Vet,
         ..NewRun::default()
     };

@@ -332,15 +332,17 @@ fn export_formats_parse_back() {
     let csv = s.ok(&["export", "--format", "csv"]);
     let lines: Vec<&str> = csv.lines().collect();
     let header: Vec<&str> = lines[0].split(',').collect();
-    assert_eq!(header.len(), 27);
+    // The run's 16 columns, the table row's 12 (NCCL's algorithm and protocol last), and
+    // the replay marking last of all.
+    assert_eq!(header.len(), 29);
     assert_eq!(header[0], "run_id");
-    assert_eq!(header[26], "replay_of");
+    assert_eq!(header[26..], ["algorithm", "protocol", "replay_of"]);
     // 31 sizes x 2 placements (NVLink) + 28 x 2 (socket), newest run first.
     assert_eq!(lines.len(), 1 + 62 + 56);
     let busbw = header.iter().position(|h| *h == "busbw").unwrap();
     let size = header.iter().position(|h| *h == "size_bytes").unwrap();
     let last: Vec<&str> = lines.last().unwrap().split(',').collect();
-    assert_eq!(last.len(), 27);
+    assert_eq!(last.len(), 29);
     assert_eq!(
         (last[0], last[size], last[busbw]),
         ("1", "8589934592", "343.09")

@@ -46,7 +46,7 @@ fn import_replay(db: &mut History, rel: &str, at: i64) -> RunId {
     let mut raw = format!("{STANDIN_MARKER}{rel} (recorded on 2xH200)\n").into_bytes();
     raw.extend(fixture(rel));
     let run = run_from(&raw, "nvlink", at, "standin");
-    assert!(run.env.contains_key("GPUDIRECT_STANDIN_REPLAY"));
+    assert!(run.provenance.env.contains_key("GPUDIRECT_STANDIN_REPLAY"));
     db.import_run(&run, true).unwrap().run_id()
 }
 

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use gpudirect::budget::Budget;
-use gpudirect::history::{History, LaunchKind, NewRun};
+use gpudirect::history::{History, LaunchKind, NewRun, RunProvenance};
 use gpudirect::outln;
 use gpudirect::output::emit_json;
 use gpudirect::runner;
@@ -116,7 +116,10 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx, nodes: Vec<String>) -> Result<ExitSta
         job_id: gpudirect::slurm::job_id(),
         gpus_per_node: Some(0),
         launcher: LaunchKind::Srun,
-        binary_path: Some(spec.program.display().to_string()),
+        provenance: RunProvenance {
+            binary_path: Some(spec.program.display().to_string()),
+            ..RunProvenance::default()
+        },
         tool: gpudirect::history::Tool::Validate,
         ..NewRun::default()
     };
