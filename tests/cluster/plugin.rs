@@ -1288,15 +1288,19 @@ fn a_task_in_slurms_own_container_gets_the_profile_or_is_told_why_not() {
 /// and says why.
 #[test]
 fn a_job_that_asks_gets_its_own_telemetry_folder_and_a_squatted_one_is_refused() {
-    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    use std::os::unix::fs::PermissionsExt;
     let _guard = cluster();
     let (_swap, inspector) = watch_config(500);
 
-    let (output, tasks) = srun_env(
-        &["-N1", "-w", "node1", "--gpudirect=tcpx"],
-        &[("GPUDIRECT_WATCH", "1")],
-    );
+    // The task reports the folder itself: once srun returns, the job ends and the epilog
+    // (`gpudirect epilog`) removes it, racing a look from here.
+    let mut cmd = slurm_command("srun");
+    cmd.args(["-N1", "-w", "node1", "--gpudirect=tcpx", "-l", "sh", "-c"])
+        .arg(r#"echo "dump_folder=$(stat -c '%u %a %F' "$NCCL_INSPECTOR_DUMP_DIR")"; env"#)
+        .env("GPUDIRECT_WATCH", "1");
+    let output = run(&mut cmd);
     assert_ok(&output, "srun --gpudirect=tcpx with GPUDIRECT_WATCH=1");
+    let tasks = parse_labelled_env(&stdout(&output));
     let env = &tasks[&0];
     let job: u32 = env["SLURM_JOB_ID"].parse().unwrap();
     let folder = format!("/tmp/gpudirect-watch-{job}");
@@ -1307,19 +1311,18 @@ fn a_job_that_asks_gets_its_own_telemetry_folder_and_a_squatted_one_is_refused()
         env["NCCL_INSPECTOR_DUMP_THREAD_INTERVAL_MICROSECONDS"],
         "500000"
     );
-    let meta = std::fs::symlink_metadata(&folder).expect("the job's dump folder");
     let user_uid = nix::unistd::User::from_name(TEST_USER)
         .unwrap()
         .unwrap()
         .uid
         .as_raw();
-    assert!(meta.is_dir());
     assert_eq!(
-        (meta.uid(), meta.mode() & 0o7777),
-        (user_uid, 0o700),
+        env["dump_folder"],
+        format!("{user_uid} 700 directory"),
         "{folder}"
     );
-    std::fs::remove_dir_all(&folder).unwrap();
+    // Gone with the job, unless the epilog has not run yet.
+    let _ = std::fs::remove_dir_all(&folder);
 
     let (output, tasks) = srun_env(&["-N1", "-w", "node1", "--gpudirect=tcpx"], &[]);
     assert_ok(&output, "srun --gpudirect=tcpx without asking");

@@ -7,8 +7,49 @@ use anyhow::{Context, Result};
 use clap::Args;
 use gpudirect::history::{RunFilter, RunStatus};
 use gpudirect::profile::{Choice, ProfileError};
-use gpudirect::units::{duration_arg, since_arg};
+use gpudirect::units::{duration_arg, since_arg, size_arg};
+use gpudirect::validate::rails::PairLaunch;
 use gpudirect_core::system::DEFAULT_CONFIG;
+
+/// How each rail pair of `--test rails` runs (validate and vet alike).
+#[derive(Debug, Clone, Args)]
+pub struct RailPairArgs {
+    /// With --test rails: the message size of the bandwidth runs.
+    #[arg(long, value_name = "SIZE", default_value = "16M", value_parser = size_arg)]
+    pub message_size: u64,
+
+    /// With --test rails: the MPI program (default: gpudirect-mpi beside this executable).
+    #[arg(long, env = "GPUDIRECT_MPI_PROGRAM", value_name = "PATH")]
+    pub mpi_program: Option<PathBuf>,
+
+    /// With --test rails: how each pair's two tasks start: `srun` (one job step, srun
+    /// --mpi=MPI) or `mpirun` (Open MPI's, inside the allocation, with its own PMIx server).
+    /// mpirun is the way around Slurm's mpi/pmix hanging steps on part of an allocation
+    /// (seen with Slurm 24.11 and Open MPI 5: pairs that "could not start").
+    #[arg(long, value_enum, value_name = "HOW", default_value_t = RailsLauncher::Srun)]
+    pub rails_launcher: RailsLauncher,
+}
+
+/// `--rails-launcher`'s values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum RailsLauncher {
+    /// srun --mpi=MPI, one job step per pair.
+    Srun,
+    /// Open MPI's mpirun inside the allocation.
+    Mpirun,
+}
+
+impl RailPairArgs {
+    /// How a pair starts, `mpi` being srun's `--mpi` plugin.
+    pub fn launch(&self, mpi: &str) -> PairLaunch {
+        match self.rails_launcher {
+            RailsLauncher::Srun => PairLaunch::Srun { mpi: mpi.into() },
+            RailsLauncher::Mpirun => PairLaunch::Mpirun {
+                as_root: nix::unistd::geteuid().is_root(),
+            },
+        }
+    }
+}
 
 /// Which runs a listing or an export covers (the same flags on both).
 #[derive(Debug, Clone, Default, Args)]

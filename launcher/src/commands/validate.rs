@@ -36,7 +36,7 @@ use gpudirect::validate::pairs::{
     DEFAULT_ALGO,
 };
 
-use super::args::{DrainArgs, ProfileArgs, StartupArgs};
+use super::args::{DrainArgs, ProfileArgs, RailPairArgs, StartupArgs};
 use super::{Ctx, ExitStatus};
 use gpudirect::noteln;
 use gpudirect::outln;
@@ -128,13 +128,9 @@ pub struct ValidateArgs {
     #[arg(long, value_name = "VAR", requires = "per_rail")]
     pub rail_variable: Option<String>,
 
-    /// With --test rails: the message size of the bandwidth runs.
-    #[arg(long, value_name = "SIZE", default_value = "16M", value_parser = size_arg)]
-    pub message_size: u64,
-
-    /// With --test rails: the MPI program (default: gpudirect-mpi beside this executable).
-    #[arg(long, env = "GPUDIRECT_MPI_PROGRAM", value_name = "PATH")]
-    pub mpi_program: Option<PathBuf>,
+    /// How each rail pair runs.
+    #[command(flatten)]
+    pub rail_pairs: RailPairArgs,
 
     /// Pairing: pairs, pairs-across, pairwise, groups:K, ring, all.
     #[arg(long, default_value = "pairs")]

@@ -28,7 +28,7 @@ use gpudirect_core::config::Mode;
 use gpudirect_core::hostlist::compress;
 use serde::Serialize;
 
-use super::args::{ProfileArgs, StartupArgs};
+use super::args::{ProfileArgs, RailPairArgs, StartupArgs};
 use super::{Ctx, ExitStatus};
 
 /// Raised at vet's deadline or on Ctrl-C; every step of the vet watches it.
@@ -110,13 +110,9 @@ pub struct VetArgs {
     #[arg(long, value_name = "LIST")]
     pub rails: Option<String>,
 
-    /// With --test rails: the message size.
-    #[arg(long, value_name = "SIZE", default_value = "16M", value_parser = size_arg)]
-    pub message_size: u64,
-
-    /// With --test rails: the MPI program (default: gpudirect-mpi beside this executable).
-    #[arg(long, env = "GPUDIRECT_MPI_PROGRAM", value_name = "PATH")]
-    pub mpi_program: Option<PathBuf>,
+    /// How each rail pair runs.
+    #[command(flatten)]
+    pub rail_pairs: RailPairArgs,
 
     /// The admin config and the --gpudirect mode.
     #[command(flatten)]
@@ -305,9 +301,10 @@ fn pairs_request(args: &VetArgs) -> PairsRequest {
         rails: args.rails.clone(),
         gpudirect: args.profile.gpudirect.clone(),
         config: args.profile.config.path.clone(),
-        message_size: args.message_size,
-        mpi_program: args.mpi_program.clone(),
+        message_size: args.rail_pairs.message_size,
+        mpi_program: args.rail_pairs.mpi_program.clone(),
         mpi: args.mpi.clone(),
+        rails_launch: args.rail_pairs.launch(&args.mpi),
         floor: args.floor,
         tolerance: args.tolerance,
         cluster: args.cluster.clone(),

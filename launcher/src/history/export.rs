@@ -355,7 +355,7 @@ mod tests {
     }
 
     #[test]
-    fn json_and_csv_name_the_same_columns_in_the_same_order() {
+    fn json_and_csv_name_the_same_columns() {
         let mut csv = Vec::new();
         write_csv_header(&mut csv, &ExportRecord::blank().csv()).unwrap();
         let json = serde_json::to_value(odd_record()).unwrap();

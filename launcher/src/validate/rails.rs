@@ -146,13 +146,33 @@ pub fn locate_mpi_program(explicit: Option<&Path>) -> Result<PathBuf, String> {
     }
 }
 
+/// How a pair's two tasks start.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PairLaunch {
+    /// One job step, `srun --mpi=PLUGIN` (`pmix`): Slurm's PMIx server wires the world.
+    Srun {
+        /// srun's `--mpi` plugin.
+        mpi: String,
+    },
+    /// Open MPI's `mpirun` inside the allocation: it starts its daemons on the two nodes
+    /// with srun (`--overlap`, so the pairs of every rail still run at once) and wires the
+    /// world with its own PMIx server. Slurm's `mpi/pmix` plugin is not involved, so a pair
+    /// on part of the allocation does not meet its job/step index mix-up
+    /// (docs/local-cluster.md, "Open MPI on 24.11").
+    Mpirun {
+        /// The launcher runs as root (an admin's `--quarantine` or `--drain`): mpirun
+        /// refuses root unless told `--allow-run-as-root`.
+        as_root: bool,
+    },
+}
+
 /// How one pair is measured.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PairSpec {
     /// The MPI program.
     pub program: PathBuf,
-    /// srun's `--mpi` plugin.
-    pub mpi: String,
+    /// How its two tasks start.
+    pub launch: PairLaunch,
     /// Message size.
     pub size_bytes: u64,
     /// About how long to send each way.
@@ -169,18 +189,57 @@ pub struct PairSpec {
 /// the rail, and the step ended when either task fails. `--overlap`: the pairs of every
 /// rail run at the same time on the same nodes, whatever CPUs the allocation holds (with
 /// `--exact`, an allocation of one CPU per node, salloc's default, ran them one by one).
+/// With [`PairLaunch::Mpirun`] the same, through mpirun: its daemons' srun gets
+/// `--overlap` from `plm_slurm_args`, and the transport's variables reach the tasks with
+/// `-x`.
 pub fn pair_job(spec: &PairSpec, rail: &str, pair: [&str; 2]) -> Job {
     fn os(text: impl Into<OsString>) -> OsString {
         text.into()
     }
-    let args = vec![
-        os("--nodes=2"),
-        os("--ntasks=2"),
-        os("--ntasks-per-node=1"),
-        os(format!("--nodelist={},{}", pair[0], pair[1])),
-        os("--overlap"),
-        os("--kill-on-bad-exit=1"),
-        os(format!("--mpi={}", spec.mpi)),
+    let mut env = transport_env(rail);
+    if let Some(nic) = &spec.oob_nic {
+        env.push(("OMPI_MCA_oob_tcp_if_include".into(), nic.clone()));
+    }
+    let (program, mut args) = match &spec.launch {
+        PairLaunch::Srun { mpi } => (
+            "srun",
+            vec![
+                os("--nodes=2"),
+                os("--ntasks=2"),
+                os("--ntasks-per-node=1"),
+                os(format!("--nodelist={},{}", pair[0], pair[1])),
+                os("--overlap"),
+                os("--kill-on-bad-exit=1"),
+                os(format!("--mpi={mpi}")),
+            ],
+        ),
+        PairLaunch::Mpirun { as_root } => {
+            let mut args = Vec::new();
+            if *as_root {
+                args.push(os("--allow-run-as-root"));
+            }
+            args.extend([
+                os("-n"),
+                os("2"),
+                os("--host"),
+                os(format!("{}:1,{}:1", pair[0], pair[1])),
+                os("--map-by"),
+                os("node"),
+                os("--bind-to"),
+                os("none"),
+            ]);
+            for (name, _) in &env {
+                args.extend([os("-x"), os(name)]);
+            }
+            // Open MPI 5's daemons (PRRTE) and 4.1's (ORTE) read their srun's extra
+            // arguments under these names.
+            for name in ["PRTE_MCA_plm_slurm_args", "OMPI_MCA_plm_slurm_args"] {
+                env.push((name.into(), "--overlap".into()));
+            }
+            ("mpirun", args)
+        }
+    };
+    args.extend([
         spec.program.clone().into_os_string(),
         os("pair"),
         os("--rail"),
@@ -189,13 +248,9 @@ pub fn pair_job(spec: &PairSpec, rail: &str, pair: [&str; 2]) -> Job {
         os(spec.size_bytes.to_string()),
         os("--seconds"),
         os(spec.seconds.to_string()),
-    ];
-    let mut env = transport_env(rail);
-    if let Some(nic) = &spec.oob_nic {
-        env.push(("OMPI_MCA_oob_tcp_if_include".into(), nic.clone()));
-    }
+    ]);
     Job {
-        program: "srun".into(),
+        program: program.into(),
         args,
         env: env.into_iter().map(|(k, v)| (k.into(), v.into())).collect(),
         cwd: None,
@@ -310,7 +365,7 @@ mod tests {
     fn a_pair_step_is_bound_to_its_rail() {
         let spec = PairSpec {
             program: "/opt/gpudirect-mpi".into(),
-            mpi: "pmix".into(),
+            launch: PairLaunch::Srun { mpi: "pmix".into() },
             size_bytes: 1 << 24,
             seconds: 0.5,
             timeout: Duration::from_secs(60),
@@ -340,6 +395,51 @@ mod tests {
         assert_eq!(
             crate::launch::oob_pin(Some("eth0".into()), |k| k == "OMPI_MCA_oob_tcp_if_exclude"),
             None
+        );
+    }
+
+    #[test]
+    fn a_pair_through_mpirun_places_one_rank_per_node_and_forwards_the_binding() {
+        let spec = PairSpec {
+            program: PathBuf::from("/opt/gpudirect/bin/gpudirect-mpi"),
+            launch: PairLaunch::Mpirun { as_root: false },
+            size_bytes: 1 << 24,
+            seconds: 0.5,
+            timeout: Duration::from_secs(60),
+            oob_nic: Some("eth0".into()),
+        };
+        let job = pair_job(&spec, "eth3", ["node2", "node4"]);
+        assert_eq!(job.program, OsString::from("mpirun"));
+        let line = job.command_line();
+        assert!(
+            line.contains("-n 2 --host node2:1,node4:1 --map-by node --bind-to none"),
+            "{line}"
+        );
+        // Every variable of the binding is forwarded to the ranks by name, none lost.
+        for name in [
+            "OMPI_MCA_pml",
+            "OMPI_MCA_btl",
+            "OMPI_MCA_btl_tcp_if_include",
+            "OMPI_MCA_oob_tcp_if_include",
+        ] {
+            assert!(line.contains(&format!("-x {name} ")), "{name}: {line}");
+            assert!(job.env.iter().any(|(k, _)| k == name), "{name}");
+        }
+        assert!(line.ends_with("gpudirect-mpi pair --rail eth3 --size 16777216 --seconds 0.5"));
+        assert!(!line.contains("--mpi="), "{line}");
+        // The daemons' srun overlaps the other pairs' steps, as srun's own step does.
+        let overlap = |key: &str| job.env.iter().any(|(k, v)| k == key && v == "--overlap");
+        assert!(overlap("PRTE_MCA_plm_slurm_args") && overlap("OMPI_MCA_plm_slurm_args"));
+        assert!(line.starts_with("mpirun -n 2 "), "{line}");
+        // An admin's run as root: mpirun is told it may.
+        let root = PairSpec {
+            launch: PairLaunch::Mpirun { as_root: true },
+            ..spec
+        };
+        let line = pair_job(&root, "eth3", ["node2", "node4"]).command_line();
+        assert!(
+            line.starts_with("mpirun --allow-run-as-root -n 2 "),
+            "{line}"
         );
     }
 

@@ -24,7 +24,7 @@ use crate::validate::rail_plan::{rail_plan, RailError, RailRequest};
 use crate::validate::rail_runs::{validate_rails, RailRunError, RailsPlan};
 use crate::validate::rail_states;
 use crate::validate::rail_units::units_of;
-use crate::validate::rails::{locate_mpi_program, PairSpec};
+use crate::validate::rails::{locate_mpi_program, PairLaunch, PairSpec};
 use crate::{noteln, slurm};
 use gpudirect_core::system::{load_config, Ownership};
 
@@ -45,6 +45,8 @@ pub struct PairsRequest {
     pub mpi_program: Option<PathBuf>,
     /// srun's `--mpi`.
     pub mpi: String,
+    /// How each rail pair starts.
+    pub rails_launch: PairLaunch,
     /// A fixed floor, GB/s.
     pub floor: Option<f64>,
     /// Percent below the reference a pair may be.
@@ -177,7 +179,7 @@ fn rail_pairs(
     let spec = PairSpec {
         program: locate_mpi_program(req.mpi_program.as_deref())
             .map_err(VetPairsError::MpiProgram)?,
-        mpi: req.mpi.clone(),
+        launch: req.rails_launch.clone(),
         size_bytes: req.message_size,
         seconds: 0.5,
         timeout: Duration::from_secs(60),

@@ -98,9 +98,10 @@ fn rails_of(args: &ValidateArgs, nodes: &[String]) -> Result<(Mode, Vec<String>)
 pub fn run(args: &ValidateArgs, ctx: &Ctx, nodes: Vec<String>) -> Result<ExitStatus> {
     let (mode, rails) = rails_of(args, &nodes)?;
     let spec = PairSpec {
-        program: locate_mpi_program(args.mpi_program.as_deref()).map_err(anyhow::Error::msg)?,
-        mpi: args.mpi.clone(),
-        size_bytes: args.message_size,
+        program: locate_mpi_program(args.rail_pairs.mpi_program.as_deref())
+            .map_err(anyhow::Error::msg)?,
+        launch: args.rail_pairs.launch(&args.mpi),
+        size_bytes: args.rail_pairs.message_size,
         seconds: 0.5,
         timeout: args.timeout.unwrap_or(PAIR_TIMEOUT),
         oob_nic: gpudirect::launch::oob_pin(
