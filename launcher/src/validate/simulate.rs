@@ -247,37 +247,56 @@ impl Cluster {
     }
 }
 
-/// What one trial got right and wrong.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Trial {
-    /// Rounds used.
-    pub rounds: usize,
-    /// Bad nodes injected.
-    pub bad_nodes: usize,
-    /// Bad nodes not called slow (or failed).
-    pub missed_nodes: usize,
-    /// Bad nodes judged healthy: what `gpudirect vet` would hand on (an unknown one it
-    /// leaves out as unchecked).
-    pub bad_judged_healthy: usize,
-    /// Healthy nodes.
-    pub healthy_nodes: usize,
-    /// Healthy nodes flagged: slow, failed, unknown, or on a bad link that is not one.
-    pub false_alarms: usize,
-    /// Nodes left unknown (healthy or not).
-    pub unknown: usize,
-    /// Bad links injected.
-    pub bad_links: usize,
-    /// Bad links whose pair ran at least once.
-    pub links_tested: usize,
-    /// Tested bad links touching a bad node (reported as the slow node).
-    pub links_masked: usize,
-    /// Tested bad links between healthy nodes reported only as suspected (one slow run
-    /// that the rounds allowed could not repeat).
-    pub links_suspected: usize,
-    /// Tested bad links between healthy nodes neither confirmed nor suspected.
-    pub links_missed: usize,
-    /// Links reported that are not bad.
-    pub false_links: usize,
+/// Declares a struct of counts (`usize` fields) that adds up field by field (`+=`), so a
+/// count added to the struct is summed with the others without a second list to keep.
+macro_rules! counts {
+    ($(#[$meta:meta])* pub struct $name:ident { $($(#[$doc:meta])* pub $field:ident,)* }) => {
+        $(#[$meta])*
+        pub struct $name {
+            $($(#[$doc])* pub $field: usize,)*
+        }
+
+        impl std::ops::AddAssign<&$name> for $name {
+            fn add_assign(&mut self, other: &$name) {
+                $(self.$field += other.$field;)*
+            }
+        }
+    };
+}
+
+counts! {
+    /// What one trial got right and wrong.
+    #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+    pub struct Trial {
+        /// Rounds used.
+        pub rounds,
+        /// Bad nodes injected.
+        pub bad_nodes,
+        /// Bad nodes not called slow (or failed).
+        pub missed_nodes,
+        /// Bad nodes judged healthy: what `gpudirect vet` would hand on (an unknown one it
+        /// leaves out as unchecked).
+        pub bad_judged_healthy,
+        /// Healthy nodes.
+        pub healthy_nodes,
+        /// Healthy nodes flagged: slow, failed, unknown, or on a bad link that is not one.
+        pub false_alarms,
+        /// Nodes left unknown (healthy or not).
+        pub unknown,
+        /// Bad links injected.
+        pub bad_links,
+        /// Bad links whose pair ran at least once.
+        pub links_tested,
+        /// Tested bad links touching a bad node (reported as the slow node).
+        pub links_masked,
+        /// Tested bad links between healthy nodes reported only as suspected (one slow run
+        /// that the rounds allowed could not repeat).
+        pub links_suspected,
+        /// Tested bad links between healthy nodes neither confirmed nor suspected.
+        pub links_missed,
+        /// Links reported that are not bad.
+        pub false_links,
+    }
 }
 
 /// Runs one seeded trial of `scenario` through [`Validation`] and scores its report.
@@ -427,20 +446,7 @@ pub fn run_trials(
         s.rounds_total += t.rounds;
         s.rounds_max = s.rounds_max.max(t.rounds);
         s.over_three += usize::from(t.rounds > 3);
-        let a = &mut s.totals;
-        a.rounds += t.rounds;
-        a.bad_nodes += t.bad_nodes;
-        a.missed_nodes += t.missed_nodes;
-        a.bad_judged_healthy += t.bad_judged_healthy;
-        a.healthy_nodes += t.healthy_nodes;
-        a.false_alarms += t.false_alarms;
-        a.unknown += t.unknown;
-        a.bad_links += t.bad_links;
-        a.links_tested += t.links_tested;
-        a.links_masked += t.links_masked;
-        a.links_suspected += t.links_suspected;
-        a.links_missed += t.links_missed;
-        a.false_links += t.false_links;
+        s.totals += &t;
     }
     Ok(s)
 }
