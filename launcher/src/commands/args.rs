@@ -26,7 +26,13 @@ pub struct RailPairArgs {
     /// --mpi=MPI) or `mpirun` (Open MPI's, inside the allocation, with its own PMIx server).
     /// mpirun is the way around Slurm's mpi/pmix hanging steps on part of an allocation
     /// (seen with Slurm 24.11 and Open MPI 5: pairs that "could not start").
-    #[arg(long, value_enum, value_name = "HOW", default_value_t = RailsLauncher::Srun)]
+    #[arg(
+        long,
+        value_enum,
+        value_name = "HOW",
+        env = "GPUDIRECT_RAILS_LAUNCHER",
+        default_value_t = RailsLauncher::Srun
+    )]
     pub rails_launcher: RailsLauncher,
 }
 
