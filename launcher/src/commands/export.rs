@@ -3,9 +3,10 @@
 //!
 //! The records are the history's `ExportRecord` (`gpudirect::history::export`): the run's
 //! columns, the table row, and last `replay_of`, naming the recording when a run came from
-//! the nccl-tests stand-in, so that an export never passes a replay off as a measurement. With `-o FILE` the file is written under a temporary name in the same
-//! folder and renamed into place, so a reader never sees half an export and a failed
-//! export leaves any earlier file as it was.
+//! the nccl-tests stand-in, so that an export never passes a replay off as a measurement.
+//! With `-o FILE` the file is written under a temporary name in the same folder and renamed
+//! into place, so a reader never sees half an export and a failed export leaves any
+//! earlier file as it was.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -72,12 +73,12 @@ fn write_export(
     format: Format,
     out: &mut dyn Write,
 ) -> Result<u64> {
-    let runs = history.list_runs(filter)?;
     let format = match format {
         Format::Csv => ExportFormat::Csv,
         Format::Json => ExportFormat::JsonArray,
         Format::Jsonl => ExportFormat::JsonLines,
         Format::Openmetrics => {
+            let runs = history.list_runs(filter)?;
             let vets = history.list_vets(None)?;
             let mut metrics = gpudirect::metrics::history_metrics(&runs, &vets);
             gpudirect::metrics::add_rail_metrics(&mut metrics, &rail_figures(history, &runs)?);

@@ -191,18 +191,17 @@ impl History {
         let mut rows = st
             .query(params_from_iter(values))
             .map_err(self.err("exporting"))?;
-        let mut writer = RecordWriter::start(out, format, &ExportRecord::blank().csv())?;
+        let mut writer = RecordWriter::start(out, format)?;
         while let Some(row) = rows.next().map_err(self.err("exporting"))? {
             let record = record_from_row(row).map_err(self.err("exporting"))?;
-            writer.write(&record.csv(), &record)?;
+            writer.write(&record)?;
         }
         Ok(writer.finish()?)
     }
 }
 
-/// A stream of records in one [`ExportFormat`]: the CSV header line, or the JSON array's
-/// brackets and commas, around the records. [`History::export`] and `gpudirect export`
-/// (which adds a column) both write through it.
+/// A stream of [`ExportRecord`]s in one [`ExportFormat`]: the CSV header line, or the JSON
+/// array's brackets and commas, around the records ([`History::export`]'s).
 pub struct RecordWriter<'a> {
     out: &'a mut dyn Write,
     format: ExportFormat,
@@ -210,15 +209,10 @@ pub struct RecordWriter<'a> {
 }
 
 impl<'a> RecordWriter<'a> {
-    /// Starts the stream: the CSV header of records shaped like `csv_sample` (see
-    /// [`write_csv_header`]), or the JSON array's `[`.
-    pub fn start(
-        out: &'a mut dyn Write,
-        format: ExportFormat,
-        csv_sample: &impl Serialize,
-    ) -> std::io::Result<Self> {
+    /// Starts the stream: the CSV header (see [`write_csv_header`]), or the JSON array's `[`.
+    pub fn start(out: &'a mut dyn Write, format: ExportFormat) -> std::io::Result<Self> {
         match format {
-            ExportFormat::Csv => write_csv_header(out, csv_sample)?,
+            ExportFormat::Csv => write_csv_header(out, &ExportRecord::blank().csv())?,
             ExportFormat::JsonArray => out.write_all(b"[")?,
             ExportFormat::JsonLines => {}
         }
@@ -229,19 +223,19 @@ impl<'a> RecordWriter<'a> {
         })
     }
 
-    /// Writes one record: `csv` as a CSV line (a tuple of structs for extra columns: csv
-    /// cannot write a flattened struct), else `json` as one JSON object.
-    pub fn write(&mut self, csv: &impl Serialize, json: &impl Serialize) -> std::io::Result<()> {
+    /// Writes one record: as a CSV line ([`ExportRecord::csv`]: csv cannot write a
+    /// flattened struct), else as one JSON object.
+    pub fn write(&mut self, record: &ExportRecord) -> std::io::Result<()> {
         let out = &mut *self.out;
         match self.format {
-            ExportFormat::Csv => write_csv_record(out, csv)?,
+            ExportFormat::Csv => write_csv_record(out, &record.csv())?,
             ExportFormat::JsonLines => {
-                serde_json::to_writer(&mut *out, json)?;
+                serde_json::to_writer(&mut *out, record)?;
                 out.write_all(b"\n")?;
             }
             ExportFormat::JsonArray => {
                 out.write_all(if self.written == 0 { b"\n" } else { b",\n" })?;
-                serde_json::to_writer(&mut *out, json)?;
+                serde_json::to_writer(&mut *out, record)?;
             }
         }
         self.written += 1;

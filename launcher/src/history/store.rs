@@ -121,10 +121,12 @@ fn get_json<T: serde::de::DeserializeOwned>(row: &Row<'_>, idx: usize) -> rusqli
         .map_err(|e| rusqlite::Error::FromSqlConversionFailure(idx, Type::Text, Box::new(e)))
 }
 
-/// Columns of a [`RunSummary`], in the order [`summary_from_row`] reads them. The last
-/// one is [`REPLAY_ENV`]'s value in the stored env, read in SQL (JSON1) so that a listing
-/// needs no query per run; `instr` first skips the JSON parse for the runs without it.
-const SUMMARY_COLUMNS: &str = "runs.id, runs.at, runs.started_at, runs.finished_at, \
+/// Columns of a [`RunSummary`], in the order [`summary_from_row`] reads them. One of them
+/// is the recording a run replayed ([`replay_of_sql`]), read in SQL (JSON1) so that a
+/// listing needs no query per run.
+fn summary_columns() -> String {
+    format!(
+        "runs.id, runs.at, runs.started_at, runs.finished_at, \
     runs.imported_at, runs.cluster, runs.job_id, runs.step_id, runs.nodelist, runs.node_count, \
     runs.gpus_per_node, runs.total_ranks, runs.collective, runs.variant, runs.launcher, \
     runs.status, runs.exit_code, runs.transport, runs.avg_busbw, \
@@ -132,12 +134,12 @@ const SUMMARY_COLUMNS: &str = "runs.id, runs.at, runs.started_at, runs.finished_
         ORDER BY x.size_bytes DESC, x.placement = 'out' DESC, x.seq DESC LIMIT 1), \
     (SELECT max(x.size_bytes) FROM results x WHERE x.run_id = runs.id), \
     (SELECT count(*) FROM results x WHERE x.run_id = runs.id), \
-    runs.source_path, runs.output_sha256, runs.label, \
-    CASE WHEN instr(runs.env_json, '\"GPUDIRECT_STANDIN_REPLAY\"') > 0 AND json_valid(runs.env_json) \
-        THEN json_extract(runs.env_json, '$.GPUDIRECT_STANDIN_REPLAY') END, \
-    runs.line_rate_gbps, runs.tool";
+    runs.source_path, runs.output_sha256, runs.label, {}, runs.line_rate_gbps, runs.tool",
+        replay_of_sql("runs")
+    )
+}
 
-/// How many columns [`SUMMARY_COLUMNS`] has: queries that add columns after it start there.
+/// How many columns [`summary_columns`] has: queries that add columns after it start there.
 const SUMMARY_LEN: usize = 28;
 
 /// The `env` key that marks a run recorded from the nccl-tests stand-in (see
@@ -184,13 +186,10 @@ pub(super) fn replay_of_sql(alias: &str) -> String {
     )
 }
 
-/// SQL that is 1 when the run `alias` is a stand-in replay, else 0: the test of the listing
-/// column in [`SUMMARY_COLUMNS`] (the cheap `instr` first, so most rows parse no JSON).
+/// SQL that is 1 when the run `alias` is a stand-in replay, else 0: the listing's
+/// [`replay_of_sql`] column, tested.
 fn is_replay_sql(alias: &str) -> String {
-    format!(
-        "coalesce(instr({alias}.env_json, '\"{REPLAY_ENV}\"') > 0 AND json_valid({alias}.env_json) \
-         AND json_extract({alias}.env_json, '$.{REPLAY_ENV}') IS NOT NULL, 0)"
-    )
+    format!("(({}) IS NOT NULL)", replay_of_sql(alias))
 }
 
 fn summary_from_row(row: &Row<'_>) -> rusqlite::Result<RunSummary> {
@@ -612,8 +611,9 @@ impl History {
     pub fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunSummary>, HistoryError> {
         let (clause, mut values) = filter_sql(filter);
         values.push(Value::Integer(filter.limit.map_or(-1, i64::from)));
+        let columns = summary_columns();
         let sql = format!(
-            "SELECT {SUMMARY_COLUMNS} FROM runs WHERE {clause} ORDER BY runs.at DESC, runs.id DESC LIMIT ?"
+            "SELECT {columns} FROM runs WHERE {clause} ORDER BY runs.at DESC, runs.id DESC LIMIT ?"
         );
         let mut st = self.conn.prepare(&sql).map_err(self.err("listing runs"))?;
         let rows = st
@@ -626,8 +626,9 @@ impl History {
     /// One run with its table, nodes and per-node results.
     pub fn get_run(&self, id: RunId) -> Result<RunDetail, HistoryError> {
         let action = format!("reading run {id}");
+        let columns = summary_columns();
         let sql = format!(
-            "SELECT {SUMMARY_COLUMNS}, runs.command_line, runs.binary_path, runs.env_json,
+            "SELECT {columns}, runs.command_line, runs.binary_path, runs.env_json,
                 runs.nccl_tests_version, runs.nccl_version, runs.cuda_version, runs.failures_json,
                 runs.parser_version, length(runs.raw_output), runs.cuda_driver,
                 runs.net_plugin, runs.notes_json
