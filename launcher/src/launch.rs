@@ -294,14 +294,12 @@ pub fn prepare(
                 os("--map-by"),
                 os(format!("ppr:{processes_per_node}:node")),
             ];
-            for (k, _) in DEBUG_ENV.iter().copied().chain(
-                cell.variant
-                    .env
+            args.extend(mpirun_forward(
+                DEBUG_ENV
                     .iter()
-                    .map(|(k, v)| (k.as_str(), v.as_str())),
-            ) {
-                args.extend([os("-x"), os(k)]);
-            }
+                    .map(|(k, _)| *k)
+                    .chain(cell.variant.env.keys().map(String::as_str)),
+            ));
             args.push(os(binary.clone()));
             args.extend(test_args);
             if let Some(mode) = &cell.variant.gpudirect {
@@ -310,8 +308,7 @@ pub fn prepare(
                 env.push((os("SLURM_GPUDIRECT"), os(mode)));
             }
             if opts.as_root {
-                env.push((os("OMPI_ALLOW_RUN_AS_ROOT"), os("1")));
-                env.push((os("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"), os("1")));
+                env.extend(MPIRUN_ROOT_CONSENT.iter().map(|(k, v)| (os(*k), os(*v))));
             }
             (os("mpirun"), args)
         }
@@ -330,6 +327,22 @@ pub fn prepare(
         binary,
         startup_timeout: opts.startup_timeout,
     })
+}
+
+/// Open MPI's consent to start as root, which mpirun asks of an admin's run (4.1's and 5's
+/// read the same two variables).
+pub const MPIRUN_ROOT_CONSENT: [(&str, &str); 2] = [
+    ("OMPI_ALLOW_RUN_AS_ROOT", "1"),
+    ("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"),
+];
+
+/// mpirun's `-x NAME` for each of `names`: those variables of its environment reach the
+/// ranks.
+pub fn mpirun_forward<'a>(names: impl IntoIterator<Item = &'a str>) -> Vec<OsString> {
+    names
+        .into_iter()
+        .flat_map(|name| [OsString::from("-x"), OsString::from(name)])
+        .collect()
 }
 
 /// The nodes a cell runs on: the first N of the allocation, when it is known and large

@@ -24,6 +24,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::history::{NewNodeResult, NewRow, NewRun, Placement, RunStatus};
+use crate::launch::{mpirun_forward, MPIRUN_ROOT_CONSENT};
 use crate::runner::{Job, Outcome, StartWatch};
 use gpudirect_wire::rails::{RailMeasurement, EXIT_NO_CONNECTION, MPI_STARTED, NO_CONNECTION};
 
@@ -161,7 +162,7 @@ pub enum PairLaunch {
     /// (docs/local-cluster.md, "Open MPI on 24.11").
     Mpirun {
         /// The launcher runs as root (an admin's `--quarantine` or `--drain`): mpirun
-        /// refuses root unless told `--allow-run-as-root`.
+        /// refuses root without its consent variables ([`MPIRUN_ROOT_CONSENT`]).
         as_root: bool,
     },
 }
@@ -214,11 +215,7 @@ pub fn pair_job(spec: &PairSpec, rail: &str, pair: [&str; 2]) -> Job {
             ],
         ),
         PairLaunch::Mpirun { as_root } => {
-            let mut args = Vec::new();
-            if *as_root {
-                args.push(os("--allow-run-as-root"));
-            }
-            args.extend([
+            let mut args = vec![
                 os("-n"),
                 os("2"),
                 os("--host"),
@@ -227,14 +224,15 @@ pub fn pair_job(spec: &PairSpec, rail: &str, pair: [&str; 2]) -> Job {
                 os("node"),
                 os("--bind-to"),
                 os("none"),
-            ]);
-            for (name, _) in &env {
-                args.extend([os("-x"), os(name)]);
-            }
+            ];
+            args.extend(mpirun_forward(env.iter().map(|(name, _)| name.as_str())));
             // Open MPI 5's daemons (PRRTE) and 4.1's (ORTE) read their srun's extra
             // arguments under these names.
             for name in ["PRTE_MCA_plm_slurm_args", "OMPI_MCA_plm_slurm_args"] {
                 env.push((name.into(), "--overlap".into()));
+            }
+            if *as_root {
+                env.extend(MPIRUN_ROOT_CONSENT.map(|(k, v)| (k.to_string(), v.to_string())));
             }
             ("mpirun", args)
         }
@@ -431,16 +429,20 @@ mod tests {
         let overlap = |key: &str| job.env.iter().any(|(k, v)| k == key && v == "--overlap");
         assert!(overlap("PRTE_MCA_plm_slurm_args") && overlap("OMPI_MCA_plm_slurm_args"));
         assert!(line.starts_with("mpirun -n 2 "), "{line}");
+        let consent = |job: &Job| {
+            MPIRUN_ROOT_CONSENT
+                .iter()
+                .all(|(k, v)| job.env.iter().any(|(a, b)| a == k && b == v))
+        };
+        assert!(!consent(&job));
         // An admin's run as root: mpirun is told it may.
         let root = PairSpec {
             launch: PairLaunch::Mpirun { as_root: true },
             ..spec
         };
-        let line = pair_job(&root, "eth3", ["node2", "node4"]).command_line();
-        assert!(
-            line.starts_with("mpirun --allow-run-as-root -n 2 "),
-            "{line}"
-        );
+        let job = pair_job(&root, "eth3", ["node2", "node4"]);
+        assert!(consent(&job), "{:?}", job.env);
+        assert!(job.command_line().starts_with("mpirun -n 2 "));
     }
 
     #[test]
