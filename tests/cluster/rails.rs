@@ -85,8 +85,52 @@ fn a_clean_cluster_is_healthy_on_every_rail_and_every_pair_is_recorded() {
             gpudirect::validate::rails::RAIL_COLLECTIVE
         );
         assert!(summary.variant.as_deref().unwrap().starts_with("rail:eth"));
+        // `--rails-launcher auto`: the bed's mpirun is Open MPI's (openmpi-bin).
+        assert_eq!(summary.launcher, gpudirect::history::LaunchKind::Mpirun);
         let detail = history.get_run(summary.id).unwrap();
         assert!(gpudirect::history::replay_of(&detail.provenance.env).is_none());
+    }
+}
+
+/// `--rails-launcher srun`, for a site without Open MPI's mpirun: each pair one step of
+/// `srun --mpi=pmix`. On a two-node allocation every pair's step is the whole allocation,
+/// which Slurm's mpi/pmix wires right (its job and step node indexes agree; on part of an
+/// allocation they do not: docs/local-cluster.md, "Open MPI on 24.11").
+#[test]
+fn srun_pairs_on_a_two_node_allocation_measure_every_rail() {
+    let _guard = cluster();
+    let db = temp_db("rails-srun");
+    let mpi = workspace_bin("gpudirect-mpi");
+    let output = gpudirect_in_allocation(
+        2,
+        &db,
+        &[
+            "validate",
+            "--test",
+            "rails",
+            "--rails",
+            RAILS,
+            "--json",
+            "--mpi-program",
+            mpi.to_str().unwrap(),
+            "--rails-launcher",
+            "srun",
+        ],
+        &[],
+    );
+    assert!(
+        stderr(&output).contains("pairs through srun"),
+        "{}",
+        stderr(&output)
+    );
+    let (code, report) = json_report(&output);
+    assert_eq!(code, Some(0), "{report:#}");
+    assert_eq!(report["units"].as_array().unwrap().len(), 2 * 4);
+    let history = gpudirect::history::History::open_existing(&db).unwrap();
+    let runs = history.list_runs(&Default::default()).unwrap();
+    assert!(runs.len() >= 4, "one pair per rail at least: {runs:?}");
+    for summary in &runs {
+        assert_eq!(summary.launcher, gpudirect::history::LaunchKind::Srun);
     }
 }
 

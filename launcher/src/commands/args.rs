@@ -22,16 +22,18 @@ pub struct RailPairArgs {
     #[arg(long, env = "GPUDIRECT_MPI_PROGRAM", value_name = "PATH")]
     pub mpi_program: Option<PathBuf>,
 
-    /// With --test rails: how each pair's two tasks start: `srun` (one job step, srun
-    /// --mpi=MPI) or `mpirun` (Open MPI's, inside the allocation, with its own PMIx server).
-    /// mpirun is the way around Slurm's mpi/pmix hanging steps on part of an allocation
-    /// (seen with Slurm 24.11 and Open MPI 5: pairs that "could not start").
+    /// With --test rails: how each pair's two tasks start: `mpirun` (Open MPI's, inside the
+    /// allocation, with its own PMIx server), `srun` (one job step, srun --mpi=MPI), or
+    /// `auto`: mpirun where the mpirun on PATH is Open MPI's, else srun. Slurm's mpi/pmix
+    /// mixes a node's place in the job with its place in the step, so srun's pairs on part
+    /// of an allocation can hang or break (seen on 22.05 and 24.11): a healthy NIC then
+    /// fails its pairs. mpirun goes around it.
     #[arg(
         long,
         value_enum,
         value_name = "HOW",
         env = "GPUDIRECT_RAILS_LAUNCHER",
-        default_value_t = RailsLauncher::Srun
+        default_value_t = RailsLauncher::Auto
     )]
     pub rails_launcher: RailsLauncher,
 }
@@ -39,6 +41,8 @@ pub struct RailPairArgs {
 /// `--rails-launcher`'s values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum RailsLauncher {
+    /// mpirun where the mpirun on PATH is Open MPI's, else srun.
+    Auto,
     /// srun --mpi=MPI, one job step per pair.
     Srun,
     /// Open MPI's mpirun inside the allocation.
@@ -46,13 +50,20 @@ pub enum RailsLauncher {
 }
 
 impl RailPairArgs {
-    /// How a pair starts, `mpi` being srun's `--mpi` plugin.
+    /// How a pair starts, `mpi` being srun's `--mpi` plugin. `auto` asks `mpirun --version`
+    /// once, here.
     pub fn launch(&self, mpi: &str) -> PairLaunch {
-        match self.rails_launcher {
-            RailsLauncher::Srun => PairLaunch::Srun { mpi: mpi.into() },
-            RailsLauncher::Mpirun => PairLaunch::Mpirun {
+        let mpirun = match self.rails_launcher {
+            RailsLauncher::Auto => gpudirect::validate::rails::mpirun_is_open_mpis(),
+            RailsLauncher::Srun => false,
+            RailsLauncher::Mpirun => true,
+        };
+        if mpirun {
+            PairLaunch::Mpirun {
                 as_root: nix::unistd::geteuid().is_root(),
-            },
+            }
+        } else {
+            PairLaunch::Srun { mpi: mpi.into() }
         }
     }
 }

@@ -23,7 +23,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::history::{NewNodeResult, NewRow, NewRun, Placement, RunStatus};
+use crate::history::{LaunchKind, NewNodeResult, NewRow, NewRun, Placement, RunStatus};
 use crate::launch::{mpirun_forward, MPIRUN_ROOT_CONSENT};
 use crate::runner::{Job, Outcome, StartWatch};
 use gpudirect_wire::rails::{RailMeasurement, EXIT_NO_CONNECTION, MPI_STARTED, NO_CONNECTION};
@@ -165,6 +165,43 @@ pub enum PairLaunch {
         /// refuses root without its consent variables ([`MPIRUN_ROOT_CONSENT`]).
         as_root: bool,
     },
+}
+
+impl PairLaunch {
+    /// What the history records as the pairs' launcher.
+    pub fn kind(&self) -> LaunchKind {
+        match self {
+            PairLaunch::Srun { .. } => LaunchKind::Srun,
+            PairLaunch::Mpirun { .. } => LaunchKind::Mpirun,
+        }
+    }
+}
+
+/// Whether `mpirun` on PATH is Open MPI's (`mpirun --version` names it: "mpirun (Open MPI)
+/// 4.1.4", "mpirun (Open MPI) 5.0.7"), the one [`PairLaunch::Mpirun`]'s flags are written
+/// for; `false` when there is none, it is another MPI's, or it did not answer in 10 s.
+pub fn mpirun_is_open_mpis() -> bool {
+    let job = Job {
+        program: "mpirun".into(),
+        args: vec!["--version".into()],
+        env: Vec::new(),
+        cwd: None,
+        timeout: Duration::from_secs(10),
+        grace: Duration::from_secs(1),
+        user: None,
+    };
+    let never = std::sync::atomic::AtomicBool::new(false);
+    crate::runner::run(&job, &never).is_ok_and(|done| {
+        done.outcome == Outcome::Exited { code: 0 } && says_open_mpi(&done.stdout)
+    })
+}
+
+/// Whether `mpirun --version`'s output is Open MPI's.
+fn says_open_mpi(version: &[u8]) -> bool {
+    String::from_utf8_lossy(version)
+        .lines()
+        .next()
+        .is_some_and(|first| first.contains("(Open MPI)"))
 }
 
 /// How one pair is measured.
@@ -542,6 +579,22 @@ mod tests {
         let torn_only =
             "srun: error: node1: task 0: Terminated\nsrun: Force Terminated StepId=1.2\n";
         assert!(!worth_a_retry(&Outcome::Exited { code: 143 }, torn_only));
+    }
+
+    /// `mpirun --version` as Open MPI 4.1 (Debian 12) and 5.0 print it, and as MPICH's
+    /// Hydra does (whose flags differ: never picked by `auto`).
+    #[test]
+    fn only_open_mpis_mpirun_is_taken_for_its_own() {
+        assert!(says_open_mpi(
+            b"mpirun (Open MPI) 4.1.4\n\nReport bugs to http://www.open-mpi.org/community/help/\n"
+        ));
+        assert!(says_open_mpi(
+            b"mpirun (Open MPI) 5.0.7\n\nReport bugs to https://www.open-mpi.org/community/help/\n"
+        ));
+        assert!(!says_open_mpi(
+            b"HYDRA build details:\n    Version:                                 4.0.2\n"
+        ));
+        assert!(!says_open_mpi(b""));
     }
 
     #[test]

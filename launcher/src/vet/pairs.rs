@@ -9,7 +9,7 @@ use std::time::Duration;
 use super::{worst_over_rails, Paired};
 use crate::budget::Budget;
 use crate::checks::expected_sizes;
-use crate::history::{History, HistoryError, LaunchKind, NewRun, RunProvenance};
+use crate::history::{History, HistoryError, NewRun, RunProvenance};
 use crate::launch::{find_binary, pin_launch, LaunchError, LaunchOptions, Launcher};
 use crate::matrix::{Matrix, Variant};
 use crate::profile::Choice;
@@ -189,7 +189,7 @@ fn rail_pairs(
         cluster: slurm::cluster_name(req.cluster.as_deref()),
         job_id: slurm::job_id(),
         gpus_per_node: Some(0),
-        launcher: LaunchKind::Srun,
+        launcher: spec.launch.kind(),
         provenance: RunProvenance {
             binary_path: Some(spec.program.display().to_string()),
             ..RunProvenance::default()
@@ -198,9 +198,10 @@ fn rail_pairs(
         ..NewRun::default()
     };
     noteln!(
-        "gpudirect vet: rails {} over {} node(s), every rail at once",
+        "gpudirect vet: rails {} over {} node(s), every rail at once, pairs through {}",
         plan.rails.join(","),
-        nodes.len()
+        nodes.len(),
+        spec.launch.kind()
     );
     // Before any traffic: a NIC down, missing or without an address leaves its rail's pairs.
     let on_rails = rail_states::ask("vet", nodes, &plan.rails, budget);

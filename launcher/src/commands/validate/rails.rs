@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use gpudirect::budget::Budget;
-use gpudirect::history::{History, LaunchKind, NewRun, RunProvenance};
+use gpudirect::history::{History, NewRun, RunProvenance};
 use gpudirect::outln;
 use gpudirect::output::emit_json;
 use gpudirect::runner;
@@ -116,7 +116,7 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx, nodes: Vec<String>) -> Result<ExitSta
         cluster: gpudirect::slurm::cluster_name(args.cluster.as_deref()),
         job_id: gpudirect::slurm::job_id(),
         gpus_per_node: Some(0),
-        launcher: LaunchKind::Srun,
+        launcher: spec.launch.kind(),
         provenance: RunProvenance {
             binary_path: Some(spec.program.display().to_string()),
             ..RunProvenance::default()
@@ -126,10 +126,11 @@ pub fn run(args: &ValidateArgs, ctx: &Ctx, nodes: Vec<String>) -> Result<ExitSta
     };
     runner::install_interrupt_handler();
     noteln!(
-        "gpudirect validate: rails {} on {} nodes, {} messages, every rail at once",
+        "gpudirect validate: rails {} on {} nodes, {} messages, every rail at once, pairs through {}",
         rails.join(","),
         nodes.len(),
-        format_size(spec.size_bytes)
+        format_size(spec.size_bytes),
+        spec.launch.kind()
     );
     let budget = Budget::unlimited();
     // Before any traffic: a NIC down, missing or without an address leaves its rail's pairs.
