@@ -1,5 +1,6 @@
 //! `gpudirect validate --test rails` without a cluster: `srun` and `scontrol` on PATH are
-//! small scripts. The fake `srun` prints the MPI program's start line and measurement line
+//! small scripts, and the pairs start through srun (`--rails-launcher srun`: `auto` would
+//! take the host's Open MPI mpirun). The fake `srun` prints the MPI program's start line and measurement line
 //! for each pair (slow for every pair with `n3`); the fake `scontrol` refuses everything, as
 //! it does for a user who is not a Slurm operator, so `--drain` fails.
 
@@ -53,6 +54,7 @@ fn a_failed_rails_drain_prints_and_exits_2() {
         .env("SLURM_JOB_NODELIST", "n[1-6]")
         .env("GPUDIRECT_DB", dir.path().join("history.sqlite"))
         .args(["validate", "--test", "rails", "--rails", "eth1", "--drain"])
+        .args(["--rails-launcher", "srun"])
         .arg("--mpi-program")
         .arg(&program);
     let out = run(&mut cmd);
@@ -120,6 +122,7 @@ fn a_rails_drain_hands_on_drain_the_evidence_with_the_jobs_cluster() {
         .env("SLURM_CLUSTER_NAME", "c7")
         .env("GPUDIRECT_DB", dir.path().join("history.sqlite"))
         .args(["validate", "--test", "rails", "--rails", "eth1", "--drain"])
+        .args(["--rails-launcher", "srun"])
         .arg("--on-drain")
         .arg(bin.join("keep-evidence"))
         .arg("--mpi-program")
@@ -195,6 +198,7 @@ fn a_nic_down_is_named_down_and_left_out_of_its_rails_pairs() {
         .env("SLURM_JOB_NODELIST", "n[1-4]")
         .env("GPUDIRECT_DB", dir.path().join("history.sqlite"))
         .args(["validate", "--test", "rails", "--rails", "eth1,eth2"])
+        .args(["--rails-launcher", "srun"])
         .args(["--floor", "1", "--json"])
         .arg("--mpi-program")
         .arg(&program);
