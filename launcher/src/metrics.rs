@@ -355,7 +355,7 @@ pub fn history_metrics(runs: &[RunSummary], vets: &[VetSummary]) -> Exposition {
         }
     }
     let mut seen_vet: std::collections::BTreeSet<(String, String)> = Default::default();
-    for v in vets {
+    for v in vets.iter().map(|v| &v.facts) {
         let cluster = v.cluster.clone().unwrap_or_default();
         for (list, good) in [(&v.good_nodes, 1.0), (&v.bad_nodes, 0.0)] {
             for node in expand(list) {

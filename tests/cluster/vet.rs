@@ -151,8 +151,8 @@ fn a_clean_allocation_is_all_good_in_one_round_and_trains_on_every_node() {
         gpudirect::history::History::open_existing(&job.dir.join("history.sqlite")).unwrap();
     let vets = history.list_vets(None).unwrap();
     assert_eq!(vets.len(), 1);
-    assert_eq!(vets[0].job_id.as_deref(), Some(job.id.as_str()));
-    assert_eq!(vets[0].good, 6);
+    assert_eq!(vets[0].facts.job_id.as_deref(), Some(job.id.as_str()));
+    assert_eq!(vets[0].facts.good, 6);
     assert_eq!(
         history.list_runs(&Default::default()).unwrap().len(),
         report["runs"].as_array().unwrap().len()
@@ -311,7 +311,7 @@ fn too_few_good_nodes_requeue_the_job_without_the_bad_one_and_it_runs_on_the_spa
         .unwrap()
         .into_iter()
         .rev()
-        .map(|v| format!("{}:{}", v.decision, v.bad_nodes))
+        .map(|v| format!("{}:{}", v.facts.decision, v.facts.bad_nodes))
         .collect();
     assert_eq!(decisions, ["requeue:node2", "all_good:"]);
 }

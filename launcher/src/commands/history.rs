@@ -188,10 +188,10 @@ fn vets_view(history: &History, limit: Option<u32>, json: bool) -> Result<ExitSt
         return Ok(ExitStatus::Ok);
     }
     outln!("ID  WHEN (UTC)        CLUSTER   JOB       TEST   GOOD/ALL  NEED  DECISION  BAD NODES")?;
-    for v in &vets {
+    for (id, v) in vets.iter().map(|v| (v.id, &v.facts)) {
         outln!(
             "{:<3} {:<17} {:<9} {:<9} {:<6} {:<9} {:<5} {:<9} {}",
-            v.id,
+            id,
             gpudirect::units::format_rfc3339(v.at)
                 .replace('T', " ")
                 .chars()

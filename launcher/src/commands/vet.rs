@@ -13,7 +13,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use gpudirect::budget::Budget;
 use gpudirect::drain::{self, Candidate, DrainPlan, Sanction, Tool};
-use gpudirect::history::{History, NewVet};
+use gpudirect::history::{History, NewVet, VetFacts};
 use gpudirect::output::emit_json;
 use gpudirect::output::with_sources;
 use gpudirect::quarantine::{self, Cause};
@@ -410,18 +410,20 @@ fn conclude(args: &VetArgs, c: Concluded<'_>) -> Result<ExitStatus> {
     let written = outputs::write(c.out, c.vets, &resized, &value)
         .with_context(|| format!("--out {}: cannot write the vet's files", c.out.display()))?;
     let recorded = c.history.record_vet(&NewVet {
-        at: now_unix(),
-        cluster: slurm::cluster_name(args.cluster.as_deref()),
-        job_id: Some(c.job_id.to_string()),
-        test: args.test.as_str().to_string(),
-        allocated: c.nodes.len(),
-        good: good.len(),
-        bad: bad.len(),
-        unchecked: count(Standing::Unchecked),
-        need: c.need,
-        decision: c.decision.as_str().to_string(),
-        good_nodes: compress(&good),
-        bad_nodes: compress(&bad),
+        facts: VetFacts {
+            at: now_unix(),
+            cluster: slurm::cluster_name(args.cluster.as_deref()),
+            job_id: Some(c.job_id.to_string()),
+            test: args.test.as_str().to_string(),
+            allocated: c.nodes.len(),
+            good: good.len(),
+            bad: bad.len(),
+            unchecked: count(Standing::Unchecked),
+            need: c.need,
+            decision: c.decision.as_str().to_string(),
+            good_nodes: compress(&good),
+            bad_nodes: compress(&bad),
+        },
         report_json: value.to_string(),
     });
     if let Err(e) = &recorded {

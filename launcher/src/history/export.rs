@@ -14,9 +14,11 @@ use rusqlite::types::Value;
 use serde::Serialize;
 
 use super::model::{LaunchKind, ResultRow, RunFilter, RunId, RunStatus};
-use super::store::{filter_sql, replay_of_sql, result_row_from, History, RESULT_COLUMNS};
+use super::store::{
+    filter_sql, result_row_from, summary_columns, summary_from_row, Columns, History,
+    RESULT_COLUMNS,
+};
 use super::HistoryError;
-use crate::units::format_rfc3339;
 
 /// Output format of [`History::export`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -175,17 +177,17 @@ impl History {
     ) -> Result<u64, HistoryError> {
         let (clause, mut values) = filter_sql(filter);
         values.push(Value::Integer(filter.limit.map_or(-1, i64::from)));
-        let replay = replay_of_sql("r");
+        // The runs' columns are the listing's own (`summary_columns`, read by
+        // `summary_from_row`), taken once per run (MATERIALIZED: its per-run subqueries are
+        // not repeated for each of the run's rows), then the versions only the export has.
+        let columns = summary_columns();
         let sql = format!(
-            "WITH chosen AS (
-                 SELECT runs.id, runs.at FROM runs WHERE {clause}
-                 ORDER BY runs.at DESC, runs.id DESC LIMIT ?)
-             SELECT r.id, r.at, r.cluster, r.job_id, r.nodelist, r.node_count, r.gpus_per_node,
-                    r.total_ranks, r.collective, r.variant, r.launcher, r.status, r.transport,
-                    r.nccl_tests_version, r.nccl_version, r.cuda_version, {replay},
-                    {RESULT_COLUMNS}
-             FROM chosen c JOIN runs r ON r.id = c.id JOIN results x ON x.run_id = r.id
-             ORDER BY c.at DESC, c.id DESC, x.seq"
+            "WITH chosen AS MATERIALIZED (
+                 SELECT {columns}, runs.nccl_tests_version, runs.nccl_version, runs.cuda_version
+                 FROM runs WHERE {clause} ORDER BY runs.at DESC, runs.id DESC LIMIT ?)
+             SELECT chosen.*, {RESULT_COLUMNS}
+             FROM chosen JOIN results x ON x.run_id = chosen.id
+             ORDER BY chosen.at DESC, chosen.id DESC, x.seq"
         );
         let mut st = self.conn.prepare(&sql).map_err(self.err("exporting"))?;
         let mut rows = st
@@ -253,34 +255,34 @@ impl<'a> RecordWriter<'a> {
     }
 }
 
+/// One record of the export's query: the listing's run columns, the three versions, then
+/// [`RESULT_COLUMNS`].
 fn record_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ExportRecord> {
-    let text_enum = |idx: usize| -> rusqlite::Result<String> { r.get(idx) };
-    let parse = |idx: usize, text: String| -> rusqlite::Error {
-        rusqlite::Error::FromSqlConversionFailure(idx, rusqlite::types::Type::Text, text.into())
-    };
+    let c = &mut Columns::new(r);
+    let run = summary_from_row(c)?;
     Ok(ExportRecord {
         run: ExportRun {
-            run_id: r.get(0)?,
-            at: format_rfc3339(r.get(1)?),
-            cluster: r.get(2)?,
-            job_id: r.get(3)?,
-            nodelist: r.get(4)?,
-            node_count: r.get(5)?,
-            gpus_per_node: r.get(6)?,
-            total_ranks: r.get(7)?,
-            collective: r.get(8)?,
-            variant: r.get(9)?,
-            launcher: text_enum(10)?.parse().map_err(|e| parse(10, e))?,
-            status: text_enum(11)?.parse().map_err(|e| parse(11, e))?,
-            transport: r.get(12)?,
-            nccl_tests_version: r.get(13)?,
-            nccl_version: r.get(14)?,
-            cuda_version: r.get(15)?,
+            run_id: run.id,
+            at: run.at,
+            cluster: run.cluster,
+            job_id: run.job_id,
+            nodelist: run.nodelist,
+            node_count: run.node_count,
+            gpus_per_node: run.gpus_per_node,
+            total_ranks: run.total_ranks,
+            collective: run.collective,
+            variant: run.variant,
+            launcher: run.launcher,
+            status: run.status,
+            transport: run.transport,
+            nccl_tests_version: c.get()?,
+            nccl_version: c.get()?,
+            cuda_version: c.get()?,
         },
         replay: ReplayMark {
-            replay_of: r.get(16)?,
+            replay_of: run.replay_of,
         },
-        row: result_row_from(r, 17)?,
+        row: result_row_from(c)?,
     })
 }
 

@@ -69,7 +69,7 @@ pub use error::HistoryError;
 pub use export::ExportFormat;
 pub use model::*;
 pub use store::{replay_of, Comparison, History, Reference, REPLAY_ENV};
-pub use vets::{NewVet, VetSummary};
+pub use vets::{NewVet, VetFacts, VetSummary};
 
 /// Where the history file is, from the contract's sources in priority order (pure).
 ///

@@ -121,10 +121,74 @@ fn get_json<T: serde::de::DeserializeOwned>(row: &Row<'_>, idx: usize) -> rusqli
         .map_err(|e| rusqlite::Error::FromSqlConversionFailure(idx, Type::Text, Box::new(e)))
 }
 
+/// A row read one column after another, in the order its `SELECT` lists them: a reader
+/// names no column number, so a column added to a list is read at the same place in its
+/// reader and nothing after it is renumbered, and a query that selects more columns after
+/// a shared list ([`summary_columns`], [`RESULT_COLUMNS`]) reads on where the list's reader
+/// stopped. Struct literals evaluate their fields in the order written, so a reader writes
+/// its fields in the list's order.
+pub(super) struct Columns<'a, 'stmt> {
+    row: &'a Row<'stmt>,
+    next: usize,
+}
+
+impl<'a, 'stmt> Columns<'a, 'stmt> {
+    /// The row, from its first column.
+    pub(super) fn new(row: &'a Row<'stmt>) -> Self {
+        Columns { row, next: 0 }
+    }
+
+    fn take(&mut self) -> usize {
+        self.next += 1;
+        self.next - 1
+    }
+
+    /// The next column as it is stored.
+    pub(super) fn get<T: rusqlite::types::FromSql>(&mut self) -> rusqlite::Result<T> {
+        let i = self.take();
+        self.row.get(i)
+    }
+
+    /// The next column, an integer that must not be negative.
+    pub(super) fn u64(&mut self) -> rusqlite::Result<u64> {
+        let i = self.take();
+        get_u64(self.row, i)
+    }
+
+    /// The next column, [`Columns::u64`] or NULL.
+    pub(super) fn opt_u64(&mut self) -> rusqlite::Result<Option<u64>> {
+        let i = self.take();
+        get_opt_u64(self.row, i)
+    }
+
+    /// The next column, text naming a value of `T` (a status, a launcher).
+    pub(super) fn parsed<T: FromStr<Err = String>>(&mut self) -> rusqlite::Result<T> {
+        let i = self.take();
+        get_enum(self.row, i)
+    }
+
+    /// The next column, unix seconds, as RFC 3339.
+    pub(super) fn rfc3339(&mut self) -> rusqlite::Result<String> {
+        Ok(format_rfc3339(self.get()?))
+    }
+
+    /// The next column, [`Columns::rfc3339`] or NULL.
+    pub(super) fn time(&mut self) -> rusqlite::Result<Option<String>> {
+        let i = self.take();
+        get_time(self.row, i)
+    }
+
+    /// The next column, JSON text of a `T`.
+    pub(super) fn json<T: serde::de::DeserializeOwned>(&mut self) -> rusqlite::Result<T> {
+        let i = self.take();
+        get_json(self.row, i)
+    }
+}
+
 /// Columns of a [`RunSummary`], in the order [`summary_from_row`] reads them. One of them
 /// is the recording a run replayed ([`replay_of_sql`]), read in SQL (JSON1) so that a
 /// listing needs no query per run.
-fn summary_columns() -> String {
+pub(super) fn summary_columns() -> String {
     format!(
         "runs.id, runs.at, runs.started_at, runs.finished_at, \
     runs.imported_at, runs.cluster, runs.job_id, runs.step_id, runs.nodelist, runs.node_count, \
@@ -138,9 +202,6 @@ fn summary_columns() -> String {
         replay_of_sql("runs")
     )
 }
-
-/// How many columns [`summary_columns`] has: queries that add columns after it start there.
-const SUMMARY_LEN: usize = 28;
 
 /// The `env` key that marks a run recorded from the nccl-tests stand-in (see
 /// `crate::record`); [`RunSummary::replay_of`] is its value.
@@ -157,29 +218,28 @@ pub fn replay_of(env: &BTreeMap<String, String>) -> Option<&str> {
 pub(super) const RESULT_COLUMNS: &str = "x.size_bytes, x.count, x.dtype, x.redop, x.root, \
     x.placement, x.time_us, x.algbw, x.busbw, x.wrong, x.algorithm, x.protocol";
 
-/// The [`ResultRow`] of a query's [`RESULT_COLUMNS`], which start at column `first`.
-pub(super) fn result_row_from(r: &Row<'_>, first: usize) -> rusqlite::Result<ResultRow> {
-    let at = |i: usize| first + i;
+/// The [`ResultRow`] of a query's [`RESULT_COLUMNS`], read from where `c` stands.
+pub(super) fn result_row_from(c: &mut Columns<'_, '_>) -> rusqlite::Result<ResultRow> {
     Ok(ResultRow {
-        size_bytes: get_u64(r, at(0))?,
-        count: get_u64(r, at(1))?,
-        dtype: r.get(at(2))?,
-        redop: r.get(at(3))?,
-        root: r.get(at(4))?,
-        placement: get_enum(r, at(5))?,
-        time_us: r.get(at(6))?,
-        algbw: r.get(at(7))?,
-        busbw: r.get(at(8))?,
-        wrong: get_opt_u64(r, at(9))?,
-        algorithm: r.get(at(10))?,
-        protocol: r.get(at(11))?,
+        size_bytes: c.u64()?,
+        count: c.u64()?,
+        dtype: c.get()?,
+        redop: c.get()?,
+        root: c.get()?,
+        placement: c.parsed()?,
+        time_us: c.get()?,
+        algbw: c.get()?,
+        busbw: c.get()?,
+        wrong: c.opt_u64()?,
+        algorithm: c.get()?,
+        protocol: c.get()?,
     })
 }
 
 /// SQL giving the recording the run `alias` replayed ([`REPLAY_ENV`]'s value in its stored
 /// env), NULL for a measurement: the listing's [`RunSummary::replay_of`] and the export's
 /// last column (the cheap `instr` first, so most rows parse no JSON).
-pub(super) fn replay_of_sql(alias: &str) -> String {
+fn replay_of_sql(alias: &str) -> String {
     format!(
         "CASE WHEN instr({alias}.env_json, '\"{REPLAY_ENV}\"') > 0 AND json_valid({alias}.env_json) \
          THEN json_extract({alias}.env_json, '$.{REPLAY_ENV}') END"
@@ -192,36 +252,37 @@ fn is_replay_sql(alias: &str) -> String {
     format!("(({}) IS NOT NULL)", replay_of_sql(alias))
 }
 
-fn summary_from_row(row: &Row<'_>) -> rusqlite::Result<RunSummary> {
+/// The [`RunSummary`] of a query's [`summary_columns`], read from where `c` stands.
+pub(super) fn summary_from_row(c: &mut Columns<'_, '_>) -> rusqlite::Result<RunSummary> {
     Ok(RunSummary {
-        id: row.get(0)?,
-        at: format_rfc3339(row.get(1)?),
-        started_at: get_time(row, 2)?,
-        finished_at: get_time(row, 3)?,
-        imported_at: format_rfc3339(row.get(4)?),
-        cluster: row.get(5)?,
-        job_id: row.get(6)?,
-        step_id: row.get(7)?,
-        nodelist: row.get(8)?,
-        node_count: row.get(9)?,
-        gpus_per_node: row.get(10)?,
-        total_ranks: row.get(11)?,
-        collective: row.get(12)?,
-        variant: row.get(13)?,
-        launcher: get_enum(row, 14)?,
-        status: get_enum(row, 15)?,
-        exit_code: row.get(16)?,
-        transport: row.get(17)?,
-        avg_busbw: row.get(18)?,
-        busbw: row.get(19)?,
-        max_size_bytes: get_opt_u64(row, 20)?,
-        row_count: get_u64(row, 21)?,
-        source_path: row.get(22)?,
-        output_sha256: row.get(23)?,
-        label: row.get(24)?,
-        replay_of: row.get(25)?,
-        line_rate_gbps: row.get(26)?,
-        tool: get_enum(row, 27)?,
+        id: c.get()?,
+        at: c.rfc3339()?,
+        started_at: c.time()?,
+        finished_at: c.time()?,
+        imported_at: c.rfc3339()?,
+        cluster: c.get()?,
+        job_id: c.get()?,
+        step_id: c.get()?,
+        nodelist: c.get()?,
+        node_count: c.get()?,
+        gpus_per_node: c.get()?,
+        total_ranks: c.get()?,
+        collective: c.get()?,
+        variant: c.get()?,
+        launcher: c.parsed()?,
+        status: c.parsed()?,
+        exit_code: c.get()?,
+        transport: c.get()?,
+        avg_busbw: c.get()?,
+        busbw: c.get()?,
+        max_size_bytes: c.opt_u64()?,
+        row_count: c.u64()?,
+        source_path: c.get()?,
+        output_sha256: c.get()?,
+        label: c.get()?,
+        replay_of: c.get()?,
+        line_rate_gbps: c.get()?,
+        tool: c.parsed()?,
     })
 }
 
@@ -617,7 +678,9 @@ impl History {
         );
         let mut st = self.conn.prepare(&sql).map_err(self.err("listing runs"))?;
         let rows = st
-            .query_map(params_from_iter(values), summary_from_row)
+            .query_map(params_from_iter(values), |row| {
+                summary_from_row(&mut Columns::new(row))
+            })
             .map_err(self.err("listing runs"))?;
         rows.collect::<Result<_, _>>()
             .map_err(self.err("listing runs"))
@@ -629,30 +692,30 @@ impl History {
         let columns = summary_columns();
         let sql = format!(
             "SELECT {columns}, runs.command_line, runs.binary_path, runs.env_json,
-                runs.nccl_tests_version, runs.nccl_version, runs.cuda_version, runs.failures_json,
-                runs.parser_version, length(runs.raw_output), runs.cuda_driver,
-                runs.net_plugin, runs.notes_json
+                runs.nccl_tests_version, runs.nccl_version, runs.cuda_version, runs.cuda_driver,
+                runs.net_plugin, runs.notes_json, runs.failures_json, runs.parser_version,
+                length(runs.raw_output)
              FROM runs WHERE runs.id = ?1"
         );
         let found = self.conn.query_row(&sql, [id], |row| {
-            let at = |i: usize| SUMMARY_LEN + i;
+            let c = &mut Columns::new(row);
             Ok(RunDetail {
-                summary: summary_from_row(row)?,
+                summary: summary_from_row(c)?,
                 nodes: Vec::new(),
                 provenance: RunProvenance {
-                    command_line: row.get(at(0))?,
-                    binary_path: row.get(at(1))?,
-                    env: get_json::<BTreeMap<String, String>>(row, at(2))?,
-                    nccl_tests_version: row.get(at(3))?,
-                    nccl_version: row.get(at(4))?,
-                    cuda_version: row.get(at(5))?,
-                    cuda_driver: row.get(at(9))?,
-                    net_plugin: row.get(at(10))?,
-                    notes: get_json(row, at(11))?,
+                    command_line: c.get()?,
+                    binary_path: c.get()?,
+                    env: c.json::<BTreeMap<String, String>>()?,
+                    nccl_tests_version: c.get()?,
+                    nccl_version: c.get()?,
+                    cuda_version: c.get()?,
+                    cuda_driver: c.get()?,
+                    net_plugin: c.get()?,
+                    notes: c.json()?,
                 },
-                failures: get_json(row, at(6))?,
-                parser_version: row.get(at(7))?,
-                raw_output_bytes: get_u64(row, at(8))?,
+                failures: c.json()?,
+                parser_version: c.get()?,
+                raw_output_bytes: c.u64()?,
                 rows: Vec::new(),
                 node_results: Vec::new(),
             })
@@ -682,7 +745,7 @@ impl History {
             ))
             .map_err(self.err(action.clone()))?;
         detail.rows = st
-            .query_map([id], |r| result_row_from(r, 0))
+            .query_map([id], |r| result_row_from(&mut Columns::new(r)))
             .and_then(|rows| rows.collect())
             .map_err(self.err(action.clone()))?;
         let mut st = self

@@ -5,11 +5,12 @@ use rusqlite::params;
 use serde::Serialize;
 
 use super::error::HistoryError;
-use super::store::History;
+use super::store::{Columns, History};
 
-/// A vet to record.
-#[derive(Debug, Clone)]
-pub struct NewVet {
+/// What a vet found and decided: recorded with its report ([`NewVet`]) and listed back
+/// ([`VetSummary`]), declared once for both.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct VetFacts {
     /// When it ran, unix seconds.
     pub at: i64,
     /// The cluster.
@@ -20,7 +21,7 @@ pub struct NewVet {
     pub test: String,
     /// Nodes the job held.
     pub allocated: usize,
-    /// Good, bad and unchecked nodes.
+    /// Good nodes.
     pub good: usize,
     /// Bad nodes.
     pub bad: usize,
@@ -34,6 +35,37 @@ pub struct NewVet {
     pub good_nodes: String,
     /// The bad nodes, as a hostlist.
     pub bad_nodes: String,
+}
+
+/// The columns of [`VetFacts`], in the order [`VetFacts::read`] reads them.
+const FACT_COLUMNS: &str =
+    "at, cluster, job_id, test, allocated, good, bad, unchecked, need, decision, good_nodes, bad_nodes";
+
+impl VetFacts {
+    /// The facts of a query's [`FACT_COLUMNS`], read from where `c` stands.
+    fn read(c: &mut Columns<'_, '_>) -> rusqlite::Result<VetFacts> {
+        Ok(VetFacts {
+            at: c.get()?,
+            cluster: c.get()?,
+            job_id: c.get()?,
+            test: c.get()?,
+            allocated: c.get()?,
+            good: c.get()?,
+            bad: c.get()?,
+            unchecked: c.get()?,
+            need: c.get()?,
+            decision: c.get()?,
+            good_nodes: c.get()?,
+            bad_nodes: c.get()?,
+        })
+    }
+}
+
+/// A vet to record.
+#[derive(Debug, Clone)]
+pub struct NewVet {
+    /// What it found and decided.
+    pub facts: VetFacts,
     /// The whole report.
     pub report_json: String,
 }
@@ -43,54 +75,35 @@ pub struct NewVet {
 pub struct VetSummary {
     /// Its id.
     pub id: i64,
-    /// When it ran, unix seconds.
-    pub at: i64,
-    /// The cluster.
-    pub cluster: Option<String>,
-    /// The job.
-    pub job_id: Option<String>,
-    /// `nccl` or `rails`.
-    pub test: String,
-    /// Nodes the job held.
-    pub allocated: i64,
-    /// Good nodes.
-    pub good: i64,
-    /// Bad nodes.
-    pub bad: i64,
-    /// Unchecked nodes.
-    pub unchecked: i64,
-    /// Good nodes needed.
-    pub need: i64,
-    /// What it decided.
-    pub decision: String,
-    /// The good nodes.
-    pub good_nodes: String,
-    /// The bad nodes.
-    pub bad_nodes: String,
+    /// What it found and decided.
+    #[serde(flatten)]
+    pub facts: VetFacts,
 }
 
 impl History {
     /// Records a vet; returns its id.
     pub fn record_vet(&mut self, vet: &NewVet) -> Result<i64, HistoryError> {
         let count = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
+        let f = &vet.facts;
         self.conn
             .execute(
-                "INSERT INTO vets (at, cluster, job_id, test, allocated, good, bad, unchecked, need, \
-                 decision, good_nodes, bad_nodes, report_json) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+                &format!(
+                    "INSERT INTO vets ({FACT_COLUMNS}, report_json) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)"
+                ),
                 params![
-                    vet.at,
-                    vet.cluster,
-                    vet.job_id,
-                    vet.test,
-                    count(vet.allocated),
-                    count(vet.good),
-                    count(vet.bad),
-                    count(vet.unchecked),
-                    count(vet.need),
-                    vet.decision,
-                    vet.good_nodes,
-                    vet.bad_nodes,
+                    f.at,
+                    f.cluster,
+                    f.job_id,
+                    f.test,
+                    count(f.allocated),
+                    count(f.good),
+                    count(f.bad),
+                    count(f.unchecked),
+                    count(f.need),
+                    f.decision,
+                    f.good_nodes,
+                    f.bad_nodes,
                     vet.report_json,
                 ],
             )
@@ -102,27 +115,16 @@ impl History {
     pub fn list_vets(&self, limit: Option<u32>) -> Result<Vec<VetSummary>, HistoryError> {
         let mut st = self
             .conn
-            .prepare(
-                "SELECT id, at, cluster, job_id, test, allocated, good, bad, unchecked, need, \
-                 decision, good_nodes, bad_nodes FROM vets ORDER BY at DESC, id DESC LIMIT ?1",
-            )
+            .prepare(&format!(
+                "SELECT id, {FACT_COLUMNS} FROM vets ORDER BY at DESC, id DESC LIMIT ?1"
+            ))
             .map_err(self.err("listing vets"))?;
         let rows = st
             .query_map(params![limit.map_or(-1, i64::from)], |r| {
+                let c = &mut Columns::new(r);
                 Ok(VetSummary {
-                    id: r.get(0)?,
-                    at: r.get(1)?,
-                    cluster: r.get(2)?,
-                    job_id: r.get(3)?,
-                    test: r.get(4)?,
-                    allocated: r.get(5)?,
-                    good: r.get(6)?,
-                    bad: r.get(7)?,
-                    unchecked: r.get(8)?,
-                    need: r.get(9)?,
-                    decision: r.get(10)?,
-                    good_nodes: r.get(11)?,
-                    bad_nodes: r.get(12)?,
+                    id: c.get()?,
+                    facts: VetFacts::read(c)?,
                 })
             })
             .map_err(self.err("listing vets"))?;
@@ -152,18 +154,20 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut h = History::open(&dir.path().join("h.db")).unwrap();
         let vet = |at: i64, bad: &str| NewVet {
-            at,
-            cluster: Some("c".into()),
-            job_id: Some("7".into()),
-            test: "rails".into(),
-            allocated: 6,
-            good: 5,
-            bad: 1,
-            unchecked: 0,
-            need: 5,
-            decision: "go_on".into(),
-            good_nodes: "node[1-2,4-6]".into(),
-            bad_nodes: bad.into(),
+            facts: VetFacts {
+                at,
+                cluster: Some("c".into()),
+                job_id: Some("7".into()),
+                test: "rails".into(),
+                allocated: 6,
+                good: 5,
+                bad: 1,
+                unchecked: 0,
+                need: 5,
+                decision: "go_on".into(),
+                good_nodes: "node[1-2,4-6]".into(),
+                bad_nodes: bad.into(),
+            },
             report_json: "{}".into(),
         };
         let first = h.record_vet(&vet(100, "node3")).unwrap();
@@ -173,7 +177,8 @@ mod tests {
             listed.iter().map(|v| v.id).collect::<Vec<_>>(),
             [second, first]
         );
-        assert_eq!(listed[1].bad_nodes, "node3");
+        assert_eq!(listed[1].facts.bad_nodes, "node3");
+        assert_eq!(listed[1].facts, vet(100, "node3").facts);
         assert_eq!(h.list_vets(Some(1)).unwrap().len(), 1);
         assert_eq!(h.vet_report(first).unwrap().as_deref(), Some("{}"));
         assert_eq!(h.vet_report(999).unwrap(), None);
