@@ -194,8 +194,9 @@ impl History {
             .query(params_from_iter(values))
             .map_err(self.err("exporting"))?;
         let mut writer = RecordWriter::start(out, format)?;
+        let mut run = None;
         while let Some(row) = rows.next().map_err(self.err("exporting"))? {
-            let record = record_from_row(row).map_err(self.err("exporting"))?;
+            let record = record_from_row(row, &mut run).map_err(self.err("exporting"))?;
             writer.write(&record)?;
         }
         Ok(writer.finish()?)
@@ -255,12 +256,21 @@ impl<'a> RecordWriter<'a> {
     }
 }
 
-/// One record of the export's query: the listing's run columns, the three versions, then
-/// [`RESULT_COLUMNS`].
-fn record_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ExportRecord> {
+/// The run's part of its records: read from the first of its rows, and kept while the
+/// rest come (a run's rows come together), so that each row reads only its own columns.
+struct RunPart {
+    run: ExportRun,
+    replay: ReplayMark,
+    /// Where the row's [`RESULT_COLUMNS`] start.
+    rows_from: usize,
+}
+
+/// The run part of the export query's row: the listing's run columns and the three
+/// versions.
+fn run_part(r: &rusqlite::Row<'_>) -> rusqlite::Result<RunPart> {
     let c = &mut Columns::new(r);
     let run = summary_from_row(c)?;
-    Ok(ExportRecord {
+    Ok(RunPart {
         run: ExportRun {
             run_id: run.id,
             at: run.at,
@@ -282,8 +292,27 @@ fn record_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ExportRecord> {
         replay: ReplayMark {
             replay_of: run.replay_of,
         },
-        row: result_row_from(c)?,
+        rows_from: c.position(),
     })
+}
+
+/// One record of the export's query; `last` is the run part of the previous one.
+fn record_from_row(
+    r: &rusqlite::Row<'_>,
+    last: &mut Option<RunPart>,
+) -> rusqlite::Result<ExportRecord> {
+    let id: RunId = r.get(0)?;
+    let part = match last.take() {
+        Some(part) if part.run.run_id == id => part,
+        _ => run_part(r)?,
+    };
+    let record = ExportRecord {
+        run: part.run.clone(),
+        replay: part.replay.clone(),
+        row: result_row_from(&mut Columns::starting_at(r, part.rows_from))?,
+    };
+    *last = Some(part);
+    Ok(record)
 }
 
 #[cfg(test)]

@@ -138,6 +138,17 @@ impl<'a, 'stmt> Columns<'a, 'stmt> {
         Columns { row, next: 0 }
     }
 
+    /// The row, from column `first` (where a reader of an earlier row of the same query
+    /// stopped: [`Columns::position`]).
+    pub(super) fn starting_at(row: &'a Row<'stmt>, first: usize) -> Self {
+        Columns { row, next: first }
+    }
+
+    /// The column the next read takes.
+    pub(super) fn position(&self) -> usize {
+        self.next
+    }
+
     fn take(&mut self) -> usize {
         self.next += 1;
         self.next - 1

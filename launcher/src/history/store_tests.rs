@@ -619,6 +619,28 @@ fn export_csv_and_json() {
     );
     assert!(lines[1].contains(",8,2,float,sum,-1,out,"), "{}", lines[1]);
     assert!(text.contains(",\"lab, \"\"east\"\"\","));
+    // Every record carries its own run's columns, after a change of run as well (the run's
+    // part is read from its first row and kept for the rest): as the listing has them.
+    let mut all = Vec::new();
+    db.export(&RunFilter::default(), ExportFormat::JsonLines, &mut all)
+        .unwrap();
+    let listed = db.list_runs(&RunFilter::default()).unwrap();
+    let mut seen = std::collections::BTreeMap::new();
+    for line in String::from_utf8(all).unwrap().lines() {
+        let record: serde_json::Value = serde_json::from_str(line).unwrap();
+        let run = listed
+            .iter()
+            .find(|r| record["run_id"] == r.id)
+            .expect("a listed run");
+        assert_eq!(record["cluster"], serde_json::json!(run.cluster), "{record}");
+        assert_eq!(record["at"], run.at.as_str(), "{record}");
+        assert_eq!(record["variant"], serde_json::json!(run.variant), "{record}");
+        *seen.entry(run.id).or_insert(0usize) += 1;
+    }
+    assert_eq!(seen.len(), listed.len());
+    for run in &listed {
+        assert_eq!(seen[&run.id] as u64, run.row_count, "run {}", run.id);
+    }
 
     let mut jsonl = Vec::new();
     let filter = RunFilter {
