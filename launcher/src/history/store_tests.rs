@@ -632,9 +632,17 @@ fn export_csv_and_json() {
             .iter()
             .find(|r| record["run_id"] == r.id)
             .expect("a listed run");
-        assert_eq!(record["cluster"], serde_json::json!(run.cluster), "{record}");
+        assert_eq!(
+            record["cluster"],
+            serde_json::json!(run.cluster),
+            "{record}"
+        );
         assert_eq!(record["at"], run.at.as_str(), "{record}");
-        assert_eq!(record["variant"], serde_json::json!(run.variant), "{record}");
+        assert_eq!(
+            record["variant"],
+            serde_json::json!(run.variant),
+            "{record}"
+        );
         *seen.entry(run.id).or_insert(0usize) += 1;
     }
     assert_eq!(seen.len(), listed.len());
