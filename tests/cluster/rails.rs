@@ -8,7 +8,11 @@ const RAILS: &str = "eth1,eth2,eth3,eth4";
 
 /// `salloc -N<all> gpudirect validate --test rails --json`: the exit code and the report.
 fn validate_rails(db: &std::path::Path, extra: &[&str]) -> (Option<i32>, serde_json::Value) {
-    let nodes = cluster_nodes() as u32;
+    json_report(&validate_rails_on(cluster_nodes() as u32, db, extra))
+}
+
+/// `salloc -N<nodes> gpudirect validate --test rails --json` over the four rails.
+fn validate_rails_on(nodes: u32, db: &std::path::Path, extra: &[&str]) -> std::process::Output {
     let mpi = workspace_bin("gpudirect-mpi");
     let mut args = vec![
         "validate",
@@ -21,7 +25,7 @@ fn validate_rails(db: &std::path::Path, extra: &[&str]) -> (Option<i32>, serde_j
         mpi.to_str().unwrap(),
     ];
     args.extend_from_slice(extra);
-    json_report(&gpudirect_in_allocation(nodes, db, &args, &[]))
+    gpudirect_in_allocation(nodes, db, &args, &[])
 }
 
 /// A `validate --json`'s exit code and report.
@@ -100,24 +104,7 @@ fn a_clean_cluster_is_healthy_on_every_rail_and_every_pair_is_recorded() {
 fn srun_pairs_on_a_two_node_allocation_measure_every_rail() {
     let _guard = cluster();
     let db = temp_db("rails-srun");
-    let mpi = workspace_bin("gpudirect-mpi");
-    let output = gpudirect_in_allocation(
-        2,
-        &db,
-        &[
-            "validate",
-            "--test",
-            "rails",
-            "--rails",
-            RAILS,
-            "--json",
-            "--mpi-program",
-            mpi.to_str().unwrap(),
-            "--rails-launcher",
-            "srun",
-        ],
-        &[],
-    );
+    let output = validate_rails_on(2, &db, &["--rails-launcher", "srun"]);
     assert!(
         stderr(&output).contains("pairs through srun"),
         "{}",
