@@ -18,6 +18,7 @@ use gpudirect::output::emit_json;
 use gpudirect::output::with_sources;
 use gpudirect::quarantine::{self, Cause};
 use gpudirect::units::{duration_arg, now_unix, percent_arg, size_arg};
+use gpudirect::validate::rails::PairLaunch;
 use gpudirect::vet::node_checks::{checks_job, run_checks, CHECKS_TIMEOUT};
 use gpudirect::vet::pairs::{run_pairs, PairsDone, PairsRequest, Test};
 use gpudirect::vet::{
@@ -304,7 +305,14 @@ fn pairs_request(args: &VetArgs) -> PairsRequest {
         message_size: args.rail_pairs.message_size,
         mpi_program: args.rail_pairs.mpi_program.clone(),
         mpi: args.mpi.clone(),
-        rails_launch: args.rail_pairs.launch(&args.mpi),
+        // Resolving `--rails-launcher auto` asks `mpirun --version`: only a rails test
+        // starts rail pairs.
+        rails_launch: match args.test {
+            Test::Rails => args.rail_pairs.launch(&args.mpi),
+            Test::Nccl => PairLaunch::Srun {
+                mpi: args.mpi.clone(),
+            },
+        },
         floor: args.floor,
         tolerance: args.tolerance,
         cluster: args.cluster.clone(),

@@ -45,7 +45,7 @@ pub struct PairsRequest {
     pub mpi_program: Option<PathBuf>,
     /// srun's `--mpi`.
     pub mpi: String,
-    /// How each rail pair starts.
+    /// How each rail pair starts (read by a rails test only).
     pub rails_launch: PairLaunch,
     /// A fixed floor, GB/s.
     pub floor: Option<f64>,
